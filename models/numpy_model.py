@@ -1,0 +1,58 @@
+"""The rig's numpy model: OUTPUT = INPUT @ W, W a fixed size x size matrix, on the CPU.
+
+Parameters (config.pbtxt ``parameters``) set its size and its fault injection knobs, so the
+same file serves the healthy model and the positive controls of a soak:
+  size, execute_delay_ms, finalize (ok | raise | sleep), finalize_sleep_s,
+  exit_after (the stub exits during the N-th execute), fail_load (1: initialize raises),
+  leak_bytes (bytes kept per request).
+"""
+
+import json
+import os
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+def weights(size):
+    """Deterministic, so tests can compute the expected output."""
+    return (np.arange(size * size, dtype=np.float32).reshape(size, size) / (size * size)).astype(np.float32)
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        params = {k: v.get("string_value", "") for k, v in config.get("parameters", {}).items()}
+        self.size = int(params.get("size", "4"))
+        self.delay_s = float(params.get("execute_delay_ms", "0")) / 1000.0
+        self.finalize_mode = params.get("finalize", "ok")
+        self.finalize_sleep_s = float(params.get("finalize_sleep_s", "3600"))
+        self.exit_after = int(params.get("exit_after", "0"))
+        self.leak_bytes = int(params.get("leak_bytes", "0"))
+        self.leaked = []
+        self.executed = 0
+        if params.get("fail_load", "0") == "1":
+            raise pb_utils.TritonModelException("fault injection: this model fails to load")
+        self.weight = weights(self.size)
+
+    def execute(self, requests):
+        self.executed += 1
+        if self.exit_after and self.executed >= self.exit_after:
+            os._exit(17)  # fault injection: the stub dies in the middle of execute
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "INPUT").as_numpy()
+            y = np.matmul(x, self.weight).astype(np.float32)
+            if self.leak_bytes:
+                self.leaked.append(bytearray(self.leak_bytes))
+            responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUTPUT", y)]))
+        return responses
+
+    def finalize(self):
+        if self.finalize_mode == "raise":
+            raise RuntimeError("fault injection: finalize raises")
+        if self.finalize_mode == "sleep":
+            time.sleep(self.finalize_sleep_s)

@@ -1,0 +1,503 @@
+"""The rig's own driver of Triton's C API (``tritonserver.h``) through ctypes.
+
+It runs wherever the core runs, and since it holds exactly the references it says it holds
+(a response lives until ``TRITONSERVER_InferenceResponseDelete``), it tells a bug of the Python
+binding layer apart from one of the core.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import threading
+from ctypes import (CFUNCTYPE, POINTER, byref, c_bool, c_char_p, c_double, c_int, c_int64,
+                    c_size_t, c_uint32, c_uint64, c_void_p)
+
+import numpy as np
+
+from rig.engines.base import (Engine, EngineError, ModelMetadata, Response, ServerOptions,
+                              TensorSpec)
+
+# TRITONSERVER_DataType, in the header's order.
+DATATYPES = ["INVALID", "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32",
+             "INT64", "FP16", "FP32", "FP64", "BYTES", "BF16"]
+NUMPY_OF = {"BOOL": np.bool_, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32,
+            "UINT64": np.uint64, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32,
+            "INT64": np.int64, "FP16": np.float16, "FP32": np.float32, "FP64": np.float64,
+            "BYTES": np.object_}
+ERROR_CODES = ["UNKNOWN", "INTERNAL", "NOT_FOUND", "INVALID_ARG", "UNAVAILABLE", "UNSUPPORTED",
+               "ALREADY_EXISTS", "CANCELLED"]
+MEMORY_CPU = 0
+RESPONSE_FINAL = 1
+CONTROL_MODES = {"none": 0, "poll": 1, "explicit": 2}
+
+
+def datatype_of(array: np.ndarray) -> int:
+    if array.dtype == np.object_ or array.dtype.kind in ("S", "U"):
+        return DATATYPES.index("BYTES")
+    for name, t in NUMPY_OF.items():
+        if t is not np.object_ and array.dtype == np.dtype(t):
+            return DATATYPES.index(name)
+    raise EngineError(f"no Triton datatype for numpy dtype {array.dtype}", "INVALID_ARG")
+
+
+def serialize_bytes(array: np.ndarray) -> bytes:
+    """Triton's BYTES wire form: each element as a 4-byte little-endian length, then its bytes."""
+    parts = []
+    for item in array.reshape(-1):
+        b = item if isinstance(item, bytes) else str(item).encode()
+        parts.append(len(b).to_bytes(4, "little") + b)
+    return b"".join(parts)
+
+
+AllocFn = CFUNCTYPE(c_void_p, c_void_p, c_char_p, c_size_t, c_int, c_int64, c_void_p,
+                    POINTER(c_void_p), POINTER(c_void_p), POINTER(c_int), POINTER(c_int64))
+ReleaseFn = CFUNCTYPE(c_void_p, c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_int64)
+RequestReleaseFn = CFUNCTYPE(None, c_void_p, c_uint32, c_void_p)
+ResponseCompleteFn = CFUNCTYPE(None, c_void_p, c_uint32, c_void_p)
+
+_SIGNATURES = {
+    # name: (argtypes); every function returns TRITONSERVER_Error* unless listed in _OTHER
+    "TRITONSERVER_ApiVersion": [POINTER(c_uint32), POINTER(c_uint32)],
+    "TRITONSERVER_ServerOptionsNew": [POINTER(c_void_p)],
+    "TRITONSERVER_ServerOptionsDelete": [c_void_p],
+    "TRITONSERVER_ServerOptionsSetModelRepositoryPath": [c_void_p, c_char_p],
+    "TRITONSERVER_ServerOptionsSetBackendDirectory": [c_void_p, c_char_p],
+    "TRITONSERVER_ServerOptionsSetExitTimeout": [c_void_p, c_uint32],
+    "TRITONSERVER_ServerOptionsSetModelControlMode": [c_void_p, c_int],
+    "TRITONSERVER_ServerOptionsSetStartupModel": [c_void_p, c_char_p],
+    "TRITONSERVER_ServerOptionsSetStrictReadiness": [c_void_p, c_bool],
+    "TRITONSERVER_ServerOptionsSetLogFile": [c_void_p, c_char_p],
+    "TRITONSERVER_ServerOptionsSetLogInfo": [c_void_p, c_bool],
+    "TRITONSERVER_ServerOptionsSetLogWarn": [c_void_p, c_bool],
+    "TRITONSERVER_ServerOptionsSetLogError": [c_void_p, c_bool],
+    "TRITONSERVER_ServerOptionsSetLogVerbose": [c_void_p, c_int],
+    "TRITONSERVER_ServerOptionsSetMetrics": [c_void_p, c_bool],
+    "TRITONSERVER_ServerOptionsSetGpuMetrics": [c_void_p, c_bool],
+    "TRITONSERVER_ServerOptionsSetBackendConfig": [c_void_p, c_char_p, c_char_p, c_char_p],
+    "TRITONSERVER_ServerOptionsSetMinSupportedComputeCapability": [c_void_p, c_double],
+    "TRITONSERVER_ServerNew": [POINTER(c_void_p), c_void_p],
+    "TRITONSERVER_ServerDelete": [c_void_p],
+    "TRITONSERVER_ServerStop": [c_void_p],
+    "TRITONSERVER_ServerIsLive": [c_void_p, POINTER(c_bool)],
+    "TRITONSERVER_ServerIsReady": [c_void_p, POINTER(c_bool)],
+    "TRITONSERVER_ServerModelIsReady": [c_void_p, c_char_p, c_int64, POINTER(c_bool)],
+    "TRITONSERVER_ServerMetadata": [c_void_p, POINTER(c_void_p)],
+    "TRITONSERVER_ServerModelMetadata": [c_void_p, c_char_p, c_int64, POINTER(c_void_p)],
+    "TRITONSERVER_ServerModelConfig": [c_void_p, c_char_p, c_int64, c_uint32, POINTER(c_void_p)],
+    "TRITONSERVER_ServerModelIndex": [c_void_p, c_uint32, POINTER(c_void_p)],
+    "TRITONSERVER_ServerLoadModel": [c_void_p, c_char_p],
+    "TRITONSERVER_ServerUnloadModel": [c_void_p, c_char_p],
+    "TRITONSERVER_MessageSerializeToJson": [c_void_p, POINTER(c_char_p), POINTER(c_size_t)],
+    "TRITONSERVER_MessageDelete": [c_void_p],
+    "TRITONSERVER_ResponseAllocatorNew": [POINTER(c_void_p), AllocFn, ReleaseFn, c_void_p],
+    "TRITONSERVER_ResponseAllocatorDelete": [c_void_p],
+    "TRITONSERVER_InferenceRequestNew": [POINTER(c_void_p), c_void_p, c_char_p, c_int64],
+    "TRITONSERVER_InferenceRequestDelete": [c_void_p],
+    "TRITONSERVER_InferenceRequestAddInput": [c_void_p, c_char_p, c_int, POINTER(c_int64), c_uint64],
+    "TRITONSERVER_InferenceRequestAppendInputData": [c_void_p, c_char_p, c_void_p, c_size_t, c_int, c_int64],
+    "TRITONSERVER_InferenceRequestAddRequestedOutput": [c_void_p, c_char_p],
+    "TRITONSERVER_InferenceRequestSetReleaseCallback": [c_void_p, RequestReleaseFn, c_void_p],
+    "TRITONSERVER_InferenceRequestSetResponseCallback": [c_void_p, c_void_p, c_void_p, ResponseCompleteFn, c_void_p],
+    "TRITONSERVER_ServerInferAsync": [c_void_p, c_void_p, c_void_p],
+    "TRITONSERVER_InferenceResponseError": [c_void_p],
+    "TRITONSERVER_InferenceResponseDelete": [c_void_p],
+    "TRITONSERVER_InferenceResponseOutputCount": [c_void_p, POINTER(c_uint32)],
+    "TRITONSERVER_InferenceResponseOutput": [
+        c_void_p, c_uint32, POINTER(c_char_p), POINTER(c_int), POINTER(POINTER(c_int64)),
+        POINTER(c_uint64), POINTER(c_void_p), POINTER(c_size_t), POINTER(c_int), POINTER(c_int64),
+        POINTER(c_void_p)],
+}
+_OTHER = {
+    "TRITONSERVER_ErrorCode": (c_int, [c_void_p]),
+    "TRITONSERVER_ErrorMessage": (c_char_p, [c_void_p]),
+    "TRITONSERVER_ErrorDelete": (None, [c_void_p]),
+}
+_OPTIONAL = {"TRITONSERVER_ServerOptionsSetStartupModel",
+             "TRITONSERVER_ServerOptionsSetMinSupportedComputeCapability"}
+
+
+class CoreLibrary:
+    """The core's shared library with typed functions; one per process and path."""
+
+    _loaded: dict[str, "CoreLibrary"] = {}
+
+    def __init__(self, path: str):
+        try:
+            self.lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        except OSError as e:
+            raise EngineError(f"cannot load the Triton core {path}: {e}", "UNAVAILABLE") from e
+        self.missing: list[str] = []
+        for name, args in _SIGNATURES.items():
+            fn = getattr(self.lib, name, None)
+            if fn is None:
+                if name not in _OPTIONAL:
+                    self.missing.append(name)
+                continue
+            fn.restype = c_void_p
+            fn.argtypes = args
+        for name, (res, args) in _OTHER.items():
+            fn = getattr(self.lib, name)
+            fn.restype = res
+            fn.argtypes = args
+        if self.missing:
+            raise EngineError(f"core {path} lacks {', '.join(self.missing)}", "UNSUPPORTED")
+        self.libc = ctypes.CDLL(None)
+        self.libc.malloc.restype = c_void_p
+        self.libc.malloc.argtypes = [c_size_t]
+        self.libc.free.argtypes = [c_void_p]
+
+    @classmethod
+    def load(cls, path: str) -> "CoreLibrary":
+        if path not in cls._loaded:
+            cls._loaded[path] = cls(path)
+        return cls._loaded[path]
+
+    def has(self, name: str) -> bool:
+        return getattr(self.lib, name, None) is not None
+
+    def error(self, err: int | None) -> EngineError | None:
+        """Turn a TRITONSERVER_Error* into an exception value (and free it)."""
+        if not err:
+            return None
+        code = self.lib.TRITONSERVER_ErrorCode(err)
+        msg = (self.lib.TRITONSERVER_ErrorMessage(err) or b"").decode(errors="replace")
+        self.lib.TRITONSERVER_ErrorDelete(err)
+        return EngineError(msg, ERROR_CODES[code] if 0 <= code < len(ERROR_CODES) else str(code))
+
+    def check(self, err: int | None) -> None:
+        e = self.error(err)
+        if e is not None:
+            raise e
+
+    def call(self, name: str, *args) -> None:
+        self.check(getattr(self.lib, name)(*args))
+
+    def message_json(self, msg: c_void_p) -> dict:
+        base, size = c_char_p(), c_size_t()
+        try:
+            self.call("TRITONSERVER_MessageSerializeToJson", msg, byref(base), byref(size))
+            return json.loads(ctypes.string_at(base, size.value))
+        finally:
+            self.lib.TRITONSERVER_MessageDelete(msg)
+
+    def api_version(self) -> tuple[int, int]:
+        major, minor = c_uint32(), c_uint32()
+        self.call("TRITONSERVER_ApiVersion", byref(major), byref(minor))
+        return major.value, minor.value
+
+
+class _Pending:
+    """One request in flight: its buffers stay alive until the core releases the request."""
+
+    __slots__ = ("request", "keep", "done", "response", "error")
+
+    def __init__(self, request, keep, done):
+        self.request = request
+        self.keep = keep
+        self.done = done
+        self.response = None
+        self.error = None
+
+
+class CapiResponse(Response):
+    def __init__(self, engine: "CapiEngine", handle: int):
+        self._engine = engine
+        self._handle = handle
+        self._lock = threading.Lock()
+        self._views = 0
+
+    @property
+    def alive(self) -> bool:
+        return bool(self._handle)
+
+    def _raw_outputs(self):
+        core = self._engine.core
+        count = c_uint32()
+        core.call("TRITONSERVER_InferenceResponseOutputCount", self._handle, byref(count))
+        for i in range(count.value):
+            name, dtype, shape, dims = c_char_p(), c_int(), POINTER(c_int64)(), c_uint64()
+            base, size, mtype, mid, userp = c_void_p(), c_size_t(), c_int(), c_int64(), c_void_p()
+            core.call("TRITONSERVER_InferenceResponseOutput", self._handle, i, byref(name),
+                      byref(dtype), byref(shape), byref(dims), byref(base), byref(size),
+                      byref(mtype), byref(mid), byref(userp))
+            yield (name.value.decode(), DATATYPES[dtype.value],
+                   tuple(shape[k] for k in range(dims.value)), base.value, size.value)
+
+    def _array(self, dtype_name, shape, base, size) -> np.ndarray:
+        if dtype_name == "BYTES":
+            raw = ctypes.string_at(base, size) if size else b""
+            items, off = [], 0
+            while off < len(raw):
+                n = int.from_bytes(raw[off:off + 4], "little")
+                items.append(raw[off + 4:off + 4 + n])
+                off += 4 + n
+            return np.array(items, dtype=np.object_).reshape(shape)
+        dt = np.dtype(NUMPY_OF[dtype_name])
+        if not size:
+            return np.zeros(shape, dtype=dt)
+        buf = (ctypes.c_char * size).from_address(base)
+        return np.frombuffer(buf, dtype=dt).reshape(shape)
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        if not self._handle:
+            raise EngineError("response already released", "INVALID_ARG")
+        return {n: self._array(d, s, b, z).copy() for n, d, s, b, z in self._raw_outputs()}
+
+    def output_view(self, name: str) -> np.ndarray:
+        """A zero-copy array whose base owns this response, as a DLPack consumer's would."""
+        for n, d, s, b, z in self._raw_outputs():
+            if n == name:
+                owner = _ResponseOwner(self)
+                arr = self._array(d, s, b, z)
+                return np.asarray(_OwnedBuffer(arr, owner))
+        raise EngineError(f"response has no output {name!r}", "INVALID_ARG")
+
+    def release(self) -> None:
+        with self._lock:
+            if self._views > 0:
+                return  # an array still points into it: it dies with the last one
+            handle, self._handle = self._handle, 0
+        if handle:
+            self._engine.core.check(self._engine.core.lib.TRITONSERVER_InferenceResponseDelete(handle))
+
+    def _add_view(self):
+        with self._lock:
+            self._views += 1
+
+    def _drop_view(self):
+        with self._lock:
+            self._views -= 1
+            last = self._views == 0
+        if last:
+            self.release()
+
+    def __del__(self):
+        try:
+            if self._views == 0:
+                self.release()
+        except Exception:  # noqa: BLE001 - interpreter shutdown; the core may be gone
+            pass
+
+
+class _ResponseOwner:
+    def __init__(self, response: CapiResponse):
+        self.response = response
+        response._add_view()
+
+    def __del__(self):
+        self.response._drop_view()
+
+
+class _OwnedBuffer:
+    """Exposes an array's memory while holding the response that owns it."""
+
+    def __init__(self, arr: np.ndarray, owner: _ResponseOwner):
+        self._arr = arr
+        self._owner = owner
+        self.__array_interface__ = arr.__array_interface__
+
+
+class CapiEngine(Engine):
+    name = "capi"
+
+    def __init__(self, core_library: str):
+        self.core = CoreLibrary.load(core_library)
+        self.server = c_void_p()
+        self._allocator = c_void_p()
+        self._pending: dict[int, _Pending] = {}
+        self._next_id = 1
+        self._id_lock = threading.Lock()
+        self._stopped = False
+        # Callbacks must outlive every request: keep the ctypes thunks on the instance.
+        self._alloc_cb = AllocFn(self._alloc)
+        self._release_cb = ReleaseFn(self._release_buffer)
+        self._request_release_cb = RequestReleaseFn(self._request_released)
+        self._response_cb = ResponseCompleteFn(self._response_complete)
+
+    # -- allocator: plain malloc'd host memory, owned by the response until it is deleted
+    def _alloc(self, allocator, name, size, mtype, mid, userp, buffer, buffer_userp, amtype, amid):
+        buffer[0] = self.core.libc.malloc(size) if size else None
+        buffer_userp[0] = None
+        amtype[0] = MEMORY_CPU
+        amid[0] = 0
+        return None
+
+    def _release_buffer(self, allocator, buffer, buffer_userp, size, mtype, mid):
+        if buffer:
+            self.core.libc.free(buffer)
+        return None
+
+    def _request_released(self, request, flags, userp):
+        pending = self._pending.pop(userp or 0, None)
+        self.core.lib.TRITONSERVER_InferenceRequestDelete(request)
+        if pending is not None:
+            pending.keep = None
+
+    def _response_complete(self, response, flags, userp):
+        pending = self._pending.get(userp or 0)
+        if pending is None:
+            if response:
+                self.core.lib.TRITONSERVER_InferenceResponseDelete(response)
+            return
+        if response:
+            err = self.core.error(self.core.lib.TRITONSERVER_InferenceResponseError(response))
+            if err is not None:
+                self.core.lib.TRITONSERVER_InferenceResponseDelete(response)
+                pending.error = err
+            else:
+                pending.response = CapiResponse(self, response)
+        if flags & RESPONSE_FINAL:
+            done = pending.done
+            if done is not None:
+                done(pending.response, pending.error)
+
+    # -- lifecycle
+    def start(self, options: ServerOptions) -> None:
+        c = self.core
+        opts = c_void_p()
+        c.call("TRITONSERVER_ServerOptionsNew", byref(opts))
+        try:
+            c.call("TRITONSERVER_ServerOptionsSetModelRepositoryPath", opts, options.model_repository.encode())
+            if options.backend_directory:
+                c.call("TRITONSERVER_ServerOptionsSetBackendDirectory", opts, options.backend_directory.encode())
+            c.call("TRITONSERVER_ServerOptionsSetExitTimeout", opts, int(options.exit_timeout_s))
+            c.call("TRITONSERVER_ServerOptionsSetModelControlMode", opts, CONTROL_MODES[options.model_control])
+            for m in options.startup_models:
+                if c.has("TRITONSERVER_ServerOptionsSetStartupModel"):
+                    c.call("TRITONSERVER_ServerOptionsSetStartupModel", opts, m.encode())
+            c.call("TRITONSERVER_ServerOptionsSetStrictReadiness", opts, options.strict_readiness)
+            if options.log_file:
+                c.call("TRITONSERVER_ServerOptionsSetLogFile", opts, options.log_file.encode())
+            c.call("TRITONSERVER_ServerOptionsSetLogInfo", opts, True)
+            c.call("TRITONSERVER_ServerOptionsSetLogWarn", opts, True)
+            c.call("TRITONSERVER_ServerOptionsSetLogError", opts, True)
+            c.call("TRITONSERVER_ServerOptionsSetLogVerbose", opts, int(options.log_verbose))
+            c.call("TRITONSERVER_ServerOptionsSetMetrics", opts, False)
+            c.call("TRITONSERVER_ServerOptionsSetGpuMetrics", opts, False)
+            for backend, key, value in options.backend_config:
+                c.call("TRITONSERVER_ServerOptionsSetBackendConfig", opts, backend.encode(),
+                       key.encode(), str(value).encode())
+            c.call("TRITONSERVER_ServerNew", byref(self.server), opts)
+        finally:
+            c.lib.TRITONSERVER_ServerOptionsDelete(opts)
+        c.call("TRITONSERVER_ResponseAllocatorNew", byref(self._allocator), self._alloc_cb,
+               self._release_cb, None)
+
+    def is_ready(self) -> bool:
+        ready = c_bool()
+        self.core.call("TRITONSERVER_ServerIsReady", self.server, byref(ready))
+        return ready.value
+
+    def model_ready(self, model: str) -> bool:
+        ready = c_bool()
+        err = self.core.error(self.core.lib.TRITONSERVER_ServerModelIsReady(
+            self.server, model.encode(), -1, byref(ready)))
+        return err is None and ready.value
+
+    def server_version(self) -> str:
+        msg = c_void_p()
+        self.core.call("TRITONSERVER_ServerMetadata", self.server, byref(msg))
+        return self.core.message_json(msg).get("version", "unknown")
+
+    def model_metadata(self, model: str) -> ModelMetadata:
+        msg = c_void_p()
+        self.core.call("TRITONSERVER_ServerModelMetadata", self.server, model.encode(), -1, byref(msg))
+        meta = self.core.message_json(msg)
+        cfg_msg = c_void_p()
+        self.core.call("TRITONSERVER_ServerModelConfig", self.server, model.encode(), -1, 1, byref(cfg_msg))
+        cfg = self.core.message_json(cfg_msg)
+
+        def specs(items):
+            return tuple(TensorSpec(t["name"], t["datatype"], tuple(int(d) for d in t.get("shape", [])))
+                         for t in items or [])
+
+        return ModelMetadata(name=meta.get("name", model), versions=tuple(meta.get("versions", [])),
+                             platform=meta.get("platform", ""), inputs=specs(meta.get("inputs")),
+                             outputs=specs(meta.get("outputs")),
+                             max_batch_size=int(cfg.get("max_batch_size", 0) or 0))
+
+    def model_states(self) -> dict[str, str]:
+        msg = c_void_p()
+        self.core.call("TRITONSERVER_ServerModelIndex", self.server, 0, byref(msg))
+        index = self.core.message_json(msg)
+        return {m["name"]: m.get("state", "UNKNOWN") or "UNKNOWN" for m in index}
+
+    def load_model(self, model: str) -> None:
+        self.core.call("TRITONSERVER_ServerLoadModel", self.server, model.encode())
+
+    def unload_model(self, model: str) -> None:
+        self.core.call("TRITONSERVER_ServerUnloadModel", self.server, model.encode())
+
+    # -- inference
+    def _submit(self, model: str, inputs: dict[str, np.ndarray], done) -> None:
+        c = self.core
+        req = c_void_p()
+        c.call("TRITONSERVER_InferenceRequestNew", byref(req), self.server, model.encode(), -1)
+        keep = []
+        try:
+            for name, arr in inputs.items():
+                arr = np.asarray(arr)
+                dtype = datatype_of(arr)
+                if DATATYPES[dtype] == "BYTES":
+                    data = serialize_bytes(arr)
+                    ptr, size = ctypes.c_char_p(data), len(data)
+                    keep.append(data)
+                else:
+                    arr = np.ascontiguousarray(arr)
+                    keep.append(arr)
+                    ptr, size = arr.ctypes.data, arr.nbytes
+                shape = (c_int64 * max(arr.ndim, 1))(*arr.shape)
+                c.call("TRITONSERVER_InferenceRequestAddInput", req, name.encode(), dtype, shape, arr.ndim)
+                c.call("TRITONSERVER_InferenceRequestAppendInputData", req, name.encode(),
+                       ptr if isinstance(ptr, int) else ctypes.cast(ptr, c_void_p), size, MEMORY_CPU, 0)
+            with self._id_lock:
+                rid = self._next_id
+                self._next_id += 1
+            self._pending[rid] = _Pending(req, keep, done)
+            c.call("TRITONSERVER_InferenceRequestSetReleaseCallback", req, self._request_release_cb, rid)
+            c.call("TRITONSERVER_InferenceRequestSetResponseCallback", req, self._allocator, None,
+                   self._response_cb, rid)
+            err = c.error(c.lib.TRITONSERVER_ServerInferAsync(self.server, req, None))
+            if err is not None:
+                self._pending.pop(rid, None)
+                raise err
+        except EngineError:
+            c.lib.TRITONSERVER_InferenceRequestDelete(req)
+            raise
+
+    def infer_async(self, model, inputs, done) -> None:
+        self._submit(model, inputs, done)
+
+    def infer(self, model: str, inputs: dict[str, np.ndarray], timeout_s: float = 60.0) -> Response:
+        event = threading.Event()
+        box: list = []
+
+        def done(response, error):
+            box.append((response, error))
+            event.set()
+
+        self._submit(model, inputs, done)
+        if not event.wait(timeout_s):
+            raise EngineError(f"no response from {model} within {timeout_s} s", "UNAVAILABLE")
+        response, error = box[0]
+        if error is not None:
+            raise error
+        if response is None:
+            raise EngineError(f"{model} completed without a response", "INTERNAL")
+        return response
+
+    def stop(self) -> str | None:
+        self._stopped = True
+        err = self.core.error(self.core.lib.TRITONSERVER_ServerStop(self.server))
+        return None if err is None else str(err)
+
+    def close(self) -> None:
+        if self.server:
+            if not self._stopped:
+                self.stop()
+            server, self.server = self.server, c_void_p()
+            self.core.lib.TRITONSERVER_ServerDelete(server)
+        if self._allocator:
+            self.core.lib.TRITONSERVER_ResponseAllocatorDelete(self._allocator)
+            self._allocator = c_void_p()
