@@ -1,0 +1,5 @@
+import sys
+
+from rig.cli import main
+
+sys.exit(main())

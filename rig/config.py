@@ -1,0 +1,177 @@
+"""The effective configuration of a run: defaults < TOML file < command-line options.
+
+Every key of the file is a field of ``RunConfig`` (sections ``[thresholds]`` and ``[workload]``
+hold the nested ones); an unknown key, a wrong type or a bad value is one ``RigError`` line,
+raised before anything starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from pathlib import Path
+
+from rig.errors import RigError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+RETAIN = ("none", "last-response", "last-array")
+STOP_STRATEGIES = ("stop", "unload-then-stop")
+RESTART_MODES = ("fresh-process", "same-process")
+ENGINES = ("auto", "capi", "tritonserver")
+
+
+@dataclasses.dataclass
+class Thresholds:
+    """Exit status of a soak: 1 when any is crossed (0 where unset)."""
+
+    max_stop_latency_s: float | None = None
+    min_finalize_success: float | None = None    # 0..1
+    allow_leaks: bool = False                    # stubs or shared memory left behind
+
+
+@dataclasses.dataclass
+class WorkloadConfig:
+    """Sustained load inside each cycle (Locust); ``name`` none = a fixed count of requests."""
+
+    name: str = "none"                # none | steady | ramp | step | spike | soak (workloads/)
+    seconds: float = 2.0              # per cycle
+    users: int = 1                    # closed loop: Locust users
+    in_flight: int = 1                # closed loop: requests in flight per user
+    rate: float | None = None         # open loop: arrivals per second
+    arrivals: str = "poisson"         # open loop: poisson | constant
+    window_seconds: float = 1.0
+    seed: int = 0
+
+
+@dataclasses.dataclass
+class RunConfig:
+    runtime: str | None = None        # auto | container | embedded-<v> | <v>
+    engine: str = "auto"
+    model: str = "numpy"              # numpy | cupy (templates), ignored with model_repository
+    model_repository: str | None = None
+    model_size: int = 4
+    instances: int = 1
+    max_batch_size: int = 0
+    dynamic_batching: bool = False
+    fault: str = "none"
+    execute_delay_ms: float = 0.0
+    cycles: int = 1
+    requests: int = 100               # per cycle, when no workload runs
+    retain: str = "none"
+    exit_timeout: int = 30
+    stop_strategy: str = "stop"
+    restart: str = "fresh-process"
+    startup_timeout: float = 120.0
+    results: str = "results"
+    thresholds: Thresholds = dataclasses.field(default_factory=Thresholds)
+    workload: WorkloadConfig = dataclasses.field(default_factory=WorkloadConfig)
+
+    def validate(self) -> "RunConfig":
+        def one_of(name, value, allowed):
+            if value not in allowed:
+                raise RigError(f"{name} must be one of {', '.join(allowed)} (got {value!r})")
+
+        one_of("engine", self.engine, ENGINES)
+        one_of("retain", self.retain, RETAIN)
+        one_of("stop_strategy", self.stop_strategy, STOP_STRATEGIES)
+        one_of("restart", self.restart, RESTART_MODES)
+        if self.model_repository is None:
+            one_of("model", self.model, ("numpy", "cupy"))
+        if self.cycles < 1 or self.requests < 0 or self.exit_timeout < 0:
+            raise RigError("cycles must be >= 1, requests >= 0 and exit_timeout >= 0")
+        t = self.thresholds
+        if t.min_finalize_success is not None and not 0 <= t.min_finalize_success <= 1:
+            raise RigError("thresholds.min_finalize_success is a fraction between 0 and 1")
+        return self
+
+    def to_toml(self) -> str:
+        """The effective config as TOML text (stored with every run)."""
+        lines, nested = [], []
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if dataclasses.is_dataclass(v):
+                nested.append((f.name, v))
+            elif v is not None:
+                lines.append(f"{f.name} = {_toml_value(v)}")
+        for name, sub in nested:
+            lines.append(f"\n[{name}]")
+            for f in dataclasses.fields(sub):
+                v = getattr(sub, f.name)
+                if v is not None:
+                    lines.append(f"{f.name} = {_toml_value(v)}")
+        return "\n".join(lines) + "\n"
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _coerce(where: str, hint, value):
+    args = typing.get_args(hint)
+    allowed = [a for a in args if a is not type(None)] if args else [hint]
+    if value is None and type(None) in args:
+        return None
+    for t in allowed:
+        if t is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if t is int and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if t in (str, bool) and isinstance(value, t):
+            return value
+    names = " or ".join(getattr(t, "__name__", str(t)) for t in allowed)
+    raise RigError(f"{where} must be {names} (got {value!r})")
+
+
+def _apply(obj, data: dict, where: str) -> None:
+    hints = typing.get_type_hints(type(obj))
+    fields = {f.name for f in dataclasses.fields(obj)}
+    for key, value in data.items():
+        name = key.replace("-", "_")
+        if name not in fields:
+            raise RigError(f"{where}: unknown key {key!r} (known: {', '.join(sorted(fields))})")
+        current = getattr(obj, name)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, dict):
+                raise RigError(f"{where}: {key} must be a table [{key}]")
+            _apply(current, value, f"{where} [{key}]")
+        else:
+            setattr(obj, name, _coerce(f"{where}: {key}", hints[name], value))
+
+
+def load(path: str | None, overrides: dict | None = None) -> RunConfig:
+    """Defaults, then the TOML file (if any), then the non-None overrides (dotted keys allowed)."""
+    cfg = RunConfig()
+    if path:
+        p = Path(path)
+        if not p.is_file():
+            raise RigError(f"config file {path} does not exist")
+        try:
+            data = tomllib.loads(p.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise RigError(f"config file {path} is not valid TOML: {e}") from None
+        _apply(cfg, data, str(path))
+    nested: dict = {}
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if "." in key:
+            section, sub = key.split(".", 1)
+            nested.setdefault(section, {})[sub] = value
+        else:
+            nested[key] = value
+    _apply(cfg, nested, "option")
+    return cfg.validate()
+
+
+def from_toml_text(text: str) -> RunConfig:
+    cfg = RunConfig()
+    _apply(cfg, tomllib.loads(text), "stored config")
+    return cfg.validate()

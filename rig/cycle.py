@@ -1,0 +1,277 @@
+"""One lifecycle cycle, inside a worker: start → load → workload → retain → stop → verify.
+
+The worker hosts the server; the parent only watches. ``phase`` calls tell the parent which
+phase runs and how long it may take, so a hang costs one cycle. Every cycle returns a dict of
+``CycleRow`` fields, whatever happened; the parent adds what only it can see (hung, crashed,
+leftovers after the worker is gone).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from rig import probes
+from rig.engines.base import Engine, EngineError, ServerOptions
+from rig.inputs import inputs_for
+
+OUTCOMES = {
+    "clean": "stop returned in time, every finalize ran before it returned",
+    "exit_timeout": "stop waited out exit_timeout (a model stayed loaded)",
+    "stop_error": "stop returned another error",
+    "load_failed": "the server or a model did not become ready",
+    "infer_error": "requests failed (e.g. a stub died during execute)",
+    "finalize_error": "a model's finalize raised",
+    "finalize_missing": "stop returned cleanly but some finalize had not run",
+    "hung": "a phase ran past its deadline; the worker was killed",
+    "crashed": "the worker died (signal or exit) in the middle of a cycle",
+}
+GRACE_AFTER_STOP_S = 5.0
+
+
+@dataclasses.dataclass
+class CycleSpec:
+    """What a worker needs to run cycles; JSON-serialisable so a worker can be re-run by hand."""
+
+    run_id: str
+    engine: str
+    runtime: dict
+    model_repository: str
+    models: list[str]                 # models to send requests to
+    model_label: str
+    requests: int = 100
+    retain: str = "none"
+    exit_timeout: int = 30
+    stop_strategy: str = "stop"
+    restart: str = "fresh-process"
+    startup_timeout: float = 120.0
+    evidence_dir: str = ""
+    log_dir: str = ""
+    cycles: list[int] = dataclasses.field(default_factory=lambda: [1])
+    workload: dict | None = None      # WorkloadConfig as a dict, or None
+    hook: str = ""                    # path of rig/hook/evidence.py
+
+
+def read_markers(evidence_dir: Path) -> list[dict]:
+    out = []
+    if not evidence_dir.is_dir():
+        return out
+    for f in evidence_dir.glob("*.json"):
+        try:
+            out.append(json.loads(f.read_text()))
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def summarize_markers(markers: list[dict], t_stop_returned: float | None) -> dict:
+    inits = {(m["pid"], m["instance"]) for m in markers if m["phase"] == "init"}
+    ends = [m for m in markers if m["phase"] == "finalize_end"]
+    before = after = 0
+    for m in ends:
+        if t_stop_returned is not None and m["t_mono"] <= t_stop_returned:
+            before += 1
+        else:
+            after += 1
+    return {"finalize_expected": len(inits), "finalize_before_stop": before,
+            "finalize_after_stop": after,
+            "finalize_errors": sum(1 for m in ends if m.get("error"))}
+
+
+def classify(row: dict) -> str:
+    """The outcome of a cycle the worker finished (hung/crashed are the parent's)."""
+    if row.get("outcome") == "load_failed":
+        return "load_failed"
+    err = row.get("stop_error")
+    if err:
+        return "exit_timeout" if "exit timeout" in err.lower() else "stop_error"
+    if row.get("finalize_errors"):
+        return "finalize_error"
+    if row.get("errors"):
+        return "infer_error"
+    if (row.get("finalize_expected") or 0) > (row.get("finalize_before_stop") or 0):
+        return "finalize_missing"
+    return "clean"
+
+
+class Retained:
+    """What the retention policy keeps referenced across stop(), as the user's code would."""
+
+    def __init__(self):
+        self.response = None
+        self.array = None
+
+    def clear(self):
+        self.array = None
+        if self.response is not None:
+            self.response.release()
+        self.response = None
+
+
+def _sequential_requests(engine: Engine, spec: CycleSpec, inputs: dict, retain: str,
+                         kept: Retained) -> dict:
+    errors = 0
+    first_error = None
+    t0 = time.monotonic()
+    n = spec.requests
+    for i in range(n):
+        model = spec.models[i % len(spec.models)]
+        try:
+            r = engine.infer(model, inputs[model], timeout_s=max(30.0, spec.exit_timeout))
+        except EngineError as e:
+            errors += 1
+            first_error = first_error or str(e)
+            continue
+        if i == n - 1 and retain == "last-response":
+            kept.response = r
+        elif i == n - 1 and retain == "last-array":
+            name = next(iter(r.outputs()))
+            kept.array = r.output_view(name)
+            del r
+        else:
+            r.release()
+    wall = time.monotonic() - t0
+    return {"requests": n, "errors": errors, "throughput": (n - errors) / wall if wall > 0 else None,
+            "detail": first_error}
+
+
+def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
+              phase: Callable[[str, float], None],
+              workload: Callable | None = None,
+              partial: Callable[[dict], None] | None = None) -> dict:
+    """Run one cycle; returns ``CycleRow`` fields (``outcome`` set)."""
+    evidence = Path(spec.evidence_dir) / f"c{cycle:06d}"
+    evidence.mkdir(parents=True, exist_ok=True)
+    os.environ["RIG_EVIDENCE_DIR"] = str(evidence)
+    if spec.hook:
+        os.environ["RIG_EVIDENCE_HOOK"] = spec.hook
+    row: dict = {"cycle": cycle, "started_at": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+                 "worker_pid": os.getpid(), "stop_error": None, "detail": None}
+    explicit = spec.stop_strategy == "unload-then-stop"
+    options = ServerOptions(
+        model_repository=spec.model_repository, backend_directory=spec.runtime.get("backend_dir"),
+        exit_timeout_s=spec.exit_timeout, model_control="explicit" if explicit else "none",
+        startup_models=("*",) if explicit else (),
+        log_file=str(Path(spec.log_dir) / f"triton-c{cycle:06d}.log") if spec.log_dir else None)
+
+    phase("start", spec.startup_timeout + 30)
+    engine = make_engine()
+    t0 = time.monotonic()
+    try:
+        engine.start(options)
+        deadline = t0 + spec.startup_timeout
+        while not (engine.is_ready() and all(engine.model_ready(m) for m in spec.models)):
+            if time.monotonic() > deadline:
+                raise EngineError(f"not ready after {spec.startup_timeout} s: {engine.model_states()}",
+                                  "UNAVAILABLE")
+            time.sleep(0.005)
+    except EngineError as e:
+        row.update(outcome="load_failed", detail=str(e)[:2000],
+                   **summarize_markers(read_markers(evidence), None))
+        row["finalize_before_stop"] = row["finalize_after_stop"] = None
+        row["cleanup"] = _teardown(engine, phase, spec)
+        row["stubs_killed"] = probes.kill_processes(probes.stubs_of(os.getpid()))
+        return row
+    row["start_latency_s"] = time.monotonic() - t0
+    row["triton_version"] = engine.server_version()
+
+    inputs = {m: inputs_for(engine.model_metadata(m)) for m in spec.models}
+    pids = [os.getpid()] + [p.pid for p in probes.stubs_of(os.getpid())]
+    regions = probes.shm_regions_mapped(pids)
+
+    kept = Retained()
+    if workload is not None:
+        phase("infer", float(spec.workload.get("seconds", 2.0)) * 3 + 60)
+        row.update(workload(engine, spec, inputs, kept, cycle))
+    else:
+        phase("infer", 60 + spec.requests * 0.1)
+        row.update(_sequential_requests(engine, spec, inputs, spec.retain, kept))
+
+    stubs = probes.stubs_of(os.getpid())
+    regions |= probes.shm_regions_mapped([p.pid for p in stubs])
+    row["stub_rss_bytes"] = probes.total_rss(stubs)
+    stats = probes.process_stats()
+    row.update(worker_rss_bytes=stats["rss_bytes"], worker_fds=stats["fds"],
+               worker_threads=stats["threads"])
+
+    phase("stop", spec.exit_timeout + 60)
+    t_stop = time.monotonic()
+    if explicit:
+        row["stop_error"] = _unload_all(engine, spec.exit_timeout)
+    err = engine.stop()
+    t_ret = time.monotonic()
+    row["stop_error"] = row["stop_error"] or err
+    row["stop_latency_s"] = t_ret - t_stop
+    row["stubs_alive_after_stop"] = len(probes.stubs_of(os.getpid()))
+    before = summarize_markers(read_markers(evidence), t_ret)
+
+    row.update(before)
+    row["finalize_after_stop"] = 0
+    row["outcome"] = classify(row)
+    if partial is not None:
+        partial(dict(row))  # a crash or hang in teardown must not lose what stop did
+
+    # What a careful user's process does next: drop its references, let the models unload,
+    # then free the server. (Freeing it first, or dropping the last response right after
+    # ServerDelete, crashed core 2.51 with a double free: measured, see the README.)
+    phase("release", spec.exit_timeout + 60)
+    kept.clear()
+    deadline = time.monotonic() + max(GRACE_AFTER_STOP_S, spec.exit_timeout)
+    while time.monotonic() < deadline:
+        s = summarize_markers(read_markers(evidence), t_ret)
+        if s["finalize_before_stop"] + s["finalize_after_stop"] >= s["finalize_expected"] \
+                and not probes.stubs_of(os.getpid()):
+            break
+        time.sleep(0.02)
+    after = summarize_markers(read_markers(evidence), t_ret)
+    row.update(after)
+    row["finalize_before_stop"] = before["finalize_before_stop"]
+    row["cleanup"] = _teardown(engine, phase, spec)
+    row["stubs_killed"] = probes.kill_processes(probes.stubs_of(os.getpid()))
+    leaked = probes.shm_regions_present(regions)
+    row["shm_regions_leaked"] = len(leaked)
+    probes.remove_shm_regions(leaked)
+    row["outcome"] = classify(row)
+    return row
+
+
+def _unload_all(engine: Engine, timeout_s: float) -> str | None:
+    """Explicit model control: unload every model, then poll quickly until none is left loaded."""
+    try:
+        states = engine.model_states()
+        for name, state in states.items():
+            if state in ("READY", "LOADING"):
+                engine.unload_model(name)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not any(s in ("READY", "LOADING", "UNLOADING") for s in engine.model_states().values()):
+                return None
+            time.sleep(0.002)
+        return f"unload: models still loaded after {timeout_s} s: {engine.model_states()}"
+    except EngineError as e:
+        return f"unload: {e}"
+
+
+def _teardown(engine: Engine, phase: Callable[[str, float], None], spec: CycleSpec) -> str:
+    """Free the server in a thread: a ``ServerDelete`` that blocks must not block the cycle."""
+    phase("cleanup", spec.exit_timeout + 60)
+    box: list[str] = []
+    t = threading.Thread(target=_close_quietly, args=(engine, box), daemon=True)
+    t.start()
+    t.join(spec.exit_timeout + 30)
+    if t.is_alive():
+        return f"close still blocked after {spec.exit_timeout + 30} s"
+    return box[0] if box else "ok"
+
+
+def _close_quietly(engine: Engine, box: list) -> None:
+    try:
+        engine.close()
+        box.append("ok")
+    except EngineError as e:
+        box.append(f"close failed: {e}")

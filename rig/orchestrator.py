@@ -1,0 +1,345 @@
+"""The parent of a run: never hosts Triton; starts workers, watches them, stores every cycle.
+
+A watchdog bounds every phase a worker announces; a worker past its deadline is killed with its
+whole process group (stubs included) and the cycle is stored as ``hung``; one that dies is
+stored as ``crashed`` with its signal. Each cycle's row is written as soon as it is known, so a
+SIGKILL of this process loses at most the cycle in flight, and ``--resume`` finishes the run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import select
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Callable
+
+import psutil
+
+import rig
+from rig import engines, models, probes
+from rig import runtime as runtime_mod
+from rig.config import RunConfig
+from rig.cycle import CycleSpec
+from rig.errors import RigError
+from rig.store import CycleRow, RunRow, Store, now_iso
+
+CYCLE_FIELDS = [f.name for f in dataclasses.fields(CycleRow)]
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
+
+
+@dataclasses.dataclass
+class Prepared:
+    run_id: str
+    config: RunConfig
+    runtime: runtime_mod.Runtime
+    engine: str
+    engine_reason: str
+    repository: Path
+    models: list[str]
+    model_label: str
+    work_dir: Path
+    store: Store
+
+
+def prepare(cfg: RunConfig, command: str, run_id: str | None = None,
+            log: Callable[[str], None] = print) -> Prepared:
+    """Everything checked before anything starts: runtime, engine, model repository."""
+    rt = runtime_mod.resolve(cfg.runtime, log=log)
+    _ensure_evidence_hook(log)
+    engine, reason = engines.select(cfg.engine, rt)
+    run_id = run_id or new_run_id()
+    store = Store(cfg.results)
+    work = Path(cfg.results) / "_work" / run_id
+    work.mkdir(parents=True, exist_ok=True)
+    if cfg.model_repository:
+        repo = Path(cfg.model_repository).resolve()
+        names = models.repository_models(repo)
+        label = ",".join(names) if len(names) <= 3 else f"{repo.name}({len(names)} models)"
+    else:
+        if cfg.model == "cupy":
+            ok, why = cupy_usable()
+            if not ok:
+                raise RigError(f"the cupy model needs a CUDA device and CuPy here: {why}; use --model numpy")
+        repo = work / "models"
+        spec = models.ModelSpec(kind=cfg.model, size=cfg.model_size, instances=cfg.instances,
+                                max_batch_size=cfg.max_batch_size, dynamic_batching=cfg.dynamic_batching,
+                                fault=cfg.fault, execute_delay_ms=cfg.execute_delay_ms)
+        models.render(spec, repo)
+        names = [spec.model_name]
+        label = cfg.model if cfg.fault == "none" else f"{cfg.model}:{cfg.fault}"
+    return Prepared(run_id, cfg, rt, engine, reason, repo, names, label, work, store)
+
+
+def _ensure_evidence_hook(log: Callable[[str], None]) -> None:
+    """Backend stubs read the .pth files of this interpreter's site-packages (see rig/hook)."""
+    import sysconfig
+
+    from rig.hook import evidence
+
+    site = sysconfig.get_paths()["purelib"]
+    if evidence.install_pth(site) is None:
+        log(f"warning: cannot write {evidence.PTH_NAME} into {site}: finalize evidence will be missing "
+            "(finalize_* columns 0); run the rig from a writable environment (a virtualenv)")
+
+
+def cupy_usable() -> tuple[bool, str]:
+    try:
+        import cupy
+    except ImportError as e:
+        return False, f"CuPy is not installed ({e})"
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:  # noqa: BLE001 - CUDARuntimeError when no driver/device
+        return False, f"no CUDA device ({e})"
+    return (n > 0), (f"{n} CUDA device(s)" if n else "no CUDA device")
+
+
+def host_facts() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    gpu = probes.Gpu()
+    return {"host": platform.node(), "cpu": f"{cpu} x{os.cpu_count()}",
+            "gpu": getattr(gpu, "name", None) if gpu.available else None}
+
+
+def write_run_row(p: Prepared, command: str) -> None:
+    facts = host_facts()
+    row = RunRow(run_id=p.run_id, started_at=now_iso(), command=command, host=facts["host"],
+                 cpu=facts["cpu"], gpu=facts["gpu"], engine=p.engine, runtime=p.runtime.name,
+                 model=p.model_label, config=p.config.to_toml(), rig_version=rig.__version__,
+                 python_version=platform.python_version())
+    p.store.write("runs", [row], p.runtime.triton_version, "run")
+
+
+class WorkerHandle:
+    """One worker process in its own process group, and the pipe it reports on."""
+
+    def __init__(self, p: Prepared, cycles: list[int], index: int):
+        spec = CycleSpec(
+            run_id=p.run_id, engine=p.engine, runtime=p.runtime.to_dict(),
+            model_repository=str(p.repository), models=p.models, model_label=p.model_label,
+            requests=p.config.requests, retain=p.config.retain, exit_timeout=p.config.exit_timeout,
+            stop_strategy=p.config.stop_strategy, restart=p.config.restart,
+            startup_timeout=p.config.startup_timeout, evidence_dir=str(p.work_dir / "evidence"),
+            log_dir=str(p.work_dir / "logs"), cycles=cycles,
+            workload=dataclasses.asdict(p.config.workload) if p.config.workload.name != "none" else None,
+            hook=str(Path(__file__).resolve().parent / "hook" / "evidence.py"))
+        (p.work_dir / "logs").mkdir(parents=True, exist_ok=True)
+        self.spec_path = p.work_dir / f"spec-{index:04d}.json"
+        self.spec_path.write_text(json.dumps(dataclasses.asdict(spec), indent=1))
+        self.log_path = p.work_dir / "logs" / f"worker-{index:04d}.log"
+        env = p.runtime.worker_env()
+        root = str(Path(rig.__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        r, w = os.pipe()
+        with open(self.log_path, "wb") as logf:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "rig", "worker", "--spec", str(self.spec_path), "--result-fd", str(w)],
+                pass_fds=(w,), start_new_session=True, env=env, stdout=logf, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL)
+        os.close(w)
+        self.pgid = self.proc.pid
+        self._r = r
+        self._buf = b""
+        self.eof = False
+
+    def read(self, timeout: float) -> list[dict]:
+        """Messages that arrived within ``timeout`` seconds (possibly none)."""
+        if self.eof:
+            time.sleep(min(timeout, 0.05))
+            return []
+        ready, _, _ = select.select([self._r], [], [], max(0.0, timeout))
+        if not ready:
+            return []
+        chunk = os.read(self._r, 1 << 16)
+        if not chunk:
+            self.eof = True
+            return []
+        self._buf += chunk
+        *lines, self._buf = self._buf.split(b"\n")
+        out = []
+        for line in lines:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+        return out
+
+    def group_pids(self) -> list[int]:
+        pids = []
+        for proc in psutil.process_iter():
+            try:
+                if os.getpgid(proc.pid) == self.pgid:
+                    pids.append(proc.pid)
+            except (ProcessLookupError, PermissionError):
+                pass
+        return pids
+
+    def kill(self) -> tuple[int, int]:
+        """SIGKILL the whole group; returns (stubs killed, shared-memory regions leaked)."""
+        pids = self.group_pids()
+        regions = probes.shm_regions_mapped(pids)
+        stubs = len(probes.stubs_in_group(self.pgid))
+        try:
+            os.killpg(self.pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+        time.sleep(0.05)
+        leaked = probes.shm_regions_present(regions)
+        probes.remove_shm_regions(leaked)
+        return stubs, len(leaked)
+
+    def reap_leftovers(self) -> int:
+        """After the worker exited: kill what it left in its group (stubs it never reaped)."""
+        left = probes.stubs_in_group(self.pgid)
+        return probes.kill_processes(left)
+
+    def log_tail(self, n: int = 600) -> str:
+        try:
+            data = self.log_path.read_bytes()[-n:]
+            return data.decode(errors="replace").strip().replace("\n", " | ")
+        except OSError:
+            return ""
+
+    def close(self):
+        try:
+            os.close(self._r)
+        except OSError:
+            pass
+
+
+def _blank_row(p: Prepared, cycle: int) -> dict:
+    row = {k: None for k in CYCLE_FIELDS}
+    row.update(run_id=p.run_id, cycle=cycle, engine=p.engine, model=p.model_label, retain=p.config.retain,
+               restart=p.config.restart, stop_strategy=p.config.stop_strategy, started_at=now_iso())
+    return row
+
+
+def _finish_row(p: Prepared, row: dict, wall: float | None) -> CycleRow:
+    row = {k: row.get(k) for k in CYCLE_FIELDS if k != "schema_version"}
+    row["cycle_wall_s"] = wall
+    if wall is not None:
+        row["overhead_s"] = wall - (row.get("start_latency_s") or 0) - (row.get("stop_latency_s") or 0)
+    for k in ("stop_error", "detail"):
+        if row.get(k) is not None:
+            row[k] = str(row[k])[:2000]
+    for f in dataclasses.fields(CycleRow):
+        if f.name in row and row[f.name] is not None and f.type in ("int | None", "int"):
+            row[f.name] = int(row[f.name])
+    return CycleRow(**row)
+
+
+def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleRow], None],
+               on_window: Callable[[dict], None] | None = None,
+               on_phase: Callable[[int, str], None] | None = None) -> None:
+    """Run the given cycle numbers in workers, writing each row as soon as it is known."""
+    pending = list(cycles)
+    index = 0
+    while pending:
+        index += 1
+        batch = pending[:1] if p.config.restart == "fresh-process" else list(pending)
+        w = WorkerHandle(p, batch, index)
+        current: int | None = None
+        t_cycle = time.monotonic()
+        deadline = time.monotonic() + p.config.startup_timeout + 60
+        phase = "spawn"
+        partial: dict = {}
+        try:
+            while True:
+                for msg in w.read(min(0.5, max(0.0, deadline - time.monotonic()))):
+                    kind = msg.get("type")
+                    if kind == "cycle_start":
+                        current, t_cycle = msg["cycle"], time.monotonic()
+                        partial = {}
+                    elif kind == "phase":
+                        phase = msg["phase"]
+                        deadline = time.monotonic() + float(msg["timeout_s"])
+                        if on_phase and current is not None:
+                            on_phase(current, phase)
+                    elif kind == "window" and on_window:
+                        on_window(msg)
+                    elif kind == "cycle":
+                        row = _blank_row(p, msg["row"]["cycle"])
+                        row.update({k: v for k, v in msg["row"].items() if k in row})
+                        if p.config.restart == "fresh-process":
+                            try:
+                                w.proc.wait(30)
+                            except subprocess.TimeoutExpired:
+                                pass
+                            extra = w.reap_leftovers()
+                            row["stubs_killed"] = (row.get("stubs_killed") or 0) + extra
+                        wall = time.monotonic() - t_cycle
+                        on_cycle(_finish_row(p, row, wall))
+                        pending.remove(row["cycle"])
+                        current = None
+                        deadline = time.monotonic() + p.config.startup_timeout + 60
+                    elif kind == "partial":
+                        partial["row"] = msg["row"]
+                    elif kind == "fatal":
+                        partial["detail"] = msg.get("error")
+                if w.proc.poll() is not None and w.eof:
+                    break
+                if w.proc.poll() is not None:
+                    # Drain what is left in the pipe, then decide.
+                    continue
+                if time.monotonic() > deadline:
+                    stubs, leaked = w.kill()
+                    cyc = current if current is not None else (pending[0] if pending else None)
+                    if cyc is not None:
+                        row = _blank_row(p, cyc)
+                        what = f"phase {phase} ran past its deadline; worker group killed"
+                        if partial.get("row"):  # stop was measured: keep its outcome
+                            row.update({k: v for k, v in partial["row"].items() if k in row})
+                            row.update(cleanup="hung", detail=what)
+                        else:
+                            row.update(outcome="hung", detail=what)
+                        row.update(stubs_killed=(row.get("stubs_killed") or 0) + stubs,
+                                   shm_regions_leaked=(row.get("shm_regions_leaked") or 0) + leaked,
+                                   worker_pid=w.proc.pid)
+                        on_cycle(_finish_row(p, row, time.monotonic() - t_cycle))
+                        pending.remove(cyc)
+                    break
+            rc = w.proc.wait()
+            if pending and (current is not None or rc != 0) and pending[0] in batch:
+                cyc = current if current is not None else pending[0]
+                stubs, leaked = w.kill()
+                row = _blank_row(p, cyc)
+                how = (f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}")
+                what = f"worker {how} in phase {phase}: {partial.get('detail') or w.log_tail()}"
+                if partial.get("row"):  # stop was measured: keep its outcome, note the crash
+                    row.update({k: v for k, v in partial["row"].items() if k in row})
+                    row.update(cleanup=f"crashed: {how}", detail=what)
+                else:
+                    row.update(outcome="crashed", detail=what)
+                row.update(stubs_killed=(row.get("stubs_killed") or 0) + stubs,
+                           shm_regions_leaked=(row.get("shm_regions_leaked") or 0) + leaked,
+                           worker_pid=w.proc.pid)
+                on_cycle(_finish_row(p, row, time.monotonic() - t_cycle))
+                pending.remove(cyc)
+        except BaseException:
+            w.kill()
+            raise
+        finally:
+            w.close()

@@ -1,0 +1,147 @@
+"""Probes of processes and memory: backend stubs, shared-memory regions, RSS, fds, threads, GPU."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import psutil
+
+STUB_NAME = "triton_python_backend_stub"
+SHM_DIR = Path("/dev/shm")
+SHM_PREFIX = "triton_python_backend_shm_region"
+
+
+def _is_stub(p: psutil.Process) -> bool:
+    try:
+        return p.name().startswith(STUB_NAME[:15]) or any(STUB_NAME in a for a in p.cmdline()[:1])
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return False
+
+
+def stubs_of(pid: int) -> list[psutil.Process]:
+    """Live (not zombie) backend stub processes below ``pid``."""
+    try:
+        kids = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    out = []
+    for k in kids:
+        try:
+            if _is_stub(k) and k.status() != psutil.STATUS_ZOMBIE:
+                out.append(k)
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            pass
+    return out
+
+
+def stubs_in_group(pgid: int) -> list[psutil.Process]:
+    """Live stub processes of a process group (they outlive a worker that died)."""
+    out = []
+    for p in psutil.process_iter(["name"]):
+        try:
+            if os.getpgid(p.pid) == pgid and _is_stub(p) and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except (ProcessLookupError, psutil.NoSuchProcess, psutil.ZombieProcess, PermissionError):
+            pass
+    return out
+
+
+def kill_processes(procs: list[psutil.Process]) -> int:
+    killed = 0
+    for p in procs:
+        try:
+            p.send_signal(signal.SIGKILL)
+            killed += 1
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            pass
+    psutil.wait_procs(procs, timeout=5)
+    return killed
+
+
+def shm_regions_mapped(pids: list[int]) -> set[str]:
+    """Python-backend shared-memory regions mapped by these processes (so by this run only)."""
+    found: set[str] = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                for line in f:
+                    if SHM_PREFIX in line:
+                        path = line.split(None, 5)[-1].strip().replace(" (deleted)", "")
+                        found.add(os.path.basename(path))
+        except OSError:
+            pass
+    return found
+
+
+def shm_regions_present(names: set[str]) -> set[str]:
+    return {n for n in names if (SHM_DIR / n).exists()}
+
+
+def remove_shm_regions(names: set[str]) -> int:
+    removed = 0
+    for n in names:
+        try:
+            (SHM_DIR / n).unlink()
+            removed += 1
+        except OSError:
+            pass
+    return removed
+
+
+def process_stats(pid: int | None = None) -> dict:
+    """RSS, open file descriptors and threads of a process (default: this one)."""
+    try:
+        p = psutil.Process(pid or os.getpid())
+        with p.oneshot():
+            return {"rss_bytes": p.memory_info().rss, "fds": p.num_fds(), "threads": p.num_threads()}
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return {"rss_bytes": None, "fds": None, "threads": None}
+
+
+def total_rss(procs: list[psutil.Process]) -> int | None:
+    total = 0
+    for p in procs:
+        try:
+            total += p.memory_info().rss
+        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+            pass
+    return total if procs else None
+
+
+class Gpu:
+    """NVML, where there is one: memory used and utilisation of device 0. ``why`` says why not."""
+
+    def __init__(self):
+        self.handle = None
+        self.why = ""
+        try:
+            import pynvml  # nvidia-ml-py
+
+            pynvml.nvmlInit()
+            self._nvml = pynvml
+            if pynvml.nvmlDeviceGetCount() < 1:
+                self.why = "NVML sees no GPU"
+                return
+            self.handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+            name = pynvml.nvmlDeviceGetName(self.handle)
+            self.name = name.decode() if isinstance(name, bytes) else name
+        except ImportError:
+            self.why = "nvidia-ml-py is not installed"
+        except Exception as e:  # noqa: BLE001 - NVMLError_LibraryNotFound and friends
+            self.why = f"NVML unavailable: {e}"
+
+    @property
+    def available(self) -> bool:
+        return self.handle is not None
+
+    def memory_used(self) -> int | None:
+        if not self.handle:
+            return None
+        return int(self._nvml.nvmlDeviceGetMemoryInfo(self.handle).used)
+
+    def utilization(self) -> float | None:
+        if not self.handle:
+            return None
+        return float(self._nvml.nvmlDeviceGetUtilizationRates(self.handle).gpu)

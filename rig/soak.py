@@ -1,0 +1,214 @@
+"""``rig cycle`` and ``rig soak``: prepare, run cycles with live progress, summarise, judge."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import sys
+from typing import Callable
+
+from rig import orchestrator
+from rig.config import RunConfig, from_toml_text
+from rig.errors import RigError
+from rig.store import CycleRow, Store
+
+DEFAULT_ALLOWED = ("clean",)
+
+
+@dataclasses.dataclass
+class Tally:
+    """Running figures of a run, for the progress bar and the summary."""
+
+    rows: list[CycleRow] = dataclasses.field(default_factory=list)
+
+    def add(self, row: CycleRow):
+        self.rows.append(row)
+
+    @property
+    def outcomes(self) -> collections.Counter:
+        return collections.Counter(r.outcome for r in self.rows)
+
+    @property
+    def finalize_success(self) -> float | None:
+        expected = sum(r.finalize_expected or 0 for r in self.rows)
+        if not expected:
+            return None
+        return sum(r.finalize_before_stop or 0 for r in self.rows) / expected
+
+    @property
+    def stop_latencies(self) -> list[float]:
+        return [r.stop_latency_s for r in self.rows if r.stop_latency_s is not None]
+
+    @property
+    def leaks(self) -> tuple[int, int]:
+        return (sum(r.stubs_killed or 0 for r in self.rows), sum(r.shm_regions_leaked or 0 for r in self.rows))
+
+
+def cycle_line(r: CycleRow) -> str:
+    """The one-line human summary of a cycle."""
+    def f(x, fmt="{:.3f}"):
+        return "-" if x is None else fmt.format(x)
+
+    parts = [f"cycle {r.cycle}: {r.outcome}", f"start {f(r.start_latency_s)} s",
+             f"stop {f(r.stop_latency_s)} s",
+             f"finalize {f(r.finalize_before_stop, '{}')}/{f(r.finalize_expected, '{}')} before stop, "
+             f"{f(r.finalize_after_stop, '{}')} after"]
+    if r.finalize_errors:
+        parts.append(f"{r.finalize_errors} finalize raised")
+    parts.append(f"stubs alive after stop {f(r.stubs_alive_after_stop, '{}')}")
+    if r.stubs_killed:
+        parts.append(f"stubs killed {r.stubs_killed}")
+    if r.shm_regions_leaked:
+        parts.append(f"shm leaked {r.shm_regions_leaked}")
+    if r.cleanup and r.cleanup != "ok":
+        parts.append(f"cleanup {r.cleanup}")
+    if r.throughput:
+        parts.append(f"{r.throughput:,.0f} infer/s")
+    if r.errors:
+        parts.append(f"{r.errors} request errors")
+    if r.outcome not in ("clean",) and (r.detail or r.stop_error):
+        parts.append(f"({(r.stop_error or r.detail)[:160]})")
+    return " | ".join(parts)
+
+
+def judge(tally: Tally, cfg: RunConfig, allowed: tuple[str, ...]) -> list[str]:
+    """Reasons the run fails its thresholds (empty: it passes)."""
+    reasons = []
+    bad = {k: v for k, v in tally.outcomes.items() if k not in allowed}
+    if bad:
+        reasons.append("outcomes not allowed: " + ", ".join(f"{k}={v}" for k, v in sorted(bad.items())))
+    t = cfg.thresholds
+    lat = tally.stop_latencies
+    if t.max_stop_latency_s is not None and lat and max(lat) > t.max_stop_latency_s:
+        reasons.append(f"max stop latency {max(lat):.3f} s > {t.max_stop_latency_s} s")
+    fs = tally.finalize_success
+    if t.min_finalize_success is not None and fs is not None and fs < t.min_finalize_success:
+        reasons.append(f"finalize success {fs:.1%} < {t.min_finalize_success:.1%}")
+    stubs, shm = tally.leaks
+    if not t.allow_leaks and (stubs or shm):
+        reasons.append(f"leaks: {stubs} stub(s) killed by the rig, {shm} shared-memory region(s) left")
+    return reasons
+
+
+def summary_table(tally: Tally) -> str:
+    import statistics
+
+    lat = tally.stop_latencies
+    fs = tally.finalize_success
+    stubs, shm = tally.leaks
+    tput = [r.throughput for r in tally.rows if r.throughput]
+    over = [r.overhead_s for r in tally.rows if r.overhead_s is not None]
+    lines = [f"cycles        {len(tally.rows)}",
+             "outcomes      " + ", ".join(f"{k}={v}" for k, v in sorted(tally.outcomes.items())),
+             "finalize      " + ("-" if fs is None else f"{fs:.1%} before stop returned")]
+    if lat:
+        q = sorted(lat)
+        lines.append(f"stop latency  min {q[0]:.3f}  median {statistics.median(q):.3f}  max {q[-1]:.3f} s")
+    if tput:
+        lines.append(f"throughput    median {statistics.median(tput):,.0f} infer/s")
+    if over:
+        lines.append(f"rig overhead  median {statistics.median(over):.3f} s per cycle (beyond start and stop)")
+    lines.append(f"leaks         {stubs} stub(s) killed, {shm} shared-memory region(s) removed")
+    return "\n".join(lines)
+
+
+class Progress:
+    """A live progress bar on a terminal; one line per cycle elsewhere (CI logs)."""
+
+    def __init__(self, total: int, label: str, tally: Tally, out=sys.stdout):
+        self.tally = tally
+        self.out = out
+        self.live = out.isatty()
+        self._bar = None
+        if self.live:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, \
+                TextColumn, TimeElapsedColumn
+
+            self._bar = RichProgress(TextColumn("[bold]{task.description}"), BarColumn(),
+                                     MofNCompleteColumn(), TimeElapsedColumn(),
+                                     TextColumn("{task.fields[figures]}"), transient=False)
+            self._task = self._bar.add_task(label, total=total, figures="starting ...")
+            self._bar.start()
+
+    def figures(self, phase: str = "") -> str:
+        t = self.tally
+        last = t.stop_latencies[-1] if t.stop_latencies else None
+        fs = t.finalize_success
+        tput = next((r.throughput for r in reversed(t.rows) if r.throughput), None)
+        parts = [f"{tput:,.0f} infer/s" if tput else "", f"last stop {last:.2f}s" if last is not None else "",
+                 f"finalize {fs:.0%}" if fs is not None else "",
+                 " ".join(f"{k}={v}" for k, v in sorted(t.outcomes.items())), phase]
+        return "  ".join(p for p in parts if p)
+
+    def phase(self, cycle: int, phase: str):
+        if self._bar:
+            self._bar.update(self._task, figures=self.figures(f"[cycle {cycle}: {phase}]"))
+
+    def cycle_done(self, row: CycleRow):
+        if self._bar:
+            self._bar.update(self._task, advance=1, figures=self.figures())
+        else:
+            print(cycle_line(row), file=self.out, flush=True)
+
+    def close(self):
+        if self._bar:
+            self._bar.stop()
+
+
+def execute(cfg: RunConfig, command: str, resume: str | None = None,
+            allowed: tuple[str, ...] = DEFAULT_ALLOWED, log: Callable[[str], None] = print,
+            on_window: Callable[[dict], None] | None = None) -> tuple[int, Tally, str, list[str]]:
+    """Run (or resume) a cycle/soak; returns (exit status, tally, run_id, reasons it failed)."""
+    done: set[int] = set()
+    if resume:
+        store = Store(cfg.results)
+        stored = store.run_row(resume)
+        if stored is None:
+            raise RigError(f"no run {resume!r} in {cfg.results}/runs: check --results and the run id")
+        cfg = from_toml_text(stored["config"])
+        done = store.cycles_done(resume)
+    p = orchestrator.prepare(cfg, command, run_id=resume, log=log)
+    if not resume:
+        orchestrator.write_run_row(p, command)
+    log(f"run {p.run_id}: {p.runtime.name} (Triton {p.runtime.triton_version}), engine {p.engine} "
+        f"({p.engine_reason}), model {p.model_label}, retain {cfg.retain}, stop {cfg.stop_strategy}, "
+        f"restart {cfg.restart}, results in {cfg.results}/")
+    todo = [k for k in range(1, cfg.cycles + 1) if k not in done]
+    if resume:
+        log(f"resuming: {len(done)} cycle(s) stored, {len(todo)} to go")
+    tally = Tally()
+    if resume:
+        for _, r in p.store.read("cycles", p.run_id).iterrows():
+            tally.add(CycleRow(**{f.name: (None if _isna(r.get(f.name)) else r.get(f.name))
+                                  for f in dataclasses.fields(CycleRow)}))
+    progress = Progress(len(todo), f"{command} {p.run_id}", tally) if command == "soak" else None
+
+    def on_cycle(row: CycleRow):
+        tally.add(row)
+        p.store.write("cycles", [row], row_version(p, row), f"c{row.cycle:06d}")
+        if progress:
+            progress.cycle_done(row)
+        else:
+            log(cycle_line(row))
+
+    try:
+        orchestrator.run_cycles(p, todo, on_cycle, on_window=on_window,
+                                on_phase=progress.phase if progress else None)
+    finally:
+        if progress:
+            progress.close()
+    reasons = judge(tally, cfg, allowed)
+    return (1 if reasons else 0), tally, p.run_id, reasons
+
+
+def row_version(p, row: CycleRow) -> str:
+    return p.runtime.triton_version
+
+
+def _isna(v) -> bool:
+    try:
+        import pandas as pd
+
+        return v is None or (not isinstance(v, str) and pd.isna(v))
+    except (TypeError, ValueError):
+        return False

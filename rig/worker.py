@@ -1,0 +1,58 @@
+"""The worker: hosts Triton in its own process and runs cycles from a spec file.
+
+``python -m rig worker --spec FILE --result-fd N`` (or ``--result-fd -1`` for stdout) can be
+re-run by hand to reproduce a cycle. It writes one JSON line per event to the result pipe:
+``{"type": "phase", ...}``, ``{"type": "cycle", "row": {...}}``, ``{"type": "window", ...}``,
+``{"type": "fatal", "error": ...}``. People's output (Triton's log) goes to files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+from rig import cycle as cycle_mod
+from rig import engines
+from rig.runtime import Runtime
+
+
+class Channel:
+    def __init__(self, fd: int):
+        if fd >= 0:
+            # Backend stubs are forked from this process: they must not hold the pipe open.
+            os.set_inheritable(fd, False)
+        self._f = sys.stdout if fd < 0 else os.fdopen(fd, "w", buffering=1)
+
+    def send(self, **msg) -> None:
+        self._f.write(json.dumps(msg, default=str) + "\n")
+        self._f.flush()
+
+
+def main(spec_path: str, result_fd: int) -> int:
+    with open(spec_path) as f:
+        spec = cycle_mod.CycleSpec(**json.load(f))
+    chan = Channel(result_fd)
+    runtime = Runtime.from_dict(spec.runtime)
+
+    def phase(name: str, timeout_s: float, cycle: int = 0) -> None:
+        chan.send(type="phase", phase=name, timeout_s=timeout_s, t=time.monotonic())
+
+    workload = None
+    if spec.workload and spec.workload.get("name", "none") != "none":
+        from rig.load import make_cycle_workload
+
+        workload = make_cycle_workload(spec.workload, lambda **w: chan.send(type="window", **w))
+
+    try:
+        for k in spec.cycles:
+            chan.send(type="cycle_start", cycle=k, t=time.monotonic())
+            row = cycle_mod.run_cycle(lambda: engines.make(spec.engine, runtime), spec, k, phase, workload,
+                                      partial=lambda r: chan.send(type="partial", row=r))
+            chan.send(type="cycle", row=row)
+    except Exception as e:  # noqa: BLE001 - reported to the parent as data, then exit non-zero
+        chan.send(type="fatal", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc()[-4000:])
+        return 3
+    return 0
