@@ -1,0 +1,72 @@
+"""End to end on the real core: one lifecycle cycle per retention policy, via the CLI."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import cycles, rig
+
+
+def test_retain_none_is_clean(tmp_path, runtime):
+    res = tmp_path / "results"
+    p = rig("cycle", "--engine", "capi", "--model", "numpy", "--retain", "none", "--exit-timeout", "5",
+            "--results", str(res))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "cycle 1: clean" in p.stdout
+    df = cycles(res)
+    assert len(df) == 1
+    r = df.iloc[0]
+    assert r.outcome == "clean"
+    assert r.engine == "capi" and r.model == "numpy" and r.retain == "none"
+    assert r.finalize_expected == 1
+    assert r.finalize_before_stop == 1 and r.finalize_after_stop == 0
+    assert r.stubs_alive_after_stop == 0 and r.stubs_killed == 0
+    assert r.shm_regions_leaked == 0
+    assert 0 < r.start_latency_s < 60
+    assert r.stop_latency_s < 5
+    assert str(r.triton_version) == runtime.triton_version
+    for col in ("run_id", "cycle", "triton_version", "engine", "model", "retain", "outcome",
+                "start_latency_s", "stop_latency_s", "finalize_expected", "finalize_before_stop",
+                "finalize_after_stop", "stubs_alive_after_stop"):
+        assert col in df.columns
+
+
+def test_retain_last_response_waits_out_exit_timeout(tmp_path, runtime):
+    """The mechanism of server#8755: a referenced response keeps its model loaded."""
+    res = tmp_path / "results"
+    p = rig("cycle", "--engine", "capi", "--retain", "last-response", "--exit-timeout", "3",
+            "--results", str(res))
+    assert p.returncode == 1, p.stdout + p.stderr  # exit_timeout is not an allowed outcome by default
+    r = cycles(res).iloc[0]
+    assert r.outcome == "exit_timeout"
+    assert 2.9 <= r.stop_latency_s < 4.5
+    assert r.finalize_before_stop == 0
+    assert r.finalize_after_stop == 1          # once the response is dropped, finalize runs
+    assert r.stubs_alive_after_stop == 1
+    assert "Exit timeout expired" in r.stop_error
+    assert r.cleanup == "ok"
+
+
+def test_retain_last_array_waits_out_exit_timeout(tmp_path, runtime):
+    res = tmp_path / "results"
+    p = rig("cycle", "--engine", "capi", "--retain", "last-array", "--exit-timeout", "2",
+            "--allow-outcomes", "exit_timeout", "--results", str(res))
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = cycles(res).iloc[0]
+    assert r.outcome == "exit_timeout" and r.finalize_before_stop == 0
+
+
+@pytest.mark.parametrize("args, words", [
+    (["cycle", "--model-repository", "/nonexistent/repo"], "does not exist"),
+    (["cycle", "--engine", "warp"], "invalid choice"),
+    (["cycle", "--runtime", "0.0.1"], "not installed"),
+    (["cycle", "--bogus"], "unrecognized arguments"),
+    (["soak", "--config", "/nonexistent.toml"], "does not exist"),
+])
+def test_bad_input_is_one_clear_line(args, words, tmp_path):
+    p = rig(*args, "--results", str(tmp_path))
+    assert p.returncode == 2
+    lines = [line for line in p.stderr.strip().splitlines() if line]
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith("rig: error:") and words in lines[0]
+    assert "Traceback" not in p.stderr + p.stdout
