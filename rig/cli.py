@@ -37,7 +37,8 @@ def _run_options(p: argparse.ArgumentParser, cycles_default_help: str) -> None:
     c.add_argument("--exit-timeout", type=int, help="the server's exit_timeout in seconds (default 30)")
     c.add_argument("--stop-strategy", choices=["stop", "unload-then-stop"])
     c.add_argument("--restart", choices=["fresh-process", "same-process"])
-    c.add_argument("--startup-timeout", type=float)
+    c.add_argument("--startup-timeout", type=float, help="seconds to become ready (default 120)")
+    c.add_argument("--request-timeout", type=float, help="seconds a request may take (default 30)")
     c.add_argument("--results", help="results folder (default results/)")
     w = p.add_argument_group("workload inside each cycle")
     w.add_argument("--workload", help="none (fixed request count), steady, ramp, step, spike, soak")
@@ -63,6 +64,7 @@ def _overrides(a: argparse.Namespace) -> dict:
         "dynamic_batching": a.dynamic_batching, "fault": a.fault, "execute_delay_ms": a.execute_delay_ms,
         "cycles": a.cycles, "requests": a.requests, "retain": a.retain, "exit_timeout": a.exit_timeout,
         "stop_strategy": a.stop_strategy, "restart": a.restart, "startup_timeout": a.startup_timeout,
+        "request_timeout": a.request_timeout,
         "results": a.results,
         "workload.name": a.workload, "workload.seconds": a.workload_seconds, "workload.users": a.users,
         "workload.in_flight": a.in_flight, "workload.rate": a.rate, "workload.arrivals": a.arrivals,

@@ -66,6 +66,7 @@ class RunConfig:
     stop_strategy: str = "stop"
     restart: str = "fresh-process"
     startup_timeout: float = 120.0
+    request_timeout: float = 30.0     # a request unanswered this long ends the cycle's workload
     results: str = "results"
     thresholds: Thresholds = dataclasses.field(default_factory=Thresholds)
     workload: WorkloadConfig = dataclasses.field(default_factory=WorkloadConfig)

@@ -32,6 +32,7 @@ OUTCOMES = {
     "crashed": "the worker died (signal or exit) in the middle of a cycle",
 }
 GRACE_AFTER_STOP_S = 5.0
+MAX_CONSECUTIVE_ERRORS = 3
 
 
 @dataclasses.dataclass
@@ -50,6 +51,7 @@ class CycleSpec:
     stop_strategy: str = "stop"
     restart: str = "fresh-process"
     startup_timeout: float = 120.0
+    request_timeout: float = 30.0
     evidence_dir: str = ""
     log_dir: str = ""
     cycles: list[int] = dataclasses.field(default_factory=lambda: [1])
@@ -87,13 +89,13 @@ def classify(row: dict) -> str:
     """The outcome of a cycle the worker finished (hung/crashed are the parent's)."""
     if row.get("outcome") == "load_failed":
         return "load_failed"
+    if row.get("errors"):
+        return "infer_error"  # the stop that follows is still in stop_error / stop_latency_s
     err = row.get("stop_error")
     if err:
         return "exit_timeout" if "exit timeout" in err.lower() else "stop_error"
     if row.get("finalize_errors"):
         return "finalize_error"
-    if row.get("errors"):
-        return "infer_error"
     if (row.get("finalize_expected") or 0) > (row.get("finalize_before_stop") or 0):
         return "finalize_missing"
     return "clean"
@@ -119,14 +121,21 @@ def _sequential_requests(engine: Engine, spec: CycleSpec, inputs: dict, retain: 
     first_error = None
     t0 = time.monotonic()
     n = spec.requests
+    sent = 0
+    consecutive = 0
     for i in range(n):
         model = spec.models[i % len(spec.models)]
+        sent += 1
         try:
-            r = engine.infer(model, inputs[model], timeout_s=max(30.0, spec.exit_timeout))
+            r = engine.infer(model, inputs[model], timeout_s=spec.request_timeout)
         except EngineError as e:
             errors += 1
+            consecutive += 1
             first_error = first_error or str(e)
+            if e.code == "TIMEOUT" or consecutive >= MAX_CONSECUTIVE_ERRORS:
+                break  # the model stopped answering (a dead stub, a stuck execute): stop sending
             continue
+        consecutive = 0
         if i == n - 1 and retain == "last-response":
             kept.response = r
         elif i == n - 1 and retain == "last-array":
@@ -136,8 +145,8 @@ def _sequential_requests(engine: Engine, spec: CycleSpec, inputs: dict, retain: 
         else:
             r.release()
     wall = time.monotonic() - t0
-    return {"requests": n, "errors": errors, "throughput": (n - errors) / wall if wall > 0 else None,
-            "detail": first_error}
+    return {"requests": sent, "errors": errors,
+            "throughput": (sent - errors) / wall if wall > 0 else None, "detail": first_error}
 
 
 def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
@@ -189,10 +198,14 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
         phase("infer", float(spec.workload.get("seconds", 2.0)) * 3 + 60)
         row.update(workload(engine, spec, inputs, kept, cycle))
     else:
-        phase("infer", 60 + spec.requests * 0.1)
+        phase("infer", 60 + spec.requests * 0.1 + spec.request_timeout)
         row.update(_sequential_requests(engine, spec, inputs, spec.retain, kept))
 
     stubs = probes.stubs_of(os.getpid())
+    died = sorted(set(pids[1:]) - {p.pid for p in stubs})
+    if died:
+        note = f"stub pid(s) {', '.join(map(str, died))} died during the workload"
+        row["detail"] = f"{note}; {row['detail']}" if row.get("detail") else note
     regions |= probes.shm_regions_mapped([p.pid for p in stubs])
     row["stub_rss_bytes"] = probes.total_rss(stubs)
     stats = probes.process_stats()

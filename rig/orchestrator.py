@@ -138,7 +138,8 @@ class WorkerHandle:
             model_repository=str(p.repository), models=p.models, model_label=p.model_label,
             requests=p.config.requests, retain=p.config.retain, exit_timeout=p.config.exit_timeout,
             stop_strategy=p.config.stop_strategy, restart=p.config.restart,
-            startup_timeout=p.config.startup_timeout, evidence_dir=str(p.work_dir / "evidence"),
+            startup_timeout=p.config.startup_timeout, request_timeout=p.config.request_timeout,
+            evidence_dir=str(p.work_dir / "evidence"),
             log_dir=str(p.work_dir / "logs"), cycles=cycles,
             workload=dataclasses.asdict(p.config.workload) if p.config.workload.name != "none" else None,
             hook=str(Path(__file__).resolve().parent / "hook" / "evidence.py"))

@@ -66,8 +66,9 @@ def cycle_line(r: CycleRow) -> str:
         parts.append(f"{r.throughput:,.0f} infer/s")
     if r.errors:
         parts.append(f"{r.errors} request errors")
-    if r.outcome not in ("clean",) and (r.detail or r.stop_error):
-        parts.append(f"({(r.stop_error or r.detail)[:160]})")
+    first = r.stop_error if r.outcome in ("exit_timeout", "stop_error") else (r.detail or r.stop_error)
+    if r.outcome != "clean" and first:
+        parts.append(f"({first[:160]})")
     return " | ".join(parts)
 
 

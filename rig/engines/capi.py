@@ -76,6 +76,7 @@ _SIGNATURES = {
     "TRITONSERVER_ServerOptionsSetGpuMetrics": [c_void_p, c_bool],
     "TRITONSERVER_ServerOptionsSetBackendConfig": [c_void_p, c_char_p, c_char_p, c_char_p],
     "TRITONSERVER_ServerOptionsSetMinSupportedComputeCapability": [c_void_p, c_double],
+    "TRITONSERVER_ServerOptionsSetModelLoadRetryCount": [c_void_p, c_uint32],
     "TRITONSERVER_ServerNew": [POINTER(c_void_p), c_void_p],
     "TRITONSERVER_ServerDelete": [c_void_p],
     "TRITONSERVER_ServerStop": [c_void_p],
@@ -114,6 +115,7 @@ _OTHER = {
     "TRITONSERVER_ErrorDelete": (None, [c_void_p]),
 }
 _OPTIONAL = {"TRITONSERVER_ServerOptionsSetStartupModel",
+             "TRITONSERVER_ServerOptionsSetModelLoadRetryCount",
              "TRITONSERVER_ServerOptionsSetMinSupportedComputeCapability"}
 
 
@@ -367,6 +369,8 @@ class CapiEngine(Engine):
                 if c.has("TRITONSERVER_ServerOptionsSetStartupModel"):
                     c.call("TRITONSERVER_ServerOptionsSetStartupModel", opts, m.encode())
             c.call("TRITONSERVER_ServerOptionsSetStrictReadiness", opts, options.strict_readiness)
+            if c.has("TRITONSERVER_ServerOptionsSetModelLoadRetryCount"):
+                c.call("TRITONSERVER_ServerOptionsSetModelLoadRetryCount", opts, int(options.model_load_retries))
             if options.log_file:
                 c.call("TRITONSERVER_ServerOptionsSetLogFile", opts, options.log_file.encode())
             c.call("TRITONSERVER_ServerOptionsSetLogInfo", opts, True)
@@ -479,7 +483,7 @@ class CapiEngine(Engine):
 
         self._submit(model, inputs, done)
         if not event.wait(timeout_s):
-            raise EngineError(f"no response from {model} within {timeout_s} s", "UNAVAILABLE")
+            raise EngineError(f"no response from {model} within {timeout_s} s", "TIMEOUT")
         response, error = box[0]
         if error is not None:
             raise error

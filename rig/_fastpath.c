@@ -1,0 +1,802 @@
+/* A native load generator over Triton's in-process C API ("lanes").
+ *
+ * Plain C, no Python.h: rig/fastpath.py compiles it on first use and drives it with ctypes.
+ * Nothing here runs Python, so a request costs no interpreter time: the core's own threads
+ * complete a request, record its latency and (closed loop) submit it again.
+ *
+ * The Triton functions are looked up with dlsym in the core the process has already loaded;
+ * their prototypes are declared here from tritonserver.h (API 1.x, stable since 2.x).
+ *
+ * Ownership (tritonserver.h): a request handed to ServerInferAsync belongs to the core until its
+ * release callback (flag RELEASE_ALL); if ServerInferAsync fails the caller still owns it. A
+ * response belongs to us from the response callback until InferenceResponseDelete, and an
+ * output buffer from alloc_fn until the core calls release_fn (when the response is deleted).
+ * A request holds a reference to its model, so a lane drops its request objects at stop.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------ the C API we use */
+
+typedef struct TRITONSERVER_Error TRITONSERVER_Error;
+typedef struct TRITONSERVER_InferenceRequest TRITONSERVER_InferenceRequest;
+typedef struct TRITONSERVER_InferenceResponse TRITONSERVER_InferenceResponse;
+typedef struct TRITONSERVER_ResponseAllocator TRITONSERVER_ResponseAllocator;
+typedef struct TRITONSERVER_Server TRITONSERVER_Server;
+typedef int TRITONSERVER_DataType;   /* enums are int-sized in the C ABI */
+typedef int TRITONSERVER_MemoryType;
+
+#define TRITONSERVER_MEMORY_CPU 0
+#define TRITONSERVER_REQUEST_RELEASE_ALL 1u
+#define TRITONSERVER_RESPONSE_COMPLETE_FINAL 1u
+
+typedef TRITONSERVER_Error *(*AllocFn)(TRITONSERVER_ResponseAllocator *, const char *, size_t,
+                                        TRITONSERVER_MemoryType, int64_t, void *, void **,
+                                        void **, TRITONSERVER_MemoryType *, int64_t *);
+typedef TRITONSERVER_Error *(*ReleaseFn)(TRITONSERVER_ResponseAllocator *, void *, void *,
+                                          size_t, TRITONSERVER_MemoryType, int64_t);
+typedef TRITONSERVER_Error *(*StartFn)(TRITONSERVER_ResponseAllocator *, void *);
+typedef void (*RequestReleaseFn)(TRITONSERVER_InferenceRequest *, const uint32_t, void *);
+typedef void (*ResponseCompleteFn)(TRITONSERVER_InferenceResponse *, const uint32_t, void *);
+
+static struct {
+    int ready;
+    void (*ErrorDelete)(TRITONSERVER_Error *);
+    const char *(*ErrorMessage)(TRITONSERVER_Error *);
+    TRITONSERVER_Error *(*ResponseAllocatorNew)(TRITONSERVER_ResponseAllocator **, AllocFn,
+                                                ReleaseFn, StartFn);
+    TRITONSERVER_Error *(*RequestNew)(TRITONSERVER_InferenceRequest **, TRITONSERVER_Server *,
+                                      const char *, const int64_t);
+    TRITONSERVER_Error *(*RequestDelete)(TRITONSERVER_InferenceRequest *);
+    TRITONSERVER_Error *(*AddInput)(TRITONSERVER_InferenceRequest *, const char *,
+                                    const TRITONSERVER_DataType, const int64_t *, uint64_t);
+    TRITONSERVER_Error *(*AppendInputData)(TRITONSERVER_InferenceRequest *, const char *,
+                                           const void *, size_t, TRITONSERVER_MemoryType, int64_t);
+    TRITONSERVER_Error *(*SetReleaseCallback)(TRITONSERVER_InferenceRequest *, RequestReleaseFn,
+                                              void *);
+    TRITONSERVER_Error *(*SetResponseCallback)(TRITONSERVER_InferenceRequest *,
+                                               TRITONSERVER_ResponseAllocator *, void *,
+                                               ResponseCompleteFn, void *);
+    TRITONSERVER_Error *(*InferAsync)(TRITONSERVER_Server *, TRITONSERVER_InferenceRequest *,
+                                      void *);
+    TRITONSERVER_Error *(*ResponseError)(TRITONSERVER_InferenceResponse *);
+    TRITONSERVER_Error *(*ResponseDelete)(TRITONSERVER_InferenceResponse *);
+    /* One allocator for the process, never deleted: a response the caller keeps (and deletes
+     * whenever it likes) points at it, so it must outlive every lane. */
+    TRITONSERVER_ResponseAllocator *allocator;
+} T;
+
+static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void copy_msg(char *out, size_t n, const char *msg)
+{
+    if (out && n) {
+        snprintf(out, n, "%s", msg ? msg : "");
+    }
+}
+
+/* ------------------------------------------------------------------ lane data */
+
+enum { MODE_IDLE = 0, MODE_CLOSED = 1, MODE_OPEN = 2 };
+
+#define MAX_DIMS 16
+#define LAT_CAP_MAX ((size_t)1 << 24) /* entries per undrained buffer (128 MiB); beyond: dropped */
+
+typedef struct fp_input {
+    char *name;
+    TRITONSERVER_DataType dtype;
+    int64_t shape[MAX_DIMS];
+    uint64_t ndim;
+    void *data;
+    size_t size;
+} fp_input;
+
+struct fp_lane;
+
+typedef struct fp_slot {
+    struct fp_lane *lane;
+    TRITONSERVER_InferenceRequest *req; /* NULL: (re)built before its next submission */
+    int64_t t0;                         /* latency origin: submit time, or scheduled send time */
+    atomic_int pending;                 /* events left in this round: final response + release */
+    int ok;                             /* a successful response arrived in this round */
+    int failed;                         /* an error response arrived in this round */
+    struct fp_slot *next_free;
+    struct fp_slot *next_all;
+} fp_slot;
+
+typedef struct fp_lane {
+    TRITONSERVER_Server *server;
+    char *model;
+    int64_t version;
+    fp_input *inputs;
+    int n_inputs;
+    int keep_last;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* CLOCK_MONOTONIC */
+    fp_slot *all;
+    fp_slot *free_list;
+    int n_slots;
+    int n_free;
+    int in_flight; /* slots owned by the core (under mu) */
+    int max_slots;
+
+    int mode;
+    atomic_int running; /* issuing allowed */
+    pthread_t thread;
+    int thread_started;
+    atomic_int issuing_done;
+    int64_t *sched;
+    size_t n_sched;
+    atomic_ullong issued;
+
+    pthread_mutex_t lat_mu;
+    int64_t *lat[2];
+    size_t lat_cap[2];
+    size_t lat_len;
+    int lat_cur;
+
+    atomic_ullong submitted, completed, errors, out_bytes, dropped;
+    atomic_int has_error;
+    char first_error[1024];
+
+    _Atomic(TRITONSERVER_InferenceResponse *) last_response;
+
+    int efd;
+    atomic_int signaled;
+} fp_lane;
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int64_t fp_now_ns(void) { return now_ns(); }
+
+static void record_error(fp_lane *lane, const char *msg)
+{
+    atomic_fetch_add(&lane->errors, 1);
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&lane->has_error, &expected, 1)) {
+        copy_msg(lane->first_error, sizeof lane->first_error, msg);
+        atomic_store(&lane->has_error, 2); /* message readable */
+    }
+}
+
+static void record_triton_error(fp_lane *lane, const char *what, TRITONSERVER_Error *err)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s: %s", what, T.ErrorMessage(err));
+    T.ErrorDelete(err);
+    record_error(lane, buf);
+}
+
+static void wake(fp_lane *lane)
+{
+    if (!atomic_exchange(&lane->signaled, 1)) {
+        uint64_t one = 1;
+        ssize_t r = write(lane->efd, &one, sizeof one);
+        (void)r; /* EAGAIN only when the counter is saturated: already readable */
+    }
+}
+
+static void record_latency(fp_lane *lane, int64_t ns)
+{
+    pthread_mutex_lock(&lane->lat_mu);
+    int c = lane->lat_cur;
+    if (lane->lat_len == lane->lat_cap[c]) {
+        size_t cap = lane->lat_cap[c] ? lane->lat_cap[c] * 2 : 4096;
+        int64_t *p = cap <= LAT_CAP_MAX ? realloc(lane->lat[c], cap * sizeof(int64_t)) : NULL;
+        if (!p) {
+            pthread_mutex_unlock(&lane->lat_mu);
+            atomic_fetch_add(&lane->dropped, 1);
+            return;
+        }
+        lane->lat[c] = p;
+        lane->lat_cap[c] = cap;
+    }
+    lane->lat[c][lane->lat_len++] = ns;
+    pthread_mutex_unlock(&lane->lat_mu);
+}
+
+/* ------------------------------------------------------------------ allocator */
+
+static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *a, const char *name,
+                                    size_t size, TRITONSERVER_MemoryType mt, int64_t mid,
+                                    void *userp, void **buffer, void **buffer_userp,
+                                    TRITONSERVER_MemoryType *amt, int64_t *amid)
+{
+    (void)a; (void)name; (void)mt; (void)mid;
+    *buffer = size ? malloc(size) : NULL;
+    *buffer_userp = NULL;
+    *amt = TRITONSERVER_MEMORY_CPU;
+    *amid = 0;
+    fp_slot *slot = userp;
+    if (slot) {
+        atomic_fetch_add(&slot->lane->out_bytes, size);
+    }
+    /* malloc failing is left to the core: it reports a missing buffer as a response error */
+    return NULL;
+}
+
+static TRITONSERVER_Error *release_fn(TRITONSERVER_ResponseAllocator *a, void *buffer,
+                                      void *buffer_userp, size_t size, TRITONSERVER_MemoryType mt,
+                                      int64_t mid)
+{
+    (void)a; (void)buffer_userp; (void)size; (void)mt; (void)mid;
+    free(buffer);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ init */
+
+#define LOOK(field, symbol)                                                             \
+    do {                                                                                \
+        *(void **)(&T.field) = dlsym(h, symbol);                                        \
+        if (!T.field) {                                                                 \
+            snprintf(err, errlen, "the Triton core lacks %s", symbol);                  \
+            goto fail;                                                                  \
+        }                                                                               \
+    } while (0)
+
+/* Bind to the core already loaded in this process. Returns 0 or -1 with a message. */
+int fp_init(const char *core_path, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&init_mu);
+    if (T.ready) {
+        pthread_mutex_unlock(&init_mu);
+        return 0;
+    }
+    void *h = NULL;
+    if (core_path && *core_path) {
+        h = dlopen(core_path, RTLD_NOLOAD | RTLD_NOW);
+        if (!h) {
+            snprintf(err, errlen, "the Triton core %s is not loaded in this process (%s)",
+                     core_path, dlerror());
+            goto fail;
+        }
+    } else {
+        h = RTLD_DEFAULT;
+    }
+    LOOK(ErrorDelete, "TRITONSERVER_ErrorDelete");
+    LOOK(ErrorMessage, "TRITONSERVER_ErrorMessage");
+    LOOK(ResponseAllocatorNew, "TRITONSERVER_ResponseAllocatorNew");
+    LOOK(RequestNew, "TRITONSERVER_InferenceRequestNew");
+    LOOK(RequestDelete, "TRITONSERVER_InferenceRequestDelete");
+    LOOK(AddInput, "TRITONSERVER_InferenceRequestAddInput");
+    LOOK(AppendInputData, "TRITONSERVER_InferenceRequestAppendInputData");
+    LOOK(SetReleaseCallback, "TRITONSERVER_InferenceRequestSetReleaseCallback");
+    LOOK(SetResponseCallback, "TRITONSERVER_InferenceRequestSetResponseCallback");
+    LOOK(InferAsync, "TRITONSERVER_ServerInferAsync");
+    LOOK(ResponseError, "TRITONSERVER_InferenceResponseError");
+    LOOK(ResponseDelete, "TRITONSERVER_InferenceResponseDelete");
+    TRITONSERVER_Error *e = T.ResponseAllocatorNew(&T.allocator, alloc_fn, release_fn, NULL);
+    if (e) {
+        snprintf(err, errlen, "TRITONSERVER_ResponseAllocatorNew: %s", T.ErrorMessage(e));
+        T.ErrorDelete(e);
+        goto fail;
+    }
+    T.ready = 1;
+    pthread_mutex_unlock(&init_mu);
+    return 0;
+fail:
+    pthread_mutex_unlock(&init_mu);
+    return -1;
+}
+
+/* ------------------------------------------------------------------ requests */
+
+static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t flags, void *userp);
+static void on_release(TRITONSERVER_InferenceRequest *req, const uint32_t flags, void *userp);
+
+/* Build the slot's request object; 0 or -1 (error recorded). */
+static int slot_build(fp_slot *slot)
+{
+    fp_lane *lane = slot->lane;
+    TRITONSERVER_InferenceRequest *req = NULL;
+    TRITONSERVER_Error *e = T.RequestNew(&req, lane->server, lane->model, lane->version);
+    if (e) {
+        record_triton_error(lane, "InferenceRequestNew", e);
+        return -1;
+    }
+    for (int i = 0; i < lane->n_inputs && !e; i++) {
+        fp_input *in = &lane->inputs[i];
+        e = T.AddInput(req, in->name, in->dtype, in->shape, in->ndim);
+        if (!e) {
+            e = T.AppendInputData(req, in->name, in->data, in->size, TRITONSERVER_MEMORY_CPU, 0);
+        }
+    }
+    if (!e) e = T.SetReleaseCallback(req, on_release, slot);
+    if (!e) e = T.SetResponseCallback(req, T.allocator, slot, on_response, slot);
+    if (e) {
+        record_triton_error(lane, "building the request", e);
+        T.RequestDelete(req);
+        return -1;
+    }
+    slot->req = req;
+    return 0;
+}
+
+static void slot_drop_request(fp_slot *slot)
+{
+    if (slot->req) {
+        TRITONSERVER_Error *e = T.RequestDelete(slot->req);
+        if (e) T.ErrorDelete(e);
+        slot->req = NULL;
+    }
+}
+
+/* Hand the slot's request to the core. t0 < 0: latency counts from now. 1 = submitted. */
+static int slot_submit(fp_slot *slot, int64_t t0)
+{
+    fp_lane *lane = slot->lane;
+    if (!slot->req && slot_build(slot) != 0) {
+        return 0;
+    }
+    slot->ok = 0;
+    slot->failed = 0;
+    atomic_store(&slot->pending, 2);
+    /* set before the call: the callbacks may run before ServerInferAsync returns */
+    slot->t0 = t0 >= 0 ? t0 : now_ns();
+    TRITONSERVER_Error *e = T.InferAsync(lane->server, slot->req, NULL);
+    if (e) {
+        record_triton_error(lane, "ServerInferAsync", e);
+        /* still ours; rebuild it before reuse, its state after a refusal is the core's business */
+        slot_drop_request(slot);
+        return 0;
+    }
+    atomic_fetch_add(&lane->submitted, 1);
+    return 1;
+}
+
+static void push_free_locked(fp_lane *lane, fp_slot *slot)
+{
+    slot->next_free = lane->free_list;
+    lane->free_list = slot;
+    lane->n_free++;
+}
+
+static fp_slot *pop_free_locked(fp_lane *lane)
+{
+    fp_slot *s = lane->free_list;
+    if (s) {
+        lane->free_list = s->next_free;
+        lane->n_free--;
+    }
+    return s;
+}
+
+/* Both events of a round have happened: the request is ours again. After the unlock the
+ * lane may be freed by close(): touch nothing of it after that. */
+static void slot_finished(fp_slot *slot)
+{
+    fp_lane *lane = slot->lane;
+    if (lane->mode == MODE_CLOSED && atomic_load(&lane->running)) {
+        if (slot_submit(slot, -1)) {
+            return;
+        }
+    }
+    pthread_mutex_lock(&lane->mu);
+    lane->in_flight--;
+    push_free_locked(lane, slot);
+    pthread_cond_broadcast(&lane->cv);
+    pthread_mutex_unlock(&lane->mu);
+}
+
+static void slot_event(fp_slot *slot)
+{
+    if (atomic_fetch_sub(&slot->pending, 1) == 1) {
+        slot_finished(slot);
+    }
+}
+
+static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t flags, void *userp)
+{
+    fp_slot *slot = userp;
+    fp_lane *lane = slot->lane;
+    if (resp) {
+        TRITONSERVER_Error *e = T.ResponseError(resp); /* owned by the response */
+        if (e) {
+            char buf[1024];
+            snprintf(buf, sizeof buf, "response: %s", T.ErrorMessage(e));
+            slot->failed = 1;
+            record_error(lane, buf);
+            e = T.ResponseDelete(resp);
+            if (e) T.ErrorDelete(e);
+        } else {
+            slot->ok = 1;
+            TRITONSERVER_InferenceResponse *old = resp;
+            if (lane->keep_last) {
+                old = atomic_exchange(&lane->last_response, resp);
+            }
+            if (old) {
+                e = T.ResponseDelete(old);
+                if (e) T.ErrorDelete(e);
+            }
+        }
+    }
+    if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
+        int64_t t = now_ns();
+        if (slot->ok && !slot->failed) {
+            record_latency(lane, t - slot->t0);
+            atomic_fetch_add(&lane->completed, 1);
+        } else if (!slot->failed) {
+            record_error(lane, "request completed without a response");
+        }
+        wake(lane);
+        slot_event(slot);
+    }
+}
+
+static void on_release(TRITONSERVER_InferenceRequest *req, const uint32_t flags, void *userp)
+{
+    (void)req;
+    if (flags & TRITONSERVER_REQUEST_RELEASE_ALL) {
+        slot_event((fp_slot *)userp);
+    }
+}
+
+/* ------------------------------------------------------------------ lane threads */
+
+/* Sleep until `until` (CLOCK_MONOTONIC ns), waking early when the lane stops. 0 = stopped. */
+static int sleep_until(fp_lane *lane, int64_t until)
+{
+    for (;;) {
+        if (!atomic_load(&lane->running)) return 0;
+        int64_t left = until - now_ns();
+        if (left <= 0) return 1;
+        int64_t step = left > 5000000 ? 5000000 : left; /* stop() waits at most 5 ms for us */
+        int64_t t = now_ns() + step;
+        struct timespec ts = {t / 1000000000LL, t % 1000000000LL};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+        }
+    }
+}
+
+static fp_slot *new_slot_locked(fp_lane *lane)
+{
+    fp_slot *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->lane = lane;
+    s->next_all = lane->all;
+    lane->all = s;
+    lane->n_slots++;
+    return s;
+}
+
+/* Closed loop: the core's threads re-submit; this thread only (re)starts idle slots: all of
+ * them at start, and any whose submission failed, after a backoff (1 ms doubling to 100 ms). */
+static void *closed_main(void *arg)
+{
+    fp_lane *lane = arg;
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    int64_t backoff = 0;
+    pthread_mutex_lock(&lane->mu);
+    while (atomic_load(&lane->running)) {
+        if (!lane->free_list) {
+            pthread_cond_wait(&lane->cv, &lane->mu);
+            continue;
+        }
+        if (backoff) {
+            pthread_mutex_unlock(&lane->mu);
+            sleep_until(lane, now_ns() + backoff);
+            pthread_mutex_lock(&lane->mu);
+        }
+        int failed = 0;
+        fp_slot *s;
+        while (atomic_load(&lane->running) && (s = pop_free_locked(lane))) {
+            lane->in_flight++;
+            pthread_mutex_unlock(&lane->mu);
+            int ok = slot_submit(s, -1);
+            pthread_mutex_lock(&lane->mu);
+            if (!ok) {
+                lane->in_flight--;
+                push_free_locked(lane, s);
+                failed = 1;
+                break;
+            }
+        }
+        if (failed) {
+            backoff = backoff ? (backoff * 2 > 100000000 ? 100000000 : backoff * 2) : 1000000;
+        } else {
+            backoff = 0;
+        }
+    }
+    pthread_mutex_unlock(&lane->mu);
+    atomic_store(&lane->issuing_done, 1);
+    return NULL;
+}
+
+/* Open loop: send at each scheduled time, on whatever slot is free (a new one if none is,
+ * up to max_slots, then wait for one: latency still counts from the schedule). */
+static void *open_main(void *arg)
+{
+    fp_lane *lane = arg;
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    for (size_t i = 0; i < lane->n_sched; i++) {
+        int64_t t = lane->sched[i];
+        if (!sleep_until(lane, t)) break;
+        pthread_mutex_lock(&lane->mu);
+        fp_slot *s = pop_free_locked(lane);
+        if (!s && lane->n_slots < lane->max_slots) {
+            s = new_slot_locked(lane);
+        }
+        while (!s && atomic_load(&lane->running)) {
+            pthread_cond_wait(&lane->cv, &lane->mu);
+            s = pop_free_locked(lane);
+        }
+        if (!s) {
+            pthread_mutex_unlock(&lane->mu);
+            break;
+        }
+        lane->in_flight++;
+        pthread_mutex_unlock(&lane->mu);
+        int ok = slot_submit(s, t);
+        atomic_fetch_add(&lane->issued, 1);
+        if (!ok) {
+            wake(lane);
+            pthread_mutex_lock(&lane->mu);
+            lane->in_flight--;
+            push_free_locked(lane, s);
+            pthread_mutex_unlock(&lane->mu);
+        }
+    }
+    atomic_store(&lane->issuing_done, 1);
+    wake(lane);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ public functions */
+
+void fp_lane_close(fp_lane *lane);
+
+/* names: n_inputs strings; shapes: n_inputs * MAX_DIMS int64 (row i holds ndims[i] dims). */
+fp_lane *fp_lane_new(void *server, const char *model, int64_t version, int n_inputs,
+                     const char **names, const int *dtypes, const int64_t *shapes,
+                     const uint64_t *ndims, const void **datas, const size_t *sizes,
+                     int in_flight, int keep_last, char *err, size_t errlen)
+{
+    if (!T.ready) {
+        copy_msg(err, errlen, "fp_init was not called");
+        return NULL;
+    }
+    if (in_flight < 1) {
+        copy_msg(err, errlen, "in_flight must be >= 1");
+        return NULL;
+    }
+    fp_lane *lane = calloc(1, sizeof *lane);
+    if (!lane) {
+        copy_msg(err, errlen, "out of memory");
+        return NULL;
+    }
+    lane->server = server;
+    lane->version = version;
+    lane->keep_last = keep_last;
+    lane->max_slots = in_flight;
+    lane->efd = -1;
+    pthread_mutex_init(&lane->mu, NULL);
+    pthread_mutex_init(&lane->lat_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&lane->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    lane->model = strdup(model);
+    lane->inputs = calloc(n_inputs > 0 ? n_inputs : 1, sizeof(fp_input));
+    lane->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (!lane->model || !lane->inputs || lane->efd < 0) {
+        copy_msg(err, errlen, lane->efd < 0 ? "eventfd failed" : "out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < n_inputs; i++) {
+        fp_input *in = &lane->inputs[i];
+        lane->n_inputs = i + 1;
+        if (ndims[i] > MAX_DIMS) {
+            snprintf(err, errlen, "input %s has more than %d dimensions", names[i], MAX_DIMS);
+            goto fail;
+        }
+        in->name = strdup(names[i]);
+        in->dtype = dtypes[i];
+        in->ndim = ndims[i];
+        memcpy(in->shape, shapes + (size_t)i * MAX_DIMS, sizeof(int64_t) * ndims[i]);
+        in->size = sizes[i];
+        in->data = malloc(sizes[i] ? sizes[i] : 1);
+        if (!in->name || !in->data) {
+            copy_msg(err, errlen, "out of memory");
+            goto fail;
+        }
+        if (sizes[i]) memcpy(in->data, datas[i], sizes[i]);
+    }
+    pthread_mutex_lock(&lane->mu);
+    for (int i = 0; i < in_flight; i++) {
+        fp_slot *s = new_slot_locked(lane);
+        if (!s) {
+            pthread_mutex_unlock(&lane->mu);
+            copy_msg(err, errlen, "out of memory");
+            goto fail;
+        }
+        push_free_locked(lane, s);
+    }
+    pthread_mutex_unlock(&lane->mu);
+    /* Build the requests now, so a wrong model or input fails here, loudly. */
+    for (fp_slot *s = lane->all; s; s = s->next_all) {
+        if (slot_build(s) != 0) {
+            copy_msg(err, errlen, lane->first_error);
+            goto fail;
+        }
+    }
+    return lane;
+fail:
+    fp_lane_close(lane);
+    return NULL;
+}
+
+static int start_thread(fp_lane *lane, int mode, void *(*fn)(void *))
+{
+    if (lane->thread_started || lane->in_flight) return -1;
+    lane->mode = mode;
+    atomic_store(&lane->issuing_done, 0);
+    atomic_store(&lane->running, 1);
+    if (pthread_create(&lane->thread, NULL, fn, lane) != 0) {
+        atomic_store(&lane->running, 0);
+        lane->mode = MODE_IDLE;
+        return -2;
+    }
+    lane->thread_started = 1;
+    return 0;
+}
+
+/* 0 ok; -1 already running; -2 no thread. */
+int fp_lane_start_closed(fp_lane *lane)
+{
+    return start_thread(lane, MODE_CLOSED, closed_main);
+}
+
+int fp_lane_start_open(fp_lane *lane, const int64_t *times, size_t n, int max_slots)
+{
+    if (lane->thread_started || lane->in_flight) return -1;
+    free(lane->sched);
+    lane->sched = malloc((n ? n : 1) * sizeof(int64_t));
+    if (!lane->sched) return -2;
+    memcpy(lane->sched, times, n * sizeof(int64_t));
+    lane->n_sched = n;
+    atomic_store(&lane->issued, 0);
+    pthread_mutex_lock(&lane->mu);
+    lane->max_slots = max_slots > lane->n_slots ? max_slots : lane->n_slots;
+    pthread_mutex_unlock(&lane->mu);
+    return start_thread(lane, MODE_OPEN, open_main);
+}
+
+/* Stop issuing; wait up to timeout_ns for every request to come back. 1 = nothing in flight.
+ * Then drop the request objects: each holds its model, and a stopped lane must not keep a
+ * model loaded (the next start rebuilds them). */
+int fp_lane_stop(fp_lane *lane, int64_t timeout_ns)
+{
+    atomic_store(&lane->running, 0);
+    pthread_mutex_lock(&lane->mu);
+    pthread_cond_broadcast(&lane->cv);
+    pthread_mutex_unlock(&lane->mu);
+    if (lane->thread_started) {
+        pthread_join(lane->thread, NULL);
+        lane->thread_started = 0;
+    }
+    int64_t deadline = now_ns() + (timeout_ns > 0 ? timeout_ns : 0);
+    struct timespec ts = {deadline / 1000000000LL, deadline % 1000000000LL};
+    pthread_mutex_lock(&lane->mu);
+    while (lane->in_flight > 0) {
+        if (pthread_cond_timedwait(&lane->cv, &lane->mu, &ts) == ETIMEDOUT) break;
+    }
+    int idle = lane->in_flight == 0;
+    if (idle) {
+        lane->mode = MODE_IDLE;
+        for (fp_slot *s = lane->all; s; s = s->next_all) slot_drop_request(s);
+    }
+    pthread_mutex_unlock(&lane->mu);
+    return idle;
+}
+
+int fp_lane_in_flight(fp_lane *lane)
+{
+    pthread_mutex_lock(&lane->mu);
+    int n = lane->in_flight;
+    pthread_mutex_unlock(&lane->mu);
+    return n;
+}
+
+/* Hand over the latencies recorded since the last drain: *out points at them (valid until the
+ * next drain), *n their count. One drainer at a time. Clears the eventfd. */
+void fp_lane_drain(fp_lane *lane, int64_t **out, size_t *n)
+{
+    uint64_t v;
+    atomic_store(&lane->signaled, 0);
+    while (read(lane->efd, &v, sizeof v) == sizeof v) {
+    }
+    pthread_mutex_lock(&lane->lat_mu);
+    int c = lane->lat_cur;
+    *out = lane->lat[c];
+    *n = lane->lat_len;
+    lane->lat_cur = 1 - c;
+    lane->lat_len = 0;
+    pthread_mutex_unlock(&lane->lat_mu);
+}
+
+/* submitted, completed, errors, in_flight, issued, slots, out_bytes, dropped, issuing_done */
+void fp_lane_stats(fp_lane *lane, uint64_t *out)
+{
+    out[0] = atomic_load(&lane->submitted);
+    out[1] = atomic_load(&lane->completed);
+    out[2] = atomic_load(&lane->errors);
+    pthread_mutex_lock(&lane->mu);
+    out[3] = (uint64_t)lane->in_flight;
+    out[5] = (uint64_t)lane->n_slots;
+    pthread_mutex_unlock(&lane->mu);
+    out[4] = atomic_load(&lane->issued);
+    out[6] = atomic_load(&lane->out_bytes);
+    out[7] = atomic_load(&lane->dropped);
+    out[8] = (uint64_t)atomic_load(&lane->issuing_done);
+}
+
+int fp_lane_fileno(fp_lane *lane) { return lane->efd; }
+
+/* The first error's message, or NULL. */
+const char *fp_lane_first_error(fp_lane *lane)
+{
+    return atomic_load(&lane->has_error) == 2 ? lane->first_error : NULL;
+}
+
+/* The retained response (keep_last), now the caller's to delete; NULL if none. */
+void *fp_lane_take_last(fp_lane *lane)
+{
+    return atomic_exchange(&lane->last_response, NULL);
+}
+
+/* Free the lane. Refuses (returns 0, frees nothing) while the core still owns a request: its
+ * callbacks would write into freed memory; leaking is the lesser harm. 1 = freed. */
+int fp_lane_free(fp_lane *lane)
+{
+    if (!lane) return 1;
+    if (fp_lane_stop(lane, 0) == 0) return 0;
+    TRITONSERVER_InferenceResponse *last = atomic_exchange(&lane->last_response, NULL);
+    if (last) {
+        TRITONSERVER_Error *e = T.ResponseDelete(last);
+        if (e) T.ErrorDelete(e);
+    }
+    fp_slot *s = lane->all;
+    while (s) {
+        fp_slot *next = s->next_all;
+        slot_drop_request(s);
+        free(s);
+        s = next;
+    }
+    for (int i = 0; i < lane->n_inputs; i++) {
+        free(lane->inputs[i].name);
+        free(lane->inputs[i].data);
+    }
+    free(lane->inputs);
+    free(lane->model);
+    free(lane->sched);
+    free(lane->lat[0]);
+    free(lane->lat[1]);
+    if (lane->efd >= 0) close(lane->efd);
+    pthread_mutex_destroy(&lane->mu);
+    pthread_mutex_destroy(&lane->lat_mu);
+    pthread_cond_destroy(&lane->cv);
+    free(lane);
+    return 1;
+}
+
+void fp_lane_close(fp_lane *lane) { (void)fp_lane_free(lane); }

@@ -1,0 +1,280 @@
+"""A native load generator for the C API engine: requests that never enter Python.
+
+A Python/ctypes loop makes four Python callbacks per request from Triton's threads and reaches
+about half of perf_analyzer's throughput on a small machine (FIELD_NOTES §6). A *lane* keeps
+Python out of the per-request path: ``_fastpath.c`` (plain C, compiled here on first use with
+the system compiler) builds its request objects once, submits them, and records each latency
+in native memory; Python only drains the latencies now and then.
+
+* closed loop (``start_closed``): ``in_flight`` requests, each re-submitted by the core's own
+  thread as soon as its response has completed and the core has released it; latency counts
+  from the submission.
+* open loop (``start_open``): one submission per scheduled time (absolute ``CLOCK_MONOTONIC``
+  ns, the clock of ``time.monotonic_ns()``); latency counts from the *scheduled* time, so a
+  server that stalls shows in the latencies (MLPerf LoadGen's rule against coordinated omission).
+
+Completions wake ``fileno()`` (an eventfd, coalesced until the next ``drain``), which a gevent
+greenlet can wait on with ``gevent.socket.wait_read``. Drain at a pace (tens of ms): each wake
+costs Python time, the very cost a lane exists to avoid.
+
+Each request object holds its model, so ``stop()`` drops them once all are back: a stopped lane
+does not keep a model loaded (a response kept with ``keep_last`` does, on purpose).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+from ctypes import (POINTER, byref, c_char_p, c_int, c_int64, c_size_t, c_uint64, c_void_p)
+from pathlib import Path
+
+import numpy as np
+
+from rig import runtime
+from rig.engines.base import EngineError
+from rig.engines.capi import DATATYPES, CapiEngine, CapiResponse, datatype_of
+from rig.errors import RigError
+
+SOURCE = Path(__file__).with_name("_fastpath.c")
+CFLAGS = ("-O2", "-shared", "-fPIC", "-pthread")
+MAX_DIMS = 16  # as in _fastpath.c
+_ERRLEN = 1024
+_STATS = ("submitted", "completed", "errors", "in_flight", "issued", "slots", "output_bytes",
+          "dropped", "issuing_done")
+
+_lib_lock = threading.Lock()
+_lib: ctypes.CDLL | None = None
+
+
+def build_dir() -> Path:
+    return runtime.cache_dir().parent / "build"
+
+
+def _compiler() -> str | None:
+    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def build(log=print) -> str:
+    """Compile ``_fastpath.c`` once per source version; returns the shared library's path."""
+    src = SOURCE.read_bytes()
+    key = hashlib.sha256(src + " ".join(CFLAGS).encode() + platform.machine().encode()).hexdigest()[:16]
+    out = build_dir() / f"_fastpath-{key}.so"
+    if out.exists():
+        return str(out)
+    cc = _compiler()
+    if cc is None:
+        raise RigError("no C compiler found (cc, gcc or clang; or set CC): the native load "
+                       "generator is compiled on first use; install one, e.g. apt-get install gcc")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".fastpath-", suffix=".so", dir=out.parent)
+    os.close(fd)
+    try:
+        log(f"compiling the native load generator ({cc}) ...")
+        proc = subprocess.run([cc, *CFLAGS, "-o", tmp, str(SOURCE), "-ldl"],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+            raise RigError(f"compiling {SOURCE.name} with {cc} failed: {tail}")
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, out)  # atomic: a concurrent build leaves one complete file
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return str(out)
+
+
+def _library(log=lambda msg: None) -> ctypes.CDLL:
+    global _lib
+    with _lib_lock:
+        if _lib is None:
+            lib = ctypes.CDLL(build(log=log))
+            sig = {
+                "fp_init": (c_int, [c_char_p, c_char_p, c_size_t]),
+                "fp_now_ns": (c_int64, []),
+                "fp_lane_new": (c_void_p, [c_void_p, c_char_p, c_int64, c_int, POINTER(c_char_p),
+                                           POINTER(c_int), POINTER(c_int64), POINTER(c_uint64),
+                                           POINTER(c_void_p), POINTER(c_size_t), c_int, c_int,
+                                           c_char_p, c_size_t]),
+                "fp_lane_start_closed": (c_int, [c_void_p]),
+                "fp_lane_start_open": (c_int, [c_void_p, c_void_p, c_size_t, c_int]),
+                "fp_lane_stop": (c_int, [c_void_p, c_int64]),
+                "fp_lane_in_flight": (c_int, [c_void_p]),
+                "fp_lane_drain": (None, [c_void_p, POINTER(POINTER(c_int64)), POINTER(c_size_t)]),
+                "fp_lane_stats": (None, [c_void_p, POINTER(c_uint64)]),
+                "fp_lane_fileno": (c_int, [c_void_p]),
+                "fp_lane_first_error": (c_char_p, [c_void_p]),
+                "fp_lane_take_last": (c_void_p, [c_void_p]),
+                "fp_lane_free": (c_int, [c_void_p]),
+            }
+            for name, (res, args) in sig.items():
+                fn = getattr(lib, name)
+                fn.restype = res
+                fn.argtypes = args
+            _lib = lib
+        return _lib
+
+
+def available() -> tuple[bool, str]:
+    """Whether lanes can run here, and why not (or the library's path)."""
+    try:
+        _library()
+    except (RigError, OSError) as e:
+        return False, str(e)
+    return True, build(log=lambda msg: None)
+
+
+def now_ns() -> int:
+    """The lanes' clock: CLOCK_MONOTONIC, the same as ``time.monotonic_ns()``."""
+    return _library().fp_now_ns()
+
+
+class Lane:
+    """``in_flight`` requests to one model with fixed inputs, driven natively (see module doc)."""
+
+    def __init__(self, engine: CapiEngine, model: str, inputs: dict[str, np.ndarray],
+                 in_flight: int = 1, keep_last: bool = False, version: int = -1):
+        self._h = None
+        if in_flight < 1:
+            raise RigError(f"in_flight must be >= 1, not {in_flight}")
+        n = len(inputs)
+        names = (c_char_p * max(n, 1))()
+        dtypes = (c_int * max(n, 1))()
+        shapes = (c_int64 * (MAX_DIMS * max(n, 1)))()
+        ndims = (c_uint64 * max(n, 1))()
+        datas = (c_void_p * max(n, 1))()
+        sizes = (c_size_t * max(n, 1))()
+        keep = []
+        for i, (name, arr) in enumerate(inputs.items()):
+            arr = np.asarray(arr)
+            dtype = datatype_of(arr)
+            if DATATYPES[dtype] == "BYTES":
+                raise RigError(f"input {name!r} is BYTES: lanes send fixed-size tensors only; "
+                               "drive BYTES models with the Python engine")
+            if arr.ndim > MAX_DIMS:
+                raise RigError(f"input {name!r} has {arr.ndim} dimensions, lanes take <= {MAX_DIMS}")
+            arr = np.ascontiguousarray(arr)
+            keep.append(arr)
+            bname = name.encode()
+            keep.append(bname)
+            names[i] = bname
+            dtypes[i] = dtype
+            for k, d in enumerate(arr.shape):
+                shapes[i * MAX_DIMS + k] = d
+            ndims[i] = arr.ndim
+            datas[i] = arr.ctypes.data
+            sizes[i] = arr.nbytes
+        if not engine.server:
+            raise RigError("the engine has no running server: start it before making a lane")
+        lib = _library()
+        self._lib = lib
+        self._engine = engine
+        self.model = model
+        self.in_flight = in_flight
+        self.keep_last = keep_last
+        self._lock = threading.Lock()
+        self._errors_seen = 0
+        err = ctypes.create_string_buffer(_ERRLEN)
+        if lib.fp_init(engine.core.lib._name.encode(), err, _ERRLEN) != 0:
+            raise RigError(f"the native load generator cannot bind to the core: {err.value.decode()}")
+
+        h = lib.fp_lane_new(engine.server, model.encode(), version, n, names, dtypes, shapes,
+                            ndims, datas, sizes, in_flight, int(keep_last), err, _ERRLEN)
+        if not h:
+            raise EngineError(f"cannot prepare requests to {model}: {err.value.decode()}", "INVALID_ARG")
+        self._h = h  # the lane copied the inputs; `keep` may go
+
+    def _handle(self) -> int:
+        if not self._h:
+            raise RigError("this lane is closed")
+        return self._h
+
+    def start_closed(self) -> None:
+        rc = self._lib.fp_lane_start_closed(self._handle())
+        if rc != 0:
+            raise RigError("the lane is already running (or still has requests in flight)"
+                           if rc == -1 else "cannot start the lane's thread")
+
+    def start_open(self, send_times_ns: np.ndarray, max_in_flight: int = 4096) -> None:
+        """Send one request at each absolute time (``time.monotonic_ns()`` clock, sorted)."""
+        times = np.ascontiguousarray(send_times_ns, dtype=np.int64)
+        rc = self._lib.fp_lane_start_open(self._handle(), times.ctypes.data, times.size,
+                                          int(max_in_flight))
+        if rc != 0:
+            raise RigError("the lane is already running (or still has requests in flight)"
+                           if rc == -1 else "cannot start the lane's thread")
+
+    def stop(self, timeout_s: float = 30) -> bool:
+        """Stop issuing and wait (at most ``timeout_s``) until the core has released every request.
+
+        True when nothing is in flight; the request objects are then dropped (they hold the model).
+        Blocks the calling thread (and a gevent hub: call it from a thread pool there).
+        """
+        with self._lock:
+            return bool(self._lib.fp_lane_stop(self._handle(), int(timeout_s * 1e9)))
+
+    def drain(self) -> tuple[np.ndarray, int]:
+        """Latencies (int64 ns) completed since the last drain, and the errors since then."""
+        with self._lock:
+            h = self._handle()
+            ptr, n = POINTER(c_int64)(), c_size_t()
+            self._lib.fp_lane_drain(h, byref(ptr), byref(n))
+            lat = (np.ctypeslib.as_array(ptr, shape=(n.value,)).copy() if n.value
+                   else np.empty(0, dtype=np.int64))
+            errors = self.stats()["errors"]
+            new, self._errors_seen = errors - self._errors_seen, errors
+            return lat, new
+
+    def stats(self) -> dict[str, int]:
+        """Counters since the lane was made: submitted, completed, errors, in_flight, issued
+        (open loop), slots (request objects), output_bytes, dropped (latencies lost to an
+        undrained buffer), issuing_done (1 once the open-loop schedule is through)."""
+        out = (c_uint64 * len(_STATS))()
+        self._lib.fp_lane_stats(self._handle(), out)
+        return dict(zip(_STATS, (int(v) for v in out)))
+
+    def done(self) -> bool:
+        """The open-loop schedule is sent and every request is back."""
+        s = self.stats()
+        return bool(s["issuing_done"]) and s["in_flight"] == 0
+
+    def fileno(self) -> int:
+        return self._lib.fp_lane_fileno(self._handle())
+
+    def first_error(self) -> str | None:
+        msg = self._lib.fp_lane_first_error(self._handle())
+        return None if msg is None else msg.decode(errors="replace")
+
+    def take_last_response(self) -> CapiResponse | None:
+        """The response kept by ``keep_last`` (the latest successful one), now the caller's."""
+        handle = self._lib.fp_lane_take_last(self._handle())
+        return CapiResponse(self._engine, handle) if handle else None
+
+    def close(self, timeout_s: float = 30) -> bool:
+        """Stop (waiting at most ``timeout_s``) and free the lane; a response still kept is
+        deleted. Call it before the server is deleted. False if requests were still in flight:
+        the lane is then leaked on purpose (the core would call back into freed memory)."""
+        with self._lock:
+            h, self._h = self._h, None
+            if not h:
+                return True
+            self._lib.fp_lane_stop(h, int(timeout_s * 1e9))
+            return bool(self._lib.fp_lane_free(h))
+
+    def __enter__(self) -> "Lane":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_h", None):
+            self.close()

@@ -1,0 +1,257 @@
+"""Tests of the native load generator (rig.fastpath) on the real core and real stubs.
+
+The core must be loaded by a process whose LD_LIBRARY_PATH was set before it started, so each
+case runs in a child interpreter (``runtime.worker_env()``) that prints one JSON line of
+observations; the assertions stay here. Skipped, with the reason printed, where there is no C
+compiler or no installed runtime.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import types
+
+import numpy as np
+import pytest
+
+from rig import fastpath, runtime
+from rig.errors import RigError
+
+OK, WHY = fastpath.available()
+if not OK:
+    print(f"fastpath tests skipped: {WHY}")
+pytestmark = pytest.mark.skipif(not OK, reason=f"no native lanes here: {WHY}")
+
+
+def _runtime():
+    try:
+        return runtime.resolve(None, auto_install=False)
+    except RigError as e:
+        print(f"skipped: {e}")
+        pytest.skip(f"no Triton runtime installed: {e}")
+
+
+# The child: starts a server on a fresh repository, runs one scenario, prints "RESULT {json}".
+CHILD = textwrap.dedent(r'''
+    import json, sys, time
+    from pathlib import Path
+    import numpy as np
+    from rig import fastpath, models, runtime
+    from rig.engines.base import EngineError, ServerOptions
+    from rig.engines.capi import CapiEngine
+
+    scenario, work, exit_timeout = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+    rt = runtime.Runtime.from_dict(json.loads(sys.argv[4]))
+    repo = work / "repo"
+    repo.mkdir()
+    models.render(models.ModelSpec(), repo)
+    if scenario == "errors":
+        models.render(models.ModelSpec(name="dies", fault="stub-exits"), repo)
+    engine = CapiEngine(rt.core_library)
+    engine.start(ServerOptions(str(repo), rt.backend_dir, exit_timeout_s=exit_timeout,
+                               log_file=str(work / "server.log")))
+    out = {"numpy_major": int(np.__version__.split(".")[0])}
+    X = np.arange(4, dtype=np.float32)
+
+    def server_stop():
+        t = time.monotonic()
+        out["server_stop_error"] = engine.stop()
+        out["server_stop_s"] = time.monotonic() - t
+
+    if scenario == "closed":
+        try:
+            fastpath.Lane(engine, "no_such_model", {"INPUT": X})
+        except EngineError as e:
+            out["missing_model_error"] = str(e)
+        lane = fastpath.Lane(engine, "numpy", {"INPUT": X}, in_flight=2)
+        import gevent.socket
+        t = time.monotonic()
+        lane.start_closed()
+        gevent.socket.wait_read(lane.fileno(), timeout=5)
+        out["woke_s"] = time.monotonic() - t
+        parts = []
+        for _ in range(4):
+            time.sleep(0.25)
+            lat, err = lane.drain()
+            parts.append(lat)
+        out["stopped"] = lane.stop(10)
+        lat, err = lane.drain()
+        parts.append(lat)
+        lat = np.concatenate(parts)
+        out["stats"] = lane.stats()
+        out["n_lat"] = int(lat.size)
+        out["lat_min_ns"] = int(lat.min())
+        out["lat_max_ns"] = int(lat.max())
+        out["lat_p50_ns"] = float(np.percentile(lat, 50))
+        out["first_error"] = lane.first_error()
+        out["restart"] = True
+        lane.start_closed()  # a stopped lane starts again (its requests are rebuilt)
+        time.sleep(0.1)
+        out["restart_stopped"] = lane.stop(10)
+        out["restart_completed"] = lane.stats()["completed"]
+        out["closed"] = lane.close()
+        server_stop()
+    elif scenario == "outputs":
+        lane = fastpath.Lane(engine, "numpy", {"INPUT": X}, keep_last=True)
+        lane.start_closed()
+        time.sleep(0.3)
+        out["stopped"] = lane.stop(10)
+        out["stats"] = lane.stats()
+        resp = lane.take_last_response()
+        out["taken_twice"] = lane.take_last_response() is not None
+        o = resp.outputs()["OUTPUT"]
+        out["output"] = o.tolist()
+        out["output_dtype"] = str(o.dtype)
+        w = (np.arange(16, dtype=np.float32).reshape(4, 4) / 16).astype(np.float32)
+        out["expected"] = (X @ w).tolist()
+        out["closed"] = lane.close()
+        server_stop()  # the kept response holds the model: stop waits out exit_timeout
+        resp.release()
+    elif scenario == "open":
+        lane = fastpath.Lane(engine, "numpy", {"INPUT": X})
+        rate, n_late, late_ns = 400, 20, 150_000_000
+        start = fastpath.now_ns() + 50_000_000
+        times = start + (np.arange(rate, dtype=np.int64) * 1_000_000_000) // rate
+        late = np.full(n_late, start - late_ns, dtype=np.int64)  # already due, 150 ms ago
+        lane.start_open(np.concatenate([late, times]))
+        while not lane.done():
+            time.sleep(0.02)
+        out["done_after_last_send_ms"] = (fastpath.now_ns() - int(times[-1])) / 1e6
+        lat, err = lane.drain()
+        lat = np.sort(lat)
+        out["stats"] = lane.stats()
+        out["errors"] = err
+        out["n_lat"] = int(lat.size)
+        out["late_min_ns"] = int(lat[-n_late]) if lat.size >= n_late else None
+        out["ontime_p50_ns"] = float(np.percentile(lat[:-n_late], 50))
+        out["ontime_max_ns"] = int(lat[-n_late - 1])
+        out["stopped"] = lane.stop(10)
+        out["closed"] = lane.close()
+        server_stop()
+    elif scenario == "errors":
+        lane = fastpath.Lane(engine, "dies", {"INPUT": X}, in_flight=2)
+        lane.start_closed()
+        time.sleep(1.6)  # the stub dies at its 3rd execute; the backend notices within ~1 s
+        t = time.monotonic()
+        out["stopped"] = lane.stop(10)
+        out["stop_s"] = time.monotonic() - t
+        lat, err = lane.drain()
+        out["errors"] = err
+        out["n_lat"] = int(lat.size)
+        out["stats"] = lane.stats()
+        out["first_error"] = lane.first_error()
+        out["closed"] = lane.close()
+        server_stop()
+    engine.close()
+    print("RESULT " + json.dumps(out), flush=True)
+''')
+
+
+def _child(tmp_path, scenario: str, exit_timeout: int = 5) -> dict:
+    rt = _runtime()
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    work = tmp_path / scenario
+    work.mkdir()
+    proc = subprocess.run([sys.executable, str(script), scenario, str(work), str(exit_timeout),
+                           json.dumps(rt.to_dict())], env=rt.worker_env(), capture_output=True,
+                          text=True, timeout=90)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            out = json.loads(line[len("RESULT "):])
+            print(scenario, out)
+            return out
+    log = work / "server.log"
+    tail = log.read_text()[-2000:] if log.exists() else ""
+    raise AssertionError(f"child {scenario} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}\n{tail}")
+
+
+# ---------------------------------------------------------------- no core needed
+
+def test_build_is_cached():
+    path = fastpath.build(log=lambda msg: None)
+    assert path == fastpath.build(log=lambda msg: None)
+    assert path.startswith(str(fastpath.build_dir()))
+    ok, where = fastpath.available()
+    assert ok and where == path
+
+
+def test_build_without_a_compiler_says_so(monkeypatch, tmp_path):
+    monkeypatch.setenv("RIG_HOME", str(tmp_path))  # an empty cache: it must compile
+    monkeypatch.setattr(fastpath, "_compiler", lambda: None)
+    with pytest.raises(RigError, match="no C compiler"):
+        fastpath.build(log=lambda msg: None)
+
+
+def test_bytes_inputs_are_refused():
+    engine = types.SimpleNamespace(server=None)
+    with pytest.raises(RigError, match="BYTES"):
+        fastpath.Lane(engine, "m", {"TEXT": np.array([b"a", b"bc"], dtype=np.object_)})
+
+
+def test_lane_needs_a_running_server():
+    engine = types.SimpleNamespace(server=None)
+    with pytest.raises(RigError, match="no running server"):
+        fastpath.Lane(engine, "m", {"INPUT": np.zeros(4, dtype=np.float32)})
+
+
+# ---------------------------------------------------------------- real core, real stubs
+
+def test_closed_loop(tmp_path):
+    out = _child(tmp_path, "closed")
+    assert "no_such_model" in out["missing_model_error"]
+    s = out["stats"]
+    assert out["stopped"] is True
+    assert s["in_flight"] == 0 and s["errors"] == 0 and out["first_error"] is None
+    assert s["completed"] > 200, "a second of closed loop should complete hundreds of requests"
+    assert s["submitted"] == s["completed"] == out["n_lat"], "every completion drained once"
+    assert s["slots"] == 2
+    assert 0 < out["lat_min_ns"] <= out["lat_p50_ns"] <= out["lat_max_ns"] < 1e9
+    assert out["lat_p50_ns"] < 50e6
+    assert out["woke_s"] < 5, "the eventfd must wake a gevent waiter"
+    assert out["restart_stopped"] is True and out["restart_completed"] > s["completed"]
+    assert out["closed"] is True
+    # Nothing of the lane holds the model: the server stops without waiting out exit_timeout.
+    assert out["server_stop_error"] is None
+    assert out["server_stop_s"] < 4.5
+
+
+def test_outputs_delivered_and_keep_last(tmp_path):
+    out = _child(tmp_path, "outputs", exit_timeout=1)
+    assert out["stopped"] is True and out["stats"]["in_flight"] == 0
+    assert out["taken_twice"] is False, "take_last_response hands the response over once"
+    assert out["output_dtype"] == "float32" and len(out["output"]) == 4
+    # The kept response holds its model: the server's stop runs into exit_timeout.
+    assert out["server_stop_error"] and "timeout" in out["server_stop_error"].lower()
+    if out["numpy_major"] >= 2 and not any(out["output"]):
+        pytest.xfail("the stub runs with numpy>=2 but the pytriton stubs are built for numpy<2: "
+                     "outputs come back empty (0 bytes); install numpy<2 where the stub runs")
+    assert out["stats"]["output_bytes"] == 16 * out["stats"]["completed"]
+    np.testing.assert_allclose(out["output"], out["expected"], rtol=1e-6)
+
+
+def test_open_loop_keeps_the_schedule(tmp_path):
+    out = _child(tmp_path, "open")
+    s = out["stats"]
+    assert out["stopped"] is True and s["in_flight"] == 0
+    assert s["issued"] == s["submitted"] == s["completed"] == out["n_lat"] == 420
+    assert out["errors"] == 0
+    # Every on-time request finished close to its scheduled time: the sends kept the rate.
+    assert out["ontime_p50_ns"] < 20e6
+    assert out["ontime_max_ns"] < 150e6
+    assert out["done_after_last_send_ms"] < 500
+    # The 20 sent 150 ms late count from their scheduled time (no coordinated omission).
+    assert out["late_min_ns"] >= 150e6
+    assert s["slots"] >= 2, "a free request object is made when none is free"
+
+
+def test_errors_are_counted_when_the_stub_dies(tmp_path):
+    out = _child(tmp_path, "errors", exit_timeout=1)
+    assert out["errors"] >= 1
+    assert out["first_error"]
+    assert out["stopped"] is True and out["stats"]["in_flight"] == 0
+    assert out["stop_s"] < 10
+    assert out["closed"] is True
