@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -155,6 +156,8 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
               partial: Callable[[dict], None] | None = None) -> dict:
     """Run one cycle; returns ``CycleRow`` fields (``outcome`` set)."""
     evidence = Path(spec.evidence_dir) / f"c{cycle:06d}"
+    if evidence.exists():  # a cycle cut short by a killed run, now run again
+        shutil.rmtree(evidence, ignore_errors=True)
     evidence.mkdir(parents=True, exist_ok=True)
     os.environ["RIG_EVIDENCE_DIR"] = str(evidence)
     if spec.hook:

