@@ -80,6 +80,12 @@ class RunConfig:
         one_of("retain", self.retain, RETAIN)
         one_of("stop_strategy", self.stop_strategy, STOP_STRATEGIES)
         one_of("restart", self.restart, RESTART_MODES)
+        one_of("workload.name", self.workload.name, ("none", "steady", "ramp", "step", "spike", "soak"))
+        one_of("workload.arrivals", self.workload.arrivals, ("poisson", "constant"))
+        w = self.workload
+        if w.seconds <= 0 or w.window_seconds <= 0 or w.users < 1 or w.in_flight < 1 \
+                or (w.rate is not None and w.rate <= 0):
+            raise RigError("workload seconds, window_seconds and rate must be > 0; users and in_flight >= 1")
         if self.model_repository is None:
             one_of("model", self.model, ("numpy", "cupy"))
         if self.cycles < 1 or self.requests < 0 or self.exit_timeout < 0:

@@ -116,6 +116,22 @@ class Retained:
         self.response = None
 
 
+def apply_retention(engine: Engine, model: str, inputs: dict, retain: str, kept: Retained,
+                    timeout_s: float) -> None:
+    """One last request after a workload, kept as the policy says (what the user's code holds)."""
+    if retain == "none":
+        return
+    try:
+        r = engine.infer(model, inputs, timeout_s=timeout_s)
+    except EngineError:
+        return
+    if retain == "last-response":
+        kept.response = r
+    else:
+        kept.array = r.output_view(next(iter(r.outputs())))
+        del r
+
+
 def _sequential_requests(engine: Engine, spec: CycleSpec, inputs: dict, retain: str,
                          kept: Retained) -> dict:
     errors = 0

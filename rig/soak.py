@@ -10,7 +10,7 @@ from typing import Callable
 from rig import orchestrator
 from rig.config import RunConfig, from_toml_text
 from rig.errors import RigError
-from rig.store import CycleRow, Store
+from rig.store import CycleRow, Store, WindowRow
 
 DEFAULT_ALLOWED = ("clean",)
 
@@ -192,8 +192,18 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None,
                                   for f in dataclasses.fields(CycleRow)}))
     progress = Progress(len(todo), f"{command} {p.run_id}", tally) if command == "soak" else None
 
+    windows: dict[int, list[WindowRow]] = {}
+
+    def collect_window(msg: dict):
+        windows.setdefault(int(msg.get("cycle") or 0), []).append(window_row(p, msg))
+        if on_window:
+            on_window(msg)
+
     def on_cycle(row: CycleRow):
         tally.add(row)
+        ws = windows.pop(row.cycle, [])
+        if ws:  # a cycle's windows first: a row in cycles means its windows are stored
+            p.store.write("windows", ws, row_version(p, row), f"c{row.cycle:06d}")
         p.store.write("cycles", [row], row_version(p, row), f"c{row.cycle:06d}")
         if progress:
             progress.cycle_done(row)
@@ -201,13 +211,27 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None,
             log(cycle_line(row))
 
     try:
-        orchestrator.run_cycles(p, todo, on_cycle, on_window=on_window,
+        orchestrator.run_cycles(p, todo, on_cycle, on_window=collect_window,
                                 on_phase=progress.phase if progress else None)
     finally:
         if progress:
             progress.close()
     reasons = judge(tally, cfg, allowed)
     return (1 if reasons else 0), tally, p.run_id, reasons
+
+
+def window_row(p, msg: dict, tool: str = "rig") -> WindowRow:
+    fields = {f.name for f in dataclasses.fields(WindowRow)} - {"schema_version"}
+    row = {k: msg.get(k) for k in fields}
+    row.update(run_id=p.run_id, engine=p.engine, model=p.model_label, tool=msg.get("tool", tool),
+               cycle=int(msg.get("cycle") or 0), mode=msg.get("mode") or "closed")
+    for k in ("requests", "errors"):
+        row[k] = int(row.get(k) or 0)
+    row["throughput"] = float(row.get("throughput") or 0.0)
+    row["start_s"] = float(row.get("start_s") or 0.0)
+    row["length_s"] = float(row.get("length_s") or 0.0)
+    row["window"] = int(row.get("window") or 0)
+    return WindowRow(**row)
 
 
 def row_version(p, row: CycleRow) -> str:

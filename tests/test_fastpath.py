@@ -9,6 +9,8 @@ compiler or no installed runtime.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -20,6 +22,7 @@ import pytest
 from rig import fastpath, runtime
 from rig.errors import RigError
 
+SHM_PREFIX = "triton_python_backend_shm_region_"
 OK, WHY = fastpath.available()
 if not OK:
     print(f"fastpath tests skipped: {WHY}")
@@ -113,9 +116,10 @@ CHILD = textwrap.dedent(r'''
     elif scenario == "open":
         lane = fastpath.Lane(engine, "numpy", {"INPUT": X})
         rate, n_late, late_ns = 400, 20, 150_000_000
-        start = fastpath.now_ns() + 50_000_000
+        now = fastpath.now_ns()
+        start = now + 50_000_000
         times = start + (np.arange(rate, dtype=np.int64) * 1_000_000_000) // rate
-        late = np.full(n_late, start - late_ns, dtype=np.int64)  # already due, 150 ms ago
+        late = np.full(n_late, now - late_ns, dtype=np.int64)  # already 150 ms overdue
         lane.start_open(np.concatenate([late, times]))
         while not lane.done():
             time.sleep(0.02)
@@ -150,23 +154,58 @@ CHILD = textwrap.dedent(r'''
 ''')
 
 
+def _reap_group(pgid: int) -> None:
+    """Kill what the child left in its process group (a stub orphaned by a stop that ran into
+    exit_timeout lives on, holding its parent's stdout) and remove those stubs' shared memory."""
+    regions = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.getpgid(int(pid)) != pgid:
+                continue
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read().decode(errors="replace").split("\0")
+        except (OSError, ProcessLookupError):
+            continue
+        regions |= {a for a in args if a.startswith(SHM_PREFIX) and "/" not in a}
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for name in regions:
+        try:
+            os.unlink(os.path.join("/dev/shm", name))
+        except OSError:
+            pass
+
+
 def _child(tmp_path, scenario: str, exit_timeout: int = 5) -> dict:
     rt = _runtime()
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     work = tmp_path / scenario
     work.mkdir()
-    proc = subprocess.run([sys.executable, str(script), scenario, str(work), str(exit_timeout),
-                           json.dumps(rt.to_dict())], env=rt.worker_env(), capture_output=True,
-                          text=True, timeout=90)
-    for line in proc.stdout.splitlines():
+    output = work / "child.out"
+    # Output to a file, not a pipe: an orphaned stub would keep a pipe open past the child.
+    with open(output, "w") as f:
+        proc = subprocess.Popen([sys.executable, str(script), scenario, str(work), str(exit_timeout),
+                                 json.dumps(rt.to_dict())], env=rt.worker_env(), stdout=f,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            _reap_group(proc.pid)
+    text = output.read_text()
+    for line in text.splitlines():
         if line.startswith("RESULT "):
             out = json.loads(line[len("RESULT "):])
             print(scenario, out)
             return out
     log = work / "server.log"
     tail = log.read_text()[-2000:] if log.exists() else ""
-    raise AssertionError(f"child {scenario} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}\n{tail}")
+    raise AssertionError(f"child {scenario} failed (exit {proc.returncode}):\n{text[-3000:]}\n{tail}")
 
 
 # ---------------------------------------------------------------- no core needed

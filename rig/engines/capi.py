@@ -189,6 +189,19 @@ class CoreLibrary:
         return major.value, minor.value
 
 
+def _native_lock():
+    try:
+        from gevent import monkey
+
+        if monkey.is_module_patched("threading"):
+            return monkey.get_original("_thread", "allocate_lock")()
+    except ImportError:
+        pass
+    import _thread
+
+    return _thread.allocate_lock()
+
+
 class _Pending:
     """One request in flight: its buffers stay alive until the core releases the request."""
 
@@ -474,15 +487,18 @@ class CapiEngine(Engine):
         self._submit(model, inputs, done)
 
     def infer(self, model: str, inputs: dict[str, np.ndarray], timeout_s: float = 60.0) -> Response:
-        event = threading.Event()
+        # A plain OS lock, even where gevent has patched threading (Locust): it is released from
+        # one of Triton's native threads, which a gevent primitive must never be.
+        lock = _native_lock()
+        lock.acquire()
         box: list = []
 
         def done(response, error):
             box.append((response, error))
-            event.set()
+            lock.release()
 
         self._submit(model, inputs, done)
-        if not event.wait(timeout_s):
+        if not lock.acquire(timeout=timeout_s):
             raise EngineError(f"no response from {model} within {timeout_s} s", "TIMEOUT")
         response, error = box[0]
         if error is not None:

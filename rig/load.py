@@ -1,0 +1,435 @@
+"""Locust-driven sustained in-process load, inside the worker that hosts the server.
+
+Locust is used as a library: an ``Environment`` with a local runner, a ``LoadTestShape`` from
+``workloads/``, and ``TritonUser`` subclasses whose requests go to the in-process engine (no
+HTTP). Each user owns a *lane*: requests kept in flight by the native fast path
+(``rig.fastpath``), or by ``PyLane`` over the engine's async API where that is not available.
+Completions never touch the hub from Triton's threads: a lane signals an eventfd that a
+greenlet waits on (``gevent.socket.wait_read``), then drains the exact latencies (ns) into an
+HDR histogram per window and fires Locust's ``request`` event for each, so Locust's own stats,
+CSV history and web UI work.
+
+Closed loop: ``users`` x ``in_flight`` requests outstanding. Open loop: a seeded Poisson (or
+constant) schedule of send times; latency counts from the scheduled time (MLPerf LoadGen's rule),
+so a stalled server cannot hide behind coordinated omission.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import time
+from typing import Callable
+
+import gevent  # locust depends on gevent; imported by the worker before the core loads
+import gevent.socket
+import numpy as np
+from hdrh.histogram import HdrHistogram
+from locust import LoadTestShape, User, constant, task
+from locust.env import Environment
+
+from rig import probes
+from rig.engines.base import Engine, EngineError
+
+HDR_MAX_US = 60_000_000  # one minute
+HDR_DIGITS = 3
+
+
+# ---------------------------------------------------------------- lanes
+
+class PyLane:
+    """Closed-loop lane over ``Engine.infer_async`` (slower; for engines without the fast path)."""
+
+    def __init__(self, engine: Engine, model: str, inputs: dict, in_flight: int = 1, keep_last: bool = False):
+        self.engine, self.model, self.inputs, self.in_flight = engine, model, inputs, in_flight
+        self.keep_last = keep_last
+        self._fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._lat: list[int] = []
+        self._errors = 0
+        self._first_error = None
+        self._running = False
+        self._outstanding = 0
+        self._last = None
+
+    def _submit(self):
+        t0 = time.monotonic_ns()
+        self._outstanding += 1
+
+        def done(response, error, t0=t0):
+            t1 = time.monotonic_ns()
+            self._outstanding -= 1
+            if error is not None:
+                self._errors += 1
+                self._first_error = self._first_error or str(error)
+            else:
+                self._lat.append(t1 - t0)
+                if self.keep_last:
+                    if self._last is not None:
+                        self._last.release()
+                    self._last = response
+                else:
+                    response.release()
+            try:
+                os.eventfd_write(self._fd, 1)
+            except OSError:
+                pass
+            if self._running and error is None:
+                self._submit()
+
+        try:
+            self.engine.infer_async(self.model, self.inputs, done)
+        except EngineError as e:
+            self._outstanding -= 1
+            self._errors += 1
+            self._first_error = self._first_error or str(e)
+
+    def start_closed(self):
+        self._running = True
+        for _ in range(self.in_flight):
+            self._submit()
+
+    def start_open(self, send_times_ns):
+        raise EngineError("open-loop load needs the native fast path (a C compiler); "
+                          "use closed loop (--users/--in-flight) here", "UNSUPPORTED")
+
+    def stop(self, timeout_s: float = 30) -> bool:
+        self._running = False
+        deadline = time.monotonic() + timeout_s
+        while self._outstanding > 0 and time.monotonic() < deadline:
+            gevent.sleep(0.001)
+        return self._outstanding == 0
+
+    def drain(self):
+        lat, self._lat = self._lat, []
+        errors, self._errors = self._errors, 0
+        return np.asarray(lat, dtype=np.int64), errors
+
+    def fileno(self):
+        return self._fd
+
+    def first_error(self):
+        return self._first_error
+
+    def take_last_response(self):
+        last, self._last = self._last, None
+        return last
+
+    def close(self, timeout_s: float = 30):
+        self.stop(timeout_s)
+        if self._last is not None:
+            self._last.release()
+            self._last = None
+        os.close(self._fd)
+        return True
+
+
+def make_lane(engine: Engine, model: str, inputs: dict, in_flight: int, keep_last: bool = False):
+    """The native lane where the engine is ``capi`` and a compiler is at hand, else ``PyLane``."""
+    if engine.name == "capi":
+        from rig import fastpath
+
+        ok, _why = fastpath.available()
+        if ok:
+            return fastpath.Lane(engine, model, inputs, in_flight=in_flight, keep_last=keep_last)
+    return PyLane(engine, model, inputs, in_flight=in_flight, keep_last=keep_last)
+
+
+def lane_kind(engine: Engine) -> str:
+    if engine.name == "capi":
+        from rig import fastpath
+
+        ok, why = fastpath.available()
+        return "native" if ok else f"python ({why})"
+    return "python"
+
+
+def arrival_times(rate: float, seconds: float, start_ns: int, arrivals: str = "poisson",
+                  seed: int = 0) -> np.ndarray:
+    """Absolute CLOCK_MONOTONIC send times: seeded Poisson (exponential gaps) or constant."""
+    n = max(1, int(rate * seconds * 1.2) + 16)
+    if arrivals == "constant":
+        gaps = np.full(n, 1e9 / rate)
+    else:
+        gaps = np.random.default_rng(seed).exponential(1e9 / rate, n)
+    t = start_ns + np.cumsum(gaps)
+    return t[t < start_ns + seconds * 1e9].astype(np.int64)
+
+
+# ---------------------------------------------------------------- measurement
+
+class Window:
+    """Exact latencies of one measurement window: an HDR histogram in microseconds."""
+
+    def __init__(self, index: int, start_s: float):
+        self.index = index
+        self.start_s = start_s
+        self.hist = HdrHistogram(1, HDR_MAX_US, HDR_DIGITS)
+        self.requests = 0
+        self.errors = 0
+        self.hub_block_max_s = 0.0
+
+    def record(self, latencies_ns: np.ndarray, errors: int):
+        self.errors += errors
+        if latencies_ns.size == 0:
+            return
+        us = np.clip((latencies_ns + 500) // 1000, 1, HDR_MAX_US)
+        values, counts = np.unique(us, return_counts=True)
+        for v, c in zip(values.tolist(), counts.tolist()):
+            self.hist.record_value(v, c)
+        self.requests += int(latencies_ns.size)
+
+    def row(self, length_s: float, **tags) -> dict:
+        h = self.hist
+        n = h.get_total_count()
+        # one pass over the counts for all percentiles (each lookup alone walks ~27k buckets)
+        table = h.get_percentile_to_value_dict([50, 90, 99, 99.9]) if n else {}
+
+        def pct(p):
+            return float(table[p]) if n else None
+
+        stats = probes.process_stats()
+        return dict(window=self.index, start_s=self.start_s, length_s=length_s,
+                    requests=self.requests, errors=self.errors,
+                    throughput=self.requests / length_s if length_s > 0 else 0.0,
+                    p50_us=pct(50), p90_us=pct(90), p99_us=pct(99), p999_us=pct(99.9),
+                    max_us=float(h.get_max_value()) if n else None,
+                    mean_us=float(h.get_mean_value()) if n else None,
+                    hub_block_max_ms=self.hub_block_max_s * 1000.0,
+                    worker_rss_bytes=stats["rss_bytes"],
+                    histogram=base64.b64encode(h.encode()).decode() if n else None, **tags)
+
+
+class HubMonitor:
+    """The hub's longest block: a greenlet that asks to sleep 1 ms and measures how late it wakes."""
+
+    def __init__(self):
+        self.max_block_s = 0.0
+        self._g = gevent.spawn(self._run)
+
+    def _run(self):
+        while True:
+            t = time.perf_counter()
+            gevent.sleep(0.001)
+            late = time.perf_counter() - t - 0.001
+            if late > self.max_block_s:
+                self.max_block_s = late
+
+    def take(self) -> float:
+        m, self.max_block_s = self.max_block_s, 0.0
+        return m
+
+    def stop(self):
+        self._g.kill()
+
+
+# ---------------------------------------------------------------- Locust users
+
+class TritonUser(User):
+    """A Locust user whose client is an in-process Triton lane. Concrete users only set fields."""
+
+    abstract = True
+    wait_time = constant(0)
+    # Set by ``run_locust`` on a subclass made per run:
+    engine: Engine = None
+    model: str = ""
+    inputs: dict = {}
+    in_flight: int = 1
+    sink: "Sink" = None
+
+    def on_start(self):
+        self.lane = make_lane(self.engine, self.model, self.inputs, self.in_flight)
+        self.lane.start_closed()
+
+    @task
+    def collect(self):
+        try:
+            gevent.socket.wait_read(self.lane.fileno(), timeout=0.05)
+        except gevent.socket.timeout:
+            pass
+        self.sink.take(self.lane, self.environment, self.model)
+
+    def on_stop(self):
+        self.lane.stop()
+        self.sink.take(self.lane, self.environment, self.model)
+        self.lane.close()
+
+
+class Sink:
+    """Where lanes' completions go: the current window's histogram and Locust's request event."""
+
+    def __init__(self, fire_locust_events: bool = True):
+        self.window: Window | None = None
+        self.fire = fire_locust_events
+        self.total = 0
+        self.errors = 0
+        self.first_error: str | None = None
+
+    def take(self, lane, env: Environment, name: str):
+        try:
+            os.eventfd_read(lane.fileno())
+        except (BlockingIOError, OSError):
+            pass
+        lat, errors = lane.drain()
+        if errors:
+            self.first_error = self.first_error or lane.first_error()
+        self.total += int(lat.size)
+        self.errors += errors
+        if self.window is not None:
+            self.window.record(lat, errors)
+        if self.fire and env is not None:
+            fire = env.events.request.fire
+            for ms in (lat / 1e6).tolist():
+                fire(request_type="infer", name=name, response_time=ms, response_length=0,
+                     exception=None, context=None)
+            for _ in range(errors):
+                fire(request_type="infer", name=name, response_time=0.0, response_length=0,
+                     exception=EngineError(self.first_error or "error"), context=None)
+
+
+def load_shape(name: str, users: int, seconds: float) -> LoadTestShape | None:
+    """The shape of ``workloads/<name>.py`` for this many users over this many seconds."""
+    from rig.workloads import shapes
+
+    return shapes.make(name, users=users, seconds=seconds)
+
+
+def run_locust(engine: Engine, model: str, inputs: dict, *, users: int, in_flight: int,
+               seconds: float, window_seconds: float, shape: str = "steady",
+               emit: Callable[[dict], None], tags: dict, csv_prefix: str | None = None) -> dict:
+    """Closed loop under a Locust shape; one window row per ``window_seconds``."""
+    sink = Sink()
+    user_cls = type("InProcessTritonUser", (TritonUser,), {
+        "engine": engine, "model": model, "inputs": inputs, "in_flight": in_flight, "sink": sink})
+    shape_obj = load_shape(shape, users, seconds)
+    env = Environment(user_classes=[user_cls], shape_class=shape_obj)
+    runner = env.create_local_runner()
+    writer = None
+    if csv_prefix:
+        from locust.stats import StatsCSVFileWriter
+
+        writer = StatsCSVFileWriter(env, [], csv_prefix, full_history=True)
+        gevent.spawn(writer)
+    hub = HubMonitor()
+    t0 = time.monotonic()
+    if shape_obj is not None:
+        runner.start_shape()
+    else:
+        runner.start(users, spawn_rate=max(users, 1) * 100)
+    rows = _windows(sink, hub, t0, seconds, window_seconds, emit, tags,
+                    conc=lambda: runner.user_count * in_flight)
+    runner.quit()
+    if writer:
+        writer.close_files()
+    hub.stop()
+    wall = time.monotonic() - t0
+    return {"requests": sink.total + sink.errors, "errors": sink.errors,
+            "throughput": sink.total / wall if wall > 0 else None, "detail": sink.first_error,
+            "windows": rows}
+
+
+def run_open(engine: Engine, model: str, inputs: dict, *, rate: float, seconds: float,
+             window_seconds: float, arrivals: str, seed: int, emit: Callable[[dict], None],
+             tags: dict) -> dict:
+    """Open loop: one lane submits on a seeded schedule; latency from the scheduled time."""
+    from rig import fastpath
+
+    ok, why = fastpath.available() if engine.name == "capi" else (False, f"engine {engine.name}")
+    if not ok:
+        raise EngineError(f"open-loop load needs the native fast path: {why}", "UNSUPPORTED")
+    sink = Sink(fire_locust_events=False)
+    lane = fastpath.Lane(engine, model, inputs, in_flight=1)
+    hub = HubMonitor()
+    t0 = time.monotonic()
+    start_ns = time.monotonic_ns() + 5_000_000
+    lane.start_open(arrival_times(rate, seconds, start_ns, arrivals, seed))
+
+    class _Pump:
+        def __init__(self):
+            self.g = gevent.spawn(self.run)
+
+        def run(self):
+            while True:
+                try:
+                    gevent.socket.wait_read(lane.fileno(), timeout=0.05)
+                except gevent.socket.timeout:
+                    pass
+                sink.take(lane, None, model)
+
+    pump = _Pump()
+    rows = _windows(sink, hub, t0, seconds, window_seconds, emit, tags, conc=lambda: None, rate=rate)
+    pump.g.kill()
+    lane.stop()
+    sink.take(lane, None, model)
+    lane.close()
+    hub.stop()
+    wall = time.monotonic() - t0
+    return {"requests": sink.total + sink.errors, "errors": sink.errors,
+            "throughput": sink.total / wall if wall > 0 else None, "detail": sink.first_error,
+            "windows": rows}
+
+
+def _windows(sink: Sink, hub: HubMonitor, t0: float, seconds: float, window_seconds: float,
+             emit, tags, conc, rate=None) -> list[dict]:
+    rows = []
+    n = max(1, int(round(seconds / window_seconds)))
+    for i in range(n):
+        w = Window(i + 1, time.monotonic() - t0)
+        sink.window = w
+        hub.take()
+        gevent.sleep(max(0.0, t0 + (i + 1) * window_seconds - time.monotonic()))
+        w.hub_block_max_s = hub.take()
+        sink.window = None
+        length = time.monotonic() - t0 - w.start_s
+        # Percentiles and encoding walk the whole histogram: off the hub, in a native thread.
+        row = gevent.get_hub().threadpool.apply(w.row, (length,), dict(concurrency=conc(), rate=rate, **tags))
+        row["stable"] = stable(rows + [row])
+        rows.append(row)
+        emit(row)
+    return rows
+
+
+def stable(rows: list[dict], n: int = 3, pct: float = 10.0) -> bool | None:
+    """perf_analyzer's rule: the last ``n`` windows' throughput and p50 within ``pct`` % of their mean."""
+    if len(rows) < n:
+        return None
+    last = rows[-n:]
+    for key in ("throughput", "p50_us"):
+        vals = [r[key] for r in last if r.get(key) is not None]
+        if len(vals) < n:
+            return False
+        mean = sum(vals) / n
+        if mean <= 0 or any(abs(v - mean) / mean * 100 > pct for v in vals):
+            return False
+    return True
+
+
+# ---------------------------------------------------------------- inside a soak cycle
+
+def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
+    """A workload function for ``cycle.run_cycle``: Locust load for ``seconds`` on every model,
+    then the retention policy applied to one last request."""
+
+    def workload(engine: Engine, spec, inputs: dict, kept, cycle: int) -> dict:
+        from rig.cycle import apply_retention
+
+        model = spec.models[0]
+        tags = {"mode": "open" if wcfg.get("rate") else "closed", "cycle": cycle}
+
+        def emit(row):
+            emit_window(**row)
+
+        if wcfg.get("rate"):
+            out = run_open(engine, model, inputs[model], rate=float(wcfg["rate"]),
+                           seconds=float(wcfg["seconds"]), window_seconds=float(wcfg["window_seconds"]),
+                           arrivals=wcfg.get("arrivals", "poisson"), seed=int(wcfg.get("seed", 0)),
+                           emit=emit, tags=tags)
+        else:
+            out = run_locust(engine, model, inputs[model], users=int(wcfg["users"]),
+                             in_flight=int(wcfg["in_flight"]), seconds=float(wcfg["seconds"]),
+                             window_seconds=float(wcfg["window_seconds"]), shape=wcfg.get("name", "steady"),
+                             emit=emit, tags=tags)
+        out.pop("windows", None)
+        apply_retention(engine, model, inputs[model], spec.retain, kept, spec.request_timeout)
+        return out
+
+    return workload
