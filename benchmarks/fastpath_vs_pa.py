@@ -142,6 +142,9 @@ def main(argv=None) -> int:
     p.add_argument("--concurrency", default="1,2,4,8")
     p.add_argument("--measurement-ms", type=int, default=2000)
     p.add_argument("--rounds", type=int, default=1, help="repeat the sweep; medians are shown")
+    p.add_argument("--stability-pct", type=float, default=10,
+                   help="perf_analyzer's -s (its windows must agree within this)")
+    p.add_argument("--max-trials", type=int, default=10, help="perf_analyzer's -r")
     p.add_argument("--runtime", default=None)
     p.add_argument("--model", default="numpy")
     p.add_argument("--stub-bin", default=None)
@@ -179,7 +182,8 @@ def main(argv=None) -> int:
             try:
                 pa = run_perf_analyzer(wrt, repo, args.model, concurrency=[c],
                                        shapes={"INPUT": [4]}, measurement_ms=args.measurement_ms,
-                                       timeout_s=300)[0]
+                                       stability_pct=args.stability_pct,
+                                       max_trials=args.max_trials, timeout_s=300)[0]
             except PerfAnalyzerError as e:
                 print(f"  round {r + 1} c={c}: perf_analyzer: {e}")
                 pa = None

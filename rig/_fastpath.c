@@ -5,7 +5,7 @@
  * complete a request, record its latency and (closed loop) submit it again.
  *
  * The Triton functions are looked up with dlsym in the core the process has already loaded;
- * their prototypes are declared here from tritonserver.h (API 1.x, stable since 2.x).
+ * their prototypes are declared here from tritonserver.h (C API 1.x; measured on core 2.51).
  *
  * Ownership (tritonserver.h): a request handed to ServerInferAsync belongs to the core until its
  * release callback (flag RELEASE_ALL); if ServerInferAsync fails the caller still owns it. A

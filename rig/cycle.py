@@ -58,6 +58,7 @@ class CycleSpec:
     cycles: list[int] = dataclasses.field(default_factory=lambda: [1])
     workload: dict | None = None      # WorkloadConfig as a dict, or None
     hook: str = ""                    # path of rig/hook/evidence.py
+    check: int = 0                    # the rig's template: matrix size to check outputs against
 
 
 def read_markers(evidence_dir: Path) -> list[dict]:
@@ -90,7 +91,7 @@ def classify(row: dict) -> str:
     """The outcome of a cycle the worker finished (hung/crashed are the parent's)."""
     if row.get("outcome") == "load_failed":
         return "load_failed"
-    if row.get("errors"):
+    if row.get("errors") or row.get("outputs_ok") is False:
         return "infer_error"  # the stop that follows is still in stop_error / stop_latency_s
     err = row.get("stop_error")
     if err:
@@ -114,6 +115,26 @@ class Retained:
         if self.response is not None:
             self.response.release()
         self.response = None
+
+
+def check_outputs(engine: Engine, model: str, inputs: dict, size: int, timeout_s: float):
+    """The template computes INPUT @ W with a known W: a wrong answer is a silent failure (e.g.
+    numpy 2 in a stub built for numpy 1 returns every output empty)."""
+    import numpy as np
+
+    x = next(iter(inputs.values()))
+    want = x @ (np.arange(size * size, dtype=np.float32).reshape(size, size) / (size * size))
+    try:
+        r = engine.infer(model, inputs, timeout_s=timeout_s)
+    except EngineError as e:
+        return False, f"output check: {e}"
+    try:
+        got = next(iter(r.outputs().values()))
+    finally:
+        r.release()
+    if got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-5):
+        return True, None
+    return False, f"wrong outputs from {model}: got {np.asarray(got).ravel()[:4]}, want {want.ravel()[:4]}"
 
 
 def apply_retention(engine: Engine, model: str, inputs: dict, retain: str, kept: Retained,
@@ -209,6 +230,11 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     row["triton_version"] = engine.server_version()
 
     inputs = {m: inputs_for(engine.model_metadata(m)) for m in spec.models}
+    if spec.check:
+        row["outputs_ok"], note = check_outputs(engine, spec.models[0], inputs[spec.models[0]],
+                                                spec.check, spec.request_timeout)
+        if note:
+            row["detail"] = note
     pids = [os.getpid()] + [p.pid for p in probes.stubs_of(os.getpid())]
     regions = probes.shm_regions_mapped(pids)
 

@@ -180,7 +180,8 @@ class Lane:
         self.model = model
         self.in_flight = in_flight
         self.keep_last = keep_last
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()        # stop / close
+        self._drain_lock = threading.Lock()  # one drainer at a time (the buffer it gets is reused)
         self._errors_seen = 0
         err = ctypes.create_string_buffer(_ERRLEN)
         if lib.fp_init(engine.core.lib._name.encode(), err, _ERRLEN) != 0:
@@ -223,7 +224,7 @@ class Lane:
 
     def drain(self) -> tuple[np.ndarray, int]:
         """Latencies (int64 ns) completed since the last drain, and the errors since then."""
-        with self._lock:
+        with self._drain_lock:
             h = self._handle()
             ptr, n = POINTER(c_int64)(), c_size_t()
             self._lib.fp_lane_drain(h, byref(ptr), byref(n))
@@ -262,7 +263,7 @@ class Lane:
         """Stop (waiting at most ``timeout_s``) and free the lane; a response still kept is
         deleted. Call it before the server is deleted. False if requests were still in flight:
         the lane is then leaked on purpose (the core would call back into freed memory)."""
-        with self._lock:
+        with self._lock, self._drain_lock:
             h, self._h = self._h, None
             if not h:
                 return True

@@ -142,7 +142,8 @@ class WorkerHandle:
             evidence_dir=str(p.work_dir / "evidence"),
             log_dir=str(p.work_dir / "logs"), cycles=cycles,
             workload=dataclasses.asdict(p.config.workload) if p.config.workload.name != "none" else None,
-            hook=str(Path(__file__).resolve().parent / "hook" / "evidence.py"))
+            hook=str(Path(__file__).resolve().parent / "hook" / "evidence.py"),
+            check=p.config.model_size if not p.config.model_repository else 0)
         (p.work_dir / "logs").mkdir(parents=True, exist_ok=True)
         self.spec_path = p.work_dir / f"spec-{index:04d}.json"
         self.spec_path.write_text(json.dumps(dataclasses.asdict(spec), indent=1))

@@ -62,6 +62,7 @@ class Runtime:
     core_library: str
     backend_dir: str
     library_path: tuple[str, ...] = ()   # LD_LIBRARY_PATH entries a worker needs
+    stub_site: str | None = None         # numpy<2 for the backend stubs (embedded cores)
 
     @property
     def backend_python_dir(self) -> str:
@@ -77,6 +78,8 @@ class Runtime:
         # The stubs embed the interpreter: they must find numpy where this rig runs.
         bindir = os.path.dirname(sys.executable)
         env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+        if self.stub_site:
+            env["RIG_STUB_SITE"] = self.stub_site  # read by stubs only (rig/hook/evidence.py)
         return env
 
     def to_dict(self) -> dict:
@@ -176,6 +179,42 @@ def _assemble_server_dir(root: Path, wheel_dir: Path, py: str) -> Path:
     return sdir
 
 
+def stub_site(log=lambda msg: None) -> str | None:
+    """A folder with numpy<2 for the embedded cores' backend stubs, where this env has numpy 2.
+
+    The stubs of the PyPI cores (<= 2.51) are built against numpy 1: with numpy 2 they return
+    every output as 0 bytes, silently (measured). Installed once per interpreter version.
+    """
+    if os.environ.get("RIG_STUB_NUMPY") == "as-is":  # to show what numpy 2 does to the stubs
+        return None
+    try:
+        import numpy
+        if int(numpy.__version__.split(".")[0]) < 2:
+            return None
+    except ImportError:
+        pass
+    site = cache_dir().parent / f"stub-site-py{python_tag()}"
+    if (site / ".complete").exists():
+        return str(site)
+    site.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".stub-site-", dir=site.parent))
+    log("installing numpy<2 for the backend stubs of the embedded core ...")
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                           "--no-deps", "--only-binary=:all:", "--target", str(tmp), "numpy<2"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        last = (proc.stderr.strip().splitlines() or ["pip failed"])[-1]
+        raise RigError(f"could not install numpy<2 for the backend stubs ({last}); "
+                       "or run the rig in an environment with numpy<2")
+    (tmp / ".complete").write_text("numpy<2\n")
+    try:
+        os.rename(tmp, site)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return str(site)
+
+
 def _embedded_from_root(version: str, root: Path, py: str | None = None) -> Runtime:
     wheel_dir = root / "wheel"
     py = py or python_tag()
@@ -189,7 +228,8 @@ def _embedded_from_root(version: str, root: Path, py: str | None = None) -> Runt
                    triton_version=meta.get("triton_version") or PYTRITON_CORE.get(version, "unknown"),
                    server_dir=str(sdir), core_library=str(sdir / "lib" / "libtritonserver.so"),
                    backend_dir=str(sdir / "backends"),
-                   library_path=tuple([*_python_libdir(), libs, str(sdir / "lib")]))
+                   library_path=tuple([*_python_libdir(), libs, str(sdir / "lib")]),
+                   stub_site=stub_site())
 
 
 def install_embedded(version: str = DEFAULT_EMBEDDED, force: bool = False,

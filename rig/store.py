@@ -73,6 +73,7 @@ class CycleRow:
     shm_regions_leaked: int | None
     requests: int | None
     errors: int | None
+    outputs_ok: bool | None           # the template model's answer checked (None: not checkable)
     throughput: float | None          # infer/s during the cycle's workload
     worker_pid: int | None
     worker_rss_bytes: int | None
@@ -181,7 +182,15 @@ class Store:
         path = self.root / table
         if not path.is_dir() or not any(path.rglob("*.parquet")):
             return pd.DataFrame(columns=[f.name for f in dataclasses.fields(TABLES[table])])
-        df = pd.read_parquet(path)
+        import pyarrow.dataset as pads
+
+        # An explicit schema unifies files of older schema versions (their missing, nullable,
+        # columns read as null), which plain pd.read_parquet(DIR) does not do.
+        schema = arrow_schema(TABLES[table])
+        for name in PARTITIONS:
+            schema = schema.append(pa.field(name, pa.string()))
+        ds = pads.dataset(path, format="parquet", partitioning="hive", schema=schema)
+        df = ds.to_table().to_pandas()
         if run_id is not None:
             df = df[df["run_id"] == run_id]
         return df.reset_index(drop=True)

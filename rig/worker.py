@@ -62,6 +62,10 @@ def main(spec_path: str, result_fd: int) -> int:
         from rig.load import make_cycle_workload
 
         workload = make_cycle_workload(spec.workload, lambda **w: chan.send(type="window", **w))
+        if spec.engine == "capi":
+            from rig import fastpath
+
+            fastpath.available()  # compile the native lanes now, not while Locust's hub runs
 
     try:
         for k in spec.cycles:

@@ -39,7 +39,7 @@ def _runtime():
 
 # The child: starts a server on a fresh repository, runs one scenario, prints "RESULT {json}".
 CHILD = textwrap.dedent(r'''
-    import json, sys, time
+    import json, os, sys, time
     from pathlib import Path
     import numpy as np
     from rig import fastpath, models, runtime
@@ -58,6 +58,24 @@ CHILD = textwrap.dedent(r'''
                                log_file=str(work / "server.log")))
     out = {"numpy_major": int(np.__version__.split(".")[0])}
     X = np.arange(4, dtype=np.float32)
+
+    def stub_regions():
+        """Shared-memory regions named by our stubs, for the parent to remove if they leak."""
+        found = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                if ppid != os.getpid():
+                    continue
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    args = f.read().decode(errors="replace").split("\0")
+            except (OSError, ValueError, IndexError):
+                continue
+            found += [a for a in args if a.startswith("triton_python_backend_shm_region_")]
+        return found
+
+    out["shm_regions"] = stub_regions()
 
     def server_stop():
         t = time.monotonic()
@@ -154,10 +172,10 @@ CHILD = textwrap.dedent(r'''
 ''')
 
 
-def _reap_group(pgid: int) -> None:
+def _reap_group(pgid: int, regions: set[str]) -> None:
     """Kill what the child left in its process group (a stub orphaned by a stop that ran into
-    exit_timeout lives on, holding its parent's stdout) and remove those stubs' shared memory."""
-    regions = set()
+    exit_timeout lives on, holding its parent's stdout) and remove those stubs' shared memory
+    (``regions``: named by the child; a stub killed or orphaned does not remove its own)."""
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             if os.getpgid(int(pid)) != pgid:
@@ -172,6 +190,8 @@ def _reap_group(pgid: int) -> None:
     except (ProcessLookupError, PermissionError):
         pass
     for name in regions:
+        if not name.startswith(SHM_PREFIX) or "/" in name:
+            continue
         try:
             os.unlink(os.path.join("/dev/shm", name))
         except OSError:
@@ -196,13 +216,13 @@ def _child(tmp_path, scenario: str, exit_timeout: int = 5) -> dict:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-            _reap_group(proc.pid)
-    text = output.read_text()
-    for line in text.splitlines():
-        if line.startswith("RESULT "):
-            out = json.loads(line[len("RESULT "):])
-            print(scenario, out)
-            return out
+            text = output.read_text()
+            results = [json.loads(line[len("RESULT "):]) for line in text.splitlines()
+                       if line.startswith("RESULT ")]
+            _reap_group(proc.pid, set(results[0]["shm_regions"]) if results else set())
+    if results:
+        print(scenario, results[0])
+        return results[0]
     log = work / "server.log"
     tail = log.read_text()[-2000:] if log.exists() else ""
     raise AssertionError(f"child {scenario} failed (exit {proc.returncode}):\n{text[-3000:]}\n{tail}")

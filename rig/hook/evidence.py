@@ -85,9 +85,15 @@ if _EVIDENCE_DIR:
 
 
 PTH_NAME = "rig_evidence.pth"
-PTH_LINE = ('import os; _rig_h = os.environ.get("RIG_EVIDENCE_HOOK"); '
-            '_rig_h and os.path.exists(_rig_h) and exec(compile(open(_rig_h).read(), _rig_h, "exec"), '
-            '{"__name__": "rig_evidence_hook"})\n')
+PTH_LINE = (
+    'import os; _rig_h = os.environ.get("RIG_EVIDENCE_HOOK"); '
+    '_rig_h and os.path.exists(_rig_h) and exec(compile(open(_rig_h).read(), _rig_h, "exec"), '
+    '{"__name__": "rig_evidence_hook"})\n'
+    # Embedded cores' stubs need numpy 1 (with numpy 2 their outputs come back empty): a stub,
+    # and only a stub, puts the rig's numpy-1 folder first.
+    'import os, sys; _rig_s = os.environ.get("RIG_STUB_SITE"); _rig_s and os.path.isdir(_rig_s) '
+    'and os.path.realpath("/proc/self/exe").endswith("triton_python_backend_stub") '
+    'and sys.path.insert(0, _rig_s)\n')
 
 
 def install_pth(site_packages):

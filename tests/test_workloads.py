@@ -1,0 +1,102 @@
+"""Workloads on the real core: Locust in the worker, exact latency, open vs closed loop, windows."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from conftest import cycles, rig
+from rig.load import arrival_times, stable
+
+
+def windows(res):
+    return pd.read_parquet(res / "windows")
+
+
+def test_slow_model_shows_its_delay_in_p50(tmp_path, runtime):
+    """Positive control: execute sleeps 20 ms, so the rig's p50 must read 20 ms (within 5 %)."""
+    res = tmp_path / "r"
+    p = rig("cycle", "--execute-delay-ms", "20", "--workload", "steady", "--users", "1",
+            "--workload-seconds", "3", "--window-seconds", "1", "--results", str(res))
+    assert p.returncode == 0, p.stdout + p.stderr
+    w = windows(res)
+    p50 = w.p50_us.median()
+    print(f"p50 {p50:.0f} us for a 20,000 us execute")
+    assert 20_000 <= p50 <= 21_000
+    assert (w.requests > 0).all() and (w.errors == 0).all()
+
+
+def test_open_loop_past_capacity_queues_closed_loop_does_not(tmp_path, runtime):
+    """20 ms per request = 50/s capacity. Open loop at 80/s: latency grows window after window,
+    counted from the scheduled send. Closed loop at 1 user: latency stays at the service time."""
+    res = tmp_path / "r"
+    p = rig("cycle", "--execute-delay-ms", "20", "--workload", "steady", "--rate", "80",
+            "--workload-seconds", "3", "--window-seconds", "1", "--results", str(res))
+    assert p.returncode == 0, p.stdout + p.stderr
+    w = windows(res).sort_values("window")
+    assert (w["mode"] == "open").all() and (w["rate"] == 80).all()
+    print(w[["window", "requests", "p50_us", "p99_us"]].to_string())
+    assert w.p50_us.iloc[-1] > 3 * w.p50_us.iloc[0]
+    assert w.p50_us.iloc[-1] > 100_000  # far above the 20 ms service time
+    closed = tmp_path / "c"
+    p = rig("cycle", "--execute-delay-ms", "20", "--workload", "steady", "--users", "1",
+            "--workload-seconds", "3", "--window-seconds", "1", "--results", str(closed))
+    assert p.returncode == 0
+    wc = windows(closed).sort_values("window")
+    assert wc.p50_us.max() < 25_000
+
+
+def test_soak_with_workload_fills_windows_for_every_cycle_and_hub_stays_free(tmp_path, runtime):
+    res = tmp_path / "r"
+    p = rig("soak", "--cycles", "3", "--workload", "steady", "--users", "2", "--workload-seconds", "2",
+            "--window-seconds", "0.5", "--results", str(res))
+    assert p.returncode == 0, p.stdout + p.stderr
+    c = cycles(res)
+    w = windows(res)
+    assert sorted(w.cycle.unique()) == sorted(c.cycle) == [1, 2, 3]
+    assert (w.groupby("cycle").window.count() == 4).all()
+    assert (w.throughput > 0).all() and (w.histogram.notna()).all()
+    for col in ("run_id", "cycle", "window", "start_s", "length_s", "mode", "concurrency", "rate",
+                "requests", "errors", "throughput", "p50_us", "p90_us", "p99_us", "p999_us", "max_us",
+                "hub_block_max_ms", "worker_rss_bytes"):
+        assert col in w.columns
+    print("hub block max per window (ms):", w.hub_block_max_ms.round(2).tolist())
+    assert w.hub_block_max_ms.max() < 10
+    assert (c.throughput > 0).all() and (c.requests == c.requests.astype(int)).all()
+
+
+@pytest.mark.parametrize("shape", ["ramp", "step", "spike"])
+def test_shapes_run(tmp_path, runtime, shape):
+    res = tmp_path / "r"
+    p = rig("cycle", "--workload", shape, "--users", "4", "--workload-seconds", "2",
+            "--window-seconds", "0.5", "--results", str(res))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert len(windows(res)) == 4
+
+
+def test_bench_sweep_stores_windows_and_reports_knee(tmp_path, runtime):
+    res = tmp_path / "r"
+    p = rig("bench", "--concurrency", "1,2", "--windows", "3", "--window-seconds", "0.5",
+            "--results", str(res))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "knee:" in p.stdout
+    w = windows(res)
+    assert sorted(w.concurrency.unique()) == [1, 2]
+    assert (w.groupby("cycle").window.count() == 3).all()
+    assert list((res / "plots").glob("*-bench.png"))
+
+
+def test_arrival_times_are_seeded_and_at_rate():
+    a = arrival_times(1000, 2.0, 0, "poisson", seed=7)
+    b = arrival_times(1000, 2.0, 0, "poisson", seed=7)
+    assert (a == b).all()
+    assert 1800 < len(a) < 2200 and a[-1] < 2e9
+    c = arrival_times(100, 1.0, 10, "constant")
+    assert len(c) in (99, 100) and abs((c[1] - c[0]) - 1e7) < 1
+
+
+def test_stability_rule():
+    rows = [{"throughput": t, "p50_us": 100} for t in (100, 105, 98)]
+    assert stable(rows) is True
+    assert stable(rows[:2]) is None
+    assert stable(rows + [{"throughput": 150, "p50_us": 100}]) is False
