@@ -241,10 +241,10 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     kept = Retained()
     if workload is not None:
         phase("infer", float(spec.workload.get("seconds", 2.0)) * 3 + 60)
-        row.update(workload(engine, spec, inputs, kept, cycle))
+        _merge(row, workload(engine, spec, inputs, kept, cycle))
     else:
         phase("infer", 60 + spec.requests * 0.1 + spec.request_timeout)
-        row.update(_sequential_requests(engine, spec, inputs, spec.retain, kept))
+        _merge(row, _sequential_requests(engine, spec, inputs, spec.retain, kept))
 
     stubs = probes.stubs_of(os.getpid())
     died = sorted(set(pids[1:]) - {p.pid for p in stubs})
@@ -296,6 +296,14 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     probes.remove_shm_regions(leaked)
     row["outcome"] = classify(row)
     return row
+
+
+def _merge(row: dict, out: dict) -> None:
+    """Add a workload's figures; its detail joins what is already noted instead of replacing it."""
+    detail = out.pop("detail", None)
+    row.update(out)
+    if detail:
+        row["detail"] = f"{row['detail']}; {detail}" if row.get("detail") else detail
 
 
 def _unload_all(engine: Engine, timeout_s: float) -> str | None:

@@ -82,7 +82,7 @@ def test_wrong_outputs_are_caught(tmp_path, runtime):
     res = tmp_path / "r"
     p = rig("cycle", "--results", str(res), env={"RIG_STUB_NUMPY": "as-is"})
     r = cycles(res).iloc[0]
-    assert r.outcome == "infer_error" and r.outputs_ok is False or r.outputs_ok == False  # noqa: E712
+    assert r.outcome == "infer_error" and not bool(r.outputs_ok)
     assert "wrong outputs" in r.detail, r.detail
     assert p.returncode == 1
 
