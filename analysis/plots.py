@@ -46,14 +46,7 @@ def bench_figure(windows: pd.DataFrame, path: str | Path) -> Path:
     b.set(xlabel=xlabel, ylabel="latency (µs)", title="Latency", yscale="log")
     a.legend()
     b.legend(fontsize=8)
-    a.grid(alpha=0.3)
-    b.grid(alpha=0.3)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, (a, b), path)
 
 
 def soak_figure(cycles: pd.DataFrame, path: str | Path) -> Path:
@@ -74,11 +67,15 @@ def soak_figure(cycles: pd.DataFrame, path: str | Path) -> Path:
         d.plot(c.cycle, c.stub_rss_bytes / 2**20, label="stubs")
     d.set(xlabel="cycle", ylabel="MiB", title="RSS before stop")
     d.legend(fontsize=8)
-    for ax in (a, b, d):
+    return _save(fig, (a, b, d), path)
+
+
+def _save(fig, axes, path) -> Path:
+    for ax in axes:
         ax.grid(alpha=0.3)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _plt().close(fig)
     return path

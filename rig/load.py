@@ -267,6 +267,11 @@ class Sink:
         self.errors = 0
         self.first_error: str | None = None
 
+    def summary(self, wall_s: float, rows: list[dict]) -> dict:
+        return {"requests": self.total + self.errors, "errors": self.errors,
+                "throughput": self.total / wall_s if wall_s > 0 else None, "detail": self.first_error,
+                "windows": rows}
+
     def take(self, lane, env: Environment, name: str):
         try:
             os.eventfd_read(lane.fileno())
@@ -324,10 +329,7 @@ def run_locust(engine: Engine, model: str, inputs: dict, *, users: int, in_fligh
     if writer:
         writer.close_files()
     hub.stop()
-    wall = time.monotonic() - t0
-    return {"requests": sink.total + sink.errors, "errors": sink.errors,
-            "throughput": sink.total / wall if wall > 0 else None, "detail": sink.first_error,
-            "windows": rows}
+    return sink.summary(time.monotonic() - t0, rows)
 
 
 def run_open(engine: Engine, model: str, inputs: dict, *, rate: float, seconds: float,
@@ -365,10 +367,7 @@ def run_open(engine: Engine, model: str, inputs: dict, *, rate: float, seconds: 
     sink.take(lane, None, model)
     lane.close()
     hub.stop()
-    wall = time.monotonic() - t0
-    return {"requests": sink.total + sink.errors, "errors": sink.errors,
-            "throughput": sink.total / wall if wall > 0 else None, "detail": sink.first_error,
-            "windows": rows}
+    return sink.summary(time.monotonic() - t0, rows)
 
 
 def _windows(sink: Sink, hub: HubMonitor, t0: float, seconds: float, window_seconds: float,

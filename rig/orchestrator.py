@@ -253,6 +253,21 @@ def _finish_row(p: Prepared, row: dict, wall: float | None) -> CycleRow:
     return CycleRow(**row)
 
 
+def _lost_cycle(p: Prepared, cycle: int, partial: dict | None, outcome: str, cleanup: str,
+                what: str, stubs: int, leaked: int, pid: int) -> dict:
+    """The row of a cycle whose worker hung or died. If stop had already been measured (the
+    worker sent a partial row), the stop's outcome stands and the failure goes to ``cleanup``."""
+    row = _blank_row(p, cycle)
+    if partial:
+        row.update({k: v for k, v in partial.items() if k in row})
+        row.update(cleanup=cleanup, detail=what)
+    else:
+        row.update(outcome=outcome, detail=what)
+    row.update(stubs_killed=(row.get("stubs_killed") or 0) + stubs,
+               shm_regions_leaked=(row.get("shm_regions_leaked") or 0) + leaked, worker_pid=pid)
+    return row
+
+
 def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleRow], None],
                on_window: Callable[[dict], None] | None = None,
                on_phase: Callable[[int, str], None] | None = None) -> None:
@@ -310,16 +325,9 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleRow], No
                     stubs, leaked = w.kill()
                     cyc = current if current is not None else (pending[0] if pending else None)
                     if cyc is not None:
-                        row = _blank_row(p, cyc)
-                        what = f"phase {phase} ran past its deadline; worker group killed"
-                        if partial.get("row"):  # stop was measured: keep its outcome
-                            row.update({k: v for k, v in partial["row"].items() if k in row})
-                            row.update(cleanup="hung", detail=what)
-                        else:
-                            row.update(outcome="hung", detail=what)
-                        row.update(stubs_killed=(row.get("stubs_killed") or 0) + stubs,
-                                   shm_regions_leaked=(row.get("shm_regions_leaked") or 0) + leaked,
-                                   worker_pid=w.proc.pid)
+                        row = _lost_cycle(p, cyc, partial.get("row"), "hung", "hung",
+                                          f"phase {phase} ran past its deadline; worker group killed",
+                                          stubs, leaked, w.proc.pid)
                         on_cycle(_finish_row(p, row, time.monotonic() - t_cycle))
                         pending.remove(cyc)
                     break
@@ -327,17 +335,10 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleRow], No
             if pending and (current is not None or rc != 0) and pending[0] in batch:
                 cyc = current if current is not None else pending[0]
                 stubs, leaked = w.kill()
-                row = _blank_row(p, cyc)
                 how = (f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}")
-                what = f"worker {how} in phase {phase}: {partial.get('detail') or w.log_tail()}"
-                if partial.get("row"):  # stop was measured: keep its outcome, note the crash
-                    row.update({k: v for k, v in partial["row"].items() if k in row})
-                    row.update(cleanup=f"crashed: {how}", detail=what)
-                else:
-                    row.update(outcome="crashed", detail=what)
-                row.update(stubs_killed=(row.get("stubs_killed") or 0) + stubs,
-                           shm_regions_leaked=(row.get("shm_regions_leaked") or 0) + leaked,
-                           worker_pid=w.proc.pid)
+                row = _lost_cycle(p, cyc, partial.get("row"), "crashed", f"crashed: {how}",
+                                  f"worker {how} in phase {phase}: {partial.get('detail') or w.log_tail()}",
+                                  stubs, leaked, w.proc.pid)
                 on_cycle(_finish_row(p, row, time.monotonic() - t_cycle))
                 pending.remove(cyc)
         except BaseException:

@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -65,9 +64,8 @@ def test_fault_models_yield_their_outcome(tmp_path, runtime, fault, outcome):
     if fault == "finalize-raises":
         assert (df.finalize_errors == 1).all()
     if fault == "finalize-sleeps":
-        assert (df.finalize_before_stop == 0).all() and (df.stubs_killed >= 1).all()
-    # whatever the fault, nothing is left behind after the rig cleaned up
-    assert not list(Path("/dev/shm").glob("triton_python_backend_shm_region*")) or True
+        # finalize never finished; the stub stuck in it was killed (by the backend or the rig)
+        assert (df.finalize_before_stop == 0).all() and (df.finalize_after_stop == 0).all()
 
 
 def test_leaking_model_shows_in_stub_rss(tmp_path, runtime):

@@ -205,6 +205,7 @@ def _options_kwargs(options: ServerOptions, ts) -> dict[str, Any]:
         "log_info": True,
         "log_warn": True,
         "log_error": True,
+        "model_load_retry_count": int(options.model_load_retries),
     }
     if options.startup_models:
         kwargs["startup_models"] = list(options.startup_models)
@@ -223,7 +224,8 @@ def _options_kwargs(options: ServerOptions, ts) -> dict[str, Any]:
     # but refuse to silently ignore something the user asked for.
     if dataclasses.is_dataclass(ts.Options):
         known = {f.name for f in dataclasses.fields(ts.Options)}
-        optional = {"log_info", "log_warn", "log_error", "log_verbose", "strict_readiness"}
+        optional = {"log_info", "log_warn", "log_error", "log_verbose", "strict_readiness",
+                    "model_load_retry_count"}
         for key in [k for k in kwargs if k not in known]:
             if key not in optional:
                 raise EngineError(f"this tritonserver package's Options has no {key!r}; "
@@ -370,12 +372,25 @@ class OfficialResponse(Response):
 
 # ---------------------------------------------------------------- engine
 
+def _native_thread_class():
+    """A real OS thread even where Locust's gevent has patched ``threading`` (a greenlet running
+    an asyncio loop forever would block the hub)."""
+    try:
+        from gevent import monkey
+
+        if monkey.is_module_patched("threading"):
+            return monkey.get_original("threading", "Thread")
+    except ImportError:
+        pass
+    return threading.Thread
+
+
 class _LoopThread:
     """One asyncio loop on a daemon thread, for ``Model.async_infer``."""
 
     def __init__(self):
         self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self._run, name="tritonserver-async", daemon=True)
+        self.thread = _native_thread_class()(target=self._run, name="tritonserver-async", daemon=True)
         self.thread.start()
 
     def _run(self):
