@@ -37,10 +37,11 @@ def bench_figure(windows: pd.DataFrame, path: str | Path) -> Path:
     plt = _plt()
     pts = bench_points(windows)
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
-    for tool, g in pts.groupby("tool"):
-        a.plot(g.point, g.throughput, marker="o", label=tool)
-        b.plot(g.point, g.p50_us, marker="o", label=f"{tool} p50")
-        b.plot(g.point, g.p99_us, marker="x", linestyle="--", label=f"{tool} p99")
+    for k, (tool, g) in enumerate(pts.groupby("tool")):
+        color = f"C{k}"
+        a.plot(g.point, g.throughput, marker="o", label=tool, color=color)
+        b.plot(g.point, g.p50_us, marker="o", label=f"{tool} p50", color=color)
+        b.plot(g.point, g.p99_us, marker="x", linestyle="--", label=f"{tool} p99", color=color)
     xlabel = "concurrency" if (windows["mode"] == "closed").all() else "load point"
     a.set(xlabel=xlabel, ylabel="infer/s", title="Throughput")
     b.set(xlabel=xlabel, ylabel="latency (µs)", title="Latency", yscale="log")
@@ -57,6 +58,7 @@ def soak_figure(cycles: pd.DataFrame, path: str | Path) -> Path:
     for outcome, g in c.groupby("outcome"):
         a.scatter(g.cycle, g.stop_latency_s, label=outcome, s=14)
     a.set(xlabel="cycle", ylabel="stop latency (s)", title="Stop latency by outcome")
+    a.set_ylim(bottom=0, top=max(1.0, float(c.stop_latency_s.max() or 0) * 1.15))
     a.legend(fontsize=8)
     exp = c.finalize_expected.fillna(0).cumsum()
     seen = c.finalize_before_stop.fillna(0).cumsum()
@@ -66,6 +68,7 @@ def soak_figure(cycles: pd.DataFrame, path: str | Path) -> Path:
     if c.stub_rss_bytes.notna().any():
         d.plot(c.cycle, c.stub_rss_bytes / 2**20, label="stubs")
     d.set(xlabel="cycle", ylabel="MiB", title="RSS before stop")
+    d.set_ylim(bottom=0)
     d.legend(fontsize=8)
     return _save(fig, (a, b, d), path)
 

@@ -239,6 +239,7 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     regions = probes.shm_regions_mapped(pids)
 
     kept = Retained()
+    t_work = time.monotonic()
     if workload is not None:
         phase("infer", float(spec.workload.get("seconds", 2.0)) * 3 + 60)
         _merge(row, workload(engine, spec, inputs, kept, cycle))
@@ -246,6 +247,7 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
         phase("infer", 60 + spec.requests * 0.1 + spec.request_timeout)
         _merge(row, _sequential_requests(engine, spec, inputs, spec.retain, kept))
 
+    row["workload_s"] = time.monotonic() - t_work
     stubs = probes.stubs_of(os.getpid())
     died = sorted(set(pids[1:]) - {p.pid for p in stubs})
     if died:
@@ -255,7 +257,7 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     row["stub_rss_bytes"] = probes.total_rss(stubs)
     stats = probes.process_stats()
     row.update(worker_rss_bytes=stats["rss_bytes"], worker_fds=stats["fds"],
-               worker_threads=stats["threads"])
+               worker_threads=stats["threads"], gpu_memory_bytes=_gpu_memory())
 
     phase("stop", spec.exit_timeout + 60)
     t_stop = time.monotonic()
@@ -296,6 +298,16 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     probes.remove_shm_regions(leaked)
     row["outcome"] = classify(row)
     return row
+
+
+_GPU = None
+
+
+def _gpu_memory() -> int | None:
+    global _GPU
+    if _GPU is None:
+        _GPU = probes.Gpu()
+    return _GPU.memory_used()
 
 
 def _merge(row: dict, out: dict) -> None:

@@ -189,7 +189,8 @@ class Window:
             return float(table[p]) if n else None
 
         stats = probes.process_stats()
-        return dict(window=self.index, start_s=self.start_s, length_s=length_s,
+        gpu = _gpu()
+        return dict(gpu_memory_bytes=gpu.memory_used(), gpu_utilization=gpu.utilization(),window=self.index, start_s=self.start_s, length_s=length_s,
                     requests=self.requests, errors=self.errors,
                     throughput=self.requests / length_s if length_s > 0 else 0.0,
                     p50_us=pct(50), p90_us=pct(90), p99_us=pct(99), p999_us=pct(99.9),
@@ -198,6 +199,16 @@ class Window:
                     hub_block_max_ms=self.hub_block_max_s * 1000.0,
                     worker_rss_bytes=stats["rss_bytes"],
                     histogram=base64.b64encode(h.encode()).decode() if n else None, **tags)
+
+
+_GPU = None
+
+
+def _gpu() -> probes.Gpu:
+    global _GPU
+    if _GPU is None:
+        _GPU = probes.Gpu()
+    return _GPU
 
 
 class HubMonitor:
@@ -426,10 +437,11 @@ def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
                            arrivals=wcfg.get("arrivals", "poisson"), seed=int(wcfg.get("seed", 0)),
                            emit=emit, tags=tags)
         else:
+            csv = os.path.join(spec.log_dir, f"locust-c{cycle:06d}") if spec.log_dir else None
             out = run_locust(engine, model, inputs[model], users=int(wcfg["users"]),
                              in_flight=int(wcfg["in_flight"]), seconds=float(wcfg["seconds"]),
                              window_seconds=float(wcfg["window_seconds"]), shape=wcfg.get("name", "steady"),
-                             emit=emit, tags=tags)
+                             emit=emit, tags=tags, csv_prefix=csv)
         out.pop("windows", None)
         apply_retention(engine, model, inputs[model], spec.retain, kept, spec.request_timeout)
         return out

@@ -243,7 +243,8 @@ def _finish_row(p: Prepared, row: dict, wall: float | None) -> CycleRow:
     row = {k: row.get(k) for k in CYCLE_FIELDS if k != "schema_version"}
     row["cycle_wall_s"] = wall
     if wall is not None:
-        row["overhead_s"] = wall - (row.get("start_latency_s") or 0) - (row.get("stop_latency_s") or 0)
+        row["overhead_s"] = (wall - (row.get("start_latency_s") or 0) - (row.get("stop_latency_s") or 0)
+                             - (row.get("workload_s") or 0))
     for k in ("stop_error", "detail"):
         if row.get(k) is not None:
             row[k] = str(row[k])[:2000]

@@ -108,7 +108,8 @@ def summary_table(tally: Tally) -> str:
     if tput:
         lines.append(f"throughput    median {statistics.median(tput):,.0f} infer/s")
     if over:
-        lines.append(f"rig overhead  median {statistics.median(over):.3f} s per cycle (beyond start and stop)")
+        lines.append(f"rig overhead  median {statistics.median(over):.3f} s per cycle "
+                     "(beyond start, workload and stop)")
     lines.append(f"leaks         {stubs} stub(s) killed, {shm} shared-memory region(s) removed")
     return "\n".join(lines)
 
@@ -217,6 +218,11 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None,
         if progress:
             progress.close()
     reasons = judge(tally, cfg, allowed)
+    if command == "soak" and len(tally.rows) > 1:
+        from rig.analysis import plots
+
+        path = plots.soak_figure(p.store.read("cycles", p.run_id), p.store.root / "plots" / f"{p.run_id}-soak.png")
+        log(f"plot: {path}")
     return (1 if reasons else 0), tally, p.run_id, reasons
 
 

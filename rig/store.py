@@ -75,6 +75,7 @@ class CycleRow:
     errors: int | None
     outputs_ok: bool | None           # the template model's answer checked (None: not checkable)
     throughput: float | None          # infer/s during the cycle's workload
+    workload_s: float | None          # how long the requests/workload ran
     worker_pid: int | None
     worker_rss_bytes: int | None
     worker_fds: int | None
@@ -82,7 +83,7 @@ class CycleRow:
     stub_rss_bytes: int | None
     gpu_memory_bytes: int | None
     cycle_wall_s: float | None        # the whole cycle as the parent saw it
-    overhead_s: float | None          # cycle_wall_s less start and stop latency: the rig's own cost
+    overhead_s: float | None          # cycle_wall_s less start, workload and stop: the rig's own cost
     stop_error: str | None
     cleanup: str | None               # ok | close failed/blocked | crashed: SIG... | hung (after stop)
     detail: str | None                # signal, phase that hung, first error, ...
