@@ -18,12 +18,13 @@ RUN python3 -c "import tritonserver" 2>/dev/null || \
       if [ -f "$1" ]; then python3 -m pip install "$1"; \
       else echo "note: no tritonserver wheel in this image; --engine capi still works"; fi; }
 
-# The rig itself, plus cupy for GPU-memory outputs (the images are CUDA 12).
+# The rig itself, with its GPU extra (CuPy for the cupy model, nvidia-ml-py for NVML probes;
+# the images are CUDA 12).
 WORKDIR /opt/triton-soak-rig
 COPY . .
-RUN python3 -m pip install . cupy-cuda12x
+RUN python3 -m pip install ".[gpu]"
 
 # Results land in the working directory; mount a volume there to keep them.
 WORKDIR /work
 ENTRYPOINT ["rig"]
-CMD ["soak"]
+CMD ["soak", "--config", "/opt/triton-soak-rig/workloads/nightly.toml"]

@@ -137,6 +137,14 @@ def main(argv: list[str] | None = None) -> int:
         from rig import config
 
         cfg = config.load(args.config, _overrides(args))
+        if cfg.model == "cupy" and not cfg.model_repository:
+            from rig.orchestrator import cupy_usable
+
+            ok, why = cupy_usable()
+            if not ok:  # GPU-only paths skip with a reason, never fail
+                print(f"rig: skipped: the cupy model needs a CUDA device and CuPy ({why}); "
+                      "nothing was run. Use --model numpy on this machine.")
+                return 0
         allowed = tuple(x.strip() for x in args.allow_outcomes.split(",") if x.strip())
         if args.command == "bench":
             from rig import bench

@@ -91,3 +91,46 @@ def test_outputs_are_checked_when_clean(tmp_path, runtime):
     res = tmp_path / "r"
     assert rig("cycle", "--model-size", "8", "--results", str(res)).returncode == 0
     assert bool(cycles(res).iloc[0].outputs_ok) is True
+
+
+def test_cupy_model_runs_on_a_gpu_or_skips_with_a_reason(tmp_path):
+    from rig.orchestrator import cupy_usable
+
+    ok, why = cupy_usable()
+    res = tmp_path / "r"
+    p = rig("cycle", "--model", "cupy", "--results", str(res))
+    assert p.returncode == 0, p.stdout + p.stderr
+    if not ok:
+        print(f"cupy not usable here: {why}")
+        assert "skipped" in p.stdout and why in p.stdout
+        assert not (res / "cycles").exists()
+    else:
+        r = cycles(res).iloc[0]
+        assert r.outcome == "clean" and bool(r.outputs_ok)
+
+
+def test_two_runs_into_one_folder_do_not_collide(tmp_path, runtime):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    res = tmp_path / "shared"
+    env = dict(__import__("os").environ, PYTHONPATH=str(ROOT))
+    procs = [subprocess.Popen([sys.executable, "-m", "rig", "soak", "--cycles", "2", "--results", str(res)],
+                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for _ in range(2)]
+    assert [p.wait(300) for p in procs] == [0, 0]
+    df = cycles(res)
+    assert len(df) == 4 and df.run_id.nunique() == 2
+    for _, g in df.groupby("run_id"):
+        assert sorted(g.cycle) == [1, 2]
+
+
+def test_runtime_list_and_doctor(runtime):
+    p = rig("runtime", "list")
+    assert p.returncode == 0 and runtime.name in p.stdout and runtime.triton_version in p.stdout
+    d = rig("doctor")
+    assert d.returncode == 0
+    for word in ("runtime", "engine", "capi", "tritonserver", "gpu", "cupy"):
+        assert word in d.stdout
