@@ -136,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         from rig import config
 
+        _terminate_like_interrupt()
         cfg = config.load(args.config, _overrides(args))
         if cfg.model == "cupy" and not cfg.model_repository:
             from rig.orchestrator import cupy_usable
@@ -164,8 +165,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rig: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("rig: interrupted; stored cycles stay, resume with --resume RUN_ID", file=sys.stderr)
+        print("rig: interrupted; the cycles stored so far stay", file=sys.stderr)
         return 130
+
+
+def _terminate_like_interrupt() -> None:
+    """A nightly job's timeout sends SIGTERM: kill the worker group and keep what is stored."""
+    import signal
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 def _log(msg: str) -> None:

@@ -142,6 +142,12 @@ class Progress:
                  " ".join(f"{k}={v}" for k, v in sorted(t.outcomes.items())), phase]
         return "  ".join(p for p in parts if p)
 
+    def window(self, msg: dict):
+        """Live figures of the cycle in flight, from its latest measurement window."""
+        if self._bar and msg.get("throughput"):
+            live = f"[cycle {msg.get('cycle')}: {msg['throughput']:,.0f} infer/s p99 {msg.get('p99_us') or 0:,.0f} us]"
+            self._bar.update(self._task, figures=self.figures(live))
+
     def phase(self, cycle: int, phase: str):
         if self._bar:
             self._bar.update(self._task, figures=self.figures(f"[cycle {cycle}: {phase}]"))
@@ -181,7 +187,7 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None,
     if not resume:
         orchestrator.write_run_row(p, command)
     log(f"run {p.run_id}: {p.runtime.name} (Triton {p.runtime.triton_version}), engine {p.engine} "
-        f"({p.engine_reason}), model {p.model_label}, retain {cfg.retain}, stop {cfg.stop_strategy}, "
+        f"({p.engine_reason.split(';')[0]}), model {p.model_label}, retain {cfg.retain}, stop {cfg.stop_strategy}, "
         f"restart {cfg.restart}, results in {cfg.results}/")
     todo = [k for k in range(1, cfg.cycles + 1) if k not in done]
     if resume:
@@ -197,6 +203,8 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None,
 
     def collect_window(msg: dict):
         windows.setdefault(int(msg.get("cycle") or 0), []).append(window_row(p, msg))
+        if progress:
+            progress.window(msg)
         if on_window:
             on_window(msg)
 
@@ -214,6 +222,13 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None,
     try:
         orchestrator.run_cycles(p, todo, on_cycle, on_window=collect_window,
                                 on_phase=progress.phase if progress else None)
+    except KeyboardInterrupt:
+        if progress:
+            progress.close()
+            progress = None
+        log(f"interrupted after {len(tally.rows)} stored cycle(s); continue with: "
+            f"rig soak --resume {p.run_id} --results {cfg.results}")
+        raise
     finally:
         if progress:
             progress.close()
