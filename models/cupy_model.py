@@ -24,6 +24,8 @@ class TritonPythonModel:
         self.leak_bytes = int(params.get("leak_bytes", "0"))
         self.leaked = []
         self.executed = 0
+        if float(params.get("load_sleep_s", "0")):
+            time.sleep(float(params["load_sleep_s"]))
         if params.get("fail_load", "0") == "1":
             raise pb_utils.TritonModelException("fault injection: this model fails to load")
         device = int(args.get("model_instance_device_id", "0"))

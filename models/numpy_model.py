@@ -4,6 +4,7 @@ Parameters (config.pbtxt ``parameters``) set its size and its fault injection kn
 same file serves the healthy model and the positive controls of a soak:
   size, execute_delay_ms, finalize (ok | raise | sleep), finalize_sleep_s,
   exit_after (the stub exits during the N-th execute), fail_load (1: initialize raises),
+  load_sleep_s (initialize sleeps: a load that hangs),
   leak_bytes (bytes kept per request).
 """
 
@@ -32,6 +33,8 @@ class TritonPythonModel:
         self.leak_bytes = int(params.get("leak_bytes", "0"))
         self.leaked = []
         self.executed = 0
+        if float(params.get("load_sleep_s", "0")):
+            time.sleep(float(params["load_sleep_s"]))  # fault injection: loading never ends
         if params.get("fail_load", "0") == "1":
             raise pb_utils.TritonModelException("fault injection: this model fails to load")
         self.weight = weights(self.size)

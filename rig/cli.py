@@ -27,7 +27,7 @@ def _run_options(p: argparse.ArgumentParser, cycles_default_help: str) -> None:
     g.add_argument("--max-batch-size", type=int)
     g.add_argument("--dynamic-batching", action="store_true", default=None)
     g.add_argument("--fault", help="fault injection preset of the template model: none, finalize-raises, "
-                   "finalize-sleeps, stub-exits, load-fails, leaks-memory")
+                   "finalize-sleeps, stub-exits, load-fails, load-hangs, leaks-memory")
     g.add_argument("--execute-delay-ms", type=float, help="make the template model slow on purpose")
     c = p.add_argument_group("lifecycle")
     c.add_argument("--cycles", type=int, help=cycles_default_help)

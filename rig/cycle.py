@@ -208,7 +208,7 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
         startup_models=("*",) if explicit else (),
         log_file=str(Path(spec.log_dir) / f"triton-c{cycle:06d}.log") if spec.log_dir else None)
 
-    phase("start", spec.startup_timeout + 30)
+    phase("start", spec.startup_timeout + 10)
     engine = make_engine()
     t0 = time.monotonic()
     try:

@@ -52,15 +52,19 @@ def test_retained_response_every_cycle_times_out_and_run_completes(tmp_path, run
     ("finalize-sleeps", "exit_timeout"),
     ("stub-exits", "infer_error"),
     ("load-fails", "load_failed"),
+    ("load-hangs", "hung"),
 ])
 def test_fault_models_yield_their_outcome(tmp_path, runtime, fault, outcome):
     res = tmp_path / "r"
     p = rig("soak", "--cycles", "2", "--fault", fault, "--exit-timeout", "2", "--request-timeout", "5",
-            "--results", str(res), timeout=600)
+            "--startup-timeout", "2", "--results", str(res), timeout=600)
     assert p.returncode == 1, p.stdout + p.stderr  # not clean: the run fails its thresholds
     df = cycles(res)
     assert len(df) == 2, p.stdout
     assert set(df.outcome) == {outcome}, df[["outcome", "detail"]].to_string()
+    if fault == "load-hangs":  # the watchdog killed the worker group, stub included
+        assert df.detail.str.contains("phase start ran past its deadline").all()
+        assert (df.stubs_killed >= 1).all()
     if fault == "finalize-raises":
         assert (df.finalize_errors == 1).all()
     if fault == "finalize-sleeps":
@@ -163,3 +167,28 @@ def test_users_own_repository_without_finalize(tmp_path, runtime):
     assert (df.errors == 0).all() and (df.requests == 100).all()
     after = {p: p.read_text() for p in repo.rglob("*") if p.is_file() and "__pycache__" not in str(p)}
     assert after == before  # the user's files are untouched
+
+
+def test_worker_killed_by_a_signal_is_recorded_and_the_run_goes_on(tmp_path, runtime):
+    import psutil
+
+    res = tmp_path / "r"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "rig", "soak", "--cycles", "2", "--requests", "20000",
+                             "--results", str(res)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    victim = None
+    deadline = time.monotonic() + 60
+    while victim is None and time.monotonic() < deadline:
+        for child in psutil.Process(proc.pid).children():
+            if "worker" in " ".join(child.cmdline()) and psutil.Process(child.pid).children():
+                victim = child  # a worker whose stub is up: the server is running
+        time.sleep(0.2)
+    assert victim is not None
+    time.sleep(1.0)
+    victim.send_signal(signal.SIGKILL)
+    out, _ = proc.communicate(timeout=300)
+    df = cycles(res).sort_values("cycle")
+    assert list(df.outcome) == ["crashed", "clean"], out
+    assert "SIGKILL" in df.detail.iloc[0]
+    assert df.stubs_killed.iloc[0] >= 1  # its orphaned stub was found and killed
