@@ -47,18 +47,27 @@ def summarize(windows: list[dict]) -> dict:
             "stable": bool(windows and windows[-1].get("stable"))}
 
 
-def knee(points: list[dict]) -> dict | None:
-    """The last point before extra load stops buying throughput (< 10 % more for the next step)."""
+def knee(points: list[dict], open_loop: bool = False) -> dict | None:
+    """Closed loop: the last point before more concurrency stops buying throughput (< 10 % more
+    at the next point). Open loop: the last rate the server keeps up with (achieved >= 95 % of
+    offered, and p99 within 10x of the lightest point's)."""
     ok = [p for p in points if p.get("throughput")]
+    if not ok:
+        return None
+    if open_loop:
+        base = ok[0].get("p99_us") or 0
+        kept_up = [p for p in ok if p["throughput"] >= 0.95 * p["point"]
+                   and (not base or (p.get("p99_us") or 0) <= 10 * base)]
+        return kept_up[-1] if kept_up else None
     for a, b in zip(ok, ok[1:]):
         if b["throughput"] < a["throughput"] * 1.10:
             return a
-    return ok[-1] if ok else None
+    return ok[-1]
 
 
 def run(cfg: RunConfig, args, log=print) -> int:
     conc = _points(args.concurrency, int)
-    rates = _points(args.rates, float)
+    rates = _points(args.rates or args.rate, float)
     if conc and rates:
         raise RigError("give either --concurrency or --rates, not both")
     if not conc and not rates:
@@ -126,7 +135,7 @@ def run(cfg: RunConfig, args, log=print) -> int:
         if args.p99_bound_ms and figures["p99_us"] and figures["p99_us"] > args.p99_bound_ms * 1000:
             log(f"p99 {figures['p99_us']:.0f} us > bound {args.p99_bound_ms} ms: sweep stopped")
             break
-    k = knee(results)
+    k = knee(results, open_loop=not conc)
     if k:
         log(f"knee: {k['point']} ({_f(k['throughput'], '{:,.0f}')} infer/s, p99 {_f(k['p99_us'])} us)")
     try:

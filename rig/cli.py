@@ -45,7 +45,7 @@ def _run_options(p: argparse.ArgumentParser, cycles_default_help: str) -> None:
     w.add_argument("--workload-seconds", type=float)
     w.add_argument("--users", type=int)
     w.add_argument("--in-flight", type=int)
-    w.add_argument("--rate", type=float, help="open loop: arrivals per second")
+    w.add_argument("--rate", help="open loop: arrivals per second (bench: a list, e.g. 1000,2000)")
     w.add_argument("--arrivals", choices=["poisson", "constant"])
     w.add_argument("--window-seconds", type=float)
     w.add_argument("--seed", type=int)
@@ -67,12 +67,22 @@ def _overrides(a: argparse.Namespace) -> dict:
         "request_timeout": a.request_timeout,
         "results": a.results,
         "workload.name": a.workload, "workload.seconds": a.workload_seconds, "workload.users": a.users,
-        "workload.in_flight": a.in_flight, "workload.rate": a.rate, "workload.arrivals": a.arrivals,
+        "workload.in_flight": a.in_flight, "workload.rate": _one_rate(a), "workload.arrivals": a.arrivals,
         "workload.window_seconds": a.window_seconds, "workload.seed": a.seed,
         "thresholds.max_stop_latency_s": a.max_stop_latency,
         "thresholds.min_finalize_success": a.min_finalize_success,
         "thresholds.allow_leaks": a.allow_leaks,
     }
+
+
+def _one_rate(a: argparse.Namespace) -> float | None:
+    if a.rate is None or a.command == "bench":
+        return None  # bench sweeps its --rate list itself
+    try:
+        return float(a.rate)
+    except ValueError:
+        raise RigError(f"--rate is one number of arrivals per second (got {a.rate!r}); "
+                       "lists are for `rig bench`") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="sweep concurrency or arrival rate; store every window")
     _run_options(b, "unused")
     b.add_argument("--concurrency", help="closed loop points, e.g. 1,2,4,8")
-    b.add_argument("--rates", help="open loop points (infer/s), e.g. 1000,2000,4000")
+    b.add_argument("--rates", help="same as --rate: open loop points (infer/s), e.g. 1000,2000,4000")
     b.add_argument("--windows", type=int, default=3, help="windows per point (default 3)")
     b.add_argument("--p99-bound-ms", type=float, help="stop the sweep once p99 exceeds this")
     b.add_argument("--compare", choices=["perf-analyzer"], help="also run perf_analyzer at the same points")

@@ -100,3 +100,13 @@ def test_stability_rule():
     assert stable(rows) is True
     assert stable(rows[:2]) is None
     assert stable(rows + [{"throughput": 150, "p50_us": 100}]) is False
+
+
+def test_knee_rules():
+    from rig.bench import knee
+
+    closed = [{"point": 1, "throughput": 100}, {"point": 2, "throughput": 180}, {"point": 4, "throughput": 185}]
+    assert knee(closed)["point"] == 2
+    opened = [{"point": 100, "throughput": 99, "p99_us": 200}, {"point": 200, "throughput": 198, "p99_us": 300},
+              {"point": 400, "throughput": 250, "p99_us": 90000}]
+    assert knee(opened, open_loop=True)["point"] == 200
