@@ -53,8 +53,9 @@ def _run_options(p: argparse.ArgumentParser, cycles_default_help: str) -> None:
     t.add_argument("--max-stop-latency", type=float, help="seconds")
     t.add_argument("--min-finalize-success", type=float, help="fraction 0..1")
     t.add_argument("--allow-leaks", action="store_true", default=None)
-    t.add_argument("--allow-outcomes", default="clean",
-                   help="comma-separated outcomes that do not fail the run (default clean)")
+    t.add_argument("--allow-outcomes", default=None,
+                   help="comma-separated outcomes that do not fail the run (default: clean for soak; "
+                   "any for cycle, which records and reports)")
 
 
 def _overrides(a: argparse.Namespace) -> dict:
@@ -156,7 +157,22 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"rig: skipped: the cupy model needs a CUDA device and CuPy ({why}); "
                       "nothing was run. Use --model numpy on this machine.")
                 return 0
-        allowed = tuple(x.strip() for x in args.allow_outcomes.split(",") if x.strip())
+        if args.allow_outcomes is not None:
+            allowed = tuple(x.strip() for x in args.allow_outcomes.split(",") if x.strip())
+            from rig.cycle import OUTCOMES
+
+            unknown = [x for x in allowed if x not in OUTCOMES]
+            if unknown:
+                raise RigError(f"unknown outcome(s) {', '.join(unknown)}: choose from {', '.join(OUTCOMES)}")
+        elif args.command == "cycle":
+            # A single cycle is a reproducer: it records and reports; soaks judge.
+            from rig.cycle import OUTCOMES
+
+            allowed = tuple(OUTCOMES)
+            if args.allow_leaks is None and not args.config:
+                cfg.thresholds.allow_leaks = True
+        else:
+            allowed = ("clean",)
         if args.command == "bench":
             from rig import bench
 
