@@ -128,10 +128,14 @@ def make_lane(engine: Engine, model: str, inputs: dict, in_flight: int, keep_las
     """The native lane where the engine is ``capi`` and a compiler is at hand, else ``PyLane``."""
     if engine.name == "capi":
         from rig import fastpath
+        from rig.errors import RigError
 
         ok, _why = fastpath.available()
         if ok:
-            return fastpath.Lane(engine, model, inputs, in_flight=in_flight, keep_last=keep_last)
+            try:
+                return fastpath.Lane(engine, model, inputs, in_flight=in_flight, keep_last=keep_last)
+            except RigError:
+                pass  # inputs the native lane does not take (BYTES): the Python lane does
     return PyLane(engine, model, inputs, in_flight=in_flight, keep_last=keep_last)
 
 
@@ -312,15 +316,20 @@ def load_shape(name: str, users: int, seconds: float) -> LoadTestShape | None:
     return shapes.make(name, users=users, seconds=seconds)
 
 
-def run_locust(engine: Engine, model: str, inputs: dict, *, users: int, in_flight: int,
+def run_locust(engine: Engine, model: str | list[str], inputs: dict, *, users: int, in_flight: int,
                seconds: float, window_seconds: float, shape: str = "steady",
                emit: Callable[[dict], None], tags: dict, csv_prefix: str | None = None) -> dict:
-    """Closed loop under a Locust shape; one window row per ``window_seconds``."""
+    """Closed loop under a Locust shape; one window row per ``window_seconds``. ``model`` may be
+    a list (then ``inputs`` maps each model to its inputs): users are spread over the models."""
     sink = Sink()
-    user_cls = type("InProcessTritonUser", (TritonUser,), {
-        "engine": engine, "model": model, "inputs": inputs, "in_flight": in_flight, "sink": sink})
+    # One user class per model, equal weights: Locust spreads the users over the models.
+    models = model if isinstance(model, (list, tuple)) else [model]
+    all_inputs = inputs if isinstance(model, (list, tuple)) else {model: inputs}
+    user_classes = [type(f"TritonUser_{i}", (TritonUser,), {
+        "engine": engine, "model": m, "inputs": all_inputs[m], "in_flight": in_flight, "sink": sink,
+        "weight": 1}) for i, m in enumerate(models)]
     shape_obj = load_shape(shape, users, seconds)
-    env = Environment(user_classes=[user_cls], shape_class=shape_obj)
+    env = Environment(user_classes=user_classes, shape_class=shape_obj)
     runner = env.create_local_runner()
     writer = None
     if csv_prefix:
@@ -438,7 +447,7 @@ def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
                            emit=emit, tags=tags)
         else:
             csv = os.path.join(spec.log_dir, f"locust-c{cycle:06d}") if spec.log_dir else None
-            out = run_locust(engine, model, inputs[model], users=int(wcfg["users"]),
+            out = run_locust(engine, list(spec.models), inputs, users=int(wcfg["users"]),
                              in_flight=int(wcfg["in_flight"]), seconds=float(wcfg["seconds"]),
                              window_seconds=float(wcfg["window_seconds"]), shape=wcfg.get("name", "steady"),
                              emit=emit, tags=tags, csv_prefix=csv)

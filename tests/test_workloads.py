@@ -110,3 +110,44 @@ def test_knee_rules():
     opened = [{"point": 100, "throughput": 99, "p99_us": 200}, {"point": 200, "throughput": 198, "p99_us": 300},
               {"point": 400, "throughput": 250, "p99_us": 90000}]
     assert knee(opened, open_loop=True)["point"] == 200
+
+
+STRLEN_CONFIG = '''
+name: "strlen"
+backend: "python"
+max_batch_size: 4
+input [ { name: "TEXT" data_type: TYPE_STRING dims: [ 1 ] } ]
+output [ { name: "LEN" data_type: TYPE_INT64 dims: [ 1 ] } ]
+'''
+STRLEN_MODEL = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            t = pb_utils.get_input_tensor_by_name(r, "TEXT").as_numpy()
+            out.append(pb_utils.InferenceResponse(
+                [pb_utils.Tensor("LEN", np.array([[len(x[0])] for x in t], dtype=np.int64))]))
+        return out
+'''
+
+
+def test_workload_spreads_over_a_users_models_bytes_included(tmp_path, runtime):
+    from rig import models
+
+    repo = tmp_path / "repo"
+    (repo / "strlen" / "1").mkdir(parents=True)
+    (repo / "strlen" / "config.pbtxt").write_text(STRLEN_CONFIG)
+    (repo / "strlen" / "1" / "model.py").write_text(STRLEN_MODEL)
+    models.render(models.ModelSpec(name="matmul"), repo)
+    res = tmp_path / "r"
+    p = rig("cycle", "--model-repository", str(repo), "--workload", "steady", "--users", "2",
+            "--workload-seconds", "2", "--window-seconds", "1", "--results", str(res))
+    assert p.returncode == 0, p.stdout + p.stderr
+    c = cycles(res).iloc[0]
+    assert c.outcome == "clean" and c.errors == 0 and c.finalize_expected == 2
+    stats = next((res / "_work").rglob("locust-c000001_stats.csv")).read_text()
+    assert "infer,strlen," in stats and "infer,matmul," in stats  # Locust's own CSV, both models

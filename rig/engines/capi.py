@@ -361,6 +361,8 @@ class CapiEngine(Engine):
                 self.core.lib.TRITONSERVER_InferenceResponseDelete(response)
                 pending.error = err
             else:
+                if pending.response is not None:  # decoupled: keep only the latest
+                    pending.response.release()
                 pending.response = CapiResponse(self, response)
         if flags & RESPONSE_FINAL:
             done = pending.done
