@@ -49,6 +49,7 @@ def _run_options(p: argparse.ArgumentParser, cycles_default_help: str) -> None:
     w.add_argument("--arrivals", choices=["poisson", "constant"])
     w.add_argument("--window-seconds", type=float)
     w.add_argument("--seed", type=int)
+    w.add_argument("--locust-web-port", type=int, help="serve Locust's web UI on 127.0.0.1:PORT while loading")
     t = p.add_argument_group("thresholds (exit status 1 when crossed)")
     t.add_argument("--max-stop-latency", type=float, help="seconds")
     t.add_argument("--min-finalize-success", type=float, help="fraction 0..1")
@@ -69,7 +70,7 @@ def _overrides(a: argparse.Namespace) -> dict:
         "results": a.results,
         "workload.name": a.workload, "workload.seconds": a.workload_seconds, "workload.users": a.users,
         "workload.in_flight": a.in_flight, "workload.rate": _one_rate(a), "workload.arrivals": a.arrivals,
-        "workload.window_seconds": a.window_seconds, "workload.seed": a.seed,
+        "workload.window_seconds": a.window_seconds, "workload.seed": a.seed, "workload.web_port": a.locust_web_port,
         "thresholds.max_stop_latency_s": a.max_stop_latency,
         "thresholds.min_finalize_success": a.min_finalize_success,
         "thresholds.allow_leaks": a.allow_leaks,

@@ -45,6 +45,7 @@ class WorkloadConfig:
     arrivals: str = "poisson"         # open loop: poisson | constant
     window_seconds: float = 1.0
     seed: int = 0
+    web_port: int | None = None       # serve Locust's web UI on 127.0.0.1:PORT during the load
 
 
 @dataclasses.dataclass

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import os
+import sys
 import time
 from typing import Callable
 
@@ -29,6 +30,7 @@ from locust import LoadTestShape, User, constant, task
 from locust.env import Environment
 
 from rig import probes
+from rig.schedule import arrival_times, stable
 from rig.engines.base import Engine, EngineError
 
 HDR_MAX_US = 60_000_000  # one minute
@@ -146,18 +148,6 @@ def lane_kind(engine: Engine) -> str:
         ok, why = fastpath.available()
         return "native" if ok else f"python ({why})"
     return "python"
-
-
-def arrival_times(rate: float, seconds: float, start_ns: int, arrivals: str = "poisson",
-                  seed: int = 0) -> np.ndarray:
-    """Absolute CLOCK_MONOTONIC send times: seeded Poisson (exponential gaps) or constant."""
-    n = max(1, int(rate * seconds * 1.2) + 16)
-    if arrivals == "constant":
-        gaps = np.full(n, 1e9 / rate)
-    else:
-        gaps = np.random.default_rng(seed).exponential(1e9 / rate, n)
-    t = start_ns + np.cumsum(gaps)
-    return t[t < start_ns + seconds * 1e9].astype(np.int64)
 
 
 # ---------------------------------------------------------------- measurement
@@ -318,7 +308,8 @@ def load_shape(name: str, users: int, seconds: float) -> LoadTestShape | None:
 
 def run_locust(engine: Engine, model: str | list[str], inputs: dict, *, users: int, in_flight: int,
                seconds: float, window_seconds: float, shape: str = "steady",
-               emit: Callable[[dict], None], tags: dict, csv_prefix: str | None = None) -> dict:
+               emit: Callable[[dict], None], tags: dict, csv_prefix: str | None = None,
+               web_port: int | None = None) -> dict:
     """Closed loop under a Locust shape; one window row per ``window_seconds``. ``model`` may be
     a list (then ``inputs`` maps each model to its inputs): users are spread over the models."""
     sink = Sink()
@@ -331,6 +322,17 @@ def run_locust(engine: Engine, model: str | list[str], inputs: dict, *, users: i
     shape_obj = load_shape(shape, users, seconds)
     env = Environment(user_classes=user_classes, shape_class=shape_obj)
     runner = env.create_local_runner()
+    web = None
+    if web_port:
+        import argparse
+
+        from locust.argument_parser import default_args_dict
+
+        # The UI reads Locust's options; give it the defaults, never the worker's own argv
+        # (its page handler parses sys.argv for extra options: the worker's are done with).
+        env.parsed_options = argparse.Namespace(**default_args_dict())
+        sys.argv = sys.argv[:1]
+        web = env.create_web_ui(host="127.0.0.1", port=web_port)
     writer = None
     if csv_prefix:
         from locust.stats import StatsCSVFileWriter
@@ -348,6 +350,8 @@ def run_locust(engine: Engine, model: str | list[str], inputs: dict, *, users: i
     runner.quit()
     if writer:
         writer.close_files()
+    if web:
+        web.stop()
     hub.stop()
     return sink.summary(time.monotonic() - t0, rows)
 
@@ -410,21 +414,6 @@ def _windows(sink: Sink, hub: HubMonitor, t0: float, seconds: float, window_seco
     return rows
 
 
-def stable(rows: list[dict], n: int = 3, pct: float = 10.0) -> bool | None:
-    """perf_analyzer's rule: the last ``n`` windows' throughput and p50 within ``pct`` % of their mean."""
-    if len(rows) < n:
-        return None
-    last = rows[-n:]
-    for key in ("throughput", "p50_us"):
-        vals = [r[key] for r in last if r.get(key) is not None]
-        if len(vals) < n:
-            return False
-        mean = sum(vals) / n
-        if mean <= 0 or any(abs(v - mean) / mean * 100 > pct for v in vals):
-            return False
-    return True
-
-
 # ---------------------------------------------------------------- inside a soak cycle
 
 def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
@@ -450,7 +439,7 @@ def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
             out = run_locust(engine, list(spec.models), inputs, users=int(wcfg["users"]),
                              in_flight=int(wcfg["in_flight"]), seconds=float(wcfg["seconds"]),
                              window_seconds=float(wcfg["window_seconds"]), shape=wcfg.get("name", "steady"),
-                             emit=emit, tags=tags, csv_prefix=csv)
+                             emit=emit, tags=tags, csv_prefix=csv, web_port=wcfg.get("web_port"))
         out.pop("windows", None)
         apply_retention(engine, model, inputs[model], spec.retain, kept, spec.request_timeout)
         return out

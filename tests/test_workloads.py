@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from conftest import cycles, rig
-from rig.load import arrival_times, stable
+from rig.schedule import arrival_times, stable
 
 
 def windows(res):
@@ -151,3 +151,39 @@ def test_workload_spreads_over_a_users_models_bytes_included(tmp_path, runtime):
     assert c.outcome == "clean" and c.errors == 0 and c.finalize_expected == 2
     stats = next((res / "_work").rglob("locust-c000001_stats.csv")).read_text()
     assert "infer,strlen," in stats and "infer,matmul," in stats  # Locust's own CSV, both models
+
+
+def test_locust_web_ui_serves_live_stats(tmp_path, runtime):
+    """Optional Locust web UI: served by the worker during the load, fed by the rig's events."""
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from conftest import ROOT
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "rig", "cycle", "--workload", "steady", "--users", "2",
+                             "--workload-seconds", "6", "--locust-web-port", str(port),
+                             "--results", str(tmp_path / "r")], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seen = 0
+    page = ""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not seen:
+        try:
+            page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2).read().decode()
+            stats = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/stats/requests", timeout=2).read())
+            seen = sum(e["num_requests"] for e in stats["stats"] if e["name"] == "numpy")
+        except OSError:
+            pass
+        time.sleep(0.3)
+    assert proc.wait(120) == 0
+    assert "<html" in page.lower()
+    assert seen > 0
