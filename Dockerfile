@@ -18,11 +18,16 @@ RUN python3 -c "import tritonserver" 2>/dev/null || \
       if [ -f "$1" ]; then python3 -m pip install "$1"; \
       else echo "note: no tritonserver wheel in this image; --engine capi still works"; fi; }
 
+# A C compiler for the rig's native load generator (rig/_fastpath.c), if the image lacks one.
+RUN command -v cc >/dev/null || { apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*; }
+
 # The rig itself, with its GPU extra (CuPy for the cupy model, nvidia-ml-py for NVML probes;
 # the images are CUDA 12).
 WORKDIR /opt/triton-soak-rig
 COPY . .
-RUN python3 -m pip install ".[gpu]"
+RUN python3 -m pip install ".[gpu]" \
+    && python3 -c "from rig import fastpath; print(fastpath.build())"
 
 # Results land in the working directory; mount a volume there to keep them.
 WORKDIR /work

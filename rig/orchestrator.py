@@ -60,7 +60,7 @@ def prepare(cfg: RunConfig, command: str, run_id: str | None = None,
     engine, reason = engines.select(cfg.engine, rt)
     run_id = run_id or new_run_id()
     store = Store(cfg.results)
-    work = Path(cfg.results) / "_work" / run_id
+    work = Path(cfg.results).resolve() / "_work" / run_id  # absolute: a spec can be re-run by hand
     work.mkdir(parents=True, exist_ok=True)
     if cfg.model_repository:
         repo = Path(cfg.model_repository).resolve()
