@@ -90,7 +90,7 @@ def _one_rate(a: argparse.Namespace) -> float | None:
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="rig", description="Benchmark and soak-test Triton's in-process API: "
                 "start, load, infer, stop, verify; again and again.")
-    p.add_argument("--version", action="store_true", help="print the rig's version")
+    p.add_argument("--version", dest="show_version", action="store_true", help="print the rig's version")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
 
     c = sub.add_parser("cycle", help="one lifecycle cycle: start, infer, retain, stop, verify, record")
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-        if args.version:
+        if args.show_version:
             import rig
 
             print(rig.__version__)
