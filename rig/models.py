@@ -23,14 +23,14 @@ FAULTS = {
 
 
 def templates_dir() -> Path:
-    """``models/`` of a checkout, or the same files installed as the package ``rig.models``."""
+    """``models/`` of a checkout, or the same files installed as ``rig.model_templates``."""
     here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "models", here / "models"):
+    for candidate in (here.parent / "models", here / "model_templates"):
         if (candidate / "config.pbtxt.tmpl").exists():
             return candidate
     try:
         import importlib.resources as res
-        p = Path(str(res.files("rig.models")))
+        p = Path(str(res.files("rig.model_templates")))
         if (p / "config.pbtxt.tmpl").exists():
             return p
     except (ImportError, ModuleNotFoundError):

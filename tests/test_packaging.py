@@ -1,0 +1,26 @@
+"""The wheel users install holds every file the rig reads at run time, with no name clashes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+
+from conftest import ROOT
+
+
+def test_wheel_contents(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                        "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    wheel = next(tmp_path.glob("*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for needed in ("rig/_fastpath.c", "rig/hook/evidence.py", "rig/model_templates/config.pbtxt.tmpl",
+                   "rig/model_templates/numpy_model.py", "rig/model_templates/cupy_model.py",
+                   "rig/workloads/shapes.py", "rig/workloads/nightly.toml", "rig/analysis/plots.py",
+                   "rig/models.py"):
+        assert needed in names, needed
+    # a package folder named like a module would shadow it once installed
+    modules = {n[:-3] for n in names if n.startswith("rig/") and n.endswith(".py") and n.count("/") == 1}
+    packages = {n.rsplit("/", 1)[0] for n in names if n.startswith("rig/") and n.count("/") == 2}
+    assert not modules & packages
