@@ -261,11 +261,10 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
 
     phase("stop", spec.exit_timeout + 60)
     t_stop = time.monotonic()
-    if explicit:
-        row["stop_error"] = _unload_all(engine, spec.exit_timeout)
+    unload_err = _unload_all(engine, spec.exit_timeout) if explicit else None
     err = engine.stop()
     t_ret = time.monotonic()
-    row["stop_error"] = row["stop_error"] or err
+    row["stop_error"] = "; ".join(e for e in (unload_err, err) if e) or None
     row["stop_latency_s"] = t_ret - t_stop
     row["stubs_alive_after_stop"] = len(probes.stubs_of(os.getpid()))
     before = summarize_markers(read_markers(evidence), t_ret)

@@ -192,3 +192,13 @@ def test_worker_killed_by_a_signal_is_recorded_and_the_run_goes_on(tmp_path, run
     assert list(df.outcome) == ["crashed", "clean"], out
     assert "SIGKILL" in df.detail.iloc[0]
     assert df.stubs_killed.iloc[0] >= 1  # its orphaned stub was found and killed
+
+
+def test_unload_then_stop_with_a_retained_response_shows_the_same_bug(tmp_path, runtime):
+    res = tmp_path / "r"
+    p = rig("cycle", "--stop-strategy", "unload-then-stop", "--retain", "last-response", "--exit-timeout", "2",
+            "--results", str(res))
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = cycles(res).iloc[0]
+    assert r.outcome == "exit_timeout" and r.finalize_before_stop == 0
+    assert "UNLOADING" in r.stop_error  # the model never finished unloading
