@@ -80,19 +80,6 @@ def render(spec: ModelSpec, repository: Path) -> Path:
     return mdir
 
 
-def python_backend_models(repository: Path) -> list[str]:
-    """Names of the repository's models served by the Python backend (those finalize can be seen in)."""
-    names = []
-    for mdir in sorted(Path(repository).iterdir()):
-        cfg = mdir / "config.pbtxt"
-        if not mdir.is_dir() or not cfg.exists():
-            continue
-        text = cfg.read_text()
-        if 'backend: "python"' in text.replace("'", '"') or any(mdir.glob("*/model.py")):
-            names.append(mdir.name)
-    return names
-
-
 def repository_models(repository: Path) -> list[str]:
     repo = Path(repository)
     if not repo.is_dir():

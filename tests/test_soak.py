@@ -202,3 +202,26 @@ def test_unload_then_stop_with_a_retained_response_shows_the_same_bug(tmp_path, 
     r = cycles(res).iloc[0]
     assert r.outcome == "exit_timeout" and r.finalize_before_stop == 0
     assert "UNLOADING" in r.stop_error  # the model never finished unloading
+
+
+def test_a_model_without_config_pbtxt_completes_its_own(tmp_path, runtime):
+    """tritonserver's default: a Python model may fill its config in auto_complete_config."""
+    repo = tmp_path / "repo"
+    (repo / "auto" / "1").mkdir(parents=True)
+    (repo / "auto" / "1" / "model.py").write_text(
+        "import triton_python_backend_utils as pb_utils\n\n\n"
+        "class TritonPythonModel:\n"
+        "    @staticmethod\n"
+        "    def auto_complete_config(config):\n"
+        "        config.add_input({'name': 'IN', 'data_type': 'TYPE_INT32', 'dims': [3]})\n"
+        "        config.add_output({'name': 'OUT', 'data_type': 'TYPE_INT32', 'dims': [3]})\n"
+        "        config.set_max_batch_size(0)\n"
+        "        return config\n\n"
+        "    def execute(self, requests):\n"
+        "        return [pb_utils.InferenceResponse([pb_utils.Tensor(\n"
+        "            'OUT', pb_utils.get_input_tensor_by_name(r, 'IN').as_numpy() + 1)]) for r in requests]\n")
+    res = tmp_path / "r"
+    p = rig("cycle", "--model-repository", str(repo), "--results", str(res))
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = cycles(res).iloc[0]
+    assert r.outcome == "clean" and r.errors == 0 and r.finalize_before_stop == 1

@@ -67,6 +67,7 @@ _SIGNATURES = {
     "TRITONSERVER_ServerOptionsSetModelControlMode": [c_void_p, c_int],
     "TRITONSERVER_ServerOptionsSetStartupModel": [c_void_p, c_char_p],
     "TRITONSERVER_ServerOptionsSetStrictReadiness": [c_void_p, c_bool],
+    "TRITONSERVER_ServerOptionsSetStrictModelConfig": [c_void_p, c_bool],
     "TRITONSERVER_ServerOptionsSetLogFile": [c_void_p, c_char_p],
     "TRITONSERVER_ServerOptionsSetLogInfo": [c_void_p, c_bool],
     "TRITONSERVER_ServerOptionsSetLogWarn": [c_void_p, c_bool],
@@ -384,6 +385,8 @@ class CapiEngine(Engine):
                 if c.has("TRITONSERVER_ServerOptionsSetStartupModel"):
                     c.call("TRITONSERVER_ServerOptionsSetStartupModel", opts, m.encode())
             c.call("TRITONSERVER_ServerOptionsSetStrictReadiness", opts, options.strict_readiness)
+            # As tritonserver's own default: models may complete their config (auto_complete_config).
+            c.call("TRITONSERVER_ServerOptionsSetStrictModelConfig", opts, options.strict_model_config)
             if c.has("TRITONSERVER_ServerOptionsSetModelLoadRetryCount"):
                 c.call("TRITONSERVER_ServerOptionsSetModelLoadRetryCount", opts, int(options.model_load_retries))
             if options.log_file:

@@ -206,6 +206,7 @@ def _options_kwargs(options: ServerOptions, ts) -> dict[str, Any]:
         "log_warn": True,
         "log_error": True,
         "model_load_retry_count": int(options.model_load_retries),
+        "strict_model_config": bool(options.strict_model_config),
     }
     if options.startup_models:
         kwargs["startup_models"] = list(options.startup_models)
@@ -225,7 +226,7 @@ def _options_kwargs(options: ServerOptions, ts) -> dict[str, Any]:
     if dataclasses.is_dataclass(ts.Options):
         known = {f.name for f in dataclasses.fields(ts.Options)}
         optional = {"log_info", "log_warn", "log_error", "log_verbose", "strict_readiness",
-                    "model_load_retry_count"}
+                    "model_load_retry_count", "strict_model_config"}
         for key in [k for k in kwargs if k not in known]:
             if key not in optional:
                 raise EngineError(f"this tritonserver package's Options has no {key!r}; "
