@@ -63,6 +63,9 @@ def test_retain_last_array_waits_out_exit_timeout(tmp_path, runtime):
     (["cycle", "--runtime", "0.0.1"], "not installed"),
     (["cycle", "--bogus"], "unrecognized arguments"),
     (["soak", "--config", "/nonexistent.toml"], "does not exist"),
+    (["soak", "--config", "tests/data/malformed.toml"], "not valid TOML"),
+    (["soak", "--config", "tests/data/unknown_key.toml"], "unknown key 'cycels'"),
+    (["soak", "--allow-outcomes", "fine"], "unknown outcome"),
 ])
 def test_bad_input_is_one_clear_line(args, words, tmp_path):
     p = rig(*args, "--results", str(tmp_path))
@@ -140,3 +143,26 @@ def test_runtime_list_and_doctor(runtime):
     assert d.returncode == 0
     for word in ("runtime", "engine", "capi", "tritonserver", "gpu", "cupy"):
         assert word in d.stdout
+
+
+def test_a_worker_can_be_rerun_by_hand_from_its_spec(tmp_path, runtime):
+    """pyperf's habit: the worker is the same program with a flag; its spec reproduces a cycle."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    res = tmp_path / "r"
+    assert rig("cycle", "--results", str(res)).returncode == 0
+    spec = next((res / "_work").rglob("spec-0001.json"))
+    env = runtime.worker_env()
+    env["PYTHONPATH"] = str(ROOT)
+    p = subprocess.run([sys.executable, "-m", "rig", "worker", "--spec", str(spec)], capture_output=True,
+                       text=True, env=env, cwd=ROOT, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    messages = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    phases = [m["phase"] for m in messages if m["type"] == "phase"]
+    assert phases == ["start", "infer", "stop", "release", "cleanup"]
+    row = next(m["row"] for m in messages if m["type"] == "cycle")
+    assert row["outcome"] == "clean"
