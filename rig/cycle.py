@@ -206,6 +206,10 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
         model_repository=spec.model_repository, backend_directory=spec.runtime.get("backend_dir"),
         exit_timeout_s=spec.exit_timeout, model_control="explicit" if explicit else "none",
         startup_models=("*",) if explicit else (),
+        # The in-process API's default (strict) unless a model has no config.pbtxt to be strict
+        # about: then Triton asks the model to complete it (auto_complete_config), ~1 s a model.
+        strict_model_config=all((Path(spec.model_repository) / m / "config.pbtxt").exists()
+                                for m in _repository_models(spec.model_repository)),
         log_file=str(Path(spec.log_dir) / f"triton-c{cycle:06d}.log") if spec.log_dir else None)
 
     phase("start", spec.startup_timeout + 10)
@@ -228,6 +232,10 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
         return row
     row["start_latency_s"] = time.monotonic() - t0
     row["triton_version"] = engine.server_version()
+    if not summarize_markers(read_markers(evidence), None)["finalize_expected"] \
+            and _has_python_models(spec.model_repository, spec.models):
+        row["detail"] = ("no finalize evidence: the backend stubs did not run the rig's hook "
+                         "(a custom EXECUTION_ENV_PATH?); finalize columns read 0")
 
     inputs = {m: inputs_for(engine.model_metadata(m)) for m in spec.models}
     if spec.check:
@@ -297,6 +305,21 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     probes.remove_shm_regions(leaked)
     row["outcome"] = classify(row)
     return row
+
+
+def _repository_models(repository: str) -> list[str]:
+    repo = Path(repository)
+    return [p.name for p in repo.iterdir() if p.is_dir() and not p.name.startswith(".")] if repo.is_dir() else []
+
+
+def _has_python_models(repository: str, names: list[str]) -> bool:
+    for name in names:
+        mdir = Path(repository) / name
+        cfg = mdir / "config.pbtxt"
+        text = cfg.read_text() if cfg.exists() else ""
+        if "python" in text or any(mdir.glob("*/model.py")):
+            return True
+    return False
 
 
 _GPU = None

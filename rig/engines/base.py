@@ -27,7 +27,7 @@ class ServerOptions:
     model_control: str = "none"           # TRITONSERVER_ServerOptionsSetModelControlMode: none|explicit|poll
     startup_models: tuple[str, ...] = ()  # TRITONSERVER_ServerOptionsSetStartupModel (explicit mode)
     model_load_retries: int = 0           # TRITONSERVER_ServerOptionsSetModelLoadRetryCount (2.4x+)
-    strict_model_config: bool = False     # TRITONSERVER_ServerOptionsSetStrictModelConfig
+    strict_model_config: bool = True      # TRITONSERVER_ServerOptionsSetStrictModelConfig
     strict_readiness: bool = True         # TRITONSERVER_ServerOptionsSetStrictReadiness
     log_file: str | None = None           # TRITONSERVER_ServerOptionsSetLogFile
     log_verbose: int = 0                  # TRITONSERVER_ServerOptionsSetLogVerbose

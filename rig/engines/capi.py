@@ -385,7 +385,6 @@ class CapiEngine(Engine):
                 if c.has("TRITONSERVER_ServerOptionsSetStartupModel"):
                     c.call("TRITONSERVER_ServerOptionsSetStartupModel", opts, m.encode())
             c.call("TRITONSERVER_ServerOptionsSetStrictReadiness", opts, options.strict_readiness)
-            # As tritonserver's own default: models may complete their config (auto_complete_config).
             c.call("TRITONSERVER_ServerOptionsSetStrictModelConfig", opts, options.strict_model_config)
             if c.has("TRITONSERVER_ServerOptionsSetModelLoadRetryCount"):
                 c.call("TRITONSERVER_ServerOptionsSetModelLoadRetryCount", opts, int(options.model_load_retries))
