@@ -49,3 +49,19 @@ def test_a_leftover_temporary_file_is_ignored(tmp_path):
     path = store.write("cycles", [_cycle()], "2.51.0", "c000001")
     (path.parent / ".r1-c000002.parquet.abcd.tmp").write_bytes(b"PAR1 half a file")
     assert len(store.read("cycles")) == 1
+
+
+def test_files_of_an_older_schema_read_with_new_columns_null(tmp_path):
+    """Only nullable columns are ever added: older files read back with them as null."""
+    import pyarrow as pa
+
+    store = Store(tmp_path)
+    store.write("cycles", [_cycle(cycle=2, outputs_ok=True)], "2.51.0", "c000002")
+    old = arrow_schema(CycleRow)
+    old = old.remove(old.get_field_index("outputs_ok"))
+    d = next((tmp_path / "cycles").rglob("*.parquet")).parent
+    row = {f.name: [getattr(_cycle(cycle=1), f.name)] for f in dataclasses.fields(CycleRow) if f.name != "outputs_ok"}
+    pq.write_table(pa.Table.from_pydict(row, schema=old), d / "r1-c000001.parquet")
+    df = store.read("cycles").sort_values("cycle")
+    assert list(df.cycle) == [1, 2]
+    assert df.outputs_ok.iloc[0] is None and bool(df.outputs_ok.iloc[1]) is True
