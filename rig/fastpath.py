@@ -123,13 +123,20 @@ def _library(log=lambda msg: None) -> ctypes.CDLL:
         return _lib
 
 
+_available: tuple[bool, str] | None = None
+
+
 def available() -> tuple[bool, str]:
-    """Whether lanes can run here, and why not (or the library's path)."""
-    try:
-        _library()
-    except (RigError, OSError) as e:
-        return False, str(e)
-    return True, build(log=lambda msg: None)
+    """Whether lanes can run here, and why not (or the library's path). Asked once a process:
+    every lane asks, on the hub, and the answer does not change."""
+    global _available
+    if _available is None:
+        try:
+            _library()
+            _available = (True, build(log=lambda msg: None))
+        except (RigError, OSError) as e:
+            _available = (False, str(e))
+    return _available
 
 
 def now_ns() -> int:

@@ -43,16 +43,14 @@ DRAIN_PACE_S = 0.01
 class PyLane:
     """Closed-loop lane over ``Engine.infer_async`` (slower; for engines without the fast path)."""
 
-    def __init__(self, engine: Engine, model: str, inputs: dict, in_flight: int = 1, keep_last: bool = False):
+    def __init__(self, engine: Engine, model: str, inputs: dict, in_flight: int = 1):
         self.engine, self.model, self.inputs, self.in_flight = engine, model, inputs, in_flight
-        self.keep_last = keep_last
         self._fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._lat: list[int] = []
         self._errors = 0
         self._first_error = None
         self._running = False
         self._outstanding = 0
-        self._last = None
 
     def _submit(self):
         t0 = time.monotonic_ns()
@@ -66,12 +64,7 @@ class PyLane:
                 self._first_error = self._first_error or str(error)
             else:
                 self._lat.append(t1 - t0)
-                if self.keep_last:
-                    if self._last is not None:
-                        self._last.release()
-                    self._last = response
-                else:
-                    response.release()
+                response.release()
             try:
                 os.eventfd_write(self._fd, 1)
             except OSError:
@@ -91,10 +84,6 @@ class PyLane:
         for _ in range(self.in_flight):
             self._submit()
 
-    def start_open(self, send_times_ns):
-        raise EngineError("open-loop load needs the native fast path (a C compiler); "
-                          "use closed loop (--users/--in-flight) here", "UNSUPPORTED")
-
     def stop(self, timeout_s: float = 30) -> bool:
         self._running = False
         deadline = time.monotonic() + timeout_s
@@ -103,6 +92,10 @@ class PyLane:
         return self._outstanding == 0
 
     def drain(self):
+        try:
+            os.eventfd_read(self._fd)  # re-arm the wake-up, as the native lane's drain does
+        except (BlockingIOError, OSError):
+            pass
         lat, self._lat = self._lat, []
         errors, self._errors = self._errors, 0
         return np.asarray(lat, dtype=np.int64), errors
@@ -113,20 +106,13 @@ class PyLane:
     def first_error(self):
         return self._first_error
 
-    def take_last_response(self):
-        last, self._last = self._last, None
-        return last
-
     def close(self, timeout_s: float = 30):
         self.stop(timeout_s)
-        if self._last is not None:
-            self._last.release()
-            self._last = None
         os.close(self._fd)
         return True
 
 
-def make_lane(engine: Engine, model: str, inputs: dict, in_flight: int, keep_last: bool = False):
+def make_lane(engine: Engine, model: str, inputs: dict, in_flight: int):
     """The native lane where the engine is ``capi`` and a compiler is at hand, else ``PyLane``."""
     if engine.name == "capi":
         from rig import fastpath
@@ -135,19 +121,10 @@ def make_lane(engine: Engine, model: str, inputs: dict, in_flight: int, keep_las
         ok, _why = fastpath.available()
         if ok:
             try:
-                return fastpath.Lane(engine, model, inputs, in_flight=in_flight, keep_last=keep_last)
+                return fastpath.Lane(engine, model, inputs, in_flight=in_flight)
             except RigError:
                 pass  # inputs the native lane does not take (BYTES): the Python lane does
-    return PyLane(engine, model, inputs, in_flight=in_flight, keep_last=keep_last)
-
-
-def lane_kind(engine: Engine) -> str:
-    if engine.name == "capi":
-        from rig import fastpath
-
-        ok, why = fastpath.available()
-        return "native" if ok else f"python ({why})"
-    return "python"
+    return PyLane(engine, model, inputs, in_flight=in_flight)
 
 
 # ---------------------------------------------------------------- measurement
@@ -183,8 +160,9 @@ class Window:
             return float(table[p]) if n else None
 
         stats = probes.process_stats()
-        gpu = _gpu()
-        return dict(gpu_memory_bytes=gpu.memory_used(), gpu_utilization=gpu.utilization(),window=self.index, start_s=self.start_s, length_s=length_s,
+        gpu = probes.gpu()
+        return dict(window=self.index, start_s=self.start_s, length_s=length_s,
+                    gpu_memory_bytes=gpu.memory_used(), gpu_utilization=gpu.utilization(),
                     requests=self.requests, errors=self.errors,
                     throughput=self.requests / length_s if length_s > 0 else 0.0,
                     p50_us=pct(50), p90_us=pct(90), p99_us=pct(99), p999_us=pct(99.9),
@@ -193,16 +171,6 @@ class Window:
                     hub_block_max_ms=self.hub_block_max_s * 1000.0,
                     worker_rss_bytes=stats["rss_bytes"],
                     histogram=base64.b64encode(h.encode()).decode() if n else None, **tags)
-
-
-_GPU = None
-
-
-def _gpu() -> probes.Gpu:
-    global _GPU
-    if _GPU is None:
-        _GPU = probes.Gpu()
-    return _GPU
 
 
 class HubMonitor:
@@ -278,10 +246,6 @@ class Sink:
                 "windows": rows}
 
     def take(self, lane, env: Environment, name: str):
-        try:
-            os.eventfd_read(lane.fileno())
-        except (BlockingIOError, OSError):
-            pass
         lat, errors = lane.drain()
         if errors:
             self.first_error = self.first_error or lane.first_error()
@@ -306,18 +270,16 @@ def load_shape(name: str, users: int, seconds: float) -> LoadTestShape | None:
     return shapes.make(name, users=users, seconds=seconds)
 
 
-def run_locust(engine: Engine, model: str | list[str], inputs: dict, *, users: int, in_flight: int,
+def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, in_flight: int,
                seconds: float, window_seconds: float, shape: str = "steady",
                emit: Callable[[dict], None], tags: dict, csv_prefix: str | None = None,
                web_port: int | None = None) -> dict:
-    """Closed loop under a Locust shape; one window row per ``window_seconds``. ``model`` may be
-    a list (then ``inputs`` maps each model to its inputs): users are spread over the models."""
+    """Closed loop under a Locust shape; one window row per ``window_seconds``. ``inputs`` maps
+    each model to its inputs; users are spread over the models."""
     sink = Sink()
     # One user class per model, equal weights: Locust spreads the users over the models.
-    models = model if isinstance(model, (list, tuple)) else [model]
-    all_inputs = inputs if isinstance(model, (list, tuple)) else {model: inputs}
     user_classes = [type(f"TritonUser_{i}", (TritonUser,), {
-        "engine": engine, "model": m, "inputs": all_inputs[m], "in_flight": in_flight, "sink": sink,
+        "engine": engine, "model": m, "inputs": inputs[m], "in_flight": in_flight, "sink": sink,
         "weight": 1}) for i, m in enumerate(models)]
     shape_obj = load_shape(shape, users, seconds)
     env = Environment(user_classes=user_classes, shape_class=shape_obj)
@@ -372,21 +334,17 @@ def run_open(engine: Engine, model: str, inputs: dict, *, rate: float, seconds: 
     start_ns = time.monotonic_ns() + 5_000_000
     lane.start_open(arrival_times(rate, seconds, start_ns, arrivals, seed))
 
-    class _Pump:
-        def __init__(self):
-            self.g = gevent.spawn(self.run)
+    def pump():
+        while True:
+            try:
+                gevent.socket.wait_read(lane.fileno(), timeout=0.05)
+            except gevent.socket.timeout:
+                pass
+            sink.take(lane, None, model)
 
-        def run(self):
-            while True:
-                try:
-                    gevent.socket.wait_read(lane.fileno(), timeout=0.05)
-                except gevent.socket.timeout:
-                    pass
-                sink.take(lane, None, model)
-
-    pump = _Pump()
+    pumping = gevent.spawn(pump)
     rows = _windows(sink, hub, t0, seconds, window_seconds, emit, tags, conc=lambda: None, rate=rate)
-    pump.g.kill()
+    pumping.kill()
     lane.stop()
     sink.take(lane, None, model)
     lane.close()

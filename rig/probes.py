@@ -154,3 +154,14 @@ def orphaned_shm_regions() -> set[str]:
         return set()
     mapped = shm_regions_mapped([p.pid for p in psutil.process_iter()])
     return present - mapped
+
+
+_GPU: Gpu | None = None
+
+
+def gpu() -> Gpu:
+    """The process's one NVML handle (NVML is initialised once, on first use)."""
+    global _GPU
+    if _GPU is None:
+        _GPU = Gpu()
+    return _GPU
