@@ -20,6 +20,7 @@ from typing import Callable
 from rig import probes
 from rig.engines.base import Engine, EngineError, ServerOptions
 from rig.inputs import inputs_for
+from rig.models import repository_models
 
 OUTCOMES = {
     "clean": "stop returned in time, every finalize ran before it returned",
@@ -110,6 +111,15 @@ class Retained:
         self.response = None
         self.array = None
 
+    def keep(self, response, retain: str) -> None:
+        """Hold ``response`` as the policy says: the object, an array over its output, or nothing."""
+        if retain == "last-response":
+            self.response = response
+        elif retain == "last-array":
+            self.array = response.output_view(next(iter(response.outputs())))
+        else:
+            response.release()
+
     def clear(self):
         self.array = None
         if self.response is not None:
@@ -143,14 +153,9 @@ def apply_retention(engine: Engine, model: str, inputs: dict, retain: str, kept:
     if retain == "none":
         return
     try:
-        r = engine.infer(model, inputs, timeout_s=timeout_s)
+        kept.keep(engine.infer(model, inputs, timeout_s=timeout_s), retain)
     except EngineError:
         return
-    if retain == "last-response":
-        kept.response = r
-    else:
-        kept.array = r.output_view(next(iter(r.outputs())))
-        del r
 
 
 def _sequential_requests(engine: Engine, spec: CycleSpec, inputs: dict, retain: str,
@@ -174,12 +179,8 @@ def _sequential_requests(engine: Engine, spec: CycleSpec, inputs: dict, retain: 
                 break  # the model stopped answering (a dead stub, a stuck execute): stop sending
             continue
         consecutive = 0
-        if i == n - 1 and retain == "last-response":
-            kept.response = r
-        elif i == n - 1 and retain == "last-array":
-            name = next(iter(r.outputs()))
-            kept.array = r.output_view(name)
-            del r
+        if i == n - 1:
+            kept.keep(r, retain)
         else:
             r.release()
     wall = time.monotonic() - t0
@@ -209,7 +210,7 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
         # The in-process API's default (strict) unless a model has no config.pbtxt to be strict
         # about: then Triton asks the model to complete it (auto_complete_config), ~1 s a model.
         strict_model_config=all((Path(spec.model_repository) / m / "config.pbtxt").exists()
-                                for m in _repository_models(spec.model_repository)),
+                                for m in repository_models(Path(spec.model_repository))),
         log_file=str(Path(spec.log_dir) / f"triton-c{cycle:06d}.log") if spec.log_dir else None)
 
     phase("start", spec.startup_timeout + 10)
@@ -265,7 +266,7 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     row["stub_rss_bytes"] = probes.total_rss(stubs)
     stats = probes.process_stats()
     row.update(worker_rss_bytes=stats["rss_bytes"], worker_fds=stats["fds"],
-               worker_threads=stats["threads"], gpu_memory_bytes=_gpu_memory())
+               worker_threads=stats["threads"], gpu_memory_bytes=probes.gpu().memory_used())
 
     phase("stop", spec.exit_timeout + 60)
     t_stop = time.monotonic()
@@ -307,11 +308,6 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     return row
 
 
-def _repository_models(repository: str) -> list[str]:
-    repo = Path(repository)
-    return [p.name for p in repo.iterdir() if p.is_dir() and not p.name.startswith(".")] if repo.is_dir() else []
-
-
 def _has_python_models(repository: str, names: list[str]) -> bool:
     for name in names:
         mdir = Path(repository) / name
@@ -320,16 +316,6 @@ def _has_python_models(repository: str, names: list[str]) -> bool:
         if "python" in text or any(mdir.glob("*/model.py")):
             return True
     return False
-
-
-_GPU = None
-
-
-def _gpu_memory() -> int | None:
-    global _GPU
-    if _GPU is None:
-        _GPU = probes.Gpu()
-    return _GPU.memory_used()
 
 
 def _merge(row: dict, out: dict) -> None:
