@@ -104,11 +104,8 @@ def run(cfg: RunConfig, args, log=print) -> int:
         rows: list[CycleRow] = []
         orchestrator.run_cycles(pi, [i], rows.append, on_window=windows.append)
         row = rows[0] if rows else None
-        ws = [window_row(pi, w) for w in windows]
-        if ws:
-            p.store.write("windows", ws, p.runtime.triton_version, f"c{i:06d}")
         if row is not None:
-            p.store.write("cycles", [row], p.runtime.triton_version, f"c{i:06d}")
+            orchestrator.store_cycle(p, row, [window_row(pi, w) for w in windows])
         figures = summarize(windows)
         figures.update(point=point, outcome=row.outcome if row else "missing")
         line = (f"{point:>8} {_f(figures['throughput'], '{:,.0f}'):>10} {_f(figures['p50_us']):>8} "

@@ -240,6 +240,10 @@ def _blank_row(p: Prepared, cycle: int) -> dict:
 
 
 def _finish_row(p: Prepared, row: dict, wall: float | None) -> CycleRow:
+    reported = row.get("triton_version")  # the core's own word, from the worker
+    if reported and reported != p.runtime.triton_version:
+        note = f"the core reports Triton {reported}; results are filed under {p.runtime.triton_version}"
+        row["detail"] = f"{row['detail']}; {note}" if row.get("detail") else note
     row = {k: row.get(k) for k in CYCLE_FIELDS if k != "schema_version"}
     row["cycle_wall_s"] = wall
     if wall is not None:
@@ -267,6 +271,13 @@ def _lost_cycle(p: Prepared, cycle: int, partial: dict | None, outcome: str, cle
     row.update(stubs_killed=(row.get("stubs_killed") or 0) + stubs,
                shm_regions_leaked=(row.get("shm_regions_leaked") or 0) + leaked, worker_pid=pid)
     return row
+
+
+def store_cycle(p: Prepared, row: CycleRow, windows: list) -> None:
+    """A cycle's windows first, then its row: a row in ``cycles`` means its windows are stored."""
+    if windows:
+        p.store.write("windows", windows, p.runtime.triton_version, f"c{row.cycle:06d}")
+    p.store.write("cycles", [row], p.runtime.triton_version, f"c{row.cycle:06d}")
 
 
 def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleRow], None],

@@ -24,7 +24,7 @@ from rig.errors import RigError
 DEFAULT_EMBEDDED = "0.7.0"
 
 # Core bundled by each nvidia-pytriton release (measured with TRITONSERVER_ServerMetadata,
-# FIELD_NOTES §1). The worker asks the core again at run time; this table only names them early.
+# FIELD_NOTES §1). Results are filed under this name; a cycle whose core reports another says so.
 PYTRITON_CORE = {
     "0.2.5": "2.33.0", "0.3.1": "2.36.0", "0.4.2": "2.39.0", "0.5.0": "2.41.0",
     "0.5.1": "2.42.0", "0.5.2": "2.42.0", "0.5.3": "2.43.0", "0.5.4": "2.44.0",

@@ -167,7 +167,7 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None,
             allowed: tuple[str, ...] = DEFAULT_ALLOWED, log: Callable[[str], None] = print,
             on_window: Callable[[dict], None] | None = None) -> tuple[int, Tally, str, list[str]]:
     """Run (or resume) a cycle/soak; returns (exit status, tally, run_id, reasons it failed)."""
-    done: set[int] = set()
+    stored_rows: list[CycleRow] = []
     if resume:
         store = Store(cfg.results)
         stored = store.run_row(resume)
@@ -176,7 +176,11 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None,
         results = cfg.results
         cfg = from_toml_text(stored["config"])
         cfg.results = results  # where it is now, not where it was
-        done = store.cycles_done(resume)
+        # One read of what the killed run stored: which cycles are done, and their figures.
+        df = store.read("cycles", resume)
+        df = df.astype(object).where(df.notna(), None)
+        names = [f.name for f in dataclasses.fields(CycleRow)]
+        stored_rows = [CycleRow(**{n: rec.get(n) for n in names}) for rec in df.to_dict("records")]
         from rig import probes
 
         stale = probes.orphaned_shm_regions()
@@ -189,14 +193,11 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None,
     log(f"run {p.run_id}: {p.runtime.name} (Triton {p.runtime.triton_version}), engine {p.engine} "
         f"({p.engine_reason.split(';')[0]}), model {p.model_label}, retain {cfg.retain}, stop {cfg.stop_strategy}, "
         f"restart {cfg.restart}, results in {cfg.results}/")
+    done = {r.cycle for r in stored_rows}
     todo = [k for k in range(1, cfg.cycles + 1) if k not in done]
     if resume:
         log(f"resuming: {len(done)} cycle(s) stored, {len(todo)} to go")
-    tally = Tally()
-    if resume:
-        for _, r in p.store.read("cycles", p.run_id).iterrows():
-            tally.add(CycleRow(**{f.name: (None if _isna(r.get(f.name)) else r.get(f.name))
-                                  for f in dataclasses.fields(CycleRow)}))
+    tally = Tally(list(stored_rows))
     progress = Progress(len(todo), f"{command} {p.run_id}", tally) if command == "soak" else None
 
     windows: dict[int, list[WindowRow]] = {}
@@ -210,10 +211,7 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None,
 
     def on_cycle(row: CycleRow):
         tally.add(row)
-        ws = windows.pop(row.cycle, [])
-        if ws:  # a cycle's windows first: a row in cycles means its windows are stored
-            p.store.write("windows", ws, row_version(p, row), f"c{row.cycle:06d}")
-        p.store.write("cycles", [row], row_version(p, row), f"c{row.cycle:06d}")
+        orchestrator.store_cycle(p, row, windows.pop(row.cycle, []))
         if progress:
             progress.cycle_done(row)
         else:
@@ -253,16 +251,3 @@ def window_row(p, msg: dict, tool: str = "rig") -> WindowRow:
     row["length_s"] = float(row.get("length_s") or 0.0)
     row["window"] = int(row.get("window") or 0)
     return WindowRow(**row)
-
-
-def row_version(p, row: CycleRow) -> str:
-    return p.runtime.triton_version
-
-
-def _isna(v) -> bool:
-    try:
-        import pandas as pd
-
-        return v is None or (not isinstance(v, str) and pd.isna(v))
-    except (TypeError, ValueError):
-        return False
