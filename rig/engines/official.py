@@ -262,61 +262,63 @@ def _copy_tensor(tensor) -> np.ndarray:
     return np.array(np.from_dlpack(tensor), copy=True)
 
 
-def _pick_response(iterator) -> tuple[Any, EngineError | None]:
-    """Drain a response iterator; return the response with outputs (or the last one) or an error.
+class _Picker:
+    """Walks a request's responses: keeps the one with outputs (or the last), or the first error.
 
     Version differences: up to about 2.54 ``Model.infer`` defaults to ``raise_on_error=True`` and
     the iterator raises the response's error; newer iterators return it in ``response.error``.
     Both are handled. Non-decoupled models send one response flagged FINAL; a separate empty
     final response (decoupled models) is skipped in favour of the one with outputs.
     """
-    chosen = None
-    error = None
+
+    def __init__(self):
+        self.chosen = None
+        self.error: EngineError | None = None
+
+    def take(self, response) -> None:
+        failure = getattr(response, "error", None)
+        if failure is not None:
+            if self.error is None:
+                self.error = _engine_error(failure)
+            _scrub(failure, response)
+        elif self.chosen is None or (not self.chosen.outputs and response.outputs):
+            self.chosen = response
+
+    def raised(self, exc: BaseException) -> None:
+        """Older iterators raise the response's error."""
+        if self.error is None:
+            self.error = _engine_error(exc)
+        _scrub(exc)
+
+    def result(self) -> tuple[Any, EngineError | None]:
+        chosen, self.chosen = self.chosen, None
+        if self.error is not None:
+            return None, self.error
+        if chosen is None:
+            return None, EngineError("the request completed without a response", "INTERNAL")
+        return chosen, None
+
+
+def _pick_response(iterator) -> tuple[Any, EngineError | None]:
+    picker = _Picker()
     try:
         for response in iterator:
-            failure = getattr(response, "error", None)
-            if failure is not None:
-                if error is None:
-                    error = _engine_error(failure)
-                _scrub(failure, response)
-                failure = None
-            elif chosen is None or (not chosen.outputs and response.outputs):
-                chosen = response
+            picker.take(response)
             response = None  # noqa: F841 - drop the loop variable's reference now
-    except Exception as e:  # noqa: BLE001 - older iterators raise the response's error
-        if error is None:
-            error = _engine_error(e)
-        _scrub(e)
-    if error is not None:
-        chosen = None
-    elif chosen is None:
-        error = EngineError("the request completed without a response", "INTERNAL")
-    return chosen, error
+    except Exception as e:  # noqa: BLE001
+        picker.raised(e)
+    return picker.result()
 
 
 async def _pick_response_async(iterator) -> tuple[Any, EngineError | None]:
-    chosen = None
-    error = None
+    picker = _Picker()
     try:
         async for response in iterator:
-            failure = getattr(response, "error", None)
-            if failure is not None:
-                if error is None:
-                    error = _engine_error(failure)
-                _scrub(failure, response)
-                failure = None
-            elif chosen is None or (not chosen.outputs and response.outputs):
-                chosen = response
+            picker.take(response)
             response = None  # noqa: F841
-    except Exception as e:  # noqa: BLE001 - older iterators raise the response's error
-        if error is None:
-            error = _engine_error(e)
-        _scrub(e)
-    if error is not None:
-        chosen = None
-    elif chosen is None:
-        error = EngineError("the request completed without a response", "INTERNAL")
-    return chosen, error
+    except Exception as e:  # noqa: BLE001
+        picker.raised(e)
+    return picker.result()
 
 
 # ---------------------------------------------------------------- response
