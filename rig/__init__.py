@@ -2,20 +2,32 @@
 
 Public API: ``RunConfig`` and ``load_config`` (what to run), ``Store`` (the Parquet results),
 ``run`` (a cycle or soak, as the CLI does). Everything else is private to the rig.
+They are imported on first use: a worker, which hosts Triton, never needs pyarrow.
 """
 
 __version__ = "0.1.0"
 
-from rig.config import RunConfig  # noqa: E402
-from rig.config import load as load_config  # noqa: E402
-from rig.store import Store  # noqa: E402
+__all__ = ["RunConfig", "Store", "load_config", "run", "__version__"]
 
 
-def run(cfg: "RunConfig", command: str = "soak", **kwargs):
+def __getattr__(name):
+    if name == "RunConfig":
+        from rig.config import RunConfig
+
+        return RunConfig
+    if name == "load_config":
+        from rig.config import load
+
+        return load
+    if name == "Store":
+        from rig.store import Store
+
+        return Store
+    raise AttributeError(f"module 'rig' has no attribute {name!r}")
+
+
+def run(cfg, command: str = "soak", **kwargs):
     """Run cycles as ``rig soak`` does; returns (exit status, tally, run_id, reasons)."""
     from rig.soak import execute
 
     return execute(cfg, command, **kwargs)
-
-
-__all__ = ["RunConfig", "Store", "load_config", "run", "__version__"]
