@@ -13,13 +13,24 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def rig(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+def _env(extra: dict | None = None) -> dict:
     e = dict(os.environ)
     e["PYTHONPATH"] = str(ROOT) + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
-    if env:
-        e.update(env)
+    e.update(extra or {})
+    return e
+
+
+def rig(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run the rig to completion, as a user would."""
     return subprocess.run([sys.executable, "-m", "rig", *args], capture_output=True, text=True,
-                          timeout=timeout, env=e, cwd=str(ROOT))
+                          timeout=timeout, env=_env(env), cwd=str(ROOT))
+
+
+def spawn(*args: str, **popen) -> subprocess.Popen:
+    """Start the rig in the background (output discarded unless ``stdout`` is given)."""
+    popen.setdefault("stdout", subprocess.DEVNULL)
+    popen.setdefault("stderr", subprocess.DEVNULL)
+    return subprocess.Popen([sys.executable, "-m", "rig", *args], env=_env(), cwd=str(ROOT), **popen)
 
 
 def cycles(results: Path) -> pd.DataFrame:

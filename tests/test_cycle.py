@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import cycles, rig
+from conftest import cycles, rig, spawn
 
 
 def test_retain_none_is_clean(tmp_path, runtime):
@@ -115,16 +115,8 @@ def test_cupy_model_runs_on_a_gpu_or_skips_with_a_reason(tmp_path):
 
 
 def test_two_runs_into_one_folder_do_not_collide(tmp_path, runtime):
-    import subprocess
-    import sys
-
-    from conftest import ROOT
-
     res = tmp_path / "shared"
-    env = dict(__import__("os").environ, PYTHONPATH=str(ROOT))
-    procs = [subprocess.Popen([sys.executable, "-m", "rig", "soak", "--cycles", "2", "--results", str(res)],
-                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-             for _ in range(2)]
+    procs = [spawn("soak", "--cycles", "2", "--results", str(res)) for _ in range(2)]
     assert [p.wait(300) for p in procs] == [0, 0]
     df = cycles(res)
     assert len(df) == 4 and df.run_id.nunique() == 2

@@ -3,48 +3,22 @@
 from __future__ import annotations
 
 import os
-import textwrap
 import time
 
 import pytest
 
+from rig import models
 from rig import perf_analyzer as pa
 from rig.errors import RigError
-
-CONFIG = """\
-name: "simple"
-backend: "python"
-max_batch_size: 0
-input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 4 ] } ]
-output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 4 ] } ]
-instance_group [ { kind: KIND_CPU count: 1 } ]
-"""
-
-MODEL = textwrap.dedent("""\
-    import numpy as np
-    import triton_python_backend_utils as pb_utils
-
-    W = np.arange(16, dtype=np.float32).reshape(4, 4)
-
-
-    class TritonPythonModel:
-        def execute(self, requests):
-            out = []
-            for r in requests:
-                x = pb_utils.get_input_tensor_by_name(r, "INPUT").as_numpy()
-                y = (x @ W).astype(np.float32)
-                out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT", y)]))
-            return out
-    """)
 
 LATENCIES = ("p50_us", "p90_us", "p95_us", "p99_us", "avg_us")
 
 
-def _repo(tmp_path, name="simple", model=MODEL):
-    d = tmp_path / "repo" / name
-    (d / "1").mkdir(parents=True)
-    (d / "config.pbtxt").write_text(CONFIG.replace('"simple"', f'"{name}"'))
-    (d / "1" / "model.py").write_text(model)
+def _repo(tmp_path, name="simple", model_py=None):
+    """The rig's numpy template as ``name``; ``model_py`` replaces its model file (a broken one)."""
+    mdir = models.render(models.ModelSpec(name=name), tmp_path / "repo")
+    if model_py is not None:
+        (mdir / "1" / "model.py").write_text(model_py)
     return tmp_path / "repo"
 
 
@@ -135,7 +109,7 @@ def test_real_run_on_embedded_core(tmp_path, runtime, binary):
 
 
 def test_model_that_fails_to_load_is_reported_quickly(tmp_path, runtime, binary):
-    repo = _repo(tmp_path, "broken", model="import no_such_module_here\n")
+    repo = _repo(tmp_path, "broken", model_py="import no_such_module_here\n")
     t0 = time.monotonic()
     with pytest.raises(RigError, match="no_such_module_here") as info:
         pa.run_perf_analyzer(runtime, repo, "broken", concurrency=[1], shapes={"INPUT": [4]},

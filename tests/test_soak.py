@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -13,7 +11,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import ROOT, cycles, rig
+from conftest import cycles, rig, spawn
 
 
 def test_twenty_clean_cycles_same_process_no_leaks(tmp_path, runtime):
@@ -101,10 +99,7 @@ def test_thresholds_set_the_exit_status(tmp_path, runtime):
 
 def test_kill_9_then_resume(tmp_path, runtime):
     res = tmp_path / "r"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "rig", "soak", "--cycles", "6", "--exit-timeout", "2",
-                             "--results", str(res)], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = spawn("soak", "--cycles", "6", "--exit-timeout", "2", "--results", str(res))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if len(list((res / "cycles").rglob("*.parquet"))) >= 2 if (res / "cycles").exists() else False:
@@ -173,10 +168,8 @@ def test_worker_killed_by_a_signal_is_recorded_and_the_run_goes_on(tmp_path, run
     import psutil
 
     res = tmp_path / "r"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "rig", "soak", "--cycles", "2", "--requests", "20000",
-                             "--results", str(res)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = spawn("soak", "--cycles", "2", "--requests", "20000", "--results", str(res),
+                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     victim = None
     deadline = time.monotonic() + 60
     while victim is None and time.monotonic() < deadline:

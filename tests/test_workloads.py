@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from conftest import cycles, rig
+from conftest import cycles, rig, spawn
 from rig.schedule import arrival_times, stable
 
 
@@ -156,23 +156,15 @@ def test_workload_spreads_over_a_users_models_bytes_included(tmp_path, runtime):
 def test_locust_web_ui_serves_live_stats(tmp_path, runtime):
     """Optional Locust web UI: served by the worker during the load, fed by the rig's events."""
     import json
-    import os
     import socket
-    import subprocess
-    import sys
     import time
     import urllib.request
-
-    from conftest import ROOT
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "rig", "cycle", "--workload", "steady", "--users", "2",
-                             "--workload-seconds", "6", "--locust-web-port", str(port),
-                             "--results", str(tmp_path / "r")], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = spawn("cycle", "--workload", "steady", "--users", "2", "--workload-seconds", "6",
+                 "--locust-web-port", str(port), "--results", str(tmp_path / "r"))
     seen = 0
     page = ""
     deadline = time.monotonic() + 30
