@@ -113,18 +113,8 @@ class PyLane:
 
 
 def make_lane(engine: Engine, model: str, inputs: dict, in_flight: int):
-    """The native lane where the engine is ``capi`` and a compiler is at hand, else ``PyLane``."""
-    if engine.name == "capi":
-        from rig import fastpath
-        from rig.errors import RigError
-
-        ok, _why = fastpath.available()
-        if ok:
-            try:
-                return fastpath.Lane(engine, model, inputs, in_flight=in_flight)
-            except RigError:
-                pass  # inputs the native lane does not take (BYTES): the Python lane does
-    return PyLane(engine, model, inputs, in_flight=in_flight)
+    """The engine's own lane (capi: native; tritonserver: its asyncio loop), else ``PyLane``."""
+    return engine.lane(model, inputs, in_flight) or PyLane(engine, model, inputs, in_flight=in_flight)
 
 
 # ---------------------------------------------------------------- measurement
@@ -322,13 +312,11 @@ def run_open(engine: Engine, model: str, inputs: dict, *, rate: float, seconds: 
              window_seconds: float, arrivals: str, seed: int, emit: Callable[[dict], None],
              tags: dict) -> dict:
     """Open loop: one lane submits on a seeded schedule; latency from the scheduled time."""
-    from rig import fastpath
-
-    ok, why = fastpath.available() if engine.name == "capi" else (False, f"engine {engine.name}")
-    if not ok:
-        raise EngineError(f"open-loop load needs the native fast path: {why}", "UNSUPPORTED")
+    lane = engine.lane(model, inputs, 1)
+    if lane is None or not hasattr(lane, "start_open"):
+        raise EngineError(f"open-loop load needs a lane of the engine's own ({engine.name} has none "
+                          "here: the capi engine needs a C compiler)", "UNSUPPORTED")
     sink = Sink(fire_locust_events=False)
-    lane = fastpath.Lane(engine, model, inputs, in_flight=1)
     hub = HubMonitor()
     t0 = time.monotonic()
     start_ns = time.monotonic_ns() + 5_000_000

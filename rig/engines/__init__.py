@@ -9,29 +9,30 @@ from rig.runtime import Runtime
 __all__ = ["Engine", "EngineError", "ServerOptions", "select", "make"]
 
 
-def official_probe() -> tuple[bool, str]:
-    try:
-        from rig.engines import official
-    except ImportError as e:  # the module itself is missing from this install
-        return False, f"official engine unavailable: {e}"
-    return official.probe()
+def official_probe(runtime: Runtime | None = None) -> tuple[bool, str]:
+    """Do the ``tritonserver`` bindings load over ``runtime``'s core (asked in a child process)?"""
+    from rig.engines.official import loader
+
+    return loader.probe(runtime)
 
 
 def select(requested: str, runtime: Runtime) -> tuple[str, str]:
     """``(engine name, reason)`` for ``auto``, ``capi`` or ``tritonserver``."""
     if requested == "capi":
         return "capi", "asked for"
-    ok, why = official_probe()
+    if requested not in ("auto", "tritonserver"):
+        raise RigError(f"unknown engine {requested!r}: choose auto, capi or tritonserver")
+    if requested == "auto" and runtime.kind != "container":
+        # Embedded cores are older than any tritonserver package; they pair only when asked.
+        return "capi", f"tritonserver is paired with embedded cores only when asked (--engine tritonserver)"
+    ok, why = official_probe(runtime)
     if requested == "tritonserver":
         if not ok:
-            raise RigError(f"the tritonserver engine does not load here ({why}); use --engine capi")
-        return "tritonserver", "asked for"
-    if requested != "auto":
-        raise RigError(f"unknown engine {requested!r}: choose auto, capi or tritonserver")
-    if ok and runtime.kind == "container":
-        return "tritonserver", f"import tritonserver works ({why})"
+            raise RigError(f"the tritonserver engine does not load over {runtime.name} ({why}); "
+                           "use --engine capi")
+        return "tritonserver", f"asked for: {why}"
     if ok:
-        return "capi", f"the tritonserver package is for the container's core, not {runtime.name}"
+        return "tritonserver", f"import tritonserver works ({why})"
     return "capi", f"import tritonserver fails ({why})"
 
 
@@ -43,5 +44,5 @@ def make(name: str, runtime: Runtime) -> Engine:
     if name == "tritonserver":
         from rig.engines.official import OfficialEngine
 
-        return OfficialEngine()
+        return OfficialEngine(runtime.core_library)
     raise RigError(f"unknown engine {name!r}")

@@ -111,6 +111,11 @@ class Engine(abc.ABC):
         except EngineError as e:
             done(None, e)
 
+    def lane(self, model: str, inputs: dict[str, np.ndarray], in_flight: int):
+        """The engine's own way to keep requests in flight for a workload (see ``rig.load``), or
+        None: then a generic Python lane over ``infer_async`` serves."""
+        return None
+
     @abc.abstractmethod
     def stop(self) -> str | None:
         """``Server.stop()``: returns None when it returned cleanly, else the error's message."""

@@ -490,6 +490,19 @@ class CapiEngine(Engine):
     def infer_async(self, model, inputs, done) -> None:
         self._submit(model, inputs, done)
 
+    def lane(self, model: str, inputs: dict[str, np.ndarray], in_flight: int):
+        """The native lane (``rig/_fastpath.c``) where a C compiler is at hand and the inputs
+        suit it (no BYTES); else None, and the Python lane serves."""
+        from rig import fastpath
+        from rig.errors import RigError
+
+        if not fastpath.available()[0]:
+            return None
+        try:
+            return fastpath.Lane(self, model, inputs, in_flight=in_flight)
+        except RigError:
+            return None
+
     def infer(self, model: str, inputs: dict[str, np.ndarray], timeout_s: float = 60.0) -> Response:
         # A plain OS lock, even where gevent has patched threading (Locust): it is released from
         # one of Triton's native threads, which a gevent primitive must never be.

@@ -1,0 +1,152 @@
+"""A lane over the official API: requests kept in flight on the engine's asyncio loop.
+
+The counterpart of the capi engine's native lane (``rig/fastpath.py``), with the same interface
+(``start_closed``, ``start_open``, ``stop``, ``drain``, ``fileno``, ``stats``, ``close``). Every
+request is ``Model.async_infer``, as a user of the API writes it; the per-request work runs on
+the loop's OS thread, and the Locust side (greenlets on the hub) only drains latencies now and
+then, woken through an eventfd. No gevent primitive is ever touched from the loop's thread.
+
+Latency counts from the submission (closed loop) or from the scheduled time (open loop, MLPerf
+LoadGen's rule), and ends once the lane has dropped the response, as the native lane's does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import numpy as np
+
+from rig.engines.official.engine import OfficialEngine, infer_once
+from rig.engines.official.loop import Signal
+from rig.engines.official.responses import prepare_inputs
+
+
+class OfficialLane:
+    def __init__(self, engine: OfficialEngine, model: str, inputs: dict[str, np.ndarray],
+                 in_flight: int = 1):
+        self._engine = engine
+        self._handle = engine.model_handle(model)
+        self._arrays = prepare_inputs(inputs)
+        self._kwargs = dict(engine.infer_kwargs)
+        self.in_flight = in_flight
+        self._fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._armed = True
+        self._lat: list[int] = []
+        # Counters only the loop's thread writes; readers keep what they have seen.
+        self._submitted = self._completed = self._errors = 0
+        self._issued = self._dropped = 0
+        self._errors_seen = 0
+        self._first_error: str | None = None
+        self._running = False
+        self._finished: Signal | None = None
+
+    # ------------------------------------------------------------ running
+
+    def _start(self, coro_factory) -> None:
+        if self._finished is not None and not self._finished.wait(0):
+            raise RuntimeError("the lane is already running")
+        self._running = True
+        self._finished = Signal()
+        finished = self._finished
+
+        async def run():
+            try:
+                await coro_factory()
+            finally:
+                finished.set()
+
+        self._engine.loop().submit(run())
+
+    def start_closed(self) -> None:
+        """``in_flight`` requests outstanding, each sent again as soon as it completes."""
+
+        async def slot():
+            while self._running:
+                await self._request(time.monotonic_ns())
+
+        async def closed():
+            await asyncio.gather(*(slot() for _ in range(self.in_flight)))
+
+        self._start(closed)
+
+    def start_open(self, send_times_ns: np.ndarray, max_in_flight: int = 4096) -> None:
+        """One request at each absolute time (``time.monotonic_ns()`` clock, sorted). A send
+        that would exceed ``max_in_flight``, or that the stop overtakes, is counted dropped."""
+        times = [int(t) for t in np.asarray(send_times_ns, dtype=np.int64)]
+
+        async def open_loop():
+            pending: set = set()
+            loop = asyncio.get_running_loop()
+            for i, t in enumerate(times):
+                delay = (t - time.monotonic_ns()) / 1e9
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                if not self._running:
+                    self._dropped += len(times) - i
+                    break
+                if len(pending) >= max_in_flight:
+                    self._dropped += 1
+                    continue
+                self._issued += 1
+                task = loop.create_task(self._request(t))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+            if pending:
+                await asyncio.wait(pending)
+
+        self._start(open_loop)
+
+    async def _request(self, t0: int) -> None:
+        self._submitted += 1
+        response, error = await infer_once(self._handle, self._arrays, self._kwargs)
+        response = None  # noqa: F841 - the lane keeps nothing; the clock stops after the release
+        t1 = time.monotonic_ns()
+        if error is None:
+            self._completed += 1
+            self._lat.append(t1 - t0)
+        else:
+            self._errors += 1
+            if self._first_error is None:
+                self._first_error = str(error)
+        if self._armed:
+            self._armed = False
+            os.eventfd_write(self._fd, 1)
+
+    def stop(self, timeout_s: float = 30) -> bool:
+        """Stop sending and wait (cooperatively under gevent) until nothing is in flight."""
+        self._running = False
+        return self._finished is None or self._finished.wait(timeout_s)
+
+    # ------------------------------------------------------------ reading
+
+    def drain(self) -> tuple[np.ndarray, int]:
+        """Latencies (int64 ns) completed since the last drain, and the errors since then."""
+        try:
+            os.eventfd_read(self._fd)
+        except (BlockingIOError, OSError):
+            pass
+        self._armed = True
+        lat, self._lat = self._lat, []
+        errors = self._errors
+        new, self._errors_seen = errors - self._errors_seen, errors
+        return np.asarray(lat, dtype=np.int64), new
+
+    def stats(self) -> dict[str, int]:
+        return {"submitted": self._submitted, "completed": self._completed, "errors": self._errors,
+                "in_flight": self._submitted - self._completed - self._errors,
+                "issued": self._issued, "dropped": self._dropped, "slots": self.in_flight}
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def first_error(self) -> str | None:
+        return self._first_error
+
+    def close(self, timeout_s: float = 30) -> bool:
+        stopped = self.stop(timeout_s)
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        return stopped

@@ -1,0 +1,97 @@
+"""Where the official API's completions arrive: an asyncio loop on a native thread.
+
+The worker imports Locust, which monkey-patches ``threading``, ``queue``, ``select`` and
+``socket`` for gevent. The bindings complete requests from Triton's own threads: a blocking
+``Model.infer`` then waits on a gevent primitive that a foreign thread cannot wake ("This
+operation would block forever"), and an asyncio loop built from patched ``selectors`` would run
+a gevent hub of its own. So the engine runs one asyncio loop on a real OS thread with a real
+epoll selector, and callers wait on an eventfd through ``select.select``: cooperative under
+gevent (a greenlet yields), blocking without it, and writable from any thread.
+"""
+
+from __future__ import annotations
+
+import _thread
+import asyncio
+import os
+import select
+import selectors
+
+
+def _original(module: str, name: str, default):
+    try:
+        from gevent import monkey
+
+        if monkey.is_module_patched(module):
+            return monkey.get_original(module, name)
+    except (ImportError, AttributeError):
+        pass
+    return default
+
+
+class _NativeEpollSelector(_original("selectors", "EpollSelector", getattr(selectors, "EpollSelector", None))):
+    """epoll as the kernel offers it (gevent's aggressive patching removes it from both modules)."""
+
+    _selector_cls = staticmethod(_original("select", "epoll", getattr(select, "epoll", None)))
+
+
+class LoopThread:
+    """One asyncio loop on a daemon OS thread."""
+
+    def __init__(self):
+        self.loop = asyncio.SelectorEventLoop(_NativeEpollSelector())
+        self._done = Signal()
+        # The original start_new_thread: gevent's patched threading.Thread (even the class that
+        # monkey.get_original returns, whose module globals are patched) would make a greenlet.
+        _original("_thread", "start_new_thread", _thread.start_new_thread)(self._run, ())
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_forever()
+        finally:
+            self.loop.close()
+            self._done.set()
+
+    def submit(self, coro):
+        """Run ``coro`` on the loop; returns a ``concurrent.futures.Future`` (do not wait on it
+        from a greenlet: use a ``Signal``)."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def shutdown(self, timeout_s: float = 5.0) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        except RuntimeError:  # already closed
+            pass
+        self._done.wait(timeout_s)
+
+
+class _Fd:
+    """An eventfd closed when the last holder drops it (the waiter, or a late setter)."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self):
+        self.fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+
+    def __del__(self):
+        os.close(self.fd)
+
+
+class Signal:
+    """Set from any thread; waited on by a greenlet (cooperatively) or a plain thread."""
+
+    __slots__ = ("_fd", "value")
+
+    def __init__(self):
+        self._fd = _Fd()
+        self.value = None
+
+    def set(self, value=None) -> None:
+        self.value = value
+        os.eventfd_write(self._fd.fd, 1)
+
+    def wait(self, timeout_s: float | None) -> bool:
+        fd = self._fd.fd
+        ready, _, _ = select.select([fd], [], [], timeout_s)
+        return bool(ready)
