@@ -191,6 +191,11 @@ def main(argv: list[str] | None = None) -> int:
     except RigError as e:
         print(f"rig: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except ImportError as e:  # a dependency that does not import here (e.g. pyarrow vs numpy 1)
+        first = (str(e).strip().splitlines() or [type(e).__name__])[-1]
+        print(f"rig: error: a dependency does not import ({first}); `rig doctor` names the conflict",
+              file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print("rig: interrupted; the cycles stored so far stay", file=sys.stderr)
         return 130

@@ -2,15 +2,62 @@
 
 from __future__ import annotations
 
+import importlib
 import platform
 import sys
 
 from rig import engines, runtime
 from rig.errors import RigError
 
+# Import name → distribution name, for the rig's own run-time dependencies.
+DEPENDENCIES = {"numpy": "numpy", "pandas": "pandas", "pyarrow": "pyarrow", "locust": "locust",
+                "hdrh": "hdrhistogram", "psutil": "psutil", "rich": "rich", "matplotlib": "matplotlib"}
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def _pins_on(dist: str) -> list[str]:
+    """Installed packages that cap ``dist`` from above, e.g. tritonserver's numpy<2."""
+    from importlib.metadata import distributions
+
+    from packaging.requirements import Requirement
+
+    out = []
+    for d in distributions():
+        for text in d.requires or ():
+            req = Requirement(text)
+            if req.name.lower() == dist and "<" in str(req.specifier) and not req.marker:
+                out.append(f"{d.metadata['Name']} {d.version} needs {dist}{req.specifier}")
+    return out
+
+
+def dependency_problems() -> list[str]:
+    """One line per run-time dependency that does not import here, naming the conflict."""
+    problems = []
+    for module, dist in DEPENDENCIES.items():
+        try:
+            importlib.import_module(module)
+        except Exception as e:  # noqa: BLE001 - ImportError, or a library refusing its neighbours
+            first = (str(e).strip().splitlines() or [type(e).__name__])[-1]
+            line = f"{dist} {_version(dist)} does not import: {first}"
+            pins = _pins_on("numpy") if "numpy" in first.lower() else []
+            if pins:
+                line += f" ({'; '.join(pins)}): pip install -e '.[official]' installs versions that fit"
+            problems.append(line)
+    return problems
+
 
 def report() -> str:
     lines = [f"python      {platform.python_version()} ({sys.executable})"]
+    problems = dependency_problems()
+    lines += [f"conflict    {p}" for p in problems]
     home = runtime.container_home()
     if home:
         try:
@@ -29,17 +76,25 @@ def report() -> str:
         lines.append(f"runtime     embedded: none installed (`rig runtime install` adds {runtime.DEFAULT_EMBEDDED}; "
                      "the first cycle installs it too)")
     ok, why = engines.official_probe()
+    if ok:
+        try:
+            rt = runtime.resolve(None, auto_install=False)
+            ok, why = engines.official_probe(rt)
+            why = f"over {rt.name}: {why}"
+        except RigError as e:
+            why += f"; no runtime to pair it with ({e})"
     lines.append(f"engine      tritonserver: {'usable' if ok else 'unusable'}: {why}")
     lines.append("engine      capi: usable wherever a runtime's core loads (ctypes over tritonserver.h)")
     from rig.probes import Gpu
 
     gpu = Gpu()
     lines.append(f"gpu         {'NVML: ' + gpu.name if gpu.available else 'none: ' + gpu.why}")
-    from rig.orchestrator import cupy_usable
+    if not problems:
+        from rig.orchestrator import cupy_usable
 
-    ok, why = cupy_usable()
-    lines.append(f"cupy        {'usable' if ok else 'unusable'}: {why}"
-                 + ("" if ok else " (the cupy model is skipped)"))
+        ok, why = cupy_usable()
+        lines.append(f"cupy        {'usable' if ok else 'unusable'}: {why}"
+                     + ("" if ok else " (the cupy model is skipped)"))
     try:
         import locust
 

@@ -155,8 +155,8 @@ inside() {
 stamp="$(sha256sum "$REPO/pyproject.toml" | cut -c1-16)"
 if [ "$(cat "$SANDBOX$VENV/.rig-installed" 2>/dev/null)" != "$stamp" ]; then
   echo "installing the rig with its official and test extras into the sandbox ..."
-  rm -rf "$SANDBOX$VENV"
-  inside "'$PY312' -m venv $VENV && $VENV/bin/pip install -q --disable-pip-version-check -e '.[official,test]' \
+  inside "{ [ -x $VENV/bin/python ] || '$PY312' -m venv $VENV; } \
+          && $VENV/bin/pip install -q --disable-pip-version-check -e '.[official,test]' \
           && echo $stamp > $VENV/.rig-installed"
 fi
 

@@ -27,7 +27,7 @@ from rig.engines.base import Engine, EngineError, ModelMetadata, Response, Serve
 from rig.engines.official import loader
 from rig.engines.official.errors import call, engine_error, scrub
 from rig.engines.official.loop import LoopThread, Signal
-from rig.engines.official.responses import OfficialResponse, _enum_name, pick_async, prepare_inputs
+from rig.engines.official.responses import OfficialResponse, pick_async, prepare_inputs
 
 _STATE_PRIORITY = ("UNLOADING", "LOADING", "READY", "UNAVAILABLE")
 

@@ -23,6 +23,7 @@ from rig.engines.base import EngineError
 
 _loaded_core: str | None = None     # the core library this process loaded globally
 _core_handle: ctypes.CDLL | None = None
+note: str | None = None              # what the last load() found worth saying (functions served by a placeholder)
 
 
 def explain(text: str) -> str:
@@ -52,6 +53,12 @@ def bindings_library() -> Path | None:
         if found:
             return found[0]
     return None
+
+
+def placeholder(library: Path) -> Path | None:
+    """The do-nothing ``libtritonserver`` some wheels (2.70) carry beside the bindings."""
+    found = sorted(library.parent.parent.parent.glob("tritonserver.libs/libtritonserver*.so*"))
+    return found[0] if found else None
 
 
 def bindings_version() -> str:
@@ -109,8 +116,10 @@ def load(core_library: str | None):
     Raises ``EngineError`` with one line where the package is missing, does not import, or
     needs C API functions that the core lacks.
     """
+    global note
     if "tritonserver" in sys.modules and core_library is None:
         return sys.modules["tritonserver"]
+    note = None
     library = bindings_library()
     if library is None:
         raise EngineError(explain("No module named 'tritonserver'"), "UNAVAILABLE")
@@ -118,8 +127,13 @@ def load(core_library: str | None):
         core = preload(core_library)
         needed = needed_functions(library)
         missing = [name for name in needed or () if not hasattr(core, name)]
-        if missing:
-            shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+        shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+        if missing and placeholder(library) is not None:
+            # Measured: 2.70 over core 2.44 works; the one function 2.44 lacks is an option
+            # setter the placeholder answers with success.
+            note = (f"the core lacks {shown}: the wheel's placeholder library answers those calls "
+                    "(they do nothing)")
+        elif missing:
             raise EngineError(
                 f"the tritonserver {bindings_version()} bindings do not fit this core "
                 f"({_core_version(core)}, {core_library}): it lacks {shown}; use a newer runtime "
@@ -151,7 +165,8 @@ def probe(runtime=None, timeout_s: float = 120) -> tuple[bool, str]:
             "from rig.engines.official import loader\n"
             "try:\n"
             "    loader.load(sys.argv[1])\n"
-            "    print(json.dumps([True, f'tritonserver {loader.bindings_version()} over {sys.argv[1]}']))\n"
+            "    extra = f'; {loader.note}' if loader.note else ''\n"
+            "    print(json.dumps([True, f'tritonserver {loader.bindings_version()} over {sys.argv[1]}{extra}']))\n"
             "except Exception as e:\n"
             "    print(json.dumps([False, str(e)]))\n")
     try:

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""The rig's workload through the official engine against a plain asyncio loop over
+``Model.async_infer``: same core, model and concurrency, side by side in one run.
+
+    bash tests/sandbox/official.sh --run python benchmarks/official_vs_asyncio.py [--concurrency 1,4]
+
+For each repeat and point, alternately: the plain loop (a fresh process without Locust: C
+coroutines, each ``async for response in model.async_infer(inputs=...)`` as a user writes it,
+counted over the same seconds after a warm-up), then ``rig bench --engine tritonserver`` at that
+concurrency. Prints both figures and the ratio of the rig's median to the plain loop's best.
+Needs the tritonserver bindings (CPython 3.12, glibc 2.39+): run it inside the sandbox.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PLAIN = r"""
+import asyncio, json, sys, time
+import numpy as np
+from rig.engines.official import loader
+core, backends, repo, conc, seconds, warmup = sys.argv[1:7]
+ts = loader.load(core)
+server = ts.Server(ts.Options(model_repository=repo, backend_directory=backends, exit_timeout=10))
+server.start(wait_until_ready=True)
+model = server.model("numpy")
+inputs = {"INPUT": np.ones(4, dtype=np.float32)}
+
+async def user(until, counts):
+    while time.monotonic() < until:
+        async for response in model.async_infer(inputs=inputs):
+            pass
+        response = None
+        counts[0] += 1
+
+async def run(seconds):
+    counts = [0]
+    t0 = time.monotonic()
+    await asyncio.gather(*(user(t0 + seconds, counts) for _ in range(int(conc))))
+    return counts[0] / (time.monotonic() - t0)
+
+asyncio.run(run(float(warmup)))
+rate = asyncio.run(run(float(seconds)))
+server.stop()
+print(json.dumps({"throughput": rate}))
+"""
+
+
+def plain(rt, repo: Path, conc: int, seconds: float, warmup: float) -> float:
+    proc = subprocess.run([sys.executable, "-c", PLAIN, rt.core_library, rt.backend_dir, str(repo),
+                           str(conc), str(seconds), str(warmup)],
+                          capture_output=True, text=True, env=rt.worker_env(), timeout=600)
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)["throughput"]
+    raise SystemExit(f"the plain loop failed: {proc.stderr.strip()[-2000:]}")
+
+
+def rig_bench(runtime: str, conc: int, windows: int, window_s: float, results: Path) -> float:
+    import pandas as pd
+
+    from rig.bench import summarize
+
+    before = set(pd.read_parquet(results / "windows").run_id) if (results / "windows").exists() else set()
+    proc = subprocess.run([sys.executable, "-m", "rig", "bench", "--engine", "tritonserver", "--runtime", runtime,
+                           "--concurrency", str(conc), "--in-flight", "1", "--windows", str(windows),
+                           "--window-seconds", str(window_s), "--results", str(results)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=900)
+    if proc.returncode != 0:
+        raise SystemExit(f"rig bench failed: {proc.stderr.strip()[-2000:]}")
+    w = pd.read_parquet(results / "windows")
+    w = w[~w.run_id.isin(before)].sort_values("window")
+    return summarize(w.to_dict("records"))["throughput"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--concurrency", default="1,4")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--windows", type=int, default=4, help="rig windows per point (the first is warm-up)")
+    ap.add_argument("--window-seconds", type=float, default=2.0)
+    ap.add_argument("--runtime", default="0.7.0")
+    a = ap.parse_args()
+    from rig import models, runtime
+
+    rt = runtime.resolve(a.runtime)
+    points = [int(x) for x in a.concurrency.split(",")]
+    seconds = (a.windows - 1) * a.window_seconds
+    plain_rates: dict[int, list[float]] = {c: [] for c in points}
+    rig_rates: dict[int, list[float]] = {c: [] for c in points}
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = Path(tmp) / "models"
+        models.render(models.ModelSpec(), repo)
+        for r in range(a.repeats):
+            for c in points:
+                plain_rates[c].append(plain(rt, repo, c, seconds, a.window_seconds))
+                rig_rates[c].append(rig_bench(a.runtime, c, a.windows, a.window_seconds, Path(tmp) / "results"))
+                print(f"repeat {r + 1} c={c}: plain {plain_rates[c][-1]:,.0f} infer/s, "
+                      f"rig {rig_rates[c][-1]:,.0f} infer/s", flush=True)
+    print(f"\nTriton {rt.triton_version} ({rt.name}), tritonserver bindings "
+          f"{__import__('rig.engines.official.loader', fromlist=['x']).bindings_version()}, "
+          f"numpy model, {a.repeats} repeats")
+    print("| in flight | plain asyncio, best | rig (official engine), median | ratio |")
+    print("| --- | --- | --- | --- |")
+    for c in points:
+        best, med = max(plain_rates[c]), statistics.median(rig_rates[c])
+        print(f"| {c} | {best:,.0f} infer/s | {med:,.0f} infer/s | {med / best:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
