@@ -26,8 +26,12 @@ RUN command -v cc >/dev/null || { apt-get update && apt-get install -y --no-inst
 # the images are CUDA 12).
 WORKDIR /opt/triton-soak-rig
 COPY . .
-RUN python3 -m pip install ".[gpu]" \
-    && python3 -c "from rig import fastpath; print(fastpath.build())"
+# pyelftools: the official engine checks that the bindings fit the core (a no-op here, where both
+# come from the same release). The image's tritonserver wheel may pin numpy<2, which pyarrow 26+
+# refuses: `rig doctor` names such a conflict, and the build stops on one.
+RUN python3 -m pip install ".[gpu]" pyelftools \
+    && python3 -c "from rig import fastpath; print(fastpath.build())" \
+    && rig doctor && ! rig doctor | grep '^conflict'
 
 # Results land in the working directory; mount a volume there to keep them.
 WORKDIR /work
