@@ -54,6 +54,33 @@ def test_asking_for_the_engine_where_it_cannot_load_is_one_line(tmp_path, runtim
     assert p.stderr.strip().count("\n") == 0 and "--engine capi" in p.stderr
 
 
+def test_loop_runs_on_a_real_thread_and_wakes_greenlets_under_gevent():
+    """Where Locust has monkey-patched the process, the engine's loop is still an OS thread
+    (gevent's patched Thread would make it a greenlet and stall the hub), and a result set on
+    it wakes a waiting greenlet while the hub keeps running others."""
+    code = textwrap.dedent("""
+        import locust, asyncio, threading, time, gevent
+        from rig.engines.official.loop import LoopThread, Signal
+        loop = LoopThread()
+        seen, done = {}, Signal()
+        async def work():
+            seen["thread"] = threading.get_native_id()
+            await asyncio.sleep(0.2)
+            done.set(42)
+        ticks = []
+        ticker = gevent.spawn(lambda: [ticks.append(gevent.sleep(0.01)) for _ in range(10)])
+        loop.submit(work())
+        assert done.wait(5) and done.value == 42
+        # the ticker (100 ms) ran to its end during the 200 ms wait: the wait yielded to the hub
+        assert ticker.ready() and len(ticks) == 10, f"the hub was blocked while waiting ({len(ticks)} ticks)"
+        assert seen["thread"] != threading.get_native_id(), "the loop ran on the hub's thread"
+        loop.shutdown()
+        print("ok")
+    """)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.stdout.strip().endswith("ok"), p.stdout + p.stderr[-2000:]
+
+
 # ================================================================ the real bindings
 
 _OK = loader.bindings_library() is not None
