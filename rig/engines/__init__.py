@@ -24,7 +24,7 @@ def select(requested: str, runtime: Runtime) -> tuple[str, str]:
         raise RigError(f"unknown engine {requested!r}: choose auto, capi or tritonserver")
     if requested == "auto" and runtime.kind != "container":
         # Embedded cores are older than any tritonserver package; they pair only when asked.
-        return "capi", f"tritonserver is paired with embedded cores only when asked (--engine tritonserver)"
+        return "capi", "tritonserver is paired with embedded cores only when asked (--engine tritonserver)"
     ok, why = official_probe(runtime)
     if requested == "tritonserver":
         if not ok:
