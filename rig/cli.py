@@ -193,8 +193,12 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except ImportError as e:  # a dependency that does not import here (e.g. pyarrow vs numpy 1)
         first = (str(e).strip().splitlines() or [type(e).__name__])[-1]
-        print(f"rig: error: a dependency does not import ({first}); `rig doctor` names the conflict",
-              file=sys.stderr)
+        if (getattr(e, "name", None) or "").split(".")[0] == "rig":
+            print(f"rig: error: this installation of the rig is incomplete ({first}); reinstall it "
+                  "from its checkout: pip install -e .", file=sys.stderr)
+        else:
+            print(f"rig: error: a dependency does not import ({first}); `rig doctor` names the conflict",
+                  file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("rig: interrupted; the cycles stored so far stay", file=sys.stderr)

@@ -151,8 +151,9 @@ inside() {
     bash -c "cd '$REPO' && $1"
 }
 
-# The rig and its test extra in a venv inside; reinstalled only when pyproject.toml changes.
-stamp="$(sha256sum "$REPO/pyproject.toml" | cut -c1-16)"
+# The rig and its test extra in a venv inside; reinstalled when pyproject.toml changes, or for
+# another checkout (an editable install points at one folder).
+stamp="$(cat "$REPO/pyproject.toml" <(echo "$REPO") | sha256sum | cut -c1-16)"
 if [ "$(cat "$SANDBOX$VENV/.rig-installed" 2>/dev/null)" != "$stamp" ]; then
   echo "installing the rig with its official and test extras into the sandbox ..."
   inside "{ [ -x $VENV/bin/python ] || '$PY312' -m venv $VENV; } \
