@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """The rig's native load generator (rig.fastpath lanes) against perf_analyzer, side by side.
 
 For each concurrency, in one run and alternating so both share the machine's noise:

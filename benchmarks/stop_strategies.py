@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Stop latency of plain ``stop`` against ``unload-then-stop``, measured side by side in one run,
 and the rig's own cost per cycle (wall time beyond Triton's start and stop).
 

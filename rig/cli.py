@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="rig", description="Benchmark and soak-test Triton's in-process API: "
                 "start, load, infer, stop, verify; again and again.")
     p.add_argument("--version", dest="show_version", action="store_true", help="print the rig's version")
-    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{cycle,soak,bench,runtime,doctor}")
 
     c = sub.add_parser("cycle", help="one lifecycle cycle: start, infer, retain, stop, verify, record")
     _run_options(c, "cycles to run (default 1)")
@@ -117,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("doctor", help="which runtimes, engines, GPUs and CuPy are usable here, and why not")
 
-    wk = sub.add_parser("worker", help=argparse.SUPPRESS)
+    wk = sub.add_parser("worker")  # internal: hosts Triton for the parent; listed nowhere
+    sub._choices_actions = [a for a in sub._choices_actions if a.dest != "worker"]
     wk.add_argument("--spec", required=True)
     wk.add_argument("--result-fd", type=int, default=-1)
     return p
