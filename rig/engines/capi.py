@@ -191,16 +191,9 @@ class CoreLibrary:
 
 
 def _native_lock():
-    try:
-        from gevent import monkey
+    from rig.unpatched import original
 
-        if monkey.is_module_patched("threading"):
-            return monkey.get_original("_thread", "allocate_lock")()
-    except ImportError:
-        pass
-    import _thread
-
-    return _thread.allocate_lock()
+    return original("_thread", "allocate_lock")()
 
 
 class _Pending:

@@ -25,7 +25,7 @@ import numpy as np
 
 from rig.engines.base import Engine, EngineError, ModelMetadata, Response, ServerOptions, TensorSpec
 from rig.engines.official import loader
-from rig.engines.official.errors import call, engine_error, scrub
+from rig.engines.official.errors import call, engine_error
 from rig.engines.official.loop import LoopThread, Signal
 from rig.engines.official.responses import OfficialResponse, pick_async, prepare_inputs
 
@@ -83,17 +83,12 @@ def options_kwargs(options: ServerOptions, ts) -> dict[str, Any]:
     return kwargs
 
 
-
 async def infer_once(handle, arrays: dict, kwargs: dict) -> tuple[Any, EngineError | None]:
     """One request through ``Model.async_infer``, on the engine's loop: ``(response, None)`` or
     ``(None, error)``. Nothing of a failed request is kept."""
-    error = None
-    try:
-        iterator = handle.async_infer(inputs=arrays, **kwargs)
-    except Exception as e:  # noqa: BLE001 - refused at submission: bad input, unknown model
-        error = engine_error(e)
-        scrub(e)
-    if error is not None:
+    try:  # refused at submission: bad input, unknown model
+        iterator = call(handle.async_infer, inputs=arrays, **kwargs)
+    except EngineError as error:
         return None, error
     return await pick_async(iterator)
 

@@ -12,28 +12,17 @@ gevent (a greenlet yields), blocking without it, and writable from any thread.
 from __future__ import annotations
 
 import _socket
-import _thread
 import asyncio
 import os
 import select
-import selectors
+
+from rig.unpatched import original
 
 
-def _original(module: str, name: str, default):
-    try:
-        from gevent import monkey
-
-        if monkey.is_module_patched(module):
-            return monkey.get_original(module, name)
-    except (ImportError, AttributeError):
-        pass
-    return default
-
-
-class _NativeEpollSelector(_original("selectors", "EpollSelector", getattr(selectors, "EpollSelector", None))):
+class _NativeEpollSelector(original("selectors", "EpollSelector")):
     """epoll as the kernel offers it (gevent's aggressive patching removes it from both modules)."""
 
-    _selector_cls = staticmethod(_original("select", "epoll", getattr(select, "epoll", None)))
+    _selector_cls = staticmethod(original("select", "epoll"))
 
 
 class _NativeLoop(asyncio.SelectorEventLoop):
@@ -57,7 +46,7 @@ class LoopThread:
         self._done = Signal()
         # The original start_new_thread: gevent's patched threading.Thread (even the class that
         # monkey.get_original returns, whose module globals are patched) would make a greenlet.
-        _original("_thread", "start_new_thread", _thread.start_new_thread)(self._run, ())
+        original("_thread", "start_new_thread")(self._run, ())
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
