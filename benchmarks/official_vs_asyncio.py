@@ -4,10 +4,13 @@
 
     bash tests/sandbox/official.sh --run python benchmarks/official_vs_asyncio.py [--concurrency 1,4]
 
-For each repeat and point, alternately: the plain loop (a fresh process without Locust: C
+For each repeat and point, one pair: the plain loop (a fresh process without Locust: C
 coroutines, each ``async for response in model.async_infer(inputs=...)`` as a user writes it,
-counted over the same seconds after a warm-up), then ``rig bench --engine tritonserver`` at that
-concurrency. Prints both figures and the ratio of the rig's median to the plain loop's best.
+counted over the same seconds after a warm-up) and ``rig bench --engine tritonserver`` at that
+concurrency, in alternating order (ABBA) so that a drift of the machine falls on both alike.
+Prints both figures, the median of the paired ratios (rig / plain, each pair run back to back:
+the figure that noisy neighbours disturb least), and the rig's median over the plain loop's
+best and median.
 Needs the tritonserver bindings (CPython 3.12, glibc 2.39+): run it inside the sandbox.
 """
 
@@ -84,7 +87,7 @@ def rig_bench(runtime: str, conc: int, windows: int, window_s: float, results: P
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--concurrency", default="1,4")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=4)
     ap.add_argument("--windows", type=int, default=4, help="rig windows per point (the first is warm-up)")
     ap.add_argument("--window-seconds", type=float, default=2.0)
     ap.add_argument("--runtime", default="0.7.0")
@@ -96,23 +99,31 @@ def main() -> int:
     seconds = (a.windows - 1) * a.window_seconds
     plain_rates: dict[int, list[float]] = {c: [] for c in points}
     rig_rates: dict[int, list[float]] = {c: [] for c in points}
+    pairs: dict[int, list[float]] = {c: [] for c in points}
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "models"
         models.render(models.ModelSpec(), repo)
         for r in range(a.repeats):
             for c in points:
-                plain_rates[c].append(plain(rt, repo, c, seconds, a.window_seconds))
-                rig_rates[c].append(rig_bench(a.runtime, c, a.windows, a.window_seconds, Path(tmp) / "results"))
+                runs = [lambda: plain_rates[c].append(plain(rt, repo, c, seconds, a.window_seconds)),
+                        lambda: rig_rates[c].append(rig_bench(a.runtime, c, a.windows, a.window_seconds,
+                                                              Path(tmp) / "results"))]
+                for run in (runs if r % 2 == 0 else runs[::-1]):
+                    run()
+                pairs[c].append(rig_rates[c][-1] / plain_rates[c][-1])
                 print(f"repeat {r + 1} c={c}: plain {plain_rates[c][-1]:,.0f} infer/s, "
-                      f"rig {rig_rates[c][-1]:,.0f} infer/s", flush=True)
+                      f"rig {rig_rates[c][-1]:,.0f} infer/s, ratio {pairs[c][-1]:.2f}", flush=True)
     print(f"\nTriton {rt.triton_version} ({rt.name}), tritonserver bindings "
           f"{__import__('rig.engines.official.loader', fromlist=['x']).bindings_version()}, "
           f"numpy model, {a.repeats} repeats")
-    print("| in flight | plain asyncio: best / median | rig (official engine): median | rig / best plain | rig / median plain |")
-    print("| --- | --- | --- | --- | --- |")
+    print("| in flight | plain asyncio: best / median | rig (official engine): median "
+          "| rig / plain, paired: median (min–max) | rig median / plain best | rig median / plain median |")
+    print("| --- | --- | --- | --- | --- | --- |")
     for c in points:
         best, pmed, med = max(plain_rates[c]), statistics.median(plain_rates[c]), statistics.median(rig_rates[c])
-        print(f"| {c} | {best:,.0f} / {pmed:,.0f} infer/s | {med:,.0f} infer/s | {med / best:.2f} | {med / pmed:.2f} |")
+        print(f"| {c} | {best:,.0f} / {pmed:,.0f} infer/s | {med:,.0f} infer/s "
+              f"| {statistics.median(pairs[c]):.2f} ({min(pairs[c]):.2f}–{max(pairs[c]):.2f}) "
+              f"| {med / best:.2f} | {med / pmed:.2f} |")
     return 0
 
 

@@ -4,10 +4,10 @@ Locust is used as a library: an ``Environment`` with a local runner, a ``LoadTes
 ``workloads/``, and ``TritonUser`` subclasses whose requests go to the in-process engine (no
 HTTP). Each user owns a *lane*: requests kept in flight by the native fast path
 (``rig.fastpath``), or by ``PyLane`` over the engine's async API where that is not available.
-Completions never touch the hub from Triton's threads: a lane signals an eventfd that a
-greenlet waits on (``gevent.socket.wait_read``), then drains the exact latencies (ns) into an
-HDR histogram per window and fires Locust's ``request`` event for each, so Locust's own stats,
-CSV history and web UI work.
+Completions never touch the hub from Triton's threads: the lanes collect exact latencies (ns)
+on their own, and one greenlet (the sink's pump) drains every lane now and then into an HDR
+histogram per window and into Locust's own stats, so Locust's percentiles, CSV history and web
+UI work.
 
 Closed loop: ``users`` x ``in_flight`` requests outstanding. Open loop: a seeded Poisson (or
 constant) schedule of send times; latency counts from the scheduled time (MLPerf LoadGen's rule),
@@ -17,6 +17,7 @@ so a stalled server cannot hide behind coordinated omission.
 from __future__ import annotations
 
 import base64
+import collections
 import os
 import sys
 import time
@@ -24,6 +25,8 @@ from typing import Callable
 
 import gevent  # locust depends on gevent; imported by the worker before the core loads
 import gevent.socket
+import greenlet
+import locust.stats
 import numpy as np
 from hdrh.histogram import HdrHistogram
 from locust import LoadTestShape, User, constant, task
@@ -35,12 +38,10 @@ from rig.engines.base import Engine, EngineError
 
 HDR_MAX_US = 60_000_000  # one minute
 HDR_DIGITS = 3
+# How often the sink's pump drains every lane. One greenlet for all lanes: each wake of the hub
+# takes the GIL from the threads that complete requests (a greenlet per user, waking on each
+# lane's eventfd at 100 Hz, cost the official engine a sixth of its throughput at 4 users).
 DRAIN_PACE_S = 0.01
-# The hub monitor's wake-up period: every block of this length or more is caught (shorter ones
-# when they overlap a wake-up). 1 ms cost about 7 % of the official engine's throughput (each
-# wake takes the GIL from the loop thread and Triton's callback threads); 5 ms a fifth of that.
-HUB_MONITOR_PERIOD_S = 0.005
-
 
 # ---------------------------------------------------------------- lanes
 
@@ -123,6 +124,23 @@ def make_lane(engine: Engine, model: str, inputs: dict, in_flight: int):
 
 # ---------------------------------------------------------------- measurement
 
+def record_many(hist: HdrHistogram, values: np.ndarray) -> None:
+    """``hist.record_value(v)`` for every ``v`` in ``values`` (integers in the histogram's range),
+    in numpy: the same bucket arithmetic as ``hdrh``'s ``_counts_index_for``, added into its
+    counts array in place. Per value in Python it cost most of the drain's time on the hub."""
+    if values.size == 0:
+        return
+    v = values.astype(np.int64, copy=False)
+    bits = np.frexp((v | hist.sub_bucket_mask).astype(np.float64))[1]  # bit length (exact below 2**53)
+    bucket = bits - hist.unit_magnitude - (hist.sub_bucket_half_count_magnitude + 1)
+    sub_bucket = v >> (bucket + hist.unit_magnitude)
+    index = ((bucket + 1) << hist.sub_bucket_half_count_magnitude) + (sub_bucket - hist.sub_bucket_half_count)
+    np.add.at(np.ctypeslib.as_array(hist.counts), index, 1)
+    hist.total_count += int(v.size)
+    hist.min_value = min(hist.min_value, int(v.min()))
+    hist.max_value = max(hist.max_value, int(v.max()))
+
+
 class Window:
     """Exact latencies of one measurement window: an HDR histogram in microseconds."""
 
@@ -133,16 +151,15 @@ class Window:
         self.requests = 0
         self.errors = 0
         self.hub_block_max_s = 0.0
+        self._sum_ns = 0  # the exact mean (the histogram's own walks every bucket in Python)
 
     def record(self, latencies_ns: np.ndarray, errors: int):
         self.errors += errors
         if latencies_ns.size == 0:
             return
-        us = np.clip((latencies_ns + 500) // 1000, 1, HDR_MAX_US)
-        values, counts = np.unique(us, return_counts=True)
-        for v, c in zip(values.tolist(), counts.tolist()):
-            self.hist.record_value(v, c)
+        record_many(self.hist, np.clip((latencies_ns + 500) // 1000, 1, HDR_MAX_US))
         self.requests += int(latencies_ns.size)
+        self._sum_ns += int(latencies_ns.sum())
 
     def row(self, length_s: float, **tags) -> dict:
         h = self.hist
@@ -161,40 +178,85 @@ class Window:
                     throughput=self.requests / length_s if length_s > 0 else 0.0,
                     p50_us=pct(50), p90_us=pct(90), p99_us=pct(99), p999_us=pct(99.9),
                     max_us=float(h.get_max_value()) if n else None,
-                    mean_us=float(h.get_mean_value()) if n else None,
+                    mean_us=self._sum_ns / self.requests / 1000.0 if self.requests else None,
                     hub_block_max_ms=self.hub_block_max_s * 1000.0,
                     worker_rss_bytes=stats["rss_bytes"],
                     histogram=base64.b64encode(h.encode()).decode() if n else None, **tags)
 
 
 class HubMonitor:
-    """The hub's longest block: a greenlet that sleeps ``HUB_MONITOR_PERIOD_S`` and measures how
-    late it wakes."""
+    """The hub's longest block: the longest time any greenlet ran without switching back to the
+    hub (which could not serve its loop meanwhile). Measured at every greenlet switch through
+    ``greenlet.settrace``, so it needs no wake-ups of its own and catches every block, however
+    short. A previous tracer (gevent's monitor thread, say) is chained, and restored by ``stop``."""
 
     def __init__(self):
         self.max_block_s = 0.0
-        self._g = gevent.spawn(self._run)
+        self._hub = gevent.get_hub()
+        self._last = time.perf_counter()
+        self._previous = greenlet.settrace(self._trace)
 
-    def _run(self):
-        while True:
-            t = time.perf_counter()
-            gevent.sleep(HUB_MONITOR_PERIOD_S)
-            late = time.perf_counter() - t - HUB_MONITOR_PERIOD_S
-            if late > self.max_block_s:
-                self.max_block_s = late
+    def _trace(self, event, args):
+        if event in ("switch", "throw"):
+            now = time.perf_counter()
+            if args[0] is not self._hub and now - self._last > self.max_block_s:
+                self.max_block_s = now - self._last
+            self._last = now
+        if self._previous is not None:
+            self._previous(event, args)
 
     def take(self) -> float:
         m, self.max_block_s = self.max_block_s, 0.0
         return m
 
     def stop(self):
-        self._g.kill()
+        greenlet.settrace(self._previous)
 
 
 # ---------------------------------------------------------------- Locust users
 
+def _locust_buckets(ms: np.ndarray) -> np.ndarray:
+    """``locust.stats.bucket_response_time`` over an array (about two significant digits)."""
+    return np.where(ms < 100, np.round(ms), np.where(ms < 1000, np.round(ms, -1),
+                    np.where(ms < 10000, np.round(ms, -2), np.round(ms, -3)))).astype(np.int64)
+
+
+_STOCK_BUCKETS = locust.stats.bucket_response_time
+
+
+def log_to_locust(stats, name: str, ms: np.ndarray, request_type: str = "infer") -> None:
+    """Record successful requests in Locust's stats (``RequestStats``) as Locust's own
+    ``request`` event would, one entry and the total, but for a whole drain at once: per request
+    it costs Python time on the cores the server needs. The figures are the same: count,
+    sum, min/max, the per-second counts and the bucketed response times that Locust's
+    percentiles, CSV history and web UI read."""
+    if ms.size == 0:
+        return
+    now = time.time()
+    second = int(now)
+    if locust.stats.bucket_response_time is _STOCK_BUCKETS:
+        keys, counts = np.unique(_locust_buckets(ms), return_counts=True)
+        buckets = list(zip(keys.tolist(), counts.tolist()))
+    else:  # replaced at runtime by the user: honour it
+        buckets = list(collections.Counter(locust.stats.bucket_response_time(v) for v in ms.tolist()).items())
+    n, total, lo, hi = int(ms.size), float(ms.sum()), float(ms.min()), float(ms.max())
+    for entry in (stats.total, stats.get(name, request_type)):
+        if entry.use_response_times_cache and entry.last_request_timestamp \
+                and second > int(entry.last_request_timestamp):
+            entry._cache_response_times(second - 1)
+        entry.num_requests += n
+        entry.num_reqs_per_sec[second] += n
+        entry.last_request_timestamp = now
+        entry.total_response_time += total
+        entry.min_response_time = lo if entry.min_response_time is None else min(entry.min_response_time, lo)
+        entry.max_response_time = max(entry.max_response_time, hi)
+        for key, count in buckets:
+            entry.response_times[key] += count
+
+
 class TritonUser(User):
-    """A Locust user whose client is an in-process Triton lane. Concrete users only set fields."""
+    """A Locust user whose client is an in-process Triton lane. The lane keeps its requests in
+    flight by itself; the sink's pump drains it. Concrete users only set fields."""
 
     abstract = True
     wait_time = constant(0)
@@ -208,39 +270,46 @@ class TritonUser(User):
     def on_start(self):
         self.lane = make_lane(self.engine, self.model, self.inputs, self.in_flight)
         self.lane.start_closed()
+        self.sink.add(self.lane, self.model)
 
     @task
-    def collect(self):
-        try:
-            gevent.socket.wait_read(self.lane.fileno(), timeout=0.05)
-        except gevent.socket.timeout:
-            pass
-        # Let completions gather: each wake costs Python time on the cores the server needs.
-        gevent.sleep(DRAIN_PACE_S)
-        self.sink.take(self.lane, self.environment, self.model)
+    def hold(self):
+        gevent.sleep(3600)  # Locust stops a user by killing this greenlet; on_stop then runs
 
     def on_stop(self):
         self.lane.stop()
-        self.sink.take(self.lane, self.environment, self.model)
+        self.sink.remove(self.lane)
         self.lane.close()
 
 
 class Sink:
-    """Where lanes' completions go: the current window's histogram and Locust's request event."""
+    """Where lanes' completions go: the current window's histogram and Locust's stats. One pump
+    greenlet drains every lane each ``DRAIN_PACE_S``; a window boundary drains them all first,
+    so a completion lands in the window in which it was drained, at most one pace late."""
 
-    def __init__(self, fire_locust_events: bool = True):
+    def __init__(self, env: Environment | None = None):
         self.window: Window | None = None
-        self.fire = fire_locust_events
+        self.env = env
+        self.lanes: dict = {}  # lane -> model name
         self.total = 0
         self.errors = 0
         self.first_error: str | None = None
+        self._pump = None
 
     def summary(self, wall_s: float, rows: list[dict]) -> dict:
         return {"requests": self.total + self.errors, "errors": self.errors,
                 "throughput": self.total / wall_s if wall_s > 0 else None, "detail": self.first_error,
                 "windows": rows}
 
-    def take(self, lane, env: Environment, name: str):
+    def add(self, lane, name: str) -> None:
+        self.lanes[lane] = name
+
+    def remove(self, lane) -> None:
+        name = self.lanes.pop(lane, None)
+        if name is not None:
+            self.take(lane, name)
+
+    def take(self, lane, name: str) -> None:
         lat, errors = lane.drain()
         if errors:
             self.first_error = self.first_error or lane.first_error()
@@ -248,14 +317,38 @@ class Sink:
         self.errors += errors
         if self.window is not None:
             self.window.record(lat, errors)
-        if self.fire and env is not None:
-            fire = env.events.request.fire
-            for ms in (lat / 1e6).tolist():
-                fire(request_type="infer", name=name, response_time=ms, response_length=0,
-                     exception=None, context=None)
-            for _ in range(errors):
-                fire(request_type="infer", name=name, response_time=0.0, response_length=0,
-                     exception=EngineError(self.first_error or "error"), context=None)
+        if self.env is not None:
+            log_to_locust(self.env.stats, name, lat / 1e6)
+            if errors:
+                error = EngineError(lane.first_error() or "error")
+                for _ in range(errors):
+                    self.env.events.request.fire(request_type="infer", name=name, response_time=None,
+                                                 response_length=0, exception=error, context=None)
+
+    def take_all(self) -> None:
+        for lane, name in list(self.lanes.items()):
+            self.take(lane, name)
+
+    def switch(self, window: Window | None) -> Window | None:
+        """Drain every lane into the current window, then make ``window`` current; returns the
+        window closed."""
+        self.take_all()
+        old, self.window = self.window, window
+        return old
+
+    def start_pump(self) -> None:
+        def pump():
+            while True:
+                gevent.sleep(DRAIN_PACE_S)
+                self.take_all()
+
+        self._pump = gevent.spawn(pump)
+
+    def stop_pump(self) -> None:
+        if self._pump is not None:
+            self._pump.kill()
+            self._pump = None
+        self.take_all()
 
 
 def load_shape(name: str, users: int, seconds: float) -> LoadTestShape | None:
@@ -271,13 +364,15 @@ def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, i
                web_port: int | None = None) -> dict:
     """Closed loop under a Locust shape; one window row per ``window_seconds``. ``inputs`` maps
     each model to its inputs; users are spread over the models."""
-    sink = Sink()
+    shape_obj = load_shape(shape, users, seconds)
     # One user class per model, equal weights: Locust spreads the users over the models.
     user_classes = [type(f"TritonUser_{i}", (TritonUser,), {
-        "engine": engine, "model": m, "inputs": inputs[m], "in_flight": in_flight, "sink": sink,
-        "weight": 1}) for i, m in enumerate(models)]
-    shape_obj = load_shape(shape, users, seconds)
+        "engine": engine, "model": m, "inputs": inputs[m], "in_flight": in_flight, "weight": 1})
+        for i, m in enumerate(models)]
     env = Environment(user_classes=user_classes, shape_class=shape_obj)
+    sink = Sink(env)
+    for cls in user_classes:
+        cls.sink = sink
     runner = env.create_local_runner()
     web = None
     if web_port:
@@ -297,6 +392,7 @@ def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, i
         writer = StatsCSVFileWriter(env, [], csv_prefix, full_history=True)
         gevent.spawn(writer)
     hub = HubMonitor()
+    sink.start_pump()
     t0 = time.monotonic()
     if shape_obj is not None:
         runner.start_shape()
@@ -305,6 +401,7 @@ def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, i
     rows = _windows(sink, hub, t0, seconds, window_seconds, emit, tags,
                     conc=lambda: runner.user_count * in_flight)
     runner.quit()
+    sink.stop_pump()
     if writer:
         writer.close_files()
     if web:
@@ -321,25 +418,17 @@ def run_open(engine: Engine, model: str, inputs: dict, *, rate: float, seconds: 
     if lane is None or not hasattr(lane, "start_open"):
         raise EngineError(f"open-loop load needs a lane of the engine's own ({engine.name} has none "
                           "here: the capi engine needs a C compiler)", "UNSUPPORTED")
-    sink = Sink(fire_locust_events=False)
+    sink = Sink()
     hub = HubMonitor()
     t0 = time.monotonic()
     start_ns = time.monotonic_ns() + 5_000_000
     lane.start_open(arrival_times(rate, seconds, start_ns, arrivals, seed))
-
-    def pump():
-        while True:
-            try:
-                gevent.socket.wait_read(lane.fileno(), timeout=0.05)
-            except gevent.socket.timeout:
-                pass
-            sink.take(lane, None, model)
-
-    pumping = gevent.spawn(pump)
+    sink.add(lane, model)
+    sink.start_pump()
     rows = _windows(sink, hub, t0, seconds, window_seconds, emit, tags, conc=lambda: None, rate=rate)
-    pumping.kill()
+    sink.stop_pump()
     lane.stop()
-    sink.take(lane, None, model)
+    sink.remove(lane)
     lane.close()
     hub.stop()
     return sink.summary(time.monotonic() - t0, rows)
@@ -349,14 +438,15 @@ def _windows(sink: Sink, hub: HubMonitor, t0: float, seconds: float, window_seco
              emit, tags, conc, rate=None) -> list[dict]:
     rows = []
     n = max(1, int(round(seconds / window_seconds)))
+    sink.switch(Window(1, time.monotonic() - t0))
+    hub.take()
     for i in range(n):
-        w = Window(i + 1, time.monotonic() - t0)
-        sink.window = w
-        hub.take()
         gevent.sleep(max(0.0, t0 + (i + 1) * window_seconds - time.monotonic()))
+        # The next window opens in the same step as this one closes: no drain falls between.
+        now = time.monotonic() - t0
+        w = sink.switch(Window(i + 2, now) if i + 1 < n else None)
         w.hub_block_max_s = hub.take()
-        sink.window = None
-        length = time.monotonic() - t0 - w.start_s
+        length = now - w.start_s
         # Percentiles and encoding walk the whole histogram: off the hub, in a native thread.
         row = gevent.get_hub().threadpool.apply(w.row, (length,), dict(concurrency=conc(), rate=rate, **tags))
         row["stable"] = stable(rows + [row])
