@@ -50,6 +50,9 @@ class Prepared:
     model_label: str
     work_dir: Path
     store: Store
+    # The command that runs a worker, before ``--spec FILE --result-fd N`` (None: this
+    # interpreter's ``-m rig worker``). Tests put a fake worker here to exercise the watchdog.
+    worker_argv: list[str] | None = None
 
 
 def prepare(cfg: RunConfig, command: str, run_id: str | None = None,
@@ -154,7 +157,8 @@ class WorkerHandle:
         r, w = os.pipe()
         with open(self.log_path, "wb") as logf:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "rig", "worker", "--spec", str(self.spec_path), "--result-fd", str(w)],
+                [*(p.worker_argv or [sys.executable, "-m", "rig", "worker"]),
+                 "--spec", str(self.spec_path), "--result-fd", str(w)],
                 pass_fds=(w,), start_new_session=True, env=env, stdout=logf, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL)
         os.close(w)

@@ -1,40 +1,21 @@
-"""Shared helpers: the rig run as users run it (a subprocess), on the real embedded core."""
+"""Fixtures shared by the tests; plain helpers (``rig``, ``spawn``, ``cycles``) are in helpers.py.
+
+Tiers: ``-m "not slow and not official"`` is the fast one (pure functions, the watchdog on fake
+workers); ``slow`` tests start a real Triton core, a worker, Locust or a build; ``official`` ones
+need the PyPI bindings (tests/sandbox/official.sh).
+"""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-import pandas as pd
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT
 
 
-def _env(extra: dict | None = None) -> dict:
-    e = dict(os.environ)
-    e["PYTHONPATH"] = str(ROOT) + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
-    e.update(extra or {})
-    return e
-
-
-def rig(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run the rig to completion, as a user would."""
-    return subprocess.run([sys.executable, "-m", "rig", *args], capture_output=True, text=True,
-                          timeout=timeout, env=_env(env), cwd=str(ROOT))
-
-
-def spawn(*args: str, **popen) -> subprocess.Popen:
-    """Start the rig in the background (output discarded unless ``stdout`` is given)."""
-    popen.setdefault("stdout", subprocess.DEVNULL)
-    popen.setdefault("stderr", subprocess.DEVNULL)
-    return subprocess.Popen([sys.executable, "-m", "rig", *args], env=_env(), cwd=str(ROOT), **popen)
-
-
-def cycles(results: Path) -> pd.DataFrame:
-    return pd.read_parquet(results / "cycles")
+@pytest.fixture(scope="session")
+def repo_root():
+    """The checkout's root folder (where ``python -m rig`` runs from)."""
+    return ROOT
 
 
 @pytest.fixture(scope="session")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import cycles, rig, spawn
+from helpers import cycles, rig, spawn
 
 
+@pytest.mark.slow
 def test_retain_none_is_clean(tmp_path, runtime):
     res = tmp_path / "results"
     p = rig("cycle", "--engine", "capi", "--model", "numpy", "--retain", "none", "--exit-timeout", "5",
@@ -31,6 +32,7 @@ def test_retain_none_is_clean(tmp_path, runtime):
         assert col in df.columns
 
 
+@pytest.mark.slow
 def test_retain_last_response_waits_out_exit_timeout(tmp_path, runtime):
     """The mechanism of server#8755: a referenced response keeps its model loaded."""
     res = tmp_path / "results"
@@ -47,6 +49,7 @@ def test_retain_last_response_waits_out_exit_timeout(tmp_path, runtime):
     assert r.cleanup == "ok"
 
 
+@pytest.mark.slow
 def test_retain_last_array_waits_out_exit_timeout(tmp_path, runtime):
     res = tmp_path / "results"
     p = rig("cycle", "--engine", "capi", "--retain", "last-array", "--exit-timeout", "2",
@@ -76,6 +79,7 @@ def test_bad_input_is_one_clear_line(args, words, tmp_path):
     assert "Traceback" not in p.stderr + p.stdout
 
 
+@pytest.mark.slow
 def test_wrong_outputs_are_caught(tmp_path, runtime):
     """Positive control of the output check: numpy 2 in the stubs of a numpy-1 core returns every
     output empty, silently. The rig must say so (it gives stubs numpy<2 unless told not to)."""
@@ -92,12 +96,14 @@ def test_wrong_outputs_are_caught(tmp_path, runtime):
     assert "cycle 1: infer_error" in p.stdout
 
 
+@pytest.mark.slow
 def test_outputs_are_checked_when_clean(tmp_path, runtime):
     res = tmp_path / "r"
     assert rig("cycle", "--model-size", "8", "--results", str(res)).returncode == 0
     assert bool(cycles(res).iloc[0].outputs_ok) is True
 
 
+@pytest.mark.slow
 def test_cupy_model_runs_on_a_gpu_or_skips_with_a_reason(tmp_path):
     from rig.orchestrator import cupy_usable
 
@@ -114,6 +120,7 @@ def test_cupy_model_runs_on_a_gpu_or_skips_with_a_reason(tmp_path):
         assert r.outcome == "clean" and bool(r.outputs_ok)
 
 
+@pytest.mark.slow
 def test_two_runs_into_one_folder_do_not_collide(tmp_path, runtime):
     res = tmp_path / "shared"
     procs = [spawn("soak", "--cycles", "2", "--results", str(res)) for _ in range(2)]
@@ -124,6 +131,7 @@ def test_two_runs_into_one_folder_do_not_collide(tmp_path, runtime):
         assert sorted(g.cycle) == [1, 2]
 
 
+@pytest.mark.slow
 def test_runtime_list_and_doctor(runtime):
     version = runtime.name.split("-", 1)[1]
     p = rig("runtime", "install", version)  # installed already: nothing is downloaded
@@ -137,13 +145,14 @@ def test_runtime_list_and_doctor(runtime):
         assert word in d.stdout
 
 
-def test_a_worker_can_be_rerun_by_hand_from_its_spec(tmp_path, runtime):
+@pytest.mark.slow
+def test_a_worker_can_be_rerun_by_hand_from_its_spec(tmp_path, runtime, repo_root):
     """pyperf's habit: the worker is the same program with a flag; its spec reproduces a cycle."""
     import json
     import subprocess
     import sys
 
-    from conftest import ROOT
+    ROOT = repo_root
 
     res = tmp_path / "r"
     assert rig("cycle", "--results", str(res)).returncode == 0

@@ -265,6 +265,7 @@ def test_lane_needs_a_running_server():
 
 # ---------------------------------------------------------------- real core, real stubs
 
+@pytest.mark.slow
 def test_closed_loop(tmp_path):
     out = _child(tmp_path, "closed")
     assert "no_such_model" in out["missing_model_error"]
@@ -284,6 +285,7 @@ def test_closed_loop(tmp_path):
     assert out["server_stop_s"] < 4.5
 
 
+@pytest.mark.slow
 def test_outputs_delivered_and_keep_last(tmp_path):
     out = _child(tmp_path, "outputs", exit_timeout=1)
     assert out["stopped"] is True and out["stats"]["in_flight"] == 0
@@ -296,6 +298,7 @@ def test_outputs_delivered_and_keep_last(tmp_path):
     np.testing.assert_allclose(out["output"], out["expected"], rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_open_loop_keeps_the_schedule(tmp_path):
     out = _child(tmp_path, "open")
     s = out["stats"]
@@ -311,6 +314,7 @@ def test_open_loop_keeps_the_schedule(tmp_path):
     assert s["slots"] >= 2, "a free request object is made when none is free"
 
 
+@pytest.mark.slow
 def test_errors_are_counted_when_the_stub_dies(tmp_path):
     out = _child(tmp_path, "errors", exit_timeout=1)
     assert out["errors"] >= 1

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import cycles, rig
+from helpers import cycles, rig
 from rig.engines.official import loader
 
 W = np.arange(16, dtype=np.float32).reshape(4, 4)
@@ -37,6 +37,7 @@ def test_explain_names_the_cause_and_the_way_out():
     assert "\n" not in loader.explain("line one\nline two")
 
 
+@pytest.mark.slow
 def test_probe_says_why_in_one_line(runtime):
     ok, why = loader.probe(runtime)
     print(f"probe over {runtime.name}: ok={ok}: {why}")
@@ -45,6 +46,7 @@ def test_probe_says_why_in_one_line(runtime):
         assert ok is False and "tritonserver" in why
 
 
+@pytest.mark.slow
 def test_asking_for_the_engine_where_it_cannot_load_is_one_line(tmp_path, runtime):
     if loader.probe(runtime)[0]:
         pytest.skip("the bindings load here; the refusal is tested where they do not")
@@ -90,7 +92,7 @@ _WHY = ("the tritonserver bindings are not installed here; "
 
 def official(test):
     """Needs the real bindings: CI runs it in the sandbox; elsewhere it skips with the reason."""
-    return pytest.mark.official(pytest.mark.skipif(not _OK, reason=_WHY)(test))
+    return pytest.mark.slow(pytest.mark.official(pytest.mark.skipif(not _OK, reason=_WHY)(test)))
 
 MODEL_PY = textwrap.dedent("""
     import numpy as np

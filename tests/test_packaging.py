@@ -6,10 +6,13 @@ import subprocess
 import sys
 import zipfile
 
-from conftest import ROOT
+import pytest
+
+pytestmark = pytest.mark.slow  # pip builds a wheel
 
 
-def test_wheel_contents(tmp_path):
+def test_wheel_contents(tmp_path, repo_root):
+    ROOT = repo_root
     p = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
                         "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True, cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-2000:]

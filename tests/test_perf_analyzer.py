@@ -81,6 +81,7 @@ def test_perf_analyzer_env_must_be_executable(tmp_path, monkeypatch):
         pa.ensure_perf_analyzer()
 
 
+@pytest.mark.slow
 def test_arguments_checked_before_running(tmp_path, runtime):
     repo = _repo(tmp_path)
     with pytest.raises(RigError, match="not both"):
@@ -91,6 +92,7 @@ def test_arguments_checked_before_running(tmp_path, runtime):
 
 # ---------------------------------------------------------------- real runs
 
+@pytest.mark.slow
 def test_real_run_on_embedded_core(tmp_path, runtime, binary):
     repo = _repo(tmp_path)
     t0 = time.monotonic()
@@ -108,6 +110,7 @@ def test_real_run_on_embedded_core(tmp_path, runtime, binary):
     assert not [f for f in os.listdir(tmp_path) if f.endswith(".csv")]
 
 
+@pytest.mark.slow
 def test_model_that_fails_to_load_is_reported_quickly(tmp_path, runtime, binary):
     repo = _repo(tmp_path, "broken", model_py="import no_such_module_here\n")
     t0 = time.monotonic()

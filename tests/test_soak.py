@@ -11,7 +11,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import cycles, rig, spawn
+from helpers import cycles, rig, spawn
+
+pytestmark = pytest.mark.slow  # every test runs real cycles on the embedded core
 
 
 def test_twenty_clean_cycles_same_process_no_leaks(tmp_path, runtime):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from conftest import cycles, rig, spawn
+from helpers import cycles, rig, spawn
 from rig.schedule import arrival_times, stable
 
 
@@ -13,6 +13,7 @@ def windows(res):
     return pd.read_parquet(res / "windows")
 
 
+@pytest.mark.slow
 def test_slow_model_shows_its_delay_in_p50(tmp_path, runtime):
     """Positive control: execute sleeps 20 ms, so the rig's p50 must read 20 ms (within 5 %)."""
     res = tmp_path / "r"
@@ -26,6 +27,7 @@ def test_slow_model_shows_its_delay_in_p50(tmp_path, runtime):
     assert (w.requests > 0).all() and (w.errors == 0).all()
 
 
+@pytest.mark.slow
 def test_open_loop_past_capacity_queues_closed_loop_does_not(tmp_path, runtime):
     """20 ms per request = 50/s capacity. Open loop at 80/s: latency grows window after window,
     counted from the scheduled send. Closed loop at 1 user: latency stays at the service time."""
@@ -46,6 +48,7 @@ def test_open_loop_past_capacity_queues_closed_loop_does_not(tmp_path, runtime):
     assert wc.p50_us.max() < 25_000
 
 
+@pytest.mark.slow
 def test_soak_with_workload_fills_windows_for_every_cycle_and_hub_stays_free(tmp_path, runtime):
     res = tmp_path / "r"
     p = rig("soak", "--cycles", "3", "--workload", "steady", "--users", "2", "--workload-seconds", "2",
@@ -65,6 +68,7 @@ def test_soak_with_workload_fills_windows_for_every_cycle_and_hub_stays_free(tmp
     assert (c.throughput > 0).all() and (c.requests == c.requests.astype(int)).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", ["ramp", "step", "spike"])
 def test_shapes_run(tmp_path, runtime, shape):
     res = tmp_path / "r"
@@ -74,6 +78,7 @@ def test_shapes_run(tmp_path, runtime, shape):
     assert len(windows(res)) == 4
 
 
+@pytest.mark.slow
 def test_bench_sweep_stores_windows_and_reports_knee(tmp_path, runtime):
     res = tmp_path / "r"
     p = rig("bench", "--concurrency", "1,2", "--windows", "3", "--window-seconds", "0.5",
@@ -135,6 +140,7 @@ class TritonPythonModel:
 '''
 
 
+@pytest.mark.slow
 def test_workload_spreads_over_a_users_models_bytes_included(tmp_path, runtime):
     from rig import models
 
@@ -153,6 +159,7 @@ def test_workload_spreads_over_a_users_models_bytes_included(tmp_path, runtime):
     assert "infer,strlen," in stats and "infer,matmul," in stats  # Locust's own CSV, both models
 
 
+@pytest.mark.slow
 def test_locust_web_ui_serves_live_stats(tmp_path, runtime):
     """Optional Locust web UI: served by the worker during the load, fed by the rig's events."""
     import json
