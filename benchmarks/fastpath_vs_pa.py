@@ -159,7 +159,7 @@ def main(argv=None) -> int:
     if args.worker is not None:
         return worker(args)
 
-    from rig import fastpath, models, runtime
+    from rig import fastpath, repository, runtime
     from rig.perf_analyzer import PerfAnalyzerError, ensure_perf_analyzer, run_perf_analyzer
 
     ok, why = fastpath.available()
@@ -173,7 +173,7 @@ def main(argv=None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="rig-fastpath-bench-"))
     repo = workdir / "repo"
     repo.mkdir()
-    models.render(models.ModelSpec(kind="numpy", name=args.model), repo)
+    repository.render(repository.ModelSpec(kind="numpy", name=args.model), repo)
     print(f"core {rt.triton_version} ({rt.name}); model {args.model}; {os.cpu_count()} CPUs; "
           f"measurement {args.measurement_ms} ms x 3; rounds {args.rounds}; work {workdir}")
 

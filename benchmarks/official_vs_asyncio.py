@@ -70,7 +70,7 @@ def plain(rt, repo: Path, conc: int, seconds: float, warmup: float) -> float:
 def rig_bench(runtime: str, conc: int, windows: int, window_s: float, results: Path) -> float:
     import pandas as pd
 
-    from rig.bench import summarize
+    from rig.analysis.sweeps import summarize
 
     before = set(pd.read_parquet(results / "windows").run_id) if (results / "windows").exists() else set()
     proc = subprocess.run([sys.executable, "-m", "rig", "bench", "--engine", "tritonserver", "--runtime", runtime,
@@ -92,7 +92,7 @@ def main() -> int:
     ap.add_argument("--window-seconds", type=float, default=2.0)
     ap.add_argument("--runtime", default="0.7.0")
     a = ap.parse_args()
-    from rig import models, runtime
+    from rig import repository, runtime
 
     rt = runtime.resolve(a.runtime)
     points = [int(x) for x in a.concurrency.split(",")]
@@ -102,7 +102,7 @@ def main() -> int:
     pairs: dict[int, list[float]] = {c: [] for c in points}
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "models"
-        models.render(models.ModelSpec(), repo)
+        repository.render(repository.ModelSpec(), repo)
         for r in range(a.repeats):
             for c in points:
                 runs = [lambda: plain_rates[c].append(plain(rt, repo, c, seconds, a.window_seconds)),

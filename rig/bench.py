@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import statistics
 
 from rig import orchestrator
+from rig.analysis.sweeps import knee, summarize
 from rig.config import RunConfig
 from rig.errors import RigError
 from rig.soak import window_row
@@ -31,38 +31,6 @@ def _points(text: str | None, kind) -> list:
     if not vals or any(v <= 0 for v in vals):
         raise RigError(f"points must be positive numbers (got {text!r})")
     return vals
-
-
-def summarize(windows: list[dict]) -> dict:
-    """A point's figures: medians over its last 3 windows (the first is warm-up when there are more)."""
-    ws = windows[1:] if len(windows) > 3 else windows
-    ws = ws[-3:]
-
-    def med(key):
-        vals = [w[key] for w in ws if w.get(key) is not None]
-        return statistics.median(vals) if vals else None
-
-    return {"throughput": med("throughput"), "p50_us": med("p50_us"), "p99_us": med("p99_us"),
-            "hub_block_max_ms": max((w.get("hub_block_max_ms") or 0) for w in windows) if windows else None,
-            "stable": bool(windows and windows[-1].get("stable"))}
-
-
-def knee(points: list[dict], open_loop: bool = False) -> dict | None:
-    """Closed loop: the last point before more concurrency stops buying throughput (< 10 % more
-    at the next point). Open loop: the last rate the server keeps up with (achieved >= 95 % of
-    offered, and p99 within 10x of the lightest point's)."""
-    ok = [p for p in points if p.get("throughput")]
-    if not ok:
-        return None
-    if open_loop:
-        base = ok[0].get("p99_us") or 0
-        kept_up = [p for p in ok if p["throughput"] >= 0.95 * p["point"]
-                   and (not base or (p.get("p99_us") or 0) <= 10 * base)]
-        return kept_up[-1] if kept_up else None
-    for a, b in zip(ok, ok[1:]):
-        if b["throughput"] < a["throughput"] * 1.10:
-            return a
-    return ok[-1]
 
 
 def run(cfg: RunConfig, args, log=print) -> int:

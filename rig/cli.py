@@ -41,7 +41,8 @@ def _run_options(p: argparse.ArgumentParser, cycles_default_help: str) -> None:
     c.add_argument("--request-timeout", type=float, help="seconds a request may take (default 30)")
     c.add_argument("--results", help="results folder (default results/)")
     w = p.add_argument_group("workload inside each cycle")
-    w.add_argument("--workload", help="none (fixed request count), steady, ramp, step, spike, soak")
+    w.add_argument("--workload", help="none (fixed request count), steady, ramp, step, spike, soak "
+                   "(locustfiles in workloads/), or the path of your own locustfile (FILE.py)")
     w.add_argument("--workload-seconds", type=float)
     w.add_argument("--users", type=int)
     w.add_argument("--in-flight", type=int)

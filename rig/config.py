@@ -22,6 +22,8 @@ RETAIN = ("none", "last-response", "last-array")
 STOP_STRATEGIES = ("stop", "unload-then-stop")
 RESTART_MODES = ("fresh-process", "same-process")
 ENGINES = ("auto", "capi", "tritonserver")
+# The built-in workloads: locustfiles in workloads/ (a path to a user's locustfile also serves)
+WORKLOADS = ("steady", "soak", "ramp", "step", "spike")
 
 
 @dataclasses.dataclass
@@ -37,7 +39,7 @@ class Thresholds:
 class WorkloadConfig:
     """Sustained load inside each cycle (Locust); ``name`` none = a fixed count of requests."""
 
-    name: str = "none"                # none | steady | ramp | step | spike | soak (workloads/)
+    name: str = "none"                # none | steady | ramp | step | spike | soak (workloads/) | FILE.py
     seconds: float = 2.0              # per cycle
     users: int = 1                    # closed loop: Locust users
     in_flight: int = 1                # closed loop: requests in flight per user
@@ -81,7 +83,17 @@ class RunConfig:
         one_of("retain", self.retain, RETAIN)
         one_of("stop_strategy", self.stop_strategy, STOP_STRATEGIES)
         one_of("restart", self.restart, RESTART_MODES)
-        one_of("workload.name", self.workload.name, ("none", "steady", "ramp", "step", "spike", "soak"))
+        if self.workload.name.endswith(".py"):
+            path = Path(self.workload.name).expanduser()
+            if not path.is_file():
+                raise RigError(f"workload file {path} does not exist: give a locustfile, or one of "
+                               f"{', '.join(WORKLOADS)}")
+            self.workload.name = str(path.resolve())  # the worker runs elsewhere
+            if self.workload.rate is not None:
+                raise RigError("--rate drives the rig's own open-loop lane; a locustfile workload is "
+                               "closed loop (its users send the requests): drop one of the two")
+        else:
+            one_of("workload.name", self.workload.name, ("none",) + WORKLOADS)
         one_of("workload.arrivals", self.workload.arrivals, ("poisson", "constant"))
         w = self.workload
         if w.seconds <= 0 or w.window_seconds <= 0 or w.users < 1 or w.in_flight < 1 \

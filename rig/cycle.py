@@ -20,7 +20,7 @@ from typing import Callable
 from rig import probes
 from rig.engines.base import Engine, EngineError, ServerOptions
 from rig.inputs import inputs_for
-from rig.models import repository_models
+from rig.repository import repository_models
 
 OUTCOMES = {
     "clean": "stop returned in time, every finalize ran before it returned",

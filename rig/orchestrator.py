@@ -24,7 +24,7 @@ from typing import Callable
 import psutil
 
 import rig
-from rig import engines, models, probes
+from rig import engines, probes, repository
 from rig import runtime as runtime_mod
 from rig.config import RunConfig
 from rig.cycle import CycleSpec
@@ -61,13 +61,15 @@ def prepare(cfg: RunConfig, command: str, run_id: str | None = None,
     rt = runtime_mod.resolve(cfg.runtime, log=log)
     _ensure_evidence_hook(log)
     engine, reason = engines.select(cfg.engine, rt)
+    if cfg.workload.name.endswith(".py"):
+        check_workload(cfg.workload.name)
     run_id = run_id or new_run_id()
     store = Store(cfg.results)
     work = Path(cfg.results).resolve() / "_work" / run_id  # absolute: a spec can be re-run by hand
     work.mkdir(parents=True, exist_ok=True)
     if cfg.model_repository:
         repo = Path(cfg.model_repository).resolve()
-        names = models.repository_models(repo)
+        names = repository.repository_models(repo)
         label = ",".join(names) if len(names) <= 3 else f"{repo.name}({len(names)} models)"
     else:
         if cfg.model == "cupy":
@@ -75,13 +77,30 @@ def prepare(cfg: RunConfig, command: str, run_id: str | None = None,
             if not ok:
                 raise RigError(f"the cupy model needs a CUDA device and CuPy here: {why}; use --model numpy")
         repo = work / "models"
-        spec = models.ModelSpec(kind=cfg.model, size=cfg.model_size, instances=cfg.instances,
+        spec = repository.ModelSpec(kind=cfg.model, size=cfg.model_size, instances=cfg.instances,
                                 max_batch_size=cfg.max_batch_size, dynamic_batching=cfg.dynamic_batching,
                                 fault=cfg.fault, execute_delay_ms=cfg.execute_delay_ms)
-        models.render(spec, repo)
+        repository.render(spec, repo)
         names = [spec.model_name]
         label = cfg.model if cfg.fault == "none" else f"{cfg.model}:{cfg.fault}"
     return Prepared(run_id, cfg, rt, engine, reason, repo, names, label, work, store)
+
+
+def check_workload(path: str) -> dict:
+    """Load a locustfile in a child process, as the worker will (importing Locust patches the
+    process it runs in, so not this one): its users and shape, or its fault as a ``RigError``."""
+    try:
+        proc = subprocess.run([sys.executable, "-m", "rig.load.check", path], capture_output=True,
+                              text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        raise RigError(f"workload {path}: loading it took over 120 s") from None
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("{"):
+            info = json.loads(line)
+            if "error" in info:
+                raise RigError(info["error"])
+            return info
+    raise RigError(f"workload {path}: could not be loaded ({(proc.stderr.strip().splitlines() or ['no output'])[-1]})")
 
 
 def _ensure_evidence_hook(log: Callable[[str], None]) -> None:

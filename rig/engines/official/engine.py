@@ -26,7 +26,8 @@ import numpy as np
 from rig.engines.base import Engine, EngineError, ModelMetadata, Response, ServerOptions, TensorSpec
 from rig.engines.official import loader
 from rig.engines.official.errors import call, engine_error
-from rig.engines.official.loop import LoopThread, Signal
+from rig.crossthread import Signal
+from rig.engines.official.loop import LoopThread
 from rig.engines.official.responses import OfficialResponse, pick_async, prepare_inputs
 
 _STATE_PRIORITY = ("UNLOADING", "LOADING", "READY", "UNAVAILABLE")

@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from rig.engines.official.engine import OfficialEngine, infer_once
-from rig.engines.official.loop import Signal
+from rig.crossthread import Signal
 from rig.engines.official.responses import prepare_inputs
 
 

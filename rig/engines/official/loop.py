@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import _socket
 import asyncio
-import os
-import select
 
+from rig.crossthread import Signal
 from rig.unpatched import original
 
 
@@ -67,34 +66,3 @@ class LoopThread:
         except RuntimeError:  # already closed
             pass
         self._done.wait(timeout_s)
-
-
-class _Fd:
-    """An eventfd closed when the last holder drops it (the waiter, or a late setter)."""
-
-    __slots__ = ("fd",)
-
-    def __init__(self):
-        self.fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-
-    def __del__(self):
-        os.close(self.fd)
-
-
-class Signal:
-    """Set from any thread; waited on by a greenlet (cooperatively) or a plain thread."""
-
-    __slots__ = ("_fd", "value")
-
-    def __init__(self):
-        self._fd = _Fd()
-        self.value = None
-
-    def set(self, value=None) -> None:
-        self.value = value
-        os.eventfd_write(self._fd.fd, 1)
-
-    def wait(self, timeout_s: float | None) -> bool:
-        fd = self._fd.fd
-        ready, _, _ = select.select([fd], [], [], timeout_s)
-        return bool(ready)

@@ -1,4 +1,6 @@
-"""Model templates rendered into a model repository for each run (``models/`` in the project)."""
+"""The rig's models rendered into a model repository for each run. The templates are the
+project's ``models/`` folder, in Triton's layout (``<kind>/config.pbtxt.tmpl``,
+``<kind>/1/model.py``), installed with the rig as ``rig/_models``."""
 
 from __future__ import annotations
 
@@ -23,18 +25,11 @@ FAULTS = {
 
 
 def templates_dir() -> Path:
-    """``models/`` of a checkout, or the same files installed as ``rig.model_templates``."""
+    """``models/`` of a checkout, or the same files installed with the rig."""
     here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "models", here / "model_templates"):
-        if (candidate / "config.pbtxt.tmpl").exists():
+    for candidate in (here.parent / "models", here / "_models"):
+        if (candidate / "numpy" / "config.pbtxt.tmpl").exists():
             return candidate
-    try:
-        import importlib.resources as res
-        p = Path(str(res.files("rig.model_templates")))
-        if (p / "config.pbtxt.tmpl").exists():
-            return p
-    except (ImportError, ModuleNotFoundError):
-        pass
     raise RigError("the rig's model templates are missing; reinstall the rig (pip install .)")
 
 
@@ -68,15 +63,16 @@ def render(spec: ModelSpec, repository: Path) -> Path:
         params["execute_delay_ms"] = str(spec.execute_delay_ms)
     if spec.kind == "cupy":
         params["FORCE_CPU_ONLY_INPUT_TENSORS"] = "no"
-    config = (tdir / "config.pbtxt.tmpl").read_text().format(
-        name=spec.model_name, max_batch_size=spec.max_batch_size, size=spec.size,
-        instances=spec.instances, kind="KIND_GPU" if spec.kind == "cupy" else "KIND_CPU",
+    template = "".join(line for line in (tdir / spec.kind / "config.pbtxt.tmpl").read_text().splitlines(True)
+                       if not line.startswith("#"))  # the template's own notes
+    config = template.format(
+        name=spec.model_name, max_batch_size=spec.max_batch_size, size=spec.size, instances=spec.instances,
         dynamic_batching="dynamic_batching { }" if spec.dynamic_batching and spec.max_batch_size > 0 else "",
         parameters=",\n".join(f'  {{ key: "{k}" value: {{ string_value: "{v}" }} }}' for k, v in params.items()))
     mdir = Path(repository) / spec.model_name
     (mdir / "1").mkdir(parents=True, exist_ok=True)
     (mdir / "config.pbtxt").write_text(config)
-    shutil.copyfile(tdir / f"{spec.kind}_model.py", mdir / "1" / "model.py")
+    shutil.copyfile(tdir / spec.kind / "1" / "model.py", mdir / "1" / "model.py")
     return mdir
 
 

@@ -1,0 +1,30 @@
+"""Locust-driven sustained in-process load, inside the worker that hosts the server.
+
+Locust is used as a library: an ``Environment`` with a local runner, the workload's
+``LoadTestShape``, and ``TritonUser`` subclasses whose requests go to the in-process engine (no
+HTTP). A workload is a locustfile (``workloads/`` holds the built-in ones; ``--workload
+FILE.py`` loads a user's). A user without tasks of its own owns a *lane*: requests kept in
+flight by the engine's fast path. Completions never touch the hub from Triton's threads: the
+lanes collect exact latencies (ns) on their own, and one greenlet (the sink's pump) drains every
+lane now and then into an HDR histogram per window and into Locust's own stats, so Locust's
+percentiles, CSV history and web UI work.
+
+Closed loop: ``users`` x ``in_flight`` requests outstanding. Open loop: a seeded Poisson (or
+constant) schedule of send times; latency counts from the scheduled time (MLPerf LoadGen's rule),
+so a stalled server cannot hide behind coordinated omission.
+
+Modules: ``lanes`` (what keeps requests in flight), ``windows`` (histograms, the hub monitor),
+``sink`` (the drain into windows and Locust's stats), ``users`` (``TritonUser``, locustfiles),
+``runner`` (closed and open loop, the adapter for a soak cycle). Importing this package imports
+Locust, which monkey-patches the process for gevent: only the worker does.
+"""
+
+from rig.load.lanes import PyLane, TaskLane, make_lane
+from rig.load.runner import make_cycle_workload, run_locust, run_open
+from rig.load.sink import DRAIN_PACE_S, Sink, log_to_locust
+from rig.load.users import BUILTIN, RigShape, TritonUser, load_workload
+from rig.load.windows import HDR_DIGITS, HDR_MAX_US, HubMonitor, Window, record_many
+
+__all__ = ["BUILTIN", "DRAIN_PACE_S", "HDR_DIGITS", "HDR_MAX_US", "HubMonitor", "PyLane", "RigShape",
+           "Sink", "TaskLane", "TritonUser", "Window", "load_workload", "log_to_locust", "make_cycle_workload",
+           "make_lane", "record_many", "run_locust", "run_open"]

@@ -1,0 +1,126 @@
+"""Lanes: what keeps requests in flight for one Locust user, and what the sink drains.
+
+Every lane offers ``drain() -> (latencies ns, errors)``, ``first_error()``, ``stop()`` and
+``close()``. The engine's own lane is the fast path (capi: native C, ``rig/fastpath.py``;
+tritonserver: its asyncio loop); ``PyLane`` serves engines without one; ``TaskLane`` records
+the requests that a locustfile's own tasks send one at a time through ``TritonUser.infer``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import gevent
+import numpy as np
+
+from rig.engines.base import Engine, EngineError
+
+
+class PyLane:
+    """Closed-loop lane over ``Engine.infer_async`` (slower; for engines without the fast path)."""
+
+    def __init__(self, engine: Engine, model: str, inputs: dict, in_flight: int = 1):
+        self.engine, self.model, self.inputs, self.in_flight = engine, model, inputs, in_flight
+        self._fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._lat: list[int] = []
+        self._errors = 0
+        self._first_error = None
+        self._running = False
+        self._outstanding = 0
+
+    def _submit(self):
+        t0 = time.monotonic_ns()
+        self._outstanding += 1
+
+        def done(response, error, t0=t0):
+            t1 = time.monotonic_ns()
+            self._outstanding -= 1
+            if error is not None:
+                self._errors += 1
+                self._first_error = self._first_error or str(error)
+            else:
+                self._lat.append(t1 - t0)
+                response.release()
+            try:
+                os.eventfd_write(self._fd, 1)
+            except OSError:
+                pass
+            if self._running and error is None:
+                self._submit()
+
+        try:
+            self.engine.infer_async(self.model, self.inputs, done)
+        except EngineError as e:
+            self._outstanding -= 1
+            self._errors += 1
+            self._first_error = self._first_error or str(e)
+
+    def start_closed(self):
+        self._running = True
+        for _ in range(self.in_flight):
+            self._submit()
+
+    def stop(self, timeout_s: float = 30) -> bool:
+        self._running = False
+        deadline = time.monotonic() + timeout_s
+        while self._outstanding > 0 and time.monotonic() < deadline:
+            gevent.sleep(0.001)
+        return self._outstanding == 0
+
+    def drain(self):
+        try:
+            os.eventfd_read(self._fd)  # re-arm the wake-up, as the native lane's drain does
+        except (BlockingIOError, OSError):
+            pass
+        lat, self._lat = self._lat, []
+        errors, self._errors = self._errors, 0
+        return np.asarray(lat, dtype=np.int64), errors
+
+    def fileno(self):
+        return self._fd
+
+    def first_error(self):
+        return self._first_error
+
+    def close(self, timeout_s: float = 30):
+        self.stop(timeout_s)
+        os.close(self._fd)
+        return True
+
+
+class TaskLane:
+    """Requests sent by a user's own tasks: each recorded by the task's greenlet when it ends."""
+
+    in_flight = 1
+
+    def __init__(self):
+        self._lat: list[int] = []
+        self._errors = 0
+        self._first_error: str | None = None
+
+    def record(self, latency_ns: int) -> None:
+        self._lat.append(latency_ns)
+
+    def fail(self, message: str) -> None:
+        self._errors += 1
+        self._first_error = self._first_error or message
+
+    def drain(self):
+        lat, self._lat = self._lat, []
+        errors, self._errors = self._errors, 0
+        return np.asarray(lat, dtype=np.int64), errors
+
+    def first_error(self):
+        return self._first_error
+
+    def stop(self, timeout_s: float = 30) -> bool:
+        return True
+
+    def close(self, timeout_s: float = 30) -> bool:
+        return True
+
+
+def make_lane(engine: Engine, model: str, inputs: dict, in_flight: int):
+    """The engine's own lane (capi: native; tritonserver: its asyncio loop), else ``PyLane``."""
+    return engine.lane(model, inputs, in_flight) or PyLane(engine, model, inputs, in_flight=in_flight)

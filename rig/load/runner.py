@@ -1,0 +1,133 @@
+"""Running a workload: Locust's local runner over the workload's users (closed loop), or one
+lane on a seeded schedule (open loop), with one window row per ``window_seconds``."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Callable
+
+import gevent
+from locust.env import Environment
+
+from rig.engines.base import Engine, EngineError
+from rig.load.sink import Sink
+from rig.load.users import load_workload, run_classes, size_shape
+from rig.load.windows import HubMonitor, run_windows
+from rig.schedule import arrival_times
+
+
+def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, in_flight: int,
+               seconds: float, window_seconds: float, workload: str = "steady",
+               emit: Callable[[dict], None], tags: dict, csv_prefix: str | None = None,
+               web_port: int | None = None, request_timeout: float = 30.0) -> dict:
+    """Closed loop: the workload's users (a built-in name or a locustfile) under its shape, or
+    ``users`` of them from the start. ``inputs`` maps each model to its inputs."""
+    loaded = load_workload(workload)
+    shape = size_shape(loaded.shape, users, seconds)
+    sink = Sink()
+    classes = run_classes(loaded, engine=engine, models=models, inputs=inputs, in_flight=in_flight,
+                          request_timeout=request_timeout, sink=sink)
+    env = Environment(user_classes=classes, shape_class=shape)
+    sink.env = env
+
+    def task_error(user_instance, exception, tb, **_):
+        if not getattr(exception, "_rig_counted", False):  # infer() counted its own failures
+            user = getattr(user_instance, "user", user_instance)  # Locust passes the TaskSet
+            sink.task_error(f"{type(user).__name__}: {type(exception).__name__}: {exception}")
+
+    env.events.user_error.add_listener(task_error)
+    runner = env.create_local_runner()
+    web = None
+    if web_port:
+        import argparse
+
+        from locust.argument_parser import default_args_dict
+
+        # The UI reads Locust's options; give it the defaults, never the worker's own argv
+        # (its page handler parses sys.argv for extra options: the worker's are done with).
+        env.parsed_options = argparse.Namespace(**default_args_dict())
+        sys.argv = sys.argv[:1]
+        web = env.create_web_ui(host="127.0.0.1", port=web_port)
+    writer = None
+    if csv_prefix:
+        from locust.stats import StatsCSVFileWriter
+
+        writer = StatsCSVFileWriter(env, [], csv_prefix, full_history=True)
+        gevent.spawn(writer)
+    hub = HubMonitor()
+    sink.start_pump()
+    t0 = time.monotonic()
+    if shape is not None:
+        runner.start_shape()
+    else:
+        runner.start(users, spawn_rate=max(users, 1) * 100)
+    rows = run_windows(sink, hub, t0, seconds, window_seconds, emit, tags,
+                       conc=lambda: sum(getattr(lane, "in_flight", 1) for lane in sink.lanes))
+    runner.quit()
+    sink.stop_pump()
+    if writer:
+        writer.close_files()
+    if web:
+        web.stop()
+    hub.stop()
+    return sink.summary(time.monotonic() - t0, rows)
+
+
+def run_open(engine: Engine, model: str, inputs: dict, *, rate: float, seconds: float,
+             window_seconds: float, arrivals: str, seed: int, emit: Callable[[dict], None],
+             tags: dict) -> dict:
+    """Open loop: one lane submits on a seeded schedule; latency from the scheduled time."""
+    lane = engine.lane(model, inputs, 1)
+    if lane is None or not hasattr(lane, "start_open"):
+        raise EngineError(f"open-loop load needs a lane of the engine's own ({engine.name} has none "
+                          "here: the capi engine needs a C compiler)", "UNSUPPORTED")
+    sink = Sink()
+    hub = HubMonitor()
+    t0 = time.monotonic()
+    start_ns = time.monotonic_ns() + 5_000_000
+    lane.start_open(arrival_times(rate, seconds, start_ns, arrivals, seed))
+    sink.add(lane, model)
+    sink.start_pump()
+    rows = run_windows(sink, hub, t0, seconds, window_seconds, emit, tags, conc=lambda: None, rate=rate)
+    sink.stop_pump()
+    lane.stop()
+    sink.remove(lane)
+    lane.close()
+    hub.stop()
+    return sink.summary(time.monotonic() - t0, rows)
+
+
+
+
+def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
+    """A workload function for ``cycle.run_cycle``: Locust load for ``seconds`` on every model,
+    then the retention policy applied to one last request."""
+
+    def workload(engine: Engine, spec, inputs: dict, kept, cycle: int) -> dict:
+        from rig.cycle import apply_retention
+
+        model = spec.models[0]
+        tags = {"mode": "open" if wcfg.get("rate") else "closed", "cycle": cycle}
+
+        def emit(row):
+            emit_window(**row)
+
+        if wcfg.get("rate"):
+            out = run_open(engine, model, inputs[model], rate=float(wcfg["rate"]),
+                           seconds=float(wcfg["seconds"]), window_seconds=float(wcfg["window_seconds"]),
+                           arrivals=wcfg.get("arrivals", "poisson"), seed=int(wcfg.get("seed", 0)),
+                           emit=emit, tags=tags)
+        else:
+            csv = os.path.join(spec.log_dir, f"locust-c{cycle:06d}") if spec.log_dir else None
+            out = run_locust(engine, list(spec.models), inputs, users=int(wcfg["users"]),
+                             in_flight=int(wcfg["in_flight"]), seconds=float(wcfg["seconds"]),
+                             window_seconds=float(wcfg["window_seconds"]), workload=wcfg.get("name", "steady"),
+                             emit=emit, tags=tags, csv_prefix=csv, web_port=wcfg.get("web_port"),
+                             request_timeout=spec.request_timeout)
+        out.pop("windows", None)
+        apply_retention(engine, model, inputs[model], spec.retain, kept, spec.request_timeout)
+        return out
+
+    return workload

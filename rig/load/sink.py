@@ -1,0 +1,137 @@
+"""The sink: one greenlet drains every lane now and then into the current window and into
+Locust's own stats (percentiles, CSV history, web UI)."""
+
+from __future__ import annotations
+
+import collections
+import time
+
+import gevent
+import locust.stats
+import numpy as np
+from locust.env import Environment
+
+from rig.engines.base import EngineError
+from rig.load.windows import Window
+
+# How often the sink's pump drains every lane. One greenlet for all lanes: each wake of the hub
+# takes the GIL from the threads that complete requests (a greenlet per user, waking on each
+# lane's eventfd at 100 Hz, cost the official engine a sixth of its throughput at 4 users).
+DRAIN_PACE_S = 0.01
+
+
+def _locust_buckets(ms: np.ndarray) -> np.ndarray:
+    """``locust.stats.bucket_response_time`` over an array (about two significant digits)."""
+    return np.where(ms < 100, np.round(ms), np.where(ms < 1000, np.round(ms, -1),
+                    np.where(ms < 10000, np.round(ms, -2), np.round(ms, -3)))).astype(np.int64)
+
+
+_STOCK_BUCKETS = locust.stats.bucket_response_time
+
+
+def log_to_locust(stats, name: str, ms: np.ndarray, request_type: str = "infer") -> None:
+    """Record successful requests in Locust's stats (``RequestStats``) as Locust's own
+    ``request`` event would, one entry and the total, but for a whole drain at once: per request
+    it costs Python time on the cores the server needs. The figures are the same: count,
+    sum, min/max, the per-second counts and the bucketed response times that Locust's
+    percentiles, CSV history and web UI read."""
+    if ms.size == 0:
+        return
+    now = time.time()
+    second = int(now)
+    if locust.stats.bucket_response_time is _STOCK_BUCKETS:
+        keys, counts = np.unique(_locust_buckets(ms), return_counts=True)
+        buckets = list(zip(keys.tolist(), counts.tolist()))
+    else:  # replaced at runtime by the user: honour it
+        buckets = list(collections.Counter(locust.stats.bucket_response_time(v) for v in ms.tolist()).items())
+    n, total, lo, hi = int(ms.size), float(ms.sum()), float(ms.min()), float(ms.max())
+    for entry in (stats.total, stats.get(name, request_type)):
+        if entry.use_response_times_cache and entry.last_request_timestamp \
+                and second > int(entry.last_request_timestamp):
+            entry._cache_response_times(second - 1)
+        entry.num_requests += n
+        entry.num_reqs_per_sec[second] += n
+        entry.last_request_timestamp = now
+        entry.total_response_time += total
+        entry.min_response_time = lo if entry.min_response_time is None else min(entry.min_response_time, lo)
+        entry.max_response_time = max(entry.max_response_time, hi)
+        for key, count in buckets:
+            entry.response_times[key] += count
+
+
+class Sink:
+    """Where lanes' completions go: the current window's histogram and Locust's stats. One pump
+    greenlet drains every lane each ``DRAIN_PACE_S``; a window boundary drains them all first,
+    so a completion lands in the window in which it was drained, at most one pace late."""
+
+    def __init__(self, env: Environment | None = None):
+        self.window: Window | None = None
+        self.env = env
+        self.lanes: dict = {}  # lane -> model name
+        self.total = 0
+        self.errors = 0        # failed requests, and tasks that raised
+        self.task_errors = 0   # of which tasks that raised (their request, if any, completed)
+        self.first_error: str | None = None
+        self._pump = None
+
+    def summary(self, wall_s: float, rows: list[dict]) -> dict:
+        return {"requests": self.total + self.errors - self.task_errors, "errors": self.errors,
+                "throughput": self.total / wall_s if wall_s > 0 else None, "detail": self.first_error,
+                "windows": rows}
+
+    def add(self, lane, name: str) -> None:
+        self.lanes[lane] = name
+
+    def remove(self, lane) -> None:
+        name = self.lanes.pop(lane, None)
+        if name is not None:
+            self.take(lane, name)
+
+    def take(self, lane, name: str) -> None:
+        lat, errors = lane.drain()
+        if errors:
+            self.first_error = self.first_error or lane.first_error()
+        self.total += int(lat.size)
+        self.errors += errors
+        if self.window is not None:
+            self.window.record(lat, errors)
+        if self.env is not None:
+            log_to_locust(self.env.stats, name, lat / 1e6)
+            if errors:
+                error = EngineError(lane.first_error() or "error")
+                for _ in range(errors):
+                    self.env.events.request.fire(request_type="infer", name=name, response_time=None,
+                                                 response_length=0, exception=error, context=None)
+
+    def task_error(self, message: str) -> None:
+        """A task of a user's locustfile raised (a failed output check, say): an error of the run."""
+        self.errors += 1
+        self.task_errors += 1
+        self.first_error = self.first_error or message
+        if self.window is not None:
+            self.window.errors += 1
+
+    def take_all(self) -> None:
+        for lane, name in list(self.lanes.items()):
+            self.take(lane, name)
+
+    def switch(self, window: Window | None) -> Window | None:
+        """Drain every lane into the current window, then make ``window`` current; returns the
+        window closed."""
+        self.take_all()
+        old, self.window = self.window, window
+        return old
+
+    def start_pump(self) -> None:
+        def pump():
+            while True:
+                gevent.sleep(DRAIN_PACE_S)
+                self.take_all()
+
+        self._pump = gevent.spawn(pump)
+
+    def stop_pump(self) -> None:
+        if self._pump is not None:
+            self._pump.kill()
+            self._pump = None
+        self.take_all()

@@ -1,0 +1,128 @@
+"""Measurement windows: exact latencies per window in an HDR histogram, and the hub's longest
+block, one row per window."""
+
+from __future__ import annotations
+
+import base64
+import time
+
+import gevent
+import greenlet
+import numpy as np
+from hdrh.histogram import HdrHistogram
+
+from rig import probes
+from rig.analysis.sweeps import stable
+
+HDR_MAX_US = 60_000_000  # one minute
+HDR_DIGITS = 3
+
+
+def record_many(hist: HdrHistogram, values: np.ndarray) -> None:
+    """``hist.record_value(v)`` for every ``v`` in ``values`` (integers in the histogram's range),
+    in numpy: the same bucket arithmetic as ``hdrh``'s ``_counts_index_for``, added into its
+    counts array in place. Per value in Python it cost most of the drain's time on the hub."""
+    if values.size == 0:
+        return
+    v = values.astype(np.int64, copy=False)
+    bits = np.frexp((v | hist.sub_bucket_mask).astype(np.float64))[1]  # bit length (exact below 2**53)
+    bucket = bits - hist.unit_magnitude - (hist.sub_bucket_half_count_magnitude + 1)
+    sub_bucket = v >> (bucket + hist.unit_magnitude)
+    index = ((bucket + 1) << hist.sub_bucket_half_count_magnitude) + (sub_bucket - hist.sub_bucket_half_count)
+    np.add.at(np.ctypeslib.as_array(hist.counts), index, 1)
+    hist.total_count += int(v.size)
+    hist.min_value = min(hist.min_value, int(v.min()))
+    hist.max_value = max(hist.max_value, int(v.max()))
+
+
+class Window:
+    """Exact latencies of one measurement window: an HDR histogram in microseconds."""
+
+    def __init__(self, index: int, start_s: float):
+        self.index = index
+        self.start_s = start_s
+        self.hist = HdrHistogram(1, HDR_MAX_US, HDR_DIGITS)
+        self.requests = 0
+        self.errors = 0
+        self.hub_block_max_s = 0.0
+        self._sum_ns = 0  # the exact mean (the histogram's own walks every bucket in Python)
+
+    def record(self, latencies_ns: np.ndarray, errors: int):
+        self.errors += errors
+        if latencies_ns.size == 0:
+            return
+        record_many(self.hist, np.clip((latencies_ns + 500) // 1000, 1, HDR_MAX_US))
+        self.requests += int(latencies_ns.size)
+        self._sum_ns += int(latencies_ns.sum())
+
+    def row(self, length_s: float, **tags) -> dict:
+        h = self.hist
+        n = h.get_total_count()
+        # one pass over the counts for all percentiles (each lookup alone walks ~27k buckets)
+        table = h.get_percentile_to_value_dict([50, 90, 99, 99.9]) if n else {}
+
+        def pct(p):
+            return float(table[p]) if n else None
+
+        stats = probes.process_stats()
+        gpu = probes.gpu()
+        return dict(window=self.index, start_s=self.start_s, length_s=length_s,
+                    gpu_memory_bytes=gpu.memory_used(), gpu_utilization=gpu.utilization(),
+                    requests=self.requests, errors=self.errors,
+                    throughput=self.requests / length_s if length_s > 0 else 0.0,
+                    p50_us=pct(50), p90_us=pct(90), p99_us=pct(99), p999_us=pct(99.9),
+                    max_us=float(h.get_max_value()) if n else None,
+                    mean_us=self._sum_ns / self.requests / 1000.0 if self.requests else None,
+                    hub_block_max_ms=self.hub_block_max_s * 1000.0,
+                    worker_rss_bytes=stats["rss_bytes"],
+                    histogram=base64.b64encode(h.encode()).decode() if n else None, **tags)
+
+
+class HubMonitor:
+    """The hub's longest block: the longest time any greenlet ran without switching back to the
+    hub (which could not serve its loop meanwhile). Measured at every greenlet switch through
+    ``greenlet.settrace``, so it needs no wake-ups of its own and catches every block, however
+    short. A previous tracer (gevent's monitor thread, say) is chained, and restored by ``stop``."""
+
+    def __init__(self):
+        self.max_block_s = 0.0
+        self._hub = gevent.get_hub()
+        self._last = time.perf_counter()
+        self._previous = greenlet.settrace(self._trace)
+
+    def _trace(self, event, args):
+        if event in ("switch", "throw"):
+            now = time.perf_counter()
+            if args[0] is not self._hub and now - self._last > self.max_block_s:
+                self.max_block_s = now - self._last
+            self._last = now
+        if self._previous is not None:
+            self._previous(event, args)
+
+    def take(self) -> float:
+        m, self.max_block_s = self.max_block_s, 0.0
+        return m
+
+    def stop(self):
+        greenlet.settrace(self._previous)
+
+
+def run_windows(sink, hub: HubMonitor, t0: float, seconds: float, window_seconds: float,
+             emit, tags, conc, rate=None) -> list[dict]:
+    rows = []
+    n = max(1, int(round(seconds / window_seconds)))
+    sink.switch(Window(1, time.monotonic() - t0))
+    hub.take()
+    for i in range(n):
+        gevent.sleep(max(0.0, t0 + (i + 1) * window_seconds - time.monotonic()))
+        # The next window opens in the same step as this one closes: no drain falls between.
+        now = time.monotonic() - t0
+        w = sink.switch(Window(i + 2, now) if i + 1 < n else None)
+        w.hub_block_max_s = hub.take()
+        length = now - w.start_s
+        # Percentiles and encoding walk the whole histogram: off the hub, in a native thread.
+        row = gevent.get_hub().threadpool.apply(w.row, (length,), dict(concurrency=conc(), rate=rate, **tags))
+        row["stable"] = stable(rows + [row])
+        rows.append(row)
+        emit(row)
+    return rows
