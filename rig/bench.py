@@ -35,7 +35,7 @@ def _points(text: str | None, kind) -> list:
 
 def run(cfg: RunConfig, args, log=print) -> int:
     conc = _points(args.concurrency, int)
-    rates = _points(args.rates or args.rate, float)
+    rates = _points(args.rates, float)
     if conc and rates:
         raise RigError("give either --concurrency or --rates, not both")
     if not conc and not rates:

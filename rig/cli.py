@@ -15,7 +15,7 @@ class _Parser(argparse.ArgumentParser):
         raise RigError(f"{message} (see `{self.prog} --help`)")
 
 
-def _run_options(p: argparse.ArgumentParser, cycles_default_help: str) -> None:
+def _target_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("what runs")
     g.add_argument("--config", help="TOML file of options (example: workloads/nightly.toml)")
     g.add_argument("--runtime", help="auto (default), container, or an embedded version such as 0.7.0")
@@ -29,24 +29,33 @@ def _run_options(p: argparse.ArgumentParser, cycles_default_help: str) -> None:
     g.add_argument("--fault", help="fault injection preset of the template model: none, finalize-raises, "
                    "finalize-sleeps, stub-exits, load-fails, load-hangs, leaks-memory")
     g.add_argument("--execute-delay-ms", type=float, help="make the template model slow on purpose")
+    g.add_argument("--skip-ok", action="store_true",
+                   help="exit 0 when the run is skipped (the cupy model without a GPU); default: exit 3")
+
+
+def _server_options(g) -> None:
+    g.add_argument("--exit-timeout", type=int, help="the server's exit_timeout in seconds (default 30)")
+    g.add_argument("--startup-timeout", type=float, help="seconds to become ready (default 120)")
+    g.add_argument("--request-timeout", type=float, help="seconds a request may take (default 30)")
+    g.add_argument("--results", help="results folder (default results/)")
+
+
+def _cycle_options(p: argparse.ArgumentParser, cycles_default_help: str) -> None:
     c = p.add_argument_group("lifecycle")
     c.add_argument("--cycles", type=int, help=cycles_default_help)
     c.add_argument("--requests", type=int, help="requests per cycle when no workload runs (default 100)")
     c.add_argument("--retain", choices=["none", "last-response", "last-array"],
                    help="what stays referenced across stop() (default none)")
-    c.add_argument("--exit-timeout", type=int, help="the server's exit_timeout in seconds (default 30)")
     c.add_argument("--stop-strategy", choices=["stop", "unload-then-stop"])
     c.add_argument("--restart", choices=["fresh-process", "same-process"])
-    c.add_argument("--startup-timeout", type=float, help="seconds to become ready (default 120)")
-    c.add_argument("--request-timeout", type=float, help="seconds a request may take (default 30)")
-    c.add_argument("--results", help="results folder (default results/)")
+    _server_options(c)
     w = p.add_argument_group("workload inside each cycle")
     w.add_argument("--workload", help="none (fixed request count), steady, ramp, step, spike, soak "
                    "(locustfiles in workloads/), or the path of your own locustfile (FILE.py)")
     w.add_argument("--workload-seconds", type=float)
     w.add_argument("--users", type=int)
     w.add_argument("--in-flight", type=int)
-    w.add_argument("--rate", help="open loop: arrivals per second (bench: a list, e.g. 1000,2000)")
+    w.add_argument("--rate", help="open loop: arrivals per second")
     w.add_argument("--arrivals", choices=["poisson", "constant"])
     w.add_argument("--window-seconds", type=float)
     w.add_argument("--seed", type=int)
@@ -60,32 +69,55 @@ def _run_options(p: argparse.ArgumentParser, cycles_default_help: str) -> None:
                    "any for cycle, which records and reports)")
 
 
+def _bench_options(p: argparse.ArgumentParser) -> None:
+    """Bench runs each point in a fresh worker for --windows windows; it has no cycles,
+    retention, restart mode or thresholds, and its points replace --users and --rate."""
+    c = p.add_argument_group("server")
+    _server_options(c)
+    b = p.add_argument_group("sweep")
+    b.add_argument("--concurrency", help="closed loop points (requests in flight), e.g. 1,2,4,8")
+    b.add_argument("--rates", "--rate", dest="rates", help="open loop points (infer/s), e.g. 1000,2000,4000")
+    b.add_argument("--workload", help="closed loop: steady (default) or a locustfile whose users "
+                   "have no tasks of their own")
+    b.add_argument("--in-flight", type=int, help="requests in flight per user (default 1)")
+    b.add_argument("--arrivals", choices=["poisson", "constant"])
+    b.add_argument("--seed", type=int)
+    b.add_argument("--windows", type=int, default=3, help="windows per point (default 3)")
+    b.add_argument("--window-seconds", type=float)
+    b.add_argument("--p99-bound-ms", type=float, help="stop the sweep once p99 exceeds this")
+    b.add_argument("--compare", choices=["perf-analyzer"], help="also run perf_analyzer at the same points")
+
+
+_OVERRIDES = {  # config key -> option dest (a subcommand without the option leaves the key alone)
+    "runtime": "runtime", "engine": "engine", "model": "model", "model_repository": "model_repository",
+    "model_size": "model_size", "instances": "instances", "max_batch_size": "max_batch_size",
+    "dynamic_batching": "dynamic_batching", "fault": "fault", "execute_delay_ms": "execute_delay_ms",
+    "cycles": "cycles", "requests": "requests", "retain": "retain", "exit_timeout": "exit_timeout",
+    "stop_strategy": "stop_strategy", "restart": "restart", "startup_timeout": "startup_timeout",
+    "request_timeout": "request_timeout", "results": "results",
+    "workload.name": "workload", "workload.seconds": "workload_seconds", "workload.users": "users",
+    "workload.in_flight": "in_flight", "workload.arrivals": "arrivals",
+    "workload.window_seconds": "window_seconds", "workload.seed": "seed", "workload.web_port": "locust_web_port",
+    "thresholds.max_stop_latency_s": "max_stop_latency",
+    "thresholds.min_finalize_success": "min_finalize_success",
+    "thresholds.allow_leaks": "allow_leaks",
+}
+
+
 def _overrides(a: argparse.Namespace) -> dict:
-    return {
-        "runtime": a.runtime, "engine": a.engine, "model": a.model, "model_repository": a.model_repository,
-        "model_size": a.model_size, "instances": a.instances, "max_batch_size": a.max_batch_size,
-        "dynamic_batching": a.dynamic_batching, "fault": a.fault, "execute_delay_ms": a.execute_delay_ms,
-        "cycles": a.cycles, "requests": a.requests, "retain": a.retain, "exit_timeout": a.exit_timeout,
-        "stop_strategy": a.stop_strategy, "restart": a.restart, "startup_timeout": a.startup_timeout,
-        "request_timeout": a.request_timeout,
-        "results": a.results,
-        "workload.name": a.workload, "workload.seconds": a.workload_seconds, "workload.users": a.users,
-        "workload.in_flight": a.in_flight, "workload.rate": _one_rate(a), "workload.arrivals": a.arrivals,
-        "workload.window_seconds": a.window_seconds, "workload.seed": a.seed, "workload.web_port": a.locust_web_port,
-        "thresholds.max_stop_latency_s": a.max_stop_latency,
-        "thresholds.min_finalize_success": a.min_finalize_success,
-        "thresholds.allow_leaks": a.allow_leaks,
-    }
+    out = {key: getattr(a, dest, None) for key, dest in _OVERRIDES.items()}
+    out["workload.rate"] = _one_rate(getattr(a, "rate", None))
+    return out
 
 
-def _one_rate(a: argparse.Namespace) -> float | None:
-    if a.rate is None or a.command == "bench":
-        return None  # bench sweeps its --rate list itself
+def _one_rate(rate: str | None) -> float | None:
+    if rate is None:
+        return None
     try:
-        return float(a.rate)
+        return float(rate)
     except ValueError:
-        raise RigError(f"--rate is one number of arrivals per second (got {a.rate!r}); "
-                       "lists are for `rig bench`") from None
+        raise RigError(f"--rate is one number of arrivals per second (got {rate!r}); "
+                       "lists are for `rig bench --rates`") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,19 +127,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{cycle,soak,bench,runtime,doctor}")
 
     c = sub.add_parser("cycle", help="one lifecycle cycle: start, infer, retain, stop, verify, record")
-    _run_options(c, "cycles to run (default 1)")
+    _target_options(c)
+    _cycle_options(c, "cycles to run (default 1)")
+    c.set_defaults(func=cmd_cycle)
 
     s = sub.add_parser("soak", help="many cycles (the nightly job), with progress, summary and exit status")
-    _run_options(s, "cycles to run (default 1; the nightly config runs hundreds)")
+    _target_options(s)
+    _cycle_options(s, "cycles to run (default 1; the nightly config runs hundreds)")
     s.add_argument("--resume", metavar="RUN_ID", help="continue a killed run (same run id, each cycle once)")
+    s.set_defaults(func=cmd_soak)
 
     b = sub.add_parser("bench", help="sweep concurrency or arrival rate; store every window")
-    _run_options(b, "unused")
-    b.add_argument("--concurrency", help="closed loop points, e.g. 1,2,4,8")
-    b.add_argument("--rates", help="same as --rate: open loop points (infer/s), e.g. 1000,2000,4000")
-    b.add_argument("--windows", type=int, default=3, help="windows per point (default 3)")
-    b.add_argument("--p99-bound-ms", type=float, help="stop the sweep once p99 exceeds this")
-    b.add_argument("--compare", choices=["perf-analyzer"], help="also run perf_analyzer at the same points")
+    _target_options(b)
+    _bench_options(b)
+    b.set_defaults(func=cmd_bench)
 
     r = sub.add_parser("runtime", help="install and list Triton runtimes")
     rs = r.add_subparsers(dest="runtime_command", parser_class=_Parser)
@@ -115,14 +148,105 @@ def build_parser() -> argparse.ArgumentParser:
     ri.add_argument("version", nargs="?", default=None, help="nvidia-pytriton version (default the rig's pin)")
     ri.add_argument("--force", action="store_true")
     rs.add_parser("list", help="the runtimes installed here")
+    r.set_defaults(func=cmd_runtime)
 
-    sub.add_parser("doctor", help="which runtimes, engines, GPUs and CuPy are usable here, and why not")
+    d = sub.add_parser("doctor", help="which runtimes, engines, GPUs and CuPy are usable here, and why not")
+    d.set_defaults(func=cmd_doctor)
 
     wk = sub.add_parser("worker")  # internal: hosts Triton for the parent; listed nowhere
     sub._choices_actions = [a for a in sub._choices_actions if a.dest != "worker"]
     wk.add_argument("--spec", required=True)
     wk.add_argument("--result-fd", type=int, default=-1)
+    wk.set_defaults(func=cmd_worker)
     return p
+
+
+# ---------------------------------------------------------------- subcommands
+
+EXIT_SKIPPED = 3
+
+
+def _config(args):
+    """The run's configuration (file, then options), or None when the run is skipped here."""
+    from rig import config
+
+    _terminate_like_interrupt()
+    cfg = config.load(args.config, _overrides(args))
+    if cfg.model == "cupy" and not cfg.model_repository:
+        from rig.orchestrator import cupy_usable
+
+        ok, why = cupy_usable()
+        if not ok:
+            print(f"rig: skipped: the cupy model needs a CUDA device and CuPy ({why}); nothing was run. "
+                  "Use --model numpy on this machine, or --skip-ok where a skip is a success.")
+            return None
+    return cfg
+
+
+def _allowed_outcomes(args, default: tuple[str, ...]) -> tuple[str, ...]:
+    from rig.cycle import OUTCOMES
+
+    if args.allow_outcomes is None:
+        return default
+    allowed = tuple(x.strip() for x in args.allow_outcomes.split(",") if x.strip())
+    unknown = [x for x in allowed if x not in OUTCOMES]
+    if unknown:
+        raise RigError(f"unknown outcome(s) {', '.join(unknown)}: choose from {', '.join(OUTCOMES)}")
+    return allowed
+
+
+def _cycles(args, cfg, allowed: tuple[str, ...]) -> int:
+    from rig import soak
+
+    status, tally, run_id, reasons = soak.execute(
+        cfg, args.command, resume=getattr(args, "resume", None), allowed=allowed, log=_log)
+    if args.command == "soak" or len(tally.rows) > 1:
+        print(soak.summary_table(tally))
+    for reason in reasons:
+        print(f"FAIL: {reason}")
+    print(f"results: {cfg.results}/cycles (run_id {run_id})")
+    return status
+
+
+def cmd_cycle(args) -> int:
+    """A single cycle is a reproducer: it records and reports every outcome; soaks judge."""
+    from rig.cycle import OUTCOMES
+
+    cfg = _config(args)
+    if cfg is None:
+        return 0 if args.skip_ok else EXIT_SKIPPED
+    if args.allow_leaks is None and not args.config:
+        cfg.thresholds.allow_leaks = True
+    return _cycles(args, cfg, _allowed_outcomes(args, tuple(OUTCOMES)))
+
+
+def cmd_soak(args) -> int:
+    cfg = _config(args)
+    if cfg is None:
+        return 0 if args.skip_ok else EXIT_SKIPPED
+    return _cycles(args, cfg, _allowed_outcomes(args, ("clean",)))
+
+
+def cmd_bench(args) -> int:
+    from rig import bench
+
+    cfg = _config(args)
+    if cfg is None:
+        return 0 if args.skip_ok else EXIT_SKIPPED
+    return bench.run(cfg, args, log=_log)
+
+
+def cmd_doctor(args) -> int:
+    from rig import doctor
+
+    print(doctor.report())
+    return 0
+
+
+def cmd_worker(args) -> int:
+    from rig import worker
+
+    return worker.main(args.spec, args.result_fd)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,59 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:
             parser.print_help()
             return EXIT_USAGE
-        if args.command == "worker":
-            from rig import worker
-
-            return worker.main(args.spec, args.result_fd)
-        if args.command == "runtime":
-            return _runtime(args)
-        if args.command == "doctor":
-            from rig import doctor
-
-            print(doctor.report())
-            return 0
-        from rig import config
-
-        _terminate_like_interrupt()
-        cfg = config.load(args.config, _overrides(args))
-        if cfg.model == "cupy" and not cfg.model_repository:
-            from rig.orchestrator import cupy_usable
-
-            ok, why = cupy_usable()
-            if not ok:  # GPU-only paths skip with a reason, never fail
-                print(f"rig: skipped: the cupy model needs a CUDA device and CuPy ({why}); "
-                      "nothing was run. Use --model numpy on this machine.")
-                return 0
-        if args.allow_outcomes is not None:
-            allowed = tuple(x.strip() for x in args.allow_outcomes.split(",") if x.strip())
-            from rig.cycle import OUTCOMES
-
-            unknown = [x for x in allowed if x not in OUTCOMES]
-            if unknown:
-                raise RigError(f"unknown outcome(s) {', '.join(unknown)}: choose from {', '.join(OUTCOMES)}")
-        elif args.command == "cycle":
-            # A single cycle is a reproducer: it records and reports; soaks judge.
-            from rig.cycle import OUTCOMES
-
-            allowed = tuple(OUTCOMES)
-            if args.allow_leaks is None and not args.config:
-                cfg.thresholds.allow_leaks = True
-        else:
-            allowed = ("clean",)
-        if args.command == "bench":
-            from rig import bench
-
-            return bench.run(cfg, args, log=_log)
-        from rig import soak
-
-        status, tally, run_id, reasons = soak.execute(
-            cfg, args.command, resume=getattr(args, "resume", None), allowed=allowed, log=_log)
-        if args.command == "soak" or len(tally.rows) > 1:
-            print(soak.summary_table(tally))
-        for reason in reasons:
-            print(f"FAIL: {reason}")
-        print(f"results: {cfg.results}/cycles (run_id {run_id})")
-        return status
+        return args.func(args)
     except RigError as e:
         print(f"rig: error: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -221,7 +293,7 @@ def _log(msg: str) -> None:
     print(msg, flush=True)
 
 
-def _runtime(args) -> int:
+def cmd_runtime(args) -> int:
     from rig import runtime
 
     if args.runtime_command == "install":

@@ -203,9 +203,11 @@ class WorkerHandle:
         out = []
         for line in lines:
             try:
-                out.append(json.loads(line))
+                msg = json.loads(line)
             except ValueError:
-                pass
+                continue
+            if isinstance(msg, dict):  # anything else is not a message of the worker's
+                out.append(msg)
         return out
 
     def group_pids(self) -> list[int]:
@@ -335,6 +337,7 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleRow], No
                     elif kind == "cycle":
                         row = _blank_row(p, msg["row"]["cycle"])
                         row.update({k: v for k, v in msg["row"].items() if k in row})
+                        row["triton_version"] = msg["row"].get("triton_version")  # the core's word
                         if p.config.restart == "fresh-process":
                             try:
                                 w.proc.wait(30)
@@ -367,7 +370,9 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleRow], No
                         pending.remove(cyc)
                     break
             rc = w.proc.wait()
-            if pending and (current is not None or rc != 0) and pending[0] in batch:
+            # A worker that ends (even with status 0) before reporting a cycle of its batch has
+            # lost that cycle: record it, never spawn another worker for it.
+            if pending and pending[0] in batch:
                 cyc = current if current is not None else pending[0]
                 stubs, leaked = w.kill()
                 how = (f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}")

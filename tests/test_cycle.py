@@ -110,12 +110,15 @@ def test_cupy_model_runs_on_a_gpu_or_skips_with_a_reason(tmp_path):
     ok, why = cupy_usable()
     res = tmp_path / "r"
     p = rig("cycle", "--model", "cupy", "--results", str(res))
-    assert p.returncode == 0, p.stdout + p.stderr
     if not ok:
         print(f"cupy not usable here: {why}")
-        assert "skipped" in p.stdout and why in p.stdout
+        # nothing ran: not a success unless the caller says a skip is one
+        assert p.returncode == 3 and "skipped" in p.stdout and why in p.stdout
         assert not (res / "cycles").exists()
+        p = rig("soak", "--model", "cupy", "--skip-ok", "--results", str(res))
+        assert p.returncode == 0 and "skipped" in p.stdout
     else:
+        assert p.returncode == 0, p.stdout + p.stderr
         r = cycles(res).iloc[0]
         assert r.outcome == "clean" and bool(r.outputs_ok)
 

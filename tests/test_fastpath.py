@@ -42,7 +42,7 @@ CHILD = textwrap.dedent(r'''
     import json, os, sys, time
     from pathlib import Path
     import numpy as np
-    from rig import fastpath, models, runtime
+    from rig import fastpath, repository, runtime
     from rig.engines.base import EngineError, ServerOptions
     from rig.engines.capi import CapiEngine
 
@@ -50,9 +50,9 @@ CHILD = textwrap.dedent(r'''
     rt = runtime.Runtime.from_dict(json.loads(sys.argv[4]))
     repo = work / "repo"
     repo.mkdir()
-    models.render(models.ModelSpec(), repo)
+    repository.render(repository.ModelSpec(), repo)
     if scenario == "errors":
-        models.render(models.ModelSpec(name="dies", fault="stub-exits"), repo)
+        repository.render(repository.ModelSpec(name="dies", fault="stub-exits"), repo)
     engine = CapiEngine(rt.core_library)
     engine.start(ServerOptions(str(repo), rt.backend_dir, exit_timeout_s=exit_timeout,
                                log_file=str(work / "server.log")))

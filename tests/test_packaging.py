@@ -18,10 +18,11 @@ def test_wheel_contents(tmp_path, repo_root):
     assert p.returncode == 0, p.stderr[-2000:]
     wheel = next(tmp_path.glob("*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    for needed in ("rig/_fastpath.c", "rig/hook/evidence.py", "rig/model_templates/config.pbtxt.tmpl",
-                   "rig/model_templates/numpy_model.py", "rig/model_templates/cupy_model.py",
-                   "rig/workloads/shapes.py", "rig/workloads/nightly.toml", "rig/analysis/plots.py",
-                   "rig/models.py"):
+    for needed in ("rig/_fastpath.c", "rig/hook/evidence.py", "rig/_models/numpy/config.pbtxt.tmpl",
+                   "rig/_models/numpy/1/model.py", "rig/_models/cupy/config.pbtxt.tmpl", "rig/_models/cupy/1/model.py",
+                   "rig/_workloads/steady.py", "rig/_workloads/checked.py", "rig/_workloads/nightly.toml",
+                   "rig/analysis/plots.py", "rig/analysis/sweeps.py", "rig/repository.py", "rig/load/users.py",
+                   "rig/engines/official/engine.py"):
         assert needed in names, needed
     # a package folder named like a module would shadow it once installed
     modules = {n[:-3] for n in names if n.startswith("rig/") and n.endswith(".py") and n.count("/") == 1}

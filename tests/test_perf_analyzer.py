@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from rig import models
+from rig import repository
 from rig import perf_analyzer as pa
 from rig.errors import RigError
 
@@ -16,7 +16,7 @@ LATENCIES = ("p50_us", "p90_us", "p95_us", "p99_us", "avg_us")
 
 def _repo(tmp_path, name="simple", model_py=None):
     """The rig's numpy template as ``name``; ``model_py`` replaces its model file (a broken one)."""
-    mdir = models.render(models.ModelSpec(name=name), tmp_path / "repo")
+    mdir = repository.render(repository.ModelSpec(name=name), tmp_path / "repo")
     if model_py is not None:
         (mdir / "1" / "model.py").write_text(model_py)
     return tmp_path / "repo"

@@ -171,8 +171,6 @@ def test_a_stub_left_behind_by_a_finished_worker_is_killed_and_counted(tmp_path)
     assert gone(stub_pid(p, 1))
 
 
-@pytest.mark.xfail(strict=True, reason="run_cycles keeps only CycleRow fields of the worker's row, and "
-                   "triton_version is not one: _finish_row never sees the core's version")
 def test_the_core_reporting_another_version_is_noted(tmp_path):
     p = prepared(tmp_path, '''
         report(CYCLES[0], triton_version="2.99.0", detail="first note")
@@ -358,8 +356,6 @@ report(k)
     assert r.seconds < 10
 
 
-@pytest.mark.xfail(strict=True, reason="run_cycles respawns a worker that exits 0 without a word, "
-                   "for ever: no row is written (see the report of issue 9)")
 def test_a_worker_that_exits_0_without_a_word_is_crashed(tmp_path):
     # Guard: the third worker reports, so that the loop ends either way.
     p = prepared(tmp_path, '''
@@ -372,8 +368,6 @@ def test_a_worker_that_exits_0_without_a_word_is_crashed(tmp_path):
     assert row.outcome == "crashed" and row.detail.startswith("worker exit status 0")
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError,
-                   reason="a JSON line that is not an object (null, a list) raises in run_cycles")
 def test_json_that_is_not_an_object_is_ignored(tmp_path):
     p = prepared(tmp_path, '''
         raw("null\\n[1, 2]\\n")

@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from helpers import cycles, rig, spawn
-from rig.schedule import arrival_times, stable
+from rig.analysis.sweeps import stable
+from rig.schedule import arrival_times
 
 
 def windows(res):
@@ -108,7 +109,7 @@ def test_stability_rule():
 
 
 def test_knee_rules():
-    from rig.bench import knee
+    from rig.analysis.sweeps import knee
 
     closed = [{"point": 1, "throughput": 100}, {"point": 2, "throughput": 180}, {"point": 4, "throughput": 185}]
     assert knee(closed)["point"] == 2
@@ -142,13 +143,13 @@ class TritonPythonModel:
 
 @pytest.mark.slow
 def test_workload_spreads_over_a_users_models_bytes_included(tmp_path, runtime):
-    from rig import models
+    from rig import repository
 
     repo = tmp_path / "repo"
     (repo / "strlen" / "1").mkdir(parents=True)
     (repo / "strlen" / "config.pbtxt").write_text(STRLEN_CONFIG)
     (repo / "strlen" / "1" / "model.py").write_text(STRLEN_MODEL)
-    models.render(models.ModelSpec(name="matmul"), repo)
+    repository.render(repository.ModelSpec(name="matmul"), repo)
     res = tmp_path / "r"
     p = rig("cycle", "--model-repository", str(repo), "--workload", "steady", "--users", "2",
             "--workload-seconds", "2", "--window-seconds", "1", "--results", str(res))
