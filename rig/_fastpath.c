@@ -562,7 +562,7 @@ static void *open_main(void *arg)
 
 /* ------------------------------------------------------------------ public functions */
 
-void fp_lane_close(fp_lane *lane);
+int fp_lane_free(fp_lane *lane);
 
 /* names: n_inputs strings; shapes: n_inputs * MAX_DIMS int64 (row i holds ndims[i] dims). */
 fp_lane *fp_lane_new(void *server, const char *model, int64_t version, int n_inputs,
@@ -641,7 +641,7 @@ fp_lane *fp_lane_new(void *server, const char *model, int64_t version, int n_inp
     }
     return lane;
 fail:
-    fp_lane_close(lane);
+    (void)fp_lane_free(lane);
     return NULL;
 }
 
@@ -707,14 +707,6 @@ int fp_lane_stop(fp_lane *lane, int64_t timeout_ns)
     }
     pthread_mutex_unlock(&lane->mu);
     return idle;
-}
-
-int fp_lane_in_flight(fp_lane *lane)
-{
-    pthread_mutex_lock(&lane->mu);
-    int n = lane->in_flight;
-    pthread_mutex_unlock(&lane->mu);
-    return n;
 }
 
 /* Hand over the latencies recorded since the last drain: *out points at them (valid until the
@@ -799,4 +791,3 @@ int fp_lane_free(fp_lane *lane)
     return 1;
 }
 
-void fp_lane_close(fp_lane *lane) { (void)fp_lane_free(lane); }

@@ -17,8 +17,8 @@ from rig import orchestrator
 from rig.analysis.sweeps import knee, summarize
 from rig.config import RunConfig
 from rig.errors import RigError
-from rig.soak import window_row
-from rig.store import CycleRow, WindowRow
+from rig.store import CycleResult, WindowRow, window_row
+from rig.text import num
 
 
 def _points(text: str | None, kind) -> list:
@@ -68,12 +68,12 @@ def run(cfg: RunConfig, args, log=print) -> int:
             c.workload.name = "steady"
         c.restart = "fresh-process"
         pi = dataclasses.replace(p, config=c)
-        windows: list[dict] = []
-        rows: list[CycleRow] = []
-        orchestrator.run_cycles(pi, [i], rows.append, on_window=windows.append)
-        row = rows[0] if rows else None
-        if row is not None:
-            orchestrator.store_cycle(p, row, [window_row(pi, w) for w in windows])
+        results_of_point: list[CycleResult] = []
+        orchestrator.run_cycles(pi, [i], results_of_point.append)
+        row = results_of_point[0].row if results_of_point else None
+        windows = [dataclasses.asdict(w) for w in results_of_point[0].windows] if results_of_point else []
+        if results_of_point:
+            orchestrator.record(p, results_of_point[0])
         figures = summarize(windows)
         figures.update(point=point, outcome=row.outcome if row else "missing")
         line = (f"{point:>8} {_f(figures['throughput'], '{:,.0f}'):>10} {_f(figures['p50_us']):>8} "
@@ -115,7 +115,7 @@ def run(cfg: RunConfig, args, log=print) -> int:
 
 
 def _pa_row(p, cycle: int, point, closed: bool, got: dict) -> WindowRow:
-    return window_row(p, {
+    return window_row(p.run_id, p.engine, p.model_label, {
         "cycle": cycle, "window": 1, "tool": "perf_analyzer", "mode": "closed" if closed else "open",
         "concurrency": int(point) if closed else None, "rate": None if closed else float(point),
         "requests": 0, "errors": 0, "throughput": got.get("throughput"), "p50_us": got.get("p50_us"),
@@ -124,4 +124,4 @@ def _pa_row(p, cycle: int, point, closed: bool, got: dict) -> WindowRow:
 
 
 def _f(v, fmt="{:.0f}") -> str:
-    return "-" if v is None else fmt.format(v)
+    return num(v, fmt)

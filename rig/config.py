@@ -18,10 +18,15 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-RETAIN = ("none", "last-response", "last-array")
-STOP_STRATEGIES = ("stop", "unload-then-stop")
-RESTART_MODES = ("fresh-process", "same-process")
-ENGINES = ("auto", "capi", "tritonserver")
+Retain = typing.Literal["none", "last-response", "last-array"]
+StopStrategy = typing.Literal["stop", "unload-then-stop"]
+RestartMode = typing.Literal["fresh-process", "same-process"]
+EngineName = typing.Literal["auto", "capi", "tritonserver"]
+Arrivals = typing.Literal["poisson", "constant"]
+RETAIN = typing.get_args(Retain)
+STOP_STRATEGIES = typing.get_args(StopStrategy)
+RESTART_MODES = typing.get_args(RestartMode)
+ENGINES = typing.get_args(EngineName)
 # The built-in workloads: locustfiles in workloads/ (a path to a user's locustfile also serves)
 WORKLOADS = ("steady", "soak", "ramp", "step", "spike")
 
@@ -44,7 +49,7 @@ class WorkloadConfig:
     users: int = 1                    # closed loop: Locust users
     in_flight: int = 1                # closed loop: requests in flight per user
     rate: float | None = None         # open loop: arrivals per second
-    arrivals: str = "poisson"         # open loop: poisson | constant
+    arrivals: Arrivals = "poisson"    # open loop
     window_seconds: float = 1.0
     seed: int = 0
     web_port: int | None = None       # serve Locust's web UI on 127.0.0.1:PORT during the load
@@ -53,7 +58,7 @@ class WorkloadConfig:
 @dataclasses.dataclass
 class RunConfig:
     runtime: str | None = None        # auto | container | embedded-<v> | <v>
-    engine: str = "auto"
+    engine: EngineName = "auto"
     model: str = "numpy"              # numpy | cupy (templates), ignored with model_repository
     model_repository: str | None = None
     model_size: int = 4
@@ -64,10 +69,10 @@ class RunConfig:
     execute_delay_ms: float = 0.0
     cycles: int = 1
     requests: int = 100               # per cycle, when no workload runs
-    retain: str = "none"
+    retain: Retain = "none"
     exit_timeout: int = 30
-    stop_strategy: str = "stop"
-    restart: str = "fresh-process"
+    stop_strategy: StopStrategy = "stop"
+    restart: RestartMode = "fresh-process"
     startup_timeout: float = 120.0
     request_timeout: float = 30.0     # a request unanswered this long ends the cycle's workload
     results: str = "results"
@@ -135,6 +140,10 @@ def _toml_value(v) -> str:
 
 
 def _coerce(where: str, hint, value):
+    if typing.get_origin(hint) is typing.Literal:
+        if value not in typing.get_args(hint):
+            raise RigError(f"{where} must be one of {', '.join(typing.get_args(hint))} (got {value!r})")
+        return value
     args = typing.get_args(hint)
     allowed = [a for a in args if a is not type(None)] if args else [hint]
     if value is None and type(None) in args:

@@ -14,6 +14,7 @@ import os
 import shutil
 import threading
 import time
+import typing
 from pathlib import Path
 from typing import Callable
 
@@ -33,6 +34,8 @@ OUTCOMES = {
     "hung": "a phase ran past its deadline; the worker was killed",
     "crashed": "the worker died (signal or exit) in the middle of a cycle",
 }
+Outcome = typing.Literal["clean", "exit_timeout", "stop_error", "load_failed", "infer_error",
+                         "finalize_error", "finalize_missing", "hung", "crashed"]
 GRACE_AFTER_STOP_S = 5.0
 MAX_CONSECUTIVE_ERRORS = 3
 
@@ -88,7 +91,7 @@ def summarize_markers(markers: list[dict], t_stop_returned: float | None) -> dic
             "finalize_errors": sum(1 for m in ends if m.get("error"))}
 
 
-def classify(row: dict) -> str:
+def classify(row: dict) -> Outcome:
     """The outcome of a cycle the worker finished (hung/crashed are the parent's)."""
     if row.get("outcome") == "load_failed":
         return "load_failed"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from rig.engines.base import ModelMetadata
-from rig.engines.capi import NUMPY_OF
+from rig.engines.capi_core import NUMPY_OF
 
 
 def inputs_for(meta: ModelMetadata, batch: int = 1, seed: int = 0) -> dict[str, np.ndarray]:

@@ -29,7 +29,7 @@ from rig import runtime as runtime_mod
 from rig.config import RunConfig
 from rig.cycle import CycleSpec
 from rig.errors import RigError
-from rig.store import CycleRow, RunRow, Store, now_iso
+from rig.store import CycleResult, CycleRow, RunRow, Store, WindowRow, now_iso, window_row
 
 CYCLE_FIELDS = [f.name for f in dataclasses.fields(CycleRow)]
 
@@ -298,18 +298,27 @@ def _lost_cycle(p: Prepared, cycle: int, partial: dict | None, outcome: str, cle
     return row
 
 
-def store_cycle(p: Prepared, row: CycleRow, windows: list) -> None:
-    """A cycle's windows first, then its row: a row in ``cycles`` means its windows are stored."""
-    if windows:
-        p.store.write("windows", windows, p.runtime.triton_version, f"c{row.cycle:06d}")
+def record(p: Prepared, result: CycleResult) -> None:
+    """Store one cycle, for soak, cycle and bench alike: its windows first, then its row, so a
+    row in ``cycles`` means its windows are stored."""
+    row = result.row
+    if result.windows:
+        p.store.write("windows", list(result.windows), p.runtime.triton_version, f"c{row.cycle:06d}")
     p.store.write("cycles", [row], p.runtime.triton_version, f"c{row.cycle:06d}")
 
 
-def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleRow], None],
+def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult], None],
                on_window: Callable[[dict], None] | None = None,
                on_phase: Callable[[int, str], None] | None = None) -> None:
-    """Run the given cycle numbers in workers, writing each row as soon as it is known."""
+    """Run the given cycle numbers in workers. Each cycle's ``CycleResult`` (its row and its
+    windows) goes to ``on_cycle`` as soon as it is known; ``on_window`` sees each window's
+    message as it arrives (progress), ``on_phase`` each phase."""
     pending = list(cycles)
+    windows: dict[int, list[WindowRow]] = {}
+
+    def finish(row: dict, wall: float | None) -> None:
+        done = _finish_row(p, row, wall)
+        on_cycle(CycleResult(done, tuple(windows.pop(done.cycle, ()))))
     index = 0
     while pending:
         index += 1
@@ -332,8 +341,11 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleRow], No
                         deadline = time.monotonic() + float(msg["timeout_s"])
                         if on_phase and current is not None:
                             on_phase(current, phase)
-                    elif kind == "window" and on_window:
-                        on_window(msg)
+                    elif kind == "window":
+                        windows.setdefault(int(msg.get("cycle") or 0), []).append(
+                            window_row(p.run_id, p.engine, p.model_label, msg))
+                        if on_window:
+                            on_window(msg)
                     elif kind == "cycle":
                         row = _blank_row(p, msg["row"]["cycle"])
                         row.update({k: v for k, v in msg["row"].items() if k in row})
@@ -345,8 +357,7 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleRow], No
                                 pass
                             extra = w.reap_leftovers()
                             row["stubs_killed"] = (row.get("stubs_killed") or 0) + extra
-                        wall = time.monotonic() - t_cycle
-                        on_cycle(_finish_row(p, row, wall))
+                        finish(row, time.monotonic() - t_cycle)
                         pending.remove(row["cycle"])
                         current = None
                         deadline = time.monotonic() + p.config.startup_timeout + 60
@@ -366,7 +377,7 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleRow], No
                         row = _lost_cycle(p, cyc, partial.get("row"), "hung", "hung",
                                           f"phase {phase} ran past its deadline; worker group killed",
                                           stubs, leaked, w.proc.pid)
-                        on_cycle(_finish_row(p, row, time.monotonic() - t_cycle))
+                        finish(row, time.monotonic() - t_cycle)
                         pending.remove(cyc)
                     break
             rc = w.proc.wait()
@@ -379,7 +390,7 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleRow], No
                 row = _lost_cycle(p, cyc, partial.get("row"), "crashed", f"crashed: {how}",
                                   f"worker {how} in phase {phase}: {partial.get('detail') or w.log_tail()}",
                                   stubs, leaked, w.proc.pid)
-                on_cycle(_finish_row(p, row, time.monotonic() - t_cycle))
+                finish(row, time.monotonic() - t_cycle)
                 pending.remove(cyc)
         except BaseException:
             w.kill()

@@ -3,7 +3,7 @@
 perf_analyzer in C API mode (``--service-kind=triton_c_api``) hosts the same core the rig hosts,
 in its own process, from a folder with ``lib/libtritonserver.so`` and ``backends/`` (a runtime's
 ``server_dir``). ``tritonclient==2.48.0`` on PyPI ships the binary in its wheel; it is unpacked
-once into the rig's cache (FIELD_NOTES §4).
+once into the rig's cache.
 
 Traps this module handles (measured with 2.48 over the 2.51 core):
 
@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Callable
 
 from rig.errors import RigError
+from rig.probes import SHM_PREFIX
 
 TRITONCLIENT_VERSION = "2.48.0"
 BINARY = "perf_analyzer"
-SHM_PREFIX = "triton_python_backend_shm_region_"
 
 __all__ = ["ensure_perf_analyzer", "run_perf_analyzer", "parse_csv", "PerfAnalyzerError",
            "TRITONCLIENT_VERSION"]
@@ -232,7 +232,7 @@ def _meaningful(lines: list[str]) -> str:
 
 # ---------------------------------------------------------------- running it
 
-_SHM_NAME = re.compile(SHM_PREFIX + r"[\w-]+")
+_SHM_NAME = re.compile(SHM_PREFIX + r"_[\w-]+")
 
 
 def _group_shm_regions(pgid: int) -> set[str]:

@@ -20,11 +20,12 @@ import zipfile
 from pathlib import Path
 
 from rig.errors import RigError
+from rig.probes import STUB_NAME
 
 DEFAULT_EMBEDDED = "0.7.0"
 
-# Core bundled by each nvidia-pytriton release (measured with TRITONSERVER_ServerMetadata,
-# FIELD_NOTES §1). Results are filed under this name; a cycle whose core reports another says so.
+# Core bundled by each nvidia-pytriton release (measured here with TRITONSERVER_ServerMetadata
+# on every release that has a Python 3 stub). Results are filed under this name; a cycle whose core reports another says so.
 PYTRITON_CORE = {
     "0.2.5": "2.33.0", "0.3.1": "2.36.0", "0.4.2": "2.39.0", "0.5.0": "2.41.0",
     "0.5.1": "2.42.0", "0.5.2": "2.42.0", "0.5.3": "2.43.0", "0.5.4": "2.44.0",
@@ -33,7 +34,6 @@ PYTRITON_CORE = {
     "0.5.13": "2.51.0", "0.5.14": "2.51.0", "0.6.0": "2.51.0", "0.7.0": "2.51.0",
 }
 
-STUB_NAME = "triton_python_backend_stub"
 
 
 def cache_dir() -> Path:
@@ -159,7 +159,7 @@ def _assemble_server_dir(root: Path, wheel_dir: Path, py: str) -> Path:
     core = _find_core(wheel_dir)
     os.symlink(core, tmp / "lib" / "libtritonserver.so")
     libs = wheel_dir / "nvidia_pytriton.libs"
-    # perf_analyzer in C API mode links these by their plain names (FIELD_NOTES §4).
+    # perf_analyzer in C API mode links these by their plain names (it fails to start without).
     for plain, pattern in (("libb64.so.0d", "libb64*.so*"), ("libcudart.so.12", "libcudart*.so*")):
         hits = sorted(libs.glob(pattern))
         if hits:

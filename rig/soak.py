@@ -10,7 +10,8 @@ from typing import Callable
 from rig import orchestrator
 from rig.config import RunConfig, from_toml_text
 from rig.errors import RigError
-from rig.store import CycleRow, Store, WindowRow
+from rig.store import CycleResult, CycleRow, Store
+from rig.text import num
 
 DEFAULT_ALLOWED = ("clean",)
 
@@ -46,9 +47,7 @@ class Tally:
 
 def cycle_line(r: CycleRow) -> str:
     """The one-line human summary of a cycle."""
-    def f(x, fmt="{:.3f}"):
-        return "-" if x is None else fmt.format(x)
-
+    f = num
     parts = [f"cycle {r.cycle}: {r.outcome}", f"start {f(r.start_latency_s)} s",
              f"stop {f(r.stop_latency_s)} s",
              f"finalize {f(r.finalize_before_stop, '{}')}/{f(r.finalize_expected, '{}')} before stop, "
@@ -200,18 +199,16 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None,
     tally = Tally(list(stored_rows))
     progress = Progress(len(todo), f"{command} {p.run_id}", tally) if command == "soak" else None
 
-    windows: dict[int, list[WindowRow]] = {}
-
     def collect_window(msg: dict):
-        windows.setdefault(int(msg.get("cycle") or 0), []).append(window_row(p, msg))
         if progress:
             progress.window(msg)
         if on_window:
             on_window(msg)
 
-    def on_cycle(row: CycleRow):
+    def on_cycle(result: CycleResult):
+        row = result.row
         tally.add(row)
-        orchestrator.store_cycle(p, row, windows.pop(row.cycle, []))
+        orchestrator.record(p, result)
         if progress:
             progress.cycle_done(row)
         else:
@@ -237,17 +234,3 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None,
         path = plots.soak_figure(p.store.read("cycles", p.run_id), p.store.root / "plots" / f"{p.run_id}-soak.png")
         log(f"plot: {path}")
     return (1 if reasons else 0), tally, p.run_id, reasons
-
-
-def window_row(p, msg: dict, tool: str = "rig") -> WindowRow:
-    fields = {f.name for f in dataclasses.fields(WindowRow)} - {"schema_version"}
-    row = {k: msg.get(k) for k in fields}
-    row.update(run_id=p.run_id, engine=p.engine, model=p.model_label, tool=msg.get("tool", tool),
-               cycle=int(msg.get("cycle") or 0), mode=msg.get("mode") or "closed")
-    for k in ("requests", "errors"):
-        row[k] = int(row.get(k) or 0)
-    row["throughput"] = float(row.get("throughput") or 0.0)
-    row["start_s"] = float(row.get("start_s") or 0.0)
-    row["length_s"] = float(row.get("length_s") or 0.0)
-    row["window"] = int(row.get("window") or 0)
-    return WindowRow(**row)

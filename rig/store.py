@@ -123,6 +123,30 @@ class WindowRow:
     schema_version: int = SCHEMA_VERSION
 
 
+def window_row(run_id: str, engine: str, model: str, msg: dict, tool: str = "rig") -> WindowRow:
+    """A ``WindowRow`` from a worker's window message (or perf_analyzer's figures), with the
+    run's tags and defaults for what the message lacks."""
+    fields = {f.name for f in dataclasses.fields(WindowRow)} - {"schema_version"}
+    row = {k: msg.get(k) for k in fields}
+    row.update(run_id=run_id, engine=engine, model=model, tool=msg.get("tool", tool),
+               cycle=int(msg.get("cycle") or 0), mode=msg.get("mode") or "closed")
+    for k in ("requests", "errors"):
+        row[k] = int(row.get(k) or 0)
+    row["throughput"] = float(row.get("throughput") or 0.0)
+    row["start_s"] = float(row.get("start_s") or 0.0)
+    row["length_s"] = float(row.get("length_s") or 0.0)
+    row["window"] = int(row.get("window") or 0)
+    return WindowRow(**row)
+
+
+@dataclasses.dataclass(frozen=True)
+class CycleResult:
+    """What one cycle leaves: its row and its windows, stored together (windows first)."""
+
+    row: CycleRow
+    windows: tuple[WindowRow, ...] = ()
+
+
 _ARROW_OF = {int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_()}
 
 

@@ -258,14 +258,15 @@ def test_cycle_line_of_lost_and_failed_cycles():
 
 
 def test_window_row_fills_what_a_window_message_lacks():
-    p = type("P", (), {"run_id": "r9", "engine": "capi", "model_label": "numpy"})()
-    w = soak.window_row(p, {"cycle": "3", "window": None, "throughput": None, "p50_us": 120.0,
+    from rig.store import window_row
+
+    w = window_row("r9", "capi", "numpy", {"cycle": "3", "window": None, "throughput": None, "p50_us": 120.0,
                             "requests": 10.0, "unknown": 1})
     assert isinstance(w, WindowRow)
     assert (w.run_id, w.cycle, w.window, w.tool, w.mode) == ("r9", 3, 0, "rig", "closed")
     assert (w.requests, w.errors, w.throughput, w.start_s, w.p50_us, w.p99_us) == (10, 0, 0.0, 0.0, 120.0, None)
     assert type(w.requests) is int
-    assert soak.window_row(p, {"tool": "perf_analyzer", "mode": "open"}).tool == "perf_analyzer"
+    assert window_row("r9", "capi", "numpy", {"tool": "perf_analyzer", "mode": "open"}).tool == "perf_analyzer"
 
 
 # ================================================================ schedule
@@ -363,7 +364,7 @@ def test_knee_edge_cases():
     ({"stop_strategy": "kill"}, "stop_strategy must be one of"),
     ({"restart": "never"}, "restart must be one of"),
     ({"workload.name": "burst"}, "workload.name must be one of"),
-    ({"workload.arrivals": "uniform"}, "workload.arrivals must be one of"),
+    ({"workload.arrivals": "uniform"}, "arrivals must be one of poisson, constant"),
     ({"workload.seconds": 0}, "must be > 0"),
     ({"workload.window_seconds": -1.0}, "must be > 0"),
     ({"workload.users": 0}, "users and in_flight >= 1"),
@@ -376,7 +377,7 @@ def test_knee_edge_cases():
     ({"thresholds.min_finalize_success": -0.1}, "fraction"),
     ({"cycles": True}, "cycles must be int"),
     ({"cycles": 2.5}, "cycles must be int"),
-    ({"retain": 1}, "retain must be str"),
+    ({"retain": 1}, "retain must be one of none, last-response, last-array"),
     ({"thresholds.allow_leaks": "yes"}, "allow_leaks must be bool"),
     ({"thresholds": 3}, "thresholds must be a table"),
     ({"workload.nope": 1}, "unknown key 'nope'"),
@@ -570,3 +571,17 @@ def test_gpu_says_why_when_there_is_none():
     else:
         assert g.why and g.memory_used() is None and g.utilization() is None
     assert probes.gpu() is probes.gpu()
+
+
+def test_outcomes_and_option_values_are_literals_the_config_enforces():
+    import typing
+
+    from rig import config as config_mod
+    from rig.cycle import OUTCOMES, Outcome
+
+    assert tuple(OUTCOMES) == typing.get_args(Outcome)
+    assert config_mod.RETAIN == ("none", "last-response", "last-array")
+    with pytest.raises(RigError, match="retain must be one of none, last-response, last-array"):
+        config_mod.load(None, {"retain": "everything"})
+    with pytest.raises(RigError, match="arrivals must be one of poisson, constant"):
+        config_mod.load(None, {"workload.arrivals": "bursty"})

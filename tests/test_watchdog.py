@@ -25,7 +25,7 @@ from rig import orchestrator
 from rig.config import RunConfig
 from rig.cycle import OUTCOMES, CycleSpec
 from rig.runtime import Runtime
-from rig.store import CycleRow, Store
+from rig.store import CycleRow, Store, WindowRow
 
 # What every fake worker starts with: its arguments, its spec, the result pipe, and a way to
 # leave a process the probes take for a backend stub (argv[0] is the stub's name) in its group.
@@ -89,11 +89,18 @@ def prepared(tmp_path, body: str, **cfg) -> orchestrator.Prepared:
 
 
 def run(p: orchestrator.Prepared, cycles: list[int], **kw) -> types.SimpleNamespace:
-    rows, windows, phases = [], [], []
+    rows, windows, phases, results = [], [], [], []
+
+    def keep(result):
+        results.append(result)
+        rows.append(result.row)
+
     t0 = time.monotonic()
-    orchestrator.run_cycles(p, cycles, kw.pop("on_cycle", rows.append), on_window=windows.append,
+    orchestrator.run_cycles(p, cycles, kw.pop("on_cycle", keep),
+                            on_window=windows.append,
                             on_phase=kw.pop("on_phase", lambda c, ph: phases.append((c, ph))))
-    return types.SimpleNamespace(rows=rows, windows=windows, phases=phases, seconds=time.monotonic() - t0,
+    return types.SimpleNamespace(rows=rows, windows=windows, phases=phases, results=results,
+                                 seconds=time.monotonic() - t0,
                                  by_cycle={r.cycle: r for r in rows})
 
 
@@ -132,6 +139,14 @@ def test_reported_cycles_are_stored_as_reported_one_fresh_worker_each(tmp_path):
     assert [row.detail for row in r.rows] == ["spec cycles [1]", "spec cycles [2]", "spec cycles [3]"]
     assert r.phases == [(1, "infer"), (2, "infer"), (3, "infer")]
     assert [w["throughput"] for w in r.windows] == [100.0, 200.0, 300.0]
+    # each cycle's result carries its own windows, typed, with the run's tags
+    assert [[(w.cycle, w.throughput, w.run_id, w.engine) for w in res.windows] for res in r.results] == \
+        [[(1, 100.0, "run1", "capi")], [(2, 200.0, "run1", "capi")], [(3, 300.0, "run1", "capi")]]
+    assert all(isinstance(w, WindowRow) for res in r.results for w in res.windows)
+    for res in r.results:
+        orchestrator.record(p, res)
+    stored = p.store.read("windows", "run1").sort_values("cycle")
+    assert list(stored.throughput) == [100.0, 200.0, 300.0]
     first = r.rows[0]
     # what the parent adds: the run's tags, the wall time, the rig's overhead
     assert (first.run_id, first.engine, first.model, first.retain, first.restart) == \
@@ -392,8 +407,8 @@ def test_every_outcome_is_stored_as_soon_as_known(tmp_path):
     ''', cycles=3)
     seen = []
 
-    def on_cycle(row):
-        orchestrator.store_cycle(p, row, [])
+    def on_cycle(result):
+        orchestrator.record(p, result)
         seen.append(sorted(p.store.cycles_done("run1")))
 
     run(p, [1, 2, 3], on_cycle=on_cycle)
