@@ -97,6 +97,8 @@ def classify(row: dict) -> Outcome:
         return "load_failed"
     if row.get("errors") or row.get("outputs_ok") is False:
         return "infer_error"  # the stop that follows is still in stop_error / stop_latency_s
+    if row.get("requests") == 0 and row.get("expected_requests"):
+        return "infer_error"  # a workload that completed nothing measured nothing
     err = row.get("stop_error")
     if err:
         return "exit_timeout" if "exit timeout" in err.lower() else "stop_error"
@@ -151,14 +153,17 @@ def check_outputs(engine: Engine, model: str, inputs: dict, size: int, timeout_s
 
 
 def apply_retention(engine: Engine, model: str, inputs: dict, retain: str, kept: Retained,
-                    timeout_s: float) -> None:
-    """One last request after a workload, kept as the policy says (what the user's code holds)."""
+                    timeout_s: float) -> str | None:
+    """One last request after a workload, kept as the policy says (what the user's code holds).
+    Returns why it failed, or None: a failed retention request holds nothing, so the cycle would
+    measure ``none`` while claiming the policy; the caller records it as an error."""
     if retain == "none":
-        return
+        return None
     try:
         kept.keep(engine.infer(model, inputs, timeout_s=timeout_s), retain)
-    except EngineError:
-        return
+    except EngineError as e:
+        return f"the {retain} retention request failed: {e}"
+    return None
 
 
 def _sequential_requests(engine: Engine, spec: CycleSpec, inputs: dict, retain: str,

@@ -147,6 +147,8 @@ def now_ns() -> int:
 class Lane:
     """``in_flight`` requests to one model with fixed inputs, driven natively (see module doc)."""
 
+    blocking_stop = True  # stop() waits in C: call it off the hub (see rig.load.lanes.stop_lane)
+
     def __init__(self, engine: CapiEngine, model: str, inputs: dict[str, np.ndarray],
                  in_flight: int = 1, keep_last: bool = False, version: int = -1):
         self._h = None

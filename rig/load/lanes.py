@@ -121,6 +121,14 @@ class TaskLane:
         return True
 
 
+def stop_lane(lane, timeout_s: float = 30) -> bool:
+    """Stop a lane and wait for its requests, without blocking the hub: a lane whose ``stop``
+    waits in native code runs it on a thread of the hub's pool."""
+    if getattr(lane, "blocking_stop", False):
+        return gevent.get_hub().threadpool.apply(lane.stop, (timeout_s,))
+    return lane.stop(timeout_s)
+
+
 def make_lane(engine: Engine, model: str, inputs: dict, in_flight: int):
     """The engine's own lane (capi: native; tritonserver: its asyncio loop), else ``PyLane``."""
     return engine.lane(model, inputs, in_flight) or PyLane(engine, model, inputs, in_flight=in_flight)

@@ -12,6 +12,7 @@ import gevent
 from locust.env import Environment
 
 from rig.engines.base import Engine, EngineError
+from rig.load.lanes import stop_lane
 from rig.load.sink import Sink
 from rig.load.users import load_workload, run_classes, size_shape
 from rig.load.windows import HubMonitor, run_windows
@@ -58,21 +59,23 @@ def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, i
         gevent.spawn(writer)
     hub = HubMonitor()
     sink.start_pump()
-    t0 = time.monotonic()
-    if shape is not None:
-        runner.start_shape()
-    else:
-        runner.start(users, spawn_rate=max(users, 1) * 100)
-    rows = run_windows(sink, hub, t0, seconds, window_seconds, emit, tags,
-                       conc=lambda: sum(getattr(lane, "in_flight", 1) for lane in sink.lanes))
-    runner.quit()
+
+    def start():
+        if shape is not None:
+            runner.start_shape()
+        else:
+            runner.start(users, spawn_rate=max(users, 1) * 100)
+
+    rows, wall = run_windows(sink, hub, seconds, window_seconds, emit, tags,
+                             conc=lambda: sum(getattr(lane, "in_flight", 1) for lane in sink.lanes),
+                             start=start, finish=runner.quit)  # users stop: lanes wait, drained
     sink.stop_pump()
     if writer:
         writer.close_files()
     if web:
         web.stop()
     hub.stop()
-    return sink.summary(time.monotonic() - t0, rows)
+    return sink.summary(wall, rows)
 
 
 def run_open(engine: Engine, model: str, inputs: dict, *, rate: float, seconds: float,
@@ -85,20 +88,22 @@ def run_open(engine: Engine, model: str, inputs: dict, *, rate: float, seconds: 
                           "here: the capi engine needs a C compiler)", "UNSUPPORTED")
     sink = Sink()
     hub = HubMonitor()
-    t0 = time.monotonic()
-    start_ns = time.monotonic_ns() + 5_000_000
-    lane.start_open(arrival_times(rate, seconds, start_ns, arrivals, seed))
     sink.add(lane, model)
     sink.start_pump()
-    rows = run_windows(sink, hub, t0, seconds, window_seconds, emit, tags, conc=lambda: None, rate=rate)
+
+    def start():
+        lane.start_open(arrival_times(rate, seconds, time.monotonic_ns() + 5_000_000, arrivals, seed))
+
+    def finish():
+        stop_lane(lane)  # no more sends (the rest of the schedule is dropped); in-flight ones return
+        sink.remove(lane)
+
+    rows, wall = run_windows(sink, hub, seconds, window_seconds, emit, tags, conc=lambda: None, rate=rate,
+                             start=start, finish=finish)
     sink.stop_pump()
-    lane.stop()
-    sink.remove(lane)
     lane.close()
     hub.stop()
-    return sink.summary(time.monotonic() - t0, rows)
-
-
+    return sink.summary(wall, rows)
 
 
 def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
@@ -127,7 +132,14 @@ def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
                              emit=emit, tags=tags, csv_prefix=csv, web_port=wcfg.get("web_port"),
                              request_timeout=spec.request_timeout)
         out.pop("windows", None)
-        apply_retention(engine, model, inputs[model], spec.retain, kept, spec.request_timeout)
+        failed = apply_retention(engine, model, inputs[model], spec.retain, kept, spec.request_timeout)
+        if failed:
+            out["errors"] += 1
+            out["detail"] = f"{out['detail']}; {failed}" if out.get("detail") else failed
+        if out["requests"] == 0:
+            out["detail"] = (out.get("detail") + "; " if out.get("detail") else "") + \
+                "the workload completed no request"
+            out["expected_requests"] = True
         return out
 
     return workload

@@ -25,7 +25,7 @@ from rig.crossthread import Signal
 from rig.engines.base import Engine, EngineError
 from rig.config import WORKLOADS
 from rig.errors import RigError
-from rig.load.lanes import TaskLane, make_lane
+from rig.load.lanes import TaskLane, make_lane, stop_lane
 
 BUILTIN = WORKLOADS
 
@@ -68,7 +68,7 @@ class TritonUser(User):
         self.sink.add(self.lane, self.model)
 
     def on_stop(self):
-        self.lane.stop()
+        stop_lane(self.lane, self.request_timeout)
         self.sink.remove(self.lane)
         self.lane.close()
 

@@ -107,22 +107,33 @@ class HubMonitor:
         greenlet.settrace(self._previous)
 
 
-def run_windows(sink, hub: HubMonitor, t0: float, seconds: float, window_seconds: float,
-             emit, tags, conc, rate=None) -> list[dict]:
+def run_windows(sink, hub: HubMonitor, seconds: float, window_seconds: float, emit, tags, conc,
+                rate=None, start=None, finish=None) -> tuple[list[dict], float]:
+    """One row per window; returns the rows and the wall time. The first window opens before
+    ``start()`` starts the load, and ``finish()`` ends it once the last window's time is up: it
+    stops sending and waits for the requests in flight, which land in the last window (whose
+    length grows by that wait). So every completion falls in a window."""
     rows = []
     n = max(1, int(round(seconds / window_seconds)))
-    sink.switch(Window(1, time.monotonic() - t0))
+    t0 = time.monotonic()
+    sink.switch(Window(1, 0.0))
     hub.take()
+    if start is not None:
+        start()
     for i in range(n):
         gevent.sleep(max(0.0, t0 + (i + 1) * window_seconds - time.monotonic()))
+        concurrency = conc()
+        last = i + 1 == n
+        if last and finish is not None:
+            finish()
         # The next window opens in the same step as this one closes: no drain falls between.
         now = time.monotonic() - t0
-        w = sink.switch(Window(i + 2, now) if i + 1 < n else None)
+        w = sink.switch(None if last else Window(i + 2, now))
         w.hub_block_max_s = hub.take()
         length = now - w.start_s
         # Percentiles and encoding walk the whole histogram: off the hub, in a native thread.
-        row = gevent.get_hub().threadpool.apply(w.row, (length,), dict(concurrency=conc(), rate=rate, **tags))
+        row = gevent.get_hub().threadpool.apply(w.row, (length,), dict(concurrency=concurrency, rate=rate, **tags))
         row["stable"] = stable(rows + [row])
         rows.append(row)
         emit(row)
-    return rows
+    return rows, time.monotonic() - t0
