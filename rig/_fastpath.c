@@ -73,6 +73,11 @@ static struct {
                                       void *);
     TRITONSERVER_Error *(*ResponseError)(TRITONSERVER_InferenceResponse *);
     TRITONSERVER_Error *(*ResponseDelete)(TRITONSERVER_InferenceResponse *);
+    TRITONSERVER_Error *(*OutputCount)(TRITONSERVER_InferenceResponse *, uint32_t *);
+    TRITONSERVER_Error *(*Output)(TRITONSERVER_InferenceResponse *, const uint32_t, const char **,
+                                  TRITONSERVER_DataType *, const int64_t **, uint64_t *,
+                                  const void **, size_t *, TRITONSERVER_MemoryType *, int64_t *,
+                                  void **);
     /* One allocator for the process, never deleted: a response the caller keeps (and deletes
      * whenever it likes) points at it, so it must outlive every lane. */
     TRITONSERVER_ResponseAllocator *allocator;
@@ -148,7 +153,12 @@ typedef struct fp_lane {
     size_t lat_len;
     int lat_cur;
 
-    atomic_ullong submitted, completed, errors, out_bytes, dropped;
+    atomic_ullong submitted, completed, errors, out_bytes, dropped, bad_outputs;
+    /* The output check (fp_lane_set_check): one output by name, its byte size, and its bytes
+     * where they are known (a deterministic model with a fixed input: a memcmp is enough). */
+    char *check_name;
+    size_t check_size;
+    void *check_bytes;
     atomic_int has_error;
     char first_error[1024];
 
@@ -284,6 +294,8 @@ int fp_init(const char *core_path, char *err, size_t errlen)
     LOOK(InferAsync, "TRITONSERVER_ServerInferAsync");
     LOOK(ResponseError, "TRITONSERVER_InferenceResponseError");
     LOOK(ResponseDelete, "TRITONSERVER_InferenceResponseDelete");
+    LOOK(OutputCount, "TRITONSERVER_InferenceResponseOutputCount");
+    LOOK(Output, "TRITONSERVER_InferenceResponseOutput");
     TRITONSERVER_Error *e = T.ResponseAllocatorNew(&T.allocator, alloc_fn, release_fn, NULL);
     if (e) {
         snprintf(err, errlen, "TRITONSERVER_ResponseAllocatorNew: %s", T.ErrorMessage(e));
@@ -404,21 +416,55 @@ static void slot_event(fp_slot *slot)
     }
 }
 
+/* 1 when the response's checked output is what it must be (or nothing is checked). */
+static int output_ok(fp_lane *lane, TRITONSERVER_InferenceResponse *resp)
+{
+    if (!lane->check_name) return 1;
+    uint32_t count = 0;
+    TRITONSERVER_Error *e = T.OutputCount(resp, &count);
+    if (e) {
+        T.ErrorDelete(e);
+        return 0;
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        const char *name;
+        TRITONSERVER_DataType dt;
+        const int64_t *shape;
+        uint64_t dims;
+        const void *base;
+        size_t size;
+        TRITONSERVER_MemoryType mt;
+        int64_t mid;
+        void *up;
+        e = T.Output(resp, i, &name, &dt, &shape, &dims, &base, &size, &mt, &mid, &up);
+        if (e) {
+            T.ErrorDelete(e);
+            return 0;
+        }
+        if (strcmp(name, lane->check_name) != 0) continue;
+        if (size != lane->check_size) return 0;
+        return !lane->check_bytes || (base && memcmp(base, lane->check_bytes, size) == 0);
+    }
+    return 0; /* the output is missing */
+}
+
 static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t flags, void *userp)
 {
     fp_slot *slot = userp;
     fp_lane *lane = slot->lane;
     if (resp) {
-        TRITONSERVER_Error *e = T.ResponseError(resp); /* owned by the response */
+        TRITONSERVER_Error *e = T.ResponseError(resp); /* a new error object: ours to delete */
         if (e) {
             char buf[1024];
             snprintf(buf, sizeof buf, "response: %s", T.ErrorMessage(e));
+            T.ErrorDelete(e);
             slot->failed = 1;
             record_error(lane, buf);
             e = T.ResponseDelete(resp);
             if (e) T.ErrorDelete(e);
         } else {
             slot->ok = 1;
+            if (!output_ok(lane, resp)) atomic_fetch_add(&lane->bad_outputs, 1);
             TRITONSERVER_InferenceResponse *old = resp;
             if (lane->keep_last) {
                 old = atomic_exchange(&lane->last_response, resp);
@@ -726,7 +772,26 @@ void fp_lane_drain(fp_lane *lane, int64_t **out, size_t *n)
     pthread_mutex_unlock(&lane->lat_mu);
 }
 
-/* submitted, completed, errors, in_flight, issued, slots, out_bytes, dropped, issuing_done */
+/* Check every response's output `name`: byte size `size`, and its bytes when `bytes` is not
+ * NULL. Call before starting the lane. 0 ok, -1 out of memory. */
+int fp_lane_set_check(fp_lane *lane, const char *name, size_t size, const void *bytes)
+{
+    free(lane->check_name);
+    free(lane->check_bytes);
+    lane->check_name = NULL;
+    lane->check_bytes = NULL;
+    if (!name) return 0;
+    lane->check_name = strdup(name);
+    lane->check_size = size;
+    if (bytes) {
+        lane->check_bytes = malloc(size ? size : 1);
+        if (lane->check_bytes) memcpy(lane->check_bytes, bytes, size);
+    }
+    return lane->check_name && (!bytes || lane->check_bytes) ? 0 : -1;
+}
+
+/* submitted, completed, errors, in_flight, issued, slots, out_bytes, dropped, issuing_done,
+ * bad_outputs */
 void fp_lane_stats(fp_lane *lane, uint64_t *out)
 {
     out[0] = atomic_load(&lane->submitted);
@@ -740,6 +805,7 @@ void fp_lane_stats(fp_lane *lane, uint64_t *out)
     out[6] = atomic_load(&lane->out_bytes);
     out[7] = atomic_load(&lane->dropped);
     out[8] = (uint64_t)atomic_load(&lane->issuing_done);
+    out[9] = atomic_load(&lane->bad_outputs);
 }
 
 int fp_lane_fileno(fp_lane *lane) { return lane->efd; }
@@ -781,6 +847,8 @@ int fp_lane_free(fp_lane *lane)
     free(lane->inputs);
     free(lane->model);
     free(lane->sched);
+    free(lane->check_name);
+    free(lane->check_bytes);
     free(lane->lat[0]);
     free(lane->lat[1]);
     if (lane->efd >= 0) close(lane->efd);

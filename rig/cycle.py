@@ -29,13 +29,14 @@ OUTCOMES = {
     "stop_error": "stop returned another error",
     "load_failed": "the server or a model did not become ready",
     "infer_error": "requests failed (e.g. a stub died during execute)",
+    "wrong_output": "requests answered, but some outputs were wrong (see bad_outputs)",
     "finalize_error": "a model's finalize raised",
     "finalize_missing": "stop returned cleanly but some finalize had not run",
     "hung": "a phase ran past its deadline; the worker was killed",
     "crashed": "the worker died (signal or exit) in the middle of a cycle",
 }
 Outcome = typing.Literal["clean", "exit_timeout", "stop_error", "load_failed", "infer_error",
-                         "finalize_error", "finalize_missing", "hung", "crashed"]
+                         "wrong_output", "finalize_error", "finalize_missing", "hung", "crashed"]
 GRACE_AFTER_STOP_S = 5.0
 MAX_CONSECUTIVE_ERRORS = 3
 
@@ -99,6 +100,8 @@ def classify(row: dict) -> Outcome:
         return "infer_error"  # the stop that follows is still in stop_error / stop_latency_s
     if row.get("requests") == 0 and row.get("expected_requests"):
         return "infer_error"  # a workload that completed nothing measured nothing
+    if row.get("bad_outputs"):
+        return "wrong_output"
     err = row.get("stop_error")
     if err:
         return "exit_timeout" if "exit timeout" in err.lower() else "stop_error"
@@ -132,24 +135,53 @@ class Retained:
         self.response = None
 
 
-def check_outputs(engine: Engine, model: str, inputs: dict, size: int, timeout_s: float):
-    """The template computes INPUT @ W with a known W: a wrong answer is a silent failure (e.g.
-    numpy 2 in a stub built for numpy 1 returns every output empty)."""
+def reference_output(engine: Engine, model: str, inputs: dict, size: int, timeout_s: float):
+    """One request before the load: ``(ok, note, check)``. ``check`` is what every response under
+    load is held to: ``{"name", "size", "bytes"}`` of the first output. For the rig's template
+    (``size`` > 0) the answer is first compared with INPUT @ W (a wrong answer is a silent
+    failure: numpy 2 in a stub built for numpy 1 returns every output empty); its exact bytes are
+    then the reference (a fixed input to a deterministic model: every answer is the same). For
+    other models, the first answer's byte size (bytes None)."""
     import numpy as np
 
-    x = next(iter(inputs.values()))
-    want = x @ (np.arange(size * size, dtype=np.float32).reshape(size, size) / (size * size))
     try:
         r = engine.infer(model, inputs, timeout_s=timeout_s)
     except EngineError as e:
-        return False, f"output check: {e}"
+        return False, f"output check: {e}", None
     try:
-        got = next(iter(r.outputs().values()))
+        outputs = r.outputs()
     finally:
         r.release()
+    if not outputs:
+        return False, f"{model} answered with no output", None
+    name, got = next(iter(outputs.items()))
+    got = np.asarray(got)
+    # BYTES outputs are not checked under load (their size here is not their size on the wire)
+    check = None if got.dtype == object else {"name": name, "size": int(got.nbytes), "bytes": None}
+    if not size:
+        return None, None, check
+    x = next(iter(inputs.values()))
+    want = x @ (np.arange(size * size, dtype=np.float32).reshape(size, size) / (size * size))
     if got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-5):
-        return True, None
-    return False, f"wrong outputs from {model}: got {np.asarray(got).ravel()[:4]}, want {want.ravel()[:4]}"
+        if check is not None:
+            check["bytes"] = np.ascontiguousarray(got).tobytes()
+        return True, None, check
+    return False, f"wrong outputs from {model}: got {got.ravel()[:4]}, want {want.ravel()[:4]}", check
+
+
+def output_is(check: dict | None, outputs: dict) -> bool:
+    """A response's outputs (numpy arrays) against a reference from ``reference_output``."""
+    if not check:
+        return True
+    import numpy as np
+
+    got = outputs.get(check["name"])
+    if got is None:
+        return False
+    got = np.ascontiguousarray(got)
+    if got.nbytes != check["size"]:
+        return False
+    return check["bytes"] is None or got.tobytes() == check["bytes"]
 
 
 def apply_retention(engine: Engine, model: str, inputs: dict, retain: str, kept: Retained,
@@ -167,8 +199,9 @@ def apply_retention(engine: Engine, model: str, inputs: dict, retain: str, kept:
 
 
 def _sequential_requests(engine: Engine, spec: CycleSpec, inputs: dict, retain: str,
-                         kept: Retained) -> dict:
+                         kept: Retained, checks: dict) -> dict:
     errors = 0
+    bad = 0
     first_error = None
     t0 = time.monotonic()
     n = spec.requests
@@ -187,12 +220,14 @@ def _sequential_requests(engine: Engine, spec: CycleSpec, inputs: dict, retain: 
                 break  # the model stopped answering (a dead stub, a stuck execute): stop sending
             continue
         consecutive = 0
+        if checks.get(model) and not output_is(checks[model], r.outputs()):
+            bad += 1
         if i == n - 1:
             kept.keep(r, retain)
         else:
             r.release()
     wall = time.monotonic() - t0
-    return {"requests": sent, "errors": errors,
+    return {"requests": sent, "errors": errors, "bad_outputs": bad, "lane": "sequential",
             "throughput": (sent - errors) / wall if wall > 0 else None, "detail": first_error}
 
 
@@ -247,11 +282,14 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
                          "(a custom EXECUTION_ENV_PATH?); finalize columns read 0")
 
     inputs = {m: inputs_for(engine.model_metadata(m)) for m in spec.models}
-    if spec.check:
-        row["outputs_ok"], note = check_outputs(engine, spec.models[0], inputs[spec.models[0]],
-                                                spec.check, spec.request_timeout)
+    checks: dict = {}
+    for m in spec.models:  # every response under load is held to its model's first answer
+        ok, note, checks[m] = reference_output(engine, m, inputs[m], spec.check if m == spec.models[0] else 0,
+                                               spec.request_timeout)
+        if m == spec.models[0]:
+            row["outputs_ok"] = ok
         if note:
-            row["detail"] = note
+            row["detail"] = f"{row['detail']}; {note}" if row.get("detail") else note
     pids = [os.getpid()] + [p.pid for p in probes.stubs_of(os.getpid())]
     regions = probes.shm_regions_mapped(pids)
 
@@ -259,10 +297,10 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     t_work = time.monotonic()
     if workload is not None:
         phase("infer", float(spec.workload.get("seconds", 2.0)) * 3 + 60)
-        _merge(row, workload(engine, spec, inputs, kept, cycle))
+        _merge(row, workload(engine, spec, inputs, kept, cycle, checks))
     else:
         phase("infer", 60 + spec.requests * 0.1 + spec.request_timeout)
-        _merge(row, _sequential_requests(engine, spec, inputs, spec.retain, kept))
+        _merge(row, _sequential_requests(engine, spec, inputs, spec.retain, kept, checks))
 
     row["workload_s"] = time.monotonic() - t_work
     stubs = probes.stubs_of(os.getpid())

@@ -47,7 +47,7 @@ CFLAGS = ("-O2", "-shared", "-fPIC", "-pthread")
 MAX_DIMS = 16  # as in _fastpath.c
 _ERRLEN = 1024
 _STATS = ("submitted", "completed", "errors", "in_flight", "issued", "slots", "output_bytes",
-          "dropped", "issuing_done")
+          "dropped", "issuing_done", "bad_outputs")
 
 _lib_lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
@@ -110,6 +110,7 @@ def _library(log=lambda msg: None) -> ctypes.CDLL:
                 "fp_lane_stop": (c_int, [c_void_p, c_int64]),
                 "fp_lane_drain": (None, [c_void_p, POINTER(POINTER(c_int64)), POINTER(c_size_t)]),
                 "fp_lane_stats": (None, [c_void_p, POINTER(c_uint64)]),
+                "fp_lane_set_check": (c_int, [c_void_p, c_char_p, c_size_t, c_void_p]),
                 "fp_lane_fileno": (c_int, [c_void_p]),
                 "fp_lane_first_error": (c_char_p, [c_void_p]),
                 "fp_lane_take_last": (c_void_p, [c_void_p]),
@@ -206,6 +207,24 @@ class Lane:
         if not self._h:
             raise RigError("this lane is closed")
         return self._h
+
+    kind = "native"
+
+    def set_check(self, check: dict | None) -> None:
+        """Hold every response's output ``check["name"]`` to ``check["size"]`` bytes, and to
+        ``check["bytes"]`` where given (see ``rig.cycle.reference_output``). Before starting."""
+        if not check:
+            self._lib.fp_lane_set_check(self._handle(), None, 0, None)
+            return
+        data = check.get("bytes")
+        if self._lib.fp_lane_set_check(self._handle(), check["name"].encode(), int(check["size"]),
+                                       data) != 0:
+            raise RigError("out of memory setting the lane's output check")
+
+    def counters(self) -> dict[str, int]:
+        """Cumulative: responses with a wrong output, latencies lost to a full buffer."""
+        st = self.stats()
+        return {"bad_outputs": st["bad_outputs"], "lost_samples": st["dropped"]}
 
     def start_closed(self) -> None:
         rc = self._lib.fp_lane_start_closed(self._handle())

@@ -26,7 +26,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: scheduled, dropped, bad_outputs, lane (cycles, windows); lost_samples, clipped (windows)
 PARTITIONS = ("triton_version", "date")
 
 
@@ -87,6 +87,10 @@ class CycleRow:
     stop_error: str | None
     cleanup: str | None               # ok | close failed/blocked | crashed: SIG... | hung (after stop)
     detail: str | None                # signal, phase that hung, first error, ...
+    scheduled: int | None = None      # open loop: sends the schedule held
+    dropped: int | None = None        # open loop: scheduled but never sent before the end
+    bad_outputs: int | None = None    # responses whose checked output was wrong (see cycle.reference_output)
+    lane: str | None = None           # how the load was sent: native | asyncio | python | tasks (and why not native)
     schema_version: int = SCHEMA_VERSION
 
 
@@ -120,6 +124,12 @@ class WindowRow:
     gpu_memory_bytes: int | None
     gpu_utilization: float | None
     histogram: str | None      # HDR histogram, base64 (hdrhistogram's encode), microseconds
+    scheduled: int | None = None     # open loop: sends scheduled within this window
+    dropped: int | None = None       # open loop: scheduled but never sent (the last window)
+    bad_outputs: int | None = None   # responses with a wrong checked output
+    lost_samples: int | None = None  # latencies a lane could not keep (a full buffer): counted, not lost
+    clipped: int | None = None       # latencies above the histogram's range (60 s), recorded as 60 s
+    lane: str | None = None
     schema_version: int = SCHEMA_VERSION
 
 

@@ -71,9 +71,9 @@ def test_classify(row, outcome):
 
 def test_classify_never_answers_the_parents_outcomes():
     rows = [{"errors": e, "outputs_ok": o, "stop_error": s, "finalize_errors": f, "finalize_expected": x,
-             "finalize_before_stop": b}
+             "finalize_before_stop": b, "bad_outputs": bad}
             for e in (None, 0, 2) for o in (None, True, False) for s in (None, "exit timeout", "other")
-            for f in (None, 0, 1) for x in (None, 0, 2) for b in (None, 0, 2)]
+            for f in (None, 0, 1) for x in (None, 0, 2) for b in (None, 0, 2) for bad in (None, 0, 3)]
     seen = {cycle.classify(r) for r in rows}
     assert seen == set(cycle.OUTCOMES) - {"hung", "crashed", "load_failed"}
 

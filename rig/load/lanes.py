@@ -14,14 +14,19 @@ import time
 import gevent
 import numpy as np
 
+from rig.cycle import output_is
 from rig.engines.base import Engine, EngineError
 
 
 class PyLane:
     """Closed-loop lane over ``Engine.infer_async`` (slower; for engines without the fast path)."""
 
+    kind = "python"
+
     def __init__(self, engine: Engine, model: str, inputs: dict, in_flight: int = 1):
         self.engine, self.model, self.inputs, self.in_flight = engine, model, inputs, in_flight
+        self._check = None
+        self._bad = 0
         self._fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._lat: list[int] = []
         self._errors = 0
@@ -34,19 +39,24 @@ class PyLane:
         self._outstanding += 1
 
         def done(response, error, t0=t0):
-            t1 = time.monotonic_ns()
-            self._outstanding -= 1
             if error is not None:
                 self._errors += 1
                 self._first_error = self._first_error or str(error)
             else:
-                self._lat.append(t1 - t0)
+                if self._check is not None:
+                    try:
+                        ok = output_is(self._check, response.outputs())
+                    except EngineError:
+                        ok = False
+                    self._bad += 0 if ok else 1
                 response.release()
+                self._lat.append(time.monotonic_ns() - t0)  # the clock stops after the release
+            self._outstanding -= 1
             try:
                 os.eventfd_write(self._fd, 1)
             except OSError:
                 pass
-            if self._running and error is None:
+            if self._running:  # after an error too: the lane keeps its requests in flight
                 self._submit()
 
         try:
@@ -55,6 +65,12 @@ class PyLane:
             self._outstanding -= 1
             self._errors += 1
             self._first_error = self._first_error or str(e)
+
+    def set_check(self, check: dict | None) -> None:
+        self._check = check
+
+    def counters(self) -> dict[str, int]:
+        return {"bad_outputs": self._bad, "lost_samples": 0}
 
     def start_closed(self):
         self._running = True
@@ -93,6 +109,7 @@ class TaskLane:
     """Requests sent by a user's own tasks: each recorded by the task's greenlet when it ends."""
 
     in_flight = 1
+    kind = "tasks"
 
     def __init__(self):
         self._lat: list[int] = []

@@ -9,6 +9,7 @@ import time
 from typing import Callable
 
 import gevent
+import numpy as np
 from locust.env import Environment
 
 from rig.engines.base import Engine, EngineError
@@ -22,14 +23,14 @@ from rig.schedule import arrival_times
 def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, in_flight: int,
                seconds: float, window_seconds: float, workload: str = "steady",
                emit: Callable[[dict], None], tags: dict, csv_prefix: str | None = None,
-               web_port: int | None = None, request_timeout: float = 30.0) -> dict:
+               web_port: int | None = None, request_timeout: float = 30.0, checks: dict | None = None) -> dict:
     """Closed loop: the workload's users (a built-in name or a locustfile) under its shape, or
     ``users`` of them from the start. ``inputs`` maps each model to its inputs."""
     loaded = load_workload(workload)
     shape = size_shape(loaded.shape, users, seconds)
     sink = Sink()
     classes = run_classes(loaded, engine=engine, models=models, inputs=inputs, in_flight=in_flight,
-                          request_timeout=request_timeout, sink=sink)
+                          request_timeout=request_timeout, sink=sink, checks=checks)
     env = Environment(user_classes=classes, shape_class=shape)
     sink.env = env
 
@@ -68,7 +69,7 @@ def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, i
 
     rows, wall = run_windows(sink, hub, seconds, window_seconds, emit, tags,
                              conc=lambda: sum(getattr(lane, "in_flight", 1) for lane in sink.lanes),
-                             start=start, finish=runner.quit)  # users stop: lanes wait, drained
+                             start=start, finish=lambda last: runner.quit())  # lanes wait, drained
     sink.stop_pump()
     if writer:
         writer.close_files()
@@ -80,37 +81,56 @@ def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, i
 
 def run_open(engine: Engine, model: str, inputs: dict, *, rate: float, seconds: float,
              window_seconds: float, arrivals: str, seed: int, emit: Callable[[dict], None],
-             tags: dict) -> dict:
-    """Open loop: one lane submits on a seeded schedule; latency from the scheduled time."""
+             tags: dict, check: dict | None = None) -> dict:
+    """Open loop: one lane submits on a seeded schedule; latency from the scheduled time. Every
+    scheduled send is accounted: each window holds the sends scheduled in it (``scheduled``),
+    and the last one those never sent (``dropped``); so over the windows,
+    scheduled = requests + errors + dropped."""
     lane = engine.lane(model, inputs, 1)
     if lane is None or not hasattr(lane, "start_open"):
         raise EngineError(f"open-loop load needs a lane of the engine's own ({engine.name} has none "
                           "here: the capi engine needs a C compiler)", "UNSUPPORTED")
+    if hasattr(lane, "set_check"):
+        lane.set_check(check)
     sink = Sink()
     hub = HubMonitor()
     sink.add(lane, model)
     sink.start_pump()
+    schedule = np.empty(0, dtype=np.int64)
+    opened = [0]  # sends counted into windows so far
 
     def start():
-        lane.start_open(arrival_times(rate, seconds, time.monotonic_ns() + 5_000_000, arrivals, seed))
+        nonlocal schedule
+        schedule = arrival_times(rate, seconds, time.monotonic_ns() + 5_000_000, arrivals, seed)
+        lane.start_open(schedule)
 
-    def finish():
-        stop_lane(lane)  # no more sends (the rest of the schedule is dropped); in-flight ones return
+    def scheduled_until(window, end_ns: int | None) -> None:
+        upto = len(schedule) if end_ns is None else int(np.searchsorted(schedule, end_ns, side="left"))
+        window.scheduled = upto - opened[0]
+        opened[0] = upto
+
+    def finish(last):
+        stop_lane(lane)  # no more sends; the requests in flight return into this window
         sink.remove(lane)
+        stats = lane.stats()
+        last.dropped = len(schedule) - stats["issued"]  # never sent: cut by the stop, or refused
 
-    rows, wall = run_windows(sink, hub, seconds, window_seconds, emit, tags, conc=lambda: None, rate=rate,
-                             start=start, finish=finish)
+    rows, wall = run_windows(sink, hub, seconds, window_seconds, emit, tags, conc=lambda: None,
+                             rate=rate, start=start, finish=finish,
+                             before_close=lambda w, end_ns: scheduled_until(w, end_ns))
     sink.stop_pump()
     lane.close()
     hub.stop()
-    return sink.summary(wall, rows)
+    out = sink.summary(wall, rows)
+    out.update(scheduled=int(len(schedule)), dropped=int(sum(r.get("dropped") or 0 for r in rows)))
+    return out
 
 
 def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
     """A workload function for ``cycle.run_cycle``: Locust load for ``seconds`` on every model,
     then the retention policy applied to one last request."""
 
-    def workload(engine: Engine, spec, inputs: dict, kept, cycle: int) -> dict:
+    def workload(engine: Engine, spec, inputs: dict, kept, cycle: int, checks: dict | None = None) -> dict:
         from rig.cycle import apply_retention
 
         model = spec.models[0]
@@ -123,14 +143,14 @@ def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
             out = run_open(engine, model, inputs[model], rate=float(wcfg["rate"]),
                            seconds=float(wcfg["seconds"]), window_seconds=float(wcfg["window_seconds"]),
                            arrivals=wcfg.get("arrivals", "poisson"), seed=int(wcfg.get("seed", 0)),
-                           emit=emit, tags=tags)
+                           emit=emit, tags=tags, check=(checks or {}).get(model))
         else:
             csv = os.path.join(spec.log_dir, f"locust-c{cycle:06d}") if spec.log_dir else None
             out = run_locust(engine, list(spec.models), inputs, users=int(wcfg["users"]),
                              in_flight=int(wcfg["in_flight"]), seconds=float(wcfg["seconds"]),
                              window_seconds=float(wcfg["window_seconds"]), workload=wcfg.get("name", "steady"),
                              emit=emit, tags=tags, csv_prefix=csv, web_port=wcfg.get("web_port"),
-                             request_timeout=spec.request_timeout)
+                             request_timeout=spec.request_timeout, checks=checks)
         out.pop("windows", None)
         failed = apply_retention(engine, model, inputs[model], spec.retain, kept, spec.request_timeout)
         if failed:

@@ -71,21 +71,31 @@ class Sink:
         self.total = 0
         self.errors = 0        # failed requests, and tasks that raised
         self.task_errors = 0   # of which tasks that raised (their request, if any, completed)
+        self.bad_outputs = 0
         self.first_error: str | None = None
+        self.kinds: set[str] = set()  # which lanes ran: native, asyncio, python, tasks
+        self._seen: dict = {}          # lane -> its counters at the last take
         self._pump = None
 
     def summary(self, wall_s: float, rows: list[dict]) -> dict:
         return {"requests": self.total + self.errors - self.task_errors, "errors": self.errors,
+                "bad_outputs": self.bad_outputs, "lane": self.lane_label(),
                 "throughput": self.total / wall_s if wall_s > 0 else None, "detail": self.first_error,
                 "windows": rows}
 
+    def lane_label(self) -> str | None:
+        return ",".join(sorted(self.kinds)) or None
+
     def add(self, lane, name: str) -> None:
         self.lanes[lane] = name
+        self.kinds.add(getattr(lane, "kind", type(lane).__name__))
 
     def remove(self, lane) -> None:
-        name = self.lanes.pop(lane, None)
+        name = self.lanes.get(lane)
         if name is not None:
             self.take(lane, name)
+            del self.lanes[lane]
+            self._seen.pop(lane, None)
 
     def take(self, lane, name: str) -> None:
         lat, errors = lane.drain()
@@ -93,8 +103,15 @@ class Sink:
             self.first_error = self.first_error or lane.first_error()
         self.total += int(lat.size)
         self.errors += errors
+        counters = lane.counters() if hasattr(lane, "counters") else {}
+        seen = self._seen.get(lane, {})
+        delta = {k: v - seen.get(k, 0) for k, v in counters.items()}
+        self._seen[lane] = counters
+        self.bad_outputs += delta.get("bad_outputs", 0)
         if self.window is not None:
             self.window.record(lat, errors)
+            self.window.bad_outputs += delta.get("bad_outputs", 0)
+            self.window.lost_samples += delta.get("lost_samples", 0)
         if self.env is not None:
             log_to_locust(self.env.stats, name, lat / 1e6)
             if errors:

@@ -57,11 +57,14 @@ class TritonUser(User):
     inputs_by_model: dict = {}      # the rig's inputs for each model
     in_flight: int = 1
     request_timeout: float = 30.0
+    checks: dict = {}               # model -> reference output every lane response is held to
     sink = None
 
     def on_start(self):
         if self.tasks == [_hold]:
             self.lane = make_lane(self.engine, self.model, self.inputs_by_model[self.model], self.in_flight)
+            if hasattr(self.lane, "set_check"):
+                self.lane.set_check(self.checks.get(self.model))
             self.lane.start_closed()
         else:
             self.lane = TaskLane()
@@ -171,12 +174,13 @@ def load_workload(name: str) -> Workload:
 
 
 def run_classes(workload: Workload, *, engine: Engine, models: list[str], inputs: dict,
-                in_flight: int, request_timeout: float, sink) -> list[type]:
+                in_flight: int, request_timeout: float, sink, checks: dict | None = None) -> list[type]:
     """Subclasses of the workload's users made for one run. A user without tasks of its own (a
     lane user) gets one subclass per model, so Locust spreads such users over the models."""
     made = []
     common = {"engine": engine, "models": tuple(models), "inputs_by_model": inputs,
-              "in_flight": in_flight, "request_timeout": request_timeout, "sink": sink}
+              "in_flight": in_flight, "request_timeout": request_timeout, "sink": sink,
+              "checks": checks or {}}
     for cls in workload.users:
         if cls.tasks:
             made.append(type(cls.__name__, (cls,), {**common, "model": models[0], "abstract": False}))

@@ -46,12 +46,19 @@ class Window:
         self.errors = 0
         self.hub_block_max_s = 0.0
         self._sum_ns = 0  # the exact mean (the histogram's own walks every bucket in Python)
+        self.bad_outputs = 0
+        self.lost_samples = 0
+        self.clipped = 0
+        self.scheduled: int | None = None  # open loop (set by the runner)
+        self.dropped: int | None = None
 
     def record(self, latencies_ns: np.ndarray, errors: int):
         self.errors += errors
         if latencies_ns.size == 0:
             return
-        record_many(self.hist, np.clip((latencies_ns + 500) // 1000, 1, HDR_MAX_US))
+        us = (latencies_ns + 500) // 1000
+        self.clipped += int(np.count_nonzero(us > HDR_MAX_US))
+        record_many(self.hist, np.clip(us, 1, HDR_MAX_US))
         self.requests += int(latencies_ns.size)
         self._sum_ns += int(latencies_ns.sum())
 
@@ -74,6 +81,8 @@ class Window:
                     max_us=float(h.get_max_value()) if n else None,
                     mean_us=self._sum_ns / self.requests / 1000.0 if self.requests else None,
                     hub_block_max_ms=self.hub_block_max_s * 1000.0,
+                    bad_outputs=self.bad_outputs, lost_samples=self.lost_samples, clipped=self.clipped,
+                    scheduled=self.scheduled, dropped=self.dropped,
                     worker_rss_bytes=stats["rss_bytes"],
                     histogram=base64.b64encode(h.encode()).decode() if n else None, **tags)
 
@@ -108,11 +117,12 @@ class HubMonitor:
 
 
 def run_windows(sink, hub: HubMonitor, seconds: float, window_seconds: float, emit, tags, conc,
-                rate=None, start=None, finish=None) -> tuple[list[dict], float]:
+                rate=None, start=None, finish=None, before_close=None) -> tuple[list[dict], float]:
     """One row per window; returns the rows and the wall time. The first window opens before
     ``start()`` starts the load, and ``finish()`` ends it once the last window's time is up: it
     stops sending and waits for the requests in flight, which land in the last window (whose
-    length grows by that wait). So every completion falls in a window."""
+    length grows by that wait). So every completion falls in a window. ``before_close(window,
+    end_ns)`` sees each window as it closes (``end_ns`` None for the last)."""
     rows = []
     n = max(1, int(round(seconds / window_seconds)))
     t0 = time.monotonic()
@@ -125,7 +135,9 @@ def run_windows(sink, hub: HubMonitor, seconds: float, window_seconds: float, em
         concurrency = conc()
         last = i + 1 == n
         if last and finish is not None:
-            finish()
+            finish(sink.window)
+        if before_close is not None:
+            before_close(sink.window, None if last else time.monotonic_ns())
         # The next window opens in the same step as this one closes: no drain falls between.
         now = time.monotonic() - t0
         w = sink.switch(None if last else Window(i + 2, now))
@@ -134,6 +146,7 @@ def run_windows(sink, hub: HubMonitor, seconds: float, window_seconds: float, em
         # Percentiles and encoding walk the whole histogram: off the hub, in a native thread.
         row = gevent.get_hub().threadpool.apply(w.row, (length,), dict(concurrency=concurrency, rate=rate, **tags))
         row["stable"] = stable(rows + [row])
+        row["lane"] = sink.lane_label()
         rows.append(row)
         emit(row)
     return rows, time.monotonic() - t0

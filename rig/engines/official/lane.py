@@ -20,7 +20,7 @@ import numpy as np
 
 from rig.engines.official.engine import OfficialEngine, infer_once
 from rig.crossthread import Signal
-from rig.engines.official.responses import prepare_inputs
+from rig.engines.official.responses import output_matches, prepare_inputs
 
 
 class OfficialLane:
@@ -41,6 +41,17 @@ class OfficialLane:
         self._first_error: str | None = None
         self._running = False
         self._finished: Signal | None = None
+        self._check: dict | None = None
+        self._bad = 0
+
+    kind = "asyncio"
+
+    def set_check(self, check: dict | None) -> None:
+        """Hold every response to a reference output (see ``rig.cycle.reference_output``)."""
+        self._check = check
+
+    def counters(self) -> dict[str, int]:
+        return {"bad_outputs": self._bad, "lost_samples": 0}
 
     # ------------------------------------------------------------ running
 
@@ -101,6 +112,8 @@ class OfficialLane:
     async def _request(self, t0: int) -> None:
         self._submitted += 1
         response, error = await infer_once(self._handle, self._arrays, self._kwargs)
+        if error is None and self._check is not None and not output_matches(response, self._check):
+            self._bad += 1
         response = None  # noqa: F841 - the lane keeps nothing; the clock stops after the release
         t1 = time.monotonic_ns()
         if error is None:

@@ -100,6 +100,19 @@ async def pick_async(iterator) -> tuple[Any, EngineError | None]:
     return picker.result()
 
 
+def output_matches(response, check: dict) -> bool:
+    """One output of a bindings ``InferenceResponse`` against a reference (``name``, byte
+    ``size``, and ``bytes`` where given; see ``rig.cycle.reference_output``)."""
+    tensor = response.outputs.get(check["name"])
+    if tensor is None:
+        return False
+    try:
+        got = _copy_tensor(tensor)
+    except Exception:  # noqa: BLE001 - an output that cannot be read is a wrong one
+        return False
+    return got.nbytes == check["size"] and (check["bytes"] is None or got.tobytes() == check["bytes"])
+
+
 class OfficialResponse(Response):
     """Wraps one ``tritonserver.InferenceResponse``; the only reference the rig gets to it."""
 

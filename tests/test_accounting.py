@@ -1,0 +1,123 @@
+"""Measurement validity: every request accounted for, outputs checked under load, tails shown.
+Positive controls: models built to be wrong that the rig must catch."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import rig
+from rig import Store
+
+pytestmark = pytest.mark.slow
+
+CONFIG = '''
+name: "{name}"
+backend: "python"
+max_batch_size: 0
+input [ {{ name: "INPUT" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+output [ {{ name: "OUTPUT" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+instance_group [ {{ count: 1 kind: KIND_CPU }} ]
+'''
+
+WRONG_SIZE_EVERY_5TH = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.n = 0
+
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            self.n += 1
+            x = pb_utils.get_input_tensor_by_name(r, "INPUT").as_numpy()
+            y = x * 2 if self.n % 5 else np.zeros(3, dtype=np.float32)  # Triton passes it through
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT", y.astype(np.float32))]))
+        return out
+'''
+
+SLOW_ONE_IN_50 = '''
+import time
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.n = 0
+
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            self.n += 1
+            if self.n % 50 == 0:
+                time.sleep(0.03)
+            x = pb_utils.get_input_tensor_by_name(r, "INPUT").as_numpy()
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT", x)]))
+        return out
+'''
+
+
+def repository(tmp_path, name, model):
+    d = tmp_path / "models" / name
+    (d / "1").mkdir(parents=True)
+    (d / "config.pbtxt").write_text(CONFIG.format(name=name))
+    (d / "1" / "model.py").write_text(model)
+    return tmp_path / "models"
+
+
+@pytest.mark.parametrize("load", [["--requests", "40"], ["--workload", "steady", "--users", "2",
+                                                         "--workload-seconds", "2"]])
+def test_a_model_that_answers_wrong_sized_outputs_is_wrong_output(tmp_path, runtime, load):
+    repo = repository(tmp_path, "wrong", WRONG_SIZE_EVERY_5TH)
+    res = tmp_path / "r"
+    p = rig("cycle", "--model-repository", str(repo), *load, "--results", str(res))
+    assert p.returncode == 0, p.stdout + p.stderr
+    c = Store(res).read("cycles").iloc[0]
+    assert c.outcome == "wrong_output" and c.errors == 0
+    # one answer in five is wrong (the first, the reference, is right)
+    assert 0.15 * c.requests <= c.bad_outputs <= 0.25 * c.requests
+    p = rig("soak", "--model-repository", str(repo), *load, "--results", str(res))
+    assert p.returncode == 1 and "wrong_output" in p.stdout
+
+
+def test_a_healthy_template_under_load_has_no_bad_outputs_and_says_which_lane(tmp_path, runtime):
+    res = tmp_path / "r"
+    p = rig("cycle", "--workload", "steady", "--users", "2", "--workload-seconds", "2", "--results", str(res))
+    assert p.returncode == 0, p.stdout + p.stderr
+    store = Store(res)
+    c, w = store.read("cycles").iloc[0], store.read("windows")
+    assert c.outcome == "clean" and c.bad_outputs == 0 and c.requests > 100
+    assert c.lane in ("native", "python") and (w.lane == c.lane).all()
+    assert (w.bad_outputs == 0).all() and (w.lost_samples == 0).all() and (w.clipped == 0).all()
+    assert w.requests.sum() == c.requests - c.errors  # every completion in one window
+
+
+def test_an_open_loop_past_capacity_accounts_for_every_scheduled_request(tmp_path, runtime):
+    """20 ms a request is 50/s; 100/s offered for 3 s, constant arrivals: 300 scheduled."""
+    res = tmp_path / "r"
+    p = rig("cycle", "--execute-delay-ms", "20", "--workload", "steady", "--rate", "100",
+            "--arrivals", "constant", "--workload-seconds", "3", "--window-seconds", "1",
+            "--results", str(res))
+    assert p.returncode == 0, p.stdout + p.stderr
+    store = Store(res)
+    c, w = store.read("cycles").iloc[0], store.read("windows").sort_values("window")
+    print(w[["window", "length_s", "scheduled", "requests", "errors", "dropped", "p50_us", "p99_us"]])
+    assert abs(w.scheduled.sum() - 300) <= 1
+    assert w.scheduled.sum() == w.requests.sum() + w.errors.sum() + w.dropped.fillna(0).sum()
+    assert c.scheduled == w.scheduled.sum() and c.requests == w.requests.sum() + w.errors.sum()
+    # the queue's tail is in the last window, not lost: its latencies are the worst
+    assert w.p99_us.iloc[-1] == w.p99_us.max() and w.length_s.iloc[-1] > 1.0
+
+
+def test_one_slow_request_in_fifty_shows_in_p99_and_max_not_p50(tmp_path, runtime):
+    repo = repository(tmp_path, "spiky", SLOW_ONE_IN_50)
+    res = tmp_path / "r"
+    p = rig("cycle", "--model-repository", str(repo), "--workload", "steady", "--users", "1",
+            "--workload-seconds", "3", "--window-seconds", "3", "--results", str(res))
+    assert p.returncode == 0, p.stdout + p.stderr
+    w = Store(res).read("windows").iloc[0]
+    print(w[["requests", "p50_us", "p99_us", "max_us"]])
+    assert w.max_us >= 30_000 and w.p99_us >= 30_000  # 2 % of requests take >= 30 ms
+    assert w.p50_us < 0.2 * w.p99_us
