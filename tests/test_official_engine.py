@@ -409,8 +409,11 @@ def test_open_loop_sends_on_schedule(tmp_path, runtime):
     w = pd.read_parquet(tmp_path / "windows")
     assert (w["mode"] == "open").all() and w.requests.sum() > 0
     # 200/s for 2 s against a model that serves thousands: 400 requests, none lost
-    r = cycles(tmp_path).iloc[0]
+    from rig import Store
+
+    r = Store(tmp_path).read("cycles").iloc[0]
     assert r.outcome == "clean" and 399 <= r.requests <= 401 and r.errors == 0, (r.requests, r.errors, r.workload_s)
+    assert r.scheduled == r.requests and r.dropped == 0 and r.lane == "asyncio"
 
 
 @official

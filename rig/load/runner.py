@@ -110,6 +110,8 @@ def run_open(engine: Engine, model: str, inputs: dict, *, rate: float, seconds: 
         opened[0] = upto
 
     def finish(last):
+        if len(schedule):  # the schedule runs to its end (it started a few ms after the windows)
+            gevent.sleep(max(0.0, (int(schedule[-1]) - time.monotonic_ns()) / 1e9 + 0.002))
         stop_lane(lane)  # no more sends; the requests in flight return into this window
         sink.remove(lane)
         stats = lane.stats()
