@@ -153,6 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("doctor", help="which runtimes, engines, GPUs and CuPy are usable here, and why not")
     d.set_defaults(func=cmd_doctor)
 
+    for sp in (c, s, b):
+        _show_defaults(sp)
+
     wk = sub.add_parser("worker")  # internal: hosts Triton for the parent; listed nowhere
     sub._choices_actions = [a for a in sub._choices_actions if a.dest != "worker"]
     wk.add_argument("--spec", required=True)
@@ -161,17 +164,60 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _show_defaults(p: argparse.ArgumentParser) -> None:
+    """Append each option's default (the config's, which the option overrides) to its help."""
+    from rig.config import RunConfig
+
+    cfg = RunConfig()
+    defaults = {}
+    for key, dest in _OVERRIDES.items():
+        value = cfg
+        for part in key.split("."):
+            value = getattr(value, part)
+        defaults[dest] = value
+    for action in p._actions:
+        value = defaults.get(action.dest)
+        if value is None or value is False or action.help == argparse.SUPPRESS:
+            continue
+        if "default" not in (action.help or ""):
+            action.help = f"{action.help} (default {value})" if action.help else f"(default {value})"
+
+
 # ---------------------------------------------------------------- subcommands
 
 EXIT_SKIPPED = 3
 
 
+# Options that shape a workload: without one (--workload none, the default) they cannot apply.
+_WORKLOAD_ONLY = ("workload_seconds", "users", "in_flight", "arrivals", "window_seconds", "seed",
+                  "locust_web_port")
+
+
+def _option(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
 def _config(args):
-    """The run's configuration (file, then options), or None when the run is skipped here."""
+    """The run's configuration (file, then options), or None when the run is skipped here.
+    An option that cannot apply is refused in one line, never ignored."""
     from rig import config
 
     _terminate_like_interrupt()
+    if getattr(args, "resume", None):
+        kept = [_option(d) for d in (*_OVERRIDES.values(), "rate") if d not in ("cycles", "results")
+                and getattr(args, d, None) is not None] + (["--config"] if args.config else [])
+        if kept:
+            raise RigError(f"a resumed run keeps the options it was started with; drop {', '.join(kept)} "
+                           "(only --cycles, to run more, and --results, where it is now, may be given)")
     cfg = config.load(args.config, _overrides(args))
+    if cfg.workload.name == "none" and args.command != "bench":
+        if cfg.workload.rate is not None:
+            cfg.workload.name = "steady"  # --rate alone: an open loop on the rig's own lane
+        else:
+            given = [_option(d) for d in _WORKLOAD_ONLY if getattr(args, d, None) is not None]
+            if given:
+                raise RigError(f"{', '.join(given)} shape(s) a workload, and none runs: add --workload "
+                               "steady (or a locustfile), or drop them")
     if cfg.model == "cupy" and not cfg.model_repository:
         from rig.orchestrator import cupy_usable
 
@@ -199,7 +245,8 @@ def _cycles(args, cfg, allowed: tuple[str, ...]) -> int:
     from rig import soak
 
     status, tally, run_id, reasons = soak.execute(
-        cfg, args.command, resume=getattr(args, "resume", None), allowed=allowed, log=_log)
+        cfg, args.command, resume=getattr(args, "resume", None), cycles_given=args.cycles is not None,
+        allowed=allowed, log=_log)
     if args.command == "soak" or len(tally.rows) > 1:
         print(soak.summary_table(tally))
     for reason in reasons:

@@ -16,6 +16,7 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -83,7 +84,27 @@ def prepare(cfg: RunConfig, command: str, run_id: str | None = None,
         repository.render(spec, repo)
         names = [spec.model_name]
         label = cfg.model if cfg.fault == "none" else f"{cfg.model}:{cfg.fault}"
+    repo = _without_spaces(repo, run_id, log)
     return Prepared(run_id, cfg, rt, engine, reason, repo, names, label, work, store)
+
+
+def _without_spaces(repo: Path, run_id: str, log: Callable[[str], None]) -> Path:
+    """The Python backend's stub cannot take a model path with white space in it (it aborts with
+    ``std::invalid_argument: stol`` and the server never becomes ready): serve such a repository
+    through a symbolic link from a path without any."""
+    if not any(ch.isspace() for ch in str(repo)):
+        return repo
+    link = Path(tempfile.gettempdir()) / "triton-soak-rig" / run_id / "models"
+    if any(ch.isspace() for ch in str(link)):
+        raise RigError(f"the model repository's path has a space ({repo}), which the Python backend's "
+                       "stub cannot take, and so does the temporary folder: move the repository")
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(repo, target_is_directory=True)
+    log(f"the model repository's path has a space, which the Python backend's stub cannot take: "
+        f"served through {link}")
+    return link
 
 
 def check_workload(path: str) -> dict:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import shlex
 import dataclasses
 import sys
 from typing import Callable
@@ -162,7 +163,7 @@ class Progress:
             self._bar.stop()
 
 
-def execute(cfg: RunConfig, command: str, resume: str | None = None,
+def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_given: bool = False,
             allowed: tuple[str, ...] = DEFAULT_ALLOWED, log: Callable[[str], None] = print,
             on_window: Callable[[dict], None] | None = None) -> tuple[int, Tally, str, list[str]]:
     """Run (or resume) a cycle/soak; returns (exit status, tally, run_id, reasons it failed)."""
@@ -172,9 +173,14 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None,
         stored = store.run_row(resume)
         if stored is None:
             raise RigError(f"no run {resume!r} in {cfg.results}/runs: check --results and the run id")
-        results = cfg.results
+        results, cycles = cfg.results, cfg.cycles
+        given_cycles = cycles_given
         cfg = from_toml_text(stored["config"])
         cfg.results = results  # where it is now, not where it was
+        if given_cycles:
+            if cycles < cfg.cycles:
+                raise RigError(f"run {resume} was started for {cfg.cycles} cycles; --cycles may only add more")
+            cfg.cycles = cycles
         # One read of what the killed run stored: which cycles are done, and their figures.
         df = store.read("cycles", resume)
         df = df.astype(object).where(df.notna(), None)
@@ -189,9 +195,12 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None,
     p = orchestrator.prepare(cfg, command, run_id=resume, log=log)
     if not resume:
         orchestrator.write_run_row(p, command)
-    log(f"run {p.run_id}: {p.runtime.name} (Triton {p.runtime.triton_version}), engine {p.engine} "
-        f"({p.engine_reason.split(';')[0]}), model {p.model_label}, retain {cfg.retain}, stop {cfg.stop_strategy}, "
+    log(f"run {p.run_id}: {p.runtime.name} (Triton {p.runtime.triton_version}), engine {p.engine}, "
+        f"model {p.model_label}, retain {cfg.retain}, stop {cfg.stop_strategy}, "
         f"restart {cfg.restart}, results in {cfg.results}/")
+    log(f"engine {p.engine}: {p.engine_reason.split(';')[0]}")
+    if cfg.workload.name != "none" and cfg.workload.web_port:
+        log(f"Locust's web UI: http://127.0.0.1:{cfg.workload.web_port}/ while each cycle's workload runs")
     done = {r.cycle for r in stored_rows}
     todo = [k for k in range(1, cfg.cycles + 1) if k not in done]
     if resume:
@@ -222,13 +231,13 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None,
             progress.close()
             progress = None
         log(f"interrupted after {len(tally.rows)} stored cycle(s); continue with: "
-            f"rig soak --resume {p.run_id} --results {cfg.results}")
+            f"rig soak --resume {p.run_id} --results {shlex.quote(str(cfg.results))}")
         raise
     finally:
         if progress:
             progress.close()
     reasons = judge(tally, cfg, allowed)
-    if command == "soak" and len(tally.rows) > 1:
+    if command == "soak" and tally.rows:
         from rig.analysis import plots
 
         path = plots.soak_figure(p.store.read("cycles", p.run_id), p.store.root / "plots" / f"{p.run_id}-soak.png")

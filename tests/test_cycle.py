@@ -170,3 +170,19 @@ def test_a_worker_can_be_rerun_by_hand_from_its_spec(tmp_path, runtime, repo_roo
     assert phases == ["start", "infer", "stop", "release", "cleanup"]
     row = next(m["row"] for m in messages if m["type"] == "cycle")
     assert row["outcome"] == "clean"
+
+
+@pytest.mark.slow
+def test_paths_with_spaces_work(tmp_path, runtime):
+    """The stub aborts on a model path with a space; the rig serves it through a link instead of
+    waiting out the startup deadline and storing `hung`."""
+    res = tmp_path / "results with space"
+    p = rig("cycle", "--results", str(res), "--startup-timeout", "30")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert cycles(res).outcome.iloc[0] == "clean"
+    repo = tmp_path / "my models"
+    from rig import repository
+
+    repository.render(repository.ModelSpec(), repo)
+    p = rig("cycle", "--model-repository", str(repo), "--results", str(res), "--startup-timeout", "30")
+    assert p.returncode == 0 and "served through" in p.stdout, p.stdout + p.stderr

@@ -1,0 +1,53 @@
+"""The command line as a contract: an option either takes effect or is refused in one line."""
+
+from __future__ import annotations
+
+import pytest
+
+from rig import cli
+
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize("option", [["--users", "3"], ["--in-flight", "2"], ["--workload-seconds", "5"],
+                                    ["--window-seconds", "2"], ["--arrivals", "constant"], ["--seed", "4"],
+                                    ["--locust-web-port", "8089"]])
+def test_a_workload_option_without_a_workload_is_refused(capsys, tmp_path, option):
+    code, out, err = run(capsys, "soak", *option, "--results", str(tmp_path))
+    assert code == 2 and option[0] in err and "add --workload steady" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "runs").exists()
+
+
+def test_rate_alone_means_an_open_loop():
+    from rig import config
+
+    args = cli.build_parser().parse_args(["cycle", "--rate", "50"])
+    cfg = cli._config(args)
+    assert cfg.workload.name == "steady" and cfg.workload.rate == 50.0
+    assert isinstance(cfg, config.RunConfig)
+
+
+@pytest.mark.parametrize("option", [["--retain", "last-response"], ["--exit-timeout", "5"],
+                                    ["--workload", "steady"], ["--rate", "10"], ["--max-stop-latency", "3"]])
+def test_a_resumed_run_refuses_options_it_would_ignore(capsys, tmp_path, option):
+    code, out, err = run(capsys, "soak", "--resume", "20260101T000000-abcdef", *option, "--results", str(tmp_path))
+    assert code == 2 and option[0] in err and "keeps the options it was started with" in err
+
+
+def test_bench_refuses_what_it_does_not_use(capsys):
+    for option in (["--cycles", "3"], ["--retain", "last-array"], ["--max-stop-latency", "1"], ["--restart", "same-process"]):
+        code, out, err = run(capsys, "bench", *option)
+        assert code == 2 and "unrecognized arguments" in err
+
+
+def test_help_shows_defaults(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["soak", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for words in ("--engine {auto,capi,tritonserver} (default auto)", "(default fresh-process)",
+                  "(default stop)", "--users USERS (default 1)", "--seed SEED (default 0)"):
+        assert words in text, words
