@@ -186,6 +186,7 @@ def _show_defaults(p: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------- subcommands
 
 EXIT_SKIPPED = 3
+EXIT_MACHINE = 4  # the machine around the rig failed the run (a full disk, ...)
 
 
 # Options that shape a workload: without one (--workload none, the default) they cannot apply.
@@ -324,6 +325,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("rig: interrupted; the cycles stored so far stay", file=sys.stderr)
         return 130
+    except OSError as e:  # the machine failed the run: a full disk, a folder gone, ...
+        where = f" ({e.filename})" if e.filename else ""
+        print(f"rig: error: {e.strerror or e}{where}; the cycles stored before it stay (free space or "
+              "choose another --results, then resume)", file=sys.stderr)
+        return EXIT_MACHINE
 
 
 def _terminate_like_interrupt() -> None:

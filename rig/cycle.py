@@ -268,7 +268,8 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
                                   "UNAVAILABLE")
             time.sleep(0.005)
     except EngineError as e:
-        row.update(outcome="load_failed", detail=str(e)[:2000],
+        why = triton_error(options.log_file)
+        row.update(outcome="load_failed", detail=(f"{e}: {why}" if why and why not in str(e) else str(e))[:2000],
                    **summarize_markers(read_markers(evidence), None))
         row["finalize_before_stop"] = row["finalize_after_stop"] = None
         row["cleanup"] = _teardown(engine, phase, spec)
@@ -352,6 +353,32 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     probes.remove_shm_regions(leaked)
     row["outcome"] = classify(row)
     return row
+
+
+_NOISE = ("CudaDriverHelper has not been initialized", "Unable to find", "GPU metrics",
+          "failed to get CUDA device count", "No CUDA")
+
+
+def triton_error(log_file: str | None) -> str | None:
+    """The reason Triton's own log gives for a failed load: a model's exception from its
+    ``initialize``, the Python backend's word on a small /dev/shm, ... (its first error line
+    that is not a CPU-only machine's noise), in one line."""
+    if not log_file or not os.path.exists(log_file):
+        return None
+    found = []
+    with open(log_file, errors="replace") as f:
+        for line in f:
+            if not line.startswith("E") or any(n in line for n in _NOISE):
+                continue
+            text = line.split("] ", 1)[-1].strip().strip('"')
+            text = text.split("\\n")[0].strip()  # the log escapes a message's newlines
+            if text:
+                found.append(text)
+    if not found:
+        return None
+    # the model's own failure ("failed to load 'x' ...: <exception>") says the most
+    best = next((t for t in found if "failed to load" in t), found[0])
+    return best[:500]
 
 
 def _has_python_models(repository: str, names: list[str]) -> bool:

@@ -67,7 +67,10 @@ def prepare(cfg: RunConfig, command: str, run_id: str | None = None,
     run_id = run_id or new_run_id()
     store = Store(cfg.results)
     work = Path(cfg.results).resolve() / "_work" / run_id  # absolute: a spec can be re-run by hand
-    work.mkdir(parents=True, exist_ok=True)
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise RigError(f"cannot write results to {cfg.results} ({e.strerror}): choose another --results") from None
     if cfg.model_repository:
         repo = Path(cfg.model_repository).resolve()
         names = repository.repository_models(repo)

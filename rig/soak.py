@@ -183,6 +183,9 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
             cfg.cycles = cycles
         # One read of what the killed run stored: which cycles are done, and their figures.
         df = store.read("cycles", resume)
+        if store.damaged:
+            log(f"skipped {len(store.damaged)} damaged file(s) in {cfg.results} (their cycles run again): "
+                f"{store.damaged[0]}")
         df = df.astype(object).where(df.notna(), None)
         names = [f.name for f in dataclasses.fields(CycleRow)]
         stored_rows = [CycleRow(**{n: rec.get(n) for n in names}) for rec in df.to_dict("records")]

@@ -189,6 +189,7 @@ class Store:
 
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
+        self.damaged: list[Path] = []  # files that read() skipped: not Parquet, or cut short
 
     def _partition_dir(self, table: str, triton_version: str, date: str) -> Path:
         safe = triton_version.replace("/", "_") or "unknown"
@@ -205,10 +206,14 @@ class Store:
         run_id = rows[0].run_id if rows else "empty"
         final = d / f"{run_id}-{unit}.parquet"
         tmp = d / f".{final.name}.{uuid.uuid4().hex[:8]}.tmp"
-        pq.write_table(tbl, tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
+        try:
+            pq.write_table(tbl, tmp)
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, final)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a full disk leaves no half file behind, hidden or not
+            raise
         return final
 
     def read(self, table: str, run_id: str | None = None):
@@ -220,11 +225,25 @@ class Store:
         import pyarrow.dataset as pads
 
         # An explicit schema unifies files of older schema versions (their missing, nullable,
-        # columns read as null), which plain pd.read_parquet(DIR) does not do.
+        # columns read as null), which plain pd.read_parquet(DIR) does not do. A damaged file
+        # (cut short by a full disk, say) is skipped and listed in ``damaged``, not fatal.
         schema = arrow_schema(TABLES[table])
         for name in PARTITIONS:
             schema = schema.append(pa.field(name, pa.string()))
-        ds = pads.dataset(path, format="parquet", partitioning="hive", schema=schema)
+        files = []
+        for f in sorted(path.rglob("*.parquet")):
+            try:
+                pq.ParquetFile(f).metadata  # its footer: a file cut short has none
+            except (pa.ArrowException, OSError):
+                if f not in self.damaged:
+                    self.damaged.append(f)
+                continue
+            files.append(str(f))
+        if not files:
+            return pd.DataFrame(columns=[f.name for f in dataclasses.fields(TABLES[table])])
+        ds = pads.dataset(files, format="parquet", schema=schema, partition_base_dir=str(path),
+                          partitioning=pads.partitioning(pa.schema([pa.field(n, pa.string()) for n in PARTITIONS]),
+                                                         flavor="hive"))
         df = ds.to_table().to_pandas()
         if run_id is not None:
             df = df[df["run_id"] == run_id]

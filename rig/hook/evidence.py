@@ -31,7 +31,10 @@ def _write_marker(phase, model, instance, error=None):
             json.dump(record, f)
         os.replace(tmp, final)
     except OSError:
-        pass  # evidence is best effort: never break the user's model
+        try:  # evidence is best effort: never break the user's model, never leave a half file
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 def _instrument(cls):

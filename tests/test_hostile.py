@@ -1,0 +1,86 @@
+"""The machine around the rig: a model that cannot load says why, a small /dev/shm says so."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from helpers import ROOT, cycles, rig
+
+pytestmark = pytest.mark.slow
+
+RAISES = '''
+class TritonPythonModel:
+    def initialize(self, args):
+        raise ValueError("weights file /models/w.bin not found")
+
+    def execute(self, requests):
+        return []
+'''
+
+
+def test_a_model_whose_initialize_raises_gives_its_exception(tmp_path, runtime):
+    d = tmp_path / "models" / "bad"
+    (d / "1").mkdir(parents=True)
+    (d / "config.pbtxt").write_text('name: "bad"\nbackend: "python"\nmax_batch_size: 0\n'
+                                    'input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+                                    'output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 4 ] } ]\n')
+    (d / "1" / "model.py").write_text(RAISES)
+    res = tmp_path / "r"
+    p = rig("cycle", "--model-repository", str(tmp_path / "models"), "--results", str(res))
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = cycles(res).iloc[0]
+    assert r.outcome == "load_failed"
+    assert "ValueError: weights file /models/w.bin not found" in r.detail
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare")
+def test_a_small_dev_shm_is_named_as_the_reason(tmp_path, runtime):
+    res = tmp_path / "r"
+    script = (f"mount -t tmpfs -o size=512k tmpfs /dev/shm && {sys.executable} -m rig cycle "
+              f"--results {res} --startup-timeout 30")
+    p = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=300,
+                       cwd=ROOT)
+    if "mount" in p.stderr and p.returncode != 0 and not (res / "cycles").exists():
+        pytest.skip(f"cannot mount a small /dev/shm here: {p.stderr.strip()[-200:]}")
+    r = cycles(res).iloc[0]
+    assert r.outcome == "load_failed"
+    assert "shared memory" in r.detail and "shm-size" in r.detail, r.detail
+
+
+def test_an_unwritable_results_folder_is_one_line(tmp_path):
+    p = rig("soak", "--results", "/proc/nonexistent/r")
+    assert p.returncode == 2 and "cannot write results to /proc/nonexistent/r" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare")
+def test_a_full_disk_is_one_line_and_leaves_no_half_file(tmp_path, runtime):
+    res = tmp_path / "tiny"
+    res.mkdir()
+    script = (f"mount -t tmpfs -o size=120k tmpfs {res} && {sys.executable} -m rig soak --cycles 3 "
+              f"--workload steady --workload-seconds 1 --results {res}/r; echo rc=$?; "
+              f"find {res} -name '*.tmp' -o -name '.*.tmp'")
+    p = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=300,
+                       cwd=ROOT)
+    assert "rc=4" in p.stdout, p.stdout + p.stderr
+    errors = [line for line in p.stderr.splitlines() if line.startswith("rig: error:")]
+    assert len(errors) == 1 and "No space left on device" in errors[0] and "Traceback" not in p.stderr
+    assert ".tmp" not in p.stdout.split("rc=4", 1)[1], "no temporary file left behind"
+
+
+def test_a_damaged_parquet_file_is_skipped_and_named(tmp_path, runtime):
+    from rig import Store
+
+    res = tmp_path / "r"
+    p = rig("soak", "--cycles", "2", "--results", str(res))
+    assert p.returncode == 0, p.stdout + p.stderr
+    files = sorted((res / "cycles").rglob("*.parquet"))
+    files[0].write_bytes(files[0].read_bytes()[:100])  # cut short, as a full disk would
+    store = Store(res)
+    df = store.read("cycles")
+    assert len(df) == 1 and store.damaged == [files[0]]
