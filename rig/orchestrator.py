@@ -54,6 +54,28 @@ class Prepared:
     # The command that runs a worker, before ``--spec FILE --result-fd N`` (None: this
     # interpreter's ``-m rig worker``). Tests put a fake worker here to exercise the watchdog.
     worker_argv: list[str] | None = None
+    lock: object = None  # the open file whose flock says this process runs the run
+
+
+def _lock_run(work: Path, run_id: str):
+    """One process per run: a second ``--resume`` of a run still running (or two at once) would
+    run the same cycles and overwrite each other's rows. The lock goes with the process."""
+    import fcntl
+
+    f = open(work / ".lock", "a+")
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        f.close()
+        raise RigError(f"run {run_id} is running in {holder}: wait for it to end (or stop it) "
+                       "before resuming it") from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"pid {os.getpid()}\n")
+    f.flush()
+    return f
 
 
 def prepare(cfg: RunConfig, command: str, run_id: str | None = None,
@@ -71,6 +93,7 @@ def prepare(cfg: RunConfig, command: str, run_id: str | None = None,
         work.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise RigError(f"cannot write results to {cfg.results} ({e.strerror}): choose another --results") from None
+    lock = _lock_run(work, run_id)
     if cfg.model_repository:
         repo = Path(cfg.model_repository).resolve()
         names = repository.repository_models(repo)
@@ -88,7 +111,7 @@ def prepare(cfg: RunConfig, command: str, run_id: str | None = None,
         names = [spec.model_name]
         label = cfg.model if cfg.fault == "none" else f"{cfg.model}:{cfg.fault}"
     repo = _without_spaces(repo, run_id, log)
-    return Prepared(run_id, cfg, rt, engine, reason, repo, names, label, work, store)
+    return Prepared(run_id, cfg, rt, engine, reason, repo, names, label, work, store, lock=lock)
 
 
 def _without_spaces(repo: Path, run_id: str, log: Callable[[str], None]) -> Path:

@@ -84,3 +84,23 @@ def test_a_damaged_parquet_file_is_skipped_and_named(tmp_path, runtime):
     store = Store(res)
     df = store.read("cycles")
     assert len(df) == 1 and store.damaged == [files[0]]
+
+
+def test_resuming_a_run_that_is_still_running_is_refused(tmp_path, runtime):
+    import time
+
+    from helpers import spawn
+
+    res = tmp_path / "r"
+    first = spawn("soak", "--cycles", "4", "--workload", "steady", "--workload-seconds", "1", "--results", str(res))
+    try:
+        deadline = time.monotonic() + 60
+        while not list((res / "_work").glob("*/.lock")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        run_id = next((res / "_work").glob("*/.lock")).parent.name
+        p = rig("soak", "--resume", run_id, "--results", str(res))
+        assert p.returncode == 2 and f"run {run_id} is running in pid {first.pid}" in p.stderr
+    finally:
+        assert first.wait(300) == 0
+    p = rig("soak", "--resume", run_id, "--results", str(res))  # once it is over, resuming is fine
+    assert p.returncode == 0 and "0 to go" in p.stdout
