@@ -220,7 +220,7 @@ def _config(args):
                 raise RigError(f"{', '.join(given)} shape(s) a workload, and none runs: add --workload "
                                "steady (or a locustfile), or drop them")
     if cfg.model == "cupy" and not cfg.model_repository:
-        from rig.orchestrator import cupy_usable
+        from rig.preflight import cupy_usable
 
         ok, why = cupy_usable()
         if not ok:

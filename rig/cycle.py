@@ -9,7 +9,6 @@ leftovers after the worker is gone).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import threading
@@ -20,7 +19,9 @@ from typing import Callable
 
 from rig import probes
 from rig.engines.base import Engine, EngineError, ServerOptions
+from rig.evidence import read_markers, summarize_markers, triton_error  # noqa: F401 - re-exported
 from rig.inputs import inputs_for
+from rig.outputs import output_is, reference_output
 from rig.repository import repository_models
 
 OUTCOMES = {
@@ -66,32 +67,6 @@ class CycleSpec:
     check: int = 0                    # the rig's template: matrix size to check outputs against
 
 
-def read_markers(evidence_dir: Path) -> list[dict]:
-    out = []
-    if not evidence_dir.is_dir():
-        return out
-    for f in evidence_dir.glob("*.json"):
-        try:
-            out.append(json.loads(f.read_text()))
-        except (OSError, ValueError):
-            pass
-    return out
-
-
-def summarize_markers(markers: list[dict], t_stop_returned: float | None) -> dict:
-    inits = {(m["pid"], m["instance"]) for m in markers if m["phase"] == "init"}
-    ends = [m for m in markers if m["phase"] == "finalize_end"]
-    before = after = 0
-    for m in ends:
-        if t_stop_returned is not None and m["t_mono"] <= t_stop_returned:
-            before += 1
-        else:
-            after += 1
-    return {"finalize_expected": len(inits), "finalize_before_stop": before,
-            "finalize_after_stop": after,
-            "finalize_errors": sum(1 for m in ends if m.get("error"))}
-
-
 def classify(row: dict) -> Outcome:
     """The outcome of a cycle the worker finished (hung/crashed are the parent's)."""
     if row.get("outcome") == "load_failed":
@@ -133,55 +108,6 @@ class Retained:
         if self.response is not None:
             self.response.release()
         self.response = None
-
-
-def reference_output(engine: Engine, model: str, inputs: dict, size: int, timeout_s: float):
-    """One request before the load: ``(ok, note, check)``. ``check`` is what every response under
-    load is held to: ``{"name", "size", "bytes"}`` of the first output. For the rig's template
-    (``size`` > 0) the answer is first compared with INPUT @ W (a wrong answer is a silent
-    failure: numpy 2 in a stub built for numpy 1 returns every output empty); its exact bytes are
-    then the reference (a fixed input to a deterministic model: every answer is the same). For
-    other models, the first answer's byte size (bytes None)."""
-    import numpy as np
-
-    try:
-        r = engine.infer(model, inputs, timeout_s=timeout_s)
-    except EngineError as e:
-        return False, f"output check: {e}", None
-    try:
-        outputs = r.outputs()
-    finally:
-        r.release()
-    if not outputs:
-        return False, f"{model} answered with no output", None
-    name, got = next(iter(outputs.items()))
-    got = np.asarray(got)
-    # BYTES outputs are not checked under load (their size here is not their size on the wire)
-    check = None if got.dtype == object else {"name": name, "size": int(got.nbytes), "bytes": None}
-    if not size:
-        return None, None, check
-    x = next(iter(inputs.values()))
-    want = x @ (np.arange(size * size, dtype=np.float32).reshape(size, size) / (size * size))
-    if got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-5):
-        if check is not None:
-            check["bytes"] = np.ascontiguousarray(got).tobytes()
-        return True, None, check
-    return False, f"wrong outputs from {model}: got {got.ravel()[:4]}, want {want.ravel()[:4]}", check
-
-
-def output_is(check: dict | None, outputs: dict) -> bool:
-    """A response's outputs (numpy arrays) against a reference from ``reference_output``."""
-    if not check:
-        return True
-    import numpy as np
-
-    got = outputs.get(check["name"])
-    if got is None:
-        return False
-    got = np.ascontiguousarray(got)
-    if got.nbytes != check["size"]:
-        return False
-    return check["bytes"] is None or got.tobytes() == check["bytes"]
 
 
 def apply_retention(engine: Engine, model: str, inputs: dict, retain: str, kept: Retained,
@@ -353,32 +279,6 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     probes.remove_shm_regions(leaked)
     row["outcome"] = classify(row)
     return row
-
-
-_NOISE = ("CudaDriverHelper has not been initialized", "Unable to find", "GPU metrics",
-          "failed to get CUDA device count", "No CUDA")
-
-
-def triton_error(log_file: str | None) -> str | None:
-    """The reason Triton's own log gives for a failed load: a model's exception from its
-    ``initialize``, the Python backend's word on a small /dev/shm, ... (its first error line
-    that is not a CPU-only machine's noise), in one line."""
-    if not log_file or not os.path.exists(log_file):
-        return None
-    found = []
-    with open(log_file, errors="replace") as f:
-        for line in f:
-            if not line.startswith("E") or any(n in line for n in _NOISE):
-                continue
-            text = line.split("] ", 1)[-1].strip().strip('"')
-            text = text.split("\\n")[0].strip()  # the log escapes a message's newlines
-            if text:
-                found.append(text)
-    if not found:
-        return None
-    # the model's own failure ("failed to load 'x' ...: <exception>") says the most
-    best = next((t for t in found if "failed to load" in t), found[0])
-    return best[:500]
 
 
 def _has_python_models(repository: str, names: list[str]) -> bool:

@@ -90,7 +90,7 @@ def report() -> str:
     gpu = Gpu()
     lines.append(f"gpu         {'NVML: ' + gpu.name if gpu.available else 'none: ' + gpu.why}")
     if not problems:
-        from rig.orchestrator import cupy_usable
+        from rig.preflight import cupy_usable
 
         ok, why = cupy_usable()
         lines.append(f"cupy        {'usable' if ok else 'unusable'}: {why}"

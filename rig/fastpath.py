@@ -212,7 +212,7 @@ class Lane:
 
     def set_check(self, check: dict | None) -> None:
         """Hold every response's output ``check["name"]`` to ``check["size"]`` bytes, and to
-        ``check["bytes"]`` where given (see ``rig.cycle.reference_output``). Before starting."""
+        ``check["bytes"]`` where given (see ``rig.outputs.reference_output``). Before starting."""
         if not check:
             self._lib.fp_lane_set_check(self._handle(), None, 0, None)
             return

@@ -16,7 +16,6 @@ import select
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -30,6 +29,8 @@ from rig import runtime as runtime_mod
 from rig.config import RunConfig
 from rig.cycle import CycleSpec
 from rig.errors import RigError
+from rig.preflight import (check_workload, cupy_usable, ensure_evidence_hook, host_facts, lock_run,
+                           without_spaces)
 from rig.store import CycleResult, CycleRow, RunRow, Store, WindowRow, now_iso, window_row
 
 CYCLE_FIELDS = [f.name for f in dataclasses.fields(CycleRow)]
@@ -57,32 +58,11 @@ class Prepared:
     lock: object = None  # the open file whose flock says this process runs the run
 
 
-def _lock_run(work: Path, run_id: str):
-    """One process per run: a second ``--resume`` of a run still running (or two at once) would
-    run the same cycles and overwrite each other's rows. The lock goes with the process."""
-    import fcntl
-
-    f = open(work / ".lock", "a+")
-    try:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        f.seek(0)
-        holder = f.read().strip() or "another process"
-        f.close()
-        raise RigError(f"run {run_id} is running in {holder}: wait for it to end (or stop it) "
-                       "before resuming it") from None
-    f.seek(0)
-    f.truncate()
-    f.write(f"pid {os.getpid()}\n")
-    f.flush()
-    return f
-
-
 def prepare(cfg: RunConfig, command: str, run_id: str | None = None,
             log: Callable[[str], None] = print) -> Prepared:
     """Everything checked before anything starts: runtime, engine, model repository."""
     rt = runtime_mod.resolve(cfg.runtime, log=log)
-    _ensure_evidence_hook(log)
+    ensure_evidence_hook(log)
     engine, reason = engines.select(cfg.engine, rt)
     if cfg.workload.name.endswith(".py"):
         check_workload(cfg.workload.name)
@@ -93,7 +73,7 @@ def prepare(cfg: RunConfig, command: str, run_id: str | None = None,
         work.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise RigError(f"cannot write results to {cfg.results} ({e.strerror}): choose another --results") from None
-    lock = _lock_run(work, run_id)
+    lock = lock_run(work, run_id)
     if cfg.model_repository:
         repo = Path(cfg.model_repository).resolve()
         names = repository.repository_models(repo)
@@ -110,83 +90,8 @@ def prepare(cfg: RunConfig, command: str, run_id: str | None = None,
         repository.render(spec, repo)
         names = [spec.model_name]
         label = cfg.model if cfg.fault == "none" else f"{cfg.model}:{cfg.fault}"
-    repo = _without_spaces(repo, run_id, log)
+    repo = without_spaces(repo, run_id, log)
     return Prepared(run_id, cfg, rt, engine, reason, repo, names, label, work, store, lock=lock)
-
-
-def _without_spaces(repo: Path, run_id: str, log: Callable[[str], None]) -> Path:
-    """The Python backend's stub cannot take a model path with white space in it (it aborts with
-    ``std::invalid_argument: stol`` and the server never becomes ready): serve such a repository
-    through a symbolic link from a path without any."""
-    if not any(ch.isspace() for ch in str(repo)):
-        return repo
-    link = Path(tempfile.gettempdir()) / "triton-soak-rig" / run_id / "models"
-    if any(ch.isspace() for ch in str(link)):
-        raise RigError(f"the model repository's path has a space ({repo}), which the Python backend's "
-                       "stub cannot take, and so does the temporary folder: move the repository")
-    link.parent.mkdir(parents=True, exist_ok=True)
-    if link.is_symlink() or link.exists():
-        link.unlink()
-    link.symlink_to(repo, target_is_directory=True)
-    log(f"the model repository's path has a space, which the Python backend's stub cannot take: "
-        f"served through {link}")
-    return link
-
-
-def check_workload(path: str) -> dict:
-    """Load a locustfile in a child process, as the worker will (importing Locust patches the
-    process it runs in, so not this one): its users and shape, or its fault as a ``RigError``."""
-    try:
-        proc = subprocess.run([sys.executable, "-m", "rig.load.check", path], capture_output=True,
-                              text=True, timeout=120)
-    except subprocess.TimeoutExpired:
-        raise RigError(f"workload {path}: loading it took over 120 s") from None
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith("{"):
-            info = json.loads(line)
-            if "error" in info:
-                raise RigError(info["error"])
-            return info
-    raise RigError(f"workload {path}: could not be loaded ({(proc.stderr.strip().splitlines() or ['no output'])[-1]})")
-
-
-def _ensure_evidence_hook(log: Callable[[str], None]) -> None:
-    """Backend stubs read the .pth files of this interpreter's site-packages (see rig/hook)."""
-    import sysconfig
-
-    from rig.hook import evidence
-
-    site = sysconfig.get_paths()["purelib"]
-    if evidence.install_pth(site) is None:
-        log(f"warning: cannot write {evidence.PTH_NAME} into {site}: finalize evidence will be missing "
-            "(finalize_* columns 0); run the rig from a writable environment (a virtualenv)")
-
-
-def cupy_usable() -> tuple[bool, str]:
-    try:
-        import cupy
-    except ImportError as e:
-        return False, f"CuPy is not installed ({e})"
-    try:
-        n = cupy.cuda.runtime.getDeviceCount()
-    except Exception as e:  # noqa: BLE001 - CUDARuntimeError when no driver/device
-        return False, f"no CUDA device ({e})"
-    return (n > 0), (f"{n} CUDA device(s)" if n else "no CUDA device")
-
-
-def host_facts() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    gpu = probes.Gpu()
-    return {"host": platform.node(), "cpu": f"{cpu} x{os.cpu_count()}",
-            "gpu": getattr(gpu, "name", None) if gpu.available else None}
 
 
 def write_run_row(p: Prepared, command: str) -> None:

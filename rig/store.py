@@ -89,7 +89,7 @@ class CycleRow:
     detail: str | None                # signal, phase that hung, first error, ...
     scheduled: int | None = None      # open loop: sends the schedule held
     dropped: int | None = None        # open loop: scheduled but never sent before the end
-    bad_outputs: int | None = None    # responses whose checked output was wrong (see cycle.reference_output)
+    bad_outputs: int | None = None    # responses whose checked output was wrong (see outputs.reference_output)
     lane: str | None = None           # how the load was sent: native | asyncio | python | tasks (and why not native)
     schema_version: int = SCHEMA_VERSION
 

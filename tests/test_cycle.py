@@ -105,7 +105,7 @@ def test_outputs_are_checked_when_clean(tmp_path, runtime):
 
 @pytest.mark.slow
 def test_cupy_model_runs_on_a_gpu_or_skips_with_a_reason(tmp_path):
-    from rig.orchestrator import cupy_usable
+    from rig.preflight import cupy_usable
 
     ok, why = cupy_usable()
     res = tmp_path / "r"

@@ -14,7 +14,7 @@ import time
 import gevent
 import numpy as np
 
-from rig.cycle import output_is
+from rig.outputs import output_is
 from rig.engines.base import Engine, EngineError
 
 

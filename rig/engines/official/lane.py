@@ -47,7 +47,7 @@ class OfficialLane:
     kind = "asyncio"
 
     def set_check(self, check: dict | None) -> None:
-        """Hold every response to a reference output (see ``rig.cycle.reference_output``)."""
+        """Hold every response to a reference output (see ``rig.outputs.reference_output``)."""
         self._check = check
 
     def counters(self) -> dict[str, int]:

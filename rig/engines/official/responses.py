@@ -103,7 +103,7 @@ async def pick_async(iterator) -> tuple[Any, EngineError | None]:
 
 def output_matches(response, check: dict) -> bool:
     """One output of a bindings ``InferenceResponse`` against a reference (``name``, byte
-    ``size``, and ``bytes`` where given; see ``rig.cycle.reference_output``)."""
+    ``size``, and ``bytes`` where given; see ``rig.outputs.reference_output``)."""
     tensor = response.outputs.get(check["name"])
     if tensor is None:
         return False
