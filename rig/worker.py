@@ -46,13 +46,32 @@ def _die_with_parent() -> None:
         pass
 
 
+def _own_environment(runtime: Runtime, spec_path: str, result_fd: int) -> None:
+    """Re-execute this worker with the runtime's environment where it lacks it: the loader reads
+    LD_LIBRARY_PATH only at exec, and the stubs need RIG_STUB_SITE and this interpreter's bin/
+    on PATH. The parent sets all three; a worker re-run by hand from its spec gets them here."""
+    if os.environ.get("RIG_WORKER_ENV") == "1":
+        return
+    have = os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
+    bindir = os.path.dirname(sys.executable)
+    if all(p in have for p in runtime.library_path) \
+            and (not runtime.stub_site or os.environ.get("RIG_STUB_SITE") == runtime.stub_site) \
+            and bindir in os.environ.get("PATH", "").split(os.pathsep):
+        return
+    env = runtime.worker_env()
+    env["RIG_WORKER_ENV"] = "1"  # once: never a loop
+    os.execve(sys.executable, [sys.executable, "-m", "rig", "worker", "--spec", spec_path,
+                               "--result-fd", str(result_fd)], env)
+
+
 def main(spec_path: str, result_fd: int) -> int:
     if result_fd >= 0:
         _die_with_parent()
     with open(spec_path) as f:
         spec = cycle_mod.CycleSpec(**json.load(f))
-    chan = Channel(result_fd)
     runtime = Runtime.from_dict(spec.runtime)
+    _own_environment(runtime, spec_path, result_fd)
+    chan = Channel(result_fd)
 
     def phase(name: str, timeout_s: float, cycle: int = 0) -> None:
         chan.send(type="phase", phase=name, timeout_s=timeout_s, t=time.monotonic())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from helpers import cycles, rig, spawn
@@ -160,16 +162,16 @@ def test_a_worker_can_be_rerun_by_hand_from_its_spec(tmp_path, runtime, repo_roo
     res = tmp_path / "r"
     assert rig("cycle", "--results", str(res)).returncode == 0
     spec = next((res / "_work").rglob("spec-0001.json"))
-    env = runtime.worker_env()
-    env["PYTHONPATH"] = str(ROOT)
+    # as a person types it in a plain shell: no LD_LIBRARY_PATH, RIG_STUB_SITE or venv on PATH
+    env = {"HOME": os.environ.get("HOME", "/root"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
     p = subprocess.run([sys.executable, "-m", "rig", "worker", "--spec", str(spec)], capture_output=True,
-                       text=True, env=env, cwd=ROOT, timeout=120)
+                       text=True, env=env, cwd=tmp_path, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     messages = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
     phases = [m["phase"] for m in messages if m["type"] == "phase"]
     assert phases == ["start", "infer", "stop", "release", "cleanup"]
     row = next(m["row"] for m in messages if m["type"] == "cycle")
-    assert row["outcome"] == "clean"
+    assert row["outcome"] == "clean" and row["outputs_ok"] is True
 
 
 @pytest.mark.slow
