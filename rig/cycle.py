@@ -254,8 +254,8 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     row.update(before)
     row["finalize_after_stop"] = 0
     row["outcome"] = classify(row)
-    if partial is not None:
-        partial(dict(row))  # a crash or hang in teardown must not lose what stop did
+    if partial is not None:  # a crash or hang in teardown must not lose what stop did, nor hide
+        partial({**row, "shm_regions": sorted(regions)})  # the shared memory it would leave
 
     # What a careful user's process does next: drop its references, let the models unload,
     # then free the server. (Freeing it first, or dropping the last response right after

@@ -245,6 +245,15 @@ def _lost_cycle(p: Prepared, cycle: int, partial: dict | None, outcome: str, cle
         row.update(cleanup=cleanup, detail=what)
     else:
         row.update(outcome=outcome, detail=what)
+    if partial:
+        # Its shared-memory regions, which the parent no longer sees mapped by a live process
+        left = probes.shm_regions_present(set(partial.get("shm_regions") or ()))
+        probes.remove_shm_regions(left)
+        leaked += len(left)
+        # The worker died before its teardown: the stubs alive after stop were never released
+        # by it. Some exit on their own once their parent is gone, before the parent can kill
+        # them; a leak that a crash hides is still a leak, so count them either way.
+        stubs = max(stubs, int(partial.get("stubs_alive_after_stop") or 0))
     row.update(stubs_killed=(row.get("stubs_killed") or 0) + stubs,
                shm_regions_leaked=(row.get("shm_regions_leaked") or 0) + leaked, worker_pid=pid)
     return row

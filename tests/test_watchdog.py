@@ -303,6 +303,23 @@ def test_a_crash_after_stop_keeps_the_stops_outcome_and_counts_the_stub(tmp_path
     assert gone(stub_pid(p, 1))
 
 
+def test_a_crash_in_teardown_still_counts_the_stub_left_after_stop(tmp_path):
+    """The same fault must give the same leak verdict whether the worker's teardown killed the
+    stub or the worker died first and the stub then exited on its own (no stub runs here)."""
+    p = prepared(tmp_path, '''
+        k = CYCLES[0]
+        send(type="cycle_start", cycle=k, t=time.monotonic())
+        send(type="phase", phase="stop", timeout_s=30, t=time.monotonic())
+        send(type="partial", row=row(k, outcome="exit_timeout", stop_error="Exit timeout expired",
+                                     stop_latency_s=5.0, stubs_alive_after_stop=1))
+        send(type="phase", phase="release", timeout_s=30, t=time.monotonic())
+        os.kill(os.getpid(), signal.SIGABRT)
+    ''')
+    (row,) = run(p, [1]).rows
+    assert row.outcome == "exit_timeout" and row.cleanup == "crashed: killed by SIGABRT"
+    assert row.stubs_killed == 1, "the stub left after stop is a leak, whoever ended it"
+
+
 def test_a_same_process_worker_that_dies_loses_only_its_cycle(tmp_path):
     p = prepared(tmp_path, '''
         for k in CYCLES:
