@@ -88,9 +88,13 @@ if _EVIDENCE_DIR:
 
 
 PTH_NAME = "rig_evidence.pth"
+# Both lines act inside a Triton Python-backend stub only (its executable), never in the other
+# Python processes of the environment; the first runs the rig's hook file, nothing else.
 PTH_LINE = (
-    'import os; _rig_h = os.environ.get("RIG_EVIDENCE_HOOK"); '
-    '_rig_h and os.path.exists(_rig_h) and exec(compile(open(_rig_h).read(), _rig_h, "exec"), '
+    'import os; _rig_h = os.environ.get("RIG_EVIDENCE_HOOK"); _rig_h and '
+    'os.path.realpath("/proc/self/exe").endswith("triton_python_backend_stub") and '
+    'os.path.basename(_rig_h) == "evidence.py" and os.path.basename(os.path.dirname(_rig_h)) == "hook" '
+    'and os.path.exists(_rig_h) and exec(compile(open(_rig_h).read(), _rig_h, "exec"), '
     '{"__name__": "rig_evidence_hook"})\n'
     # Embedded cores' stubs need numpy 1 (with numpy 2 their outputs come back empty): a stub,
     # and only a stub, puts the rig's numpy-1 folder first.
