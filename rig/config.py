@@ -38,6 +38,7 @@ class Thresholds:
     max_stop_latency_s: float | None = None
     min_finalize_success: float | None = None    # 0..1
     allow_leaks: bool = False                    # stubs or shared memory left behind
+    allow_outcomes: str | None = None            # comma-separated; None: clean (soak), any (cycle)
 
 
 @dataclasses.dataclass

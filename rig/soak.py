@@ -72,6 +72,21 @@ def cycle_line(r: CycleRow) -> str:
     return " | ".join(parts)
 
 
+def allowed_outcomes(cfg: RunConfig, default: tuple[str, ...]) -> tuple[str, ...]:
+    """The outcomes that do not fail the run: ``allow_outcomes`` of the config (the option, or
+    the key in [thresholds]), else ``default``."""
+    from rig.cycle import OUTCOMES
+
+    text = cfg.thresholds.allow_outcomes
+    if text is None:
+        return default
+    allowed = tuple(x.strip() for x in text.split(",") if x.strip())
+    unknown = [x for x in allowed if x not in OUTCOMES]
+    if unknown:
+        raise RigError(f"unknown outcome(s) {', '.join(unknown)}: choose from {', '.join(OUTCOMES)}")
+    return allowed
+
+
 def judge(tally: Tally, cfg: RunConfig, allowed: tuple[str, ...]) -> list[str]:
     """Reasons the run fails its thresholds (empty: it passes)."""
     reasons = []
@@ -195,6 +210,7 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
         if stale:
             probes.remove_shm_regions(stale)
             log(f"removed {len(stale)} shared-memory region(s) no live process maps (left by the killed run)")
+    allowed = allowed_outcomes(cfg, allowed)
     p = orchestrator.prepare(cfg, command, run_id=resume, log=log)
     if not resume:
         orchestrator.write_run_row(p, command)

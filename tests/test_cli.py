@@ -51,3 +51,16 @@ def test_help_shows_defaults(capsys):
     for words in ("--engine {auto,capi,tritonserver} (default auto)", "(default fresh-process)",
                   "(default stop)", "--users USERS (default 1)", "--seed SEED (default 0)"):
         assert words in text, words
+
+
+def test_allow_outcomes_is_a_key_of_the_config_file_too(tmp_path, capsys):
+    from rig import config, soak
+
+    f = tmp_path / "n.toml"
+    f.write_text('[thresholds]\nallow_outcomes = "clean,exit_timeout"\n')
+    cfg = config.load(str(f))
+    assert soak.allowed_outcomes(cfg, ("clean",)) == ("clean", "exit_timeout")
+    f.write_text('[thresholds]\nallow_outcomes = "clean,sometimes"\n')
+    code, out, err = run(capsys, "soak", "--config", str(f), "--results", str(tmp_path / "r"))
+    assert code == 2 and "unknown outcome(s) sometimes" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r" / "runs").exists()
