@@ -81,7 +81,11 @@ def test_shapes_run(tmp_path, runtime, shape):
     p = rig("cycle", "--workload", shape, "--users", "4", "--workload-seconds", "2",
             "--window-seconds", "0.5", "--results", str(res))
     assert p.returncode == 0, p.stdout + p.stderr
-    assert len(windows(res)) == 4
+    w = windows(res).sort_values("window")
+    assert len(w) == 4 and (w.requests > 0).all()
+    # the shape moved the load: it starts below its peak of 4 users (Locust ticks a shape each second)
+    print(w[["window", "concurrency", "throughput"]])
+    assert w.concurrency.iloc[0] < 4 and w.concurrency.max() > w.concurrency.iloc[0]
 
 
 @pytest.mark.slow
