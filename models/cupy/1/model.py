@@ -1,6 +1,6 @@
 """The rig's CuPy model: OUTPUT = INPUT @ W on the GPU, tensors passed by DLPack, no host copies.
 
-The same parameters as the numpy model (see numpy_model.py); inputs arrive on the GPU because
+The same parameters as the numpy model (see models/numpy/1/model.py); inputs arrive on the GPU because
 the config sets FORCE_CPU_ONLY_INPUT_TENSORS to "no".
 """
 
