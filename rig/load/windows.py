@@ -134,14 +134,16 @@ def run_windows(sink, hub: HubMonitor, seconds: float, window_seconds: float, em
         gevent.sleep(max(0.0, t0 + (i + 1) * window_seconds - time.monotonic()))
         concurrency = conc()
         last = i + 1 == n
+        block = hub.take()  # the load's own period: the teardown of the load is not counted
         if last and finish is not None:
             finish(sink.window)
+            hub.take()
         if before_close is not None:
             before_close(sink.window, None if last else time.monotonic_ns())
         # The next window opens in the same step as this one closes: no drain falls between.
         now = time.monotonic() - t0
         w = sink.switch(None if last else Window(i + 2, now))
-        w.hub_block_max_s = hub.take()
+        w.hub_block_max_s = block
         length = now - w.start_s
         # Percentiles and encoding walk the whole histogram: off the hub, in a native thread.
         row = gevent.get_hub().threadpool.apply(w.row, (length,), dict(concurrency=concurrency, rate=rate, **tags))
