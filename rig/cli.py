@@ -75,7 +75,8 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     c = p.add_argument_group("server")
     _server_options(c)
     b = p.add_argument_group("sweep")
-    b.add_argument("--concurrency", help="closed loop points (requests in flight), e.g. 1,2,4,8")
+    b.add_argument("--concurrency", help="closed loop points (requests in flight), e.g. 1,2,4,8 "
+                   "(default 1,2,4,8 when no --rates)")
     b.add_argument("--rates", "--rate", dest="rates", help="open loop points (infer/s), e.g. 1000,2000,4000")
     b.add_argument("--workload", help="closed loop: steady (default) or a locustfile whose users "
                    "have no tasks of their own")
