@@ -40,6 +40,11 @@ def run(cfg: RunConfig, args, log=print) -> int:
         raise RigError("give either --concurrency or --rates, not both")
     if not conc and not rates:
         conc = [1, 2, 4, 8]
+    in_flight = max(1, cfg.workload.in_flight)
+    uneven = [c for c in conc if c % in_flight]
+    if uneven:
+        raise RigError(f"--in-flight {in_flight} does not divide the point(s) {', '.join(map(str, uneven))}: "
+                       "a point is the requests in flight, users x in-flight")
     if args.windows < 1:
         raise RigError("--windows must be >= 1")
     p = orchestrator.prepare(cfg, "bench", log=log)

@@ -200,6 +200,42 @@ def _option(dest: str) -> str:
     return "--" + dest.replace("_", "-")
 
 
+_TEMPLATE_ONLY = ("model", "model_size", "instances", "max_batch_size", "dynamic_batching", "fault",
+                  "execute_delay_ms")
+
+
+def _refuse_inapplicable(args, cfg) -> None:
+    """Options given on the command line that this run could not apply: one line, never ignored."""
+    def given(*dests):
+        return [_option(d) for d in dests if getattr(args, d, None) is not None]
+
+    def refuse(options, why):
+        if options:
+            raise RigError(f"{', '.join(options)} {why}")
+
+    if cfg.model_repository:
+        refuse(given(*_TEMPLATE_ONLY), "shape(s) the rig's template model, and --model-repository runs "
+               "your own: drop them")
+    if args.command == "bench":
+        if args.rates:
+            refuse(given("workload", "in_flight"), "apply to closed-loop points (--concurrency), not to --rates")
+            if args.compare:
+                raise RigError("--compare perf-analyzer runs at closed-loop points here (its request-rate "
+                               "mode is not checked against the rig's): use --concurrency")
+        else:
+            refuse(given("arrivals", "seed"), "apply to open-loop points (--rates), not to --concurrency")
+        return
+    w = cfg.workload
+    if w.name != "none":
+        refuse(given("requests"), "counts the requests of a cycle without a workload; a workload runs for "
+               "--workload-seconds: drop it")
+    if w.rate is not None:
+        refuse(given("users", "in_flight", "locust_web_port"), "apply to Locust users (a closed loop); "
+               "--rate runs one open-loop lane: drop one or the other")
+    elif w.name != "none":
+        refuse(given("arrivals", "seed"), "apply to an open loop (--rate), not to Locust users: drop them")
+
+
 def _config(args):
     """The run's configuration (file, then options), or None when the run is skipped here.
     An option that cannot apply is refused in one line, never ignored."""
@@ -221,6 +257,7 @@ def _config(args):
             if given:
                 raise RigError(f"{', '.join(given)} shape(s) a workload, and none runs: add --workload "
                                "steady (or a locustfile), or drop them")
+    _refuse_inapplicable(args, cfg)
     if cfg.model == "cupy" and not cfg.model_repository:
         from rig.preflight import cupy_usable
 

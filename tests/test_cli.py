@@ -64,3 +64,22 @@ def test_allow_outcomes_is_a_key_of_the_config_file_too(tmp_path, capsys):
     code, out, err = run(capsys, "soak", "--config", str(f), "--results", str(tmp_path / "r"))
     assert code == 2 and "unknown outcome(s) sometimes" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "r" / "runs").exists()
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["cycle", "--model-repository", "/nonexistent", "--fault", "finalize-raises"], "--fault shape(s) the rig's template"),
+    (["soak", "--model-repository", "/x", "--instances", "2", "--model", "numpy"], "--model, --instances shape(s)"),
+    (["soak", "--workload", "steady", "--requests", "50"], "--requests counts the requests of a cycle without"),
+    (["soak", "--rate", "100", "--users", "4"], "--users apply to Locust users"),
+    (["soak", "--workload", "steady", "--rate", "100", "--locust-web-port", "8089"], "--locust-web-port apply"),
+    (["cycle", "--workload", "steady", "--arrivals", "constant"], "--arrivals apply to an open loop"),
+    (["cycle", "--workload", "ramp", "--seed", "3"], "--seed apply to an open loop"),
+    (["bench", "--rates", "100,200", "--in-flight", "2"], "--in-flight apply to closed-loop points"),
+    (["bench", "--rates", "100", "--compare", "perf-analyzer"], "use --concurrency"),
+    (["bench", "--concurrency", "1,2", "--seed", "3"], "--seed apply to open-loop points"),
+    (["bench", "--concurrency", "1,3", "--in-flight", "2"], "does not divide the point(s) 1, 3"),
+])
+def test_an_option_that_cannot_apply_is_refused_in_one_line(capsys, tmp_path, argv, says):
+    code, out, err = run(capsys, *argv, "--results", str(tmp_path / "r"))
+    assert code == 2 and says in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "r" / "runs").exists()
