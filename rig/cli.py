@@ -216,6 +216,9 @@ def _refuse_inapplicable(args, cfg) -> None:
     if cfg.model_repository:
         refuse(given(*_TEMPLATE_ONLY), "shape(s) the rig's template model, and --model-repository runs "
                "your own: drop them")
+    elif args.dynamic_batching and cfg.max_batch_size < 1:
+        raise RigError("--dynamic-batching batches requests up to --max-batch-size, which is 0: give "
+                       "--max-batch-size N (N >= 1) too, or drop it")
     if args.command == "bench":
         if args.rates:
             refuse(given("workload", "in_flight"), "apply to closed-loop points (--concurrency), not to --rates")

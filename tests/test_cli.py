@@ -78,6 +78,7 @@ def test_allow_outcomes_is_a_key_of_the_config_file_too(tmp_path, capsys):
     (["bench", "--rates", "100", "--compare", "perf-analyzer"], "use --concurrency"),
     (["bench", "--concurrency", "1,2", "--seed", "3"], "--seed apply to open-loop points"),
     (["bench", "--concurrency", "1,3", "--in-flight", "2"], "does not divide the point(s) 1, 3"),
+    (["cycle", "--dynamic-batching"], "--dynamic-batching batches requests up to --max-batch-size"),
 ])
 def test_an_option_that_cannot_apply_is_refused_in_one_line(capsys, tmp_path, argv, says):
     code, out, err = run(capsys, *argv, "--results", str(tmp_path / "r"))
