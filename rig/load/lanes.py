@@ -8,7 +8,6 @@ the requests that a locustfile's own tasks send one at a time through ``TritonUs
 
 from __future__ import annotations
 
-import os
 import time
 
 import gevent
@@ -27,7 +26,6 @@ class PyLane:
         self.engine, self.model, self.inputs, self.in_flight = engine, model, inputs, in_flight
         self._check = None
         self._bad = 0
-        self._fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._lat: list[int] = []
         self._errors = 0
         self._first_error = None
@@ -52,10 +50,6 @@ class PyLane:
                 response.release()
                 self._lat.append(time.monotonic_ns() - t0)  # the clock stops after the release
             self._outstanding -= 1
-            try:
-                os.eventfd_write(self._fd, 1)
-            except OSError:
-                pass
             if self._running:  # after an error too: the lane keeps its requests in flight
                 self._submit()
 
@@ -85,24 +79,15 @@ class PyLane:
         return self._outstanding == 0
 
     def drain(self):
-        try:
-            os.eventfd_read(self._fd)  # re-arm the wake-up, as the native lane's drain does
-        except (BlockingIOError, OSError):
-            pass
         lat, self._lat = self._lat, []
         errors, self._errors = self._errors, 0
         return np.asarray(lat, dtype=np.int64), errors
-
-    def fileno(self):
-        return self._fd
 
     def first_error(self):
         return self._first_error
 
     def close(self, timeout_s: float = 30):
-        self.stop(timeout_s)
-        os.close(self._fd)
-        return True
+        return self.stop(timeout_s)
 
 
 class TaskLane:

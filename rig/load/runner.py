@@ -15,18 +15,18 @@ from locust.env import Environment
 from rig.engines.base import Engine, EngineError
 from rig.load.lanes import stop_lane
 from rig.load.sink import Sink
-from rig.load.users import load_workload, run_classes, size_shape
+from rig.load.users import Workload, load_workload, run_classes, size_shape
 from rig.load.windows import HubMonitor, run_windows
 from rig.schedule import arrival_times
 
 
 def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, in_flight: int,
-               seconds: float, window_seconds: float, workload: str = "steady",
+               seconds: float, window_seconds: float, workload: "str | Workload" = "steady",
                emit: Callable[[dict], None], tags: dict, csv_prefix: str | None = None,
                web_port: int | None = None, request_timeout: float = 30.0, checks: dict | None = None) -> dict:
     """Closed loop: the workload's users (a built-in name or a locustfile) under its shape, or
     ``users`` of them from the start. ``inputs`` maps each model to its inputs."""
-    loaded = load_workload(workload)
+    loaded = workload if isinstance(workload, Workload) else load_workload(workload)
     shape = size_shape(loaded.shape, users, seconds)
     sink = Sink()
     classes = run_classes(loaded, engine=engine, models=models, inputs=inputs, in_flight=in_flight,
@@ -132,6 +132,8 @@ def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
     """A workload function for ``cycle.run_cycle``: Locust load for ``seconds`` on every model,
     then the retention policy applied to one last request."""
 
+    loaded: list = []  # the locustfile, loaded once for all the cycles of this worker
+
     def workload(engine: Engine, spec, inputs: dict, kept, cycle: int, checks: dict | None = None) -> dict:
         from rig.cycle import apply_retention
 
@@ -148,9 +150,12 @@ def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
                            emit=emit, tags=tags, check=(checks or {}).get(model))
         else:
             csv = os.path.join(spec.log_dir, f"locust-c{cycle:06d}") if spec.log_dir else None
+            if not loaded:
+                loaded.append(load_workload(wcfg.get("name", "steady")))
             out = run_locust(engine, list(spec.models), inputs, users=int(wcfg["users"]),
                              in_flight=int(wcfg["in_flight"]), seconds=float(wcfg["seconds"]),
-                             window_seconds=float(wcfg["window_seconds"]), workload=wcfg.get("name", "steady"),
+                             window_seconds=float(wcfg["window_seconds"]),
+                             workload=loaded[0],
                              emit=emit, tags=tags, csv_prefix=csv, web_port=wcfg.get("web_port"),
                              request_timeout=spec.request_timeout, checks=checks)
         out.pop("windows", None)
