@@ -8,9 +8,5 @@ class Ramp(TritonUser):
 
 
 class RampShape(RigShape):
-    def tick(self):
-        t = self.get_run_time()
-        if t >= self.seconds:
-            return None
-        frac = min(1.0, t / (0.8 * self.seconds))
-        return (max(1, round(1 + frac * (self.users - 1))), 100)
+    def users_at(self, t):
+        return 1 + min(1.0, t / (0.8 * self.seconds)) * (self.users - 1)

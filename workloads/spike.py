@@ -8,9 +8,5 @@ class Spike(TritonUser):
 
 
 class SpikeShape(RigShape):
-    def tick(self):
-        t = self.get_run_time()
-        if t >= self.seconds:
-            return None
-        base = max(1, self.users // 4)
-        return (self.users if 0.4 * self.seconds <= t < 0.6 * self.seconds else base, 100)
+    def users_at(self, t):
+        return self.users if 0.4 * self.seconds <= t < 0.6 * self.seconds else self.users // 4

@@ -8,9 +8,5 @@ class Step(TritonUser):
 
 
 class StepShape(RigShape):
-    def tick(self):
-        t = self.get_run_time()
-        if t >= self.seconds:
-            return None
-        step = min(3, int(4 * t / self.seconds))
-        return (max(1, round(self.users * (step + 1) / 4)), 100)
+    def users_at(self, t):
+        return self.users * (min(3, int(4 * t / self.seconds)) + 1) / 4

@@ -32,11 +32,21 @@ BUILTIN = WORKLOADS
 
 class RigShape(LoadTestShape):
     """A shape that the rig sizes: ``users`` (the peak) and ``seconds`` (the run's length) come
-    from ``--users`` and ``--workload-seconds`` before the first tick."""
+    from ``--users`` and ``--workload-seconds`` before the first tick. A subclass says how many
+    users run ``t`` seconds in (``users_at``); the shape ends after ``seconds``."""
 
     abstract = True
     users = 1
     seconds = 10.0
+
+    def users_at(self, t: float) -> int:
+        return self.users
+
+    def tick(self):
+        t = self.get_run_time()
+        if t >= self.seconds:
+            return None
+        return max(1, round(self.users_at(t))), max(100, self.users * 100)
 
 
 def _hold(user):
