@@ -1,4 +1,5 @@
-"""Command line: ``rig cycle | soak | bench | runtime | doctor | worker``. Only this module prints."""
+"""Command line: ``rig cycle | soak | bench | runtime | doctor | worker`` here; the commands over
+stored results (report, gate, capacity, compact, check) in ``rig.commands``."""
 
 from __future__ import annotations
 
@@ -126,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="rig", description="Benchmark and soak-test Triton's in-process API: "
                 "start, load, infer, stop, verify; again and again.")
     p.add_argument("--version", dest="show_version", action="store_true", help="print the rig's version")
-    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{cycle,soak,bench,runtime,doctor}")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{cycle,soak,bench,report,gate,capacity,compact,check,runtime,doctor}")
 
     c = sub.add_parser("cycle", help="one lifecycle cycle: start, infer, retain, stop, verify, record")
     _target_options(c)
@@ -143,6 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
     _target_options(b)
     _bench_options(b)
     b.set_defaults(func=cmd_bench)
+
+    from rig.commands import add_parsers
+
+    add_parsers(sub)  # report, gate, capacity, compact, check: over stored results
 
     r = sub.add_parser("runtime", help="install and list Triton runtimes")
     rs = r.add_subparsers(dest="runtime_command", parser_class=_Parser)

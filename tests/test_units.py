@@ -27,10 +27,7 @@ from rig.config import RunConfig, Thresholds, from_toml_text, load
 from rig.errors import RigError
 from rig.schedule import arrival_times
 
-try:  # perf_analyzer's stability rule is moving from rig.schedule to rig.analysis.sweeps
-    from rig.analysis.sweeps import stable
-except ImportError:
-    from rig.schedule import stable
+from rig.analysis.sweeps import stable
 from rig.store import CycleRow, RunRow, Store, WindowRow
 
 HOOK = Path(cycle.__file__).resolve().parent / "hook" / "evidence.py"

@@ -1,0 +1,13 @@
+"""Subcommands over stored results (no Triton needed): one module each, with
+``add_parser(sub)`` and ``run(args) -> int``."""
+
+from __future__ import annotations
+
+import importlib
+
+NAMES = ("report", "gate", "capacity", "compact", "check")
+
+
+def add_parsers(sub) -> None:
+    for name in NAMES:
+        importlib.import_module(f"rig.commands.{name}").add_parser(sub)

@@ -1,0 +1,14 @@
+"""`rig report`: being built (placeholder until its owner replaces this module)."""
+
+from __future__ import annotations
+
+from rig.errors import RigError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("report", help="(being built)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    raise RigError("`rig report` is not built yet")
