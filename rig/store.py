@@ -12,6 +12,8 @@ from the partition path, not from the files.
 
 Schema history (``schema_version`` column):
   1: first version (runs, cycles, windows).
+  2: scheduled, dropped, bad_outputs, lane (cycles, windows); lost_samples, clipped (windows).
+  3: instances (windows): the model instances of a bench point.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 2  # 2: scheduled, dropped, bad_outputs, lane (cycles, windows); lost_samples, clipped (windows)
+SCHEMA_VERSION = 3  # see the history above
 PARTITIONS = ("triton_version", "date")
 
 
@@ -130,6 +132,7 @@ class WindowRow:
     lost_samples: int | None = None  # latencies a lane could not keep (a full buffer): counted, not lost
     clipped: int | None = None       # latencies above the histogram's range (60 s), recorded as 60 s
     lane: str | None = None
+    instances: int | None = None     # bench: model instances the point ran with (None: not set by the rig)
     schema_version: int = SCHEMA_VERSION
 
 
