@@ -8,6 +8,7 @@ FROM nvcr.io/nvidia/tritonserver:${TRITON_TAG}-py3
 # Recent NGC images are Ubuntu 24.04, whose system Python refuses plain `pip install`
 # (PEP 668); this image is single-purpose, so installing into it is what we want.
 ENV PIP_BREAK_SYSTEM_PACKAGES=1 \
+    RIG_OWNS_ENVIRONMENT=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 

@@ -12,6 +12,7 @@ import typing
 from pathlib import Path
 
 from rig.errors import RigError
+from rig.text import redact
 
 try:
     import tomllib
@@ -129,7 +130,7 @@ class RunConfig:
                 v = getattr(sub, f.name)
                 if v is not None:
                     lines.append(f"{f.name} = {_toml_value(v)}")
-        return "\n".join(lines) + "\n"
+        return redact("\n".join(lines) + "\n")  # no credential of a results URI is stored
 
 
 def _toml_value(v) -> str:

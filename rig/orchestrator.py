@@ -56,13 +56,14 @@ class Prepared:
     # interpreter's ``-m rig worker``). Tests put a fake worker here to exercise the watchdog.
     worker_argv: list[str] | None = None
     lock: object = None  # the open file whose flock says this process runs the run
+    hook: str | None = None  # the evidence hook the stubs run (None: it could not be installed)
 
 
 def prepare(cfg: RunConfig, command: str, run_id: str | None = None,
             log: Callable[[str], None] = print) -> Prepared:
     """Everything checked before anything starts: runtime, engine, model repository."""
     rt = runtime_mod.resolve(cfg.runtime, log=log)
-    ensure_evidence_hook(log)
+    hook = ensure_evidence_hook(log)
     engine, reason = engines.select(cfg.engine, rt)
     if cfg.workload.name.endswith(".py"):
         check_workload(cfg.workload.name)
@@ -91,7 +92,7 @@ def prepare(cfg: RunConfig, command: str, run_id: str | None = None,
         names = [spec.model_name]
         label = cfg.model if cfg.fault == "none" else f"{cfg.model}:{cfg.fault}"
     repo = without_spaces(repo, run_id, log)
-    return Prepared(run_id, cfg, rt, engine, reason, repo, names, label, work, store, lock=lock)
+    return Prepared(run_id, cfg, rt, engine, reason, repo, names, label, work, store, lock=lock, hook=hook)
 
 
 def write_run_row(p: Prepared, command: str) -> None:
@@ -116,7 +117,7 @@ class WorkerHandle:
             evidence_dir=str(p.work_dir / "evidence"),
             log_dir=str(p.work_dir / "logs"), cycles=cycles,
             workload=dataclasses.asdict(p.config.workload) if p.config.workload.name != "none" else None,
-            hook=str(Path(__file__).resolve().parent / "hook" / "evidence.py"),
+            hook=p.hook,
             check=p.config.model_size if not p.config.model_repository else 0)
         (p.work_dir / "logs").mkdir(parents=True, exist_ok=True)
         self.spec_path = p.work_dir / f"spec-{index:04d}.json"

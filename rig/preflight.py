@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import stat
 import subprocess
 import sys
 import tempfile
@@ -73,16 +74,55 @@ def check_workload(path: str) -> dict:
     raise RigError(f"workload {path}: could not be loaded ({(proc.stderr.strip().splitlines() or ['no output'])[-1]})")
 
 
-def ensure_evidence_hook(log: Callable[[str], None]) -> None:
-    """Backend stubs read the .pth files of this interpreter's site-packages (see rig/hook)."""
+def hook_file() -> Path:
+    return Path(__file__).resolve().parent / "hook" / "evidence.py"
+
+
+def environment_owned() -> bool:
+    """A virtualenv, or an environment the user declared the rig's own (RIG_OWNS_ENVIRONMENT=1,
+    as the Dockerfile's single-purpose image does): the only places the rig adds its .pth."""
+    return sys.prefix != sys.base_prefix or os.environ.get("RIG_OWNS_ENVIRONMENT") == "1"
+
+
+def hook_file_problem(path: Path) -> str | None:
+    """Why the hook file must not run in the stubs (None: it may)."""
+    try:
+        st = path.stat()
+    except OSError as e:
+        return f"cannot read it ({e.strerror})"
+    if st.st_uid not in (0, os.getuid()):
+        return f"it is owned by uid {st.st_uid}, neither root nor this user"
+    if st.st_mode & 0o022:
+        return f"it is group- or world-writable (mode {stat.filemode(st.st_mode)})"
+    return None
+
+
+def ensure_evidence_hook(log: Callable[[str], None]) -> str | None:
+    """Backend stubs read the .pth files of this interpreter's site-packages (see rig/hook).
+    Returns the hook file the stubs may run, or None (finalize evidence will be missing)."""
     import sysconfig
 
     from rig.hook import evidence
 
+    missing = "finalize evidence will be missing (finalize_* columns empty)"
+    path = hook_file()
+    problem = hook_file_problem(path)
+    if problem:
+        log(f"warning: ignoring the evidence hook {path}: {problem}; {missing}. Reinstall the rig, "
+            "or make the file yours and not writable by others (chmod go-w)")
+        return None
     site = sysconfig.get_paths()["purelib"]
+    if evidence.pth_installed(site):
+        return str(path)
+    if not environment_owned():
+        log(f"warning: not adding {evidence.PTH_NAME} to {site}, a system interpreter's site-packages, "
+            f"by itself: {missing}. Run the rig from a virtualenv, or set RIG_OWNS_ENVIRONMENT=1 to let it")
+        return None
     if evidence.install_pth(site) is None:
-        log(f"warning: cannot write {evidence.PTH_NAME} into {site}: finalize evidence will be missing "
-            "(finalize_* columns 0); run the rig from a writable environment (a virtualenv)")
+        log(f"warning: cannot write {evidence.PTH_NAME} into {site}: {missing}; run the rig from a "
+            "writable environment (a virtualenv)")
+        return None
+    return str(path)
 
 
 def cupy_usable() -> tuple[bool, str]:

@@ -584,3 +584,15 @@ def test_outcomes_and_option_values_are_literals_the_config_enforces():
         config_mod.load(None, {"retain": "everything"})
     with pytest.raises(RigError, match="arrivals must be one of poisson, constant"):
         config_mod.load(None, {"workload.arrivals": "bursty"})
+
+
+def test_redact_hides_the_credentials_a_uri_or_option_carries():
+    from rig.text import redact
+
+    text = ('results = "s3://AKIA:pw0@minio:9000/b/p?access_key=AKIA1&secret_key=a/b+c'
+            '&session_token=T0KEN9&region=eu"')
+    out = redact(text)
+    for secret in ("pw0", "AKIA1", "a/b+c", "T0KEN9"):
+        assert secret not in out
+    assert "region=eu" in out and "s3://AKIA:***@minio:9000/b/p" in out
+    assert redact("results = \"/tmp/plain folder\"") == "results = \"/tmp/plain folder\""
