@@ -280,6 +280,7 @@ def _config(args):
 def _cycles(args, cfg, allowed: tuple[str, ...]) -> int:
     """``allowed``: the outcomes that pass unless the run's config names others."""
     from rig import soak
+    from rig.text import redact
 
     status, tally, run_id, reasons = soak.execute(
         cfg, args.command, resume=getattr(args, "resume", None), cycles_given=args.cycles is not None,
@@ -288,7 +289,7 @@ def _cycles(args, cfg, allowed: tuple[str, ...]) -> int:
         print(soak.summary_table(tally))
     for reason in reasons:
         print(f"FAIL: {reason}")
-    print(f"results: {cfg.results}/cycles (run_id {run_id})")
+    print(f"results: {redact(str(cfg.results))}/cycles (run_id {run_id})")
     return status
 
 

@@ -12,7 +12,7 @@ from rig import orchestrator
 from rig.config import RunConfig, from_toml_text
 from rig.errors import RigError
 from rig.store import CycleResult, CycleRow, Store
-from rig.text import num
+from rig.text import num, redact
 
 DEFAULT_ALLOWED = ("clean",)
 
@@ -187,7 +187,7 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
         store = Store(cfg.results)
         stored = store.run_row(resume)
         if stored is None:
-            raise RigError(f"no run {resume!r} in {cfg.results}/runs: check --results and the run id")
+            raise RigError(f"no run {resume!r} in {redact(str(cfg.results))}/runs: check --results and the run id")
         results, cycles = cfg.results, cfg.cycles
         given_cycles = cycles_given
         cfg = from_toml_text(stored["config"])
@@ -199,7 +199,7 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
         # One read of what the killed run stored: which cycles are done, and their figures.
         df = store.read("cycles", resume)
         if store.damaged:
-            log(f"skipped {len(store.damaged)} damaged file(s) in {cfg.results} (their cycles run again): "
+            log(f"skipped {len(store.damaged)} damaged file(s) in {redact(str(cfg.results))} (their cycles run again): "
                 f"{store.damaged[0]}")
         df = df.astype(object).where(df.notna(), None)
         names = [f.name for f in dataclasses.fields(CycleRow)]
@@ -216,7 +216,7 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
         orchestrator.write_run_row(p, command)
     log(f"run {p.run_id}: {p.runtime.name} (Triton {p.runtime.triton_version}), engine {p.engine}, "
         f"model {p.model_label}, retain {cfg.retain}, stop {cfg.stop_strategy}, "
-        f"restart {cfg.restart}, results in {cfg.results}/")
+        f"restart {cfg.restart}, results in {redact(str(cfg.results))}/")
     log(f"engine {p.engine}: {p.engine_reason.split(';')[0]}")
     if cfg.workload.name != "none" and cfg.workload.web_port:
         log(f"Locust's web UI: http://127.0.0.1:{cfg.workload.web_port}/ while each cycle's workload runs")
@@ -250,7 +250,7 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
             progress.close()
             progress = None
         log(f"interrupted after {len(tally.rows)} stored cycle(s); continue with: "
-            f"rig soak --resume {p.run_id} --results {shlex.quote(str(cfg.results))}")
+            f"rig soak --resume {p.run_id} --results {shlex.quote(redact(str(cfg.results)))}")
         raise
     finally:
         if progress:
