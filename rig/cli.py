@@ -233,6 +233,9 @@ def _refuse_inapplicable(args, cfg) -> None:
         else:
             refuse(given("arrivals", "seed"), "apply to open-loop points (--rates), not to --concurrency")
         return
+    if cfg.cycles == 1 and not getattr(args, "resume", None):
+        refuse(given("restart"), "says how the server restarts between cycles, and this run has one cycle: "
+               "give --cycles N (N > 1) or drop it")
     w = cfg.workload
     if w.name != "none":
         refuse(given("requests"), "counts the requests of a cycle without a workload; a workload runs for "

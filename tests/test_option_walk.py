@@ -1,0 +1,173 @@
+"""Every option of every subcommand, walked: each is put where it cannot apply and must be
+refused in one line, or, where no such case exists, must reach the run's configuration.
+
+A new option without an entry here fails ``test_every_option_is_walked``: the contract is
+checked for all of them, not only the ones known to have been ignored once."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import signal
+from pathlib import Path
+
+import pytest
+
+from rig import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+REPO = "--model-repository"
+WL = ("--workload", "steady")
+
+# option -> the arguments (beside the option itself and its value) of a case where it cannot
+# apply, and a piece of the one-line refusal
+REFUSED = {
+    "--model": ((REPO, "REPO"), "--model-repository runs your own"),
+    "--model-size": ((REPO, "REPO"), "--model-repository runs your own"),
+    "--instances": ((REPO, "REPO"), "--model-repository runs your own"),
+    "--max-batch-size": ((REPO, "REPO"), "--model-repository runs your own"),
+    "--dynamic-batching": ((), "--max-batch-size"),
+    "--fault": ((REPO, "REPO"), "--model-repository runs your own"),
+    "--execute-delay-ms": ((REPO, "REPO"), "--model-repository runs your own"),
+    "--requests": (WL, "a workload runs for"),
+    "--restart": ((), "this run has one cycle"),
+    "--workload-seconds": ((), "add --workload steady"),
+    "--users": (("--rate", "5"), "--rate runs one open-loop lane"),
+    "--in-flight": (("--rate", "5"), "--rate runs one open-loop lane"),
+    "--locust-web-port": (("--rate", "5"), "--rate runs one open-loop lane"),
+    "--arrivals": (WL, "not to Locust users"),
+    "--seed": (WL, "not to Locust users"),
+    "--window-seconds": ((), "add --workload steady"),
+}
+
+VALUES = {  # a valid value for each option that takes one
+    "--config": None, "--runtime": "0.7.0", "--engine": "capi", "--model": "numpy", REPO: "REPO",
+    "--model-size": "8", "--instances": "2", "--max-batch-size": "4", "--fault": "finalize-raises",
+    "--execute-delay-ms": "3", "--cycles": "3", "--requests": "7", "--retain": "last-response",
+    "--stop-strategy": "unload-then-stop", "--restart": "same-process", "--exit-timeout": "9",
+    "--startup-timeout": "11", "--request-timeout": "13", "--results": "RESULTS", "--workload": "spike",
+    "--workload-seconds": "6", "--users": "5", "--in-flight": "2", "--rate": "40", "--arrivals": "constant",
+    "--window-seconds": "0.5", "--seed": "17", "--locust-web-port": "8123", "--max-stop-latency": "3.5",
+    "--min-finalize-success": "0.75", "--allow-outcomes": "clean,exit_timeout", "--resume": None,
+    "--skip-ok": None, "--allow-leaks": None, "--dynamic-batching": None,
+}
+
+# option -> (extra arguments, where the value lands in the effective config)
+APPLIES = {
+    "--runtime": ((), lambda c: c.runtime == "0.7.0"),
+    "--engine": ((), lambda c: c.engine == "capi"),
+    "--model": ((), lambda c: c.model == "numpy"),
+    REPO: ((), lambda c: c.model_repository.endswith("REPO")),
+    "--model-size": ((), lambda c: c.model_size == 8),
+    "--instances": ((), lambda c: c.instances == 2),
+    "--max-batch-size": ((), lambda c: c.max_batch_size == 4),
+    "--dynamic-batching": (("--max-batch-size", "4"), lambda c: c.dynamic_batching is True),
+    "--fault": ((), lambda c: c.fault == "finalize-raises"),
+    "--execute-delay-ms": ((), lambda c: c.execute_delay_ms == 3),
+    "--cycles": ((), lambda c: c.cycles == 3),
+    "--requests": ((), lambda c: c.requests == 7),
+    "--retain": ((), lambda c: c.retain == "last-response"),
+    "--stop-strategy": ((), lambda c: c.stop_strategy == "unload-then-stop"),
+    "--restart": (("--cycles", "2"), lambda c: c.restart == "same-process"),
+    "--exit-timeout": ((), lambda c: c.exit_timeout == 9),
+    "--startup-timeout": ((), lambda c: c.startup_timeout == 11),
+    "--request-timeout": ((), lambda c: c.request_timeout == 13),
+    "--results": ((), lambda c: str(c.results).endswith("RESULTS")),
+    "--workload": ((), lambda c: c.workload.name == "spike"),
+    "--workload-seconds": (WL, lambda c: c.workload.seconds == 6),
+    "--users": (WL, lambda c: c.workload.users == 5),
+    "--in-flight": (WL, lambda c: c.workload.in_flight == 2),
+    "--rate": ((), lambda c: c.workload.rate == 40 and c.workload.name == "steady"),
+    "--arrivals": (("--rate", "5"), lambda c: c.workload.arrivals == "constant"),
+    "--window-seconds": (WL, lambda c: c.workload.window_seconds == 0.5),
+    "--seed": (("--rate", "5"), lambda c: c.workload.seed == 17),
+    "--locust-web-port": (WL, lambda c: c.workload.web_port == 8123),
+    "--max-stop-latency": ((), lambda c: c.thresholds.max_stop_latency_s == 3.5),
+    "--min-finalize-success": ((), lambda c: c.thresholds.min_finalize_success == 0.75),
+    "--allow-leaks": ((), lambda c: c.thresholds.allow_leaks is True),
+    "--allow-outcomes": ((), lambda c: c.thresholds.allow_outcomes == "clean,exit_timeout"),
+}
+
+# Options whose contract another test holds (named here, so the walk still covers them)
+ELSEWHERE = {
+    "--config": "test_cli.py::test_allow_outcomes_is_a_key_of_the_config_file_too (a TOML file's keys)",
+    "--resume": "test_cli.py::test_a_resumed_run_refuses_options_it_would_ignore; test_soak (resume runs)",
+    "--skip-ok": "test_skip_ok_turns_a_skip_into_success below",
+}
+
+
+def _options(command: str) -> dict[str, argparse.Action]:
+    sub = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return {s: a for a in sub.choices[command]._actions for s in a.option_strings
+            if s.startswith("--") and s != "--help" and a.help != argparse.SUPPRESS}
+
+
+def _argv(option: str, tmp_path) -> list[str]:
+    value = VALUES[option]
+    return [option] if value is None else [option, str(tmp_path / value) if value in ("REPO", "RESULTS")
+                                           else value]
+
+
+def _fill(extra, tmp_path) -> list[str]:
+    return [str(tmp_path / x) if x in ("REPO", "RESULTS") else x for x in extra]
+
+
+@pytest.fixture(autouse=True)
+def _keep_sigterm():
+    handler = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, handler)
+
+
+@pytest.mark.parametrize("command", ["cycle", "soak"])
+def test_every_option_is_walked(command):
+    missing = set(_options(command)) - set(REFUSED) - set(APPLIES) - set(ELSEWHERE)
+    assert not missing, f"options of `rig {command}` with no contract in this walk: {sorted(missing)}"
+
+
+def _cases(kind):
+    table = REFUSED if kind == "refused" else APPLIES
+    return [(c, o) for c in ("cycle", "soak") for o in table if o in _options(c)]
+
+
+@pytest.mark.parametrize("command, option", _cases("refused"))
+def test_an_option_where_it_cannot_apply_is_refused_in_one_line(command, option, tmp_path, capsys):
+    extra, says = REFUSED[option]
+    (tmp_path / "REPO").mkdir()
+    code = cli.main([command, *_argv(option, tmp_path), *_fill(extra, tmp_path),
+                     "--results", str(tmp_path / "RESULTS")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2, f"`rig {command} {option}` where it cannot apply was not refused: {err}"
+    assert len(err.splitlines()) == 1 and option in err and says in err, err
+    assert not (tmp_path / "RESULTS").exists(), "a refused run wrote results"
+
+
+@pytest.mark.parametrize("command, option", _cases("applies"))
+def test_an_option_that_applies_reaches_the_run(command, option, tmp_path):
+    extra, landed = APPLIES[option]
+    argv = [command, *_argv(option, tmp_path), *_fill(extra, tmp_path)]
+    if "--cycles" not in argv:
+        argv += ["--cycles", "2"]
+    cfg = cli._config(cli.build_parser().parse_args(argv))
+    assert cfg is not None and landed(cfg), f"`rig {' '.join(argv[:3])}` did not reach the config"
+
+
+def test_skip_ok_turns_a_skip_into_success(capsys):
+    from rig.preflight import cupy_usable
+
+    if cupy_usable()[0]:
+        pytest.skip("this machine has CuPy and a GPU: the cupy model runs, nothing is skipped")
+    assert cli.main(["soak", "--model", "cupy"]) == cli.EXIT_SKIPPED
+    assert cli.main(["soak", "--model", "cupy", "--skip-ok"]) == 0
+    assert "skipped" in capsys.readouterr().out
+
+
+def test_bench_reads_every_option_it_offers():
+    """bench's own options (points, windows, comparison) are read by rig/bench.py; the ones it
+    shares with soak go through the same config as above."""
+    source = (ROOT / "rig" / "bench.py").read_text() + (ROOT / "rig" / "cli.py").read_text()
+    shared = set(REFUSED) | set(APPLIES) | set(ELSEWHERE)
+    for option, action in _options("bench").items():
+        if option in shared:
+            continue
+        assert re.search(rf"args\.{action.dest}\b", source), f"`rig bench {option}` is read nowhere"
