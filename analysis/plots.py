@@ -82,3 +82,115 @@ def _save(fig, axes, path) -> Path:
     fig.savefig(path, dpi=110)
     _plt().close(fig)
     return path
+
+
+# Figures of `rig report`: each returns a matplotlib Figure; ``png`` turns one into bytes.
+
+def png(fig, dpi: int = 96) -> bytes:
+    """The figure as PNG bytes (closed afterwards): what the report embeds as a data URI."""
+    import io
+
+    for ax in fig.axes:
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    _plt().close(fig)
+    return buf.getvalue()
+
+
+def ecdf_figure(series: dict[str, dict], title: str, xlabel: str):
+    """One panel per measure (e.g. stop and start latency): the empirical CDF of each group's
+    values. ``series`` maps a panel title to {group label: values}."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, max(1, len(series)), figsize=(5.5 * max(1, len(series)), 3.6), squeeze=False)
+    for ax, (panel, groups) in zip(axes[0], series.items()):
+        for k, (label, values) in enumerate(groups.items()):
+            v = pd.Series(values, dtype="float64").dropna()
+            if len(v):
+                ax.ecdf(v, label=f"{label} (n={len(v)})", color=f"C{k}")
+        ax.set(title=panel, xlabel=xlabel, ylabel="fraction of cycles")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def latency_distribution_figure(hists: dict[str, tuple], title: str = "Latency distribution (merged HDR histograms)"):
+    """Latency against percentile, HDR style (x: 1/(1-q) on a log axis, so the tail spreads out).
+    ``hists`` maps a group label to (percentiles 0..100, latency in µs) arrays."""
+    import numpy as np
+
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    ticks = np.array([0.0, 90.0, 99.0, 99.9, 99.99])
+    for k, (label, (q, us)) in enumerate(hists.items()):
+        q = np.clip(np.asarray(q, dtype=float), 0, 99.999)
+        ax.plot(1 / (1 - q / 100), np.asarray(us, dtype=float) / 1000, label=label, color=f"C{k}")
+    ax.set_xscale("log")
+    ax.set_xticks(1 / (1 - ticks / 100), [f"p{t:g}" if t else "p0" for t in ticks])
+    ax.set(ylabel="latency (ms)", title=title)
+    ax.set_ylim(bottom=0)
+    if hists:
+        ax.legend(fontsize=7)
+    return fig
+
+
+def sweep_figure(points: pd.DataFrame, group: str = "group", knees: dict | None = None):
+    """Throughput (with its interval) and p99 against the load point, one line per group; a
+    group's knee is ringed. ``points`` has group, point, throughput, throughput_lo, throughput_hi, p99_us."""
+    plt = _plt()
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for k, (label, g) in enumerate(points.groupby(group, sort=False)):
+        g = g.sort_values("point")
+        c = f"C{k}"
+        a.plot(g.point, g.throughput, marker="o", color=c, label=str(label))
+        if {"throughput_lo", "throughput_hi"} <= set(g):
+            a.fill_between(g.point, g.throughput_lo, g.throughput_hi, color=c, alpha=0.2)
+        b.plot(g.point, g.p99_us / 1000, marker="o", color=c, label=str(label))
+        if knees and knees.get(label) is not None:
+            kp = g[g.point == knees[label]]
+            a.scatter(kp.point, kp.throughput, s=160, facecolors="none", edgecolors=c, linewidths=2)
+    a.set(xlabel="load point", ylabel="infer/s", title="Throughput (95 % interval; ringed: knee)")
+    b.set(xlabel="load point", ylabel="p99 latency (ms)", title="p99 latency", yscale="log")
+    a.legend(fontsize=7)
+    return fig
+
+
+def comparison_figure(rows: pd.DataFrame, title: str):
+    """A forest plot: each row's estimate and 95 % interval, one line per (metric, group).
+    ``rows`` has label, estimate, lo, hi and significant (bool); significant rows are red."""
+    plt = _plt()
+    n = len(rows)
+    fig, ax = plt.subplots(figsize=(8, 0.9 + 0.32 * max(n, 1)))
+    y = list(range(n))[::-1]
+    for yi, (_, r) in zip(y, rows.iterrows()):
+        color = "C3" if r.get("significant") else "C0"
+        lo, hi = r.get("lo"), r.get("hi")
+        if pd.notna(lo) and pd.notna(hi):
+            ax.plot([lo, hi], [yi, yi], color=color, lw=2)
+        ax.plot([r["estimate"]], [yi], "o", color=color)
+    ax.axvline(0, color="grey", lw=1)
+    ax.set_yticks(y, [str(s) for s in rows["label"]], fontsize=7)
+    ax.set(xlabel="difference from the baseline (%)", title=title)
+    return fig
+
+
+def trend_figure(nightly: pd.DataFrame, metric: str, ylabel: str, changes: dict | None = None):
+    """A metric per night, one line per series; a night where a series steps is marked with a
+    dashed line. ``nightly`` has series, date, and ``metric``; ``changes`` maps series to dates."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    for k, (label, g) in enumerate(nightly.groupby("series", sort=False)):
+        g = g.sort_values("date")
+        c = f"C{k}"
+        x = pd.to_datetime(g.date)
+        ax.plot(x, g[metric], marker="o", ms=3, color=c, label=str(label))
+        for d in (changes or {}).get(label, []):
+            ax.axvline(pd.to_datetime(d), color=c, ls="--", lw=1.2)
+            ax.annotate(f"step {d}", (pd.to_datetime(d), ax.get_ylim()[1]), fontsize=7, color=c,
+                        rotation=90, va="top", ha="right")
+    ax.set(ylabel=ylabel, title=f"{ylabel} per night (dashed: change point)")
+    fig.autofmt_xdate()
+    ax.legend(fontsize=7)
+    return fig

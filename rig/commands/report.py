@@ -1,14 +1,43 @@
-"""`rig report`: being built (placeholder until its owner replaces this module)."""
+"""`rig report RESULTS`: lifecycle, performance, differences from a baseline and nightly
+trends of a results folder, as a Markdown summary on stdout and one self-contained HTML page."""
 
 from __future__ import annotations
 
-from rig.errors import RigError
+from pathlib import Path
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("report", help="(being built)")
+    p = sub.add_parser("report", help="compare stored runs: Markdown on stdout, one offline HTML page",
+                       description="Compare what a results folder holds: Triton versions, engines, models, "
+                       "retention, stop strategies, restart modes and runs, where more than one is present.")
+    p.add_argument("results", help="results folder (the --results of rig soak, cycle, bench)")
+    p.add_argument("--baseline", metavar="VERSION",
+                   help="the reference for differences: a Triton version (default: the oldest present), "
+                   "or a value of the compared tag when one version only")
+    p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                   help="keep rows where a column of runs, cycles or windows equals VALUE (repeatable), "
+                   "e.g. engine=capi, retain=none, run_id=...")
+    p.add_argument("--out", default="report.html", help="the HTML page (default report.html)")
+    p.add_argument("--max-histograms", type=int, default=8, metavar="N",
+                   help="points whose HDR histograms are merged exactly (the busiest; default 8)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    raise RigError("`rig report` is not built yet")
+    import warnings
+
+    from rig.analysis import report
+    from rig.errors import RigError
+
+    if args.max_histograms < 0:
+        raise RigError("--max-histograms must be 0 or more")
+    data = report.select(report.load(args.results), args.where)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # empty groups' medians: shown as '-'
+        md, page = report.build(data, baseline=args.baseline, max_histograms=args.max_histograms)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding="utf-8")
+    print(md)
+    print(f"report: {out.resolve()}")
+    return 0

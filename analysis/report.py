@@ -1,0 +1,185 @@
+"""`rig report`: a results folder's lifecycle, performance and nightly trends, each group of
+runs beside the baseline, as a Markdown summary and one self-contained HTML page.
+
+Groups are the combinations of the tags that vary in the data (Triton version, engine, model,
+retention, stop strategy, restart mode; the run itself when none varies). The first tag that
+varies is the compared one: every other value of it is tested against the baseline's, with the
+rest of the tags held equal. Work is group-bys over whole columns; statistics run per group,
+never per row, and HDR histograms are decoded only for the groups shown (``MAX_HISTOGRAMS``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from rig.analysis import report_html as rh
+from rig.analysis import report_parts as parts
+from rig.errors import RigError
+
+DIMS = ("triton_version", "engine", "model", "retain", "stop_strategy", "restart")
+WINDOW_COLUMNS = ["run_id", "cycle", "window", "engine", "model", "tool", "mode", "concurrency", "rate",
+                  "requests", "errors", "throughput", "p50_us", "p90_us", "p99_us", "p999_us", "max_us",
+                  "triton_version", "date"]
+TABLES = ("runs", "cycles", "windows")
+DEFAULTS = {"retain": "none", "stop_strategy": "stop", "restart": "fresh-process"}  # the rig's own defaults
+
+
+@dataclasses.dataclass
+class Data:
+    root: str
+    runs: pd.DataFrame
+    cycles: pd.DataFrame
+    windows: pd.DataFrame          # without the histogram column
+    filters: tuple = ()            # pyarrow expressions the windows were read under
+
+
+def load(root: str) -> Data:
+    """The three tables of a results folder; one-line errors for a missing, empty or foreign one."""
+    from rig.store import Store
+
+    p = Path(root)
+    if not p.exists():
+        raise RigError(f"no results folder {root}; pass the --results folder of rig soak, cycle or bench")
+    if not p.is_dir():
+        raise RigError(f"{root} is not a folder; pass a results folder (runs/, cycles/, windows/)")
+    if not any((p / t).is_dir() for t in TABLES):
+        raise RigError(f"{root} is not a results folder (it has no runs/, cycles/ or windows/ table)")
+    store = Store(p)
+    runs, cycles = store.read("runs"), store.read("cycles")
+    windows = store.read("windows", columns=WINDOW_COLUMNS)
+    if cycles.empty and windows.empty:
+        raise RigError(f"{root} holds no cycles or windows yet; run rig soak or rig bench with --results {root}")
+    return Data(str(root), runs, cycles, windows)
+
+
+def _match(col: pd.Series, value: str) -> pd.Series:
+    if pd.api.types.is_bool_dtype(col) or (col.dtype == object and col.map(type).eq(bool).any()):
+        want = value.lower() in ("1", "true", "yes")
+        return col.astype("boolean").eq(want).fillna(False).astype(bool)
+    if pd.api.types.is_numeric_dtype(col):
+        try:
+            return col.eq(float(value)).fillna(False).astype(bool)
+        except ValueError:
+            raise RigError(f"--where {col.name}={value}: {col.name} is a number") from None
+    return col.astype("string").eq(value).fillna(False).astype(bool)
+
+
+def select(data: Data, where: list[str]) -> Data:
+    """Keep the rows each ``KEY=VALUE`` holds for; a key only ``runs`` has filters through the
+    run ids. An unknown key or a filter that leaves nothing is a one-line error."""
+    runs, cycles, windows = data.runs, data.cycles, data.windows
+    known = set(runs.columns) | set(cycles.columns) | set(windows.columns) | {"histogram"}
+    for item in where:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise RigError(f"--where {item!r}: write KEY=VALUE, e.g. --where engine=capi")
+        if key not in known or key == "histogram":
+            raise RigError(f"--where {key}=...: no such column (columns: {', '.join(sorted(known - {'histogram'}))})")
+        present = pd.concat([t[key].astype("string") for t in (runs, cycles, windows) if key in t]).dropna().unique()
+        if key in cycles or key in windows:
+            if key in runs:
+                runs = runs[_match(runs[key], value)]
+            if key in cycles:
+                cycles = cycles[_match(cycles[key], value)]
+            if key in windows:
+                windows = windows[_match(windows[key], value)]
+            if key not in windows:  # e.g. retain: windows follow their cycles
+                windows = windows.merge(cycles[["run_id", "cycle"]].drop_duplicates(), on=["run_id", "cycle"])
+            if key not in cycles:
+                cycles = cycles.merge(windows[["run_id", "cycle"]].drop_duplicates(), on=["run_id", "cycle"])
+        else:
+            runs = runs[_match(runs[key], value)]
+            cycles = cycles[cycles.run_id.isin(runs.run_id)]
+            windows = windows[windows.run_id.isin(runs.run_id)]
+        if cycles.empty and windows.empty:
+            what = "no run" if key == "run_id" else "nothing"
+            shown = ", ".join(sorted(map(str, present))[:8]) or "none"
+            raise RigError(f"--where {key}={value} matches {what} in {data.root} (present: {shown}"
+                           f"{', ...' if len(present) > 8 else ''})")
+    return Data(data.root, runs, cycles, windows)
+
+
+def _version_key(v: str):
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return (0, Version(v), "")
+    except InvalidVersion:
+        return (1, Version("0"), v)
+
+
+def _tag_windows(data: Data) -> pd.DataFrame:
+    """Windows with their cycle's retention, stop strategy and restart mode (bench windows
+    have no cycle row: those read as '-')."""
+    tags = [d for d in ("retain", "stop_strategy", "restart") if d in data.cycles]
+    w = data.windows.merge(data.cycles[["run_id", "cycle"] + tags].drop_duplicates(["run_id", "cycle"]),
+                           on=["run_id", "cycle"], how="left")
+    for d in tags:
+        w[d] = w[d].astype("string").fillna("-")
+    return w
+
+
+def plan(data: Data, baseline: str | None) -> dict:
+    """Which tags vary (the group key), which is compared, and its baseline value."""
+    both = pd.concat([data.cycles[[d for d in DIMS if d in data.cycles] + ["run_id"]],
+                      data.windows[[d for d in DIMS if d in data.windows] + ["run_id"]]])
+    vary = [d for d in DIMS if d in both and both[d].dropna().nunique() > 1]
+    if not vary and both.run_id.nunique() > 1:
+        vary = ["run_id"]
+    axis = vary[0] if vary else None
+    values = sorted(both[axis].dropna().astype(str).unique(), key=_version_key) if axis else []
+    versions = sorted(both.triton_version.dropna().astype(str).unique(), key=_version_key)
+    if baseline is not None:
+        if axis is None or baseline not in values:
+            if axis in (None, "triton_version") or baseline in versions or baseline[:1].isdigit():
+                if baseline not in versions:
+                    raise RigError(f"--baseline {baseline}: no Triton version {baseline} in {data.root} "
+                                   f"(present: {', '.join(versions) or 'none'})")
+                raise RigError(f"--baseline {baseline}: only one Triton version here; the runs differ by "
+                               f"{axis}: pass one of {', '.join(values)}")
+            raise RigError(f"--baseline {baseline}: not a value of {axis} here (present: {', '.join(values)})")
+        base, why = baseline, "as asked"
+    elif axis in DEFAULTS and DEFAULTS[axis] in values:
+        base, why = DEFAULTS[axis], "the rig's default"
+    elif axis:
+        base = values[0]
+        why = "the oldest version" if axis == "triton_version" else ("the earliest run" if axis == "run_id"
+                                                                    else "the first in order")
+    else:
+        base, why = None, ""
+    return {"vary": vary, "axis": axis, "baseline": base, "why": why, "values": values}
+
+
+def build(data: Data, baseline: str | None = None, max_histograms: int = 8) -> tuple[str, str]:
+    """The Markdown summary and the HTML page of ``data``."""
+    pl = plan(data, baseline)
+    vary, axis, base = pl["vary"], pl["axis"], pl["baseline"]
+    cycles = data.cycles.copy()
+    windows = _tag_windows(data)
+    gkeys = vary or []
+    title = f"rig report: {data.root}"
+    summary = [f"{data.runs.run_id.nunique() if len(data.runs) else cycles.run_id.nunique()} run(s), "
+               f"{len(cycles):,} cycle(s), {len(windows):,} window(s); Triton "
+               + ", ".join(sorted(pd.concat([cycles.triton_version, windows.triton_version]).dropna().astype(str).unique(),
+                                  key=_version_key))]
+    if axis:
+        summary.append(f"Compared by {axis}; baseline {axis}={base} ({pl['why']}); groups differ by "
+                       f"{', '.join(gkeys)}.")
+    else:
+        summary.append("One group: nothing varies here to compare.")
+    sections = []
+    life = parts.lifecycle_section(cycles, gkeys) if len(cycles) else None
+    perf = parts.performance_section(data, windows, gkeys, max_histograms) if len(windows) else None
+    diffs = parts.differences_section(cycles, windows, gkeys, axis, base) if axis else None
+    trend = parts.trends_section(cycles, windows, gkeys)
+    for s in (life, perf, diffs, trend):
+        if s is not None:
+            sections.append(s)
+    if diffs is not None:
+        summary += getattr(diffs, "headlines", [])
+    return rh.markdown(title, summary, sections), rh.page(title, summary, sections)
