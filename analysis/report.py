@@ -57,6 +57,12 @@ def load(root: str) -> Data:
 
 
 def _match(col: pd.Series, value: str) -> pd.Series:
+    """Rows of ``col`` equal to ``value`` (or to any of ``A,B,...``)."""
+    if "," in value:
+        out = pd.Series(False, index=col.index)
+        for v in value.split(","):
+            out |= _match(col, v)
+        return out
     if pd.api.types.is_bool_dtype(col) or (col.dtype == object and col.map(type).eq(bool).any()):
         want = value.lower() in ("1", "true", "yes")
         return col.astype("boolean").eq(want).fillna(False).astype(bool)

@@ -8,9 +8,10 @@ import numpy as np
 import pandas as pd
 
 from rig.analysis import plots, stats, sweeps
-from rig.analysis.report_html import Figure, Section, Table
+from rig.analysis.report_html import Figure, Section, Table, cell
 
 ALPHA = 0.05
+MIN_EFFECT_PCT = 5.0  # a significant change smaller than this (in %) is not named: noise of a busy machine
 MAX_GROUPS_PLOTTED = 8
 BOOT_MAX = 2000  # values a bootstrap resamples at most (a seeded subsample beyond that)
 MAX_MERGED = 5000  # windows merged per point at most (its latest)
@@ -179,8 +180,8 @@ def _test_rows(b: pd.DataFrame, o: pd.DataFrame, bw: pd.DataFrame, ow: pd.DataFr
         if be.sum() and oe.sum():
             rb, ro = bok.sum() / be.sum(), ook.sum() / oe.sum()
             rows.append({"metric": "finalize success", "baseline": _pct(rb), "other": _pct(ro),
-                         "change": f"{100 * (ro - rb):+.0f} points", "estimate": 100 * (ro - rb), "lo": None,
-                         "hi": None, "p": stats.fisher(int(ook.sum()), int(oe.sum()), int(bok.sum()), int(be.sum()),
+                         "change": f"{100 * (ro - rb):+.0f} points", "estimate": 100 * (ro - rb), "lo": np.nan,
+                         "hi": np.nan, "p": stats.fisher(int(ook.sum()), int(oe.sum()), int(bok.sum()), int(be.sum()),
                                                        alternative="two-sided"), "sign": np.sign(ro - rb)})
         for col, name in (("stop_latency_s", "stop latency"), ("start_latency_s", "start latency")):
             rows.append(_num_row(name, b[col].to_numpy(dtype=float), o[col].to_numpy(dtype=float), "s"))
@@ -200,7 +201,7 @@ def _num_row(name, a, b, unit):
         return None
     cmp = stats.compare(a, b)
     est, lo, hi = stats.ratio_ci(_sub(pd.Series(a)), _sub(pd.Series(b)))
-    return {"metric": name, "baseline": f"{cmp['a_median']:.4g} {unit}", "other": f"{cmp['b_median']:.4g} {unit}",
+    return {"metric": name, "baseline": f"{cell(cmp['a_median'])} {unit}", "other": f"{cell(cmp['b_median'])} {unit}",
             "change": "-" if pd.isna(est) else f"{100 * est:+.1f} %", "estimate": 100 * est, "lo": 100 * lo,
             "hi": 100 * hi, "p": cmp["p_value"], "sign": np.sign(cmp["diff"] or 0)}
 
@@ -231,19 +232,21 @@ def differences_section(cycles, windows, keys, axis, base) -> Section:
     t["p adj"] = np.nan
     if tested.any():
         t.loc[tested, "p adj"] = false_discovery_control(t.loc[tested, "p"].astype(float).to_numpy(), method="bh")
-    t["significant"] = t["p adj"].lt(ALPHA)
+    material = t.estimate.abs().ge(MIN_EFFECT_PCT) | t.metric.eq("finalize success")
+    t["significant"] = t["p adj"].lt(ALPHA) & material
     t["direction"] = np.where(t.sign > 0, "higher", np.where(t.sign < 0, "lower", "same"))
     heads = [f"{axis}={r[axis]}{' (' + r['scope'] + ')' if r['scope'] else ''} vs {base}: {r['metric']} "
              f"{r['direction']} ({r['baseline']} → {r['other']}, {r['change']}, p={r['p']:.2g})"
              for r in t[t.significant].to_dict("records")]
     if not heads:
         heads = [f"No significant difference from {axis}={base} ({int(tested.sum())} tests, "
-                 f"Benjamini-Hochberg at {ALPHA:.0%})."]
+                 f"Benjamini-Hochberg at {ALPHA:.0%}, changes of {MIN_EFFECT_PCT:g} % or more)."]
     sec.headlines = heads
     cols = [axis] + (["scope"] if rest else []) + ["metric", "baseline", "other", "change", "direction", "p",
                                                       "p adj", "significant"]
     sec.add(*heads, Table(t[cols], f"Each {axis} against {axis}={base} (Mann-Whitney U per cycle, or per window "
-                          f"for a single-cycle point; Fisher's exact test for finalize; BH-adjusted p)"))
+                          f"for a single-cycle point; Fisher's exact test for finalize; BH-adjusted p; significant: "
+                          f"p adj < {ALPHA:g} and a change of {MIN_EFFECT_PCT:g} % or more)"))
     fig_rows = t[t.estimate.notna()].head(30).assign(label=lambda d: d[axis] + " " + d.metric)
     if len(fig_rows):
         sec.add(Figure(plots.png(plots.comparison_figure(fig_rows, f"Change from {axis}={base} (95 % interval)")),

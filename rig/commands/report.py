@@ -15,8 +15,8 @@ def add_parser(sub) -> None:
                    help="the reference for differences: a Triton version (default: the oldest present), "
                    "or a value of the compared tag when one version only")
     p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
-                   help="keep rows where a column of runs, cycles or windows equals VALUE (repeatable), "
-                   "e.g. engine=capi, retain=none, run_id=...")
+                   help="keep rows where a column of runs, cycles or windows equals VALUE, or one of "
+                   "V1,V2,... (repeatable: all must hold), e.g. engine=capi, retain=none, run_id=A,B")
     p.add_argument("--out", default="report.html", help="the HTML page (default report.html)")
     p.add_argument("--max-histograms", type=int, default=8, metavar="N",
                    help="points whose HDR histograms are merged exactly (the busiest; default 8)")

@@ -1,0 +1,209 @@
+"""`rig report`: known differences named with their direction, none found between two runs of
+one configuration, versions side by side with a nightly step flagged on its night, bad input in
+one line (exit 2), and the HTML page in a real headless Chromium."""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import rig
+
+from rig.cli import main
+from rig.store import CycleRow, RunRow, Store, WindowRow
+
+
+def report(capsys, *args) -> tuple[int, str, str]:
+    rc = main(["report", *map(str, args)])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+# --- a synthetic multi-version store written through rig.store.Store -------------------------
+
+VERSIONS = ("2.49.0", "2.50.0", "2.51.0")
+NIGHTS = [f"2026-11-{d:02d}" for d in range(1, 9)]
+STEP_NIGHT = NIGHTS[5]  # 2.51.0's throughput drops by a third from this night on
+
+
+def _hist(rng, median_us: float) -> str:
+    from hdrh.histogram import HdrHistogram
+
+    h = HdrHistogram(1, 60_000_000, 3)
+    for v in rng.lognormal(np.log(median_us), 0.3, 300):
+        h.record_value(int(v))
+    return base64.b64encode(h.encode()).decode()
+
+
+def write_nightly(root: Path, nights=NIGHTS, versions=VERSIONS) -> Path:
+    rng = np.random.default_rng(7)
+    store = Store(root)
+    for night in nights:
+        for v in versions:
+            run_id = f"n{night.replace('-', '')}-{v}"
+            store.write("runs", [RunRow(run_id, f"{night}T01:00:00+00:00", "soak", "ci", "x86", None, "capi",
+                                        "embedded", "numpy", "", "0.1.0", "3.11")], v, "run", date=night)
+            base = {"2.49.0": 10_000, "2.50.0": 12_000, "2.51.0": 14_000}[v]
+            if v == "2.51.0" and night >= STEP_NIGHT:
+                base *= 0.66
+            for c in range(1, 6):
+                tp = base * rng.normal(1, 0.02)
+                p99 = 1e6 / tp * 3
+                ws = tuple(WindowRow(run_id, c, k, "capi", "numpy", "rig", float(k - 1), 1.0, "closed", 2, None,
+                                     int(tp), 0, tp * rng.normal(1, 0.01), p99 / 3, p99 / 2, p99, p99 * 1.5,
+                                     p99 * 2, p99 / 3, None, None, None, None, None, _hist(rng, p99 / 3))
+                           for k in (1, 2))
+                store.write("windows", list(ws), v, f"c{c:06d}", date=night)
+                stop = 2.0 + rng.normal(0, 0.01) + (1.0 if v == "2.49.0" else 0.0)
+                row = CycleRow(run_id, c, "capi", "numpy", "none", "clean", "fresh-process", "stop",
+                               f"{night}T01:00:00+00:00", 0.15, stop, 1, 1, 0, 0, 0, 0, 0, int(tp * 2), 0, True,
+                               tp, 2.0, 100, 9e7, 9, 40, 4e7, None, 4.5, 0.2, None, "ok", None)
+                store.write("cycles", [row], v, f"c{c:06d}", date=night)
+    return root
+
+
+@pytest.fixture(scope="module")
+def nightly(tmp_path_factory) -> Path:
+    return write_nightly(tmp_path_factory.mktemp("nightly") / "results")
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory) -> Path:
+    return write_nightly(tmp_path_factory.mktemp("small") / "results", NIGHTS[:1], VERSIONS[:2])
+
+
+@pytest.mark.parametrize("args, says", [
+    (["{missing}"], "no results folder"),
+    (["{empty}"], "is not a results folder"),
+    (["{foreign}"], "is not a results folder"),
+    (["{tables}"], "holds no cycles or windows"),
+    (["{small}", "--baseline", "9.9.9"], "no Triton version 9.9.9"),
+    (["{small}", "--where", "run_id=nope"], "matches no run"),
+    (["{small}", "--where", "engine=cuda"], "matches nothing"),
+    (["{small}", "--where", "colour=red"], "no such column"),
+    (["{small}", "--where", "engine"], "write KEY=VALUE"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, small, args, says):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "notes.txt").write_text("not results")
+    (tmp_path / "tables" / "cycles").mkdir(parents=True)
+    paths = {"missing": tmp_path / "nope", "empty": tmp_path / "empty", "foreign": tmp_path / "foreign",
+             "tables": tmp_path / "tables", "small": small}
+    rc, out, err = report(capsys, *[a.format(**paths) for a in args], "--out", tmp_path / "r.html")
+    assert rc == 2
+    assert len(err.strip().splitlines()) == 1 and err.startswith("rig: error: ") and says in err, err
+    assert not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.slow
+def test_versions_side_by_side_and_the_step_flagged_on_its_night(capsys, tmp_path, nightly):
+    out_html = tmp_path / "r.html"
+    rc, md, err = report(capsys, nightly, "--out", out_html)
+    assert rc == 0, err
+    assert "Compared by triton_version; baseline triton_version=2.49.0 (the oldest version)" in md
+    life = md.split("## Lifecycle")[1].split("## Performance")[0]
+    assert all(f"| {v} |" in life for v in VERSIONS)
+    # 2.49.0 stops a second slower: both newer versions are named, lower
+    assert "triton_version=2.50.0 vs 2.49.0: stop latency lower" in md
+    assert "triton_version=2.51.0 vs 2.49.0: stop latency lower" in md
+    trends = md.split("## Trends across nights")[1]
+    steps = [line for line in trends.splitlines() if line.startswith("| 2.51.0 | infer/s |")]
+    assert len(steps) == 1 and f"| {STEP_NIGHT} |" in steps[0], trends
+    assert not any(line.startswith(("| 2.49.0 | infer/s", "| 2.50.0 | infer/s")) for line in trends.splitlines())
+    page = out_html.read_text()
+    assert page.count('<img src="data:image/png;base64,') >= 5 and "http" not in page.split("<style>")[0].lower()
+    # a baseline asked for, and a filter
+    rc, md, _ = report(capsys, nightly, "--baseline", "2.51.0", "--where", "triton_version=2.50.0,2.51.0",
+                       "--out", out_html)
+    assert rc == 0 and "baseline triton_version=2.51.0 (as asked)" in md and "| 2.49.0 |" not in md
+
+
+# --- a real store: three soaks of the numpy template ------------------------------------------
+
+def _soak(results: Path, *extra: str) -> str:
+    before = set(Store(results).read("runs").run_id) if (results / "runs").exists() else set()
+    p = rig("soak", "--cycles", "5", "--workload", "steady", "--workload-seconds", "1", "--users", "1",
+            "--window-seconds", "0.5", "--results", str(results), *extra, timeout=240)
+    assert p.returncode in (0, 1), p.stderr[-2000:]
+    (run_id,) = set(Store(results).read("runs").run_id) - before
+    return run_id
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory) -> tuple[Path, dict]:
+    results = tmp_path_factory.mktemp("real") / "results"
+    runs = {"none_a": _soak(results), "none_b": _soak(results),
+            "keep": _soak(results, "--retain", "last-response", "--exit-timeout", "1",
+                          "--allow-outcomes", "clean,exit_timeout")}
+    return results, runs
+
+
+@pytest.mark.slow
+def test_retained_response_is_named_with_its_direction(capsys, tmp_path, real):
+    results, runs = real
+    rc, md, err = report(capsys, results, "--where", f"run_id={runs['none_a']},{runs['keep']}",
+                         "--out", tmp_path / "r.html")
+    assert rc == 0, err
+    assert "Compared by retain; baseline retain=none (the rig's default)" in md
+    assert "retain=last-response vs none: finalize success lower (100 % → 0 %" in md
+
+
+@pytest.mark.slow
+def test_two_runs_of_one_configuration_differ_in_nothing(capsys, tmp_path, real):
+    results, runs = real
+    out_html = tmp_path / "r.html"
+    rc, md, err = report(capsys, results, "--where", f"run_id={runs['none_a']},{runs['none_b']}",
+                         "--out", out_html)
+    assert rc == 0, err
+    assert f"Compared by run_id; baseline run_id={runs['none_a']} (the earliest run)" in md
+    assert f"No significant difference from run_id={runs['none_a']}" in md
+    diffs = md.split("## Differences from the baseline")[1]
+    assert "| finalize success |" in diffs and "| stop latency |" in diffs and "| throughput @ closed 1 |" in diffs
+    assert "| yes |" not in diffs
+
+
+# --- the page in a real browser ----------------------------------------------------------------
+
+def _browser():
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if not chromium or not driver:
+        pytest.skip("no chromium and chromedriver here (.ci/run installs Debian's chromium, chromium-driver)")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.skip("selenium is not installed (pip install -e .[test])")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,2200"):
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(driver), options=opts)
+
+
+@pytest.mark.slow
+def test_the_page_renders_in_headless_chromium(capsys, tmp_path, nightly):
+    page = tmp_path / "report.html"
+    rc, _, err = report(capsys, nightly, "--out", page)
+    assert rc == 0, err
+    drv = _browser()
+    try:
+        drv.get(page.resolve().as_uri())
+        assert drv.title == f"rig report: {nightly}"
+        assert len(drv.find_elements("css selector", "table")) >= 4
+        assert [h.text for h in drv.find_elements("css selector", "h2")][:2] == ["Lifecycle", "Performance"]
+        images = drv.execute_script("return [...document.images].map(i => [i.complete, i.naturalWidth])")
+        assert len(images) >= 5 and all(ok and w > 0 for ok, w in images), images
+        errors = [e for e in drv.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+        assert not errors, errors
+        if os.environ.get("RIG_REPORT_SCREENSHOT"):
+            drv.set_window_size(1280, max(1200, drv.execute_script("return document.body.scrollHeight")))
+            assert drv.save_screenshot(os.environ["RIG_REPORT_SCREENSHOT"])
+    finally:
+        drv.quit()
