@@ -88,6 +88,14 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     b.add_argument("--window-seconds", type=float)
     b.add_argument("--p99-bound-ms", type=float, help="stop the sweep once p99 exceeds this")
     b.add_argument("--compare", choices=["perf-analyzer"], help="also run perf_analyzer at the same points")
+    b.add_argument("--repeats", type=int, default=3, help="measurements per point (default 3); with --compare, "
+                   "the rig and perf_analyzer alternate in order, and the table gives medians over repeats")
+    b.add_argument("--target-model", help="the model the load goes to (default the repository's first, the "
+                   "one perf_analyzer measures)")
+    b.add_argument("--all-models", action="store_true", default=None,
+                   help="spread the closed loop over every model of the repository (not with --compare)")
+    inst = p._option_string_actions["--instances"]  # a list here: each count is a sweep of its own
+    inst.type, inst.help = str, "model instances, or counts to sweep: 1,2,4 (a fresh server each; default 1)"
 
 
 _OVERRIDES = {  # config key -> option dest (a subcommand without the option leaves the key alone)
@@ -232,6 +240,11 @@ def _refuse_inapplicable(args, cfg) -> None:
                                "mode is not checked against the rig's): use --concurrency")
         else:
             refuse(given("arrivals", "seed"), "apply to open-loop points (--rates), not to --concurrency")
+        if args.all_models:
+            refuse(given("target_model"), "names one model, and --all-models spreads the load: drop one")
+            if args.compare:
+                raise RigError("--all-models spreads the load over every model, and perf_analyzer measures one: "
+                               "drop --all-models to compare (the rig then loads the same model)")
         return
     if cfg.cycles == 1 and not getattr(args, "resume", None):
         refuse(given("restart"), "says how the server restarts between cycles, and this run has one cycle: "
@@ -318,6 +331,8 @@ def cmd_soak(args) -> int:
 def cmd_bench(args) -> int:
     from rig import bench
 
+    args.instance_list = bench.instance_counts(args.instances)
+    args.instances = args.instance_list[0] if args.instance_list else None
     cfg = _config(args)
     if cfg is None:
         return 0 if args.skip_ok else EXIT_SKIPPED

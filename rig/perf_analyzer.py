@@ -20,6 +20,7 @@ Traps this module handles (measured with 2.48 over the 2.51 core):
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
 import os
@@ -41,10 +42,6 @@ from rig.probes import SHM_PREFIX
 
 TRITONCLIENT_VERSION = "2.48.0"
 BINARY = "perf_analyzer"
-
-__all__ = ["ensure_perf_analyzer", "run_perf_analyzer", "parse_csv", "PerfAnalyzerError",
-           "TRITONCLIENT_VERSION"]
-
 
 class PerfAnalyzerError(RigError):
     """perf_analyzer failed at one point; ``points`` holds those measured before it."""
@@ -71,23 +68,17 @@ def _is_executable(path: str | os.PathLike) -> bool:
 
 
 def ensure_perf_analyzer(log: Callable[[str], None] = lambda msg: None) -> str:
-    """Path of a perf_analyzer binary: ``$PERF_ANALYZER``, then ``PATH``, then the rig's cache.
-
-    If none is found, ``tritonclient==2.48.0`` is downloaded with pip and only its
-    ``bin/perf_analyzer`` is unpacked into the cache (atomically: temp folder, then rename).
-    """
+    """Path of a perf_analyzer binary: ``$PERF_ANALYZER``, then ``PATH``, then the rig's cache; if
+    none, ``tritonclient==2.48.0`` is downloaded with pip and its ``bin/perf_analyzer`` unpacked
+    into the cache (atomically: temp folder, then rename)."""
     env = os.environ.get("PERF_ANALYZER")
     if env:
         if not _is_executable(env):
             raise RigError(f"PERF_ANALYZER={env} is not an executable file; fix it or unset it")
         return os.path.abspath(env)
-    on_path = shutil.which(BINARY)
-    if on_path:
-        return on_path
-    cached = _cached_binary()
-    if _is_executable(cached):
-        return str(cached)
-    return str(_download(log))
+    if shutil.which(BINARY):
+        return shutil.which(BINARY)
+    return str(_cached_binary() if _is_executable(_cached_binary()) else _download(log))
 
 
 def _download(log: Callable[[str], None]) -> Path:
@@ -134,33 +125,19 @@ def _download(log: Callable[[str], None]) -> Path:
 
 # ---------------------------------------------------------------- the CSV
 
-# perf_analyzer's CSV header (lower case) -> our key; latencies are in microseconds.
-_COLUMNS = {
-    "concurrency": "concurrency",
-    "request rate": "rate",
-    "inferences/second": "throughput",
-    "client send": "client_send_us",
-    "network+server send/recv": "network_server_us",
-    "server queue": "server_queue_us",
-    "server compute input": "server_compute_input_us",
-    "server compute infer": "server_compute_infer_us",
-    "server compute output": "server_compute_output_us",
-    "client recv": "client_recv_us",
-    "p50 latency": "p50_us",
-    "p90 latency": "p90_us",
-    "p95 latency": "p95_us",
-    "p99 latency": "p99_us",
-    "avg latency": "avg_us",
-    "request/response": "request_response_us",
-    "response wait": "response_wait_us",
-}
+# perf_analyzer's CSV header (lower case) -> our key; its times are microseconds ("_us").
+_RENAMED = {"request rate": "rate", "inferences/second": "throughput",
+            "network+server send/recv": "network_server_us", "avg latency": "avg_us"}
+_TIMES = {"client send", "server queue", "server compute input", "server compute infer",
+          "server compute output", "client recv", "request/response", "response wait"}
 
 
 def _key(header: str) -> str:
     h = header.strip().lower()
-    if h in _COLUMNS:
-        return _COLUMNS[h]
-    return re.sub(r"[^a-z0-9]+", "_", h).strip("_")
+    slug = re.sub(r"[^a-z0-9]+", "_", h).strip("_")
+    if h in _RENAMED or re.fullmatch(r"p\d+ latency", h):
+        return _RENAMED.get(h) or slug.replace("_latency", "_us")
+    return slug + "_us" if h in _TIMES else slug
 
 
 def _number(text: str):
@@ -173,7 +150,7 @@ def _number(text: str):
 
 
 def parse_csv(text: str) -> list[dict]:
-    """Rows of perf_analyzer's ``-f`` CSV as dicts, keyed by header name (see ``_COLUMNS``)."""
+    """Rows of perf_analyzer's ``-f`` CSV as dicts, keyed by header name (see ``_key``)."""
     rows = list(csv.reader(text.splitlines()))
     start = next((i for i, r in enumerate(rows)
                   if any(c.strip().lower() == "inferences/second" for c in r)), None)
@@ -189,6 +166,39 @@ def parse_csv(text: str) -> list[dict]:
             if isinstance(row.get(k), int):
                 row[k] = float(row[k])
         out.append(row)
+    return out
+
+
+def parse_profile(text: str) -> list[dict]:
+    """perf_analyzer's last (stable) windows from its ``--profile-export-file`` JSON (the requests
+    it counted, send and response times in ns, and the windows' boundaries): per window its real
+    request count and length, latencies in an HDR histogram of µs as rig.load.windows makes them."""
+    import base64
+    import json
+
+    import numpy as np
+    from hdrh.histogram import HdrHistogram
+
+    exp = (json.loads(text).get("experiments") or [{}])[0]
+    bounds = [int(b) for b in exp.get("window_boundaries") or []]
+    pairs = [(r["timestamp"], r["response_timestamps"][-1]) for r in exp.get("requests") or []
+             if r.get("response_timestamps")]
+    sent, done = np.array(pairs, dtype=np.int64).reshape(-1, 2).T
+    which = np.clip(np.searchsorted(bounds, done, side="right") - 1, 0, max(0, len(bounds) - 2))
+    out = []
+    for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
+        ns = (done - sent)[which == i]
+        h = HdrHistogram(1, 60_000_000, 3)
+        for v, c in zip(*np.unique(np.clip((ns + 500) // 1000, 1, 60_000_000), return_counts=True)):
+            h.record_value(int(v), int(c))
+        n, length = int(ns.size), (b - a) / 1e9
+        pct = h.get_percentile_to_value_dict([50, 90, 99, 99.9]) if n else {}
+        out.append({"window": i + 1, "start_s": (a - bounds[0]) / 1e9, "length_s": length, "requests": n,
+                    "errors": 0, "throughput": n / length if length > 0 else 0.0,
+                    **{f"p{q:g}_us".replace(".", ""): (float(pct[q]) if n else None) for q in (50, 90, 99, 99.9)},
+                    "max_us": float(h.get_max_value()) if n else None,
+                    "mean_us": float(ns.mean()) / 1000 if n else None,
+                    "histogram": base64.b64encode(h.encode()).decode() if n else None})
     return out
 
 
@@ -253,10 +263,8 @@ def _group_shm_regions(pgid: int) -> set[str]:
 
 
 def _kill_group(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _run_one(binary: str, args: list[str], env: dict, workdir: str, deadline: float,
@@ -291,25 +299,19 @@ def _run_one(binary: str, args: list[str], env: dict, workdir: str, deadline: fl
                 log(f"stopping perf_analyzer ({stopped})")
                 regions |= _group_shm_regions(proc.pid)
                 _kill_group(proc.pid, signal.SIGINT)
-                try:
+                with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=3)
-                except subprocess.TimeoutExpired:
-                    pass
                 break
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=0.5)
-            except subprocess.TimeoutExpired:
-                pass
     finally:
         # Stubs left behind by a crash or a stop; everything in the group is ours.
         _kill_group(proc.pid, signal.SIGKILL)
         proc.wait()
         t.join(timeout=5)
         for name in regions:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(os.path.join("/dev/shm", name))
-            except OSError:
-                pass
     return proc.returncode, list(lines), stopped
 
 
@@ -317,12 +319,10 @@ def _fmt(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else repr(float(v))
 
 
-def run_perf_analyzer(runtime, model_repository, model: str,
-                      concurrency: list[int] | None = None,
-                      rate: list[float] | None = None,
-                      shapes: dict[str, list[int]] | None = None,
-                      measurement_ms: int = 2000, stability_pct: float = 10,
-                      max_trials: int = 10, timeout_s: float = 600,
+def run_perf_analyzer(runtime, model_repository, model: str, concurrency: list[int] | None = None,
+                      rate: list[float] | None = None, shapes: dict[str, list[int]] | None = None,
+                      measurement_ms: int = 2000, stability_pct: float = 10, max_trials: int = 10,
+                      timeout_s: float = 600,
                       log: Callable[[str], None] = lambda msg: None) -> list[dict]:
     """Measure ``model`` with perf_analyzer in C API mode over ``runtime``'s core.
 
@@ -330,7 +330,9 @@ def run_perf_analyzer(runtime, model_repository, model: str,
     ``timeout_s`` bounds all of them together. Returns one dict per point: ``concurrency`` or
     ``rate``, ``throughput`` (infer/s), ``p50_us``, ``p90_us``, ``p95_us``, ``p99_us``,
     ``avg_us`` and the server-side split (``server_queue_us``, ``server_compute_input_us``,
-    ``server_compute_infer_us``, ``server_compute_output_us``, ...). Raises ``PerfAnalyzerError``
+    ``server_compute_infer_us``, ``server_compute_output_us``, ...), and ``windows``: its
+    measurement windows with their real request counts and lengths (``parse_profile``), whose
+    sum is ``requests``. Raises ``PerfAnalyzerError``
     (a ``RigError``) with perf_analyzer's own reason; its ``points`` holds the points measured.
     """
     if (concurrency is None) == (rate is None):
@@ -363,8 +365,10 @@ def run_perf_analyzer(runtime, model_repository, model: str,
     with tempfile.TemporaryDirectory(prefix="rig-perf_analyzer-") as work:
         for i, v in enumerate(values):
             csv_path = os.path.join(work, f"point{i}.csv")
+            profile = os.path.join(work, f"point{i}.json")
             flag = "--concurrency-range" if mode == "concurrency" else "--request-rate-range"
-            args = [*base, flag, str(int(v)) if mode == "concurrency" else _fmt(v), "-f", csv_path]
+            args = [*base, flag, str(int(v)) if mode == "concurrency" else _fmt(v), "-f", csv_path,
+                    "--profile-export-file", profile]
             log(f"perf_analyzer {mode}={_fmt(v)} ...")
             rc, lines, stopped = _run_one(binary, args, env, work, deadline, log)
             where = f"perf_analyzer at {mode} {_fmt(v)}"
@@ -385,6 +389,8 @@ def run_perf_analyzer(runtime, model_repository, model: str,
             row[mode] = int(v) if mode == "concurrency" else v
             if mode == "concurrency":
                 row.pop("rate", None)
+            row["windows"] = parse_profile(Path(profile).read_text()) if os.path.exists(profile) else []
+            row["requests"] = sum(w["requests"] for w in row["windows"]) or None
             points.append(row)
             log(f"  {row.get('throughput')} infer/s, p50 {row.get('p50_us')} us, "
                 f"avg {row.get('avg_us')} us")

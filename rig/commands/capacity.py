@@ -1,14 +1,90 @@
-"""`rig capacity`: being built (placeholder until its owner replaces this module)."""
+"""`rig capacity RESULTS --target-throughput N --p99-ms X`: from the bench sweeps a results folder
+holds, the most throughput a node sustains with p99 under the bound (per Triton version, engine,
+model and instance count), and the nodes the target needs with headroom. Exit 0 with a plain
+statement where no point met the bound; 2 for bad input (a missing folder, no bench windows, a
+filter that matches nothing, a target or bound that is not a positive number)."""
 
 from __future__ import annotations
 
-from rig.errors import RigError
+import math
+from pathlib import Path
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("capacity", help="(being built)")
+    p = sub.add_parser("capacity", help="nodes needed for a throughput under a p99 bound, from bench sweeps",
+                       description="From `rig bench` sweeps (the rig's windows; --instances 1,2,4 sweeps "
+                       "instance counts): per Triton version, engine, model and instance count, the best point "
+                       "whose p99 (merged histograms of its repeats) stays within --p99-ms without errors, its "
+                       "throughput per node and per instance, the scaling with instances, and the nodes "
+                       "--target-throughput needs when each node runs at (1 - headroom) of that best.")
+    p.add_argument("results", help="results folder (the --results of rig bench)")
+    p.add_argument("--target-throughput", type=float, required=True, metavar="N", help="infer/s to serve")
+    p.add_argument("--p99-ms", type=float, required=True, metavar="X", help="p99 latency bound in ms")
+    p.add_argument("--headroom", type=float, default=0.3, metavar="H",
+                   help="fraction of each node's best throughput held in reserve (default 0.3)")
+    p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                   help="keep windows where a column (of windows, or of runs) equals VALUE, or one of "
+                   "V1,V2,... (repeatable: all must hold), e.g. engine=capi, run_id=A,B, instances=1,2")
     p.set_defaults(func=run)
 
 
+def _finite_positive(v: float) -> bool:
+    return v is not None and math.isfinite(v) and v > 0
+
+
+def _value(v) -> str:
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+
+
+def select(windows, runs, where: list[str]):
+    """Windows kept by ``--where KEY=VALUE`` (a column of windows, else of runs, by run_id)."""
+    from rig.errors import RigError
+
+    for clause in where:
+        key, sep, value = clause.partition("=")
+        key = key.strip()
+        if not sep or not key or not value:
+            raise RigError(f"--where takes KEY=VALUE (got {clause!r})")
+        wanted = {v.strip() for v in value.split(",")}
+        if key in windows.columns:
+            windows = windows[windows[key].map(_value).isin(wanted)]
+        elif key in runs.columns:
+            ids = set(runs[runs[key].map(_value).isin(wanted)]["run_id"])
+            windows = windows[windows["run_id"].isin(ids)]
+        else:
+            raise RigError(f"--where {key}: no such column in windows or runs (e.g. engine, model, "
+                           "instances, run_id, triton_version)")
+        if windows.empty:
+            raise RigError(f"--where {clause} matches no bench window in the results")
+    return windows
+
+
 def run(args) -> int:
-    raise RigError("`rig capacity` is not built yet")
+    from rig.errors import RigError
+    from rig.store import Store
+
+    if not _finite_positive(args.target_throughput):
+        raise RigError("--target-throughput must be a positive number of infer/s")
+    if not _finite_positive(args.p99_ms):
+        raise RigError("--p99-ms must be a positive number of milliseconds")
+    if not (math.isfinite(args.headroom) and 0 <= args.headroom < 1):
+        raise RigError("--headroom is a fraction from 0 up to (not including) 1, e.g. 0.3")
+    root = Path(args.results)
+    if not root.is_dir():
+        raise RigError(f"{root} is not a folder: give the --results folder of `rig bench`")
+    store = Store(root)
+    runs = store.read("runs")
+    bench_ids = set(runs[runs["command"] == "bench"]["run_id"]) if len(runs) else set()
+    windows = store.read("windows")
+    windows = windows[windows["run_id"].isin(bench_ids) & (windows["tool"] == "rig")] if len(windows) else windows
+    if windows.empty:
+        raise RigError(f"{root} holds no windows of `rig bench` runs: run `rig bench --results {root}` first")
+    windows = select(windows, runs, args.where)
+
+    from rig.analysis import capacity
+
+    plan = capacity.plan(windows, args.target_throughput, args.p99_ms, args.headroom)
+    print(capacity.format_plan(plan, args.target_throughput, args.p99_ms, args.headroom))
+    return 0
