@@ -110,6 +110,9 @@ typedef struct fp_input {
 
 struct fp_lane;
 
+#define MSG_TOP 8
+#define MSG_LEN 256
+
 typedef struct fp_slot {
     struct fp_lane *lane;
     TRITONSERVER_InferenceRequest *req; /* NULL: (re)built before its next submission */
@@ -161,6 +164,12 @@ typedef struct fp_lane {
     void *check_bytes;
     atomic_int has_error;
     char first_error[1024];
+    /* The most frequent error messages: the first MSG_TOP distinct ones, each with its count
+     * (later distinct ones count in msg_other). */
+    pthread_mutex_t msg_mu;
+    struct { char text[MSG_LEN]; unsigned long long count; } msgs[MSG_TOP];
+    int n_msgs;
+    unsigned long long msg_other;
 
     _Atomic(TRITONSERVER_InferenceResponse *) last_response;
 
@@ -177,9 +186,27 @@ static int64_t now_ns(void)
 
 int64_t fp_now_ns(void) { return now_ns(); }
 
+static void count_message(fp_lane *lane, const char *msg)
+{
+    pthread_mutex_lock(&lane->msg_mu);
+    int i = 0;
+    while (i < lane->n_msgs && strncmp(lane->msgs[i].text, msg, MSG_LEN - 1) != 0) i++;
+    if (i < lane->n_msgs) {
+        lane->msgs[i].count++;
+    } else if (lane->n_msgs < MSG_TOP) {
+        copy_msg(lane->msgs[i].text, MSG_LEN, msg);
+        lane->msgs[i].count = 1;
+        lane->n_msgs++;
+    } else {
+        lane->msg_other++;
+    }
+    pthread_mutex_unlock(&lane->msg_mu);
+}
+
 static void record_error(fp_lane *lane, const char *msg)
 {
     atomic_fetch_add(&lane->errors, 1);
+    count_message(lane, msg);
     int expected = 0;
     if (atomic_compare_exchange_strong(&lane->has_error, &expected, 1)) {
         copy_msg(lane->first_error, sizeof lane->first_error, msg);
@@ -480,8 +507,9 @@ static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t fla
         if (slot->ok && !slot->failed) {
             record_latency(lane, t - slot->t0);
             atomic_fetch_add(&lane->completed, 1);
-        } else if (!slot->failed) {
-            record_error(lane, "request completed without a response");
+        } else {
+            if (!slot->failed) record_error(lane, "request completed without a response");
+            record_latency(lane, -(t - slot->t0 > 0 ? t - slot->t0 : 1)); /* negated: failed */
         }
         wake(lane);
         slot_event(slot);
@@ -636,6 +664,7 @@ fp_lane *fp_lane_new(void *server, const char *model, int64_t version, int n_inp
     lane->efd = -1;
     pthread_mutex_init(&lane->mu, NULL);
     pthread_mutex_init(&lane->lat_mu, NULL);
+    pthread_mutex_init(&lane->msg_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -816,6 +845,25 @@ const char *fp_lane_first_error(fp_lane *lane)
     return atomic_load(&lane->has_error) == 2 ? lane->first_error : NULL;
 }
 
+/* The i-th distinct error message into buf, and its count; i == MSG_TOP gives the count of
+ * the messages past the table (buf left empty). Returns 0 past the end. */
+int fp_lane_error_message(fp_lane *lane, int i, char *buf, size_t len, unsigned long long *count)
+{
+    int found = 0;
+    pthread_mutex_lock(&lane->msg_mu);
+    if (i >= 0 && i < lane->n_msgs) {
+        copy_msg(buf, len, lane->msgs[i].text);
+        *count = lane->msgs[i].count;
+        found = 1;
+    } else if (i == MSG_TOP && lane->msg_other) {
+        if (len) buf[0] = 0;
+        *count = lane->msg_other;
+        found = 1;
+    }
+    pthread_mutex_unlock(&lane->msg_mu);
+    return found;
+}
+
 /* The retained response (keep_last), now the caller's to delete; NULL if none. */
 void *fp_lane_take_last(fp_lane *lane)
 {
@@ -854,6 +902,7 @@ int fp_lane_free(fp_lane *lane)
     if (lane->efd >= 0) close(lane->efd);
     pthread_mutex_destroy(&lane->mu);
     pthread_mutex_destroy(&lane->lat_mu);
+    pthread_mutex_destroy(&lane->msg_mu);
     pthread_cond_destroy(&lane->cv);
     free(lane);
     return 1;

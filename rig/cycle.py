@@ -23,6 +23,7 @@ from rig.evidence import read_markers, summarize_markers, triton_error  # noqa: 
 from rig.inputs import inputs_for
 from rig.outputs import output_is, reference_output
 from rig.repository import repository_models
+from rig.text import top_messages
 
 OUTCOMES = {
     "clean": "stop returned in time, every finalize ran before it returned",
@@ -129,6 +130,7 @@ def _sequential_requests(engine: Engine, spec: CycleSpec, inputs: dict, retain: 
     errors = 0
     bad = 0
     first_error = None
+    messages: dict[str, int] = {}
     t0 = time.monotonic()
     n = spec.requests
     sent = 0
@@ -142,6 +144,7 @@ def _sequential_requests(engine: Engine, spec: CycleSpec, inputs: dict, retain: 
             errors += 1
             consecutive += 1
             first_error = first_error or str(e)
+            messages[str(e)] = messages.get(str(e), 0) + 1
             if e.code == "TIMEOUT" or consecutive >= MAX_CONSECUTIVE_ERRORS:
                 break  # the model stopped answering (a dead stub, a stuck execute): stop sending
             continue
@@ -154,7 +157,8 @@ def _sequential_requests(engine: Engine, spec: CycleSpec, inputs: dict, retain: 
             r.release()
     wall = time.monotonic() - t0
     return {"requests": sent, "errors": errors, "bad_outputs": bad, "lane": "sequential",
-            "throughput": (sent - errors) / wall if wall > 0 else None, "detail": first_error}
+            "throughput": (sent - errors) / wall if wall > 0 else None, "detail": first_error,
+            "error_messages": top_messages([messages])}
 
 
 def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,

@@ -46,6 +46,7 @@ SOURCE = Path(__file__).with_name("_fastpath.c")
 CFLAGS = ("-O2", "-shared", "-fPIC", "-pthread")
 MAX_DIMS = 16  # as in _fastpath.c
 _ERRLEN = 1024
+_MSG_TOP = 8  # MSG_TOP in _fastpath.c
 _STATS = ("submitted", "completed", "errors", "in_flight", "issued", "slots", "output_bytes",
           "dropped", "issuing_done", "bad_outputs")
 
@@ -113,6 +114,7 @@ def _library(log=lambda msg: None) -> ctypes.CDLL:
                 "fp_lane_set_check": (c_int, [c_void_p, c_char_p, c_size_t, c_void_p]),
                 "fp_lane_fileno": (c_int, [c_void_p]),
                 "fp_lane_first_error": (c_char_p, [c_void_p]),
+                "fp_lane_error_message": (c_int, [c_void_p, c_int, c_char_p, c_size_t, POINTER(c_uint64)]),
                 "fp_lane_take_last": (c_void_p, [c_void_p]),
                 "fp_lane_free": (c_int, [c_void_p]),
             }
@@ -281,6 +283,16 @@ class Lane:
     def first_error(self) -> str | None:
         msg = self._lib.fp_lane_first_error(self._handle())
         return None if msg is None else msg.decode(errors="replace")
+
+    def error_messages(self) -> dict[str, int]:
+        """The distinct error messages so far and their counts (the first eight distinct ones;
+        later ones count under "(other messages)")."""
+        out: dict[str, int] = {}
+        buf, count = ctypes.create_string_buffer(256), c_uint64()
+        for i in range(_MSG_TOP + 1):
+            if self._lib.fp_lane_error_message(self._handle(), i, buf, len(buf), byref(count)):
+                out[buf.value.decode(errors="replace") if i < _MSG_TOP else "(other messages)"] = count.value
+        return out
 
     def take_last_response(self) -> CapiResponse | None:
         """The response kept by ``keep_last`` (the latest successful one), now the caller's."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+import json
 import re
 
 
@@ -21,3 +23,11 @@ def redact(text: str) -> str:
     parameters such as ``secret_key=`` and the password of ``scheme://user:password@host``."""
     text = _SECRET_PARAM.sub(lambda m: f"{m.group(1)}=***", text)
     return _URL_PASSWORD.sub(lambda m: f"{m.group(1)}:***@", text)
+
+
+def top_messages(counts, n: int = 5) -> str | None:
+    """The ``n`` most frequent of several ``{message: count}`` tallies, as JSON (None: none)."""
+    total: collections.Counter = collections.Counter()
+    for c in counts:
+        total.update(c)
+    return json.dumps(dict(total.most_common(n))) if total else None

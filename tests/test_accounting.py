@@ -121,3 +121,52 @@ def test_one_slow_request_in_fifty_shows_in_p99_and_max_not_p50(tmp_path, runtim
     print(w[["requests", "p50_us", "p99_us", "max_us"]])
     assert w.max_us >= 30_000 and w.p99_us >= 30_000  # 2 % of requests take >= 30 ms
     assert w.p50_us < 0.2 * w.p99_us
+
+
+FAILS_EVERY_4TH_SLOWLY = '''
+import time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.n = 0
+
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            self.n += 1
+            x = pb_utils.get_input_tensor_by_name(r, "INPUT").as_numpy()
+            if self.n % 4 == 0:  # fails, after 15 ms: its latency must not vanish with it
+                time.sleep(0.015)
+                out.append(pb_utils.InferenceResponse(error=pb_utils.TritonError("quarter failure")))
+            else:
+                out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT", x)]))
+        return out
+'''
+
+
+@pytest.mark.parametrize("load", [["--users", "2"], ["--rate", "150"]])
+def test_failed_requests_keep_their_latency_and_message(tmp_path, runtime, load):
+    import base64
+    import json
+
+    from hdrh.histogram import HdrHistogram
+
+    repo = repository(tmp_path, "quarter", FAILS_EVERY_4TH_SLOWLY)
+    res = tmp_path / "r"
+    p = rig("cycle", "--model-repository", str(repo), "--workload", "steady", *load,
+            "--workload-seconds", "2", "--results", str(res))
+    assert p.returncode == 0, p.stdout + p.stderr
+    store = Store(res)
+    c, w = store.read("cycles").iloc[0], store.read("windows")
+    assert c.outcome == "infer_error" and c.errors > 0
+    messages = json.loads(c.error_messages)
+    top, count = next(iter(messages.items()))
+    assert "quarter failure" in top and count == c.errors, messages
+    failed = sum(HdrHistogram.decode(base64.b64decode(h)).get_total_count()
+                 for h in w.error_histogram.dropna())
+    assert failed == w.errors.sum() == c.errors, (failed, w.errors.sum(), c.errors, w[["window", "requests", "errors", "error_max_us"]])  # every failed request has its latency, apart
+    assert w.error_max_us.max() >= 15_000  # the failures' own 15 ms, not the successes'
+    assert w.p50_us.max() < 15_000

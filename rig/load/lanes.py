@@ -1,7 +1,9 @@
 """Lanes: what keeps requests in flight for one Locust user, and what the sink drains.
 
-Every lane offers ``drain() -> (latencies ns, errors)``, ``first_error()``, ``stop()`` and
-``close()``. The engine's own lane is the fast path (capi: native C, ``rig/fastpath.py``;
+Every lane offers ``drain() -> (latencies ns, errors)``, ``first_error()``,
+``error_messages()``, ``stop()`` and ``close()``. A failed request that had a latency (one the
+server answered with an error) comes out of ``drain`` negated, so that the sink keeps failed
+requests' latencies apart; ``errors`` counts every failed request, with or without one. The engine's own lane is the fast path (capi: native C, ``rig/fastpath.py``;
 tritonserver: its asyncio loop); ``PyLane`` serves engines without one; ``TaskLane`` records
 the requests that a locustfile's own tasks send one at a time through ``TritonUser.infer``.
 """
@@ -29,6 +31,7 @@ class PyLane:
         self._lat: list[int] = []
         self._errors = 0
         self._first_error = None
+        self._messages: dict[str, int] = {}
         self._running = False
         self._outstanding = 0
 
@@ -38,8 +41,8 @@ class PyLane:
 
         def done(response, error, t0=t0):
             if error is not None:
-                self._errors += 1
-                self._first_error = self._first_error or str(error)
+                self._lat.append(t0 - time.monotonic_ns())  # negated: a failed request
+                self._fail(str(error))
             else:
                 if self._check is not None:
                     try:
@@ -57,8 +60,15 @@ class PyLane:
             self.engine.infer_async(self.model, self.inputs, done)
         except EngineError as e:
             self._outstanding -= 1
-            self._errors += 1
-            self._first_error = self._first_error or str(e)
+            self._fail(str(e))
+
+    def _fail(self, message: str) -> None:
+        self._errors += 1
+        self._first_error = self._first_error or message
+        self._messages[message] = self._messages.get(message, 0) + 1
+
+    def error_messages(self) -> dict[str, int]:
+        return dict(self._messages)
 
     def set_check(self, check: dict | None) -> None:
         self._check = check
@@ -100,13 +110,20 @@ class TaskLane:
         self._lat: list[int] = []
         self._errors = 0
         self._first_error: str | None = None
+        self._messages: dict[str, int] = {}
 
     def record(self, latency_ns: int) -> None:
         self._lat.append(latency_ns)
 
-    def fail(self, message: str) -> None:
+    def fail(self, message: str, latency_ns: int | None = None) -> None:
         self._errors += 1
         self._first_error = self._first_error or message
+        self._messages[message] = self._messages.get(message, 0) + 1
+        if latency_ns is not None:
+            self._lat.append(-max(1, latency_ns))  # negated: a failed request
+
+    def error_messages(self) -> dict[str, int]:
+        return dict(self._messages)
 
     def drain(self):
         lat, self._lat = self._lat, []

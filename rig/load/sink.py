@@ -13,6 +13,7 @@ from locust.env import Environment
 
 from rig.engines.base import EngineError
 from rig.load.windows import Window
+from rig.text import top_messages
 
 # How often the sink's pump drains every lane. One greenlet for all lanes: each wake of the hub
 # takes the GIL from the threads that complete requests (a greenlet per user, waking on each
@@ -75,13 +76,14 @@ class Sink:
         self.first_error: str | None = None
         self.kinds: set[str] = set()  # which lanes ran: native, asyncio, python, tasks
         self._seen: dict = {}          # lane -> its counters at the last take
+        self._messages: dict = {}      # lane -> its error messages and their counts, so far
         self._pump = None
 
     def summary(self, wall_s: float, rows: list[dict]) -> dict:
         return {"requests": self.total + self.errors - self.task_errors, "errors": self.errors,
                 "bad_outputs": self.bad_outputs, "lane": self.lane_label(),
                 "throughput": self.total / wall_s if wall_s > 0 else None, "detail": self.first_error,
-                "windows": rows}
+                "error_messages": top_messages(self._messages.values()), "windows": rows}
 
     def lane_label(self) -> str | None:
         return ",".join(sorted(self.kinds)) or None
@@ -99,8 +101,15 @@ class Sink:
 
     def take(self, lane, name: str) -> None:
         lat, errors = lane.drain()
+        failed = None
         if errors:
             self.first_error = self.first_error or lane.first_error()
+            if hasattr(lane, "error_messages"):
+                self._messages[lane] = lane.error_messages()
+        # Failed requests' latencies come negated, and not always in the drain that counts
+        # their error (a lane counts the error a moment before it records the latency).
+        if lat.size and lat.min() < 0:
+            failed, lat = -lat[lat < 0], lat[lat >= 0]
         self.total += int(lat.size)
         self.errors += errors
         counters = lane.counters() if hasattr(lane, "counters") else {}
@@ -109,7 +118,7 @@ class Sink:
         self._seen[lane] = counters
         self.bad_outputs += delta.get("bad_outputs", 0)
         if self.window is not None:
-            self.window.record(lat, errors)
+            self.window.record(lat, errors, failed)
             self.window.bad_outputs += delta.get("bad_outputs", 0)
             self.window.lost_samples += delta.get("lost_samples", 0)
         if self.env is not None:
@@ -125,6 +134,8 @@ class Sink:
         self.errors += 1
         self.task_errors += 1
         self.first_error = self.first_error or message
+        tasks = self._messages.setdefault("tasks", {})
+        tasks[message] = tasks.get(message, 0) + 1
         if self.window is not None:
             self.window.errors += 1
 

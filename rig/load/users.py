@@ -118,10 +118,11 @@ class TritonUser(User):
         timeout = self.request_timeout if timeout_s is None else timeout_s
         if not done.wait(timeout):
             error = EngineError(f"no response from {model} within {timeout:g} s", "TIMEOUT")
+            t1 = time.monotonic_ns()
         else:
             outputs, error, t1 = done.value
         if error is not None:
-            self.lane.fail(str(error))
+            self.lane.fail(str(error), t1 - t0)
             error._rig_counted = True  # the user_error listener must not count it twice
             raise error
         self.lane.record(t1 - t0)

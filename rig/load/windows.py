@@ -42,6 +42,7 @@ class Window:
         self.index = index
         self.start_s = start_s
         self.hist = HdrHistogram(1, HDR_MAX_US, HDR_DIGITS)
+        self.error_hist: HdrHistogram | None = None  # failed requests, apart
         self.requests = 0
         self.errors = 0
         self.hub_block_max_s = 0.0
@@ -52,18 +53,27 @@ class Window:
         self.scheduled: int | None = None  # open loop (set by the runner)
         self.dropped: int | None = None
 
-    def record(self, latencies_ns: np.ndarray, errors: int):
+    def record(self, latencies_ns: np.ndarray, errors: int, failed_ns: np.ndarray | None = None):
+        """Completed requests' latencies, the count of failed ones, and the latencies of those
+        failed requests that had one (a request refused at submission has none)."""
         self.errors += errors
+        if failed_ns is not None and failed_ns.size:
+            if self.error_hist is None:
+                self.error_hist = HdrHistogram(1, HDR_MAX_US, HDR_DIGITS)
+            self._add(self.error_hist, failed_ns)
         if latencies_ns.size == 0:
             return
-        us = (latencies_ns + 500) // 1000
-        self.clipped += int(np.count_nonzero(us > HDR_MAX_US))
-        record_many(self.hist, np.clip(us, 1, HDR_MAX_US))
+        self._add(self.hist, latencies_ns)
         self.requests += int(latencies_ns.size)
         self._sum_ns += int(latencies_ns.sum())
 
+    def _add(self, hist: HdrHistogram, latencies_ns: np.ndarray) -> None:
+        us = (latencies_ns + 500) // 1000
+        self.clipped += int(np.count_nonzero(us > HDR_MAX_US))
+        record_many(hist, np.clip(us, 1, HDR_MAX_US))
+
     def row(self, length_s: float, **tags) -> dict:
-        h = self.hist
+        h, e = self.hist, self.error_hist
         n = h.get_total_count()
         # one pass over the counts for all percentiles (each lookup alone walks ~27k buckets)
         table = h.get_percentile_to_value_dict([50, 90, 99, 99.9]) if n else {}
@@ -84,7 +94,9 @@ class Window:
                     bad_outputs=self.bad_outputs, lost_samples=self.lost_samples, clipped=self.clipped,
                     scheduled=self.scheduled, dropped=self.dropped,
                     worker_rss_bytes=stats["rss_bytes"],
-                    histogram=base64.b64encode(h.encode()).decode() if n else None, **tags)
+                    histogram=base64.b64encode(h.encode()).decode() if n else None,
+                    error_histogram=base64.b64encode(e.encode()).decode() if e else None,
+                    error_max_us=float(e.get_max_value()) if e else None, **tags)
 
 
 class HubMonitor:

@@ -39,6 +39,7 @@ class OfficialLane:
         self._issued = self._dropped = 0
         self._errors_seen = 0
         self._first_error: str | None = None
+        self._messages: dict[str, int] = {}  # error message -> count (the loop's thread writes)
         self._running = False
         self._finished: Signal | None = None
         self._check: dict | None = None
@@ -121,8 +122,11 @@ class OfficialLane:
             self._lat.append(t1 - t0)
         else:
             self._errors += 1
+            self._lat.append(t0 - t1)  # negated: a failed request's latency
+            message = str(error)
             if self._first_error is None:
-                self._first_error = str(error)
+                self._first_error = message
+            self._messages[message] = self._messages.get(message, 0) + 1
         if self._armed:
             self._armed = False
             os.eventfd_write(self._fd, 1)
@@ -156,6 +160,9 @@ class OfficialLane:
 
     def first_error(self) -> str | None:
         return self._first_error
+
+    def error_messages(self) -> dict[str, int]:
+        return dict(self._messages)
 
     def close(self, timeout_s: float = 30) -> bool:
         stopped = self.stop(timeout_s)
