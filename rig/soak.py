@@ -88,22 +88,12 @@ def allowed_outcomes(cfg: RunConfig, default: tuple[str, ...]) -> tuple[str, ...
 
 
 def judge(tally: Tally, cfg: RunConfig, allowed: tuple[str, ...]) -> list[str]:
-    """Reasons the run fails its thresholds (empty: it passes)."""
-    reasons = []
-    bad = {k: v for k, v in tally.outcomes.items() if k not in allowed}
-    if bad:
-        reasons.append("outcomes not allowed: " + ", ".join(f"{k}={v}" for k, v in sorted(bad.items())))
+    """Reasons the run fails its thresholds (empty: it passes): ``rig.analysis.verdict.soak``."""
+    from rig.analysis import verdict
+
     t = cfg.thresholds
-    lat = tally.stop_latencies
-    if t.max_stop_latency_s is not None and lat and max(lat) > t.max_stop_latency_s:
-        reasons.append(f"max stop latency {max(lat):.3f} s > {t.max_stop_latency_s} s")
-    fs = tally.finalize_success
-    if t.min_finalize_success is not None and fs is not None and fs < t.min_finalize_success:
-        reasons.append(f"finalize success {fs:.1%} < {t.min_finalize_success:.1%}")
-    stubs, shm = tally.leaks
-    if not t.allow_leaks and (stubs or shm):
-        reasons.append(f"leaks: {stubs} stub(s) killed by the rig, {shm} shared-memory region(s) left")
-    return reasons
+    return verdict.soak(tally.rows, allowed, max_stop_latency_s=t.max_stop_latency_s,
+                        min_finalize_success=t.min_finalize_success, allow_leaks=t.allow_leaks)
 
 
 def summary_table(tally: Tally) -> str:

@@ -1,0 +1,181 @@
+"""The one place where results are judged: a soak against its thresholds (``soak``) and a
+candidate against a baseline (``gate``). Pure functions over cycle rows (``CycleRow``s, dicts
+or a cycles frame) and window frames; each returns the reasons it fails, empty when it passes.
+
+The gate fails a regression only when it is both larger than its threshold and statistically
+significant (p <= ``alpha``, one-sided, in the direction of the regression), so two runs of one
+configuration pass however their noise falls, and a tiny but certain change passes too:
+
+- finalize success (cycles whose every finalize ran before stop returned, among cycles that
+  expected one): a drop above ``max_finalize_drop`` (absolute), significant by Fisher's exact
+  test or by Wilson intervals that do not overlap;
+- stop latency: p95 of the candidate over p95 of the baseline above ``max_stop_regression``,
+  significant by Mann-Whitney U over the cycles' stop latencies;
+- throughput, per point (mode, concurrency or rate, tool) both sides measured: a drop of the
+  median over windows above ``max_throughput_drop`` (relative), significant by Mann-Whitney U
+  over the windows (``frames.measured_windows``: warm-up windows left out);
+- any outcome but ``clean`` that the candidate has and the baseline never had.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Iterable
+
+import numpy as np
+
+from rig.analysis import stats
+
+ALPHA = 0.05
+MAX_FINALIZE_DROP = 0.05    # absolute: 100 % -> 94 % fails (when significant)
+MAX_STOP_REGRESSION = 1.5   # candidate stop p95 / baseline stop p95
+MAX_THROUGHPUT_DROP = 0.10  # relative: 10 % fewer inferences per second at a point
+
+
+def records(cycles) -> list[dict]:
+    """Cycle rows as dicts (from ``CycleRow``s, dicts or a frame), NaN read as None."""
+    if hasattr(cycles, "to_dict"):
+        cycles = cycles.astype(object).where(cycles.notna(), None).to_dict("records")
+    out = []
+    for r in cycles:
+        d = dataclasses.asdict(r) if dataclasses.is_dataclass(r) else dict(r)
+        out.append({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()})
+    return out
+
+
+def _sum(rows: list[dict], key: str) -> int:
+    return sum(int(r.get(key) or 0) for r in rows)
+
+
+def finalize_success(rows: list[dict]) -> float | None:
+    """Finalizes that ran before stop returned, over finalizes expected (the soak's figure)."""
+    expected = _sum(rows, "finalize_expected")
+    return _sum(rows, "finalize_before_stop") / expected if expected else None
+
+
+def soak(cycles, allowed: Iterable[str], max_stop_latency_s: float | None = None,
+         min_finalize_success: float | None = None, allow_leaks: bool = False) -> list[str]:
+    """Reasons a soak fails its thresholds (empty: it passes): outcomes not ``allowed``, the
+    longest stop above ``max_stop_latency_s``, finalize success (over finalizes) below
+    ``min_finalize_success``, stubs the rig killed or shared memory left unless ``allow_leaks``.
+    A threshold left None is not checked; a figure no cycle has is not judged."""
+    rows = records(cycles)
+    allowed = tuple(allowed)
+    reasons = []
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
+    bad = {k: v for k, v in counts.items() if k not in allowed}
+    if bad:
+        reasons.append("outcomes not allowed: " + ", ".join(f"{k}={v}" for k, v in sorted(bad.items())))
+    lat = [r["stop_latency_s"] for r in rows if r.get("stop_latency_s") is not None]
+    if max_stop_latency_s is not None and lat and max(lat) > max_stop_latency_s:
+        reasons.append(f"max stop latency {max(lat):.3f} s > {max_stop_latency_s} s")
+    fs = finalize_success(rows)
+    if min_finalize_success is not None and fs is not None and fs < min_finalize_success:
+        reasons.append(f"finalize success {fs:.1%} < {min_finalize_success:.1%}")
+    stubs, shm = _sum(rows, "stubs_killed"), _sum(rows, "shm_regions_leaked")
+    if not allow_leaks and (stubs or shm):
+        reasons.append(f"leaks: {stubs} stub(s) killed by the rig, {shm} shared-memory region(s) left")
+    return reasons
+
+
+def significant(p: float | None, alpha: float = ALPHA) -> bool:
+    """p <= alpha, allowing for rounding (Fisher's 3/3 against 0/3 is 0.05000000000000001)."""
+    return p is not None and p <= alpha * (1 + 1e-9)
+
+
+def _p(p: float | None) -> str:
+    return "p=n/a" if p is None else f"p={p:.2g}"
+
+
+def _secs(v: float) -> str:
+    return f"{v:.1f} s" if v >= 1 else f"{v:.3f} s"
+
+
+def _finalize(base: list[dict], cand: list[dict], max_drop: float, alpha: float) -> list[str]:
+    def counts(rows):
+        with_evidence = [r for r in rows if (r.get("finalize_expected") or 0) > 0]
+        ok = sum(1 for r in with_evidence if (r.get("finalize_before_stop") or 0) == r["finalize_expected"])
+        return ok, len(with_evidence)
+
+    (kb, nb), (kc, nc) = counts(base), counts(cand)
+    if not nb or not nc:
+        return []
+    rb, lb, _ = stats.wilson(kb, nb)
+    rc, _, hc = stats.wilson(kc, nc)
+    if rb - rc <= max_drop:
+        return []
+    p = stats.fisher(kb, nb, kc, nc, alternative="greater")
+    if significant(p, alpha) or hc < lb:
+        return [f"finalize success {rb * 100:.1f} % -> {rc * 100:.1f} % ({kb}/{nb} -> {kc}/{nc}, {_p(p)})"]
+    return []
+
+
+def _stop(base: list[dict], cand: list[dict], max_ratio: float, alpha: float) -> list[str]:
+    lb = [r["stop_latency_s"] for r in base if r.get("stop_latency_s") is not None]
+    lc = [r["stop_latency_s"] for r in cand if r.get("stop_latency_s") is not None]
+    if not lb or not lc:
+        return []
+    pb, pc = float(np.percentile(lb, 95)), float(np.percentile(lc, 95))
+    if pb <= 0 or pc / pb <= max_ratio:
+        return []
+    p = stats.compare(lb, lc, alternative="less")["p_value"]
+    if significant(p, alpha):
+        return [f"stop p95 {_secs(pb)} -> {_secs(pc)} (x{pc / pb:.1f}, {_p(p)})"]
+    return []
+
+
+def _throughput(base_windows, cand_windows, max_drop: float, alpha: float) -> list[str]:
+    from rig.analysis import frames
+
+    if base_windows is None or cand_windows is None or not len(base_windows) or not len(cand_windows):
+        return []
+    wb, wc = frames.measured_windows(base_windows), frames.measured_windows(cand_windows)
+    keys = ["tool", *frames.POINT]
+    reasons = []
+    for key, gb in wb.groupby(keys, dropna=False, sort=True):
+        gc = wc
+        for k, v in zip(keys, key):
+            gc = gc[gc[k].isna()] if v is None or (isinstance(v, float) and math.isnan(v)) else gc[gc[k] == v]
+        tb = gb["throughput"].dropna().to_numpy(dtype=float)
+        tc = gc["throughput"].dropna().to_numpy(dtype=float)
+        if not len(tb) or not len(tc) or np.median(tb) <= 0:
+            continue
+        rel, low, high = stats.ratio_ci(tb, tc)
+        if -rel <= max_drop:
+            continue
+        p = stats.compare(tb, tc, alternative="greater")["p_value"]
+        if not significant(p, alpha):
+            continue
+        tool, mode, conc, rate = key
+        where = frames.point_label(mode, conc, rate) + ("" if tool == "rig" else f" ({tool})")
+        half = (high - low) / 2 * 100
+        reasons.append(f"throughput at {where}: {rel * 100:+.0f} % (+-{half:.0f} %), {_p(p)}")
+    return reasons
+
+
+def _new_outcomes(base: list[dict], cand: list[dict]) -> list[str]:
+    seen = {r["outcome"] for r in base}
+    new: dict[str, int] = {}
+    for r in cand:
+        if r["outcome"] not in seen and r["outcome"] != "clean":
+            new[r["outcome"]] = new.get(r["outcome"], 0) + 1
+    if not new:
+        return []
+    had = ", ".join(sorted(seen)) or "no cycles"
+    return ["new outcome(s): " + ", ".join(f"{k} in {v}/{len(cand)} cycles" for k, v in sorted(new.items()))
+            + f" (baseline had only {had})"]
+
+
+def gate(baseline_cycles, baseline_windows, candidate_cycles, candidate_windows,
+         max_finalize_drop: float = MAX_FINALIZE_DROP, max_stop_regression: float = MAX_STOP_REGRESSION,
+         max_throughput_drop: float = MAX_THROUGHPUT_DROP, alpha: float = ALPHA) -> list[str]:
+    """Reasons the candidate regressed from the baseline (empty: it passes); see the module's
+    docstring for the rules."""
+    base, cand = records(baseline_cycles), records(candidate_cycles)
+    return (_new_outcomes(base, cand)
+            + _finalize(base, cand, max_finalize_drop, alpha)
+            + _stop(base, cand, max_stop_regression, alpha)
+            + _throughput(baseline_windows, candidate_windows, max_throughput_drop, alpha))
