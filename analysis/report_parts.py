@@ -15,6 +15,7 @@ MIN_EFFECT_PCT = 5.0  # a significant change smaller than this (in %) is not nam
 MAX_GROUPS_PLOTTED = 8
 BOOT_MAX = 2000  # values a bootstrap resamples at most (a seeded subsample beyond that)
 MAX_MERGED = 5000  # windows merged per point at most (its latest)
+MAX_MERGED_RUNS = 50  # runs whose histograms are read at most (the latest)
 
 
 def _groups(df: pd.DataFrame, keys: list[str]):
@@ -94,13 +95,16 @@ def _points(windows: pd.DataFrame) -> pd.Series:
 
 def _hist_percentiles(root: str, w: pd.DataFrame, pkeys: list[str], chosen: list) -> dict:
     """Exact percentiles and the latency curve of each chosen point, from its windows' merged
-    HDR histograms (a point's latest ``MAX_MERGED`` windows where it has more)."""
+    HDR histograms (a point's latest ``MAX_MERGED`` windows, of the latest ``MAX_MERGED_RUNS``
+    runs, where it has more: the table says how many were merged)."""
     from rig.store import Store
 
     sel = w.set_index(pkeys).loc[chosen].reset_index() if chosen else w.iloc[:0]
     if sel.empty:
         return {}
     sel = sel.sort_values(["date", "run_id", "cycle", "window"]).groupby(pkeys, dropna=False).tail(MAX_MERGED)
+    latest = sel.drop_duplicates("run_id", keep="last").run_id.tail(MAX_MERGED_RUNS)  # one read per run
+    sel = sel[sel.run_id.isin(latest)]
     store = Store(root)
     h = pd.concat([store.read("windows", run_id=r, columns=["run_id", "cycle", "window", "tool", "histogram"])
                    for r in sel.run_id.unique()])
