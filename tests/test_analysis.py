@@ -4,14 +4,17 @@ the verdicts over rows written through the real Store."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from hdrh.histogram import HdrHistogram
 from scipy import stats as sps
 
-from rig.analysis import stats
+from rig.analysis import frames, stats, verdict
+from rig.store import CycleRow, Store, window_row
 
 
 # ================================================================ stats
@@ -107,3 +110,137 @@ def test_fisher_and_ratio_ci():
     assert stats.fisher(3, 3, 3, 3) == pytest.approx(1.0) and stats.fisher(1, 0, 1, 1) is None
     est, low, high = stats.ratio_ci([100.0, 102, 98, 101, 99], [80.0, 82, 79, 81, 80])
     assert est == pytest.approx(-0.2) and low <= est <= high and high < 0
+
+
+# ================================================================ frames and verdicts over a Store
+
+def _cycle(run_id, cycle, **kw) -> CycleRow:
+    base = {f.name: None for f in dataclasses.fields(CycleRow)}
+    base.pop("schema_version")
+    base.update(run_id=run_id, cycle=cycle, engine="capi", model="numpy", retain="none", outcome="clean",
+                restart="fresh-process", stop_strategy="stop", started_at=f"2026-01-01T00:{cycle:02d}:00+00:00",
+                finalize_expected=1, finalize_before_stop=1, stop_latency_s=2.0, start_latency_s=0.1,
+                stubs_killed=0, shm_regions_leaked=0)
+    base.update(kw)
+    return CycleRow(**base)
+
+
+def _window(run_id, cycle, window, latencies, concurrency=4, **kw):
+    msg = dict(cycle=cycle, window=window, start_s=float(window), length_s=1.0, mode="closed",
+               concurrency=concurrency, requests=len(latencies), errors=0, throughput=float(len(latencies)),
+               histogram=_encoded(latencies), mean_us=float(np.mean(latencies)))
+    msg.update(kw)
+    return window_row(run_id, "capi", "numpy", msg)
+
+
+def _store(tmp_path, runs: dict) -> Store:
+    """runs: run_id -> (triton_version, [CycleRow], [WindowRow])"""
+    s = Store(tmp_path)
+    for run_id, (version, rows, windows) in runs.items():
+        for r in rows:
+            mine = [w for w in windows if w.cycle == r.cycle]
+            if mine:
+                s.write("windows", mine, version, f"w{r.cycle:06d}")
+            s.write("cycles", [r], version, f"c{r.cycle:06d}")
+    return s
+
+
+def test_lifecycle_per_version(tmp_path):
+    old = [_cycle("old", k, stop_latency_s=2.0 + k / 10) for k in range(1, 5)]
+    new = [_cycle("new", k, outcome="exit_timeout", finalize_before_stop=0, stop_latency_s=30.0,
+                  stubs_killed=1 if k == 1 else 0) for k in range(1, 4)]
+    s = _store(tmp_path, {"old": ("2.48.0", old, []), "new": ("2.51.0", new, [])})
+    lc = frames.lifecycle(s.read("cycles")).set_index("triton_version")
+    assert list(lc.index) == ["2.48.0", "2.51.0"]
+    a, b = lc.loc["2.48.0"], lc.loc["2.51.0"]
+    assert (a.cycles, a.outcome_clean, a.outcome_exit_timeout, b.outcome_exit_timeout) == (4, 4, 0, 3)
+    assert (a.finalize_ok, a.finalize_cycles, a.finalize_rate) == (4, 4, 1.0)
+    assert (b.finalize_rate, b.finalize_low, b.finalize_high) == pytest.approx(stats.wilson(0, 3))
+    assert a.stop_p95_s == pytest.approx(np.percentile([2.1, 2.2, 2.3, 2.4], 95)) and a.stop_max_s == 2.4
+    assert b.stubs_killed_per_cycle == pytest.approx(1 / 3) and a.worker_rss_slope is None  # fresh process
+
+
+def test_rss_slope_of_same_process_runs_pools_runs_at_their_own_level(tmp_path):
+    rows = [_cycle(run, k, restart="same-process", worker_rss_bytes=base + k * 1_000_000 + (k % 2) * 10_000,
+                   stub_rss_bytes=base) for run, base in (("r1", 10**8), ("r2", 3 * 10**8)) for k in range(1, 9)]
+    s = _store(tmp_path, {"r1": ("2.51.0", rows[:8], []), "r2": ("2.51.0", rows[8:], [])})
+    lc = frames.lifecycle(s.read("cycles"))
+    slope, low, high = lc.loc[0, ["worker_rss_slope", "worker_rss_slope_low", "worker_rss_slope_high"]]
+    assert low < 1_000_000 < high and slope == pytest.approx(1_000_000, rel=0.01)
+    assert lc.loc[0, "stub_rss_slope"] == pytest.approx(0)
+
+
+def test_performance_merges_histograms_and_skips_the_warm_up_window(tmp_path):
+    rng = np.random.default_rng(5)
+    lat = [rng.integers(100, 200, 50 + 10 * k) for k in range(5)]
+    lat[0] = np.full(10, 50_000)  # a slow warm-up window, left out
+    windows = [_window("r1", 1, k, lat[k]) for k in range(5)]
+    s = _store(tmp_path, {"r1": ("2.51.0", [_cycle("r1", 1)], windows)})
+    perf = frames.performance(s.read("windows"))
+    assert len(perf) == 1
+    p = perf.iloc[0]
+    kept = np.concatenate(lat[1:])
+    whole = stats.merge_histograms([_encoded(kept)])
+    assert (p.point, p.windows, p.requests, p.latencies) == ("concurrency 4", 4, kept.size, kept.size)
+    assert p.p99_us == whole.get_value_at_percentile(99) and p.max_us == whole.get_max_value()
+    assert p.throughput == np.median([len(x) for x in lat[1:]]) and p.throughput_low <= p.throughput <= p.throughput_high
+    assert p.mean_us == pytest.approx(kept.mean())
+    assert "retain" in frames.performance(s.read("windows"), cycles=s.read("cycles"), by=["retain"]).columns
+
+
+def test_nightly_flags_the_night_finalize_broke(tmp_path):
+    runs = {}
+    for night in range(8):
+        run = f"n{night}"
+        broken = night >= 5
+        rows = [_cycle(run, k, started_at=f"2026-01-{night + 1:02d}T00:0{k}:00+00:00",
+                       finalize_before_stop=0 if broken else 1, stop_latency_s=2.0 + 0.01 * ((night * k) % 3))
+                for k in range(1, 4)]
+        runs[run] = ("2.51.0", rows, [])
+    s = _store(tmp_path, runs)
+    n = frames.nightly(s.read("cycles"), s.read("windows"), "finalize_success")
+    assert list(n.run_id) == [f"n{k}" for k in range(8)] and list(n.value) == [1.0] * 5 + [0.0] * 3
+    assert list(n.index[n.change]) == [5]
+    assert not frames.nightly(s.read("cycles"), None, "stop_p95").change.any()
+    with pytest.raises(ValueError):
+        frames.nightly(s.read("cycles"), None, "colour")
+
+
+def test_soak_verdict_reads_rows_and_frames_alike(tmp_path):
+    rows = [_cycle("r", 1, stop_latency_s=0.2, finalize_expected=2, finalize_before_stop=2),
+            _cycle("r", 2, outcome="exit_timeout", finalize_expected=2, finalize_before_stop=0,
+                   stop_latency_s=6.0, stubs_killed=2)]
+    expected = ["outcomes not allowed: exit_timeout=1", "max stop latency 6.000 s > 5 s",
+                "finalize success 50.0% < 90.0%",
+                "leaks: 2 stub(s) killed by the rig, 0 shared-memory region(s) left"]
+    assert verdict.soak(rows, ("clean",), 5, 0.9) == expected
+    s = _store(tmp_path, {"r": ("2.51.0", rows, [])})
+    assert verdict.soak(s.read("cycles"), ("clean",), 5, 0.9) == expected
+    assert verdict.soak(rows, ("clean", "exit_timeout"), allow_leaks=True) == []
+
+
+def _side(run, n, version="2.51.0", tput=1000, stop=2.0, finalize=1, outcome="clean", windows=6):
+    rng = np.random.default_rng(len(run))
+    rows = [_cycle(run, k, stop_latency_s=stop * (1 + 0.01 * rng.random()), finalize_before_stop=finalize,
+                   outcome=outcome) for k in range(1, n + 1)]
+    ws = [_window(run, k, w, np.full(5, 100), throughput=tput * (1 + 0.02 * rng.standard_normal()))
+          for k in range(1, n + 1) for w in range(windows)]
+    return rows, ws
+
+
+def test_gate_fails_significant_regressions_only():
+    base_c, base_w = _side("base", 8)
+    same_c, same_w = _side("same", 8, tput=1010)
+    assert verdict.gate(base_c, pd.DataFrame(base_w), same_c, pd.DataFrame(same_w)) == []
+    bad_c, bad_w = _side("bad", 8, tput=850, stop=30.0, finalize=0, outcome="exit_timeout")
+    reasons = verdict.gate(base_c, pd.DataFrame(base_w), bad_c, pd.DataFrame(bad_w))
+    assert reasons[0] == "new outcome(s): exit_timeout in 8/8 cycles (baseline had only clean)"
+    assert reasons[1] == "finalize success 100.0 % -> 0.0 % (8/8 -> 0/8, p=7.8e-05)"
+    assert reasons[2].startswith("stop p95 2.0 s -> 30.") and "(x15.0, p=" in reasons[2]
+    assert reasons[3].startswith("throughput at concurrency 4: -15 % (+-") and len(reasons) == 4
+    # the same drops, too few to tell from noise: a single cycle each side
+    one_c, one_w = _side("one", 1, tput=850, stop=30.0, finalize=0, windows=1)
+    assert verdict.gate(base_c[:1], pd.DataFrame(base_w[:1]), one_c, pd.DataFrame(one_w)) == []
+    # significant but under the thresholds
+    assert verdict.gate(base_c, pd.DataFrame(base_w), bad_c, pd.DataFrame(bad_w), max_finalize_drop=1.0,
+                        max_stop_regression=20, max_throughput_drop=0.2) == reasons[:1]
