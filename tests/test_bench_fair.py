@@ -1,0 +1,116 @@
+"""`rig bench` as a fair comparison with perf_analyzer (repeats in alternating order, every repeat
+stored, perf_analyzer's own windows with real counts) and its --instances sweep, on the real core;
+`rig capacity` over that store."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from helpers import rig
+from rig import perf_analyzer as pa
+from rig.cli import main
+from rig.errors import RigError
+from rig.store import Store
+
+
+@pytest.fixture(scope="module")
+def has_pa():
+    try:
+        pa.ensure_perf_analyzer(log=print)
+        return True
+    except RigError as e:
+        print(f"perf_analyzer unavailable ({e}): the sweep runs without --compare")
+        return False
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory, has_pa):
+    """One short sweep: concurrency 2, 2 repeats, 1 and 2 instances (with perf_analyzer when here)."""
+    res = tmp_path_factory.mktemp("bench") / "r"
+    p = rig("bench", "--concurrency", "2", "--windows", "2", "--window-seconds", "0.5", "--repeats", "2",
+            "--instances", "1,2", *(["--compare", "perf-analyzer"] if has_pa else []),
+            "--results", str(res), timeout=400)
+    print(p.stdout[-4000:], p.stderr[-2000:])
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    return res, p.stdout, Store(res).read("windows")
+
+
+@pytest.mark.slow
+def test_every_repeat_of_the_rig_is_stored_per_instance_count(bench):
+    res, out, w = bench
+    rig_w = w[w.tool == "rig"]
+    assert sorted(rig_w.instances.unique()) == [1, 2]
+    for n, g in rig_w.groupby("instances"):
+        assert g.cycle.nunique() == 2, f"{n} instance(s): one cycle per repeat"
+        assert (g.groupby("cycle").window.count() == 2).all()
+        assert (g.concurrency == 2).all() and (g.requests > 0).all()
+    assert len(Store(res).read("cycles")) == 4
+    (run_id,) = w.run_id.unique()
+    config = (res / "_work" / run_id / "models-i2" / "numpy" / "config.pbtxt").read_text()
+    assert re.search(r"count:\s*2\b", config), config
+    assert re.search(r"^\s*inst\s+point", out, re.M), "the sweep's table is printed"
+
+
+@pytest.mark.slow
+def test_perf_analyzer_rows_are_its_windows_with_real_counts(bench, has_pa):
+    if not has_pa:
+        pytest.skip("perf_analyzer unavailable here")
+    res, out, w = bench
+    pw = w[w.tool == "perf_analyzer"]
+    rig_cycles = set(w[w.tool == "rig"].cycle)
+    assert sorted(pw.instances.unique()) == [1, 2]
+    assert set(pw.cycle) == rig_cycles, "a repeat's rig and perf_analyzer rows share its cycle"
+    for cycle, g in pw.groupby("cycle"):
+        assert len(g) >= 3, "perf_analyzer measures at least 3 windows"
+        assert (g.requests > 0).all() and (g.length_s > 0).all()
+        assert (g.throughput - g.requests / g.length_s).abs().max() < 1e-6
+        assert g.histogram.notna().all() and (g.p50_us <= g.p99_us).all()
+        assert (g.concurrency == 2).all()
+    assert "PA infer/s" in out and "tput x" in out
+
+
+@pytest.mark.slow
+def test_repeats_alternate_the_order(bench, has_pa):
+    if not has_pa:
+        pytest.skip("perf_analyzer unavailable here")
+    _, out, _ = bench
+    order = re.findall(r"\[i(\d) c2 repeat (\d)/2\] (rig|perf_analyzer)", out)
+    for n in ("1", "2"):
+        seq = [(r, tool) for i, r, tool in order if i == n]
+        assert seq == [("1", "rig"), ("1", "perf_analyzer"), ("2", "perf_analyzer"), ("2", "rig")], seq
+
+
+@pytest.mark.slow
+def test_capacity_over_the_bench_store(bench):
+    res, _, _ = bench
+    p = rig("capacity", str(res), "--target-throughput", "50000", "--p99-ms", "1000", "--headroom", "0.5")
+    assert p.returncode == 0, p.stderr
+    lines = [line.split() for line in p.stdout.splitlines() if re.match(r"\s+[12]\s+2\s", line)]
+    assert [row[0] for row in lines] == ["1", "2"], p.stdout  # a row per instance count, point 2 met
+    assert "headroom 50%" in p.stdout and "fewest nodes:" in p.stdout
+
+
+# ---------------------------------------------------------------- refused before anything runs
+
+@pytest.mark.parametrize("args, says", [
+    (["--workload", "ramp"], "--workload ramp changes the users"),
+    (["--instances", "1,1"], "lists a count twice"),
+    (["--instances", "1,x"], "--instances takes whole numbers"),
+    (["--repeats", "0"], "--repeats must be >= 1"),
+    (["--all-models", "--compare", "perf-analyzer"], "perf_analyzer measures one"),
+    (["--all-models", "--target-model", "numpy"], "drop one"),
+])
+def test_bench_refuses_in_one_line(tmp_path, capsys, args, says):
+    assert main(["bench", "--concurrency", "1", "--results", str(tmp_path / "r"), *args]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "r" / "runs").exists(), "nothing ran"
+
+
+@pytest.mark.slow
+def test_bench_refuses_a_locustfile_with_a_shape(tmp_path, capsys, repo_root):
+    code = main(["bench", "--concurrency", "1", "--workload", str(repo_root / "workloads" / "spike.py"),
+                 "--results", str(tmp_path / "r")])
+    assert code == 2 and "LoadTestShape SpikeShape" in capsys.readouterr().err
