@@ -209,7 +209,8 @@ def nightly(cycles: pd.DataFrame, windows: pd.DataFrame | None, metric: str, by=
     if metric not in NIGHTLY_METRICS:
         raise ValueError(f"unknown metric {metric!r}: choose from {', '.join(NIGHTLY_METRICS)}")
     by = [] if by is None else ([by] if isinstance(by, str) else list(by))
-    _by(cycles, by or None) if by else None
+    if by:
+        _by(cycles, by)  # unknown columns: KeyError naming them
     windows = windows if windows is not None else pd.DataFrame(columns=["run_id", "histogram"])
     starts = run_starts(cycles, runs)
     rows = []
