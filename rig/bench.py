@@ -158,9 +158,10 @@ def run(cfg: RunConfig, args, log=print) -> int:
                 break
         k = knee(swept, open_loop=not conc)
         if k:
-            log(f"knee{'' if n is None else f' ({n} instance(s))'}: {k['point']:g} "
+            log(f"knee{f' ({n} instance(s))' if len(counts) > 1 else ''}: {k['point']:g} "
                 f"({_f(k['throughput'], '{:,.0f}')} infer/s, p99 {_f(k['p99_us'])} us)")
     log(format_table(table, pa is not None, repeats, closed=bool(conc)))
+    p.store.compact(p.run_id, owner=True)  # its files merged: one per table and partition
     _plots(p, counts, log)
     log(f"results: {cfg.results}/windows (run_id {p.run_id})")
     return 0

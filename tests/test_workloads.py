@@ -91,7 +91,7 @@ def test_shapes_run(tmp_path, runtime, shape):
 @pytest.mark.slow
 def test_bench_sweep_stores_windows_and_reports_knee(tmp_path, runtime):
     res = tmp_path / "r"
-    p = rig("bench", "--concurrency", "1,2", "--windows", "3", "--window-seconds", "0.5",
+    p = rig("bench", "--concurrency", "1,2", "--windows", "3", "--window-seconds", "0.5", "--repeats", "1",
             "--results", str(res))
     assert p.returncode == 0, p.stdout + p.stderr
     assert "knee:" in p.stdout
