@@ -246,6 +246,8 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
         if progress:
             progress.close()
     reasons = judge(tally, cfg, allowed)
+    if command == "soak":  # its files merged: one per table and partition (a cycle run is one already)
+        p.store.compact(p.run_id, owner=True)
     if command == "soak" and tally.rows:
         from rig.analysis import plots
 

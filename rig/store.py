@@ -24,7 +24,7 @@ import dataclasses
 import datetime as dt
 import logging
 import os
-import shutil
+import re
 import typing
 import uuid
 from pathlib import Path
@@ -195,11 +195,14 @@ KEYS = {"runs": ("run_id",), "cycles": ("run_id", "cycle"), "windows": ("run_id"
 MERGED = "merged"  # the unit of a run's compacted file: <run_id>-merged.parquet, one per table and partition
 _OBJECT_STORES = ("S3FileSystem", "GcsFileSystem", "AzureFileSystem")  # one PUT appears whole or not at all
 _log = logging.getLogger("rig.store")
+_RUN_ID = re.compile(r"(\d{8}T\d{6}-[0-9a-f]+)-(.+)$")  # orchestrator.new_run_id's
 
 
 def _unit_of(path: str) -> tuple[str, str]:
-    """(run_id, unit) of ``.../<run_id>-<unit>.parquet``."""
-    run, _, unit = path.rsplit("/", 1)[-1][: -len(".parquet")].rpartition("-")
+    """(run_id, unit) of ``.../<run_id>-<unit>.parquet`` (a unit may hold a dash: ``pa-c000001``)."""
+    stem = path.rsplit("/", 1)[-1][: -len(".parquet")]
+    m = _RUN_ID.match(stem)
+    run, _, unit = (m.group(1), "", m.group(2)) if m else stem.rpartition("-")
     return run, unit
 
 

@@ -56,7 +56,9 @@ def compact(store, run_id: str | None = None, owner: bool = False, progress=None
             summary["skipped"][run_] = "running: a process holds its lock"
         else:
             try:  # listed again under the lock: what the run wrote before it is all there is
-                summary["compacted"][run_] = [m for t in TABLES for m in _merge_run(store, t, run_)]
+                merged = [m for t in TABLES for m in _merge_run(store, t, run_)]
+                if merged:  # nothing where all its units are damaged (or a foreign file's name)
+                    summary["compacted"][run_] = merged
             finally:
                 if lock:
                     lock.close()
@@ -114,7 +116,7 @@ def run(args) -> int:
         if run_id in summary["skipped"]:
             print(f"[{i}/{n}] {run_id}: skipped ({summary['skipped'][run_id]})", flush=True)
             return
-        merged = summary["compacted"][run_id]
+        merged = summary["compacted"].get(run_id, [])
         parts = ", ".join(f"{t} {files} file(s) -> {rows:,} row(s)" for t, files, rows in merged)
         print(f"[{i}/{n}] {run_id}: {parts or 'nothing readable to merge'}", flush=True)
 
