@@ -114,3 +114,43 @@ def test_bench_refuses_a_locustfile_with_a_shape(tmp_path, capsys, repo_root):
     code = main(["bench", "--concurrency", "1", "--workload", str(repo_root / "workloads" / "spike.py"),
                  "--results", str(tmp_path / "r")])
     assert code == 2 and "LoadTestShape SpikeShape" in capsys.readouterr().err
+
+
+def _slow_requests(w, at_least_us=19_000) -> int:
+    """Requests of these windows that took ``at_least_us`` or more (from their HDR histograms)."""
+    import base64
+
+    from hdrh.histogram import HdrHistogram
+
+    n = 0
+    for b64 in w.histogram.dropna():
+        h = HdrHistogram.decode(base64.b64decode(b64))
+        n += sum(i.count_added_in_this_iter_step for i in h.get_recorded_iterator()
+                 if i.value_iterated_to >= at_least_us)
+    return n
+
+
+@pytest.mark.slow
+def test_a_repository_of_two_models_is_benched_on_one(tmp_path):
+    """The load goes to the target model only: ``a`` sleeps 20 ms per request, ``b`` does not;
+    four users on ``b`` see almost no request of 20 ms (a stall of the machine may make a few),
+    where spread over both (the control, --all-models) two users wait on ``a`` all along."""
+    from rig import repository
+
+    repo = tmp_path / "repo"
+    repository.render(repository.ModelSpec(name="a", execute_delay_ms=20), repo)
+    repository.render(repository.ModelSpec(name="b"), repo)
+    common = ["--model-repository", str(repo), "--concurrency", "4", "--windows", "2", "--window-seconds",
+              "0.5", "--repeats", "1"]
+    p = rig("bench", *common, "--target-model", "b", "--results", str(tmp_path / "b"))
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    w = Store(tmp_path / "b").read("windows")
+    assert set(w.model) == {"b"} and w.instances.isna().all() and (w.requests > 0).all()
+    on_b = _slow_requests(w)
+    p = rig("bench", *common, "--all-models", "--results", str(tmp_path / "all"))
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    w = Store(tmp_path / "all").read("windows")
+    spread = _slow_requests(w)
+    assert set(w.model) == {"a,b"}
+    print("requests of 20 ms or more: on b", on_b, "spread", spread)
+    assert on_b <= 8 and spread >= 20, (on_b, spread)
