@@ -80,7 +80,8 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
                    "(default 1,2,4,8 when no --rates)")
     b.add_argument("--rates", "--rate", dest="rates", help="open loop points (infer/s), e.g. 1000,2000,4000")
     b.add_argument("--workload", help="closed loop: steady (default) or a locustfile whose users "
-                   "have no tasks of their own")
+                   "have no tasks of their own and no LoadTestShape (a point holds its concurrency: "
+                   "ramp, step and spike are refused)")
     b.add_argument("--in-flight", type=int, help="requests in flight per user (default 1)")
     b.add_argument("--arrivals", choices=["poisson", "constant"])
     b.add_argument("--seed", type=int)
