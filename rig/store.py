@@ -27,6 +27,7 @@ import os
 import re
 import typing
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +37,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from rig.errors import RigError
+from rig.text import redact
 
 SCHEMA_VERSION = 3  # see the history above
 PARTITIONS = ("triton_version", "date")
@@ -221,8 +223,6 @@ class Store:
     def __init__(self, root: str | os.PathLike):
         text = os.fspath(root)
         if "://" in text:
-            from rig.text import redact
-
             try:
                 self.fs, base = pafs.FileSystem.from_uri(text)
             except (pa.ArrowException, ValueError, OSError) as e:
@@ -241,8 +241,7 @@ class Store:
         return self.root / rel if self.local else f"{self.root}/{rel}"
 
     def _partition_dir(self, table: str, triton_version: str, date: str) -> str:
-        safe = triton_version.replace("/", "_") or "unknown"
-        return f"{self.base}/{table}/triton_version={safe}/date={date}"
+        return f"{self.base}/{table}/triton_version={triton_version.replace('/', '_') or 'unknown'}/date={date}"
 
     def write(self, table: str, rows: list, triton_version: str, unit: str, date: str | None = None):
         """Write one unit (e.g. ``run``, ``c000012``) of rows atomically; returns the file's path."""
@@ -254,13 +253,14 @@ class Store:
     def put(self, tbl: pa.Table, d: str, name: str) -> str:
         """Write ``tbl`` as ``d/name`` so that readers see all of it or none of it."""
         final = f"{d}/{name}"
+        kw = {"filesystem": self.fs, "use_dictionary": False}  # no dictionaries: reads ~20 % faster here
         if type(self.fs).__name__ in _OBJECT_STORES:
-            pq.write_table(tbl, final, filesystem=self.fs)
+            pq.write_table(tbl, final, **kw)
             return final
         tmp = f"{d}/.{name}.{uuid.uuid4().hex[:8]}.tmp"  # readers skip hidden names
         self.fs.create_dir(d, recursive=True)
         try:
-            pq.write_table(tbl, tmp, filesystem=self.fs)
+            pq.write_table(tbl, tmp, **kw)
             if self.local:
                 with open(tmp, "rb") as f:
                     os.fsync(f.fileno())
@@ -303,8 +303,6 @@ class Store:
 
     def sort_out(self, table: str, files: list[str]) -> int:
         """Find the files among ``files`` that cannot be read; note and name each once."""
-        from concurrent.futures import ThreadPoolExecutor
-
         with ThreadPoolExecutor(8) as ex:
             whys = list(ex.map(lambda f: self.inspect(table, f), files))
         for f, why in ((f, why) for f, why in zip(files, whys) if why):
@@ -318,8 +316,6 @@ class Store:
         """The rows of ``files`` in order, ``columns`` (None: all) in the table's types, missing
         (older, nullable) columns null. A thread pool of one file each: about twice as fast here as
         a pyarrow dataset over the same files (~1 ms a file, most of it per column chunk)."""
-        from concurrent.futures import ThreadPoolExecutor
-
         schema = arrow_schema(TABLES[table])
         names = [n for n in (columns or schema.names + list(PARTITIONS)) if n not in PARTITIONS]
         target = pa.schema([schema.field(n) for n in names])
@@ -377,11 +373,9 @@ class Store:
             except (pa.ArrowException, OSError):
                 self.sort_out(table, files)
                 continue
-            # a foreign file lacking a required column reads as nulls in it: find it
-            if any(tbl.column(f.name).null_count for f in schema if not f.nullable and f.name in tbl.column_names):
-                if self.sort_out(table, files):
-                    continue
-            break
+            nulls = any(tbl.column(f.name).null_count for f in schema if not f.nullable and f.name in tbl.column_names)
+            if not (nulls and self.sort_out(table, files)):  # nulls where none may be: a foreign file
+                break
         else:
             raise RigError(f"the {table} table of {self.root} kept changing while being read: try again")
         if tbl is None:
@@ -390,19 +384,15 @@ class Store:
         groups = {(f.rsplit("/", 1)[0], _unit_of(f)[0], _unit_of(f)[1] == MERGED) for f in files}
         if any((d, r, not m) in groups for d, r, m in groups):  # a compaction between its rename and clean-up
             df = df.drop_duplicates(subset=keys, keep="last")
-        if columns is not None:
-            df = df[columns]
-        return df.reset_index(drop=True)
+        return (df if columns is None else df[columns]).reset_index(drop=True)
 
     def cycles_done(self, run_id: str) -> set[int]:
         return {int(c) for c in self.read("cycles", run_id, columns=["cycle"])["cycle"]}
 
     def run_row(self, run_id: str) -> dict | None:
-        df = self.read("runs", run_id)
-        return None if not len(df) else df.iloc[0].to_dict()
+        return next(iter(self.read("runs", run_id).to_dict("records")), None)
 
     def compact(self, run_id: str | None = None, owner: bool = False, progress=None) -> dict:
         """Merge finished runs' unit files into one per table and partition: ``rig.commands.compact``."""
         from rig.commands.compact import compact
-
         return compact(self, run_id, owner=owner, progress=progress)
