@@ -28,7 +28,7 @@ from rig.config import RunConfig
 from rig.errors import RigError
 from rig.preflight import check_workload, without_spaces
 from rig.store import CycleResult, window_row
-from rig.text import num
+from rig.text import num, redact
 
 SHAPED = ("ramp", "step", "spike")  # built-in workloads whose users change during a run
 # perf_analyzer's -s: its stability rule loosened so that it measures its 3 windows and stops, as
@@ -163,7 +163,7 @@ def run(cfg: RunConfig, args, log=print) -> int:
     log(format_table(table, pa is not None, repeats, closed=bool(conc)))
     p.store.compact(p.run_id, owner=True)  # its files merged: one per table and partition
     _plots(p, counts, log)
-    log(f"results: {cfg.results}/windows (run_id {p.run_id})")
+    log(f"results: {redact(str(cfg.results))}/windows (run_id {p.run_id})")
     return 0
 
 
