@@ -158,13 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_parsers(sub)  # report, gate, capacity, compact, check: over stored results
 
-    r = sub.add_parser("runtime", help="install and list Triton runtimes")
-    rs = r.add_subparsers(dest="runtime_command", parser_class=_Parser)
-    ri = rs.add_parser("install", help="unpack an embedded runtime from the nvidia-pytriton wheel")
-    ri.add_argument("version", nargs="?", default=None, help="nvidia-pytriton version (default the rig's pin)")
-    ri.add_argument("--force", action="store_true")
-    rs.add_parser("list", help="the runtimes installed here")
-    r.set_defaults(func=cmd_runtime)
+    from rig.commands import runtime as runtime_command
+
+    runtime_command.add_parser(sub, parser_class=_Parser)
 
     d = sub.add_parser("doctor", help="which runtimes, engines, GPUs and CuPy are usable here, and why not")
     d.set_defaults(func=cmd_doctor)
@@ -400,23 +396,3 @@ def _terminate_like_interrupt() -> None:
 
 def _log(msg: str) -> None:
     print(msg, flush=True)
-
-
-def cmd_runtime(args) -> int:
-    from rig import runtime
-
-    if args.runtime_command == "install":
-        rt = runtime.install_embedded(args.version or runtime.DEFAULT_EMBEDDED, force=args.force, log=_log)
-        print(f"installed {rt.name}: Triton {rt.triton_version} in {rt.server_dir}")
-        return 0
-    if args.runtime_command == "list":
-        rows = runtime.list_embedded()
-        home = runtime.container_home()
-        if home:
-            print(f"container  Triton {runtime.container_runtime().triton_version}  {home}")
-        for r in rows:
-            print(f"{r['name']:<16} Triton {r['triton_version']:<8} stubs {','.join(r['stubs']) or '-':<24} {r['path']}")
-        if not rows and not home:
-            print(f"no runtime installed; `rig runtime install` adds the default ({runtime.DEFAULT_EMBEDDED})")
-        return 0
-    raise RigError("say `rig runtime install [VERSION]` or `rig runtime list`")

@@ -171,3 +171,14 @@ def test_bench_reads_every_option_it_offers():
         if option in shared:
             continue
         assert re.search(rf"args\.{action.dest}\b", source), f"`rig bench {option}` is read nowhere"
+
+
+@pytest.mark.parametrize("command", ["report", "gate", "capacity", "compact", "check", "runtime"])
+def test_the_commands_over_stored_results_read_every_option_they_offer(command):
+    """Their refusals of bad values are tested with each command (tests/test_report.py,
+    test_gate.py, test_capacity.py, test_store_scale.py); here: none is offered and left unread."""
+    module = ROOT / "rig" / "commands" / f"{command}.py"
+    source = module.read_text()
+    for option, action in _options(command).items():
+        assert re.search(rf"args\.{action.dest}\b|\"{action.dest}\"", source), \
+            f"`rig {command} {option}` is read nowhere in {module.name}"
