@@ -8,7 +8,8 @@
 What it builds: ``--runs`` runs over 4 Triton versions and one date per run (a nightly run), each
 with ``--cycles-per-run`` cycles of ``--windows-per-cycle`` windows, values drawn like a real soak
 (mostly ``clean`` cycles, stop latencies near 2 s, p50 near 100 us, a histogram column of real
-size: about 900 characters of incompressible base64 per window). ``--unit-runs`` of them are
+size: real HDR histograms, about 900 characters of base64 each, drawn from 400 so that
+compression gains little). ``--unit-runs`` of them are
 written the way the rig writes them, one file per unit through ``Store.write`` (400 files per
 run), and then compacted by ``Store.compact`` (timed); the others are written already compacted
 (one file per table and partition), because writing 100,000 tiny files only to merge them again
@@ -38,18 +39,29 @@ from rig.store import MERGED, TABLES, CycleRow, RunRow, Store, WindowRow, arrow_
 VERSIONS = ["2.48.0", "2.49.0", "2.50.0", "2.51.0"]
 OUTCOMES = np.array(["clean", "exit_timeout", "finalize_missing", "hung", "infer_error"])
 OUTCOME_P = [0.95, 0.02, 0.015, 0.01, 0.005]
-HIST_BYTES = 660  # 880 base64 characters, the size of a real window's HDR histogram
 
 
-def _strings(n: int, nbytes: int, rng) -> pa.Array:
-    """n distinct incompressible base64 strings of equal length, built without a Python loop."""
-    text = base64.b64encode(rng.bytes(n * nbytes))
-    width = nbytes * 4 // 3
-    offsets = pa.array(np.arange(n + 1, dtype=np.int32) * width)
-    return pa.StringArray.from_buffers(n, offsets.buffers()[1], pa.py_buffer(text))
+def histogram_pool(slowdown: float, n: int, rng) -> dict[str, np.ndarray]:
+    """``n`` real windows' latency histograms (HDR, base64 as the rig stores them: about 900
+    characters each) and their percentiles, drawn around a p50 of 100 us times ``slowdown``."""
+    from hdrh.histogram import HdrHistogram
+
+    from rig.load.windows import HDR_DIGITS, HDR_MAX_US
+
+    out: dict[str, list] = {k: [] for k in ("histogram", "p50_us", "p90_us", "p99_us", "p999_us", "max_us", "mean_us")}
+    for _ in range(n):
+        h = HdrHistogram(1, HDR_MAX_US, HDR_DIGITS)
+        values = rng.lognormal(np.log(100 * slowdown), 0.6, 700).astype(int) + 1
+        for v, c in zip(values, rng.integers(1, 80, len(values))):
+            h.record_value(int(v), int(c))
+        out["histogram"].append(base64.b64encode(h.encode()).decode())
+        for q, k in ((50, "p50_us"), (90, "p90_us"), (99, "p99_us"), (99.9, "p999_us"), (100, "max_us")):
+            out[k].append(float(h.get_value_at_percentile(q)))
+        out["mean_us"].append(float(h.get_mean_value()))
+    return {k: np.array(v, dtype=object if k == "histogram" else float) for k, v in out.items()}
 
 
-def run_tables(k: int, run_id: str, date: str, cycles: int, windows: int, rng) -> dict[str, pa.Table]:
+def run_tables(k: int, run_id: str, date: str, cycles: int, windows: int, pool: dict, rng) -> dict[str, pa.Table]:
     """One run's rows, as the rig stores them, as Arrow tables."""
     version_slowdown = 1.0 + 0.05 * (k % len(VERSIONS))
     run = RunRow(run_id=run_id, started_at=f"{date}T02:00:00+00:00", command="soak", host="gpu-node-3",
@@ -79,18 +91,17 @@ def run_tables(k: int, run_id: str, date: str, cycles: int, windows: int, rng) -
                lane=["native"] * cycles, schema_version=np.full(cycles, 2))
     cyc = pa.Table.from_pydict(col, schema=arrow_schema(CycleRow))
     n = cycles * windows
-    p50 = rng.normal(100.0 * version_slowdown, 5.0, n)
+    pick = rng.integers(0, len(pool["histogram"]), n)  # distinct enough that compression gains little
     wcol = {f.name: [None] * n for f in dataclasses.fields(WindowRow)}
     wcol.update(run_id=[run_id] * n, cycle=np.repeat(c, windows), window=np.tile(np.arange(1, windows + 1), cycles),
                 engine=["capi"] * n, model=["numpy"] * n, tool=["rig"] * n,
                 start_s=np.tile(np.arange(windows, dtype=float), cycles), length_s=np.full(n, 1.0),
                 mode=["closed"] * n, concurrency=np.full(n, 4), requests=rng.integers(13_000, 16_000, n),
-                errors=np.zeros(n, int), throughput=rng.normal(14_000 / version_slowdown, 300, n), p50_us=p50,
-                p90_us=p50 * 1.6, p99_us=p50 * 2.8, p999_us=p50 * 12, max_us=p50 * 40, mean_us=p50 * 1.2,
+                errors=np.zeros(n, int), throughput=rng.normal(14_000 / version_slowdown, 300, n),
+                **{k: v[pick] for k, v in pool.items()},
                 hub_block_max_ms=rng.exponential(3.0, n), worker_rss_bytes=rng.integers(95, 99, n) << 20,
                 bad_outputs=np.zeros(n, int), lost_samples=np.zeros(n, int), clipped=np.zeros(n, int),
                 lane=["native"] * n, schema_version=np.full(n, 2))
-    wcol["histogram"] = _strings(n, HIST_BYTES, rng)
     win = pa.Table.from_pydict(wcol, schema=arrow_schema(WindowRow))
     return {"runs": runs, "cycles": cyc, "windows": win}
 
@@ -102,11 +113,13 @@ def _rows(tbl: pa.Table, row_type):
 def build(store: Store, runs: int, cycles: int, windows: int, unit_runs: int, seed: int = 1) -> None:
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
+    pools = [histogram_pool(1.0 + 0.05 * i, 100, rng) for i in range(len(VERSIONS))]
+    print(f"  {len(VERSIONS)} x 100 real HDR histograms drawn ({time.perf_counter() - t0:.0f} s)", flush=True)
     for k in range(runs):
         date = f"2026-{1 + (k // 28) % 12:02d}-{1 + k % 28:02d}"
         version = VERSIONS[k % len(VERSIONS)]
         run_id = f"{date.replace('-', '')}T020000-{k:06x}"
-        tables = run_tables(k, run_id, date, cycles, windows, rng)
+        tables = run_tables(k, run_id, date, cycles, windows, pools[k % len(VERSIONS)], rng)
         if k < unit_runs:  # as the rig writes: a run row, then per cycle its windows, then its row
             store.write("runs", _rows(tables["runs"], RunRow), version, "run", date=date)
             for c in range(cycles):

@@ -21,7 +21,7 @@ import pytest
 from helpers import ROOT, rig
 from rig.cli import main
 from rig.preflight import lock_run
-from rig.store import KEYS, MERGED, CycleRow, RunRow, Store, WindowRow, window_row
+from rig.store import KEYS, MERGED, CycleRow, RunRow, Store, window_row
 
 
 def cycle_row(run_id: str, cycle: int, **kw) -> CycleRow:
@@ -294,7 +294,7 @@ def test_a_sigkilled_compaction_leaves_a_readable_store(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_soak_compacts_its_run_and_resumes_over_a_foreign_file(tmp_path, runtime):
+def test_a_soak_compacts_its_run_and_resumes_over_a_damaged_file(tmp_path, runtime):
     res = tmp_path / "r"
     p = rig("soak", "--cycles", "2", "--results", str(res))
     assert p.returncode == 0, p.stdout + p.stderr
