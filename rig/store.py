@@ -342,10 +342,10 @@ class Store:
             tbl = tbl.select(columns)
         return tbl if expr is None else tbl.filter(expr)
 
-    def read(self, table: str, run_id: str | None = None, columns: list[str] | None = None, **filters):
+    def read(self, table: str, run_id: str | None = None, columns: list[str] | None = None, filter=None, **filters):
         """The table as a frame: its columns (or ``columns``) plus ``triton_version`` and ``date``.
-        ``filters`` are column=value(s); the partition columns and ``run_id`` prune files unread.
-        Files of older schema versions read with their missing columns null; damaged or foreign
+        ``filters``: column=value(s) (partitions and ``run_id`` prune files unread); ``filter``: a pyarrow
+        expression. Older schema versions read with their missing columns null; damaged or foreign
         files are skipped, listed in ``damaged`` and named once in a warning."""
         import pandas as pd
 
@@ -356,8 +356,9 @@ class Store:
         if run_id is not None:
             sets.setdefault("run_id", set()).add(run_id)
         keys = list(KEYS[table])
-        cols = None if columns is None else list(dict.fromkeys([*keys, *(set(sets) - set(PARTITIONS)), *columns]))
-        expr = None
+        named = set(re.findall(r"\w+", str(filter))) & set(schema.names + list(PARTITIONS)) if filter is not None else set()
+        cols = None if columns is None else list(dict.fromkeys([*keys, *(set(sets) - set(PARTITIONS)), *named, *columns]))
+        expr = filter
         for k, v in ((k, v) for k, v in sets.items() if k not in PARTITIONS):  # those prune paths instead
             expr = pc.field(k).isin(sorted(v)) if expr is None else expr & pc.field(k).isin(sorted(v))
         versions = {v.replace("/", "_") or "unknown" for v in sets["triton_version"]} if "triton_version" in sets else None

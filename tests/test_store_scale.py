@@ -247,6 +247,10 @@ def test_filters_prune_and_project(tmp_path):
     one = store.read("windows", "20260100T000000-000000", tool="perf_analyzer")
     assert len(one) == 18 and set(one.tool) == {"perf_analyzer"}
     assert len(store.read("cycles", triton_version="9.9.9")) == 0
+    import pyarrow.compute as pc
+
+    few = store.read("windows", columns=["histogram"], filter=(pc.field("cycle") <= 2) & (pc.field("date") == "2026-01-01"))
+    assert list(few.columns) == ["histogram"] and len(few) == 2 * 3 * 2 + 2 * 3  # runs 0 (two tools) and 3
     from rig.errors import RigError
 
     with pytest.raises(RigError, match="no column 'speed'"):
