@@ -163,6 +163,7 @@ def run(cfg: RunConfig, args, log=print) -> int:
     log(format_table(table, pa is not None, repeats, closed=bool(conc)))
     p.store.compact(p.run_id, owner=True)  # its files merged: one per table and partition
     _plots(p, counts, log)
+    p.store.compact(p.run_id, owner=True)  # its files merged: one per table and partition
     log(f"results: {redact(str(cfg.results))}/windows (run_id {p.run_id})")
     return 0
 
