@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import rig
+from stores import real_results  # noqa: F401  (the session's store, a fixture)
 
 from rig.cli import main
 from rig.store import CycleRow, RunRow, Store, WindowRow
@@ -125,22 +125,10 @@ def test_versions_side_by_side_and_the_step_flagged_on_its_night(capsys, tmp_pat
 
 # --- a real store: three soaks of the numpy template ------------------------------------------
 
-def _soak(results: Path, *extra: str) -> str:
-    before = set(Store(results).read("runs").run_id) if (results / "runs").exists() else set()
-    p = rig("soak", "--cycles", "5", "--workload", "steady", "--workload-seconds", "1", "--users", "1",
-            "--window-seconds", "0.5", "--results", str(results), *extra, timeout=240)
-    assert p.returncode in (0, 1), p.stderr[-2000:]
-    (run_id,) = set(Store(results).read("runs").run_id) - before
-    return run_id
-
-
 @pytest.fixture(scope="module")
-def real(tmp_path_factory) -> tuple[Path, dict]:
-    results = tmp_path_factory.mktemp("real") / "results"
-    runs = {"none_a": _soak(results), "none_b": _soak(results),
-            "keep": _soak(results, "--retain", "last-response", "--exit-timeout", "1",
-                          "--allow-outcomes", "clean,exit_timeout")}
-    return results, runs
+def real(real_results) -> tuple[Path, dict]:
+    """The session's real store (tests/stores.py), shared with the gate's tests."""
+    return real_results["root"], {k: real_results[k] for k in ("none_a", "none_b", "keep")}
 
 
 @pytest.mark.slow
