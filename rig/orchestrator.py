@@ -312,6 +312,11 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult],
                         row = _blank_row(p, msg["row"]["cycle"])
                         row.update({k: v for k, v in msg["row"].items() if k in row})
                         row["triton_version"] = msg["row"].get("triton_version")  # the core's word
+                        if row.get("outcome") == "load_failed" and "stub" in str(row.get("detail")).lower():
+                            # a stub that died while loading: its last words are in the worker's log
+                            tail = w.log_tail(400)
+                            if tail:
+                                row["detail"] = f"{row['detail']}; the stub's last output: {tail}"
                         if p.config.restart == "fresh-process":
                             try:
                                 w.proc.wait(30)

@@ -38,6 +38,36 @@ def test_a_model_whose_initialize_raises_gives_its_exception(tmp_path, runtime):
     assert "ValueError: weights file /models/w.bin not found" in r.detail
 
 
+DIES = '''
+import os, sys
+class TritonPythonModel:
+    def initialize(self, args):
+        sys.stderr.write("cannot open /dev/nvidia0: the stub gives up\\n")
+        sys.stderr.flush()
+        os._exit(3)
+
+    def execute(self, requests):
+        return []
+'''
+
+
+def test_a_stub_that_dies_while_loading_is_noticed_at_once_with_its_last_words(tmp_path, runtime):
+    d = tmp_path / "models" / "dies"
+    (d / "1").mkdir(parents=True)
+    (d / "config.pbtxt").write_text('name: "dies"\nbackend: "python"\nmax_batch_size: 0\n'
+                                    'input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+                                    'output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 4 ] } ]\n')
+    (d / "1" / "model.py").write_text(DIES)
+    res = tmp_path / "r"
+    p = rig("cycle", "--model-repository", str(tmp_path / "models"), "--startup-timeout", "120",
+            "--results", str(res))
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = cycles(res).iloc[0]
+    assert r.outcome == "load_failed" and "not healthy" in r.detail
+    assert "cannot open /dev/nvidia0: the stub gives up" in r.detail  # the stub's own last output
+    assert r.cycle_wall_s < 60, "the dead stub was noticed only near the startup deadline"
+
+
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare")
 def test_a_small_dev_shm_is_named_as_the_reason(tmp_path, runtime):
     res = tmp_path / "r"
