@@ -135,3 +135,15 @@ def test_resuming_a_run_that_is_still_running_is_refused(tmp_path, runtime):
         assert first.wait(300) == 0
     p = rig("soak", "--resume", run_id, "--results", str(res))  # once it is over, resuming is fine
     assert p.returncode == 0 and "0 to go" in p.stdout
+
+
+def test_zz_after_all_of_them_no_stub_and_no_shared_memory_of_the_rig_is_left():
+    """Runs last in this module: whatever the faults above did, the rig left nothing behind."""
+    import psutil
+
+    from rig import probes
+
+    orphans = [p for p in psutil.process_iter(["name", "ppid"])
+               if probes._is_stub(p) and p.info["ppid"] == 1]
+    assert not orphans, f"stub processes left without a parent: {[p.pid for p in orphans]}"
+    assert not probes.orphaned_shm_regions(), "shared-memory regions no live process maps"
