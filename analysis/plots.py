@@ -17,19 +17,22 @@ def _plt():
 
 
 def bench_points(windows: pd.DataFrame) -> pd.DataFrame:
-    """One row per (tool, point): median throughput and latency over the point's last 3 windows."""
+    """One row per (tool, point): each repeat's figures (the medians over its last 3 windows,
+    the first being warm-up when there are more; a repeat is one ``cycle``), then the median
+    over the repeats: the figures bench prints."""
     if windows.empty:
         return pd.DataFrame()
+    from rig.analysis.sweeps import summarize
+
     w = windows.copy()
     w["point"] = w["concurrency"].where(w["mode"] == "closed", w["rate"])
-    out = []
-    for (tool, point), g in w.groupby(["tool", "point"]):
-        g = g.sort_values("window")
-        g = g.iloc[1:] if len(g) > 3 else g
-        g = g.tail(3)
-        out.append({"tool": tool, "point": point, "throughput": g.throughput.median(),
-                    "p50_us": g.p50_us.median(), "p99_us": g.p99_us.median()})
-    return pd.DataFrame(out).sort_values(["tool", "point"]).reset_index(drop=True)
+    repeats = []
+    for (tool, point, _cycle), g in w.groupby(["tool", "point", "cycle"]):
+        repeats.append({"tool": tool, "point": point,
+                        **summarize(g.sort_values("window").to_dict("records"))})
+    r = pd.DataFrame(repeats)
+    out = r.groupby(["tool", "point"], as_index=False)[["throughput", "p50_us", "p99_us"]].median()
+    return out.sort_values(["tool", "point"]).reset_index(drop=True)
 
 
 def bench_figure(windows: pd.DataFrame, path: str | Path) -> Path:

@@ -596,3 +596,20 @@ def test_redact_hides_the_credentials_a_uri_or_option_carries():
         assert secret not in out
     assert "region=eu" in out and "s3://AKIA:***@minio:9000/b/p" in out
     assert redact("results = \"/tmp/plain folder\"") == "results = \"/tmp/plain folder\""
+
+
+def test_bench_points_are_the_median_over_repeats_of_each_repeats_last_windows():
+    """The plot's figures are the printed table's: per repeat (cycle) the median of its last
+    3 windows, then the median over repeats, never windows of several repeats pooled."""
+    import pandas as pd
+
+    from rig.analysis.plots import bench_points
+
+    rows = []
+    for cycle, level in ((1, 100.0), (2, 200.0), (3, 400.0)):  # three repeats of one point
+        for window in range(1, 5):  # window 1 is warm-up
+            rows.append({"tool": "rig", "mode": "closed", "concurrency": 4, "rate": None, "cycle": cycle,
+                         "window": window, "throughput": 1.0 if window == 1 else level + window,
+                         "p50_us": 10.0, "p99_us": 20.0})
+    pts = bench_points(pd.DataFrame(rows))
+    assert len(pts) == 1 and pts.throughput.iloc[0] == 203.0  # median of 103, 203, 403
