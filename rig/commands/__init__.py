@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 
-NAMES = ("report", "gate", "capacity", "compact", "check")
+NAMES = ("report", "gate", "capacity", "compact", "check", "matrix")
 
 
 def add_parsers(sub) -> None:

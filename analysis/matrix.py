@@ -1,0 +1,128 @@
+"""The version matrix's rows: one per cell (runtime x engine x retention policy), its figures read
+back from the stored cycles, the summary table (Markdown) and the matrix's exit status.
+
+A row is a plain dict: ``runtime``, ``triton_version``, ``engine``, ``retain``, ``status`` (one of
+``STATUSES``), ``reason`` (why a cell did not pass, or was skipped), ``run_id`` and the figures of
+``cell_figures``. Pure functions: no Triton, no store access.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from rig.analysis.verdict import finalize_success, records
+
+# pass: the soak ran and held its thresholds; fail: it crossed one (exit 1); skipped: the cell
+# cannot run here (a runtime without a stub for this Python, an engine that does not load over
+# the core); error: the cell refused its input (exit 2); crashed / timeout: the soak process
+# died or outlived its time; machine: the machine failed it (exit 4).
+STATUSES = ("pass", "fail", "skipped", "error", "crashed", "timeout", "machine")
+EXIT_OK, EXIT_FAILED, EXIT_SKIPPED, EXIT_MACHINE = 0, 1, 3, 4
+
+# What a retention policy is expected to do to stop(): a response or array kept across stop()
+# holds its model, so stop() waits out exit_timeout (server#8755). The matrix allows it for
+# those policies, so its status reflects surprises only; the table still shows every outcome.
+EXPECTED_WITH_RETENTION = ("exit_timeout",)
+
+
+def allowed_for(retain: str, base: tuple[str, ...]) -> tuple[str, ...]:
+    """The outcomes a cell's soak passes with: ``base`` (the user's, default clean), plus
+    exit_timeout where the policy keeps a reference across stop()."""
+    extra = EXPECTED_WITH_RETENTION if retain != "none" else ()
+    return tuple(dict.fromkeys((*base, *extra)))
+
+
+def cell_figures(cycles) -> dict:
+    """Figures of one cell from its stored cycles (a frame, dicts or ``CycleRow``s)."""
+    rows = records(cycles)
+    outcomes: dict[str, int] = {}
+    for r in rows:
+        outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
+    lat = sorted(float(r["stop_latency_s"]) for r in rows if r.get("stop_latency_s") is not None)
+    versions = sorted({str(r["triton_version"]) for r in rows if r.get("triton_version")})
+    return {"cycles": len(rows), "outcomes": outcomes,
+            "finalize_before": sum(int(r.get("finalize_before_stop") or 0) for r in rows),
+            "finalize_expected": sum(int(r.get("finalize_expected") or 0) for r in rows),
+            "finalize_after": sum(int(r.get("finalize_after_stop") or 0) for r in rows),
+            "finalize_success": finalize_success(rows),
+            "stop_p50": statistics.median(lat) if lat else None, "stop_max": lat[-1] if lat else None,
+            "triton_version": ", ".join(versions) or None}
+
+
+def bench_figures(windows) -> list[dict]:
+    """A bench cell's points (the rig's own windows, not perf_analyzer's): per concurrency or
+    rate, the medians over its last windows (``rig.analysis.sweeps.summarize``)."""
+    from rig.analysis.sweeps import summarize
+
+    rows = records(windows)
+    rows = [r for r in rows if (r.get("tool") or "rig") == "rig"]
+    points: dict[float, list[dict]] = {}
+    for r in sorted(rows, key=lambda r: (r.get("cycle") or 0, r.get("window") or 0)):
+        point = r.get("concurrency") if r.get("mode") != "open" else r.get("rate")
+        points.setdefault(float(point or 0), []).append(r)
+    return [{"point": p, **summarize(ws)} for p, ws in sorted(points.items())]
+
+
+def _finalize(row: dict) -> str:
+    if not row.get("finalize_expected"):
+        return "-"
+    fs = row["finalize_before"] / row["finalize_expected"]
+    after = row.get("finalize_after") or 0
+    text = f"{fs:.0%} ({row['finalize_before']}/{row['finalize_expected']})"
+    return text + (f", {after} after" if after else "")
+
+
+def _num(v) -> str:
+    return "-" if v is None else f"{v:,.0f}"
+
+
+def _secs(v) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def _status(row: dict, short: bool = False) -> str:
+    """``status: reason``; ``short``: the reason's first clause, at most 160 characters."""
+    status, reason = row["status"], (row.get("reason") or "").replace("|", "/").replace("\n", " ")
+    if short:
+        reason = reason.split("; ")[0]
+        reason = reason if len(reason) <= 160 else reason[:157] + "..."
+    return f"{status}: {reason}" if reason else status
+
+
+def format_table(rows: list[dict]) -> str:
+    """The matrix as a Markdown table (the same text on stdout and in the README)."""
+    head = ["runtime", "Triton", "engine", "retain", "outcomes", "finalize before stop",
+            "stop p50 / max (s)", "status"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for r in rows:
+        outcomes = ", ".join(f"{k} {v}" for k, v in sorted((r.get("outcomes") or {}).items())) or "-"
+        stop = "-" if r.get("stop_p50") is None else f"{_secs(r['stop_p50'])} / {_secs(r.get('stop_max'))}"
+        cells = [r["runtime"], r.get("triton_version") or "-", r.get("engine") or "-", r.get("retain") or "-",
+                 outcomes, _finalize(r), stop, _status(r, short=True)]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def format_bench(rows: list[dict]) -> str:
+    """Bench cells: one line per runtime and engine, its points side by side."""
+    lines = ["| runtime | Triton | engine | points: infer/s (p99 us) | status |", "| --- | --- | --- | --- | --- |"]
+    for r in rows:
+        pts = "; ".join(f"{p['point']:g}: {_num(p.get('throughput'))} ({_num(p.get('p99_us'))})"
+                        for p in r.get("points") or []) or "-"
+        lines.append(f"| {r['runtime']} | {r.get('triton_version') or '-'} | {r.get('engine') or '-'} | {pts} | "
+                     f"{_status(r, short=True)} |")
+    return "\n".join(lines)
+
+
+def exit_status(rows: list[dict]) -> int:
+    """0: every cell that can run here ran and passed (skips are rows that say why); 1: a cell
+    failed its thresholds, refused its input, crashed or timed out; 3: every cell was skipped
+    (or there were none); 4: the machine failed a cell and nothing worse happened."""
+    ran = [r for r in rows if r["status"] != "skipped"]
+    if not ran:
+        return EXIT_SKIPPED
+    if any(r["status"] in ("fail", "error", "crashed", "timeout") for r in ran):
+        return EXIT_FAILED
+    if any(r["status"] == "machine" for r in ran):
+        return EXIT_MACHINE
+    return EXIT_OK

@@ -1,0 +1,366 @@
+"""`rig matrix --runtimes 0.5.0,0.5.10,0.7.0 [--engines capi,tritonserver] [--retain all]`: the
+same soak (and a short bench with --bench) against each Triton runtime and each engine that runs
+over it, into one results store, with a summary table and an exit status.
+
+Each cell is its own process (`python -m rig soak ...`), so a core that crashes or hangs takes
+only its cell down: that cell is a row with the reason. A runtime or engine that cannot run here
+(no backend stub for this Python, bindings that do not fit the core) is a row that says why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+RETAIN = ("none", "last-response", "last-array")
+ENGINES = ("auto", "capi", "tritonserver")
+# Options of `rig soak` the matrix sets per cell or has no use for (each cell is a whole soak).
+_OWN = {"runtime", "engine", "retain", "skip_ok", "locust_web_port"}
+# Options a bench cell takes from the matrix's (the server and the model; no lifecycle, no load).
+_BENCH_DESTS = ("model", "model_repository", "model_size", "instances", "max_batch_size", "dynamic_batching",
+                "execute_delay_ms", "exit_timeout", "startup_timeout", "request_timeout", "in_flight")
+DEFAULT_CYCLES = 3
+
+
+def add_parser(sub) -> None:
+    from rig import cli
+
+    p = sub.add_parser("matrix", help="the same soak (and bench) across Triton runtimes and engines, one store",
+                       description="Run the same soak against each runtime x engine x retention policy, each "
+                       "cell in its own process, into one results folder; a summary table (Markdown) and an exit "
+                       "status: 0 every cell that can run here passed, 1 a cell failed its thresholds, refused its "
+                       "input, crashed or timed out, 2 bad input, 3 every cell was skipped, 4 the machine failed a "
+                       "cell. With --retain last-response/last-array, exit_timeout is allowed (the expected outcome "
+                       "of a reference kept across stop()); the table shows every outcome.")
+    m = p.add_argument_group("the matrix")
+    m.add_argument("--runtimes", required=True, metavar="LIST",
+                   help="embedded versions (0.5.0,0.5.10,0.7.0; one not installed is installed first), "
+                   "container, or all (every embedded runtime installed here)")
+    m.add_argument("--engines", default="auto", metavar="LIST",
+                   help="auto (per runtime, as rig soak picks), capi, tritonserver; an engine that cannot run "
+                   "over a runtime is a row 'skipped: why' (default auto)")
+    m.add_argument("--retain", default="none", metavar="LIST",
+                   help="retention policies: none, last-response, last-array, or all (default none)")
+    m.add_argument("--bench", action="store_true", help="also run a short bench per runtime and engine")
+    m.add_argument("--bench-concurrency", default="1,4", metavar="LIST",
+                   help="the bench's points (default 1,4; 3 windows of 1 s each, one repeat)")
+    m.add_argument("--cell-timeout", type=float, metavar="S",
+                   help="seconds a cell may run before it is killed and recorded 'timeout' (default from "
+                   "cycles, startup and exit timeouts)")
+    # The soak's own options, as `rig soak` defines them, passed to every cell.
+    tmp = argparse.ArgumentParser(add_help=False)
+    cli._target_options(tmp)
+    cli._cycle_options(tmp, f"cycles per cell (default {DEFAULT_CYCLES}, or the config's)")
+    copied = []
+    for group in tmp._action_groups[2:]:
+        g = p.add_argument_group(f"each cell's soak: {group.title}")
+        for action in group._group_actions:
+            if action.dest not in _OWN:
+                copied.append(g._add_action(action))
+    p.set_defaults(func=run, soak_actions=copied)
+
+
+def _list(text: str, what: str) -> list[str]:
+    items = [x.strip() for x in (text or "").split(",") if x.strip()]
+    if not items:
+        from rig.errors import RigError
+
+        raise RigError(f"--{what} is a comma-separated list (got {text!r})")
+    return list(dict.fromkeys(items))
+
+
+def parse_retain(text: str) -> list[str]:
+    from rig.errors import RigError
+
+    items = _list(text, "retain")
+    if items == ["all"]:
+        return list(RETAIN)
+    bad = [x for x in items if x not in RETAIN]
+    if bad:
+        raise RigError(f"unknown retention polic{'y' if len(bad) == 1 else 'ies'} {', '.join(bad)}: choose from "
+                       f"{', '.join(RETAIN)} or all")
+    return items
+
+
+def parse_engines(text: str) -> list[str]:
+    from rig.errors import RigError
+
+    items = _list(text, "engines")
+    bad = [x for x in items if x not in ENGINES]
+    if bad:
+        raise RigError(f"unknown engine(s) {', '.join(bad)}: choose from {', '.join(ENGINES)}")
+    return items
+
+
+def _version_key(v: str):
+    return tuple(int(x) if x.isdigit() else 0 for x in re.split(r"[.\-]", v))
+
+
+def parse_runtimes(text: str, installed: list[str], known: dict[str, str]) -> list[str]:
+    """The runtimes to run, in order: ``all`` expands to the installed embedded ones; a version
+    neither installed nor known to bundle a core is refused (``rig runtime install`` it first)."""
+    from rig.errors import RigError
+
+    out: list[str] = []
+    for item in _list(text, "runtimes"):
+        if item == "all":
+            if not installed:
+                raise RigError("--runtimes all: no embedded runtime is installed here (rig runtime install)")
+            out.extend(sorted(installed, key=_version_key))
+            continue
+        v = item[len("embedded-"):] if item.startswith("embedded-") else item
+        if v == "embedded":
+            from rig.runtime import DEFAULT_EMBEDDED
+
+            v = DEFAULT_EMBEDDED
+        if v != "container" and v not in installed and v not in known:
+            raise RigError(f"unknown runtime {item!r}: not installed here, and no nvidia-pytriton release known "
+                           f"to the rig (known: {', '.join(known)}; `rig runtime install {v}` to try it anyway)")
+        out.append(v)
+    return list(dict.fromkeys(out))
+
+
+def passthrough(args, skip: tuple[str, ...] = ("allow_outcomes", "results", "cycles")) -> list[str]:
+    """The soak options given to the matrix, as command-line words for each cell."""
+    words: list[str] = []
+    for action in args.soak_actions:
+        if action.dest in skip or action.dest in _OWN:
+            continue
+        value = getattr(args, action.dest, None)
+        if value is None or value is False:
+            continue
+        opt = action.option_strings[0]
+        words += [opt] if action.nargs == 0 else [opt, str(value)]
+    return words
+
+
+def cell_argv(base: list[str], runtime: str, engine: str, retain: str, cycles: int, results: str,
+              allowed: tuple[str, ...]) -> list[str]:
+    return ["soak", *base, "--runtime", runtime, "--engine", engine, "--retain", retain, "--cycles", str(cycles),
+            "--results", results, "--allow-outcomes", ",".join(allowed)]
+
+
+def run(args) -> int:
+    from rig import cli, runtime, soak
+    from rig.analysis import matrix
+    from rig.errors import RigError
+
+    retains = parse_retain(args.retain)
+    engines = parse_engines(args.engines)
+    installed = [r["package_version"] for r in runtime.list_embedded()]
+    specs = parse_runtimes(args.runtimes, installed, runtime.PYTRITON_CORE)
+    # Every cell's options, checked once as `rig soak` checks them (bad input: one line, nothing run).
+    base = passthrough(args)
+    probe = ["soak", *base, "--runtime", specs[0], "--engine", "capi", "--retain", retains[0]]
+    if args.cycles is not None or not args.config:
+        probe += ["--cycles", str(args.cycles if args.cycles is not None else DEFAULT_CYCLES)]
+    for opt, value in (("--results", args.results), ("--allow-outcomes", args.allow_outcomes)):
+        probe += [opt, value] if value is not None else []
+    cfg = cli._config(cli.build_parser().parse_args(probe))
+    if cfg is None:  # the run is skipped on this machine (the cupy model without a GPU)
+        return matrix.EXIT_SKIPPED
+    cycles = cfg.cycles
+    if cycles < 1:
+        raise RigError("--cycles must be >= 1")
+    base_allowed = soak.allowed_outcomes(cfg, ("clean",))
+    results = str(cfg.results)
+    timeout = args.cell_timeout or cycles * (cfg.startup_timeout + cfg.exit_timeout + cfg.request_timeout
+                                              + cfg.workload.seconds + 30) + 120
+    for v in specs:  # fetch what is missing first: a version that cannot be fetched stops here
+        if v != "container" and v not in installed:
+            print(f"runtime {v} is not installed: installing it (nvidia-pytriton {v}, Triton "
+                  f"{runtime.PYTRITON_CORE.get(v, '?')})", flush=True)
+            runtime.install_embedded(v, log=lambda m: print(f"  {m}", flush=True))
+    if any(r != "none" for r in retains):
+        print(f"retain {', '.join(r for r in retains if r != 'none')}: exit_timeout is allowed (a reference kept "
+              "across stop() holds its model: the expected outcome); the table shows every outcome", flush=True)
+    plan = _plan(specs, engines, retains)
+    rows, bench_rows = [], []
+    total = sum(len(p["engines"]) * len(retains) for p in plan) + (
+        sum(len(p["engines"]) for p in plan) if args.bench else 0)
+    n = 0
+    for p in plan:
+        for skipped in p["skipped"]:
+            rows.append(skipped)
+            print(f"{skipped['runtime']} {skipped['engine']}: skipped: {skipped['reason']}", flush=True)
+        for engine, why in p["engines"]:
+            for retain in retains:
+                n += 1
+                allowed = matrix.allowed_for(retain, base_allowed)
+                label = f"[{n}/{total}] runtime {p['spec']} (Triton {p['triton']}), engine {engine}, retain {retain}"
+                print(f"{label}: soak, {cycles} cycle(s) ({why})", flush=True)
+                argv = cell_argv(base, p["spec"], engine, retain, cycles, results, allowed)
+                row = _run_cell(argv, timeout)
+                row.update(runtime=p["spec"], engine=engine, retain=retain)
+                _figures(row, results, "cycles", p["triton"])
+                rows.append(row)
+                print(f"{label}: {matrix._status(row)}", flush=True)
+            if args.bench:
+                n += 1
+                label = f"[{n}/{total}] runtime {p['spec']} (Triton {p['triton']}), engine {engine}"
+                print(f"{label}: bench at concurrency {args.bench_concurrency}", flush=True)
+                argv = ["bench", *_bench_words(args), "--runtime", p["spec"], "--engine", engine,
+                        "--concurrency", args.bench_concurrency, "--windows", "3", "--window-seconds", "1",
+                        "--repeats", "1", "--results", results]
+                row = _run_cell(argv, timeout)
+                row.update(runtime=p["spec"], engine=engine, retain="-")
+                _figures(row, results, "windows", p["triton"])
+                bench_rows.append(row)
+                print(f"{label}: {matrix._status(row)}", flush=True)
+    print()
+    print(matrix.format_table(rows))
+    if bench_rows:
+        print()
+        print(matrix.format_bench(bench_rows))
+    from rig.text import redact
+
+    print(f"\nresults: {redact(results)} (compare them: rig report {redact(results)})")
+    return matrix.exit_status(rows + bench_rows)
+
+
+def _plan(specs: list[str], engines: list[str], retains: list[str]) -> list[dict]:
+    """Per runtime: the engines that run over it (name, why) and the rows of those that cannot."""
+    from rig import engines as eng
+    from rig import runtime
+    from rig.errors import RigError
+
+    plan = []
+    for spec in specs:
+        entry = {"spec": spec, "triton": runtime.PYTRITON_CORE.get(spec, "-"), "engines": [], "skipped": []}
+        plan.append(entry)
+
+        def skip(engine, why):
+            entry["skipped"].append({"runtime": spec, "triton_version": entry["triton"], "engine": engine,
+                                     "retain": ",".join(retains), "status": "skipped", "reason": why})
+        try:
+            rt = runtime.resolve(spec, auto_install=False)
+        except RigError as e:
+            skip("-", str(e))
+            continue
+        entry["triton"] = rt.triton_version
+        chosen: dict[str, str] = {}
+        for asked in engines:
+            try:
+                name, why = eng.select(asked, rt)
+            except RigError as e:
+                skip(asked, str(e).split("; use --engine")[0])
+                continue
+            chosen.setdefault(name, why)
+        entry["engines"] = list(chosen.items())
+    return plan
+
+
+def _bench_words(args) -> list[str]:
+    keep = set(_BENCH_DESTS)
+    return passthrough(args, skip=tuple(a.dest for a in args.soak_actions if a.dest not in keep))
+
+
+def _run_cell(argv: list[str], timeout: float) -> dict:
+    """Run ``python -m rig ARGV`` in its own process group, its lines shown indented; the row's
+    status from its exit status and what it printed."""
+    cmd = [sys.executable, "-m", "rig", *argv]
+    lines: list[str] = []
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                            start_new_session=True)
+
+    def pump():
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            print(f"    {line.rstrip()}", flush=True)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    started = time.monotonic()
+    try:
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        reader.join(5)
+        return {"status": "timeout", "reason": f"killed after {time.monotonic() - started:.0f} s "
+                f"(--cell-timeout {timeout:.0f})", "run_id": _run_id(lines)}
+    except KeyboardInterrupt:
+        _kill(proc)
+        raise
+    reader.join(5)
+    return classify(rc, lines)
+
+
+def _kill(proc) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(10)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
+_RUN_ID = re.compile(r"^results: .*\(run_id (\S+)\)\s*$")
+
+
+def _run_id(lines: list[str]) -> str | None:
+    for line in reversed(lines):
+        m = _RUN_ID.match(line)
+        if m:
+            return m.group(1)
+    return None
+
+
+def classify(rc: int, lines: list[str]) -> dict:
+    """A cell's status from its exit status and output: `rig soak`'s codes, a signal, or another."""
+    run_id = _run_id(lines)
+    fails = [ln[len("FAIL: "):] for ln in lines if ln.startswith("FAIL: ")]
+    errors = [ln[len("rig: error: "):] for ln in lines if ln.startswith("rig: error: ")]
+    skips = [ln[len("rig: skipped: "):] for ln in lines if ln.startswith("rig: skipped: ")]
+    last = next((ln for ln in reversed(lines) if ln.strip()), "no output")
+    row = {"run_id": run_id, "exit": rc}
+    if rc == 0 and run_id:
+        return {**row, "status": "pass", "reason": ""}
+    if rc == 1 and run_id:
+        return {**row, "status": "fail", "reason": "; ".join(fails) or last}
+    if rc == 2:
+        return {**row, "status": "error", "reason": errors[-1] if errors else last}
+    if rc == 3:
+        return {**row, "status": "skipped", "reason": skips[-1] if skips else last}
+    if rc == 4:
+        return {**row, "status": "machine", "reason": errors[-1] if errors else last}
+    if rc < 0:
+        try:
+            name = signal.Signals(-rc).name
+        except ValueError:
+            name = f"signal {-rc}"
+        return {**row, "status": "crashed", "reason": f"the soak process died of {name} ({last[:120]})"}
+    return {**row, "status": "crashed", "reason": f"the soak process exited {rc} ({last[:120]})"}
+
+
+def _figures(row: dict, results: str, table: str, triton: str) -> None:
+    """Add the cell's figures, read back from the store (what was stored, not what was printed)."""
+    from rig.analysis import matrix
+    from rig.store import Store
+
+    row.setdefault("triton_version", triton)
+    if not row.get("run_id"):
+        return
+    try:
+        frame = Store(results).read(table, row["run_id"])
+    except Exception as e:  # a store the cell could not finish: the row keeps its status
+        row["reason"] = (row.get("reason") or "") + f" (its results do not read back: {e})"
+        return
+    if frame is None or not len(frame):
+        return
+    if table == "cycles":
+        figs = matrix.cell_figures(frame)
+        row.update({k: v for k, v in figs.items() if k != "triton_version"})
+        row["triton_version"] = figs["triton_version"] or triton
+    else:
+        row["points"] = matrix.bench_figures(frame)
+        versions = sorted(set(frame["triton_version"].astype(str)))
+        row["triton_version"] = ", ".join(versions) or triton
