@@ -427,3 +427,27 @@ def test_the_same_on_a_second_core(tmp_path):
     r = cycles(tmp_path).iloc[0]
     assert str(r.triton_version) == "2.48.0" and r.outcome == "exit_timeout"
     assert r.finalize_before_stop == 0 and r.finalize_after_stop == 1
+
+
+@official
+def test_failed_requests_keep_their_latency_and_message_on_the_asyncio_lane(tmp_path, runtime):
+    import base64
+    import json
+
+    from hdrh.histogram import HdrHistogram
+    from test_accounting import FAILS_EVERY_4TH_SLOWLY, repository
+
+    from rig import Store
+
+    repo = repository(tmp_path, "quarter", FAILS_EVERY_4TH_SLOWLY)
+    res = tmp_path / "r"
+    p = rig("cycle", *ENGINE, "--model-repository", str(repo), "--workload", "steady", "--users", "2",
+            "--workload-seconds", "2", "--results", str(res), timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    store = Store(res)
+    c, w = store.read("cycles").iloc[0], store.read("windows")
+    assert c.outcome == "infer_error" and c.errors > 0 and c.lane == "asyncio"
+    (top, count), = list(json.loads(c.error_messages).items())[:1]
+    assert "quarter failure" in top and count == c.errors
+    failed = sum(HdrHistogram.decode(base64.b64decode(h)).get_total_count() for h in w.error_histogram.dropna())
+    assert failed == w.errors.sum() == c.errors and w.error_max_us.max() >= 15_000
