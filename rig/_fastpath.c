@@ -160,8 +160,11 @@ typedef struct fp_lane {
     /* The output check (fp_lane_set_check): one output by name, its byte size, and its bytes
      * where they are known (a deterministic model with a fixed input: a memcmp is enough). */
     char *check_name;
-    size_t check_size;
+    size_t check_size;  /* SIZE_MAX: not fixed */
     void *check_bytes;
+    int check_datatype; /* TRITONSERVER_DataType, or -1: any */
+    int check_rank;     /* -1: any */
+    int64_t check_dims[16]; /* -1: this dimension varies */
     atomic_int has_error;
     char first_error[1024];
     /* The most frequent error messages: the first MSG_TOP distinct ones, each with its count
@@ -469,7 +472,13 @@ static int output_ok(fp_lane *lane, TRITONSERVER_InferenceResponse *resp)
             return 0;
         }
         if (strcmp(name, lane->check_name) != 0) continue;
-        if (size != lane->check_size) return 0;
+        if (lane->check_datatype >= 0 && (int)dt != lane->check_datatype) return 0;
+        if (lane->check_rank >= 0) {
+            if (dims != (uint64_t)lane->check_rank) return 0;
+            for (int d = 0; d < lane->check_rank; d++)
+                if (lane->check_dims[d] >= 0 && shape[d] != lane->check_dims[d]) return 0;
+        }
+        if (lane->check_size != SIZE_MAX && size != lane->check_size) return 0;
         return !lane->check_bytes || (base && memcmp(base, lane->check_bytes, size) == 0);
     }
     return 0; /* the output is missing */
@@ -803,15 +812,22 @@ void fp_lane_drain(fp_lane *lane, int64_t **out, size_t *n)
 
 /* Check every response's output `name`: byte size `size`, and its bytes when `bytes` is not
  * NULL. Call before starting the lane. 0 ok, -1 out of memory. */
-int fp_lane_set_check(fp_lane *lane, const char *name, size_t size, const void *bytes)
+/* Hold every response's output `name` to a datatype (-1: any), a shape (rank -1: any; a dim of
+ * -1 varies), a byte size (SIZE_MAX: not fixed) and, where given, its exact bytes. */
+int fp_lane_set_check(fp_lane *lane, const char *name, size_t size, const void *bytes,
+                      int datatype, int rank, const int64_t *dims)
 {
     free(lane->check_name);
     free(lane->check_bytes);
     lane->check_name = NULL;
     lane->check_bytes = NULL;
     if (!name) return 0;
+    if (rank > 16) rank = -1;
     lane->check_name = strdup(name);
     lane->check_size = size;
+    lane->check_datatype = datatype;
+    lane->check_rank = rank;
+    for (int d = 0; d < rank; d++) lane->check_dims[d] = dims[d];
     if (bytes) {
         lane->check_bytes = malloc(size ? size : 1);
         if (lane->check_bytes) memcpy(lane->check_bytes, bytes, size);

@@ -212,11 +212,12 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
         row["detail"] = ("no finalize evidence: the backend stubs did not run the rig's hook "
                          "(a custom EXECUTION_ENV_PATH?); finalize columns read 0")
 
-    inputs = {m: inputs_for(engine.model_metadata(m)) for m in spec.models}
+    metas = {m: engine.model_metadata(m) for m in spec.models}
+    inputs = {m: inputs_for(metas[m]) for m in spec.models}
     checks: dict = {}
-    for m in spec.models:  # every response under load is held to its model's first answer
+    for m in spec.models:  # every response under load is held to its metadata and first answer
         ok, note, checks[m] = reference_output(engine, m, inputs[m], spec.check if m == spec.models[0] else 0,
-                                               spec.request_timeout)
+                                               spec.request_timeout, meta=metas[m])
         if m == spec.models[0]:
             row["outputs_ok"] = ok
         if note:

@@ -111,7 +111,8 @@ def _library(log=lambda msg: None) -> ctypes.CDLL:
                 "fp_lane_stop": (c_int, [c_void_p, c_int64]),
                 "fp_lane_drain": (None, [c_void_p, POINTER(POINTER(c_int64)), POINTER(c_size_t)]),
                 "fp_lane_stats": (None, [c_void_p, POINTER(c_uint64)]),
-                "fp_lane_set_check": (c_int, [c_void_p, c_char_p, c_size_t, c_void_p]),
+                "fp_lane_set_check": (c_int, [c_void_p, c_char_p, c_size_t, c_void_p, c_int, c_int,
+                                              POINTER(c_int64)]),
                 "fp_lane_fileno": (c_int, [c_void_p]),
                 "fp_lane_first_error": (c_char_p, [c_void_p]),
                 "fp_lane_error_message": (c_int, [c_void_p, c_int, c_char_p, c_size_t, POINTER(c_uint64)]),
@@ -213,14 +214,22 @@ class Lane:
     kind = "native"
 
     def set_check(self, check: dict | None) -> None:
-        """Hold every response's output ``check["name"]`` to ``check["size"]`` bytes, and to
-        ``check["bytes"]`` where given (see ``rig.outputs.reference_output``). Before starting."""
+        """Hold every response's output ``check["name"]`` to the check's datatype, shape (-1
+        where it varies) and byte size where given, and to ``check["bytes"]`` where given (see
+        ``rig.outputs.reference_output``). Before starting."""
         if not check:
-            self._lib.fp_lane_set_check(self._handle(), None, 0, None)
+            self._lib.fp_lane_set_check(self._handle(), None, 0, None, -1, -1, None)
             return
+        from rig.engines.capi_core import DATATYPES
+
         data = check.get("bytes")
-        if self._lib.fp_lane_set_check(self._handle(), check["name"].encode(), int(check["size"]),
-                                       data) != 0:
+        size = check.get("size")
+        datatype = DATATYPES.index(check["datatype"]) if check.get("datatype") in DATATYPES else -1
+        shape = check.get("shape")
+        dims = (c_int64 * max(1, len(shape or ())))(*(shape or ()))
+        if self._lib.fp_lane_set_check(self._handle(), check["name"].encode(),
+                                       2 ** 64 - 1 if size is None else int(size), data, datatype,
+                                       -1 if shape is None else len(shape), dims) != 0:
             raise RigError("out of memory setting the lane's output check")
 
     def counters(self) -> dict[str, int]:

@@ -170,3 +170,67 @@ def test_failed_requests_keep_their_latency_and_message(tmp_path, runtime, load)
     assert failed == w.errors.sum() == c.errors, (failed, w.errors.sum(), c.errors, w[["window", "requests", "errors", "error_max_us"]])  # every failed request has its latency, apart
     assert w.error_max_us.max() >= 15_000  # the failures' own 15 ms, not the successes'
     assert w.p50_us.max() < 15_000
+
+
+SAME_BYTES_WRONG_KIND = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.n = 0
+
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            self.n += 1
+            x = pb_utils.get_input_tensor_by_name(r, "INPUT").as_numpy()
+            y = x * 2
+            if self.n % 5 == 0:  # 16 bytes either way: only the metadata can tell
+                y = y.reshape(2, 2) if self.n % 10 else y.view(np.int32)
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT", y)]))
+        return out
+'''
+
+VARIABLE_LENGTH = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.n = 0
+
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            self.n += 1
+            y = np.ones(1 + self.n % 7, dtype=np.float32)  # dims [ -1 ]: any length is right
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT", y)]))
+        return out
+'''
+
+
+@pytest.mark.parametrize("load", [["--requests", "40"], ["--workload", "steady", "--users", "2",
+                                                         "--workload-seconds", "2"]])
+def test_outputs_are_held_to_the_models_metadata_datatype_and_shape(tmp_path, runtime, load):
+    repo = repository(tmp_path, "kind", SAME_BYTES_WRONG_KIND)
+    variable = tmp_path / "models" / "variable"
+    (variable / "1").mkdir(parents=True)
+    (variable / "config.pbtxt").write_text(CONFIG.format(name="variable").replace(
+        'name: "OUTPUT" data_type: TYPE_FP32 dims: [ 4 ]', 'name: "OUTPUT" data_type: TYPE_FP32 dims: [ -1 ]'))
+    (variable / "1" / "model.py").write_text(VARIABLE_LENGTH)
+    for name, outcome in (("kind", "wrong_output"), ("variable", "clean")):
+        res = tmp_path / f"r-{name}"
+        one = tmp_path / f"only-{name}"
+        one.mkdir()
+        (one / name).symlink_to(repo / name, target_is_directory=True)
+        p = rig("cycle", "--model-repository", str(one), *load, "--results", str(res))
+        assert p.returncode == 0, p.stdout + p.stderr
+        c = Store(res).read("cycles").iloc[0]
+        assert c.outcome == outcome and c.errors == 0, (name, c.outcome, c.detail)
+        if outcome == "wrong_output":  # one answer in five: a [2, 2] or an INT32 of the same 16 bytes
+            assert 0.15 * c.requests <= c.bad_outputs <= 0.25 * c.requests
+        else:  # a variable dimension is not a wrong answer
+            assert c.bad_outputs == 0

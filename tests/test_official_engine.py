@@ -451,3 +451,19 @@ def test_failed_requests_keep_their_latency_and_message_on_the_asyncio_lane(tmp_
     assert "quarter failure" in top and count == c.errors
     failed = sum(HdrHistogram.decode(base64.b64decode(h)).get_total_count() for h in w.error_histogram.dropna())
     assert failed == w.errors.sum() == c.errors and w.error_max_us.max() >= 15_000
+
+
+@official
+def test_outputs_are_held_to_the_models_metadata_on_the_asyncio_lane(tmp_path, runtime):
+    from test_accounting import SAME_BYTES_WRONG_KIND, repository
+
+    from rig import Store
+
+    repo = repository(tmp_path, "kind", SAME_BYTES_WRONG_KIND)
+    res = tmp_path / "r"
+    p = rig("cycle", *ENGINE, "--model-repository", str(repo), "--workload", "steady", "--users", "2",
+            "--workload-seconds", "2", "--results", str(res), timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    c = Store(res).read("cycles").iloc[0]
+    assert c.outcome == "wrong_output" and c.lane == "asyncio" and c.errors == 0, c.detail
+    assert 0.15 * c.requests <= c.bad_outputs <= 0.25 * c.requests

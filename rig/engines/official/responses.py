@@ -102,20 +102,27 @@ async def pick_async(iterator) -> tuple[Any, EngineError | None]:
 
 
 def output_matches(response, check: dict) -> bool:
-    """One output of a bindings ``InferenceResponse`` against a reference (``name``, byte
-    ``size``, and ``bytes`` where given; see ``rig.outputs.reference_output``)."""
+    """One output of a bindings ``InferenceResponse`` against a reference (``name``; the
+    ``datatype``, ``shape`` and byte ``size`` promised, where known; ``bytes`` where given; see
+    ``rig.outputs.reference_output``)."""
+    from rig.outputs import _fits
+
     tensor = response.outputs.get(check["name"])
     if tensor is None:
         return False
+    datatype = _enum_name(getattr(tensor, "data_type", None))
+    shape = getattr(tensor, "shape", None)
     buffer = getattr(tensor, "memory_buffer", None)
     if buffer is None or not _is_host(tensor):  # an older Tensor, or device memory: copy it
         try:
             got = _copy_tensor(tensor)
         except Exception:  # noqa: BLE001 - an output that cannot be read is a wrong one
             return False
-        return got.nbytes == check["size"] and (check["bytes"] is None or got.tobytes() == check["bytes"])
+        nbytes = 0 if got.dtype == object else got.nbytes
+        return (_fits(check, datatype, got.shape, nbytes)
+                and (check["bytes"] is None or got.tobytes() == check["bytes"]))
     # Host memory: compare in place (a copy through numpy per response cost half the throughput)
-    if buffer.size != check["size"]:
+    if not _fits(check, datatype, shape, 0 if datatype == "BYTES" else buffer.size):
         return False
     return check["bytes"] is None or ctypes.string_at(buffer.data_ptr, buffer.size) == check["bytes"]
 
