@@ -23,13 +23,17 @@ class TritonPythonModel:
 '''
 
 
-def test_a_model_whose_initialize_raises_gives_its_exception(tmp_path, runtime):
-    d = tmp_path / "models" / "bad"
+def _one_model(tmp_path, name: str, source: str) -> None:
+    d = tmp_path / "models" / name
     (d / "1").mkdir(parents=True)
-    (d / "config.pbtxt").write_text('name: "bad"\nbackend: "python"\nmax_batch_size: 0\n'
+    (d / "config.pbtxt").write_text(f'name: "{name}"\nbackend: "python"\nmax_batch_size: 0\n'
                                     'input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
                                     'output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 4 ] } ]\n')
-    (d / "1" / "model.py").write_text(RAISES)
+    (d / "1" / "model.py").write_text(source)
+
+
+def test_a_model_whose_initialize_raises_gives_its_exception(tmp_path, runtime):
+    _one_model(tmp_path, "bad", RAISES)
     res = tmp_path / "r"
     p = rig("cycle", "--model-repository", str(tmp_path / "models"), "--results", str(res))
     assert p.returncode == 0, p.stdout + p.stderr
@@ -52,12 +56,7 @@ class TritonPythonModel:
 
 
 def test_a_stub_that_dies_while_loading_is_noticed_at_once_with_its_last_words(tmp_path, runtime):
-    d = tmp_path / "models" / "dies"
-    (d / "1").mkdir(parents=True)
-    (d / "config.pbtxt").write_text('name: "dies"\nbackend: "python"\nmax_batch_size: 0\n'
-                                    'input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
-                                    'output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 4 ] } ]\n')
-    (d / "1" / "model.py").write_text(DIES)
+    _one_model(tmp_path, "dies", DIES)
     res = tmp_path / "r"
     p = rig("cycle", "--model-repository", str(tmp_path / "models"), "--startup-timeout", "120",
             "--results", str(res))
