@@ -21,8 +21,11 @@ def read_markers(evidence_dir: Path) -> list[dict]:
 
 
 def summarize_markers(markers: list[dict], t_stop_returned: float | None) -> dict:
+    """Finalize counts of one cycle. A finalize counts only from a stub process (pid) and
+    instance that initialized in this cycle, so ``finalize_before_stop`` can never exceed
+    ``finalize_expected``, whatever else writes into the folder."""
     inits = {(m["pid"], m["instance"]) for m in markers if m["phase"] == "init"}
-    ends = [m for m in markers if m["phase"] == "finalize_end"]
+    ends = [m for m in markers if m["phase"] == "finalize_end" and (m["pid"], m["instance"]) in inits]
     before = after = 0
     for m in ends:
         if t_stop_returned is not None and m["t_mono"] <= t_stop_returned:

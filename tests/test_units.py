@@ -613,3 +613,14 @@ def test_bench_points_are_the_median_over_repeats_of_each_repeats_last_windows()
                          "p50_us": 10.0, "p99_us": 20.0})
     pts = bench_points(pd.DataFrame(rows))
     assert len(pts) == 1 and pts.throughput.iloc[0] == 203.0  # median of 103, 203, 403
+
+
+def test_finalize_markers_count_only_from_this_cycles_own_stubs():
+    from rig.evidence import summarize_markers
+
+    mine = [{"pid": 10, "instance": "m_0", "phase": "init", "t_mono": 1.0},
+            {"pid": 10, "instance": "m_0", "phase": "finalize_end", "t_mono": 2.0}]
+    stranger = [{"pid": 99, "instance": "m_0", "phase": "finalize_end", "t_mono": 2.0},   # another process
+                {"pid": 10, "instance": "m_9", "phase": "finalize_end", "t_mono": 2.0}]   # never initialized
+    s = summarize_markers(mine + stranger, t_stop_returned=3.0)
+    assert s["finalize_expected"] == 1 and s["finalize_before_stop"] == 1 and s["finalize_after_stop"] == 0
