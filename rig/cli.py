@@ -134,7 +134,9 @@ def _one_rate(rate: str | None) -> float | None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="rig", description="Benchmark and soak-test Triton's in-process API: "
-                "start, load, infer, stop, verify; again and again.")
+                "start, load, infer, stop, verify; again and again.",
+                epilog="exit status: 0 ok; 1 a threshold crossed or a gate failed (FAIL: lines say why); 2 bad "
+                "input (one line); 3 nothing was run (--skip-ok makes it 0); 4 the machine failed the run")
     p.add_argument("--version", dest="show_version", action="store_true", help="print the rig's version")
     sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{cycle,soak,bench,report,gate,capacity,compact,check,runtime,doctor}")
 
