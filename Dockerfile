@@ -1,9 +1,12 @@
-# triton-soak-rig on top of an NGC Triton image.
+# triton-soak-rig on top of an NGC Triton image (an L4 node: see the README's "Docker and the nightly").
 #   docker build --build-arg TRITON_TAG=25.01 -t triton-soak-rig:25.01 .
-#   docker run --gpus all --rm --shm-size=1g triton-soak-rig:25.01            # = rig soak
-#   docker run --gpus all --rm triton-soak-rig:25.01 <subcommand> ...
+#   docker run --gpus all --rm --shm-size=1g -v "$PWD/results:/work/results" triton-soak-rig:25.01   # = rig soak
+#   docker run --gpus all --rm --shm-size=1g -v "$PWD/results:/work/results" triton-soak-rig:25.01 <subcommand> ...
 ARG TRITON_TAG=25.01
 FROM nvcr.io/nvidia/tritonserver:${TRITON_TAG}-py3
+
+# bash with pipefail: a failing command on the left of a pipe fails the step.
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
 # Recent NGC images are Ubuntu 24.04, whose system Python refuses plain `pip install`
 # (PEP 668); this image is single-purpose, so installing into it is what we want.
@@ -23,18 +26,24 @@ RUN python3 -c "import tritonserver" 2>/dev/null || \
 RUN command -v cc >/dev/null || { apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/*; }
 
-# The rig itself, with its GPU extra (CuPy for the cupy model, nvidia-ml-py for NVML probes;
-# the images are CUDA 12).
+# The rig itself with its GPU extra: nvidia-ml-py for the NVML probes, and the CuPy wheel built
+# for this image's CUDA major (deploy/docker/cupy-package.sh: cupy-cuda12x on 25.01-25.07,
+# cupy-cuda13x from 25.08 on), not the extra's cupy-cuda12x; CUPY_PACKAGE overrides it.
+ARG CUPY_PACKAGE=""
 WORKDIR /opt/triton-soak-rig
 COPY . .
 # pyelftools: the official engine checks that the bindings fit the core (a no-op here, where both
 # come from the same release). The image's tritonserver wheel may pin numpy<2, which pyarrow 26+
 # refuses: `rig doctor` names such a conflict, and the build stops on one.
-RUN python3 -m pip install ".[gpu]" pyelftools \
+RUN cupy="$(sh deploy/docker/cupy-package.sh)" \
+    && echo "CuPy for this image's CUDA ${CUDA_VERSION:-?}: $cupy" \
+    && python3 -m pip install . "$cupy" "nvidia-ml-py>=12" "pyelftools>=0.29" \
     && python3 -c "from rig import fastpath; print(fastpath.build())" \
     && rig doctor && ! rig doctor | grep '^conflict'
 
-# Results land in the working directory; mount a volume there to keep them.
+# Results land in the working directory (the nightly config's `results = "results"`, so
+# /work/results): mount a host folder there (-v "$PWD/results:/work/results") to keep them.
 WORKDIR /work
+VOLUME ["/work/results"]
 ENTRYPOINT ["rig"]
 CMD ["soak", "--config", "/opt/triton-soak-rig/workloads/nightly.toml"]
