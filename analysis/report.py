@@ -19,6 +19,7 @@ import pandas as pd
 from rig.analysis import report_html as rh
 from rig.analysis import report_parts as parts
 from rig.errors import RigError
+from rig.text import redact
 
 DIMS = ("triton_version", "engine", "model", "retain", "stop_strategy", "restart")
 WINDOW_COLUMNS = ["run_id", "cycle", "window", "engine", "model", "tool", "mode", "concurrency", "rate",
@@ -42,17 +43,24 @@ def load(root: str) -> Data:
     from rig.store import Store
 
     p = Path(root)
-    if not p.exists():
+    if "://" in str(root):  # a pyarrow filesystem URI (s3://bucket/prefix?...): checked by reading
+        from rig.commands.check import is_results
+
+        p = Store(root)
+        if not is_results(p):
+            raise RigError(f"{p.root} is not a results folder (it has no runs/, cycles/ or windows/ table)")
+    elif not p.exists():
         raise RigError(f"no results folder {root}; pass the --results folder of rig soak, cycle or bench")
-    if not p.is_dir():
+    elif not p.is_dir():
         raise RigError(f"{root} is not a folder; pass a results folder (runs/, cycles/, windows/)")
-    if not any((p / t).is_dir() for t in TABLES):
+    elif not any((p / t).is_dir() for t in TABLES):
         raise RigError(f"{root} is not a results folder (it has no runs/, cycles/ or windows/ table)")
-    store = Store(p)
+    store = p if isinstance(p, Store) else Store(p)
     runs, cycles = store.read("runs"), store.read("cycles")
     windows = store.read("windows", columns=WINDOW_COLUMNS)
     if cycles.empty and windows.empty:
-        raise RigError(f"{root} holds no cycles or windows yet; run rig soak or rig bench with --results {root}")
+        raise RigError(f"{redact(str(root))} holds no cycles or windows yet; run rig soak or rig bench "
+                       f"with --results {redact(str(root))}")
     return Data(str(root), runs, cycles, windows)
 
 
@@ -105,7 +113,7 @@ def select(data: Data, where: list[str]) -> Data:
         if cycles.empty and windows.empty:
             what = "no run" if key == "run_id" else "nothing"
             shown = ", ".join(sorted(map(str, present))[:8]) or "none"
-            raise RigError(f"--where {key}={value} matches {what} in {data.root} (present: {shown}"
+            raise RigError(f"--where {key}={value} matches {what} in {redact(data.root)} (present: {shown}"
                            f"{', ...' if len(present) > 8 else ''})")
     return Data(data.root, runs, cycles, windows)
 
@@ -144,7 +152,7 @@ def plan(data: Data, baseline: str | None) -> dict:
         if axis is None or baseline not in values:
             if axis in (None, "triton_version") or baseline in versions or baseline[:1].isdigit():
                 if baseline not in versions:
-                    raise RigError(f"--baseline {baseline}: no Triton version {baseline} in {data.root} "
+                    raise RigError(f"--baseline {baseline}: no Triton version {baseline} in {redact(data.root)} "
                                    f"(present: {', '.join(versions) or 'none'})")
                 raise RigError(f"--baseline {baseline}: only one Triton version here; the runs differ by "
                                f"{axis}: pass one of {', '.join(values)}")
@@ -168,7 +176,7 @@ def build(data: Data, baseline: str | None = None, max_histograms: int = 8) -> t
     cycles = data.cycles.copy()
     windows = _tag_windows(data)
     gkeys = vary or []
-    title = f"rig report: {data.root}"
+    title = f"rig report: {redact(data.root)}"  # a URI's credentials never go into the page
     summary = [f"{data.runs.run_id.nunique() if len(data.runs) else cycles.run_id.nunique()} run(s), "
                f"{len(cycles):,} cycle(s), {len(windows):,} window(s); Triton "
                + ", ".join(sorted(pd.concat([cycles.triton_version, windows.triton_version]).dropna().astype(str).unique(),

@@ -271,7 +271,7 @@ def _plots(p, counts: list, log) -> None:
     for n in counts:
         part = w if n is None or len(counts) == 1 else w[w["instances"] == n]
         name = f"{p.run_id}-bench.png" if len(counts) == 1 else f"{p.run_id}-bench-i{n}.png"
-        log(f"plot: {plots.bench_figure(part, p.store.root / 'plots' / name)}")
+        log(f"plot: {p.store.publish(plots.bench_figure(part, p.store.plot_path(name)))}")
 
 
 def _f(v, fmt="{:.0f}") -> str:

@@ -24,7 +24,7 @@ from typing import Callable
 import psutil
 
 import rig
-from rig import engines, probes, repository
+from rig import engines, probes, repository, storefs
 from rig import runtime as runtime_mod
 from rig.config import RunConfig
 from rig.cycle import CycleSpec
@@ -32,6 +32,7 @@ from rig.errors import RigError
 from rig.preflight import (check_workload, cupy_usable, ensure_evidence_hook, host_facts, lock_run,
                            without_spaces)
 from rig.store import CycleResult, CycleRow, RunRow, Store, WindowRow, now_iso, window_row
+from rig.text import redact
 
 CYCLE_FIELDS = [f.name for f in dataclasses.fields(CycleRow)]
 
@@ -69,11 +70,14 @@ def prepare(cfg: RunConfig, command: str, run_id: str | None = None,
         check_workload(cfg.workload.name)
     run_id = run_id or new_run_id()
     store = Store(cfg.results)
-    work = Path(cfg.results).resolve() / "_work" / run_id  # absolute: a spec can be re-run by hand
+    storefs.check_writable(store)
+    work = store.work_dir(run_id)  # local even where the results are remote (storefs.work_root)
     try:
         work.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise RigError(f"cannot write results to {cfg.results} ({e.strerror}): choose another --results") from None
+        where = cfg.results if store.local else f"the work folder {work}"
+        raise RigError(f"cannot write to {redact(str(where))} ({e.strerror}): choose another --results"
+                       + ("" if store.local else " or set RIG_WORK_DIR to a writable folder")) from None
     lock = lock_run(work, run_id)
     if cfg.model_repository:
         repo = Path(cfg.model_repository).resolve()

@@ -206,7 +206,7 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
         orchestrator.write_run_row(p, command)
     log(f"run {p.run_id}: {p.runtime.name} (Triton {p.runtime.triton_version}), engine {p.engine}, "
         f"model {p.model_label}, retain {cfg.retain}, stop {cfg.stop_strategy}, "
-        f"restart {cfg.restart}, results in {redact(str(cfg.results))}/")
+        f"restart {cfg.restart}, results in {p.store.root}/")
     log(f"engine {p.engine}: {p.engine_reason.split(';')[0]}")
     if cfg.workload.name != "none" and cfg.workload.web_port:
         log(f"Locust's web UI: http://127.0.0.1:{cfg.workload.web_port}/ while each cycle's workload runs")
@@ -251,6 +251,6 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
     if command == "soak" and tally.rows:
         from rig.analysis import plots
 
-        path = plots.soak_figure(p.store.read("cycles", p.run_id), p.store.root / "plots" / f"{p.run_id}-soak.png")
-        log(f"plot: {path}")
+        path = plots.soak_figure(p.store.read("cycles", p.run_id), p.store.plot_path(f"{p.run_id}-soak.png"))
+        log(f"plot: {p.store.publish(path)}")
     return (1 if reasons else 0), tally, p.run_id, reasons

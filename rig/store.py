@@ -3,12 +3,12 @@ pyarrow filesystem URI). Layout (hive partitions, readable with ``pandas.read_pa
 
     DIR/<table>/triton_version=<v>/date=<yyyy-mm-dd>/<run_id>-<unit>.parquet
 
-Each unit (a run's row, a cycle, a cycle's windows) is its own file, written under a hidden
-temporary name and renamed into place, so a SIGKILL never leaves a half-written file where
-readers look (names starting with ``.`` or ``_`` are skipped) and two soaks never touch the same
-file. A finished run's units are merged into ``<run_id>-merged.parquet``, one per table and
-partition (``compact``), so that reading stays fast as nights add up. ``triton_version`` and
-``date`` come from the path, not from the files.
+Each unit (a run's row, a cycle, a cycle's windows) is its own file, written whole (a folder: under
+a hidden temporary name, renamed into place; an object store: one upload, see ``rig.storefs``), so a
+SIGKILL never leaves a half-written file where readers look (names starting with ``.`` or ``_`` are
+skipped) and two soaks never touch the same file. A finished run's units are merged into
+``<run_id>-merged.parquet``, one per table and partition (``compact``), so that reading stays fast
+as nights add up. ``triton_version`` and ``date`` come from the path, not from the files.
 
 Schema history (``schema_version`` column):
   1: first version (runs, cycles, windows).
@@ -19,14 +19,12 @@ Schema history (``schema_version`` column):
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as dt
 import logging
 import os
 import re
 import typing
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -36,6 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from rig import storefs
 from rig.errors import RigError
 from rig.text import redact
 
@@ -195,7 +194,6 @@ TABLES = {"runs": RunRow, "cycles": CycleRow, "windows": WindowRow}
 
 KEYS = {"runs": ("run_id",), "cycles": ("run_id", "cycle"), "windows": ("run_id", "cycle", "window", "tool")}
 MERGED = "merged"  # the unit of a run's compacted file: <run_id>-merged.parquet, one per table and partition
-_OBJECT_STORES = ("S3FileSystem", "GcsFileSystem", "AzureFileSystem")  # one PUT appears whole or not at all
 _log = logging.getLogger("rig.store")
 _RUN_ID = re.compile(r"(\d{8}T\d{6}-[0-9a-f]+)-(.+)$")  # orchestrator.new_run_id's
 
@@ -251,25 +249,19 @@ class Store:
         return self.shown(self.put(tbl, self._partition_dir(table, triton_version, date or today()), name))
 
     def put(self, tbl: pa.Table, d: str, name: str) -> str:
-        """Write ``tbl`` as ``d/name`` so that readers see all of it or none of it."""
-        final = f"{d}/{name}"
-        kw = {"filesystem": self.fs, "use_dictionary": False}  # no dictionaries: reads ~20 % faster here
-        if type(self.fs).__name__ in _OBJECT_STORES:
-            pq.write_table(tbl, final, **kw)
-            return final
-        tmp = f"{d}/.{name}.{uuid.uuid4().hex[:8]}.tmp"  # readers skip hidden names
-        self.fs.create_dir(d, recursive=True)
-        try:
-            pq.write_table(tbl, tmp, **kw)
-            if self.local:
-                with open(tmp, "rb") as f:
-                    os.fsync(f.fileno())
-            self.fs.move(tmp, final)  # a rename
-        except BaseException:
-            with contextlib.suppress(OSError):  # a full disk leaves no half file behind, hidden or not
-                self.fs.delete_file(tmp)
-            raise
-        return final
+        """Write ``tbl`` as ``d/name`` so that readers see all of it or none of it (``storefs.put``)."""
+        return storefs.put(self, tbl, d, name)
+
+    def work_dir(self, run_id: str) -> Path:
+        """The run's local work folder (specs, logs, evidence, lock): ``storefs.work_root``."""
+        return storefs.work_root(self) / run_id
+
+    def plot_path(self, name: str) -> Path:
+        return storefs.plot_path(self, name)
+
+    def publish(self, path) -> str:
+        """Where the user finds the figure written at ``plot_path``: ``storefs.publish``."""
+        return storefs.publish(self, path)
 
     def _dirs(self, path: str, key: str, values: set[str] | None) -> list[str]:
         infos = self.fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))

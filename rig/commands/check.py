@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from rig.errors import RigError
+from rig.text import redact
 
 
 def add_parser(sub) -> None:
@@ -66,7 +67,7 @@ def move_aside(store, path: str, dest: str) -> str:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(path, target)
         return str(target)
-    fs, base = pafs.FileSystem.from_uri(dest) if "://" in dest else (store.fs, dest)
+    fs, base = pafs.FileSystem.from_uri(dest) if "://" in dest else (store.fs, dest)  # remote: bucket/key
     if type(fs) is not type(store.fs):
         raise RigError("--move-aside must be on the same filesystem as the results")
     target = f"{base.rstrip('/')}/{rel}"
@@ -75,14 +76,27 @@ def move_aside(store, path: str, dest: str) -> str:
     return target
 
 
+def _fs_path(dest: str) -> str:
+    """``dest`` as a path in its filesystem (a URI's bucket/key; a plain one as given)."""
+    import pyarrow.fs as pafs
+
+    if "://" not in dest:
+        return dest.rstrip("/")
+    try:
+        return pafs.FileSystem.from_uri(dest)[1].rstrip("/")
+    except (OSError, ValueError) as e:
+        raise RigError(f"--move-aside {redact(dest)}: not a filesystem URI ({type(e).__name__})") from None
+
+
 def run(args) -> int:
     from rig.store import TABLES, Store
 
     store = Store(args.results)
     if not is_results(store):
         raise RigError(f"{store.root} holds no runs, cycles or windows table: give a results folder")
-    if args.move_aside and store.local and "://" not in args.move_aside:
-        dest = os.path.abspath(args.move_aside)
+    if args.move_aside:
+        dest = (os.path.abspath(args.move_aside) if store.local and "://" not in args.move_aside
+                else _fs_path(args.move_aside))
         if any(dest == f"{store.base}/{t}" or dest.startswith(f"{store.base}/{t}/") for t in TABLES):
             raise RigError(f"--move-aside {args.move_aside} is inside a table folder, where readers look: "
                            f"choose a folder outside them, e.g. {store.root}/_damaged")

@@ -1,6 +1,10 @@
 """`rig compact RESULTS [--run RUN_ID]`: merge each finished run's unit files into one Parquet
 file per table and partition, so reading stays fast as nights add up. A soak or bench compacts
-its own run when it ends; this command does it for older or killed runs."""
+its own run when it ends; this command does it for older or killed runs.
+
+An object store (``s3://...``) has no locks and no rename: the merged object is written, then the
+unit objects removed (readers drop the rows they see twice meanwhile). Nothing there says whether
+a run is still running, so over a URI ``--run`` is required: name only runs that have ended."""
 
 from __future__ import annotations
 
@@ -14,17 +18,20 @@ def add_parser(sub) -> None:
     p = sub.add_parser("compact", help="merge finished runs' files into one per table and partition",
                        description=__doc__.split("\n\n")[0].split(": ", 1)[1])
     p.add_argument("results", metavar="RESULTS", help="results folder or pyarrow filesystem URI")
-    p.add_argument("--run", metavar="RUN_ID", help="only this run (default: every run not running now)")
+    p.add_argument("--run", metavar="RUN_ID",
+                   help="only this run (default: every run not running now). Required over an object store "
+                   "(s3://...), which has no locks: give only a run that has ended")
     p.set_defaults(func=run)
 
 
 def _lock(store, run_id: str):
     """The run's lock (see preflight.lock_run), taken without waiting: the open file, None where
-    the run has none (an object store, the run's _work/ removed), False where a process holds it."""
+    the run has none (its work folder removed, or a remote store's run from another machine),
+    False where a process holds it."""
     import fcntl
 
-    path = os.path.join(store.base, "_work", run_id, ".lock")
-    if not store.local or not os.path.exists(path):
+    path = store.work_dir(run_id) / ".lock"
+    if not path.exists():
         return None
     f = open(path, "a+")
     try:
@@ -109,6 +116,9 @@ def run(args) -> int:
     store = Store(args.results)
     if not is_results(store):
         raise RigError(f"{store.root} holds no runs, cycles or windows table: give a results folder")
+    if not store.local and not args.run:
+        raise RigError(f"{store.root} is an object store, which has no locks to tell a running run from an "
+                       "ended one: give --run RUN_ID for each run that has ended")
     if args.run and not any(store.files(t, run_id=args.run) for t in TABLES):
         raise RigError(f"no run {args.run!r} in {store.root}: check the run id (`rig report {store.root}` lists runs)")
 
