@@ -40,13 +40,17 @@ def cell_figures(cycles) -> dict:
         outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
     lat = sorted(float(r["stop_latency_s"]) for r in rows if r.get("stop_latency_s") is not None)
     versions = sorted({str(r["triton_version"]) for r in rows if r.get("triton_version")})
+    cleanup: dict[str, int] = {}  # teardown after the stop was measured: a crash there is noted
+    for r in rows:
+        if r.get("cleanup") and r["cleanup"] != "ok":
+            cleanup[r["cleanup"]] = cleanup.get(r["cleanup"], 0) + 1
     return {"cycles": len(rows), "outcomes": outcomes,
             "finalize_before": sum(int(r.get("finalize_before_stop") or 0) for r in rows),
             "finalize_expected": sum(int(r.get("finalize_expected") or 0) for r in rows),
             "finalize_after": sum(int(r.get("finalize_after_stop") or 0) for r in rows),
             "finalize_success": finalize_success(rows),
             "stop_p50": statistics.median(lat) if lat else None, "stop_max": lat[-1] if lat else None,
-            "triton_version": ", ".join(versions) or None}
+            "triton_version": ", ".join(versions) or None, "cleanup": cleanup}
 
 
 def bench_figures(windows) -> list[dict]:
@@ -96,6 +100,8 @@ def format_table(rows: list[dict]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
         outcomes = ", ".join(f"{k} {v}" for k, v in sorted((r.get("outcomes") or {}).items())) or "-"
+        if r.get("cleanup"):
+            outcomes += " (cleanup " + ", ".join(f"{k} in {v}" for k, v in sorted(r["cleanup"].items())) + ")"
         stop = "-" if r.get("stop_p50") is None else f"{_secs(r['stop_p50'])} / {_secs(r.get('stop_max'))}"
         cells = [r["runtime"], r.get("triton_version") or "-", r.get("engine") or "-", r.get("retain") or "-",
                  outcomes, _finalize(r), stop, _status(r, short=True)]

@@ -95,7 +95,8 @@ def _cycle(outcome, stop, before, after=0, version="2.51.0"):
 
 
 def test_cell_figures_and_the_table():
-    figs = M.cell_figures([_cycle("clean", 2.0, 1), _cycle("exit_timeout", 3.0, 0, 1), _cycle("clean", 2.2, 1)])
+    crashed = {**_cycle("exit_timeout", 3.0, 0, 1), "cleanup": "crashed: killed by SIGABRT"}
+    figs = M.cell_figures([_cycle("clean", 2.0, 1), crashed, {**_cycle("clean", 2.2, 1), "cleanup": "ok"}])
     assert figs["outcomes"] == {"clean": 2, "exit_timeout": 1}
     assert figs["finalize_before"] == 2 and figs["finalize_expected"] == 3 and figs["finalize_after"] == 1
     assert figs["stop_p50"] == 2.2 and figs["stop_max"] == 3.0 and figs["triton_version"] == "2.51.0"
@@ -104,7 +105,9 @@ def test_cell_figures_and_the_table():
              "reason": "this runtime has no Python-backend stub for Python 3.11 (it has: none); run the rig ..."}]
     table = M.format_table(rows).splitlines()
     assert table[0].startswith("| runtime | Triton | engine | retain | outcomes |")
-    assert table[2] == ("| 0.7.0 | 2.51.0 | capi | none | clean 2, exit_timeout 1 | 67% (2/3), 1 after | "
+    assert figs["cleanup"] == {"crashed: killed by SIGABRT": 1}
+    assert table[2] == ("| 0.7.0 | 2.51.0 | capi | none | clean 2, exit_timeout 1 (cleanup crashed: killed by "
+                        "SIGABRT in 1) | 67% (2/3), 1 after | "
                         "2.200 / 3.000 | pass |")
     assert table[3].endswith("| skipped: this runtime has no Python-backend stub for Python 3.11 (it has: none) |")
 
@@ -144,7 +147,7 @@ def _rig(*argv, timeout=600):
 
 def _table_rows(stdout: str) -> list[list[str]]:
     return [[c.strip() for c in line.strip("|").split("|")] for line in stdout.splitlines()
-            if line.startswith("| ") and not line.startswith("| runtime")]
+            if line.startswith("| ") and not line.startswith(("| runtime", "| ---"))]
 
 
 @pytest.fixture(scope="module")
@@ -188,15 +191,25 @@ def test_rig_report_shows_the_versions_side_by_side(three_cores, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_retained_response_is_the_expected_outcome(tmp_path):
-    """exit_timeout under --retain last-response is allowed (the matrix passes), and shown."""
+def test_a_retained_response_is_the_expected_outcome_and_a_bench_cell(tmp_path):
+    """exit_timeout under --retain last-response is allowed (the matrix passes), and shown; --bench
+    adds a bench cell whose windows land in the same store."""
+    from rig.store import Store
+
+    results = tmp_path / "r"
     proc = _rig("matrix", "--runtimes", "0.7.0", "--retain", "last-response", "--cycles", "1", "--exit-timeout",
-                "1", "--results", str(tmp_path / "r"))
+                "1", "--bench", "--bench-concurrency", "2", "--results", str(results))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "exit_timeout is allowed" in proc.stdout
-    (row,) = _table_rows(proc.stdout)
-    assert row[3] == "last-response" and row[4] == "exit_timeout 1" and row[5] == "0% (0/1), 1 after"
-    assert row[7] == "pass"
+    soak_row, bench_row = _table_rows(proc.stdout)
+    assert soak_row[3] == "last-response" and soak_row[4] == "exit_timeout 1" and soak_row[5] == "0% (0/1), 1 after"
+    assert soak_row[7] == "pass"
+    assert bench_row[:3] == ["0.7.0", "2.51.0", "capi"] and bench_row[4] == "pass"
+    infer_s = float(re.match(r"2: ([\d,]+) \(", bench_row[3]).group(1).replace(",", ""))
+    windows = Store(results).read("windows")
+    rig_windows = windows[(windows.tool == "rig") & (windows.concurrency == 2)]
+    assert len(rig_windows) == 3 and infer_s > 0
+    assert sorted(Store(results).read("cycles").retain.unique()) == ["last-response", "none"]
 
 
 @pytest.mark.slow
