@@ -8,6 +8,7 @@ A row is a plain dict: ``runtime``, ``triton_version``, ``engine``, ``retain``, 
 
 from __future__ import annotations
 
+import re
 import statistics
 
 from rig.analysis.verdict import finalize_success, records
@@ -85,11 +86,11 @@ def _secs(v) -> str:
 
 
 def _status(row: dict, short: bool = False) -> str:
-    """``status: reason``; ``short``: the reason's first clause, at most 160 characters."""
+    """``status: reason``; ``short``: the reason's first clause, at most 200 characters."""
     status, reason = row["status"], (row.get("reason") or "").replace("|", "/").replace("\n", " ")
-    if short:
-        reason = reason.split("; ")[0]
-        reason = reason if len(reason) <= 160 else reason[:157] + "..."
+    if short:  # the first clause, folders left out of paths
+        reason = re.sub(r"(?<![\w.])/(?:[^\s/,:()]+/)+", "", reason.split("; ")[0])
+        reason = reason if len(reason) <= 200 else reason[:197] + "..."
     return f"{status}: {reason}" if reason else status
 
 

@@ -250,10 +250,17 @@ def _plan(specs: list[str], engines: list[str], retains: list[str]) -> list[dict
         entry["triton"] = rt.triton_version
         chosen: dict[str, str] = {}
         for asked in engines:
+            if asked == "tritonserver":  # the bindings over this core, asked in a child process
+                ok, why = eng.official_probe(rt)
+                if ok:
+                    chosen.setdefault("tritonserver", f"asked for: {why}")
+                else:
+                    skip(asked, why)
+                continue
             try:
                 name, why = eng.select(asked, rt)
             except RigError as e:
-                skip(asked, str(e).split("; use --engine")[0])
+                skip(asked, str(e))
                 continue
             chosen.setdefault(name, why)
         entry["engines"] = list(chosen.items())
