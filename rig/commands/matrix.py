@@ -192,7 +192,8 @@ def run(args) -> int:
     for p in plan:
         for skipped in p["skipped"]:
             rows.append(skipped)
-            print(f"{skipped['runtime']} {skipped['engine']}: skipped: {skipped['reason']}", flush=True)
+            engine = "" if skipped["engine"] == "-" else f", engine {skipped['engine']}"
+            print(f"runtime {skipped['runtime']}{engine}: skipped: {skipped['reason']}", flush=True)
         for engine, why in p["engines"]:
             for retain in retains:
                 n += 1
