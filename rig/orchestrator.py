@@ -32,7 +32,6 @@ from rig.errors import RigError
 from rig.preflight import (check_workload, cupy_usable, ensure_evidence_hook, host_facts, lock_run,
                            without_spaces)
 from rig.store import CycleResult, CycleRow, RunRow, Store, WindowRow, now_iso, window_row
-from rig.text import redact
 
 CYCLE_FIELDS = [f.name for f in dataclasses.fields(CycleRow)]
 
@@ -75,9 +74,10 @@ def prepare(cfg: RunConfig, command: str, run_id: str | None = None,
     try:
         work.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        where = cfg.results if store.local else f"the work folder {work}"
-        raise RigError(f"cannot write to {redact(str(where))} ({e.strerror}): choose another --results"
-                       + ("" if store.local else " or set RIG_WORK_DIR to a writable folder")) from None
+        if store.local:
+            raise RigError(f"cannot write results to {cfg.results} ({e.strerror}): choose another --results") from None
+        raise RigError(f"cannot write the run's work folder {work} ({e.strerror}): set RIG_WORK_DIR to a "
+                       "writable folder") from None
     lock = lock_run(work, run_id)
     if cfg.model_repository:
         repo = Path(cfg.model_repository).resolve()
