@@ -151,7 +151,7 @@ def test_command_no_point_met_is_exit_0_with_a_plain_statement(results, capsys):
 
 
 @pytest.mark.parametrize("folder, extra, says", [
-    ("empty", [], "holds no windows of `rig bench` runs"),
+    ("empty", [], "is empty: no runs stored there yet"),
     ("soak-only", [], "holds no windows of `rig bench` runs"),
     ("results", ["--where", "engine=tritonserver"], "matches no bench window"),
     ("results", ["--where", "colour=red"], "no such column"),
@@ -174,4 +174,4 @@ def test_bad_input_is_one_line_and_exit_2(results, tmp_path, capsys, folder, ext
 
 def test_missing_folder_is_exit_2(tmp_path, capsys):
     assert main(["capacity", str(tmp_path / "nope"), "--target-throughput", "1", "--p99-ms", "1"]) == 2
-    assert "is not a folder" in capsys.readouterr().err
+    assert "no results folder" in capsys.readouterr().err

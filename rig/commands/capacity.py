@@ -7,7 +7,6 @@ filter that matches nothing, a target or bound that is not a positive number).""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 
 def add_parser(sub) -> None:
@@ -63,7 +62,7 @@ def select(windows, runs, where: list[str]):
 
 def run(args) -> int:
     from rig.errors import RigError
-    from rig.store import Store
+    from rig.text import redact
 
     if not _finite_positive(args.target_throughput):
         raise RigError("--target-throughput must be a positive number of infer/s")
@@ -71,16 +70,16 @@ def run(args) -> int:
         raise RigError("--p99-ms must be a positive number of milliseconds")
     if not (math.isfinite(args.headroom) and 0 <= args.headroom < 1):
         raise RigError("--headroom is a fraction from 0 up to (not including) 1, e.g. 0.3")
-    root = Path(args.results)
-    if not root.is_dir():
-        raise RigError(f"{root} is not a folder: give the --results folder of `rig bench`")
-    store = Store(root)
+    from rig.commands import open_store
+
+    root = redact(str(args.results))
+    store = open_store(args.results)
     runs = store.read("runs")
     bench_ids = set(runs[runs["command"] == "bench"]["run_id"]) if len(runs) else set()
     windows = store.read("windows")
     windows = windows[windows["run_id"].isin(bench_ids) & (windows["tool"] == "rig")] if len(windows) else windows
     if windows.empty:
-        raise RigError(f"{root} holds no windows of `rig bench` runs: run `rig bench --results {root}` first")
+        raise RigError(f"{root} holds no windows of `rig bench` runs: run `rig bench --results RESULTS` first")
     windows = select(windows, runs, args.where)
 
     from rig.analysis import capacity

@@ -4,8 +4,11 @@ both sides and the reasons; exit 0 pass, 1 regression, 2 bad input."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from rig.errors import RigError
+from rig.commands import open_store
+from rig.text import redact
 
 EXIT_PASS, EXIT_REGRESSION = 0, 1
 
@@ -19,7 +22,8 @@ one-sided), so noise between runs of one configuration rarely fails it:
                     over cycles (or Wilson intervals apart)
   stop latency      p95 ratio > --max-stop-regression (default 1.5), Mann-Whitney U over cycles
   throughput        drop > --max-throughput-drop (default 0.10, relative) at a point both sides
-                    measured, Mann-Whitney U over windows (warm-up windows left out)
+                    measured, Mann-Whitney U over cycles' medians (runs' where a side has over
+                    1,000 cycles; windows where it has under 3; warm-up windows left out)
   outcomes          any outcome but clean the candidate has and the baseline never had
 Exit status: 0 pass, 1 regression, 2 bad input."""
 
@@ -46,62 +50,82 @@ def _shorten(names, n: int = 5) -> str:
     return ", ".join(names[:n]) + (f", ... ({len(names)} in all)" if len(names) > n else "")
 
 
-def load(results: str):
-    """The cycles and windows of a results folder; RigError for a missing, empty or foreign one."""
+CYCLE_COLUMNS = ["run_id", "cycle", "outcome", "finalize_expected", "finalize_before_stop", "stop_latency_s",
+                 "engine", "model", "retain", "stop_strategy", "restart", "triton_version", "date"]
+WINDOW_COLUMNS = ["run_id", "cycle", "window", "tool", "mode", "concurrency", "rate", "stable", "requests",
+                  "errors", "throughput", "mean_us", "triton_version", "date"]  # not the heavy histogram
+MAX_MERGED = 2000  # windows per point whose HDR histograms are merged (the latest): 20-40 ms per 1,000
+
+
+def _read(store, results: str, table: str, **kw):
     import pyarrow as pa
 
-    from rig.store import Store
-
-    if "://" not in results:
-        from pathlib import Path
-
-        root = Path(results)
-        if not root.exists():
-            raise RigError(f"no results folder {results}: give the folder a soak or bench wrote (--results)")
-        if not root.is_dir():
-            raise RigError(f"{results} is not a folder: give the results folder a soak or bench wrote")
-        if not any(root.iterdir()):
-            raise RigError(f"{results} is empty: no runs stored there yet")
-        if not (root / "cycles").is_dir():
-            raise RigError(f"{results} is not a results folder (no cycles/ table in it): "
-                           "give the folder a soak or bench wrote (--results)")
-    store = Store(results)
     try:
-        cycles, windows = store.read("cycles"), store.read("windows")
+        return store.read(table, **kw)
     except (pa.ArrowException, OSError, ValueError) as e:
-        raise RigError(f"{results} cannot be read as a results folder ({str(e).splitlines()[0][:120]})") from e
+        raise RigError(f"{redact(results)} cannot be read as a results folder ({str(e).splitlines()[0][:120]})") from e
+
+
+def load(results: str, keys=()):
+    """The cycles of a results folder (the columns the gate reads, and ``keys``: those of
+    ``--where`` the table has) and its store; RigError for a missing, empty or foreign one.
+    Windows are read per side (``side_windows``)."""
+    from rig.store import CycleRow
+
+    store = open_store(results)
+    names = {f.name for f in dataclasses.fields(CycleRow)} | {"triton_version", "date"}
+    cycles = _read(store, results, "cycles",
+                   columns=list(dict.fromkeys([*CYCLE_COLUMNS, *(k for k in keys if k in names)])))
     if not len(cycles):
-        raise RigError(f"{results} holds no cycles: no soak or bench stored there yet")
-    return cycles, windows
+        raise RigError(f"{redact(results)} holds no cycles: no soak or bench stored there yet")
+    return store, cycles
 
 
-def where(cycles, windows, filters: list[str]):
-    """Cycles (and their windows) whose columns equal the ``--where KEY=VALUE`` filters."""
+def side_windows(store, results: str, cycles, versions: set[str] | None, filtered: bool = False):
+    """The windows of ``cycles``' runs (a side; only those of its cycles when ``--where``
+    filtered them), read from those runs' files only (the version's partition for a version
+    side), without the histogram column."""
+    import pandas as pd
+
+    runs = sorted(set(cycles["run_id"]))
+    if versions:
+        w = _read(store, results, "windows", columns=WINDOW_COLUMNS, triton_version=sorted(versions))
+        w = w[w["run_id"].isin(runs)]
+    else:
+        w = pd.concat([_read(store, results, "windows", run_id=r, columns=WINDOW_COLUMNS) for r in runs])
+    if filtered and len(w):
+        w = w.merge(cycles[["run_id", "cycle"]].drop_duplicates(), on=["run_id", "cycle"], how="inner")
+    return w.reset_index(drop=True)
+
+
+def where(cycles, filters: list[str]):
+    """Cycles whose columns equal the ``--where KEY=VALUE`` filters."""
+    from rig.store import CycleRow
+
+    names = [f.name for f in dataclasses.fields(CycleRow)] + ["triton_version", "date"]
     for f in filters:
         key, eq, value = f.partition("=")
         key = key.strip()
         if not eq or not key:
             raise RigError(f"--where {f!r}: write KEY=VALUE, e.g. --where retain=none")
         if key not in cycles.columns:
-            raise RigError(f"--where {key}: no such column; columns: {_shorten(cycles.columns, 50)}")
+            raise RigError(f"--where {key}: no such column; columns: {_shorten(names, 50)}")
         kept = cycles[cycles[key].astype(str) == value.strip()]
         if not len(kept):
             seen = {str(v) for v in cycles[key].dropna().unique()}
             raise RigError(f"--where {key}={value}: no cycle matches; {key} is one of {_shorten(seen)}")
         cycles = kept
-    if filters and len(windows):
-        keys = cycles[["run_id", "cycle"]].drop_duplicates()
-        windows = windows.merge(keys, on=["run_id", "cycle"], how="inner")
-    return cycles, windows
+    return cycles
 
 
-def select(cycles, windows, name: str, role: str, filtered: bool = False):
-    """One side: a Triton version, else a run id (exact or a unique prefix)."""
-    versions = set(cycles["triton_version"].dropna().astype(str))
-    runs = set(cycles["run_id"].astype(str))
+def select(cycles, name: str, role: str, filtered: bool = False):
+    """One side: a Triton version, else a run id (exact or a unique prefix). Returns its
+    label, its cycles and the versions it is (None for a run)."""
+    versions = {str(v) for v in cycles["triton_version"].dropna().unique()}
+    runs = {str(r) for r in cycles["run_id"].unique()}
     if name in versions:
         mask = cycles["triton_version"] == name
-        label = f"Triton {name}"
+        label, version = f"Triton {name}", {name}
     else:
         matches = [r for r in runs if r == name] or [r for r in runs if r.startswith(name)]
         if len(matches) > 1:
@@ -111,32 +135,35 @@ def select(cycles, windows, name: str, role: str, filtered: bool = False):
             raise RigError(f"--{role} {name}: no such Triton version or run id{among}; versions: "
                            f"{_shorten(versions)}; runs: {_shorten(runs)}")
         mask = cycles["run_id"] == matches[0]
-        label = f"run {matches[0]}"
-    c = cycles[mask]
-    w = windows[windows["run_id"].isin(set(c["run_id"]))] if len(windows) else windows
-    return label, c, w
+        label, version = f"run {matches[0]}", None
+    return label, cycles[mask], version
 
 
-def side_lines(label: str, cycles, windows) -> dict[str, str]:
-    """The figures printed for one side, by row name."""
-    from rig.analysis import frames, verdict
+def side_lines(label: str, cycles, windows, store=None) -> dict[str, str]:
+    """The figures printed for one side, by row name. Latency percentiles come from the merged
+    HDR histograms of each point's latest ``MAX_MERGED`` windows (read from ``store`` where
+    ``windows`` lacks the histogram column); the line says so when that is not all of them."""
+    import numpy as np
 
-    rows = verdict.records(cycles)
+    from rig.analysis import frames
+
     out = {"": label, "runs": str(cycles["run_id"].nunique()), "cycles": str(len(cycles))}
     counts = cycles["outcome"].value_counts()
     out["outcomes"] = ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
     ok, n = frames.finalize_counts(cycles)
     out["finalize"] = f"{ok}/{n} cycles ({ok / n:.0%})" if n else "-"
-    lat = [r["stop_latency_s"] for r in rows if r.get("stop_latency_s") is not None]
-    if lat:
-        import numpy as np
-
+    lat = cycles["stop_latency_s"].dropna().to_numpy(dtype=float)
+    if lat.size:
         out["stop p50/p95"] = f"{np.percentile(lat, 50):.3f} / {np.percentile(lat, 95):.3f} s"
     if len(windows):
-        perf = frames.performance(windows, by=[])
+        if "histogram" not in windows and store is not None:
+            windows = frames.attach_histograms(store, windows, ["tool", *frames.POINT], 2 * MAX_MERGED)
+        perf = frames.performance(windows, by=[], max_merged=MAX_MERGED)
         for r in perf.itertuples():
             name = f"{r.point}" + ("" if r.tool == "rig" else f" ({r.tool})")
             p99 = f", p99 {r.p99_us:,.0f} us" if r.p99_us is not None and r.p99_us == r.p99_us else ""
+            if p99 and r.merged < r.windows:
+                p99 += f" (HDR of the latest {r.merged:,} of {r.windows:,} windows)"
             out[name] = f"{r.throughput:,.0f} infer/s{p99}"
     return out
 
@@ -158,14 +185,16 @@ def run(args) -> int:
             raise RigError(f"--{name.replace('_', '-')} is a fraction between 0 and 1")
     if args.max_stop_regression < 1:
         raise RigError("--max-stop-regression is a ratio of at least 1 (1.5: 50 % slower)")
-    cycles, windows = load(args.results)
-    cycles, windows = where(cycles, windows, args.where)
-    la, ca, wa = select(cycles, windows, args.baseline, "baseline", bool(args.where))
-    lb, cb, wb = select(cycles, windows, args.candidate, "candidate", bool(args.where))
+    store, cycles = load(args.results, [f.partition("=")[0].strip() for f in args.where])
+    cycles = where(cycles, args.where)
+    la, ca, va = select(cycles, args.baseline, "baseline", bool(args.where))
+    lb, cb, vb = select(cycles, args.candidate, "candidate", bool(args.where))
     if set(ca["run_id"]) == set(cb["run_id"]):
         raise RigError(f"--baseline {args.baseline} and --candidate {args.candidate} select the same "
                        "runs: compare two different sides")
-    print(table(side_lines("baseline: " + la, ca, wa), side_lines("candidate: " + lb, cb, wb)))
+    wa = side_windows(store, args.results, ca, va, bool(args.where))
+    wb = side_windows(store, args.results, cb, vb, bool(args.where))
+    print(table(side_lines("baseline: " + la, ca, wa, store), side_lines("candidate: " + lb, cb, wb, store)))
     for label, c in (("baseline", ca), ("candidate", cb)):
         mixed = [f"{k}={','.join(sorted(map(str, c[k].dropna().unique())))}"
                  for k in ("engine", "model", "retain", "stop_strategy", "restart") if c[k].nunique() > 1]
