@@ -107,17 +107,23 @@ def measured_windows(windows: pd.DataFrame) -> pd.DataFrame:
     """The windows that measure: within each run, cycle, tool and point (in window order), the
     first window is dropped as warm-up when there are more than 3 (as analysis.sweeps.summarize
     does), and windows perf_analyzer's stability rule marked unstable (``stable == False``) are
-    dropped too where the point has stable ones."""
-    if not len(windows):
+    dropped too where the point has stable ones. Idempotent: a frame it returned (or rows of
+    one; pandas keeps the mark in ``attrs``) comes back as it is."""
+    if not len(windows) or windows.attrs.get("measured_windows"):
         return windows
-    w = windows.sort_values(["run_id", "cycle", "tool", "window"])
+    w = windows.sort_values(["run_id", "cycle", "tool", "window"], kind="stable")
     keys = ["run_id", "cycle", "tool", *POINT]
-    pos = w.groupby(keys, dropna=False).cumcount()
-    size = w.groupby(keys, dropna=False)["window"].transform("size")
-    w = w[~((pos == 0) & (size > 3))]
-    stable = w["stable"].astype("boolean") if "stable" in w else pd.Series(pd.NA, index=w.index)
-    has_stable = stable.fillna(False).groupby([w[k] for k in keys], dropna=False).transform("any")
-    return w[~(has_stable & (stable == False))]  # noqa: E712  (a nullable boolean)
+    gid = w.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()
+    first = ~pd.Series(gid).duplicated().to_numpy()  # sorted: a group's first row is its first window
+    keep = ~(first & (np.bincount(gid)[gid] > 3))
+    w, gid = w[keep], gid[keep]
+    if "stable" in w and w["stable"].notna().any():
+        stable = w["stable"].astype("boolean").fillna(False).to_numpy(dtype=bool)
+        has_stable = pd.Series(stable).groupby(gid).transform("any").to_numpy()
+        w = w[~has_stable | stable]  # where a point has stable windows, those only
+    w = w.copy() if w is windows else w
+    w.attrs["measured_windows"] = True
+    return w
 
 
 def point_label(mode, concurrency, rate) -> str:
@@ -137,12 +143,97 @@ def with_cycle_tags(windows: pd.DataFrame, cycles: pd.DataFrame | None) -> pd.Da
     return windows.merge(cycles[["run_id", "cycle", *extra]], on=["run_id", "cycle"], how="left")
 
 
-def performance(windows: pd.DataFrame, by=None, cycles: pd.DataFrame | None = None) -> pd.DataFrame:
+MAX_UNITS = 1000  # cycles a side may have before its runs become the unit (see ``unit_values``)
+
+
+def unit_values(df: pd.DataFrame, column: str, max_units: int = MAX_UNITS) -> tuple[np.ndarray, str]:
+    """``column`` at the unit a test or an interval may take as independent, and its name:
+    each cycle's median where the rows span 3 cycles or more (windows of one cycle share its
+    process), each run's median where they span more than ``max_units`` cycles over 3 runs or
+    more (cycles of one run share its night and machine; the between-run spread is what a year
+    of nightly runs varies by), else the rows themselves (``windows``: a point measured in
+    fewer than 3 cycles, such as a bench)."""
+    v = pd.to_numeric(df[column], errors="coerce")
+    if {"run_id", "cycle"} <= set(df.columns) and len(df):
+        got = cycle_units(v.groupby([df["run_id"], df["cycle"]], dropna=False, sort=False).median(), max_units)
+        if got is not None:
+            return got
+    return v.dropna().to_numpy(dtype=float), "windows"
+
+
+def cycle_units(per_cycle: pd.Series, max_units: int = MAX_UNITS) -> tuple[np.ndarray, str] | None:
+    """``unit_values`` from each cycle's median (indexed by run, cycle); None where fewer
+    than 3 cycles have one (the rows themselves are the units then)."""
+    per_cycle = per_cycle.dropna()
+    if len(per_cycle) > max_units:
+        per_run = per_cycle.groupby(level=0, sort=False).median()
+        if len(per_run) >= 3:
+            return per_run.to_numpy(dtype=float), "runs"
+    return (per_cycle.to_numpy(dtype=float), "cycles") if len(per_cycle) >= 3 else None
+
+
+def latest(df: pd.DataFrame, n: int | None) -> pd.DataFrame:
+    """The last ``n`` rows by date, run, cycle and window (all of them when ``n`` is None)."""
+    if n is None or len(df) <= n:
+        return df
+    order = [c for c in ("date", "run_id", "cycle", "window") if c in df.columns]
+    return df.sort_values(order, kind="stable").tail(n)
+
+
+def attach_histograms(store, windows: pd.DataFrame, keys: list[str], latest_windows: int | None,
+                      max_runs: int = 50) -> pd.DataFrame:
+    """``windows`` (read without their heavy ``histogram`` column) with it filled in from
+    ``store`` for each ``keys`` group's latest runs, as many as hold its latest
+    ``latest_windows`` windows (all where None), at most ``max_runs`` runs in all; None
+    elsewhere (``histograms``). (``performance`` leaves warm-up windows out: give it twice
+    the windows it is to merge.)"""
+    gid = windows.groupby(keys, dropna=False, sort=False).ngroup().to_numpy() if keys and len(windows) else None
+    return windows.assign(histogram=histograms(store, windows, gid, latest_windows, max_runs))
+
+
+def histograms(store, windows: pd.DataFrame, gid: np.ndarray | None, latest_windows: int | None,
+               max_runs: int = 50, run_codes: np.ndarray | None = None) -> np.ndarray:
+    """The stored histogram of each row of ``windows`` (an object array, None where not read):
+    those of each group's latest runs (``gid`` numbers the rows' groups, -1 for rows of none;
+    None: one group), as many runs as hold its latest ``latest_windows`` windows (all where
+    None), at most ``max_runs`` runs in all. One read per run, each pruned to that run's files.
+    ``run_codes``: ``pd.factorize(windows["run_id"])[0]`` where the caller has it already."""
+    out = np.full(len(windows), None, dtype=object)
+    gid = np.zeros(len(windows), dtype=np.int64) if gid is None else np.asarray(gid, dtype=np.int64)
+    if not len(windows) or gid.max() < 0:
+        return out
+    rcode = pd.factorize(windows["run_id"])[0] if run_codes is None else np.asarray(run_codes)
+    first = np.empty(rcode.max() + 1, dtype=np.int64)
+    first[rcode[::-1]] = np.arange(len(rcode) - 1, -1, -1)  # each run's first row (the last write wins)
+    run_ids = windows["run_id"].iloc[first].to_numpy(dtype=object)
+    dates = (windows["date"].iloc[first].astype("string").fillna("").to_numpy(dtype=str) if "date" in windows
+             else np.full(len(run_ids), ""))
+    latest_first = np.lexsort((np.asarray(run_ids, dtype=str), dates))[::-1]  # run codes, latest first
+    mine = gid >= 0
+    counts = np.bincount(gid[mine] * len(run_ids) + rcode[mine], minlength=(gid.max() + 1) * len(run_ids))
+    counts = counts.reshape(-1, len(run_ids))[:, latest_first]
+    before = np.cumsum(counts, axis=1) - counts  # windows of the group's later runs
+    need = (counts > 0) & (True if latest_windows is None else before < latest_windows)
+    wanted = latest_first[need.any(axis=0)][:max_runs]
+    cols = ["run_id", "cycle", "window", "tool"]
+    read = [store.read("windows", run_id=run_ids[r], columns=[*cols, "histogram"]) for r in wanted]
+    if read:
+        rows = np.flatnonzero(mine & np.isin(rcode, wanted))
+        part = windows.iloc[rows][cols].assign(_row=rows).merge(pd.concat(read), on=cols, how="inner")
+        out[part["_row"].to_numpy()] = part["histogram"].to_numpy(dtype=object)
+    return out
+
+
+def performance(windows: pd.DataFrame, by=None, cycles: pd.DataFrame | None = None,
+                max_merged: int | None = None) -> pd.DataFrame:
     """Per group, point (mode, concurrency or rate) and tool (rig / perf_analyzer), over the
-    measured windows (``measured_windows``): windows, requests, errors, throughput median
-    with its bootstrap interval over windows, and latency percentiles of the merged HDR
-    histograms (exact: the latencies of all windows together, never averaged percentiles).
-    ``cycles`` adds the cycle tags (retain, ...) so they can group too."""
+    measured windows (``measured_windows``): windows, requests, errors, the throughput median
+    over windows with its bootstrap interval over independent units (``unit_values``; named
+    in ``throughput_unit``, e.g. "5 cycles"), and latency percentiles of the merged HDR
+    histograms (exact: the latencies of all windows together, never averaged percentiles) of
+    the latest ``max_merged`` windows (all where None), ``merged`` saying how many.
+    ``cycles`` adds the cycle tags (retain, ...) so they can group too. Windows without a
+    histogram (or a frame without the column) count in every figure but the percentiles."""
     w = with_cycle_tags(windows, cycles)
     by = _by(w, by, TAGS if cycles is not None else WINDOW_TAGS)
     w = measured_windows(w)
@@ -151,17 +242,28 @@ def performance(windows: pd.DataFrame, by=None, cycles: pd.DataFrame | None = No
     for key, g in (w.groupby(keys, dropna=False, sort=True) if len(w) else []):
         row = dict(zip(keys, key))
         row["point"] = point_label(row["mode"], row["concurrency"], row["rate"])
-        tput = stats.bootstrap_ci(_values(g["throughput"]))
+        tput = _values(g["throughput"])
+        units, unit = unit_values(g, "throughput")
+        est = float(np.median(tput)) if tput.size else None
+        _, low, high = stats.bootstrap_ci(units)
+        if est is not None:
+            low, high = min(low, est), max(high, est)
         row.update(runs=g["run_id"].nunique(), windows=len(g), requests=int(g["requests"].sum()),
-                   errors=int(g["errors"].sum()), throughput=tput[0], throughput_low=tput[1],
-                   throughput_high=tput[2])
-        pct = stats.histogram_percentiles(stats.merge_histograms(g["histogram"]), PERCENTILES)
+                   errors=int(g["errors"].sum()), throughput=est, throughput_low=low,
+                   throughput_high=high, throughput_unit=f"{units.size} {unit}")
+        hist = g["histogram"].dropna() if "histogram" in g else pd.Series(dtype=object)
+        hist = latest(g.loc[hist.index], max_merged)["histogram"] if len(hist) else hist
+        pct = stats.histogram_percentiles(stats.merge_histograms(hist), PERCENTILES)
         n = pct.pop("count")
         row.update(pct)
-        mean = pd.to_numeric(g["mean_us"], errors="coerce")
-        req = g["requests"].where(mean.notna(), 0)
-        row["mean_us"] = float((mean.fillna(0) * req).sum() / req.sum()) if req.sum() else None
+        if "mean_us" in g:
+            mean = pd.to_numeric(g["mean_us"], errors="coerce")
+            req = g["requests"].where(mean.notna(), 0)
+            row["mean_us"] = float((mean.fillna(0) * req).sum() / req.sum()) if req.sum() else None
+        else:
+            row["mean_us"] = None
         row["latencies"] = n
+        row["merged"] = len(hist)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -213,10 +315,11 @@ def nightly(cycles: pd.DataFrame, windows: pd.DataFrame | None, metric: str, by=
         _by(cycles, by)  # unknown columns: KeyError naming them
     windows = windows if windows is not None else pd.DataFrame(columns=["run_id", "histogram"])
     starts = run_starts(cycles, runs)
+    per_run = dict(tuple(windows.groupby("run_id", sort=False))) if len(windows) else {}
     rows = []
     for run_id, c in cycles.groupby("run_id", sort=False):
         row = {k: c[k].iloc[0] for k in by}
-        w = windows[windows["run_id"] == run_id] if len(windows) else windows
+        w = per_run.get(run_id, windows.iloc[:0])
         row.update(run_id=run_id, started_at=starts.get(run_id), cycles=len(c),
                    value=_run_value(metric, c, w, point))
         rows.append(row)

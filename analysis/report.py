@@ -23,8 +23,10 @@ from rig.text import redact
 
 DIMS = ("triton_version", "engine", "model", "retain", "stop_strategy", "restart")
 WINDOW_COLUMNS = ["run_id", "cycle", "window", "engine", "model", "tool", "mode", "concurrency", "rate",
-                  "requests", "errors", "throughput", "p50_us", "p90_us", "p99_us", "p999_us", "max_us",
-                  "triton_version", "date"]
+                  "requests", "throughput", "p50_us", "p99_us", "triton_version", "date"]  # what the sections read
+CYCLE_COLUMNS = ["run_id", "cycle", "engine", "model", "retain", "outcome", "restart", "stop_strategy",
+                 "start_latency_s", "stop_latency_s", "finalize_expected", "finalize_before_stop", "stubs_killed",
+                 "shm_regions_leaked", "throughput", "worker_rss_bytes", "stub_rss_bytes", "triton_version", "date"]
 TABLES = ("runs", "cycles", "windows")
 DEFAULTS = {"retain": "none", "stop_strategy": "stop", "restart": "fresh-process"}  # the rig's own defaults
 
@@ -38,8 +40,12 @@ class Data:
     filters: tuple = ()            # pyarrow expressions the windows were read under
 
 
-def load(root: str) -> Data:
-    """The three tables of a results folder; one-line errors for a missing, empty or foreign one."""
+def load(root: str, where_keys=()) -> Data:
+    """The three tables of a results folder: the columns the report reads (``CYCLE_COLUMNS``,
+    ``WINDOW_COLUMNS``, the runs' ids) and the ``--where`` keys each table has; never the
+    windows' heavy histogram column, read later for the points shown. One-line errors for a
+    missing, empty or foreign folder."""
+    from rig.store import TABLES as ROWS
     from rig.store import Store
 
     p = Path(root)
@@ -56,8 +62,13 @@ def load(root: str) -> Data:
     elif not any((p / t).is_dir() for t in TABLES):
         raise RigError(f"{root} is not a results folder (it has no runs/, cycles/ or windows/ table)")
     store = p if isinstance(p, Store) else Store(p)
-    runs, cycles = store.read("runs"), store.read("cycles")
-    windows = store.read("windows", columns=WINDOW_COLUMNS)
+    def columns(table: str, base: list[str]) -> list[str]:
+        names = {f.name for f in dataclasses.fields(ROWS[table])} | {"triton_version", "date"}
+        return list(dict.fromkeys([*base, *(k for k in where_keys if k in names and k != "histogram")]))
+
+    runs = store.read("runs", columns=columns("runs", ["run_id"]))
+    cycles = store.read("cycles", columns=columns("cycles", CYCLE_COLUMNS))
+    windows = store.read("windows", columns=columns("windows", WINDOW_COLUMNS))
     if cycles.empty and windows.empty:
         raise RigError(f"{redact(str(root))} holds no cycles or windows yet; run rig soak or rig bench "
                        f"with --results {redact(str(root))}")
@@ -85,8 +96,10 @@ def _match(col: pd.Series, value: str) -> pd.Series:
 def select(data: Data, where: list[str]) -> Data:
     """Keep the rows each ``KEY=VALUE`` holds for; a key only ``runs`` has filters through the
     run ids. An unknown key or a filter that leaves nothing is a one-line error."""
+    from rig.store import TABLES as ROWS
+
     runs, cycles, windows = data.runs, data.cycles, data.windows
-    known = set(runs.columns) | set(cycles.columns) | set(windows.columns) | {"histogram"}
+    known = {f.name for t in TABLES for f in dataclasses.fields(ROWS[t])} | {"triton_version", "date"}
     for item in where:
         key, sep, value = item.partition("=")
         key = key.strip()
@@ -94,6 +107,8 @@ def select(data: Data, where: list[str]) -> Data:
             raise RigError(f"--where {item!r}: write KEY=VALUE, e.g. --where engine=capi")
         if key not in known or key == "histogram":
             raise RigError(f"--where {key}=...: no such column (columns: {', '.join(sorted(known - {'histogram'}))})")
+        if not any(key in t for t in (runs, cycles, windows)):
+            raise RigError(f"--where {key}=...: not read; load the tables with report.load(root, where_keys=[{key!r}])")
         present = pd.concat([t[key].astype("string") for t in (runs, cycles, windows) if key in t]).dropna().unique()
         if key in cycles or key in windows:
             if key in runs:
@@ -127,10 +142,12 @@ def _version_key(v: str):
         return (1, Version("0"), v)
 
 
-def _tag_windows(data: Data) -> pd.DataFrame:
+def _tag_windows(data: Data, vary=None) -> pd.DataFrame:
     """Windows with their cycle's retention, stop strategy and restart mode (bench windows
-    have no cycle row: those read as '-')."""
-    tags = [d for d in ("retain", "stop_strategy", "restart") if d in data.cycles]
+    have no cycle row: those read as '-'); of those, only the ones in ``vary`` where given."""
+    tags = [d for d in ("retain", "stop_strategy", "restart") if d in data.cycles and (vary is None or d in vary)]
+    if not tags:
+        return data.windows
     w = data.windows.merge(data.cycles[["run_id", "cycle"] + tags].drop_duplicates(["run_id", "cycle"]),
                            on=["run_id", "cycle"], how="left")
     for d in tags:
@@ -138,16 +155,20 @@ def _tag_windows(data: Data) -> pd.DataFrame:
     return w
 
 
+def _distinct(data: Data, column: str) -> set[str]:
+    """The values ``column`` takes in the cycles and windows (nulls left out), as strings."""
+    return {str(v) for t in (data.cycles, data.windows) if column in t for v in t[column].dropna().unique()}
+
+
 def plan(data: Data, baseline: str | None) -> dict:
     """Which tags vary (the group key), which is compared, and its baseline value."""
-    both = pd.concat([data.cycles[[d for d in DIMS if d in data.cycles] + ["run_id"]],
-                      data.windows[[d for d in DIMS if d in data.windows] + ["run_id"]]])
-    vary = [d for d in DIMS if d in both and both[d].dropna().nunique() > 1]
-    if not vary and both.run_id.nunique() > 1:
+    seen = {d: _distinct(data, d) for d in (*DIMS, "run_id")}
+    vary = [d for d in DIMS if len(seen[d]) > 1]
+    if not vary and len(seen["run_id"]) > 1:
         vary = ["run_id"]
     axis = vary[0] if vary else None
-    values = sorted(both[axis].dropna().astype(str).unique(), key=_version_key) if axis else []
-    versions = sorted(both.triton_version.dropna().astype(str).unique(), key=_version_key)
+    values = sorted(seen[axis], key=_version_key) if axis else []
+    versions = sorted(seen["triton_version"], key=_version_key)
     if baseline is not None:
         if axis is None or baseline not in values:
             if axis in (None, "triton_version") or baseline in versions or baseline[:1].isdigit():
@@ -174,13 +195,13 @@ def build(data: Data, baseline: str | None = None, max_histograms: int = 8) -> t
     pl = plan(data, baseline)
     vary, axis, base = pl["vary"], pl["axis"], pl["baseline"]
     cycles = data.cycles.copy()
-    windows = _tag_windows(data)
+    windows = _tag_windows(data, vary)
+    windows = windows.assign(_run=pd.factorize(windows["run_id"])[0])  # run ids as integers, factorized once
     gkeys = vary or []
     title = f"rig report: {redact(data.root)}"  # a URI's credentials never go into the page
     summary = [f"{data.runs.run_id.nunique() if len(data.runs) else cycles.run_id.nunique()} run(s), "
                f"{len(cycles):,} cycle(s), {len(windows):,} window(s); Triton "
-               + ", ".join(sorted(pd.concat([cycles.triton_version, windows.triton_version]).dropna().astype(str).unique(),
-                                  key=_version_key))]
+               + ", ".join(sorted(_distinct(data, "triton_version"), key=_version_key))]
     if axis:
         summary.append(f"Compared by {axis}; baseline {axis}={base} ({pl['why']}); groups differ by "
                        f"{', '.join(gkeys)}.")
@@ -188,8 +209,9 @@ def build(data: Data, baseline: str | None = None, max_histograms: int = 8) -> t
         summary.append("One group: nothing varies here to compare.")
     sections = []
     life = parts.lifecycle_section(cycles, gkeys) if len(cycles) else None
-    perf = parts.performance_section(data, windows, gkeys, max_histograms) if len(windows) else None
-    diffs = parts.differences_section(cycles, windows, gkeys, axis, base) if axis else None
+    pts = parts.points(windows, gkeys)
+    perf = parts.performance_section(data, pts, gkeys, max_histograms) if len(windows) else None
+    diffs = parts.differences_section(cycles, pts, gkeys, axis, base) if axis else None
     trend = parts.trends_section(cycles, windows, gkeys)
     for s in (life, perf, diffs, trend):
         if s is not None:

@@ -7,14 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rig.analysis import plots, stats, sweeps
+from rig.analysis import frames, plots, stats, sweeps
 from rig.analysis.report_html import Figure, Section, Table, cell
 
 ALPHA = 0.05
 MIN_EFFECT_PCT = 5.0  # a significant change smaller than this (in %) is not named: noise of a busy machine
 MAX_GROUPS_PLOTTED = 8
-BOOT_MAX = 2000  # values a bootstrap resamples at most (a seeded subsample beyond that)
-MAX_MERGED = 5000  # windows merged per point at most (its latest)
+MAX_MERGED = 2000  # windows merged per point at most (its latest): 20-40 ms of decoding per 1,000
 MAX_MERGED_RUNS = 50  # runs whose histograms are read at most (the latest)
 
 
@@ -27,11 +26,14 @@ def _label(keys: list[str], k) -> str:
     return " · ".join(f"{v}" for v in k) if keys else "all"
 
 
-def _sub(values: pd.Series) -> np.ndarray:
-    a = values.dropna().to_numpy(dtype=float)
-    if a.size > BOOT_MAX:
-        a = np.random.default_rng(0).choice(a, BOOT_MAX, replace=False)
-    return a
+def _labels(df: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """Each row's group label (``_label`` of its keys), one string per group, not per row."""
+    if not keys:
+        return pd.Series("all", index=df.index)
+    gid = df.groupby(keys, sort=False, dropna=False).ngroup()
+    first = df.loc[~gid.duplicated(), keys]
+    names = {g: _label(keys, tuple(r)) for g, r in zip(gid[first.index], first.itertuples(index=False))}
+    return gid.map(names)
 
 
 def _pct(x) -> str:
@@ -79,7 +81,7 @@ def lifecycle_section(cycles: pd.DataFrame, keys: list[str]) -> Section:
     table = pd.DataFrame(rows)
     sec = Section("Lifecycle").add(Table(table, "Outcomes, finalize success (Wilson interval), stop and start "
                                          "latency, leaks, RSS slope (same-process runs only)"))
-    labelled = c.assign(_g=[_label(keys, k) for k in zip(*[c[k] for k in keys])] if keys else "all")
+    labelled = c.assign(_g=_labels(c, keys))
     top = labelled._g.value_counts().index[:MAX_GROUPS_PLOTTED]
     series = {p: {lab: labelled.loc[labelled._g == lab, col].to_numpy() for lab in top}
               for p, col in (("stop latency", "stop_latency_s"), ("start latency", "start_latency_s"))}
@@ -93,52 +95,85 @@ def _points(windows: pd.DataFrame) -> pd.Series:
                                                                       pd.to_numeric(windows.rate, errors="coerce"))
 
 
-def _hist_percentiles(root: str, w: pd.DataFrame, pkeys: list[str], chosen: list) -> dict:
-    """Exact percentiles and the latency curve of each chosen point, from its windows' merged
-    HDR histograms (a point's latest ``MAX_MERGED`` windows, of the latest ``MAX_MERGED_RUNS``
-    runs, where it has more: the table says how many were merged)."""
+def _hist_percentiles(root: str, w: pd.DataFrame, gid: np.ndarray, chosen: list[int]) -> dict:
+    """Exact percentiles and the latency curve of each chosen point (``gid`` numbers the
+    points of ``w``), from its windows' merged HDR histograms (a point's latest ``MAX_MERGED``
+    windows, of the latest ``MAX_MERGED_RUNS`` runs, where it has more: the table says how many
+    were merged). Only those windows' histograms are read."""
     from rig.store import Store
 
-    sel = w.set_index(pkeys).loc[chosen].reset_index() if chosen else w.iloc[:0]
-    if sel.empty:
+    on = np.isin(gid, chosen)
+    if not on.any():
         return {}
-    sel = sel.sort_values(["date", "run_id", "cycle", "window"]).groupby(pkeys, dropna=False).tail(MAX_MERGED)
-    latest = sel.drop_duplicates("run_id", keep="last").run_id.tail(MAX_MERGED_RUNS)  # one read per run
-    sel = sel[sel.run_id.isin(latest)]
-    store = Store(root)
-    h = pd.concat([store.read("windows", run_id=r, columns=["run_id", "cycle", "window", "tool", "histogram"])
-                   for r in sel.run_id.unique()])
-    sel = sel.merge(h, on=["run_id", "cycle", "window", "tool"], how="left")
+    h = frames.histograms(Store(root), w, np.where(on, gid, -1), MAX_MERGED, MAX_MERGED_RUNS, _run_codes(w))
+    got = np.flatnonzero(on & pd.notna(h))
+    cols = [c for c in ("run_id", "cycle", "window", "date") if c in w]
+    sel = w.iloc[got][cols].assign(_g=gid[got], histogram=h[got])
     out = {}
     qs = np.concatenate([np.linspace(0, 90, 46), 100 - np.logspace(1, -3, 60)])
-    for k, g in sel.groupby(pkeys, sort=False, dropna=False):
+    for k, g in sel.groupby("_g", sort=False):
+        g = frames.latest(g, MAX_MERGED)
         merged = stats.merge_histograms(g.histogram)
         if merged is None or not merged.get_total_count():
             continue
-        curve = np.array([merged.get_value_at_percentile(q) for q in qs], dtype=float)
+        table = merged.get_percentile_to_value_dict(list(qs))  # one pass over the counts
+        curve = np.array([table[q] for q in qs], dtype=float)
         out[k] = (stats.histogram_percentiles(merged, (50, 90, 99, 99.9)), (qs, curve), len(g))
     return out
 
 
-def performance_section(data, windows: pd.DataFrame, keys: list[str], max_hist: int) -> Section:
-    w = windows.copy()
-    w["point"] = _points(w)
+def points(windows: pd.DataFrame, keys: list[str]) -> dict:
+    """The windows' points (group keys, tool, mode, load point), numbered once for the
+    performance and differences sections: ``frame`` (the windows' columns they read), ``gid``
+    (each window's point, numbered in key order), ``names`` (each point's key tuple) and
+    ``units`` (each point's throughput and p99 latency per independent unit,
+    ``frames.unit_values``, from one grouping of all windows by point, run and cycle)."""
     pkeys = keys + ["tool", "mode", "point"]
-    g = w.groupby(pkeys, sort=True, dropna=False)
-    agg = g.agg(windows=("window", "size"), requests=("requests", "sum"), p50_med=("p50_us", "median"),
-                p99_med=("p99_us", "median")).reset_index()
-    chosen = [tuple(r) for r in agg.sort_values("requests", ascending=False)[pkeys].head(max_hist).itertuples(index=False)]
-    hists = _hist_percentiles(data.root, w, pkeys, chosen)
+    w = windows[[c for c in dict.fromkeys([*keys, "tool", "mode", "run_id", "cycle", "window", "date", "requests",
+                                           "throughput", "p50_us", "p99_us", "_run"]) if c in windows]]
+    w = w.assign(point=_points(windows))
+    gid = w.groupby(pkeys, sort=True, dropna=False).ngroup().to_numpy()
+    first = np.empty(gid.max() + 1, dtype=np.int64)
+    first[gid[::-1]] = np.arange(len(gid) - 1, -1, -1)  # each point's first window (the last write wins)
+    names = [tuple(r) for r in w.iloc[first][pkeys].itertuples(index=False)]
+    cols = ["throughput", "p99_us"]
+    per = pd.DataFrame({"g": gid, "run": _run_codes(w), "cycle": w["cycle"].to_numpy(),
+                        **{c: pd.to_numeric(w[c], errors="coerce").to_numpy() for c in cols}})
+    per = per.groupby(["g", "run", "cycle"], sort=False, dropna=False)[cols].median()
+    order = np.argsort(gid, kind="stable")
+    bounds = np.searchsorted(gid[order], np.arange(len(names) + 1))
+    units = {}
+    for g, part in per.groupby(level="g", sort=False):
+        units[g] = {c: frames.cycle_units(part[c].droplevel("g")) for c in cols}
+        for c in [c for c in cols if units[g][c] is None]:  # under 3 cycles: its windows are the units
+            units[g][c] = frames.unit_values(w.iloc[order[bounds[g]:bounds[g + 1]]], c)
+    return {"keys": pkeys, "frame": w, "gid": gid, "names": names, "units": units}
+
+
+def performance_section(data, pts: dict, keys: list[str], max_hist: int) -> Section:
+    pkeys, w, gid, names = pts["keys"], pts["frame"], pts["gid"], pts["names"]
+    agg = w.groupby(gid, sort=True).agg(windows=("window", "size"), requests=("requests", "sum"),
+                                         p50_med=("p50_us", "median"), p99_med=("p99_us", "median"),
+                                         tput=("throughput", "median"))
+    chosen = list(agg.sort_values("requests", ascending=False).index[:max_hist])
+    hists = _hist_percentiles(data.root, w, gid, chosen)
+    hists = {names[i]: v for i, v in hists.items()}
     rows = []
-    for k, grp in g:
-        est, lo, hi = stats.bootstrap_ci(_sub(grp.throughput))
+    capped = 0
+    for i, a in zip(agg.index, agg.itertuples(index=False)):
+        k = names[i]
+        vals, unit = pts["units"][i]["throughput"]
+        capped += k in hists and hists[k][2] < a.windows
+        _, lo, hi = stats.bootstrap_ci(vals)
+        est = a.tput
+        lo, hi = (min(lo, est), max(hi, est)) if pd.notna(est) else (lo, hi)
         row = dict(zip(pkeys, k))
         hp = hists.get(k, (None,))[0]
-        a = agg[(agg[pkeys] == pd.Series(k, index=pkeys)).all(axis=1)].iloc[0]
         row.update({"windows": int(a.windows), "infer/s": est, "infer/s 95 % CI": f"{lo:,.0f} – {hi:,.0f}",
+                    "CI over": f"{vals.size:,} {unit}",
                     "p50 µs": hp["p50_us"] if hp else a.p50_med, "p99 µs": hp["p99_us"] if hp else a.p99_med,
                     "p99.9 µs": hp["p999_us"] if hp else None, "max µs": hp["max_us"] if hp else None,
-                    "latency from": (f"HDR, {hists[k][2]} windows merged" if hp else "window medians"),
+                    "latency from": (f"HDR, {hists[k][2]:,} windows merged" if hp else "window medians"),
                     "throughput_lo": lo, "throughput_hi": hi})
         rows.append(row)
     pts = pd.DataFrame(rows)
@@ -153,11 +188,18 @@ def performance_section(data, windows: pd.DataFrame, keys: list[str], max_hist: 
         knees[lab] = kn["point"] if kn else None
         lines.append({"series": lab, "knee point": knees[lab], "infer/s at knee": kn["throughput"] if kn else None})
     shown = pts.drop(columns=["throughput_lo", "throughput_hi"])
-    sec = Section("Performance").add(Table(shown, "Throughput (median of windows, bootstrap interval) and latency "
-                                          "per point; percentiles exact from merged HDR histograms where marked"))
+    sec = Section("Performance").add(Table(shown, "Throughput (median of windows; bootstrap interval of the median "
+                                          "over independent units: cycles' medians, runs' for a point with over "
+                                          f"{frames.MAX_UNITS:,} cycles, windows for one measured in under 3 cycles) "
+                                          "and latency per point; percentiles exact from merged HDR histograms where "
+                                          "marked"))
     if len(hists) < len(pts):
         sec.add(f"Histograms merged for the {len(hists)} busiest of {len(pts)} points (--max-histograms); "
                 "the others show their windows' median percentiles.")
+    if capped:
+        sec.add(f"HDR percentiles merge a point's latest {MAX_MERGED:,} windows with histograms, of its latest "
+                f"{MAX_MERGED_RUNS} runs at most: {capped} point(s) here merge fewer than all their windows "
+                "('latency from' says how many).")
     if lines:
         sec.add(Table(pd.DataFrame(lines), "Knee of each sweep"))
         fig_pts = pts.rename(columns={"infer/s": "throughput", "p99 µs": "p99_us"})
@@ -169,14 +211,34 @@ def performance_section(data, windows: pd.DataFrame, keys: list[str], max_hist: 
     return sec
 
 
+def _run_codes(df: pd.DataFrame) -> np.ndarray:
+    """``pd.factorize(df.run_id)[0]``, from the ``_run`` column ``report.build`` adds where present."""
+    return df["_run"].to_numpy() if "_run" in df else pd.factorize(df["run_id"])[0]
+
+
 def _unit(df: pd.DataFrame, col: str) -> np.ndarray:
-    """A soak's values per cycle (windows of one cycle are not independent); a point run once
-    (bench) has one cycle, so its windows are the values."""
-    per = df.groupby(["run_id", "cycle"])[col].median()
-    return (per if len(per) >= 3 else df[col]).dropna().to_numpy(dtype=float)
+    """``col`` per independent unit (``frames.unit_values``): each cycle's median; each run's
+    where there are over ``frames.MAX_UNITS`` cycles; the rows where under 3 cycles."""
+    return frames.unit_values(df, col)[0]
 
 
-def _test_rows(b: pd.DataFrame, o: pd.DataFrame, bw: pd.DataFrame, ow: pd.DataFrame) -> list[dict]:
+def _measures(c: pd.DataFrame, pts: dict, gs: list[int]) -> dict:
+    """One side's values per independent unit, by metric name: stop and start latency over its
+    cycles ``c`` (``_unit``), throughput and p99 latency at each of its points ``gs``."""
+    out = {}
+    if len(c):
+        for col, name in (("stop_latency_s", "stop latency"), ("start_latency_s", "start latency")):
+            out[name] = (_unit(c, col), "s")
+    for g in gs:  # in (tool, mode, point) order
+        tool, mode, point = pts["names"][g][-3:]
+        where = f" @ {mode} {point:g}" + ("" if tool == "rig" else f" ({tool})")
+        out["throughput" + where] = (pts["units"][g]["throughput"][0], "infer/s")
+        out["p99 latency" + where] = (pts["units"][g]["p99_us"][0], "µs")
+    return out
+
+
+def _test_rows(b: pd.DataFrame, o: pd.DataFrame, bm: dict, om: dict) -> list[dict]:
+    """The baseline's cycles ``b`` and measures ``bm`` against another's (``o``, ``om``)."""
     rows = []
     if len(b) and len(o):
         be, bok = _finalized(b)
@@ -187,15 +249,9 @@ def _test_rows(b: pd.DataFrame, o: pd.DataFrame, bw: pd.DataFrame, ow: pd.DataFr
                          "change": f"{100 * (ro - rb):+.0f} points", "estimate": 100 * (ro - rb), "lo": np.nan,
                          "hi": np.nan, "p": stats.fisher(int(ook.sum()), int(oe.sum()), int(bok.sum()), int(be.sum()),
                                                        alternative="two-sided"), "sign": np.sign(ro - rb)})
-        for col, name in (("stop_latency_s", "stop latency"), ("start_latency_s", "start latency")):
-            rows.append(_num_row(name, b[col].to_numpy(dtype=float), o[col].to_numpy(dtype=float), "s"))
-    for pk, bp in bw.groupby(["tool", "mode", "point"], sort=True):
-        op = ow[(ow.tool == pk[0]) & (ow["mode"] == pk[1]) & (ow.point == pk[2])]
-        if op.empty:
-            continue
-        where = f" @ {pk[1]} {pk[2]:g}" + ("" if pk[0] == "rig" else f" ({pk[0]})")
-        rows.append(_num_row("throughput" + where, _unit(bp, "throughput"), _unit(op, "throughput"), "infer/s"))
-        rows.append(_num_row("p99 latency" + where, _unit(bp, "p99_us"), _unit(op, "p99_us"), "µs"))
+    for name, (a, unit) in bm.items():
+        if name in om and (unit != "s" or (len(b) and len(o))):
+            rows.append(_num_row(name, a, om[name][0], unit))
     return [r for r in rows if r is not None]
 
 
@@ -204,27 +260,32 @@ def _num_row(name, a, b, unit):
     if not a.size or not b.size:
         return None
     cmp = stats.compare(a, b)
-    est, lo, hi = stats.ratio_ci(_sub(pd.Series(a)), _sub(pd.Series(b)))
+    est, lo, hi = stats.ratio_ci(a, b)
     return {"metric": name, "baseline": f"{cell(cmp['a_median'])} {unit}", "other": f"{cell(cmp['b_median'])} {unit}",
             "change": "-" if pd.isna(est) else f"{100 * est:+.1f} %", "estimate": 100 * est, "lo": 100 * lo,
             "hi": 100 * hi, "p": cmp["p_value"], "sign": np.sign(cmp["diff"] or 0)}
 
 
-def differences_section(cycles, windows, keys, axis, base) -> Section:
+def differences_section(cycles, pts: dict, keys, axis, base) -> Section:
     from scipy.stats import false_discovery_control
 
     rest = [k for k in keys if k != axis]
-    w = windows.assign(point=_points(windows))
+    by_side: dict = {}  # (axis value, rest values) -> the points of that side (keys are [axis, *rest])
+    for g, name in enumerate(pts["names"]):
+        if pd.notna(name[-1]) and pd.notna(name[0]):
+            by_side.setdefault((str(name[0]), tuple(name[1:len(keys)])), []).append(g)
+    c_all = cycles.assign(_axis=cycles[axis].astype("string"))
     rows = []
-    for rk, c_rest in _groups(cycles, rest):
-        w_rest = w
-        for k, v in zip(rest, rk if isinstance(rk, tuple) else (rk,)):
-            w_rest = w_rest[w_rest[k] == v]
-        vals = sorted(set(c_rest[axis].dropna().astype(str)) | set(w_rest[axis].dropna().astype(str)))
-        bc, bw = c_rest[c_rest[axis].astype(str) == base], w_rest[w_rest[axis].astype(str) == base]
+    for rk, c_rest in _groups(c_all, rest):
+        rt = rk if isinstance(rk, tuple) else (rk,)
+        mine = {a: gs for (a, r), gs in by_side.items() if len(r) == len(rest) and all(x == y for x, y in zip(r, rt))}
+        c_by = dict(tuple(c_rest.groupby("_axis", sort=False)))
+        vals = sorted(set(c_by) | set(mine))
+        bc = c_by.get(base, c_rest.iloc[:0])
+        bm = _measures(bc, pts, mine.get(base, []))
         for other in (v for v in vals if v != base):
-            oc, ow = c_rest[c_rest[axis].astype(str) == other], w_rest[w_rest[axis].astype(str) == other]
-            for r in _test_rows(bc, oc, bw, ow):
+            oc = c_by.get(other, c_rest.iloc[:0])
+            for r in _test_rows(bc, oc, bm, _measures(oc, pts, mine.get(other, []))):
                 r.update({"scope": _label(rest, rk) if rest else "", axis: other})
                 rows.append(r)
     sec = Section("Differences from the baseline")
@@ -248,9 +309,10 @@ def differences_section(cycles, windows, keys, axis, base) -> Section:
     sec.headlines = heads
     cols = [axis] + (["scope"] if rest else []) + ["metric", "baseline", "other", "change", "direction", "p",
                                                       "p adj", "significant"]
-    sec.add(*heads, Table(t[cols], f"Each {axis} against {axis}={base} (Mann-Whitney U per cycle, or per window "
-                          f"for a single-cycle point; Fisher's exact test for finalize; BH-adjusted p; significant: "
-                          f"p adj < {ALPHA:g} and a change of {MIN_EFFECT_PCT:g} % or more)"))
+    sec.add(*heads, Table(t[cols], f"Each {axis} against {axis}={base} (medians and Mann-Whitney U over cycles, "
+                          f"over runs' medians for a side of over {frames.MAX_UNITS:,} cycles, over windows for a "
+                          f"point measured in under 3 cycles; Fisher's exact test for finalize; BH-adjusted p; "
+                          f"significant: p adj < {ALPHA:g} and a change of {MIN_EFFECT_PCT:g} % or more)"))
     fig_rows = t[t.estimate.notna()].head(30).assign(label=lambda d: d[axis] + " " + d.metric)
     if len(fig_rows):
         sec.add(Figure(plots.png(plots.comparison_figure(fig_rows, f"Change from {axis}={base} (95 % interval)")),
@@ -259,13 +321,14 @@ def differences_section(cycles, windows, keys, axis, base) -> Section:
 
 
 def trends_section(cycles: pd.DataFrame, windows: pd.DataFrame, keys: list[str]) -> Section | None:
-    dates = pd.concat([cycles.date, windows.date]).dropna().astype(str).unique()
+    dates = {str(d) for d in (*cycles.date.dropna().unique(), *windows.date.dropna().unique())}
     if len(dates) < 2:
         return None
     skeys = [k for k in keys if k != "run_id"]
     if "triton_version" in skeys and cycles.groupby("date").triton_version.nunique().max() <= 1:
         skeys.remove("triton_version")  # one version a night: an upgrade is a step of one series
-    c = cycles.assign(_exp=_finalized(cycles)[0], _ok=_finalized(cycles)[1])
+    exp, ok = _finalized(cycles)
+    c = cycles.assign(_exp=exp, _ok=ok)
     night = c.groupby(skeys + ["date"], dropna=False).agg(throughput=("throughput", "median"),
                                                           stop_latency_s=("stop_latency_s", "median"),
                                                           _ok=("_ok", "sum"), _exp=("_exp", "sum")).reset_index()

@@ -18,11 +18,20 @@ import numpy as np
 HDR_LOWEST_US = 1
 HDR_HIGHEST_US = 60_000_000  # rig.load.windows.HDR_MAX_US: one minute
 HDR_DIGITS = 3
+BOOT_MAX = 2000  # values a bootstrap resamples at most: a seeded random subsample beyond that
 
 
 def _finite(values) -> np.ndarray:
-    a = np.asarray([v for v in (values if values is not None else []) if v is not None], dtype=float)
-    return a[np.isfinite(a)]
+    """The finite numbers of ``values`` (None, NaN, NA and infinities left out), as floats."""
+    if values is None:
+        return np.array([], dtype=float)
+    if hasattr(values, "to_numpy"):
+        a = values.to_numpy(dtype=float, na_value=np.nan)
+    elif isinstance(values, np.ndarray) and values.dtype.kind in "iuf":
+        a = values.astype(float, copy=False)
+    else:
+        a = np.asarray(values if hasattr(values, "__len__") else list(values), dtype=float)  # None -> NaN
+    return a[np.isfinite(a)].reshape(-1)
 
 
 def wilson(successes: int, n: int, confidence: float = 0.95) -> tuple[float | None, float | None, float | None]:
@@ -36,10 +45,20 @@ def wilson(successes: int, n: int, confidence: float = 0.95) -> tuple[float | No
     return k / n, float(ci.low), float(ci.high)
 
 
+def _subsample(a: np.ndarray, max_values: int | None, seed: int) -> np.ndarray:
+    """At most ``max_values`` of ``a``: a seeded random subsample without replacement. The
+    interval from a subsample is wider than the whole sample's would be, never narrower."""
+    if max_values is None or a.size <= max_values:
+        return a
+    return np.random.default_rng(seed).choice(a, max_values, replace=False)
+
+
 def bootstrap_ci(values, statistic: Callable = np.median, confidence: float = 0.95,
-                 n_resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+                 n_resamples: int = 2000, seed: int = 0, max_values: int | None = BOOT_MAX) -> tuple[float, float, float]:
     """``statistic`` of ``values`` with its bootstrap interval (BCa, percentile where BCa is
-    undefined). One value or all values equal: ``(v, v, v)``. No values: NaNs."""
+    undefined). One value or all values equal: ``(v, v, v)``. No values: NaNs. The estimate is
+    of all values; the interval resamples at most ``max_values`` of them (a seeded subsample:
+    wider, so conservative; BCa's jackknife grows with the square of the sample)."""
     from scipy.stats import bootstrap
 
     a = _finite(values)
@@ -48,6 +67,7 @@ def bootstrap_ci(values, statistic: Callable = np.median, confidence: float = 0.
     est = float(statistic(a))
     if a.size == 1 or np.all(a == a[0]):
         return est, est, est
+    a = _subsample(a, max_values, seed)
     for method in ("BCa", "percentile"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # BCa on tiny samples warns, then we fall back
@@ -81,9 +101,10 @@ def compare(a, b, alternative: str = "two-sided") -> dict:
 
 
 def ratio_ci(a, b, statistic: Callable = np.median, confidence: float = 0.95,
-             n_resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+             n_resamples: int = 2000, seed: int = 0, max_values: int | None = BOOT_MAX) -> tuple[float, float, float]:
     """``statistic(b) / statistic(a) - 1`` with its bootstrap interval (each sample resampled
-    on its own). NaNs when either side is empty or ``statistic(a)`` is 0."""
+    on its own, at most ``max_values`` of each: see ``bootstrap_ci``). NaNs when either side is
+    empty or ``statistic(a)`` is 0."""
     from scipy.stats import bootstrap
 
     x, y = _finite(a), _finite(b)
@@ -92,6 +113,7 @@ def ratio_ci(a, b, statistic: Callable = np.median, confidence: float = 0.95,
     est = float(statistic(y) / statistic(x) - 1)
     if x.size < 2 or y.size < 2:
         return est, est, est
+    x, y = _subsample(x, max_values, seed), _subsample(y, max_values, seed + 1)
 
     def rel(xs, ys, axis=-1):
         return statistic(ys, axis=axis) / statistic(xs, axis=axis) - 1
@@ -123,19 +145,72 @@ def decode_histogram(encoded: str):
     return HdrHistogram.decode(base64.b64decode(encoded))
 
 
+def _payload(encoded: str):
+    """The zlib-inflated payload of one stored histogram and its header (lowest, highest,
+    significant digits), or None where it is not hdrhistogram's V2 encoding as the rig
+    stores it (base64 of hdrhistogram's own base64). The layouts are ``hdrh.codec``'s
+    ``ExternalHeader`` (cookie, length) and ``PayloadHeader`` (cookie, payload length,
+    normalizing index offset, digits, lowest, highest, conversion ratio), big-endian."""
+    import binascii
+    import struct
+    import zlib
+
+    from hdrh import codec
+
+    raw = binascii.a2b_base64(binascii.a2b_base64(encoded))  # base64.b64decode, without its argument checks
+    if len(raw) < 8:
+        return None
+    cookie, length = struct.unpack_from(">II", raw)
+    if codec.get_cookie_base(cookie) != codec.V2_COMPRESSION_COOKIE_BASE or length != len(raw) - 8:
+        return None
+    data = zlib.decompress(raw[8:])
+    if len(data) < 40:
+        return None
+    cookie, _, offset, digits, lowest, highest, _ = struct.unpack_from(">IIIIqqd", data)
+    if codec.get_cookie_base(cookie) != codec.V2_ENCODING_COOKIE_BASE or offset:
+        return None
+    return data, (lowest, highest, digits)
+
+
 def merge_histograms(encoded: Iterable[str | None]):
     """The exact sum of stored histograms (None and NaN entries skipped); None when none is
-    left. Percentiles of the sum are those of all the latencies recorded together."""
-    from hdrh.histogram import HdrHistogram
+    left. Percentiles of the sum are those of all the latencies recorded together.
 
-    total = None
+    Histograms with the sum's own settings (the rig's: 1 us to one minute, 3 digits) are
+    decoded by hdrhistogram's C decoder straight into one counts array and summed with numpy,
+    about ten times faster than a decoded ``HdrHistogram`` each; any other goes through
+    ``HdrHistogram.decode`` and ``add``."""
+    from hdrh.codec import payload_header_size
+    from hdrh.histogram import HdrHistogram
+    from pyhdrh import decode
+
+    total = acc = scratch = same = None
+    count = 0
     for e in encoded:
         if e is None or (isinstance(e, float) and math.isnan(e)):
             continue
-        h = decode_histogram(e)
+        got = _payload(e)
         if total is None:
-            total = HdrHistogram(HDR_LOWEST_US, max(HDR_HIGHEST_US, h.highest_trackable_value), HDR_DIGITS)
-        total.add(h)
+            highest = max(HDR_HIGHEST_US, got[1][1] if got else decode_histogram(e).highest_trackable_value)
+            total = HdrHistogram(HDR_LOWEST_US, highest, HDR_DIGITS)
+            acc = np.zeros(total.counts_len, dtype=np.uint64)
+            scratch = np.zeros(total.counts_len, dtype=np.uint64)
+            same = (total.lowest_trackable_value, total.highest_trackable_value, total.significant_figures)
+        if got is None or got[1] != same:
+            total.add(decode_histogram(e))  # counted in ``total`` itself: folded in at the end
+            continue
+        r = decode(got[0], payload_header_size, scratch.ctypes.data, total.counts_len, 8)
+        if r["total"]:  # the decoder writes the non-zero counts only: clear what it wrote
+            a, b = r["min_nonzero_index"], r["max_nonzero_index"] + 1
+            acc[a:b] += scratch[a:b]
+            scratch[a:b] = 0
+            count += r["total"]
+    if total is None or not count:
+        return total
+    counts = np.ctypeslib.as_array(total.counts)
+    counts += acc
+    nonzero = np.flatnonzero(counts)
+    total.set_internal_tacking_values(int(nonzero[0]), int(nonzero[-1]), int(total.total_count + count))
     return total
 
 
@@ -206,5 +281,8 @@ def change_points(values, penalty: float | None = None, min_size: int = 2) -> li
         if sigma == 0:
             sigma = 1e-6 * (float(np.max(np.abs(a))) or 1.0)
         penalty = 4.0 * sigma ** 2 * math.log(n)
-    algo = ruptures.Pelt(model="l2", min_size=min_size, jump=1).fit(a.reshape(-1, 1))
+    # PELT with ruptures' C implementation of the l2 cost (the linear kernel's): the same
+    # segmentation as ``ruptures.Pelt(model="l2", jump=1)``, a hundred times faster on a
+    # year of nights, where nothing prunes and PELT weighs about n**2/2 segments.
+    algo = ruptures.KernelCPD(kernel="linear", min_size=min_size).fit(a.reshape(-1, 1))
     return [int(b) for b in algo.predict(pen=penalty)[:-1]]

@@ -12,8 +12,10 @@ configuration pass however their noise falls, and a tiny but certain change pass
 - stop latency: p95 of the candidate over p95 of the baseline above ``max_stop_regression``,
   significant by Mann-Whitney U over the cycles' stop latencies;
 - throughput, per point (mode, concurrency or rate, tool) both sides measured: a drop of the
-  median over windows above ``max_throughput_drop`` (relative), significant by Mann-Whitney U
-  over the windows (``frames.measured_windows``: warm-up windows left out);
+  median above ``max_throughput_drop`` (relative), significant by Mann-Whitney U, both over
+  independent units (``frames.unit_values`` of the measured windows, warm-up left out: each
+  cycle's median; each run's where a side has over 1,000 cycles; the windows themselves where
+  a side has fewer than 3 cycles);
 - any outcome but ``clean`` that the candidate has and the baseline never had.
 """
 
@@ -94,13 +96,10 @@ def _secs(v: float) -> str:
     return f"{v:.1f} s" if v >= 1 else f"{v:.3f} s"
 
 
-def _finalize(base: list[dict], cand: list[dict], max_drop: float, alpha: float) -> list[str]:
-    def counts(rows):
-        with_evidence = [r for r in rows if (r.get("finalize_expected") or 0) > 0]
-        ok = sum(1 for r in with_evidence if (r.get("finalize_before_stop") or 0) == r["finalize_expected"])
-        return ok, len(with_evidence)
+def _finalize(base, cand, max_drop: float, alpha: float) -> list[str]:
+    from rig.analysis import frames
 
-    (kb, nb), (kc, nc) = counts(base), counts(cand)
+    (kb, nb), (kc, nc) = frames.finalize_counts(base), frames.finalize_counts(cand)
     if not nb or not nc:
         return []
     rb, lb, _ = stats.wilson(kb, nb)
@@ -113,10 +112,10 @@ def _finalize(base: list[dict], cand: list[dict], max_drop: float, alpha: float)
     return []
 
 
-def _stop(base: list[dict], cand: list[dict], max_ratio: float, alpha: float) -> list[str]:
-    lb = [r["stop_latency_s"] for r in base if r.get("stop_latency_s") is not None]
-    lc = [r["stop_latency_s"] for r in cand if r.get("stop_latency_s") is not None]
-    if not lb or not lc:
+def _stop(base, cand, max_ratio: float, alpha: float) -> list[str]:
+    lb = stats._finite(base["stop_latency_s"])
+    lc = stats._finite(cand["stop_latency_s"])
+    if not lb.size or not lc.size:
         return []
     pb, pc = float(np.percentile(lb, 95)), float(np.percentile(lc, 95))
     if pb <= 0 or pc / pb <= max_ratio:
@@ -139,8 +138,7 @@ def _throughput(base_windows, cand_windows, max_drop: float, alpha: float) -> li
         gc = wc
         for k, v in zip(keys, key):
             gc = gc[gc[k].isna()] if v is None or (isinstance(v, float) and math.isnan(v)) else gc[gc[k] == v]
-        tb = gb["throughput"].dropna().to_numpy(dtype=float)
-        tc = gc["throughput"].dropna().to_numpy(dtype=float)
+        tb, tc = frames.unit_values(gb, "throughput")[0], frames.unit_values(gc, "throughput")[0]
         if not len(tb) or not len(tc) or np.median(tb) <= 0:
             continue
         rel, low, high = stats.ratio_ci(tb, tc)
@@ -156,12 +154,10 @@ def _throughput(base_windows, cand_windows, max_drop: float, alpha: float) -> li
     return reasons
 
 
-def _new_outcomes(base: list[dict], cand: list[dict]) -> list[str]:
-    seen = {r["outcome"] for r in base}
-    new: dict[str, int] = {}
-    for r in cand:
-        if r["outcome"] not in seen and r["outcome"] != "clean":
-            new[r["outcome"]] = new.get(r["outcome"], 0) + 1
+def _new_outcomes(base, cand) -> list[str]:
+    seen = set(base["outcome"].dropna())
+    counts = cand["outcome"].dropna().value_counts()
+    new = {k: int(v) for k, v in counts.items() if k not in seen and k != "clean"}
     if not new:
         return []
     had = ", ".join(sorted(seen)) or "no cycles"
@@ -169,12 +165,24 @@ def _new_outcomes(base: list[dict], cand: list[dict]) -> list[str]:
             + f" (baseline had only {had})"]
 
 
+JUDGED = ("outcome", "finalize_expected", "finalize_before_stop", "stop_latency_s")
+
+
+def _judged(cycles):
+    """Cycle rows (``CycleRow``s, dicts or a frame) as a frame of the columns the gate reads."""
+    import pandas as pd
+
+    if not hasattr(cycles, "columns"):
+        cycles = pd.DataFrame(records(cycles))
+    return cycles.reindex(columns=list(JUDGED))
+
+
 def gate(baseline_cycles, baseline_windows, candidate_cycles, candidate_windows,
          max_finalize_drop: float = MAX_FINALIZE_DROP, max_stop_regression: float = MAX_STOP_REGRESSION,
          max_throughput_drop: float = MAX_THROUGHPUT_DROP, alpha: float = ALPHA) -> list[str]:
     """Reasons the candidate regressed from the baseline (empty: it passes); see the module's
     docstring for the rules."""
-    base, cand = records(baseline_cycles), records(candidate_cycles)
+    base, cand = _judged(baseline_cycles), _judged(candidate_cycles)
     return (_new_outcomes(base, cand)
             + _finalize(base, cand, max_finalize_drop, alpha)
             + _stop(base, cand, max_stop_regression, alpha)

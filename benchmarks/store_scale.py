@@ -3,7 +3,7 @@
 1,000,000 windows in the layout the rig writes, compacts it, and prints how long reading takes.
 
     python benchmarks/store_scale.py [--runs 500] [--cycles-per-run 200] [--windows-per-cycle 10]
-                                     [--unit-runs 5] [--out DIR] [--commands]
+                                     [--unit-runs 5] [--out DIR [--reuse]] [--commands [--repeat 3]]
 
 What it builds: ``--runs`` runs over 4 Triton versions and one date per run (a nightly run), each
 with ``--cycles-per-run`` cycles of ``--windows-per-cycle`` windows, values drawn like a real soak
@@ -16,7 +16,9 @@ run), and then compacted by ``Store.compact`` (timed); the others are written al
 would take most of an hour here and measures nothing new.
 
 ``--commands`` also times ``rig report DIR`` and ``rig gate DIR --baseline V1 --candidate V2``
-(where those commands are built). Prints the figures; the store stays in DIR with ``--out``.
+(where those commands are built), ``--repeat`` times each (the median, and every run). Prints
+the figures; the store stays in DIR with ``--out``, and ``--reuse`` times a store built there
+before instead of building it again.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import argparse
 import base64
 import dataclasses
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -154,22 +157,29 @@ def main() -> int:
     ap.add_argument("--unit-runs", type=int, default=5, help="runs written as unit files, then compacted")
     ap.add_argument("--out", help="build the store here and keep it (default: a temporary folder, removed)")
     ap.add_argument("--commands", action="store_true", help="also time `rig report` and `rig gate` over it")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each command (--commands): the median is shown")
+    ap.add_argument("--reuse", action="store_true", help="with --out: time the store already there, do not build")
     a = ap.parse_args()
+    if a.reuse and not (a.out and (Path(a.out) / "cycles").is_dir()):
+        ap.error("--reuse needs --out DIR holding a store this script built")
     out = Path(a.out) if a.out else Path(tempfile.mkdtemp(prefix="rig-store-scale-"))
     try:
         store = Store(out)
-        print(f"building {a.runs} runs x {a.cycles_per_run} cycles x {a.windows_per_cycle} windows in {out} "
-              f"({a.unit_runs} run(s) as unit files)", flush=True)
-        build(store, a.runs, a.cycles_per_run, a.windows_per_cycle, a.unit_runs)
-        units = sum(1 for t in TABLES for f in store.files(t) if not f.endswith(f"-{MERGED}.parquet"))
-        print(f"unit files before compaction: {units:,}")
-        timed("read cycles, uncompacted units present", lambda: Store(out).read("cycles"), repeat=1)
-        t0 = time.perf_counter()
-        summary = Store(out).compact()
-        took = time.perf_counter() - t0
-        merged = sum(m[1] for ms in summary["compacted"].values() for m in ms)
-        print(f"{'compaction of ' + str(len(summary['compacted'])) + ' run(s), ' + f'{merged:,} unit files':<58} "
-              f"{took:7.3f} s  ({took / max(1, len(summary['compacted'])):.2f} s per run)")
+        if a.reuse:
+            print(f"reusing the store in {out}", flush=True)
+        else:
+            print(f"building {a.runs} runs x {a.cycles_per_run} cycles x {a.windows_per_cycle} windows in {out} "
+                  f"({a.unit_runs} run(s) as unit files)", flush=True)
+            build(store, a.runs, a.cycles_per_run, a.windows_per_cycle, a.unit_runs)
+            units = sum(1 for t in TABLES for f in store.files(t) if not f.endswith(f"-{MERGED}.parquet"))
+            print(f"unit files before compaction: {units:,}")
+            timed("read cycles, uncompacted units present", lambda: Store(out).read("cycles"), repeat=1)
+            t0 = time.perf_counter()
+            summary = Store(out).compact()
+            took = time.perf_counter() - t0
+            merged = sum(m[1] for ms in summary["compacted"].values() for m in ms)
+            print(f"{'compaction of ' + str(len(summary['compacted'])) + ' run(s), ' + f'{merged:,} unit files':<58} "
+                  f"{took:7.3f} s  ({took / max(1, len(summary['compacted'])):.2f} s per run)")
         files = sum(len(store.files(t)) for t in TABLES)
         size = sum(p.stat().st_size for p in out.rglob("*.parquet"))
         print(f"after compaction: {files:,} files, {size / 2**20:,.0f} MiB")
@@ -184,14 +194,22 @@ def main() -> int:
             "windows", columns=[f.name for f in dataclasses.fields(WindowRow) if f.name != "histogram"]))
         timed("read windows, every column", lambda: Store(out).read("windows"), repeat=1)
         if a.commands:
-            for cmd in (["report", str(out)], ["gate", str(out), "--baseline", VERSIONS[0], "--candidate", VERSIONS[-1]]):
-                t0 = time.perf_counter()
-                p = subprocess.run([sys.executable, "-m", "rig", *cmd], capture_output=True, text=True)
-                took = time.perf_counter() - t0
+            page = Path(tempfile.mkdtemp(prefix="rig-store-scale-report-")) / "report.html"
+            for cmd in (["report", str(out), "--out", str(page)],
+                        ["gate", str(out), "--baseline", VERSIONS[0], "--candidate", VERSIONS[-1]]):
+                took = []
+                for _ in range(max(1, a.repeat)):
+                    t0 = time.perf_counter()
+                    p = subprocess.run([sys.executable, "-m", "rig", *cmd], capture_output=True, text=True)
+                    took.append(time.perf_counter() - t0)
                 if "not built yet" in p.stderr:
                     print(f"rig {cmd[0]}: not built yet")
                 else:
-                    print(f"{'rig ' + ' '.join(cmd).replace(str(out), 'DIR'):<58} {took:7.3f} s  (exit {p.returncode})")
+                    shown = " ".join(cmd[:2]).replace(str(out), "DIR") + " " + " ".join(cmd[2:] if cmd[0] == "gate" else [])
+                    runs = ", ".join(f"{t:.2f}" for t in took)
+                    print(f"{'rig ' + shown.strip():<58} {statistics.median(took):7.3f} s  median of {len(took)} "
+                          f"({runs}; exit {p.returncode})")
+            shutil.rmtree(page.parent, ignore_errors=True)
     finally:
         if not a.out:
             shutil.rmtree(out, ignore_errors=True)

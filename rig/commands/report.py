@@ -31,7 +31,7 @@ def run(args) -> int:
 
     if args.max_histograms < 0:
         raise RigError("--max-histograms must be 0 or more")
-    data = report.select(report.load(args.results), args.where)
+    data = report.select(report.load(args.results, [w.partition("=")[0].strip() for w in args.where]), args.where)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # empty groups' medians: shown as '-'
         md, page = report.build(data, baseline=args.baseline, max_histograms=args.max_histograms)
