@@ -192,8 +192,8 @@ def run(args) -> int:
     for p in plan:
         for skipped in p["skipped"]:
             rows.append(skipped)
-            engine = "" if skipped["engine"] == "-" else f", engine {skipped['engine']}"
-            print(f"runtime {skipped['runtime']}{engine}: skipped: {skipped['reason']}", flush=True)
+            print(f"runtime {skipped['runtime']}, engine {skipped['engine']}: skipped: {skipped['reason']}",
+                  flush=True)
         for engine, why in p["engines"]:
             for retain in retains:
                 n += 1
@@ -246,7 +246,7 @@ def _plan(specs: list[str], engines: list[str], retains: list[str]) -> list[dict
         try:
             rt = runtime.resolve(spec, auto_install=False)
         except RigError as e:
-            skip("-", str(e))
+            skip(",".join(engines), str(e))
             continue
         entry["triton"] = rt.triton_version
         chosen: dict[str, str] = {}
