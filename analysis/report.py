@@ -62,11 +62,15 @@ def load(root: str, where_keys=()) -> Data:
     elif not any((p / t).is_dir() for t in TABLES):
         raise RigError(f"{root} is not a results folder (it has no runs/, cycles/ or windows/ table)")
     store = p if isinstance(p, Store) else Store(p)
+
     def columns(table: str, base: list[str]) -> list[str]:
         names = {f.name for f in dataclasses.fields(ROWS[table])} | {"triton_version", "date"}
         return list(dict.fromkeys([*base, *(k for k in where_keys if k in names and k != "histogram")]))
 
-    runs = store.read("runs", columns=columns("runs", ["run_id"]))
+    run_keys = [k for k in columns("runs", []) if k not in CYCLE_COLUMNS + WINDOW_COLUMNS]
+    # the runs table (a file per run) only where a --where key is its own: runs are counted from
+    # the cycles and windows they hold
+    runs = store.read("runs", columns=["run_id", *run_keys]) if run_keys else pd.DataFrame(columns=["run_id"])
     cycles = store.read("cycles", columns=columns("cycles", CYCLE_COLUMNS))
     windows = store.read("windows", columns=columns("windows", WINDOW_COLUMNS))
     if cycles.empty and windows.empty:
@@ -187,7 +191,7 @@ def plan(data: Data, baseline: str | None) -> dict:
                                                                     else "the first in order")
     else:
         base, why = None, ""
-    return {"vary": vary, "axis": axis, "baseline": base, "why": why, "values": values}
+    return {"vary": vary, "axis": axis, "baseline": base, "why": why, "values": values, "seen": seen}
 
 
 def build(data: Data, baseline: str | None = None, max_histograms: int = 8) -> tuple[str, str]:
@@ -199,9 +203,8 @@ def build(data: Data, baseline: str | None = None, max_histograms: int = 8) -> t
     windows = windows.assign(_run=pd.factorize(windows["run_id"])[0])  # run ids as integers, factorized once
     gkeys = vary or []
     title = f"rig report: {redact(data.root)}"  # a URI's credentials never go into the page
-    summary = [f"{data.runs.run_id.nunique() if len(data.runs) else cycles.run_id.nunique()} run(s), "
-               f"{len(cycles):,} cycle(s), {len(windows):,} window(s); Triton "
-               + ", ".join(sorted(_distinct(data, "triton_version"), key=_version_key))]
+    summary = [f"{len(pl['seen']['run_id']):,} run(s), {len(cycles):,} cycle(s), {len(windows):,} window(s); Triton "
+               + ", ".join(sorted(pl["seen"]["triton_version"], key=_version_key))]
     if axis:
         summary.append(f"Compared by {axis}; baseline {axis}={base} ({pl['why']}); groups differ by "
                        f"{', '.join(gkeys)}.")

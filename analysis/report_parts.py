@@ -13,7 +13,7 @@ from rig.analysis.report_html import Figure, Section, Table, cell
 ALPHA = 0.05
 MIN_EFFECT_PCT = 5.0  # a significant change smaller than this (in %) is not named: noise of a busy machine
 MAX_GROUPS_PLOTTED = 8
-MAX_MERGED = 2000  # windows merged per point at most (its latest): 20-40 ms of decoding per 1,000
+MAX_MERGED = 1000  # windows merged per point at most (its latest): 20-30 ms of decoding per 1,000
 MAX_MERGED_RUNS = 50  # runs whose histograms are read at most (the latest)
 
 
