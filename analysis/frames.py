@@ -146,30 +146,47 @@ def with_cycle_tags(windows: pd.DataFrame, cycles: pd.DataFrame | None) -> pd.Da
 MAX_UNITS = 1000  # cycles a side may have before its runs become the unit (see ``unit_values``)
 
 
-def unit_values(df: pd.DataFrame, column: str, max_units: int = MAX_UNITS) -> tuple[np.ndarray, str]:
-    """``column`` at the unit a test or an interval may take as independent, and its name:
-    each cycle's median where the rows span 3 cycles or more (windows of one cycle share its
-    process), each run's median where they span more than ``max_units`` cycles over 3 runs or
-    more (cycles of one run share its night and machine; the between-run spread is what a year
-    of nightly runs varies by), else the rows themselves (``windows``: a point measured in
-    fewer than 3 cycles, such as a bench)."""
+def unit_levels(df: pd.DataFrame, column: str, max_units: int = MAX_UNITS) -> dict[str, np.ndarray]:
+    """``column`` at each unit a test or an interval may take as independent, as the rows
+    allow: "windows" (the rows themselves) always; "cycles" (each cycle's median; windows of one
+    cycle share its process) where 3 cycles or more have one; "runs" (each run's median; cycles
+    of one run share its night and machine, and a year of nightly runs varies between nights)
+    where more than ``max_units`` cycles over 3 runs or more do."""
     v = pd.to_numeric(df[column], errors="coerce")
+    out = {"windows": v.dropna().to_numpy(dtype=float)}
     if {"run_id", "cycle"} <= set(df.columns) and len(df):
-        got = cycle_units(v.groupby([df["run_id"], df["cycle"]], dropna=False, sort=False).median(), max_units)
-        if got is not None:
-            return got
-    return v.dropna().to_numpy(dtype=float), "windows"
+        out.update(cycle_levels(v.groupby([df["run_id"], df["cycle"]], dropna=False, sort=False).median(), max_units))
+    return out
 
 
-def cycle_units(per_cycle: pd.Series, max_units: int = MAX_UNITS) -> tuple[np.ndarray, str] | None:
-    """``unit_values`` from each cycle's median (indexed by run, cycle); None where fewer
-    than 3 cycles have one (the rows themselves are the units then)."""
+def cycle_levels(per_cycle: pd.Series, max_units: int = MAX_UNITS) -> dict[str, np.ndarray]:
+    """The "cycles" and "runs" of ``unit_levels`` from each cycle's median (indexed by run, cycle)."""
     per_cycle = per_cycle.dropna()
+    out = {}
+    if len(per_cycle) >= 3:
+        out["cycles"] = per_cycle.to_numpy(dtype=float)
     if len(per_cycle) > max_units:
         per_run = per_cycle.groupby(level=0, sort=False).median()
         if len(per_run) >= 3:
-            return per_run.to_numpy(dtype=float), "runs"
-    return (per_cycle.to_numpy(dtype=float), "cycles") if len(per_cycle) >= 3 else None
+            out["runs"] = per_run.to_numpy(dtype=float)
+    return out
+
+
+LEVELS = ("windows", "cycles", "runs")
+
+
+def unit_values(df: pd.DataFrame, column: str, max_units: int = MAX_UNITS) -> tuple[np.ndarray, str]:
+    """``column`` at the coarsest unit ``unit_levels`` allows, and its name."""
+    levels = unit_levels(df, column, max_units)
+    name = max(levels, key=LEVELS.index)
+    return levels[name], name
+
+
+def paired_units(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, str]:
+    """Two sides' ``unit_levels`` at the coarsest unit both have (the same unit on both sides:
+    a version's run medians are not set against one run's cycles)."""
+    name = max(set(a) & set(b), key=LEVELS.index)
+    return a[name], b[name], name
 
 
 def latest(df: pd.DataFrame, n: int | None) -> pd.DataFrame:

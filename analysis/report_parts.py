@@ -126,8 +126,8 @@ def points(windows: pd.DataFrame, keys: list[str]) -> dict:
     """The windows' points (group keys, tool, mode, load point), numbered once for the
     performance and differences sections: ``frame`` (the windows' columns they read), ``gid``
     (each window's point, numbered in key order), ``names`` (each point's key tuple) and
-    ``units`` (each point's throughput and p99 latency per independent unit,
-    ``frames.unit_values``, from one grouping of all windows by point, run and cycle)."""
+    ``units`` (each point's throughput and p99 latency at each independent unit,
+    ``frames.unit_levels``, from one grouping of all windows by point, run and cycle)."""
     pkeys = keys + ["tool", "mode", "point"]
     w = windows[[c for c in dict.fromkeys([*keys, "tool", "mode", "run_id", "cycle", "window", "date", "requests",
                                            "throughput", "p50_us", "p99_us", "_run"]) if c in windows]]
@@ -144,9 +144,9 @@ def points(windows: pd.DataFrame, keys: list[str]) -> dict:
     bounds = np.searchsorted(gid[order], np.arange(len(names) + 1))
     units = {}
     for g, part in per.groupby(level="g", sort=False):
-        units[g] = {c: frames.cycle_units(part[c].droplevel("g")) for c in cols}
-        for c in [c for c in cols if units[g][c] is None]:  # under 3 cycles: its windows are the units
-            units[g][c] = frames.unit_values(w.iloc[order[bounds[g]:bounds[g + 1]]], c)
+        rows = w.iloc[order[bounds[g]:bounds[g + 1]]]
+        units[g] = {c: {"windows": pd.to_numeric(rows[c], errors="coerce").dropna().to_numpy(dtype=float),
+                        **frames.cycle_levels(part[c].droplevel("g"))} for c in cols}
     return {"keys": pkeys, "frame": w, "gid": gid, "names": names, "units": units}
 
 
@@ -162,7 +162,9 @@ def performance_section(data, pts: dict, keys: list[str], max_hist: int) -> Sect
     capped = 0
     for i, a in zip(agg.index, agg.itertuples(index=False)):
         k = names[i]
-        vals, unit = pts["units"][i]["throughput"]
+        lv = pts["units"][i]["throughput"]
+        unit = max(lv, key=frames.LEVELS.index)
+        vals = lv[unit]
         capped += k in hists and hists[k][2] < a.windows
         _, lo, hi = stats.bootstrap_ci(vals)
         est = a.tput
@@ -216,10 +218,9 @@ def _run_codes(df: pd.DataFrame) -> np.ndarray:
     return df["_run"].to_numpy() if "_run" in df else pd.factorize(df["run_id"])[0]
 
 
-def _unit(df: pd.DataFrame, col: str) -> np.ndarray:
-    """``col`` per independent unit (``frames.unit_values``): each cycle's median; each run's
-    where there are over ``frames.MAX_UNITS`` cycles; the rows where under 3 cycles."""
-    return frames.unit_values(df, col)[0]
+def _unit(df: pd.DataFrame, col: str) -> dict:
+    """``col`` at each independent unit (``frames.unit_levels``)."""
+    return frames.unit_levels(df, col)
 
 
 def _measures(c: pd.DataFrame, pts: dict, gs: list[int]) -> dict:
@@ -232,8 +233,8 @@ def _measures(c: pd.DataFrame, pts: dict, gs: list[int]) -> dict:
     for g in gs:  # in (tool, mode, point) order
         tool, mode, point = pts["names"][g][-3:]
         where = f" @ {mode} {point:g}" + ("" if tool == "rig" else f" ({tool})")
-        out["throughput" + where] = (pts["units"][g]["throughput"][0], "infer/s")
-        out["p99 latency" + where] = (pts["units"][g]["p99_us"][0], "µs")
+        out["throughput" + where] = (pts["units"][g]["throughput"], "infer/s")
+        out["p99 latency" + where] = (pts["units"][g]["p99_us"], "µs")
     return out
 
 
@@ -251,7 +252,7 @@ def _test_rows(b: pd.DataFrame, o: pd.DataFrame, bm: dict, om: dict) -> list[dic
                                                        alternative="two-sided"), "sign": np.sign(ro - rb)})
     for name, (a, unit) in bm.items():
         if name in om and (unit != "s" or (len(b) and len(o))):
-            rows.append(_num_row(name, a, om[name][0], unit))
+            rows.append(_num_row(name, *frames.paired_units(a, om[name][0])[:2], unit))
     return [r for r in rows if r is not None]
 
 
@@ -310,7 +311,7 @@ def differences_section(cycles, pts: dict, keys, axis, base) -> Section:
     cols = [axis] + (["scope"] if rest else []) + ["metric", "baseline", "other", "change", "direction", "p",
                                                       "p adj", "significant"]
     sec.add(*heads, Table(t[cols], f"Each {axis} against {axis}={base} (medians and Mann-Whitney U over cycles, "
-                          f"over runs' medians for a side of over {frames.MAX_UNITS:,} cycles, over windows for a "
+                          f"over runs' medians where both sides have over {frames.MAX_UNITS:,} cycles, over windows for a "
                           f"point measured in under 3 cycles; Fisher's exact test for finalize; BH-adjusted p; "
                           f"significant: p adj < {ALPHA:g} and a change of {MIN_EFFECT_PCT:g} % or more)"))
     fig_rows = t[t.estimate.notna()].head(30).assign(label=lambda d: d[axis] + " " + d.metric)

@@ -13,9 +13,9 @@ configuration pass however their noise falls, and a tiny but certain change pass
   significant by Mann-Whitney U over the cycles' stop latencies;
 - throughput, per point (mode, concurrency or rate, tool) both sides measured: a drop of the
   median above ``max_throughput_drop`` (relative), significant by Mann-Whitney U, both over
-  independent units (``frames.unit_values`` of the measured windows, warm-up left out: each
-  cycle's median; each run's where a side has over 1,000 cycles; the windows themselves where
-  a side has fewer than 3 cycles);
+  independent units, the same on both sides (``frames.paired_units`` of the measured windows,
+  warm-up left out: each cycle's median; each run's where both sides have over 1,000 cycles;
+  the windows themselves where a side has fewer than 3 cycles);
 - any outcome but ``clean`` that the candidate has and the baseline never had.
 """
 
@@ -138,7 +138,7 @@ def _throughput(base_windows, cand_windows, max_drop: float, alpha: float) -> li
         gc = wc
         for k, v in zip(keys, key):
             gc = gc[gc[k].isna()] if v is None or (isinstance(v, float) and math.isnan(v)) else gc[gc[k] == v]
-        tb, tc = frames.unit_values(gb, "throughput")[0], frames.unit_values(gc, "throughput")[0]
+        tb, tc, _ = frames.paired_units(frames.unit_levels(gb, "throughput"), frames.unit_levels(gc, "throughput"))
         if not len(tb) or not len(tc) or np.median(tb) <= 0:
             continue
         rel, low, high = stats.ratio_ci(tb, tc)
