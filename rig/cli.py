@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
                 epilog="exit status: 0 ok; 1 a threshold crossed or a gate failed (FAIL: lines say why); 2 bad "
                 "input (one line); 3 nothing was run (--skip-ok makes it 0); 4 the machine failed the run")
     p.add_argument("--version", dest="show_version", action="store_true", help="print the rig's version")
-    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{cycle,soak,bench,report,gate,capacity,compact,check,runtime,doctor}")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{cycle,soak,bench,report,gate,capacity,compact,check,matrix,runtime,doctor}")
 
     c = sub.add_parser("cycle", help="one lifecycle cycle: start, infer, retain, stop, verify, record")
     _target_options(c)
