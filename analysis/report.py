@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from rig.analysis import report_html as rh
