@@ -133,6 +133,8 @@ def points(windows: pd.DataFrame, keys: list[str]) -> dict:
                                            "throughput", "p50_us", "p99_us", "_run"]) if c in windows]]
     w = w.assign(point=_points(windows))
     gid = w.groupby(pkeys, sort=True, dropna=False).ngroup().to_numpy()
+    if not len(gid):  # soaks without a workload store no windows: no points to show
+        return {"keys": pkeys, "frame": w, "gid": gid, "names": [], "units": {}}
     first = np.empty(gid.max() + 1, dtype=np.int64)
     first[gid[::-1]] = np.arange(len(gid) - 1, -1, -1)  # each point's first window (the last write wins)
     names = [tuple(r) for r in w.iloc[first][pkeys].itertuples(index=False)]

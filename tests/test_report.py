@@ -195,3 +195,15 @@ def test_the_page_renders_in_headless_chromium(capsys, tmp_path, nightly):
             assert drv.save_screenshot(os.environ["RIG_REPORT_SCREENSHOT"])
     finally:
         drv.quit()
+
+
+def test_a_store_of_soaks_without_windows_is_reported(capsys, tmp_path, small):
+    """Soaks without a workload store cycles and no windows: the lifecycle is reported, with
+    no performance section to fail on."""
+    import shutil
+
+    root = tmp_path / "results"
+    shutil.copytree(small, root, ignore=shutil.ignore_patterns("windows"))
+    rc, md, err = report(capsys, root, "--out", tmp_path / "r.html")
+    assert rc == 0, err
+    assert "clean" in md and (tmp_path / "r.html").exists()
