@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import shlex
 import statistics
 
 from rig import orchestrator, repository
@@ -65,7 +66,7 @@ def _check_workload(cfg: RunConfig) -> None:
     name = cfg.workload.name
     if name in SHAPED:
         raise RigError(f"--workload {name} changes the users during a run, and a bench point holds its "
-                       f"concurrency steady: drop --workload (steady), or run `rig soak --workload {name}`")
+                       f"concurrency steady: drop --workload (steady), or run `rig soak --workload {shlex.quote(str(name))}`")
     if name.endswith(".py"):
         info = check_workload(name)
         if info.get("shape"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -310,6 +311,6 @@ def resolve(spec: str | None, auto_install: bool = True, log=lambda msg: None) -
     if not (root / "wheel").is_dir():
         if version == DEFAULT_EMBEDDED and auto_install:
             return install_embedded(version, log=log)
-        raise RigError(f"runtime {spec!r} is not installed: run `rig runtime install {version}` "
+        raise RigError(f"runtime {spec!r} is not installed: run `rig runtime install {shlex.quote(str(version))}` "
                        f"(installed: {', '.join(r['package_version'] for r in list_embedded()) or 'none'})")
     return _embedded_from_root(version, root)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 
 from rig.errors import RigError
+from rig.text import redact
 
 
 def add_parser(sub) -> None:
@@ -120,7 +122,7 @@ def run(args) -> int:
         raise RigError(f"{store.root} is an object store, which has no locks to tell a running run from an "
                        "ended one: give --run RUN_ID for each run that has ended")
     if args.run and not any(store.files(t, run_id=args.run) for t in TABLES):
-        raise RigError(f"no run {args.run!r} in {store.root}: check the run id (`rig report {store.root}` lists runs)")
+        raise RigError(f"no run {args.run!r} in {redact(str(store.root))}: check the run id (`rig report {shlex.quote(redact(str(store.root)))}` lists runs)")
 
     def progress(i, n, run_id, summary):
         if run_id in summary["skipped"]:
@@ -139,5 +141,5 @@ def run(args) -> int:
         print(f"compacted {len(done)} run(s): {files:,} unit file(s) merged"
               + (f"; skipped {len(skipped)} running run(s)" if skipped else ""))
     if store.damaged:
-        print(f"{len(store.damaged)} damaged file(s) left in place: see `rig check {store.root}`")
+        print(f"{len(store.damaged)} damaged file(s) left in place: see `rig check {shlex.quote(redact(str(store.root)))}`")
     return 3 if args.run and skipped else 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -121,7 +122,7 @@ def parse_runtimes(text: str, installed: list[str], known: dict[str, str]) -> li
             v = DEFAULT_EMBEDDED
         if v != "container" and v not in installed and v not in known:
             raise RigError(f"unknown runtime {item!r}: not installed here, and no nvidia-pytriton release known "
-                           f"to the rig (known: {', '.join(known)}; `rig runtime install {v}` to try it anyway)")
+                           f"to the rig (known: {', '.join(known)}; `rig runtime install {shlex.quote(v)}` to try it anyway)")
         out.append(v)
     return list(dict.fromkeys(out))
 
