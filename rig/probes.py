@@ -48,6 +48,19 @@ def stubs_in_group(pgid: int) -> list[psutil.Process]:
     return out
 
 
+def orphaned_stubs(fragment: str) -> list[psutil.Process]:
+    """Stub processes whose parent is gone (adopted by init) and whose command line names
+    ``fragment`` (a run's work folder: its rendered model repository is there)."""
+    out = []
+    for p in psutil.process_iter(["ppid", "cmdline"]):
+        try:
+            if _is_stub(p) and p.info["ppid"] == 1 and any(fragment in a for a in p.info["cmdline"] or ()):
+                out.append(p)
+        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+            pass
+    return out
+
+
 def kill_processes(procs: list[psutil.Process]) -> int:
     killed = 0
     for p in procs:

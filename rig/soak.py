@@ -196,6 +196,9 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
         stored_rows = [CycleRow(**{n: rec.get(n) for n in names}) for rec in df.to_dict("records")]
         from rig import probes
 
+        left = probes.orphaned_stubs(str(store.work_dir(resume)))  # its models are rendered there
+        if left:
+            log(f"killed {probes.kill_processes(left)} backend stub(s) the killed run left running")
         stale = probes.orphaned_shm_regions()
         if stale:
             probes.remove_shm_regions(stale)

@@ -136,13 +136,11 @@ def test_resuming_a_run_that_is_still_running_is_refused(tmp_path, runtime):
     assert p.returncode == 0 and "0 to go" in p.stdout
 
 
-def test_zz_after_all_of_them_no_stub_and_no_shared_memory_of_the_rig_is_left():
-    """Runs last in this module: whatever the faults above did, the rig left nothing behind."""
-    import psutil
-
+def test_zz_after_all_of_them_no_stub_and_no_shared_memory_of_the_rig_is_left(tmp_path_factory):
+    """Runs last in this module: whatever the faults above did, the rig left nothing behind
+    (stubs of this test session's runs: their models live under its temporary folder)."""
     from rig import probes
 
-    orphans = [p for p in psutil.process_iter(["name", "ppid"])
-               if probes._is_stub(p) and p.info["ppid"] == 1]
+    orphans = probes.orphaned_stubs(str(tmp_path_factory.getbasetemp()))
     assert not orphans, f"stub processes left without a parent: {[p.pid for p in orphans]}"
     assert not probes.orphaned_shm_regions(), "shared-memory regions no live process maps"

@@ -117,12 +117,19 @@ def test_kill_9_then_resume(tmp_path, runtime):
     before = cycles(res)
     assert 2 <= len(before) < 6
     run_id = pd.read_parquet(res / "runs").run_id[0]
+    from rig import probes
+
+    work = str(res / "_work" / run_id)
+    orphans = len(probes.orphaned_stubs(work))  # the worker died with its parent; its stubs may not have
     p = rig("soak", "--resume", run_id, "--results", str(res), timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
     after = cycles(res)
     assert sorted(after.cycle) == [1, 2, 3, 4, 5, 6]  # each cycle once
     assert set(after.run_id) == {run_id}
     assert set(after.outcome) == {"clean"}
+    assert not probes.orphaned_stubs(work), "the resumed run left the killed run's stubs running"
+    if orphans:
+        assert f"killed {orphans} backend stub(s) the killed run left running" in p.stdout, p.stdout
 
 
 MODEL = '''

@@ -198,53 +198,19 @@ def test_locust_web_ui_serves_live_stats(tmp_path, runtime):
     assert seen > 0
 
 
-def test_record_many_matches_hdrh_value_by_value():
-    import numpy as np
-    from hdrh.histogram import HdrHistogram
+def test_the_in_process_load_parts_in_a_process_of_their_own():
+    """``tests/inproc_load.py`` imports Locust into its process, which monkey-patches it for
+    gevent: in a process of its own, so that patching never meets an ``ssl`` or ``urllib3``
+    that other tests imported first (a RecursionError), nor turns other tests' threads into
+    greenlets. Its tests: the numpy HDR recording against hdrh value by value, Locust's stats
+    logged in bulk against Locust's own logging, the hub monitor against a real block."""
+    import subprocess
+    import sys
 
-    from rig.load import HDR_DIGITS, HDR_MAX_US, record_many
+    from helpers import ROOT
 
-    rng = np.random.default_rng(3)
-    values = np.concatenate([rng.integers(1, HDR_MAX_US + 1, 5000), rng.integers(1, 3000, 5000),
-                             np.array([1, 1023, 1024, 2047, 2048, 2**25 - 1, 2**25, HDR_MAX_US])])
-    one, many = HdrHistogram(1, HDR_MAX_US, HDR_DIGITS), HdrHistogram(1, HDR_MAX_US, HDR_DIGITS)
-    for v in values.tolist():
-        one.record_value(v)
-    record_many(many, values)
-    assert list(one.counts) == list(many.counts)
-    assert (one.total_count, one.min_value, one.max_value) == (many.total_count, many.min_value, many.max_value)
-    assert one.encode() == many.encode()
-
-
-def test_bulk_locust_stats_equal_locust_own_logging():
-    import numpy as np
-    from locust.stats import RequestStats
-
-    from rig.load import log_to_locust
-
-    ms = np.concatenate([np.random.default_rng(5).lognormal(1.5, 1.2, 3000), [0.2, 99.5, 150.0, 4321.0, 12345.6]])
-    own, bulk = RequestStats(), RequestStats()
-    for v in ms.tolist():
-        own.log_request("infer", "m", v, 0)
-    log_to_locust(bulk, "m", ms)
-    for a, b in ((own.total, bulk.total), (own.get("m", "infer"), bulk.get("m", "infer"))):
-        assert a.num_requests == b.num_requests == ms.size
-        assert dict(a.response_times) == dict(b.response_times)
-        assert a.total_response_time == pytest.approx(b.total_response_time)
-        assert (a.min_response_time, a.max_response_time) == (b.min_response_time, b.max_response_time)
-        assert a.get_response_time_percentile(0.99) == b.get_response_time_percentile(0.99)
-
-
-def test_hub_monitor_catches_a_block_without_waking():
-    import gevent
-
-    from rig.load import HubMonitor
-    from rig.unpatched import original
-
-    hub = HubMonitor()
-    gevent.sleep(0.01)
-    assert hub.take() < 0.03  # nothing blocked
-    gevent.spawn(original("time", "sleep"), 0.08).join()  # a real sleep blocks the hub
-    blocked = hub.take()
-    hub.stop()
-    assert 0.08 <= blocked < 1.0
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        str(ROOT / "tests" / "inproc_load.py")], capture_output=True, text=True, cwd=ROOT,
+                       timeout=300)
+    print(p.stdout[-3000:])
+    assert p.returncode == 0 and "3 passed" in p.stdout, p.stdout[-3000:] + p.stderr[-2000:]
