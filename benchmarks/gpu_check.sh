@@ -8,7 +8,8 @@
 # CuPy or NVML is a setup fault: it says what to install and exits 2. Otherwise the exit status
 # is the soak's or the bench's, whichever failed (0 when both passed).
 # GPU_CHECK_MODEL=numpy runs the same steps on the numpy model, without a GPU (a dry run of the
-# script itself; its figures say nothing about a GPU).
+# script itself; its figures say nothing about a GPU). GPU_CHECK_QUICK=1 shortens both steps
+# (one cycle, 1 s of load; one bench point, two 0.5 s windows): for the script's own test.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -68,10 +69,16 @@ fi
 mkdir -p "$out"
 "$py" -m rig doctor | tee "$out/doctor.txt"
 
+soak_args=(--cycles 3 --workload-seconds 5)
+bench_args=(--concurrency 1,4 --windows 3)
+if [ "${GPU_CHECK_QUICK:-0}" = 1 ]; then
+  soak_args=(--cycles 1 --workload-seconds 1)
+  bench_args=(--concurrency 1 --windows 2 --window-seconds 0.5)
+fi
 soak=0
-"$py" -m rig soak --model "$model" --cycles 3 --workload steady --workload-seconds 5 --results "$out" || soak=$?
+"$py" -m rig soak --model "$model" "${soak_args[@]}" --workload steady --results "$out" || soak=$?
 bench=0
-"$py" -m rig bench --model "$model" --concurrency 1,4 --windows 3 --repeats 1 --results "$out" || bench=$?
+"$py" -m rig bench --model "$model" "${bench_args[@]}" --repeats 1 --results "$out" || bench=$?
 
 "$py" - "$out" "${gpu_name:-none}" "$model" <<'EOF'
 import sys
