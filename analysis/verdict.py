@@ -12,7 +12,8 @@ configuration pass however their noise falls, and a tiny but certain change pass
 - stop latency: p95 of the candidate over p95 of the baseline above ``max_stop_regression``,
   significant by Mann-Whitney U over the cycles' stop latencies;
 - throughput, per point (mode, concurrency or rate, tool) both sides measured: a drop of the
-  median above ``max_throughput_drop`` (relative), significant by Mann-Whitney U, both over
+  median above ``max_throughput_drop`` (relative; at least ``ONE_RUN_DROP`` when a side holds one
+  run only, whose cycles share one machine state), significant by Mann-Whitney U, both over
   independent units, the same on both sides (``frames.paired_units`` of the measured windows,
   warm-up left out: each cycle's median; each run's where both sides have over 1,000 cycles;
   the windows themselves where a side has fewer than 3 cycles);
@@ -126,12 +127,20 @@ def _stop(base, cand, max_ratio: float, alpha: float) -> list[str]:
     return []
 
 
+ONE_RUN_DROP = 0.25  # the least throughput drop a one-run-a-side comparison fails on
+
+
 def _throughput(base_windows, cand_windows, max_drop: float, alpha: float) -> list[str]:
     from rig.analysis import frames
 
     if base_windows is None or cand_windows is None or not len(base_windows) or not len(cand_windows):
         return []
     wb, wc = frames.measured_windows(base_windows), frames.measured_windows(cand_windows)
+    if min(wb["run_id"].nunique(), wc["run_id"].nunique()) <= 1:
+        # One run a side: its cycles share one machine state, so a test over them cannot tell the
+        # configuration from the night (two identical runs minutes apart differed by up to 20 %
+        # on a shared 2-core VM). Such a comparison fails only on a drop past ONE_RUN_DROP.
+        max_drop = max(max_drop, ONE_RUN_DROP)
     keys = ["tool", *frames.POINT]
     reasons = []
     for key, gb in wb.groupby(keys, dropna=False, sort=True):

@@ -219,13 +219,20 @@ def test_soak_verdict_reads_rows_and_frames_alike(tmp_path):
     assert verdict.soak(rows, ("clean", "exit_timeout"), allow_leaks=True) == []
 
 
-def _side(run, n, version="2.51.0", tput=1000, stop=2.0, finalize=1, outcome="clean", windows=6):
+def _side(run, n, version="2.51.0", tput=1000, stop=2.0, finalize=1, outcome="clean", windows=6, runs=2):
+    """``n`` cycles over ``runs`` runs (``run``-0, ``run``-1, ...)."""
     rng = np.random.default_rng(len(run))
-    rows = [_cycle(run, k, stop_latency_s=stop * (1 + 0.01 * rng.random()), finalize_before_stop=finalize,
+    rid = [f"{run}-{k % runs}" for k in range(1, n + 1)]
+    rows = [_cycle(rid[k - 1], k, stop_latency_s=stop * (1 + 0.01 * rng.random()), finalize_before_stop=finalize,
                    outcome=outcome) for k in range(1, n + 1)]
-    ws = [_window(run, k, w, np.full(5, 100), throughput=tput * (1 + 0.02 * rng.standard_normal()))
+    ws = [_window(rid[k - 1], k, w, np.full(5, 100), throughput=tput * (1 + 0.02 * rng.standard_normal()))
           for k in range(1, n + 1) for w in range(windows)]
     return rows, ws
+
+
+def _frames(side):
+    rows, ws = side
+    return rows, pd.DataFrame(ws)
 
 
 def test_gate_fails_significant_regressions_only():
@@ -241,6 +248,11 @@ def test_gate_fails_significant_regressions_only():
     # the same drops, too few to tell from noise: a single cycle each side
     one_c, one_w = _side("one", 1, tput=850, stop=30.0, finalize=0, windows=1)
     assert verdict.gate(base_c[:1], pd.DataFrame(base_w[:1]), one_c, pd.DataFrame(one_w)) == []
+    # one run a side: its cycles share one machine state, so only a drop past ONE_RUN_DROP fails
+    lone_c, lone_w = _side("lone", 8, runs=1)
+    assert verdict.gate(lone_c, pd.DataFrame(lone_w), *_frames(_side("lone15", 8, tput=850, runs=1))) == []
+    worse = verdict.gate(lone_c, pd.DataFrame(lone_w), *_frames(_side("lone40", 8, tput=600, runs=1)))
+    assert len(worse) == 1 and worse[0].startswith("throughput at concurrency 4: -40 %")
     # significant but under the thresholds
     assert verdict.gate(base_c, pd.DataFrame(base_w), bad_c, pd.DataFrame(bad_w), max_finalize_drop=1.0,
                         max_stop_regression=20, max_throughput_drop=0.2) == reasons[:1]

@@ -29,11 +29,10 @@ def test_a_retained_response_fails_the_gate_on_finalize(real_results):
 
 def test_two_runs_of_one_configuration_pass(real_results):
     root = str(real_results["root"])
-    # Throughput of two runs minutes apart on this shared 2-core VM differs by up to ~20 %
-    # (12.9k against 15.3k infer/s measured); the throughput rule itself is tested in
-    # test_analysis.py. Finalize, stop latency and outcomes keep their default thresholds.
+    # Every default threshold: one run a side, so throughput fails only past a 25 % drop (two runs
+    # minutes apart on this shared 2-core VM differed by up to ~20 %: 12.9k against 15.3k infer/s).
     p = rig("gate", root, "--baseline", real_results["none_a"], "--candidate", real_results["none_b"],
-            "--max-throughput-drop", "0.5", timeout=120)
+            timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "PASS" in p.stdout and "FAIL" not in p.stdout and "concurrency 1" in p.stdout
     assert "5/5 cycles (100%)" in p.stdout
