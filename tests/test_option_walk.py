@@ -182,3 +182,15 @@ def test_the_commands_over_stored_results_read_every_option_they_offer(command):
     for option, action in _options(command).items():
         assert re.search(rf"args\.{action.dest}\b|\"{action.dest}\"", source), \
             f"`rig {command} {option}` is read nowhere in {module.name}"
+
+
+@pytest.mark.parametrize("option", [o for o in REFUSED if o in _options("bench")
+                                    and (REFUSED[o][0] == (REPO, "REPO") or o == "--dynamic-batching")])
+def test_bench_refuses_the_shared_options_where_they_cannot_apply(option, tmp_path, capsys):
+    extra, says = REFUSED[option]
+    (tmp_path / "REPO").mkdir()
+    code = cli.main(["bench", *_argv(option, tmp_path), *_fill(extra, tmp_path),
+                     "--results", str(tmp_path / "RESULTS")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and option in err and says in err, err
+    assert not (tmp_path / "RESULTS").exists()
