@@ -16,7 +16,7 @@ MIN_EFFECT_PCT = 5.0  # a significant change smaller than this (in %) is not nam
 # state, so a test over them cannot tell the configuration from the night. Two runs of one
 # configuration minutes apart differed by up to 20 % on a shared 2-core VM; with a single run a
 # side, such a change is named only from this size up (two runs or more a side: MIN_EFFECT_PCT).
-MIN_EFFECT_ONE_RUN_PCT = 25.0
+MIN_EFFECT_ONE_RUN_PCT = 30.0
 MAX_GROUPS_PLOTTED = 8
 MAX_MERGED = 1000  # windows merged per point at most (its latest): 20-30 ms of decoding per 1,000
 MAX_MERGED_RUNS = 50  # runs whose histograms are read at most (the latest)

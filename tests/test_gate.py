@@ -20,8 +20,11 @@ def test_a_retained_response_fails_the_gate_on_finalize(real_results):
     assert f"candidate: run {keep}" in p.stdout and "finalize" in p.stdout and p.stderr == ""
     # the other way round, finalize and outcomes improve: no regression of theirs is named. Its
     # stop does regress (``keep`` waits out a 1 s exit_timeout, a clean stop takes 2 s here), and
-    # the gate says so: the positive control of the stop rule.
-    back = rig("gate", str(root), "--baseline", keep, "--candidate", a, timeout=120)
+    # the gate says so: the positive control of the stop rule. Throughput is out of this test's
+    # reach: these runs were taken minutes apart on a shared VM (one CI night saw ``keep`` 27 %
+    # faster than ``none_a``), so its threshold is set past any drift here.
+    back = rig("gate", str(root), "--baseline", keep, "--candidate", a, "--max-throughput-drop", "0.9",
+               timeout=120)
     fails = [line for line in back.stdout.splitlines() if line.startswith("FAIL")]
     assert back.returncode == 1 and fails and all(line.startswith("FAIL: stop p95 1.0 s -> 2.0 s")
                                                   for line in fails), back.stdout + back.stderr
@@ -29,8 +32,8 @@ def test_a_retained_response_fails_the_gate_on_finalize(real_results):
 
 def test_two_runs_of_one_configuration_pass(real_results):
     root = str(real_results["root"])
-    # Every default threshold: one run a side, so throughput fails only past a 25 % drop (two runs
-    # minutes apart on this shared 2-core VM differed by up to ~20 %: 12.9k against 15.3k infer/s).
+    # Every default threshold: one run a side, so throughput fails only past a 30 % drop (runs
+    # minutes apart on this shared 2-core VM differed by up to 27 %: 9.8k against 12.9k infer/s).
     p = rig("gate", root, "--baseline", real_results["none_a"], "--candidate", real_results["none_b"],
             timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
