@@ -208,6 +208,23 @@ def attach_histograms(store, windows: pd.DataFrame, keys: list[str], latest_wind
     return windows.assign(histogram=histograms(store, windows, gid, latest_windows, max_runs))
 
 
+def _partitions(windows: pd.DataFrame, rcode: np.ndarray, runs: np.ndarray) -> list[dict]:
+    """For each of ``runs`` (run codes), the partition values its rows hold, as ``Store.read``
+    filters (``triton_version=[...]``, ``date=[...]``) that list its folders only; a partition
+    column with a null for the run is left out (all its folders are listed)."""
+    out = [{} for _ in runs]
+    rows = np.flatnonzero(np.isin(rcode, runs))
+    pos = {int(r): i for i, r in enumerate(runs)}
+    for p in ("triton_version", "date"):
+        if p not in windows:
+            continue
+        codes, values = pd.factorize(windows[p].iloc[rows], use_na_sentinel=True)
+        seen = np.unique(rcode[rows].astype(np.int64) * (len(values) + 1) + (codes + 1))
+        for r, c in zip(*np.divmod(seen, len(values) + 1)):
+            out[pos[int(r)]].setdefault(p, set()).add(str(values[c - 1]) if c else None)
+    return [{p: sorted(v) for p, v in d.items() if None not in v} for d in out]
+
+
 def histograms(store, windows: pd.DataFrame, gid: np.ndarray | None, latest_windows: int | None,
                max_runs: int = 50, run_codes: np.ndarray | None = None) -> np.ndarray:
     """The stored histogram of each row of ``windows`` (an object array, None where not read):
@@ -233,7 +250,8 @@ def histograms(store, windows: pd.DataFrame, gid: np.ndarray | None, latest_wind
     need = (counts > 0) & (True if latest_windows is None else before < latest_windows)
     wanted = latest_first[need.any(axis=0)][:max_runs]
     cols = ["run_id", "cycle", "window", "tool"]
-    read = [store.read("windows", run_id=run_ids[r], columns=[*cols, "histogram"]) for r in wanted]
+    read = [store.read("windows", run_id=run_ids[r], columns=[*cols, "histogram"], **where)
+            for r, where in zip(wanted, _partitions(windows, rcode, wanted))]
     if read:
         rows = np.flatnonzero(mine & np.isin(rcode, wanted))
         part = windows.iloc[rows][cols].assign(_row=rows).merge(pd.concat(read), on=cols, how="inner")

@@ -87,7 +87,104 @@ def _save(fig, axes, path) -> Path:
     return path
 
 
-# Figures of `rig report`: each returns a matplotlib Figure; ``png`` turns one into bytes.
+# Figures of `rig report`: each returns a matplotlib Figure; ``png`` turns one into bytes,
+# ``render`` does both, in a process of its own while ``start_renderer``'s runs.
+
+RENDER_TIMEOUT_S = 120  # a figure the renderer has not drawn by then is drawn here
+_renderer = None  # the figure process (a ProcessPoolExecutor of one), or None: figures render here
+
+
+def _warm() -> None:
+    """Matplotlib imported, its fonts loaded: the renderer's first task."""
+    png(_plt().figure(figsize=(1, 1)), dpi=10)
+
+
+def _render(name: str, args: tuple, kwargs: dict) -> bytes:
+    return png(globals()[name](*args, **kwargs))
+
+
+class Pending:
+    """A figure the renderer draws meanwhile; ``result()`` is its PNG bytes (drawn here
+    instead should the renderer have failed)."""
+
+    def __init__(self, future, name: str, args: tuple, kwargs: dict):
+        self.future, self.recipe = future, (name, args, kwargs)
+
+    def result(self) -> bytes:
+        try:
+            return self.future.result(timeout=RENDER_TIMEOUT_S)
+        except Exception:  # the renderer died, hangs or could not take the data: draw it here
+            stop_renderer()  # (a hung one is killed: the figures after this one fail fast)
+            return _render(*self.recipe)
+
+
+def submit(fn, *args):
+    """``fn(*args)`` (a module-level function) in the renderer's process, as a future; None
+    where no renderer runs. It starts before any reading: it reads a store afresh."""
+    if _renderer is None:
+        return None
+    try:
+        return _renderer.submit(fn, *args)
+    except Exception:
+        return None
+
+
+def warm() -> None:
+    """Have the renderer import matplotlib and load its fonts now, ahead of the first figure."""
+    submit(_warm)
+
+
+def start_renderer() -> bool:
+    """Draw the figures ``render`` is asked for in a forked process (importing matplotlib and
+    drawing there while this one reads and computes: a second core's worth), where fork is
+    the platform's way (Linux). Call it before reading anything (no threads yet: the fork is
+    safe); ``stop_renderer`` ends it. False where figures will render here instead."""
+    global _renderer
+    import multiprocessing as mp
+    import sys
+    import threading
+
+    if _renderer is not None:
+        return True
+    if not sys.platform.startswith("linux") or "fork" not in mp.get_all_start_methods():
+        return False
+    if threading.active_count() > 1:  # another thread may hold a lock the fork would copy held
+        return False
+    from concurrent.futures import ProcessPoolExecutor
+
+    try:
+        _renderer = ProcessPoolExecutor(1, mp_context=mp.get_context("fork"))
+        _renderer.submit(int)  # forks now
+    except Exception:  # no processes to be had: figures render here
+        _renderer = None
+    return _renderer is not None
+
+
+def stop_renderer() -> None:
+    """End the renderer (one that does not end within seconds is killed)."""
+    global _renderer
+    if _renderer is None:
+        return
+    procs = list((getattr(_renderer, "_processes", None) or {}).values())
+    _renderer.shutdown(wait=False, cancel_futures=True)
+    _renderer = None
+    for p in procs:
+        p.join(10)
+        if p.is_alive():
+            p.kill()
+            p.join(10)
+
+
+def render(name: str, *args, **kwargs):
+    """``png(<name>(*args, **kwargs))`` of this module's figures: the PNG bytes, or while a
+    renderer runs (``start_renderer``) a ``Pending`` whose ``result()`` they are."""
+    if _renderer is not None:
+        try:
+            return Pending(_renderer.submit(_render, name, args, kwargs), name, args, kwargs)
+        except Exception:  # a broken renderer: draw here from now on
+            stop_renderer()
+    return _render(name, args, kwargs)
+
 
 def png(fig, dpi: int = 96) -> bytes:
     """The figure as PNG bytes (closed afterwards): what the report embeds as a data URI."""

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from rig.analysis import plots
 from rig.analysis import report_html as rh
 from rig.analysis import report_parts as parts
 from rig.errors import RigError
@@ -70,12 +71,38 @@ def load(root: str, where_keys=()) -> Data:
     # the runs table (a file per run) only where a --where key is its own: runs are counted from
     # the cycles and windows they hold
     runs = store.read("runs", columns=["run_id", *run_keys]) if run_keys else pd.DataFrame(columns=["run_id"])
-    cycles = store.read("cycles", columns=columns("cycles", CYCLE_COLUMNS))
-    windows = store.read("windows", columns=columns("windows", WINDOW_COLUMNS))
+    cycle_columns = columns("cycles", CYCLE_COLUMNS)
+    # the cycles are read in the renderer's process (plots.start_renderer) where one runs,
+    # while this one reads the windows
+    pending = plots.submit(_read, str(root), "cycles", cycle_columns)
+    plots.warm()
+    failed = None
+    try:
+        windows = store.read("windows", columns=columns("windows", WINDOW_COLUMNS))
+    except RigError as e:
+        failed = e
+    cycles = None
+    if pending is not None:
+        try:
+            cycles = pending.result()
+        except RigError:
+            raise
+        except Exception:  # the renderer could not: read them here
+            cycles = None
+    if cycles is None:
+        cycles = store.read("cycles", columns=cycle_columns)
+    if failed is not None:
+        raise failed
     if cycles.empty and windows.empty:
         raise RigError(f"{redact(str(root))} holds no cycles or windows yet; run rig soak or rig bench "
                        f"with --results {redact(str(root))}")
     return Data(str(root), runs, cycles, windows)
+
+
+def _read(root: str, table: str, columns: list[str]) -> pd.DataFrame:
+    from rig.store import Store
+
+    return Store(root).read(table, columns=columns)
 
 
 def _match(col: pd.Series, value: str) -> pd.Series:
@@ -210,11 +237,13 @@ def build(data: Data, baseline: str | None = None, max_histograms: int = 8) -> t
     else:
         summary.append("One group: nothing varies here to compare.")
     sections = []
+    # the sections whose figures are ready first come first: a renderer (plots.start_renderer)
+    # draws those while the rest is computed
+    trend = parts.trends_section(cycles, windows, gkeys)
     life = parts.lifecycle_section(cycles, gkeys) if len(cycles) else None
     pts = parts.points(windows, gkeys)
-    perf = parts.performance_section(data, pts, gkeys, max_histograms) if len(windows) else None
     diffs = parts.differences_section(cycles, pts, gkeys, axis, base) if axis else None
-    trend = parts.trends_section(cycles, windows, gkeys)
+    perf = parts.performance_section(data, pts, gkeys, max_histograms) if len(windows) else None
     for s in (life, perf, diffs, trend):
         if s is not None:
             sections.append(s)

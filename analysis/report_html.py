@@ -17,7 +17,7 @@ import pandas as pd
 
 @dataclasses.dataclass
 class Figure:
-    png: bytes
+    png: bytes  # or what ``rig.analysis.plots.render`` returned: a Pending whose ``result()`` it is
     alt: str
 
 
@@ -111,7 +111,7 @@ def _html_table(t: Table) -> str:
 
 
 def _html_figure(f: Figure) -> str:
-    data = base64.b64encode(f.png).decode("ascii")
+    data = base64.b64encode(f.png if isinstance(f.png, bytes) else f.png.result()).decode("ascii")
     return (f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(f.alt)}">'
             f"<figcaption>{html.escape(f.alt)}</figcaption></figure>")
 

@@ -90,7 +90,7 @@ def lifecycle_section(cycles: pd.DataFrame, keys: list[str]) -> Section:
     top = labelled._g.value_counts().index[:MAX_GROUPS_PLOTTED]
     series = {p: {lab: labelled.loc[labelled._g == lab, col].to_numpy() for lab in top}
               for p, col in (("stop latency", "stop_latency_s"), ("start latency", "start_latency_s"))}
-    sec.add(Figure(plots.png(plots.ecdf_figure(series, "Stop and start latency (ECDF per group)", "seconds")),
+    sec.add(Figure(plots.render("ecdf_figure", series, "Stop and start latency (ECDF per group)", "seconds"),
                    "ECDF of stop and start latency per group"))
     return sec
 
@@ -113,7 +113,7 @@ def _hist_percentiles(root: str, w: pd.DataFrame, gid: np.ndarray, chosen: list[
     h = frames.histograms(Store(root), w, np.where(on, gid, -1), MAX_MERGED, MAX_MERGED_RUNS, _run_codes(w))
     got = np.flatnonzero(on & pd.notna(h))
     cols = [c for c in ("run_id", "cycle", "window", "date") if c in w]
-    sel = w.iloc[got][cols].assign(_g=gid[got], histogram=h[got])
+    sel = w[cols].iloc[got].assign(_g=gid[got], histogram=h[got])
     out = {}
     qs = np.concatenate([np.linspace(0, 90, 46), 100 - np.logspace(1, -3, 60)])
     for k, g in sel.groupby("_g", sort=False):
@@ -130,41 +130,51 @@ def _hist_percentiles(root: str, w: pd.DataFrame, gid: np.ndarray, chosen: list[
 def points(windows: pd.DataFrame, keys: list[str]) -> dict:
     """The windows' points (group keys, tool, mode, load point), numbered once for the
     performance and differences sections: ``frame`` (the windows' columns they read), ``gid``
-    (each window's point, numbered in key order), ``names`` (each point's key tuple) and
+    (each window's point, numbered in key order), ``names`` (each point's key tuple),
     ``units`` (each point's throughput and p99 latency at each independent unit,
-    ``frames.unit_levels``, from one grouping of all windows by point, run and cycle)."""
+    ``frames.unit_levels``, from one grouping of all windows by point, run and cycle) and
+    ``medians`` (throughput, p50 and p99 over each point's windows, an array by point)."""
     pkeys = keys + ["tool", "mode", "point"]
     w = windows[[c for c in dict.fromkeys([*keys, "tool", "mode", "run_id", "cycle", "window", "date", "requests",
                                            "throughput", "p50_us", "p99_us", "_run"]) if c in windows]]
     w = w.assign(point=_points(windows))
     gid = w.groupby(pkeys, sort=True, dropna=False).ngroup().to_numpy()
     if not len(gid):  # soaks without a workload store no windows: no points to show
-        return {"keys": pkeys, "frame": w, "gid": gid, "names": [], "units": {}}
+        return {"keys": pkeys, "frame": w, "gid": gid, "names": [], "units": {}, "medians": {}}
     first = np.empty(gid.max() + 1, dtype=np.int64)
     first[gid[::-1]] = np.arange(len(gid) - 1, -1, -1)  # each point's first window (the last write wins)
-    names = [tuple(r) for r in w.iloc[first][pkeys].itertuples(index=False)]
+    names = [tuple(r) for r in w[pkeys].iloc[first].itertuples(index=False)]
     cols = ["throughput", "p99_us"]
-    per = pd.DataFrame({"g": gid, "run": _run_codes(w), "cycle": w["cycle"].to_numpy(),
-                        **{c: pd.to_numeric(w[c], errors="coerce").to_numpy() for c in cols}})
+    vals = {c: pd.to_numeric(w[c], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+            for c in (*cols, "p50_us")}
+    per = pd.DataFrame({"g": gid, "run": _run_codes(w), "cycle": w["cycle"].to_numpy(), **vals})
     per = per.groupby(["g", "run", "cycle"], sort=False, dropna=False)[cols].median()
     order = np.argsort(gid, kind="stable")
     bounds = np.searchsorted(gid[order], np.arange(len(names) + 1))
     units = {}
+    medians = {c: np.full(len(names), np.nan) for c in vals}  # each point's median over its windows
     for g, part in per.groupby(level="g", sort=False):
-        rows = w.iloc[order[bounds[g]:bounds[g + 1]]]
-        units[g] = {c: {"windows": pd.to_numeric(rows[c], errors="coerce").dropna().to_numpy(dtype=float),
-                        **frames.cycle_levels(part[c].droplevel("g"))} for c in cols}
-    return {"keys": pkeys, "frame": w, "gid": gid, "names": names, "units": units}
+        rows = order[bounds[g]:bounds[g + 1]]  # the point's windows, in frame order
+        units[g] = {c: {"windows": v[~np.isnan(v)], **frames.cycle_levels(part[c].droplevel("g"))}
+                    for c in cols for v in (vals[c][rows],)}
+        for c, v in vals.items():
+            v = units[g][c]["windows"] if c in cols else v[rows][~np.isnan(v[rows])]
+            medians[c][g] = np.median(v) if v.size else np.nan
+    return {"keys": pkeys, "frame": w, "gid": gid, "names": names, "units": units, "medians": medians}
 
 
 def performance_section(data, pts: dict, keys: list[str], max_hist: int) -> Section:
     pkeys, w, gid, names = pts["keys"], pts["frame"], pts["gid"], pts["names"]
-    agg = w.groupby(gid, sort=True).agg(windows=("window", "size"), requests=("requests", "sum"),
-                                         p50_med=("p50_us", "median"), p99_med=("p99_us", "median"),
-                                         tput=("throughput", "median"))
+    agg = w.groupby(gid, sort=True).agg(windows=("window", "size"), requests=("requests", "sum"))
+    med = pts["medians"]
+    agg = agg.assign(p50_med=med["p50_us"][agg.index], p99_med=med["p99_us"][agg.index],
+                     tput=med["throughput"][agg.index])
     chosen = list(agg.sort_values("requests", ascending=False).index[:max_hist])
     hists = _hist_percentiles(data.root, w, gid, chosen)
     hists = {names[i]: v for i, v in hists.items()}
+    if hists:  # asked for first: a renderer draws it while the rest is computed
+        curves = {f"{_label(pkeys[:-1], k[:-1])} @ {k[-1]:g}": v[1] for k, v in list(hists.items())[:MAX_GROUPS_PLOTTED]}
+        latency = Figure(plots.render("latency_distribution_figure", curves), "Latency by percentile, merged HDR histograms")
     rows = []
     capped = 0
     for i, a in zip(agg.index, agg.itertuples(index=False)):
@@ -213,10 +223,9 @@ def performance_section(data, pts: dict, keys: list[str], max_hist: int) -> Sect
         sec.add(Table(pd.DataFrame(lines), "Knee of each sweep"))
         fig_pts = pts.rename(columns={"infer/s": "throughput", "p99 µs": "p99_us"})
         fig_pts["group"] = [_label(skeys, tuple(r)) for r in fig_pts[skeys].itertuples(index=False)]
-        sec.add(Figure(plots.png(plots.sweep_figure(fig_pts, "group", knees)), "Throughput and p99 against load"))
+        sec.add(Figure(plots.render("sweep_figure", fig_pts, "group", knees), "Throughput and p99 against load"))
     if hists:
-        curves = {f"{_label(pkeys[:-1], k[:-1])} @ {k[-1]:g}": v[1] for k, v in list(hists.items())[:MAX_GROUPS_PLOTTED]}
-        sec.add(Figure(plots.png(plots.latency_distribution_figure(curves)), "Latency by percentile, merged HDR histograms"))
+        sec.add(latency)
     return sec
 
 
@@ -328,7 +337,7 @@ def differences_section(cycles, pts: dict, keys, axis, base) -> Section:
                           f"the cycles of one run share its machine's state)"))
     fig_rows = t[t.estimate.notna()].head(30).assign(label=lambda d: d[axis] + " " + d.metric)
     if len(fig_rows):
-        sec.add(Figure(plots.png(plots.comparison_figure(fig_rows, f"Change from {axis}={base} (95 % interval)")),
+        sec.add(Figure(plots.render("comparison_figure", fig_rows, f"Change from {axis}={base} (95 % interval)"),
                        "Differences from the baseline with intervals; significant in red"))
     return sec
 
@@ -371,5 +380,5 @@ def trends_section(cycles: pd.DataFrame, windows: pd.DataFrame, keys: list[str])
     for m, name in metrics[:2]:
         if night[m].notna().any():
             ch = {s: d for (mm, s), d in changes.items() if mm == m}
-            sec.add(Figure(plots.png(plots.trend_figure(night, m, name, ch)), f"{name} per night"))
+            sec.add(Figure(plots.render("trend_figure", night, m, name, ch), f"{name} per night"))
     return sec

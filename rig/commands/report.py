@@ -26,15 +26,22 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     import warnings
 
-    from rig.analysis import report
+    from rig.analysis import plots, report
     from rig.errors import RigError
 
     if args.max_histograms < 0:
         raise RigError("--max-histograms must be 0 or more")
-    data = report.select(report.load(args.results, [w.partition("=")[0].strip() for w in args.where]), args.where)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # empty groups' medians: shown as '-'
-        md, page = report.build(data, baseline=args.baseline, max_histograms=args.max_histograms)
+    # Figures draw in a process of their own (forked now, before reading starts threads) while
+    # this one reads and computes: matplotlib's import and drawing are a third of a report.
+    plots.start_renderer()
+    try:
+        data = report.select(report.load(args.results, [w.partition("=")[0].strip() for w in args.where]),
+                             args.where)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # empty groups' medians: shown as '-'
+            md, page = report.build(data, baseline=args.baseline, max_histograms=args.max_histograms)
+    finally:
+        plots.stop_renderer()
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")
