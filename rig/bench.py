@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import shlex
+import platform
 import statistics
 
 from rig import orchestrator, repository
@@ -210,7 +211,7 @@ def _pa_once(pa, p, cfg: RunConfig, repo, cycle: int, point, closed: bool, n: in
         return {"throughput": None, "note": "perf_analyzer left no profile export (its windows): not stored"}
     tags = {"cycle": cycle, "tool": "perf_analyzer", "mode": "closed" if closed else "open",
             "concurrency": int(point) if closed else None, "rate": None if closed else float(point),
-            "instances": n}
+            "instances": n, "host": p.config.node or platform.node()}
     rows = [window_row(p.run_id, p.engine, p.model_label,
                        {**w, **tags, "stable": stable(windows[:i + 1])}) for i, w in enumerate(windows)]
     p.store.write("windows", rows, p.runtime.triton_version, f"pa-c{cycle:06d}")

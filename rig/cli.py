@@ -39,6 +39,7 @@ def _server_options(g) -> None:
     g.add_argument("--startup-timeout", type=float, help="seconds to become ready (default 120)")
     g.add_argument("--request-timeout", type=float, help="seconds a request may take (default 30)")
     g.add_argument("--results", help="results folder (default results/)")
+    g.add_argument("--node", help="the name this machine's rows carry in `host` (default the hostname)")
 
 
 def _cycle_options(p: argparse.ArgumentParser, cycles_default_help: str) -> None:
@@ -61,6 +62,8 @@ def _cycle_options(p: argparse.ArgumentParser, cycles_default_help: str) -> None
     w.add_argument("--window-seconds", type=float)
     w.add_argument("--seed", type=int)
     w.add_argument("--locust-web-port", type=int, help="serve Locust's web UI on 127.0.0.1:PORT while loading")
+    w.add_argument("--locust-master", help="HOST:PORT of a `rig fleet` master: each cycle's load joins it as a "
+                   "Locust worker, and the master sets users, shape and length")
     t = p.add_argument_group("thresholds (exit status 1 when crossed)")
     t.add_argument("--max-stop-latency", type=float, help="seconds")
     t.add_argument("--min-finalize-success", type=float, help="fraction 0..1")
@@ -105,7 +108,8 @@ _OVERRIDES = {  # config key -> option dest (a subcommand without the option lea
     "dynamic_batching": "dynamic_batching", "fault": "fault", "execute_delay_ms": "execute_delay_ms",
     "cycles": "cycles", "requests": "requests", "retain": "retain", "exit_timeout": "exit_timeout",
     "stop_strategy": "stop_strategy", "restart": "restart", "startup_timeout": "startup_timeout",
-    "request_timeout": "request_timeout", "results": "results",
+    "request_timeout": "request_timeout", "results": "results", "node": "node",
+    "workload.master": "locust_master",
     "workload.name": "workload", "workload.seconds": "workload_seconds", "workload.users": "users",
     "workload.in_flight": "in_flight", "workload.arrivals": "arrivals",
     "workload.window_seconds": "window_seconds", "workload.seed": "seed", "workload.web_port": "locust_web_port",
@@ -138,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
                 epilog="exit status: 0 ok; 1 a threshold crossed or a gate failed (FAIL: lines say why); 2 bad "
                 "input (one line); 3 nothing was run (--skip-ok makes it 0); 4 the machine failed the run")
     p.add_argument("--version", dest="show_version", action="store_true", help="print the rig's version")
-    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{cycle,soak,bench,report,gate,capacity,compact,check,matrix,runtime,doctor}")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{cycle,soak,bench,report,gate,capacity,compact,check,matrix,fleet,runtime,doctor}")
 
     c = sub.add_parser("cycle", help="one lifecycle cycle: start, infer, retain, stop, verify, record")
     _target_options(c)
@@ -208,55 +212,7 @@ _WORKLOAD_ONLY = ("workload_seconds", "users", "in_flight", "arrivals", "window_
                   "locust_web_port")
 
 
-def _option(dest: str) -> str:
-    return "--" + dest.replace("_", "-")
-
-
-_TEMPLATE_ONLY = ("model", "model_size", "instances", "max_batch_size", "dynamic_batching", "fault",
-                  "execute_delay_ms")
-
-
-def _refuse_inapplicable(args, cfg) -> None:
-    """Options given on the command line that this run could not apply: one line, never ignored."""
-    def given(*dests):
-        return [_option(d) for d in dests if getattr(args, d, None) is not None]
-
-    def refuse(options, why):
-        if options:
-            raise RigError(f"{', '.join(options)} {why}")
-
-    if cfg.model_repository:
-        refuse(given(*_TEMPLATE_ONLY), "shape(s) the rig's template model, and --model-repository runs "
-               "your own: drop them")
-    elif args.dynamic_batching and cfg.max_batch_size < 1:
-        raise RigError("--dynamic-batching batches requests up to --max-batch-size, which is 0: give "
-                       "--max-batch-size N (N >= 1) too, or drop it")
-    if args.command == "bench":
-        if args.rates:
-            refuse(given("workload", "in_flight"), "apply to closed-loop points (--concurrency), not to --rates")
-            if args.compare:
-                raise RigError("--compare perf-analyzer runs at closed-loop points here (its request-rate "
-                               "mode is not checked against the rig's): use --concurrency")
-        else:
-            refuse(given("arrivals", "seed"), "apply to open-loop points (--rates), not to --concurrency")
-        if args.all_models:
-            refuse(given("target_model"), "names one model, and --all-models spreads the load: drop one")
-            if args.compare:
-                raise RigError("--all-models spreads the load over every model, and perf_analyzer measures one: "
-                               "drop --all-models to compare (the rig then loads the same model)")
-        return
-    if cfg.cycles == 1 and not getattr(args, "resume", None):
-        refuse(given("restart"), "says how the server restarts between cycles, and this run has one cycle: "
-               "give --cycles N (N > 1) or drop it")
-    w = cfg.workload
-    if w.name != "none":
-        refuse(given("requests"), "counts the requests of a cycle without a workload; a workload runs for "
-               "--workload-seconds: drop it")
-    if w.rate is not None:
-        refuse(given("users", "in_flight", "locust_web_port"), "apply to Locust users (a closed loop); "
-               "--rate runs one open-loop lane: drop one or the other")
-    elif w.name != "none":
-        refuse(given("arrivals", "seed"), "apply to an open loop (--rate), not to Locust users: drop them")
+from rig.options import option as _option, refuse_inapplicable as _refuse_inapplicable  # noqa: E402
 
 
 def _config(args):
@@ -273,7 +229,7 @@ def _config(args):
                            "(only --cycles, to run more, and --results, where it is now, may be given)")
     cfg = config.load(args.config, _overrides(args))
     if cfg.workload.name == "none" and args.command != "bench":
-        if cfg.workload.rate is not None:
+        if cfg.workload.rate is not None or cfg.workload.master is not None:
             cfg.workload.name = "steady"  # --rate alone: an open loop on the rig's own lane
         else:
             given = [_option(d) for d in _WORKLOAD_ONLY if getattr(args, d, None) is not None]

@@ -55,6 +55,7 @@ class WorkloadConfig:
     window_seconds: float = 1.0
     seed: int = 0
     web_port: int | None = None       # serve Locust's web UI on 127.0.0.1:PORT during the load
+    master: str | None = None         # HOST:PORT of a `rig fleet` master: each cycle's load joins it
 
 
 @dataclasses.dataclass
@@ -78,6 +79,7 @@ class RunConfig:
     startup_timeout: float = 120.0
     request_timeout: float = 30.0     # a request unanswered this long ends the cycle's workload
     results: str = "results"
+    node: str | None = None           # the name rows carry in `host` (default the hostname)
     thresholds: Thresholds = dataclasses.field(default_factory=Thresholds)
     workload: WorkloadConfig = dataclasses.field(default_factory=WorkloadConfig)
 
@@ -106,6 +108,10 @@ class RunConfig:
         if w.seconds <= 0 or w.window_seconds <= 0 or w.users < 1 or w.in_flight < 1 \
                 or (w.rate is not None and w.rate <= 0):
             raise RigError("workload seconds, window_seconds and rate must be > 0; users and in_flight >= 1")
+        if w.master is not None:
+            from rig.fleet import parse_master
+
+            parse_master(w.master)
         if self.model_repository is None:
             one_of("model", self.model, ("numpy", "cupy"))
         if self.cycles < 1 or self.requests < 0 or self.exit_timeout < 0:

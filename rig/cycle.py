@@ -20,6 +20,7 @@ from typing import Callable
 from rig import probes
 from rig.engines.base import Engine, EngineError, ServerOptions
 from rig.evidence import read_markers, summarize_markers, triton_error  # noqa: F401 - re-exported
+from rig.fleet import NODE_WAIT_S, RELEASE_WAIT_S
 from rig.inputs import inputs_for
 from rig.outputs import output_is, reference_output
 from rig.repository import repository_models
@@ -228,7 +229,9 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     kept = Retained()
     t_work = time.monotonic()
     if workload is not None:
-        phase("infer", float(spec.workload.get("seconds", 2.0)) * 3 + 60)
+        # a fleet's node waits for its round, then the master's length (up to the same bound)
+        fleet = 2 * NODE_WAIT_S + RELEASE_WAIT_S if spec.workload.get("master") else 0.0
+        phase("infer", float(spec.workload.get("seconds", 2.0)) * 3 + 60 + fleet)
         _merge(row, workload(engine, spec, inputs, kept, cycle, checks))
     else:
         phase("infer", 60 + spec.requests * 0.1 + spec.request_timeout)

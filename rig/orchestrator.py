@@ -31,6 +31,7 @@ from rig.cycle import CycleSpec
 from rig.errors import RigError
 from rig.preflight import (check_workload, cupy_usable, ensure_evidence_hook, host_facts, lock_run,
                            without_spaces)
+from rig.fleet import check_master, node_name
 from rig.store import CycleResult, CycleRow, RunRow, Store, WindowRow, now_iso, window_row
 
 CYCLE_FIELDS = [f.name for f in dataclasses.fields(CycleRow)]
@@ -67,6 +68,8 @@ def prepare(cfg: RunConfig, command: str, run_id: str | None = None,
     engine, reason = engines.select(cfg.engine, rt)
     if cfg.workload.name.endswith(".py"):
         check_workload(cfg.workload.name)
+    if cfg.workload.master:
+        check_master(cfg.workload.master)
     run_id = run_id or new_run_id()
     store = Store(cfg.results)
     storefs.check_writable(store)
@@ -101,7 +104,7 @@ def prepare(cfg: RunConfig, command: str, run_id: str | None = None,
 
 def write_run_row(p: Prepared, command: str) -> None:
     facts = host_facts()
-    row = RunRow(run_id=p.run_id, started_at=now_iso(), command=command, host=facts["host"],
+    row = RunRow(run_id=p.run_id, started_at=now_iso(), command=command, host=p.config.node or facts["host"],
                  cpu=facts["cpu"], gpu=facts["gpu"], engine=p.engine, runtime=p.runtime.name,
                  model=p.model_label, config=p.config.to_toml(), rig_version=rig.__version__,
                  python_version=platform.python_version())
@@ -120,7 +123,8 @@ class WorkerHandle:
             startup_timeout=p.config.startup_timeout, request_timeout=p.config.request_timeout,
             evidence_dir=str(p.work_dir / "evidence"),
             log_dir=str(p.work_dir / "logs"), cycles=cycles,
-            workload=dataclasses.asdict(p.config.workload) if p.config.workload.name != "none" else None,
+            workload={**dataclasses.asdict(p.config.workload), "node": p.config.node}
+            if p.config.workload.name != "none" else None,
             hook=p.hook,
             check=p.config.model_size if not p.config.model_repository else 0)
         (p.work_dir / "logs").mkdir(parents=True, exist_ok=True)
@@ -217,7 +221,8 @@ class WorkerHandle:
 def _blank_row(p: Prepared, cycle: int) -> dict:
     row = {k: None for k in CYCLE_FIELDS}
     row.update(run_id=p.run_id, cycle=cycle, engine=p.engine, model=p.model_label, retain=p.config.retain,
-               restart=p.config.restart, stop_strategy=p.config.stop_strategy, started_at=now_iso())
+               restart=p.config.restart, stop_strategy=p.config.stop_strategy, started_at=now_iso(),
+               host=node_name(p.config.node))
     return row
 
 
@@ -227,7 +232,7 @@ def _finish_row(p: Prepared, row: dict, wall: float | None) -> CycleRow:
         note = f"the core reports Triton {reported}; results are filed under {p.runtime.triton_version}"
         row["detail"] = f"{row['detail']}; {note}" if row.get("detail") else note
     row = {k: row.get(k) for k in CYCLE_FIELDS if k != "schema_version"}
-    row["cycle_wall_s"] = wall
+    row["cycle_wall_s"], row["host"] = wall, node_name(p.config.node)
     if wall is not None:
         row["overhead_s"] = (wall - (row.get("start_latency_s") or 0) - (row.get("stop_latency_s") or 0)
                              - (row.get("workload_s") or 0))
@@ -309,7 +314,7 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult],
                             on_phase(current, phase)
                     elif kind == "window":
                         windows.setdefault(int(msg.get("cycle") or 0), []).append(
-                            window_row(p.run_id, p.engine, p.model_label, msg))
+                            window_row(p.run_id, p.engine, p.model_label, {**msg, "host": node_name(p.config.node)}))
                         if on_window:
                             on_window(msg)
                     elif kind == "cycle":

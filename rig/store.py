@@ -15,6 +15,8 @@ Schema history (``schema_version`` column):
   2: scheduled, dropped, bad_outputs, lane (cycles, windows); lost_samples, clipped (windows).
   3: instances (windows): the model instances of a bench point; error_histogram, error_max_us
      (windows) and error_messages (cycles): failed requests' latencies and messages.
+  4: host (cycles, windows): the node that measured the row (``--node``, default the hostname);
+     the table ``fleet``: a distributed run's rounds, one row per node and round (``rig fleet``).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from rig import storefs
 from rig.errors import RigError
 from rig.text import redact
 
-SCHEMA_VERSION = 3  # see the history above
+SCHEMA_VERSION = 4  # see the history above
 PARTITIONS = ("triton_version", "date")
 
 
@@ -104,6 +106,7 @@ class CycleRow:
     bad_outputs: int | None = None    # responses whose checked output was wrong (see outputs.reference_output)
     lane: str | None = None           # how the load was sent: native | asyncio | python | tasks (and why not native)
     error_messages: str | None = None  # the most frequent error messages of failed requests: JSON {message: count}
+    host: str | None = None           # the node that ran the cycle (--node, default the hostname)
     schema_version: int = SCHEMA_VERSION
 
 
@@ -146,6 +149,33 @@ class WindowRow:
     instances: int | None = None     # bench: model instances the point ran with (None: not set by the rig)
     error_histogram: str | None = None  # failed requests' latencies (HDR, base64, microseconds), apart from the others'
     error_max_us: float | None = None
+    host: str | None = None             # the node that measured the window (--node, default the hostname)
+    schema_version: int = SCHEMA_VERSION
+
+
+@dataclasses.dataclass(frozen=True)
+class FleetRow:
+    """One node's part in one round of a distributed run (``rig fleet``), or the round's total
+    (``node`` = ``*``). ``run_id`` is the fleet's (the master's) run; ``node_run_id`` the node's."""
+
+    run_id: str
+    round: int
+    node: str                  # the node's name, or * for the round's total over its nodes
+    outcome: str               # ok | lost (joined, never reported) | absent (expected, never joined) | refused
+    started_at: str
+    users: int | None          # the master's users at the round's peak (the total row)
+    seconds: float | None
+    node_run_id: str | None
+    node_cycle: int | None
+    requests: int | None
+    errors: int | None
+    throughput: float | None   # infer/s: the node's; the total row, the sum over the nodes that reported
+    p50_us: float | None
+    p99_us: float | None
+    max_us: float | None
+    histogram: str | None      # HDR, base64, microseconds: the node's windows merged; the total, all nodes'
+    locust_requests: int | None  # the total row: requests as Locust's master counted them from worker reports
+    detail: str | None
     schema_version: int = SCHEMA_VERSION
 
 
@@ -189,10 +219,11 @@ def arrow_schema(row_type: type) -> pa.Schema:
     return pa.schema(fields)
 
 
-TABLES = {"runs": RunRow, "cycles": CycleRow, "windows": WindowRow}
+TABLES = {"runs": RunRow, "cycles": CycleRow, "windows": WindowRow, "fleet": FleetRow}
 
 
-KEYS = {"runs": ("run_id",), "cycles": ("run_id", "cycle"), "windows": ("run_id", "cycle", "window", "tool")}
+KEYS = {"runs": ("run_id",), "cycles": ("run_id", "cycle"), "windows": ("run_id", "cycle", "window", "tool"),
+        "fleet": ("run_id", "round", "node")}
 MERGED = "merged"  # the unit of a run's compacted file: <run_id>-merged.parquet, one per table and partition
 _log = logging.getLogger("rig.store")
 _RUN_ID = re.compile(r"(\d{8}T\d{6}-[0-9a-f]+)-(.+)$")  # orchestrator.new_run_id's

@@ -38,6 +38,7 @@ REFUSED = {
     "--arrivals": (WL, "not to Locust users"),
     "--seed": (WL, "not to Locust users"),
     "--window-seconds": ((), "add --workload steady"),
+    "--locust-master": (("--users", "3"), "come(s) from the `rig fleet` master"),
 }
 
 VALUES = {  # a valid value for each option that takes one
@@ -50,6 +51,7 @@ VALUES = {  # a valid value for each option that takes one
     "--window-seconds": "0.5", "--seed": "17", "--locust-web-port": "8123", "--max-stop-latency": "3.5",
     "--min-finalize-success": "0.75", "--allow-outcomes": "clean,exit_timeout", "--resume": None,
     "--skip-ok": None, "--allow-leaks": None, "--dynamic-batching": None,
+    "--locust-master": "127.0.0.1:5557", "--node": "n1",
 }
 
 # option -> (extra arguments, where the value lands in the effective config)
@@ -86,6 +88,8 @@ APPLIES = {
     "--min-finalize-success": ((), lambda c: c.thresholds.min_finalize_success == 0.75),
     "--allow-leaks": ((), lambda c: c.thresholds.allow_leaks is True),
     "--allow-outcomes": ((), lambda c: c.thresholds.allow_outcomes == "clean,exit_timeout"),
+    "--locust-master": ((), lambda c: c.workload.master == "127.0.0.1:5557" and c.workload.name == "steady"),
+    "--node": ((), lambda c: c.node == "n1"),
 }
 
 # Options whose contract another test holds (named here, so the walk still covers them)

@@ -8,7 +8,7 @@ import importlib
 from rig.errors import RigError
 from rig.text import redact
 
-NAMES = ("report", "gate", "capacity", "compact", "check", "matrix")
+NAMES = ("report", "gate", "capacity", "compact", "check", "matrix", "fleet")
 
 
 def add_parsers(sub) -> None:

@@ -23,9 +23,12 @@ from rig.schedule import arrival_times
 def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, in_flight: int,
                seconds: float, window_seconds: float, workload: "str | Workload" = "steady",
                emit: Callable[[dict], None], tags: dict, csv_prefix: str | None = None,
-               web_port: int | None = None, request_timeout: float = 30.0, checks: dict | None = None) -> dict:
+               web_port: int | None = None, request_timeout: float = 30.0, checks: dict | None = None,
+               fleet: dict | None = None) -> dict:
     """Closed loop: the workload's users (a built-in name or a locustfile) under its shape, or
-    ``users`` of them from the start. ``inputs`` maps each model to its inputs."""
+    ``users`` of them from the start. ``inputs`` maps each model to its inputs. With ``fleet``
+    (``{"master": "HOST:PORT", "hello": {...}}``) the users, the shape and the length come from
+    a ``rig fleet`` master instead (``rig.fleet``)."""
     loaded = workload if isinstance(workload, Workload) else load_workload(workload)
     shape = size_shape(loaded.shape, users, seconds)
     sink = Sink()
@@ -40,6 +43,8 @@ def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, i
             sink.task_error(f"{type(user).__name__}: {type(exception).__name__}: {exception}")
 
     env.events.user_error.add_listener(task_error)
+    if fleet is not None:
+        return _run_node(env, sink, fleet, classes, emit, tags)
     runner = env.create_local_runner()
     web = None
     if web_port:
@@ -77,6 +82,33 @@ def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, i
         web.stop()
     hub.stop()
     return sink.summary(wall, rows)
+
+
+def _run_node(env, sink: Sink, fleet: dict, classes: list, emit, tags: dict) -> dict:
+    """This cycle's load as a node of a fleet: join the master, wait for the round, keep the
+    windows while the master's users run here, report, leave."""
+    from rig.fleet import NodeLink, node_figures, node_hello
+
+    hello = node_hello(fleet, classes, fleet.get("hello", {}))
+    try:
+        link = NodeLink(env, fleet["master"], hello)
+    except EngineError as e:
+        return {"requests": 0, "errors": 0, "throughput": None, "detail": str(e), "windows": []}
+    try:
+        rnd = link.wait_round()
+    except EngineError as e:  # recorded as the cycle's error: no round, no requests
+        link.leave()
+        return {"requests": 0, "errors": 0, "throughput": None, "detail": str(e), "windows": []}
+    hub = HubMonitor()
+    sink.start_pump()
+    rows, wall = run_windows(sink, hub, float(rnd["seconds"]), float(rnd["window_seconds"]), emit,
+                             tags, conc=lambda: sum(getattr(lane, "in_flight", 1) for lane in sink.lanes),
+                             finish=lambda last: link.finish())  # lanes wait, drained
+    sink.stop_pump()
+    hub.stop()
+    out = sink.summary(wall, rows)
+    link.done(node_figures(hello, out, rows, wall))
+    return out
 
 
 def run_open(engine: Engine, model: str, inputs: dict, *, rate: float, seconds: float,
@@ -157,7 +189,8 @@ def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
                              window_seconds=float(wcfg["window_seconds"]),
                              workload=loaded[0],
                              emit=emit, tags=tags, csv_prefix=csv, web_port=wcfg.get("web_port"),
-                             request_timeout=spec.request_timeout, checks=checks)
+                             request_timeout=spec.request_timeout, checks=checks,
+                             fleet=_fleet(wcfg, spec, cycle))
         out.pop("windows", None)
         failed = apply_retention(engine, model, inputs[model], spec.retain, kept, spec.request_timeout)
         if failed:
@@ -170,3 +203,11 @@ def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
         return out
 
     return workload
+
+
+def _fleet(wcfg: dict, spec, cycle: int) -> dict | None:
+    if not wcfg.get("master"):
+        return None
+    return {"master": wcfg["master"], "node": wcfg.get("node"),
+            "hello": {"run_id": spec.run_id, "cycle": cycle, "engine": spec.engine, "model": spec.model_label,
+                      "triton_version": (spec.runtime or {}).get("triton_version")}}
