@@ -350,8 +350,10 @@ class Store:
                 t = pf.read(columns=[n for n in names if n in present], use_threads=False)
             if t.schema.equals(target):
                 return t
-            return pa.Table.from_arrays([t.column(f.name).cast(f.type) if f.name in present
-                                         else pa.nulls(t.num_rows, f.type) for f in target], schema=target)
+            # an older schema version: its missing columns null, a column of another type cast
+            return pa.Table.from_arrays([(c if (c := t.column(f.name)).type == f.type else c.cast(f.type))
+                                         if f.name in present else pa.nulls(t.num_rows, f.type)
+                                         for f in target], schema=target)
 
         with ThreadPoolExecutor(min(8, len(files))) as ex:
             parts = list(ex.map(one, files))
