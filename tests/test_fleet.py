@@ -49,8 +49,8 @@ def test_two_nodes_one_killed_mid_run(tmp_path):
     out = tmp_path / "master.log"
     cycles = ("--cycles", "3")
     with open(out, "w") as log:
-        master = spawn("fleet", "--nodes", "2", *cycles, "--users", "4", "--workload-seconds", "3",
-                       "--port", str(port), "--join-timeout", "25", "--results", str(results),
+        master = spawn("fleet", "--nodes", "2", *cycles, "--users", "4", "--workload-seconds", "2",
+                       "--port", str(port), "--join-timeout", "15", "--results", str(results),
                        stdout=log, stderr=subprocess.STDOUT)
     _wait_for(out, "listening on", 60)  # a node checks first that its master listens
     nodes = {name: spawn("soak", "--locust-master", f"127.0.0.1:{port}", "--node", name, *cycles,
@@ -80,9 +80,13 @@ def test_two_nodes_one_killed_mid_run(tmp_path):
     assert fleet.run_id.nunique() == 1
     total = fleet[fleet.node == "*"].set_index("round")
     nodes_ok = fleet[(fleet.node != "*") & (fleet.outcome == "ok")]
-    # the total is the sum of the nodes that reported; Locust's master counted the same requests
+    # the total is the sum of the nodes that reported; where all did, Locust's master counted the
+    # same requests (a node killed mid-round may have sent Locust a report before it died)
     assert (total.requests == nodes_ok.groupby("round").requests.sum()).all()
-    assert (total.requests > 0).all() and (total.locust_requests == total.requests).all(), total.to_string()
+    whole = total.outcome == "ok"
+    assert (total.requests > 0).all() and whole.any(), total.to_string()
+    assert (total.locust_requests[whole] == total.requests[whole]).all(), total.to_string()
+    assert (total.locust_requests[~whole] >= total.requests[~whole]).all(), total.to_string()
     assert total.p99_us.notna().all() and total.histogram.notna().all()
 
     # every node stored its own rows, tagged with its name

@@ -80,6 +80,7 @@ class Master:
         self.refused: dict[str, str] = {}
         self.late: list[str] = []
         self.current: dict[str, str] = {}  # node -> client id, this round
+        self.released: set[str] = set()
         self.runner.register_message("rig_node", self._on_node)
         self.runner.register_message("rig_done", self._on_done)
 
@@ -101,9 +102,18 @@ class Master:
 
     def _on_done(self, environment, msg, **_):
         self.reports[msg.data["node"]] = msg.data
-        cid = self.current.get(msg.data["node"])
-        if cid is not None:  # its part is done: it may stop its server and start its next cycle
-            self.runner.send_message("rig_release", {}, client_id=cid)
+        if not self.running:
+            self._release()
+
+    def _release(self) -> None:
+        """Let the nodes that reported leave (stop their servers, start their next cycles). Only
+        once Locust has stopped driving: a worker leaving a running test makes Locust's master
+        rebalance, and that restarts the test it had just stopped."""
+        for name in set(self.reports) - self.released:
+            cid = self.current.get(name)
+            if cid is not None:
+                self.runner.send_message("rig_release", {}, client_id=cid)
+            self.released.add(name)
 
     running = False
 
@@ -163,7 +173,7 @@ class Master:
         if not joined:
             return joined, {}, {}
         self._user_classes([h for _, h in joined.values()])
-        self.reports = {}
+        self.reports, self.released = {}, set()
         self.current = {name: cid for name, (cid, _) in joined.items()}
         self.running = True
         self.log(f"round {r}/{self.a.cycles}: {len(joined)} node(s) joined ({', '.join(sorted(joined))}); "
@@ -189,6 +199,7 @@ class Master:
                 driver.kill()
                 self.runner.stop(send_stop_to_client=False)
                 self.running = False
+                self._release()
                 collect_until = now() + 10
             if collect_until is not None and now() > collect_until and waiting <= set(missing_at):
                 break
@@ -197,6 +208,7 @@ class Master:
         if self.running:
             self.runner.stop(send_stop_to_client=False)
             self.running = False
+        self._release()
         t_leave = now()  # the reported nodes leave, their last Locust stats sent: the cross-check is whole
         while now() - t_leave < 5 and any(self.current[n] in self.runner.clients for n in self.reports):
             gevent.sleep(0.05)
