@@ -26,6 +26,16 @@ def __getattr__(name):
     raise AttributeError(f"module 'rig' has no attribute {name!r}")
 
 
+def python_m(module: str) -> list[str]:
+    """``python -m module`` for a child process, safe from the folder it runs in: Python puts that
+    folder first on the module path, so a file there named like a module the child imports
+    (``http.py``, ``queue.py``) would shadow it and every cycle would crash. ``-P`` (3.11+)
+    leaves it out."""
+    import sys
+
+    return [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-m", module]
+
+
 def run(cfg, command: str = "soak", **kwargs):
     """Run cycles as ``rig soak`` does; returns (exit status, tally, run_id, reasons)."""
     from rig.soak import execute

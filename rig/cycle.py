@@ -67,6 +67,7 @@ class CycleSpec:
     workload: dict | None = None      # WorkloadConfig as a dict, or None
     hook: str = ""                    # path of rig/hook/evidence.py
     check: int = 0                    # the rig's template: matrix size to check outputs against
+    cwd: str = ""                     # the user's folder: a locustfile's users run there (the worker does not)
 
 
 def classify(row: dict) -> Outcome:

@@ -15,7 +15,6 @@ import platform
 import select
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Callable
 import psutil
 
 import rig
-from rig import engines, probes, repository, storefs
+from rig import engines, probes, python_m, repository, storefs
 from rig import runtime as runtime_mod
 from rig.config import RunConfig
 from rig.cycle import CycleSpec
@@ -115,20 +114,23 @@ class WorkerHandle:
     """One worker process in its own process group, and the pipe it reports on."""
 
     def __init__(self, p: Prepared, cycles: list[int], index: int):
+        # The worker (and the stubs it starts) run in the run's work folder, never in the user's:
+        # a file there named like a module (numpy.py) would shadow it in a stub. Paths absolute.
+        work = p.work_dir.resolve()
         spec = CycleSpec(
             run_id=p.run_id, engine=p.engine, runtime=p.runtime.to_dict(),
-            model_repository=str(p.repository), models=p.models, model_label=p.model_label,
+            model_repository=os.path.abspath(p.repository), models=p.models, model_label=p.model_label,
             requests=p.config.requests, retain=p.config.retain, exit_timeout=p.config.exit_timeout,
             stop_strategy=p.config.stop_strategy, restart=p.config.restart,
             startup_timeout=p.config.startup_timeout, request_timeout=p.config.request_timeout,
-            evidence_dir=str(p.work_dir / "evidence"),
-            log_dir=str(p.work_dir / "logs"), cycles=cycles,
+            evidence_dir=str(work / "evidence"),
+            log_dir=str(work / "logs"), cycles=cycles,
             workload={**dataclasses.asdict(p.config.workload), "node": p.config.node}
             if p.config.workload.name != "none" else None,
-            hook=p.hook,
-            check=p.config.model_size if not p.config.model_repository else 0)
+            hook=os.path.abspath(p.hook) if p.hook else p.hook,
+            check=p.config.model_size if not p.config.model_repository else 0, cwd=os.getcwd())
         (p.work_dir / "logs").mkdir(parents=True, exist_ok=True)
-        self.spec_path = p.work_dir / f"spec-{index:04d}.json"
+        self.spec_path = work / f"spec-{index:04d}.json"
         self.spec_path.write_text(json.dumps(dataclasses.asdict(spec), indent=1))
         self.log_path = p.work_dir / "logs" / f"worker-{index:04d}.log"
         env = p.runtime.worker_env()
@@ -137,10 +139,10 @@ class WorkerHandle:
         r, w = os.pipe()
         with open(self.log_path, "wb") as logf:
             self.proc = subprocess.Popen(
-                [*(p.worker_argv or [sys.executable, "-m", "rig", "worker"]),
+                [*(p.worker_argv or [*python_m("rig"), "worker"]),
                  "--spec", str(self.spec_path), "--result-fd", str(w)],
                 pass_fds=(w,), start_new_session=True, env=env, stdout=logf, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL)
+                stdin=subprocess.DEVNULL, cwd=work)
         os.close(w)
         self.pgid = self.proc.pid
         self._r = r

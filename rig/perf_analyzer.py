@@ -28,7 +28,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -37,6 +36,7 @@ from collections import deque
 from pathlib import Path
 from typing import Callable
 
+from rig import python_m
 from rig.errors import RigError
 from rig.probes import SHM_PREFIX
 
@@ -87,7 +87,7 @@ def _download(log: Callable[[str], None]) -> Path:
     tools.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".dl-perf_analyzer-", dir=tools) as tmp:
         log(f"downloading tritonclient=={TRITONCLIENT_VERSION} for its perf_analyzer ...")
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+        cmd = [*python_m("pip"), "download", "--no-deps", "--only-binary=:all:",
                "--disable-pip-version-check", "--retries", "1", "--timeout", "20", "-q",
                "-d", tmp, f"tritonclient=={TRITONCLIENT_VERSION}"]
         try:

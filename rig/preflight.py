@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+from rig import python_m
 from rig import probes
 from rig.errors import RigError
 
@@ -61,7 +62,7 @@ def check_workload(path: str) -> dict:
     """Load a locustfile in a child process, as the worker will (importing Locust patches the
     process it runs in, so not this one): its users and shape, or its fault as a ``RigError``."""
     try:
-        proc = subprocess.run([sys.executable, "-m", "rig.load.check", path], capture_output=True,
+        proc = subprocess.run([*python_m("rig.load.check"), path], capture_output=True,
                               text=True, timeout=120)
     except subprocess.TimeoutExpired:
         raise RigError(f"workload {path}: loading it took over 120 s") from None

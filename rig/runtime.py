@@ -20,6 +20,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from rig import python_m
 from rig.errors import RigError
 from rig.probes import STUB_NAME
 
@@ -200,7 +201,7 @@ def stub_site(log=lambda msg: None) -> str | None:
     site.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".stub-site-", dir=site.parent))
     log("installing numpy<2 for the backend stubs of the embedded core ...")
-    proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+    proc = subprocess.run([*python_m("pip"), "install", "-q", "--disable-pip-version-check",
                            "--no-deps", "--only-binary=:all:", "--target", str(tmp), "numpy<2"],
                           capture_output=True, text=True)
     if proc.returncode != 0:
@@ -244,7 +245,7 @@ def install_embedded(version: str = DEFAULT_EMBEDDED, force: bool = False,
         log(f"downloading nvidia-pytriton=={version} (bundles Triton "
             f"{PYTRITON_CORE.get(version, '?')}) ...")
         proc = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+            [*python_m("pip"), "download", "--no-deps", "--only-binary=:all:",
              "--disable-pip-version-check", "-q", "-d", tmp, f"nvidia-pytriton=={version}"],
             capture_output=True, text=True)
         wheels = list(Path(tmp).glob("*.whl"))

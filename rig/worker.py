@@ -14,6 +14,7 @@ import sys
 import time
 import traceback
 
+from rig import python_m
 from rig import cycle as cycle_mod
 from rig import engines
 from rig.runtime import Runtime
@@ -60,7 +61,7 @@ def _own_environment(runtime: Runtime, spec_path: str, result_fd: int) -> None:
         return
     env = runtime.worker_env()
     env["RIG_WORKER_ENV"] = "1"  # once: never a loop
-    os.execve(sys.executable, [sys.executable, "-m", "rig", "worker", "--spec", spec_path,
+    os.execve(sys.executable, [*python_m("rig"), "worker", "--spec", spec_path,
                                "--result-fd", str(result_fd)], env)
 
 

@@ -7,6 +7,8 @@ import shutil
 import subprocess
 import sys
 
+from pathlib import Path
+
 import pytest
 
 from helpers import ROOT, cycles, rig
@@ -145,6 +147,29 @@ def test_resuming_a_run_that_is_still_running_is_refused(tmp_path, runtime):
         assert first.wait(300) == 0
     p = rig("soak", "--resume", run_id, "--results", str(res))  # once it is over, resuming is fine
     assert p.returncode == 0 and "0 to go" in p.stdout
+
+
+def test_files_in_the_working_folder_named_like_modules_shadow_nothing(tmp_path, runtime):
+    """Python puts a child's working folder first on its module path: the rig's children must not
+    import a user's ``http.py`` or ``queue.py`` in place of the standard library's."""
+    import subprocess
+    import sys
+
+    from helpers import _env
+
+    for name in ("http", "queue", "select", "locust", "numpy"):
+        (tmp_path / f"{name}.py").write_text(f"raise SystemExit('the user\\'s {name}.py was imported')\n")
+    # ... while the user's locustfile still opens its files relative to the folder it was started in
+    (tmp_path / "data.txt").write_text("inputs")
+    (tmp_path / "wl.py").write_text("from rig.load import TritonUser\n"
+                                    "assert open('data.txt').read() == 'inputs'\n\n\n"
+                                    "class Reader(TritonUser):\n    pass\n")
+    # the console script, as users run it (``python -m rig`` would put the folder first itself)
+    p = subprocess.run([str(Path(sys.executable).parent / "rig"), "cycle", "--workload", "wl.py", "--workload-seconds", "1",
+                        "--results", str(tmp_path / "r")], capture_output=True, text=True, timeout=300,
+                       cwd=tmp_path, env=_env())
+    assert p.returncode == 0 and "clean" in p.stdout, p.stdout + p.stderr
+    assert "was imported" not in p.stdout + p.stderr
 
 
 def test_zz_after_all_of_them_no_stub_and_no_shared_memory_of_the_rig_is_left(tmp_path_factory):

@@ -475,8 +475,9 @@ def test_default_worker_command_is_the_rigs_own(tmp_path):
     # the real worker's command line (killed at once: this fake runtime could not load a core)
     w = orchestrator.WorkerHandle(p, [1], 1)
     try:
-        assert w.proc.args[:4] == [sys.executable, "-m", "rig", "worker"]
-        assert w.proc.args[4:6] == ["--spec", str(p.work_dir / "spec-0001.json")]
+        # -P: the working folder is not put first on the worker's module path
+        assert w.proc.args[:5] == [sys.executable, "-P", "-m", "rig", "worker"]
+        assert w.proc.args[5:7] == ["--spec", str(p.work_dir.resolve() / "spec-0001.json")]
         assert os.getpgid(w.proc.pid) == w.pgid == w.proc.pid, "a process group of its own"
     finally:
         w.kill()

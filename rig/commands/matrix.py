@@ -15,7 +15,6 @@ import re
 import shlex
 import signal
 import subprocess
-import sys
 import threading
 import time
 
@@ -277,7 +276,9 @@ def _bench_words(args) -> list[str]:
 def _run_cell(argv: list[str], timeout: float) -> dict:
     """Run ``python -m rig ARGV`` in its own process group, its lines shown indented; the row's
     status from its exit status and what it printed."""
-    cmd = [sys.executable, "-m", "rig", *argv]
+    from rig import python_m
+
+    cmd = [*python_m("rig"), *argv]
     lines: list[str] = []
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                             start_new_session=True)

@@ -182,15 +182,16 @@ def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
                            emit=emit, tags=tags, check=(checks or {}).get(model))
         else:
             csv = os.path.join(spec.log_dir, f"locust-c{cycle:06d}") if spec.log_dir else None
-            if not loaded:
-                loaded.append(load_workload(wcfg.get("name", "steady")))
-            out = run_locust(engine, list(spec.models), inputs, users=int(wcfg["users"]),
-                             in_flight=int(wcfg["in_flight"]), seconds=float(wcfg["seconds"]),
-                             window_seconds=float(wcfg["window_seconds"]),
-                             workload=loaded[0],
-                             emit=emit, tags=tags, csv_prefix=csv, web_port=wcfg.get("web_port"),
-                             request_timeout=spec.request_timeout, checks=checks,
-                             fleet=_fleet(wcfg, spec, cycle))
+            with _in_folder(spec.cwd):  # a locustfile may open files relative to where it was started
+                if not loaded:
+                    loaded.append(load_workload(wcfg.get("name", "steady")))
+                out = run_locust(engine, list(spec.models), inputs, users=int(wcfg["users"]),
+                                 in_flight=int(wcfg["in_flight"]), seconds=float(wcfg["seconds"]),
+                                 window_seconds=float(wcfg["window_seconds"]),
+                                 workload=loaded[0],
+                                 emit=emit, tags=tags, csv_prefix=csv, web_port=wcfg.get("web_port"),
+                                 request_timeout=spec.request_timeout, checks=checks,
+                                 fleet=_fleet(wcfg, spec, cycle))
         out.pop("windows", None)
         failed = apply_retention(engine, model, inputs[model], spec.retain, kept, spec.request_timeout)
         if failed:
@@ -211,3 +212,19 @@ def _fleet(wcfg: dict, spec, cycle: int) -> dict | None:
     return {"master": wcfg["master"], "node": wcfg.get("node"),
             "hello": {"run_id": spec.run_id, "cycle": cycle, "engine": spec.engine, "model": spec.model_label,
                       "triton_version": (spec.runtime or {}).get("triton_version")}}
+
+
+class _in_folder:
+    """``os.chdir(folder)`` for a block, and back (``contextlib.chdir`` from 3.11 on)."""
+
+    def __init__(self, folder: str):
+        self.folder, self.before = folder, None
+
+    def __enter__(self):
+        if self.folder and os.path.isdir(self.folder):
+            self.before = os.getcwd()
+            os.chdir(self.folder)
+
+    def __exit__(self, *exc):
+        if self.before is not None:
+            os.chdir(self.before)
