@@ -15,10 +15,14 @@ from rig.engines.base import EngineError
 from rig.load.windows import Window
 from rig.text import top_messages
 
-# How often the sink's pump drains every lane. One greenlet for all lanes: each wake of the hub
-# takes the GIL from the threads that complete requests (a greenlet per user, waking on each
-# lane's eventfd at 100 Hz, cost the official engine a sixth of its throughput at 4 users).
-DRAIN_PACE_S = 0.01
+# How often the sink's pump drains every lane. A window boundary drains every lane itself, so
+# the pace decides no window's figures: only how fresh Locust's stats are, and how often the main
+# thread wakes. Each wake takes a core from the server for a moment: at 100 Hz the rig's p99 at 2
+# in flight was 4x perf_analyzer's (1.1-1.3 ms against 0.27) and at 5 Hz the same (0.26-0.30 ms;
+# bench, capi, numpy, 2-core VM). One greenlet for all lanes: a greenlet per user, waking on each
+# lane's eventfd, cost the official engine a sixth of its throughput at 4 users.
+DRAIN_PACE_S = 0.2
+_EMPTY = np.empty(0, dtype=np.int64)
 
 
 def _locust_buckets(ms: np.ndarray) -> np.ndarray:
@@ -63,7 +67,8 @@ def log_to_locust(stats, name: str, ms: np.ndarray, request_type: str = "infer")
 class Sink:
     """Where lanes' completions go: the current window's histogram and Locust's stats. One pump
     greenlet drains every lane each ``DRAIN_PACE_S``; a window boundary drains them all first,
-    so a completion lands in the window in which it was drained, at most one pace late."""
+    so a completion lands in the window in which it completed (give or take the moment the
+    boundary's drain takes)."""
 
     def __init__(self, env: Environment | None = None):
         self.window: Window | None = None
@@ -100,6 +105,11 @@ class Sink:
             self._seen.pop(lane, None)
 
     def take(self, lane, name: str) -> None:
+        self._record([(lane, name, *self._drain(lane))])
+
+    def _drain(self, lane) -> tuple[np.ndarray, int, np.ndarray | None]:
+        """One lane's news since the last drain: successes' latencies, errors, failures' latencies;
+        its counters (bad outputs, lost samples) go into the totals and the window."""
         lat, errors = lane.drain()
         failed = None
         if errors:
@@ -112,22 +122,39 @@ class Sink:
             failed, lat = -lat[lat < 0], lat[lat >= 0]
         self.total += int(lat.size)
         self.errors += errors
-        counters = lane.counters() if hasattr(lane, "counters") else {}
-        seen = self._seen.get(lane, {})
-        delta = {k: v - seen.get(k, 0) for k, v in counters.items()}
-        self._seen[lane] = counters
-        self.bad_outputs += delta.get("bad_outputs", 0)
+        if hasattr(lane, "counters"):
+            counters = lane.counters()
+            seen = self._seen.get(lane, {})
+            delta = {k: v - seen.get(k, 0) for k, v in counters.items()}
+            self._seen[lane] = counters
+            self.bad_outputs += delta.get("bad_outputs", 0)
+            if self.window is not None:
+                self.window.bad_outputs += delta.get("bad_outputs", 0)
+                self.window.lost_samples += delta.get("lost_samples", 0)
+        if errors and self.env is not None:
+            error = EngineError(lane.first_error() or "error")
+            for _ in range(errors):
+                self.env.events.request.fire(request_type="infer", name=self.lanes.get(lane, "infer"),
+                                             response_time=None, response_length=0, exception=error,
+                                             context=None)
+        return lat, errors, failed
+
+    def _record(self, drained: list) -> None:
+        """Several lanes' drains at once: one pass into the window's histogram, one into Locust's
+        stats per model (per lane, that work was most of the pump's time on the main thread,
+        which shares the cores with the server)."""
+        lats = [d[2] for d in drained if d[2].size]
+        fails = [d[4] for d in drained if d[4] is not None and d[4].size]
         if self.window is not None:
-            self.window.record(lat, errors, failed)
-            self.window.bad_outputs += delta.get("bad_outputs", 0)
-            self.window.lost_samples += delta.get("lost_samples", 0)
-        if self.env is not None:
-            log_to_locust(self.env.stats, name, lat / 1e6)
-            if errors:
-                error = EngineError(lane.first_error() or "error")
-                for _ in range(errors):
-                    self.env.events.request.fire(request_type="infer", name=name, response_time=None,
-                                                 response_length=0, exception=error, context=None)
+            self.window.record(np.concatenate(lats) if len(lats) > 1 else (lats[0] if lats else _EMPTY),
+                               sum(d[3] for d in drained), np.concatenate(fails) if fails else None)
+        if self.env is not None and lats:
+            by_name: dict = {}
+            for _, name, lat, _, _ in drained:
+                if lat.size:
+                    by_name.setdefault(name, []).append(lat)
+            for name, parts in by_name.items():
+                log_to_locust(self.env.stats, name, (np.concatenate(parts) if len(parts) > 1 else parts[0]) / 1e6)
 
     def task_error(self, message: str) -> None:
         """A task of a user's locustfile raised (a failed output check, say): an error of the run."""
@@ -140,8 +167,7 @@ class Sink:
             self.window.errors += 1
 
     def take_all(self) -> None:
-        for lane, name in list(self.lanes.items()):
-            self.take(lane, name)
+        self._record([(lane, name, *self._drain(lane)) for lane, name in list(self.lanes.items())])
 
     def switch(self, window: Window | None) -> Window | None:
         """Drain every lane into the current window, then make ``window`` current; returns the
