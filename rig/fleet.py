@@ -20,8 +20,6 @@ The rig's messages ride on the Locust connection (custom messages):
 from __future__ import annotations
 
 import base64
-import os
-import time
 
 from rig.errors import RigError
 
@@ -162,18 +160,14 @@ class NodeLink:
 
 
 def node_hello(wcfg: dict, classes: list[type], tags: dict) -> dict:
-    return {"node": node_name(wcfg.get("node")), "pid": os.getpid(), "run_id": tags.get("run_id"),
+    return {"node": node_name(wcfg.get("node")), "run_id": tags.get("run_id"),
             "cycle": tags.get("cycle"), "triton_version": tags.get("triton_version"),
             "engine": tags.get("engine"), "model": tags.get("model"),
             "classes": {c.__name__: [getattr(c, "weight", 1), getattr(c, "fixed_count", 0)] for c in classes}}
 
 
-def node_figures(hello: dict, summary: dict, rows: list[dict], wall_s: float) -> dict:
+def node_figures(hello: dict, summary: dict, rows: list[dict]) -> dict:
     return {"node": hello["node"], "run_id": hello["run_id"], "cycle": hello["cycle"],
             "requests": summary.get("requests"), "errors": summary.get("errors"),
-            "throughput": summary.get("throughput"), "wall_s": wall_s,
+            "throughput": summary.get("throughput"),
             "histograms": [r.get("histogram") for r in rows if r.get("histogram")]}
-
-
-def now() -> float:
-    return time.monotonic()

@@ -81,6 +81,7 @@ class Master:
         self.late: list[str] = []
         self.current: dict[str, str] = {}  # node -> client id, this round
         self.released: set[str] = set()
+        self.running = False  # Locust is driving this round's load
         self.runner.register_message("rig_node", self._on_node)
         self.runner.register_message("rig_done", self._on_done)
 
@@ -114,8 +115,6 @@ class Master:
             if cid is not None:
                 self.runner.send_message("rig_release", {}, client_id=cid)
             self.released.add(name)
-
-    running = False
 
     def _user_classes(self, hellos: list[dict]) -> None:
         from locust import User, constant, task
@@ -159,7 +158,9 @@ class Master:
         import gevent
         from locust.runners import STATE_MISSING
 
-        from rig.fleet import NODE_WAIT_S, now
+        from time import monotonic as now
+
+        from rig.fleet import NODE_WAIT_S
 
         self.round = r
         want = self.a.nodes if expect is None else len(expect)

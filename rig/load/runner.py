@@ -90,14 +90,13 @@ def _run_node(env, sink: Sink, fleet: dict, classes: list, emit, tags: dict) -> 
     from rig.fleet import NodeLink, node_figures, node_hello
 
     hello = node_hello(fleet, classes, fleet.get("hello", {}))
+    link = None
     try:
         link = NodeLink(env, fleet["master"], hello)
-    except EngineError as e:
-        return {"requests": 0, "errors": 0, "throughput": None, "detail": str(e), "windows": []}
-    try:
         rnd = link.wait_round()
     except EngineError as e:  # recorded as the cycle's error: no round, no requests
-        link.leave()
+        if link is not None:
+            link.leave()
         return {"requests": 0, "errors": 0, "throughput": None, "detail": str(e), "windows": []}
     hub = HubMonitor()
     sink.start_pump()
@@ -107,7 +106,7 @@ def _run_node(env, sink: Sink, fleet: dict, classes: list, emit, tags: dict) -> 
     sink.stop_pump()
     hub.stop()
     out = sink.summary(wall, rows)
-    link.done(node_figures(hello, out, rows, wall))
+    link.done(node_figures(hello, out, rows))
     return out
 
 

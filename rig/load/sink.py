@@ -18,7 +18,7 @@ from rig.text import top_messages
 # How often the sink's pump drains every lane. A window boundary drains every lane itself, so
 # the pace decides no window's figures: only how fresh Locust's stats are, and how often the main
 # thread wakes. Each wake takes a core from the server for a moment: at 100 Hz the rig's p99 at 2
-# in flight was 4x perf_analyzer's (1.1-1.3 ms against 0.27) and at 5 Hz the same (0.26-0.30 ms;
+# in flight was 4x perf_analyzer's (1.1-1.3 ms against 0.27), at 5 Hz level with it (0.26-0.30 ms;
 # bench, capi, numpy, 2-core VM). One greenlet for all lanes: a greenlet per user, waking on each
 # lane's eventfd, cost the official engine a sixth of its throughput at 4 users.
 DRAIN_PACE_S = 0.2
@@ -146,7 +146,7 @@ class Sink:
         lats = [d[2] for d in drained if d[2].size]
         fails = [d[4] for d in drained if d[4] is not None and d[4].size]
         if self.window is not None:
-            self.window.record(np.concatenate(lats) if len(lats) > 1 else (lats[0] if lats else _EMPTY),
+            self.window.record(np.concatenate(lats) if lats else _EMPTY,
                                sum(d[3] for d in drained), np.concatenate(fails) if fails else None)
         if self.env is not None and lats:
             by_name: dict = {}
@@ -154,7 +154,7 @@ class Sink:
                 if lat.size:
                     by_name.setdefault(name, []).append(lat)
             for name, parts in by_name.items():
-                log_to_locust(self.env.stats, name, (np.concatenate(parts) if len(parts) > 1 else parts[0]) / 1e6)
+                log_to_locust(self.env.stats, name, np.concatenate(parts) / 1e6)
 
     def task_error(self, message: str) -> None:
         """A task of a user's locustfile raised (a failed output check, say): an error of the run."""
