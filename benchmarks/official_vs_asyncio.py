@@ -74,7 +74,7 @@ def rig_bench(runtime: str, conc: int, windows: int, window_s: float, results: P
 
     before = set(pd.read_parquet(results / "windows").run_id) if (results / "windows").exists() else set()
     proc = subprocess.run([sys.executable, "-m", "rig", "bench", "--engine", "tritonserver", "--runtime", runtime,
-                           "--concurrency", str(conc), "--in-flight", "1", "--windows", str(windows),
+                           "--concurrency", str(conc), "--in-flight", "1", "--repeats", "1", "--windows", str(windows),
                            "--window-seconds", str(window_s), "--results", str(results)],
                           capture_output=True, text=True, cwd=ROOT, timeout=900)
     if proc.returncode != 0:
