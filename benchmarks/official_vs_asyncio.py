@@ -4,13 +4,14 @@
 
     bash tests/sandbox/official.sh --run python benchmarks/official_vs_asyncio.py [--concurrency 1,4]
 
-For each repeat and point, one pair: the plain loop (a fresh process without Locust: C
-coroutines, each ``async for response in model.async_infer(inputs=...)`` as a user writes it,
-counted over the same seconds after a warm-up) and ``rig bench --engine tritonserver`` at that
-concurrency, in alternating order (ABBA) so that a drift of the machine falls on both alike.
-Prints both figures, the median of the paired ratios (rig / plain, each pair run back to back:
-the figure that noisy neighbours disturb least), and the rig's median over the plain loop's
-best and median.
+For each repeat and point, three runs back to back: the plain loop (a fresh process without
+Locust: C coroutines, each ``async for response in model.async_infer(inputs=...)`` as a user
+writes it, counted over the same seconds after a warm-up), the same loop over an
+``InferenceRequest`` built once (``async_infer(inference_request=...)``, the way the rig's lane
+sends), and ``rig bench --engine tritonserver`` at that concurrency, in alternating order so
+that a drift of the machine falls on all alike. Prints the figures, the medians of the paired
+ratios (rig / each plain loop, run back to back: the figure that noisy neighbours disturb
+least), and the rig's median over each plain loop's best.
 Needs the tritonserver bindings (CPython 3.12, glibc 2.39+): run it inside the sandbox.
 """
 
@@ -30,17 +31,22 @@ PLAIN = r"""
 import asyncio, json, sys, time
 import numpy as np
 from rig.engines.official import loader
-core, backends, repo, conc, seconds, warmup = sys.argv[1:7]
+core, backends, repo, conc, seconds, warmup, style = sys.argv[1:8]
 ts = loader.load(core)
 server = ts.Server(ts.Options(model_repository=repo, backend_directory=backends, exit_timeout=10))
 server.start(wait_until_ready=True)
 model = server.model("numpy")
 inputs = {"INPUT": np.ones(4, dtype=np.float32)}
+request = ts.InferenceRequest(model=model, inputs={"INPUT": ts.Tensor.from_dlpack(inputs["INPUT"])})
 
 async def user(until, counts):
     while time.monotonic() < until:
-        async for response in model.async_infer(inputs=inputs):
-            pass
+        if style == "prebuilt":
+            async for response in model.async_infer(inference_request=request):
+                pass
+        else:
+            async for response in model.async_infer(inputs=inputs):
+                pass
         response = None
         counts[0] += 1
 
@@ -57,9 +63,9 @@ print(json.dumps({"throughput": rate}))
 """
 
 
-def plain(rt, repo: Path, conc: int, seconds: float, warmup: float) -> float:
+def plain(rt, repo: Path, conc: int, seconds: float, warmup: float, style: str = "inputs") -> float:
     proc = subprocess.run([sys.executable, "-c", PLAIN, rt.core_library, rt.backend_dir, str(repo),
-                           str(conc), str(seconds), str(warmup)],
+                           str(conc), str(seconds), str(warmup), style],
                           capture_output=True, text=True, env=rt.worker_env(), timeout=600)
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith("{"):
@@ -97,33 +103,39 @@ def main() -> int:
     rt = runtime.resolve(a.runtime)
     points = [int(x) for x in a.concurrency.split(",")]
     seconds = (a.windows - 1) * a.window_seconds
-    plain_rates: dict[int, list[float]] = {c: [] for c in points}
-    rig_rates: dict[int, list[float]] = {c: [] for c in points}
-    pairs: dict[int, list[float]] = {c: [] for c in points}
+    kinds = ("plain", "prebuilt", "rig")
+    rates = {k: {c: [] for c in points} for k in kinds}
+    pairs = {k: {c: [] for c in points} for k in kinds[:2]}  # rig / that plain loop, run back to back
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "models"
         repository.render(repository.ModelSpec(), repo)
+        run = {"plain": lambda c: plain(rt, repo, c, seconds, a.window_seconds),
+               "prebuilt": lambda c: plain(rt, repo, c, seconds, a.window_seconds, "prebuilt"),
+               "rig": lambda c: rig_bench(a.runtime, c, a.windows, a.window_seconds, Path(tmp) / "results")}
         for r in range(a.repeats):
             for c in points:
-                runs = [lambda: plain_rates[c].append(plain(rt, repo, c, seconds, a.window_seconds)),
-                        lambda: rig_rates[c].append(rig_bench(a.runtime, c, a.windows, a.window_seconds,
-                                                              Path(tmp) / "results"))]
-                for run in (runs if r % 2 == 0 else runs[::-1]):
-                    run()
-                pairs[c].append(rig_rates[c][-1] / plain_rates[c][-1])
-                print(f"repeat {r + 1} c={c}: plain {plain_rates[c][-1]:,.0f} infer/s, "
-                      f"rig {rig_rates[c][-1]:,.0f} infer/s, ratio {pairs[c][-1]:.2f}", flush=True)
+                for k in (("plain", "rig", "prebuilt") if r % 2 == 0 else ("prebuilt", "rig", "plain")):
+                    rates[k][c].append(run[k](c))
+                for k in pairs:
+                    pairs[k][c].append(rates["rig"][c][-1] / rates[k][c][-1])
+                print(f"repeat {r + 1} c={c}: plain {rates['plain'][c][-1]:,.0f} infer/s, plain with a pre-built "
+                      f"request {rates['prebuilt'][c][-1]:,.0f}, rig {rates['rig'][c][-1]:,.0f}; rig / plain "
+                      f"{pairs['plain'][c][-1]:.2f}, rig / pre-built {pairs['prebuilt'][c][-1]:.2f}", flush=True)
     print(f"\nTriton {rt.triton_version} ({rt.name}), tritonserver bindings "
           f"{__import__('rig.engines.official.loader', fromlist=['x']).bindings_version()}, "
           f"numpy model, {a.repeats} repeats")
-    print("| in flight | plain asyncio: best / median | rig (official engine): median "
-          "| rig / plain, paired: median (min–max) | rig median / plain best | rig median / plain median |")
+    print("| in flight | plain asyncio, inputs=: best / median | plain, pre-built request: best / median "
+          "| rig (official engine): best / median | rig / plain: paired median (min–max) · best / best "
+          "· median / best | rig / pre-built: the same three |")
     print("| --- | --- | --- | --- | --- | --- |")
     for c in points:
-        best, pmed, med = max(plain_rates[c]), statistics.median(plain_rates[c]), statistics.median(rig_rates[c])
-        print(f"| {c} | {best:,.0f} / {pmed:,.0f} infer/s | {med:,.0f} infer/s "
-              f"| {statistics.median(pairs[c]):.2f} ({min(pairs[c]):.2f}–{max(pairs[c]):.2f}) "
-              f"| {med / best:.2f} | {med / pmed:.2f} |")
+        med, top = statistics.median(rates["rig"][c]), max(rates["rig"][c])
+        cells = []
+        for k in ("plain", "prebuilt"):
+            cells.append(f"{max(rates[k][c]):,.0f} / {statistics.median(rates[k][c]):,.0f} infer/s")
+        ratios = [f"{statistics.median(pairs[k][c]):.2f} ({min(pairs[k][c]):.2f}–{max(pairs[k][c]):.2f}) · "
+                  f"{top / max(rates[k][c]):.2f} · {med / max(rates[k][c]):.2f}" for k in pairs]
+        print(f"| {c} | {cells[0]} | {cells[1]} | {top:,.0f} / {med:,.0f} infer/s | {ratios[0]} | {ratios[1]} |")
     return 0
 
 

@@ -2,7 +2,8 @@
 
 The counterpart of the capi engine's native lane (``rig/fastpath.py``), with the same interface
 (``start_closed``, ``start_open``, ``stop``, ``drain``, ``fileno``, ``stats``, ``close``). Every
-request is ``Model.async_infer``, as a user of the API writes it; the per-request work runs on
+request is ``Model.async_infer``, over an ``InferenceRequest`` built once per lane (the same
+inputs each time; see ``prebuilt_request``); the per-request work runs on
 the loop's OS thread, and the Locust side (greenlets on the hub) only drains latencies now and
 then, woken through an eventfd. No gevent primitive is ever touched from the loop's thread.
 
@@ -29,6 +30,7 @@ class OfficialLane:
         self._engine = engine
         self._handle = engine.model_handle(model)
         self._arrays = prepare_inputs(inputs)
+        self._prebuilt = engine.prebuilt_request(self._handle, self._arrays)
         self._kwargs = dict(engine.infer_kwargs)
         self.in_flight = in_flight
         self._fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
@@ -112,7 +114,7 @@ class OfficialLane:
 
     async def _request(self, t0: int) -> None:
         self._submitted += 1
-        response, error = await infer_once(self._handle, self._arrays, self._kwargs)
+        response, error = await infer_once(self._handle, self._arrays, self._kwargs, self._prebuilt)
         if error is None and self._check is not None and not self._check(response):
             self._bad += 1
         response = None  # noqa: F841 - the lane keeps nothing; the clock stops after the release
