@@ -176,7 +176,9 @@ def table(a: dict[str, str], b: dict[str, str]) -> str:
 
 
 def run(args) -> int:
-    from rig.analysis import verdict
+    from rig.analysis import stats, verdict
+
+    stats.preload("scipy.stats")
 
     if args.baseline == args.candidate:
         raise RigError(f"--baseline and --candidate are both {args.baseline}: compare two different sides")

@@ -27,7 +27,7 @@ def run(args) -> int:
     import gc
     import warnings
 
-    from rig.analysis import plots, report
+    from rig.analysis import plots, report, stats
     from rig.errors import RigError
 
     if args.max_histograms < 0:
@@ -35,6 +35,7 @@ def run(args) -> int:
     # Figures draw in a process of their own (forked now, before reading starts threads) while
     # this one reads and computes: matplotlib's import and drawing are a third of a report.
     plots.start_renderer()
+    stats.preload()
     # no cyclic collections meanwhile: the few cycles a report makes are not worth the passes
     # over scipy's and pandas' objects (about 50 ms each, several a report)
     collecting = gc.isenabled()
