@@ -299,6 +299,11 @@ class Store:
         return sorted(i.path for i in infos if i.type == pafs.FileType.Directory and i.base_name.startswith(key + "=")
                       and (values is None or i.base_name.partition("=")[2] in values))
 
+    def versions(self, table: str) -> set[str]:
+        """The Triton versions ``table`` has partitions of (as its ``triton_version`` column reads
+        them), from the folder names alone."""
+        return {d.rsplit("=", 1)[1] for d in self._dirs(f"{self.base}/{table}", "triton_version", None)}
+
     def files(self, table: str, versions=None, dates=None, run_id: str | None = None) -> list[str]:
         """The table's Parquet files, pruned by partition and run before listing the files; in each
         partition a run's merged file comes before its unit files."""

@@ -66,16 +66,25 @@ def _read(store, results: str, table: str, **kw):
         raise RigError(f"{redact(results)} cannot be read as a results folder ({str(e).splitlines()[0][:120]})") from e
 
 
-def load(results: str, keys=()):
+def load(results: str, keys=(), sides=()):
     """The cycles of a results folder (the columns the gate reads, and ``keys``: those of
     ``--where`` the table has) and its store; RigError for a missing, empty or foreign one.
-    Windows are read per side (``side_windows``)."""
+    Where every one of ``sides`` names a Triton version the table has, only those versions'
+    partitions are read. Windows are read per side (``side_windows``)."""
     from rig.store import CycleRow
 
     store = open_store(results)
     names = {f.name for f in dataclasses.fields(CycleRow)} | {"triton_version", "date"}
+    pruned = {}
+    if sides and not keys:
+        try:
+            present = store.versions("cycles")
+        except (OSError, ValueError):
+            present = set()
+        if set(sides) <= present:
+            pruned = {"triton_version": sorted(set(sides))}
     cycles = _read(store, results, "cycles",
-                   columns=list(dict.fromkeys([*CYCLE_COLUMNS, *(k for k in keys if k in names)])))
+                   columns=list(dict.fromkeys([*CYCLE_COLUMNS, *(k for k in keys if k in names)])), **pruned)
     if not len(cycles):
         raise RigError(f"{redact(results)} holds no cycles: no soak or bench stored there yet")
     return store, cycles
@@ -187,7 +196,8 @@ def run(args) -> int:
             raise RigError(f"--{name.replace('_', '-')} is a fraction between 0 and 1")
     if args.max_stop_regression < 1:
         raise RigError("--max-stop-regression is a ratio of at least 1 (1.5: 50 % slower)")
-    store, cycles = load(args.results, [f.partition("=")[0].strip() for f in args.where])
+    store, cycles = load(args.results, [f.partition("=")[0].strip() for f in args.where],
+                         (args.baseline, args.candidate))
     cycles = where(cycles, args.where)
     la, ca, va = select(cycles, args.baseline, "baseline", bool(args.where))
     lb, cb, vb = select(cycles, args.candidate, "candidate", bool(args.where))
