@@ -422,15 +422,16 @@ static fp_slot *pop_free_locked(fp_lane *lane)
     return s;
 }
 
-/* Both events of a round have happened: the request is ours again, back to the free list,
- * where the lane's thread finds it and sends it again (closed loop). Not sent again here, on
- * the core's thread that completed it: that thread has the next response to deliver, and a
- * send from it made the rig's throughput 4-13 % lower than perf_analyzer's from 2 in flight up
- * (bench, capi, numpy, 2-core VM), while perf_analyzer's own threads send as this one does.
- * After the unlock the lane may be freed by close(): touch nothing of it after that. */
+/* Both events of a round have happened: the request is ours again. After the unlock the
+ * lane may be freed by close(): touch nothing of it after that. */
 static void slot_finished(fp_slot *slot)
 {
     fp_lane *lane = slot->lane;
+    if (lane->mode == MODE_CLOSED && atomic_load(&lane->running)) {
+        if (slot_submit(slot, -1)) {
+            return;
+        }
+    }
     pthread_mutex_lock(&lane->mu);
     lane->in_flight--;
     push_free_locked(lane, slot);
@@ -560,9 +561,8 @@ static fp_slot *new_slot_locked(fp_lane *lane)
     return s;
 }
 
-/* Closed loop: this thread sends every free slot: all of them at start, each again as soon as
- * its round is finished (slot_finished), and any whose submission failed after a backoff (1 ms
- * doubling to 100 ms). */
+/* Closed loop: the core's threads re-submit; this thread only (re)starts idle slots: all of
+ * them at start, and any whose submission failed, after a backoff (1 ms doubling to 100 ms). */
 static void *closed_main(void *arg)
 {
     fp_lane *lane = arg;

@@ -6,9 +6,9 @@ Python out of the per-request path: ``_fastpath.c`` (plain C, compiled here on f
 the system compiler) builds its request objects once, submits them, and records each latency
 in native memory; Python only drains the latencies now and then.
 
-* closed loop (``start_closed``): ``in_flight`` requests, each sent again by the lane's thread
-  as soon as its response has completed and the core has released it; latency counts from the
-  submission.
+* closed loop (``start_closed``): ``in_flight`` requests, each re-submitted by the core's own
+  thread as soon as its response has completed and the core has released it; latency counts
+  from the submission.
 * open loop (``start_open``): one submission per scheduled time (absolute ``CLOCK_MONOTONIC``
   ns, the clock of ``time.monotonic_ns()``); latency counts from the *scheduled* time, so a
   server that stalls shows in the latencies (MLPerf LoadGen's rule against coordinated omission).
