@@ -12,7 +12,7 @@ from rig.analysis.report_html import Figure, Section, Table, cell
 
 ALPHA = 0.05
 MIN_EFFECT_PCT = 5.0  # a significant change smaller than this (in %) is not named: noise of a busy machine
-# Throughput and latency of one run against one run: the cycles of a run share its machine's
+# Throughput, latency and start latency of one run against one run: the cycles of a run share its machine's
 # state, so a test over them cannot tell the configuration from the night. Two runs of one
 # configuration minutes apart differed by up to 20 % on a shared 2-core VM; with a single run a
 # side, such a change is named only from this size up (two runs or more a side: MIN_EFFECT_PCT).
@@ -315,7 +315,9 @@ def differences_section(cycles, pts: dict, keys, axis, base) -> Section:
     t["p adj"] = np.nan
     if tested.any():
         t.loc[tested, "p adj"] = false_discovery_control(t.loc[tested, "p"].astype(float).to_numpy(), method="bh")
-    perf = t.metric.str.startswith(("throughput", "p99 latency"))
+    # start latency too: a run's starts share its machine's state (a cold page cache made the
+    # first of two identical runs start 26 % slower on a fresh CI machine, p = 0.008)
+    perf = t.metric.str.startswith(("throughput", "p99 latency", "start latency"))
     floor = np.where(perf & t["_runs"].le(1), MIN_EFFECT_ONE_RUN_PCT, MIN_EFFECT_PCT)
     material = t.estimate.abs().ge(floor) | t.metric.eq("finalize success")
     t["significant"] = t["p adj"].lt(ALPHA) & material
@@ -333,7 +335,7 @@ def differences_section(cycles, pts: dict, keys, axis, base) -> Section:
                           f"over runs' medians where both sides have over {frames.MAX_UNITS:,} cycles, over windows for a "
                           f"point measured in under 3 cycles; Fisher's exact test for finalize; BH-adjusted p; "
                           f"significant: p adj < {ALPHA:g} and a change of {MIN_EFFECT_PCT:g} % or more; for "
-                          f"throughput and latency with one run a side, {MIN_EFFECT_ONE_RUN_PCT:g} % or more, since "
+                          f"throughput, latency and start latency with one run a side, {MIN_EFFECT_ONE_RUN_PCT:g} % or more, since "
                           f"the cycles of one run share its machine's state)"))
     fig_rows = t[t.estimate.notna()].head(30).assign(label=lambda d: d[axis] + " " + d.metric)
     if len(fig_rows):
