@@ -187,8 +187,6 @@ def table(a: dict[str, str], b: dict[str, str]) -> str:
 def run(args) -> int:
     from rig.analysis import stats, verdict
 
-    stats.preload("scipy.stats")
-
     if args.baseline == args.candidate:
         raise RigError(f"--baseline and --candidate are both {args.baseline}: compare two different sides")
     for name in ("max_finalize_drop", "max_throughput_drop"):
@@ -196,6 +194,7 @@ def run(args) -> int:
             raise RigError(f"--{name.replace('_', '-')} is a fraction between 0 and 1")
     if args.max_stop_regression < 1:
         raise RigError("--max-stop-regression is a ratio of at least 1 (1.5: 50 % slower)")
+    stats.preload("scipy.stats")  # while the cycles are read
     store, cycles = load(args.results, [f.partition("=")[0].strip() for f in args.where],
                          (args.baseline, args.candidate))
     cycles = where(cycles, args.where)

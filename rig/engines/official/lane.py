@@ -3,7 +3,7 @@
 The counterpart of the capi engine's native lane (``rig/fastpath.py``), with the same interface
 (``start_closed``, ``start_open``, ``stop``, ``drain``, ``fileno``, ``stats``, ``close``). Every
 request is ``Model.async_infer``, over an ``InferenceRequest`` built once per lane (the same
-inputs each time; see ``prebuilt_request``); the per-request work runs on
+inputs each time; see ``OfficialEngine.prebuilt_request``); the per-request work runs on
 the loop's OS thread, and the Locust side (greenlets on the hub) only drains latencies now and
 then, woken through an eventfd. No gevent primitive is ever touched from the loop's thread.
 
