@@ -49,6 +49,19 @@ skip() {  # the sandbox cannot be had here: say why; the official tests are skip
 command -v chroot >/dev/null || skip "no chroot command on this host"
 [ "$(uname -m)" = x86_64 ] || skip "the tritonserver wheels are for x86-64 only"
 
+# One run at a time per tree. The venv inside is an editable install of one checkout: a run from
+# another checkout reinstalls it, and a run still going would then test that checkout's code
+# (and the first to finish would unmount the other's binds). The lock is this script's alone:
+# the commands inside do not inherit it, so nothing they leave behind can hold it.
+mkdir -p "$(dirname "$SANDBOX")"
+if command -v flock >/dev/null; then
+  exec 9>"$SANDBOX.lock"
+  if ! flock -n 9; then
+    echo "official.sh: another run is using $SANDBOX; waiting for it to finish ..." >&2
+    flock 9
+  fi
+fi
+
 find_python312() {
   local cand
   for cand in "${RIG_SANDBOX_PYTHON:-}" "$(command -v pyenv >/dev/null && pyenv prefix 3.12 2>/dev/null | head -1)/bin/python3.12" \
@@ -148,7 +161,7 @@ inside() {
     PATH="$VENV/bin:/usr/local/bin:/usr/bin:/bin" VIRTUAL_ENV="$VENV" \
     ${RIG_HOME:+RIG_HOME="$RIG_HOME"} ${CI:+CI="$CI"} \
     $(env | grep -E '^PIP_' | grep -v PIP_CONSTRAINT | tr '\n' ' ') \
-    bash -c "cd '$REPO' && $1"
+    bash -c "cd '$REPO' && $1" 9>&-
 }
 
 # The rig and its test extra in a venv inside; reinstalled when pyproject.toml changes, or for
