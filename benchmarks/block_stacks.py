@@ -140,7 +140,7 @@ def main(argv=None):
         summary.append((tool, tput, mutex))
     print()
     for tool, tput, mutex in summary:
-        per_k = f"{1000 * mutex / tput:.0f} per 1,000 requests" if tput else "?"
+        per_k = f"{1000 * mutex / tput:.0f} per 1,000 requests at the run's rate" if tput else "?"
         print(f"{tool:14s} shared-memory mutex waits in 1 s: {mutex:6d} ({per_k})")
     return 0
 
