@@ -24,7 +24,7 @@ import shlex
 import platform
 import statistics
 
-from rig import orchestrator, repository
+from rig import cpuidle, orchestrator, repository
 from rig.analysis.sweeps import knee, stable, summarize
 from rig.config import RunConfig
 from rig.errors import RigError
@@ -122,7 +122,12 @@ def run(cfg: RunConfig, args, log=print) -> int:
     if conc:
         _check_workload(cfg)
     p = _target(orchestrator.prepare(cfg, "bench", log=log), args)
-    orchestrator.write_run_row(p, "bench")
+    with cpuidle.Hold(args.cpu_idle) as hold:
+        orchestrator.write_run_row(p, "bench", cpu_idle=hold.method)
+        return _sweep(p, cfg, args, conc, rates, repeats, counts, hold, log)
+
+
+def _sweep(p, cfg: RunConfig, args, conc, rates, repeats, counts, hold, log) -> int:
     pa = None
     if args.compare == "perf-analyzer":
         from rig import perf_analyzer as pa
@@ -131,6 +136,7 @@ def run(cfg: RunConfig, args, log=print) -> int:
     log(f"bench {p.run_id}: {p.runtime.name} (Triton {p.runtime.triton_version}), engine {p.engine}, "
         f"model {p.model_label}, {args.windows} windows of {cfg.workload.window_seconds} s per point, "
         f"{repeats} repeat(s)" + (f", instances {','.join(map(str, counts))}" if counts != [None] else ""))
+    log(f"cpu idle: {_hold_text(hold)}")
     table, cycle = [], 0
     for n in counts:
         repo = _repository(p, n, log)
@@ -168,6 +174,16 @@ def run(cfg: RunConfig, args, log=print) -> int:
     p.store.compact(p.run_id, owner=True)  # its files merged: one per table and partition
     log(f"results: {redact(str(cfg.results))}/windows (run_id {p.run_id})")
     return 0
+
+
+def _hold_text(hold) -> str:
+    if hold.method == "pm_qos":
+        return "held awake for every tool (PM QoS request of 0 us)"
+    if hold.method == "poll":
+        return f"held awake for every tool ({len(hold.pids)} idle-priority pollers, one per CPU)"
+    if hold.detail:
+        return f"left to the kernel: --cpu-idle hold failed, {hold.detail}"
+    return "left to the kernel (--cpu-idle os): figures depend on wake-up costs, see the README"
 
 
 def _rig_once(p, cfg: RunConfig, args, repo, cycle: int, point, closed: bool, n: int | None) -> dict:

@@ -94,6 +94,9 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     b.add_argument("--compare", choices=["perf-analyzer"], help="also run perf_analyzer at the same points")
     b.add_argument("--repeats", type=int, default=3, help="measurements per point (default 3); with --compare, "
                    "the rig and perf_analyzer alternate in order, and the table gives medians over repeats")
+    b.add_argument("--cpu-idle", choices=["hold", "os"], default="hold",
+                   help="hold (default): keep the CPUs out of idle while measuring, for every tool, so that "
+                   "wake-up costs do not decide the figures; os: leave idle to the kernel")
     b.add_argument("--target-model", help="the model the load goes to (default the repository's first, the "
                    "one perf_analyzer measures)")
     b.add_argument("--all-models", action="store_true", default=None,

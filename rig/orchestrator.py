@@ -101,12 +101,12 @@ def prepare(cfg: RunConfig, command: str, run_id: str | None = None,
     return Prepared(run_id, cfg, rt, engine, reason, repo, names, label, work, store, lock=lock, hook=hook)
 
 
-def write_run_row(p: Prepared, command: str) -> None:
+def write_run_row(p: Prepared, command: str, cpu_idle: str | None = None) -> None:
     facts = host_facts()
     row = RunRow(run_id=p.run_id, started_at=now_iso(), command=command, host=p.config.node or facts["host"],
                  cpu=facts["cpu"], gpu=facts["gpu"], engine=p.engine, runtime=p.runtime.name,
                  model=p.model_label, config=p.config.to_toml(), rig_version=rig.__version__,
-                 python_version=platform.python_version())
+                 python_version=platform.python_version(), cpu_idle=cpu_idle)
     p.store.write("runs", [row], p.runtime.triton_version, "run")
 
 

@@ -17,6 +17,7 @@ Schema history (``schema_version`` column):
      (windows) and error_messages (cycles): failed requests' latencies and messages.
   4: host (cycles, windows): the node that measured the row (``--node``, default the hostname);
      the table ``fleet``: a distributed run's rounds, one row per node and round (``rig fleet``).
+  5: cpu_idle (runs): how a bench held the CPUs out of idle while it measured (``rig.cpuidle``).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from rig import storefs
 from rig.errors import RigError
 from rig.text import redact
 
-SCHEMA_VERSION = 4  # see the history above
+SCHEMA_VERSION = 5  # see the history above
 PARTITIONS = ("triton_version", "date")
 
 
@@ -60,6 +61,7 @@ class RunRow:
     config: str                # the whole effective config, TOML text
     rig_version: str
     python_version: str
+    cpu_idle: str | None = None  # bench: os | pm_qos | poll (rig.cpuidle); None: not set
     schema_version: int = SCHEMA_VERSION
 
 

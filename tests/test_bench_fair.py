@@ -51,6 +51,8 @@ def test_every_repeat_of_the_rig_is_stored_per_instance_count(bench):
     config = (res / "_work" / run_id / "models-i2" / "numpy" / "config.pbtxt").read_text()
     assert re.search(r"count:\s*2\b", config), config
     assert re.search(r"^\s*inst\s+point", out, re.M), "the sweep's table is printed"
+    (held,) = Store(res).read("runs").cpu_idle  # the default: CPUs held out of idle for every tool
+    assert held in ("poll", "pm_qos") and "cpu idle: held awake for every tool" in out
 
 
 @pytest.mark.slow

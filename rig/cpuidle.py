@@ -1,0 +1,124 @@
+"""Hold the CPUs out of their idle state while a bench measures (``rig bench --cpu-idle hold``).
+
+An idle CPU halts, and waking it costs time: on a virtual machine a halted vCPU exits to the
+hypervisor, and each wake-up is an inter-processor interrupt through it. Under in-process load the
+server's threads and its Python-backend stubs wake each other for every request, so the cost of
+those wake-ups, not the server's work, can decide the figure, and it varies with how busy the
+machine happens to be. Measured on a 2-vCPU KVM guest with no cpuidle driver (README, "CPU idle
+states"): the same bench point read 11-13k infer/s with the CPUs left to idle and 16-21k with them
+held awake.
+
+``hold`` keeps them awake for the measurement, for every tool measured (the rig and perf_analyzer
+alike), as latency benchmarks such as cyclictest do:
+- ``pm_qos``: where the kernel has a cpuidle driver, a PM QoS request of 0 µs
+  (``/dev/cpu_dma_latency``, held open): the kernel then polls instead of entering idle states.
+- ``poll``: where it has none (``current_driver`` reads ``none``, common in VMs), or PM QoS is
+  not open to this user, as many pollers as this process may use CPUs, scheduled ``SCHED_IDLE``:
+  they run only when nothing else wants a CPU, so the server and the load lose no time to them.
+  They are not pinned: pinned ones (one per CPU) measured worse than none, with 3-6 ms p99 tails.
+  The CPUs read 100 % busy meanwhile. The pollers die with the process that started them.
+``os`` leaves idle to the kernel. The run's row stores which (``runs.cpu_idle``).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+
+MODES = ("hold", "os")
+DRIVER = "/sys/devices/system/cpu/cpuidle/current_driver"
+PM_QOS = "/dev/cpu_dma_latency"
+
+# One poller: dies with its parent (PR_SET_PDEATHSIG = 1, SIGKILL = 9), SCHED_IDLE, not pinned.
+_POLLER = """
+import ctypes, os, sys
+ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(0)
+os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+sys.stdout.write("ok\\n"); sys.stdout.flush()
+while True:
+    pass
+"""
+
+
+def idle_driver(path: str = DRIVER) -> str | None:
+    """The kernel's cpuidle driver (``intel_idle``, ``acpi_idle``, ``haltpoll``, ``none``), or None
+    where the kernel does not say."""
+    try:
+        with open(path) as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def choose(mode: str, driver: str | None, pm_qos_writable: bool) -> str:
+    """How to hold: ``os`` (not held), ``pm_qos`` or ``poll``."""
+    if mode not in MODES:
+        raise ValueError(f"cpu idle mode {mode!r}: one of {', '.join(MODES)}")
+    if mode == "os":
+        return "os"
+    if driver not in (None, "none") and pm_qos_writable:
+        return "pm_qos"
+    return "poll"
+
+
+class Hold:
+    """``with Hold(mode) as h:`` keeps the CPUs awake inside the block; ``h.method`` says how.
+    Start it from the thread that outlives the measurement (the pollers die with that thread)."""
+
+    def __init__(self, mode: str = "hold"):
+        self.mode = mode
+        self.method = "os"
+        self.detail = ""  # why a hold asked for did not happen
+        self._fd: int | None = None
+        self._pollers: list[subprocess.Popen] = []
+
+    def __enter__(self) -> "Hold":
+        self.method = choose(self.mode, idle_driver(), os.access(PM_QOS, os.W_OK))
+        if self.method == "pm_qos":
+            try:
+                self._fd = os.open(PM_QOS, os.O_WRONLY)
+                os.write(self._fd, struct.pack("i", 0))
+            except OSError:
+                self._close_fd()
+                self.method = "poll"
+        if self.method == "poll":
+            self._start_pollers()
+        return self
+
+    def _start_pollers(self) -> None:
+        for _ in os.sched_getaffinity(0):
+            self._pollers.append(subprocess.Popen(
+                [sys.executable, "-S", "-c", _POLLER, str(os.getpid())],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
+        n = len(self._pollers)
+        started = [p for p in self._pollers if p.stdout.readline().strip() == b"ok"]
+        if len(started) < len(self._pollers):  # SCHED_IDLE refused: a poller at normal priority would steal time
+            self._stop_pollers()
+            self.method = "os"
+            self.detail = (f"{n - len(started)} of {n} idle-priority pollers "
+                           "did not start (SCHED_IDLE or the CPU refused)")
+
+    def _stop_pollers(self) -> None:
+        for p in self._pollers:
+            p.kill()
+        for p in self._pollers:
+            p.wait()
+            p.stdout.close()
+        self._pollers = []
+
+    def _close_fd(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # the kernel drops the PM QoS request with the file
+            self._fd = None
+
+    def __exit__(self, *exc) -> None:
+        self._stop_pollers()
+        self._close_fd()
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._pollers]
