@@ -11,7 +11,9 @@ writes it, counted over the same seconds after a warm-up), the same loop over an
 sends), and ``rig bench --engine tritonserver`` at that concurrency, in alternating order so
 that a drift of the machine falls on all alike. Prints the figures, the medians of the paired
 ratios (rig / each plain loop, run back to back: the figure that noisy neighbours disturb
-least), and the rig's median over each plain loop's best.
+least), and the rig's median over each plain loop's best. The CPUs idle as the kernel lets them, as
+under a user's own loop; ``--cpu-idle hold`` keeps them out of idle over the whole run, for all
+three alike (``rig.cpuidle``; measured here, it slowed all three, the rig's lanes most).
 Needs the tritonserver bindings (CPython 3.12, glibc 2.39+): run it inside the sandbox.
 """
 
@@ -74,6 +76,7 @@ def plain(rt, repo: Path, conc: int, seconds: float, warmup: float, style: str =
 
 
 def rig_bench(runtime: str, conc: int, windows: int, window_s: float, results: Path) -> float:
+    """One point of ``rig bench`` (``--cpu-idle os``: this process already holds, or not, for all)."""
     import pandas as pd
 
     from rig.analysis.sweeps import summarize
@@ -81,7 +84,7 @@ def rig_bench(runtime: str, conc: int, windows: int, window_s: float, results: P
     before = set(pd.read_parquet(results / "windows").run_id) if (results / "windows").exists() else set()
     proc = subprocess.run([sys.executable, "-m", "rig", "bench", "--engine", "tritonserver", "--runtime", runtime,
                            "--concurrency", str(conc), "--in-flight", "1", "--repeats", "1", "--windows", str(windows),
-                           "--window-seconds", str(window_s), "--results", str(results)],
+                           "--window-seconds", str(window_s), "--cpu-idle", "os", "--results", str(results)],
                           capture_output=True, text=True, cwd=ROOT, timeout=900)
     if proc.returncode != 0:
         raise SystemExit(f"rig bench failed: {proc.stderr.strip()[-2000:]}")
@@ -97,7 +100,17 @@ def main() -> int:
     ap.add_argument("--windows", type=int, default=4, help="rig windows per point (the first is warm-up)")
     ap.add_argument("--window-seconds", type=float, default=2.0)
     ap.add_argument("--runtime", default="0.7.0")
+    ap.add_argument("--cpu-idle", choices=["hold", "os"], default="os",
+                    help="os (default): idle left to the kernel; hold: the CPUs kept out of idle for all three")
     a = ap.parse_args()
+    from rig import cpuidle
+
+    with cpuidle.Hold(a.cpu_idle) as hold:
+        print(f"cpu idle: {hold.method}{f' ({hold.detail})' if hold.detail else ''}", flush=True)
+        return measure(a, hold.method)
+
+
+def measure(a, cpu_idle: str) -> int:
     from rig import repository, runtime
 
     rt = runtime.resolve(a.runtime)
@@ -123,7 +136,7 @@ def main() -> int:
                       f"{pairs['plain'][c][-1]:.2f}, rig / pre-built {pairs['prebuilt'][c][-1]:.2f}", flush=True)
     print(f"\nTriton {rt.triton_version} ({rt.name}), tritonserver bindings "
           f"{__import__('rig.engines.official.loader', fromlist=['x']).bindings_version()}, "
-          f"numpy model, {a.repeats} repeats")
+          f"numpy model, {a.repeats} repeats, cpu idle {cpu_idle}")
     print("| in flight | plain asyncio, inputs=: best / median | plain, pre-built request: best / median "
           "| rig (official engine): best / median | rig / plain: paired median (min–max) · best / best "
           "· median / best | rig / pre-built: the same three |")

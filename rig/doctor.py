@@ -54,6 +54,18 @@ def dependency_problems() -> list[str]:
     return problems
 
 
+def _idle_line() -> str:
+    import os
+
+    from rig import cpuidle
+
+    driver = cpuidle.idle_driver()
+    how = cpuidle.choose("hold", driver, os.access(cpuidle.PM_QOS, os.W_OK))
+    held = ("a PM QoS request of 0 us" if how == "pm_qos"
+            else f"{len(os.sched_getaffinity(0))} idle-priority pollers (no cpuidle driver, or PM QoS closed to this user)")
+    return f"driver {driver or 'unknown'}: rig bench holds the CPUs awake with {held}"
+
+
 def report() -> str:
     lines = [f"python      {platform.python_version()} ({sys.executable})"]
     problems = dependency_problems()
@@ -89,6 +101,7 @@ def report() -> str:
 
     gpu = Gpu()
     lines.append(f"gpu         {'NVML: ' + gpu.name if gpu.available else 'none: ' + gpu.why}")
+    lines.append(f"cpu idle    {_idle_line()}")
     if not problems:
         from rig.preflight import cupy_usable
 
