@@ -39,6 +39,7 @@ def test_two_runs_of_one_configuration_pass(real_results):
     assert p.returncode == 0, p.stdout + p.stderr
     assert "PASS" in p.stdout and "FAIL" not in p.stdout and "concurrency 1" in p.stdout
     assert "5/5 cycles (100%)" in p.stdout
+    assert "cpu_idle=" not in p.stdout, "two soaks: one regime, no note"
 
 
 def _gate_in_process(capsys, *argv) -> tuple[int, str, str]:
@@ -93,3 +94,32 @@ def test_frames_and_the_example_script_over_the_real_store(real_results, capsys)
     rc = compare_versions.main([str(real_results["root"]), real_results["none_a"], real_results["keep"]])
     out = capsys.readouterr().out
     assert rc == 1 and "finalize_rate" in out and "FAIL: finalize success 100.0 % -> 0.0 %" in out
+
+
+def test_idle_note_names_both_regimes_only_when_they_differ():
+    from rig.commands.gate import idle_note
+
+    assert idle_note({"os"}, {"os"}) == "" and idle_note(set(), {"poll"}) == ""
+    note = idle_note({"os"}, {"poll"})
+    assert "cpu_idle=os" in note and "cpu_idle=poll" in note and "do not compare" in note
+
+
+@pytest.mark.slow
+def test_a_side_measured_with_the_cpus_held_is_named(real_results, tmp_path, capsys):
+    """The store's runs table, copied, with one run marked as measured under held CPUs."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "r"
+    shutil.copytree(real_results["root"], root, ignore=shutil.ignore_patterns("_work"))
+    for f in (root / "runs").rglob("*.parquet"):
+        t = pq.read_table(f)
+        idle = ["poll" if r == real_results["none_b"] else None for r in t.column("run_id").to_pylist()]
+        if "cpu_idle" in t.column_names:
+            t = t.drop(["cpu_idle"])
+        pq.write_table(t.append_column("cpu_idle", pa.array(idle, pa.string())), f)
+    rc, out, err = _gate_in_process(capsys, str(root), "--baseline", real_results["none_a"],
+                                    "--candidate", real_results["none_b"])
+    assert "baseline ran with cpu_idle=os and the candidate with cpu_idle=poll" in out, out + err

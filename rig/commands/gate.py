@@ -184,6 +184,25 @@ def table(a: dict[str, str], b: dict[str, str]) -> str:
     return "\n".join(f"{n:<{w0}}  {a.get(n, '-'):<{w1}}  {b.get(n, '-')}".rstrip() for n in names)
 
 
+def idle_regimes(store, results: str, cycles) -> set[str]:
+    """How the side's runs left the CPUs to idle (``runs.cpu_idle``; unset: ``os``, as every soak
+    and every bench before the column ran)."""
+    runs = _read(store, results, "runs", columns=["run_id", "cpu_idle"])
+    runs = runs[runs["run_id"].isin(set(cycles["run_id"]))]
+    if "cpu_idle" not in runs:
+        return {"os"} if len(runs) else set()
+    return {"os" if v is None or v != v else str(v) for v in runs["cpu_idle"]}
+
+
+def idle_note(a: set[str], b: set[str]) -> str:
+    """A line when the sides measured under different CPU idle regimes (``rig bench --cpu-idle``)."""
+    if not a or not b or a == b:
+        return ""
+    return (f"note: the baseline ran with cpu_idle={','.join(sorted(a))} and the candidate with "
+            f"cpu_idle={','.join(sorted(b))}: held CPUs change throughput and latency by tens of per cent "
+            "on some machines (README, \"CPU idle states\"), so those figures do not compare")
+
+
 def run(args) -> int:
     from rig.analysis import stats, verdict
 
@@ -211,6 +230,9 @@ def run(args) -> int:
                  for k in ("engine", "model", "retain", "stop_strategy", "restart") if c[k].nunique() > 1]
         if mixed:
             print(f"note: the {label} mixes {'; '.join(mixed)} (pin one with --where)")
+    note = idle_note(idle_regimes(store, args.results, ca), idle_regimes(store, args.results, cb))
+    if note:
+        print(note)
     reasons = verdict.gate(ca, wa, cb, wb, max_finalize_drop=args.max_finalize_drop,
                            max_stop_regression=args.max_stop_regression,
                            max_throughput_drop=args.max_throughput_drop)
