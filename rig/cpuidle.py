@@ -17,6 +17,8 @@ alike), as latency benchmarks such as cyclictest do:
   they run only when nothing else wants a CPU, so the server and the load lose no time to them.
   They are not pinned: pinned ones (one per CPU) measured worse than none, with 3-6 ms p99 tails.
   The CPUs read 100 % busy meanwhile. The pollers die with the process that started them.
+  Under a cgroup CPU quota (a container's ``--cpus``, a pod's CPU limit) pollers would spend the
+  quota and get the server throttled: there the hold does not start them, and says so.
 ``os`` leaves idle to the kernel. The run's row stores which (``runs.cpu_idle``).
 """
 
@@ -54,6 +56,48 @@ def idle_driver(path: str = DRIVER) -> str | None:
         return None
 
 
+def cpu_quota(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> str | None:
+    """The CPU quota of this process's cgroup or an ancestor (cgroup v2 ``cpu.max``, v1
+    ``cpu.cfs_quota_us``), as ``quota/period`` text, or None where none caps it."""
+    try:
+        with open(proc_cgroup) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if controllers == "":
+            files = [(os.path.join(root, "unified" if os.path.isdir(os.path.join(root, "unified")) else ""), "cpu.max")]
+        elif "cpu" in controllers.split(","):
+            files = [(os.path.join(root, d), "cpu.cfs_quota_us") for d in (controllers, "cpu", "cpu,cpuacct")]
+        else:
+            continue
+        for base, name in files:
+            parts = [p for p in path.strip("/").split("/") if p]
+            for depth in range(len(parts), -1, -1):
+                got = _read_quota(os.path.join(base, *parts[:depth], name))
+                if got:
+                    return got
+    return None
+
+
+def _read_quota(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            text = f.read().split()
+    except OSError:
+        return None
+    if not text or text[0] in ("max", "-1"):
+        return None
+    if path.endswith("cfs_quota_us"):
+        try:
+            with open(path.replace("cfs_quota_us", "cfs_period_us")) as f:
+                return f"{text[0]}/{f.read().strip()}"
+        except OSError:
+            return text[0]
+    return "/".join(text[:2])
+
+
 def choose(mode: str, driver: str | None, pm_qos_writable: bool) -> str:
     """How to hold: ``os`` (not held), ``pm_qos`` or ``poll``."""
     if mode not in MODES:
@@ -86,7 +130,13 @@ class Hold:
                 self._close_fd()
                 self.method = "poll"
         if self.method == "poll":
-            self._start_pollers()
+            quota = cpu_quota()
+            if quota:
+                self.method = "os"
+                self.detail = (f"this cgroup caps CPU time ({quota} us per period): idle-priority pollers would "
+                               "spend the quota and get the server throttled, so none were started")
+            else:
+                self._start_pollers()
         return self
 
     def _start_pollers(self) -> None:

@@ -87,3 +87,65 @@ def test_pollers_die_with_a_killed_parent():
         p.send_signal(signal.SIGKILL)
         p.wait()
     assert _gone([int(x) for x in pids]), "a poller outlived the killed process"
+
+
+def _tree(tmp_path, files: dict[str, str]):
+    for rel, text in files.items():
+        f = tmp_path / "fs" / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(text)
+    return str(tmp_path / "fs")
+
+
+@pytest.mark.parametrize("proc, files, quota", [
+    ("0::/kubepods/pod1/c1\n", {"kubepods/pod1/c1/cpu.max": "max 100000\n",
+                                "kubepods/pod1/cpu.max": "200000 100000\n"}, "200000/100000"),  # the pod's limit
+    ("0::/\n", {"cpu.max": "150000 100000\n"}, "150000/100000"),          # a cgroup namespace: its own root
+    ("0::/user.slice\n", {"user.slice/cpu.max": "max 100000\n"}, None),
+    ("4:memory:/x\n1:cpu,cpuacct:/docker/abc\n", {"cpu,cpuacct/cpu.cfs_quota_us": "400000\n",
+                                                   "cpu,cpuacct/cpu.cfs_period_us": "100000\n"}, "400000/100000"),
+    ("1:cpu:/\n", {"cpu/cpu.cfs_quota_us": "-1\n"}, None),
+])
+def test_cpu_quota_of_this_cgroup_or_an_ancestor(tmp_path, proc, files, quota):
+    root = _tree(tmp_path, files)
+    (tmp_path / "cgroup").write_text(proc)
+    assert cpuidle.cpu_quota(str(tmp_path / "cgroup"), root) == quota
+
+
+def test_no_cgroup_file_means_no_quota(tmp_path):
+    assert cpuidle.cpu_quota(str(tmp_path / "absent"), str(tmp_path)) is None
+
+
+def _quota_cgroup(tmp_name: str):
+    """A real cgroup with a CPU quota of 1.5 CPUs (v1 cpu controller or v2), or a skip."""
+    for base, files in (("/sys/fs/cgroup/cpu", {"cpu.cfs_quota_us": "150000"}),
+                        ("/sys/fs/cgroup", {"cpu.max": "150000 100000"})):
+        path = os.path.join(base, tmp_name)
+        try:
+            os.mkdir(path)
+        except OSError:
+            continue
+        try:
+            for name, value in files.items():
+                with open(os.path.join(path, name), "w") as f:
+                    f.write(value)
+            return path
+        except OSError:
+            os.rmdir(path)
+    pytest.skip("no writable cgroup CPU controller here (needs root): the quota case is covered by the unit test")
+
+
+@pytest.mark.slow
+def test_a_cpu_quota_keeps_the_pollers_from_starting():
+    """In a real cgroup with a CPU quota, the hold starts nothing and says why."""
+    path = _quota_cgroup(f"rig-test-{os.getpid()}")
+    code = ("import os, sys\nopen(sys.argv[1] + '/cgroup.procs', 'w').write(str(os.getpid()))\n"
+            "from rig import cpuidle\nwith cpuidle.Hold('hold') as h:\n    print(h.method, len(h.pids), h.detail)\n")
+    try:
+        out = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, timeout=60)
+    finally:
+        os.rmdir(path)
+    assert out.returncode == 0, out.stderr
+    if out.stdout.startswith("pm_qos"):
+        pytest.skip("this kernel has a cpuidle driver: the hold is a PM QoS request, which spends no quota")
+    assert out.stdout.startswith("os 0 this cgroup caps CPU time (150000"), out.stdout
