@@ -8,6 +8,8 @@ load. ``--repeats N`` measures each point N times; with ``--compare perf-analyze
 (C API mode, same runtime, repository and model) runs beside each repeat, in alternating order
 (rig then perf_analyzer, then the other way round), so drift falls on both. ``--instances 1,2,4``
 runs the whole sweep again for each count of model instances (a fresh repository and server).
+``--cpu-idle hold`` (the default) keeps the CPUs out of idle for the whole sweep, both tools alike
+(``rig.cpuidle``); the run's row stores how (``runs.cpu_idle``).
 
 In the ``windows`` table a repeat is one ``cycle`` number, shared by the rig's windows and
 perf_analyzer's windows of that repeat (``tool`` tells them apart); ``instances`` holds the
