@@ -5,8 +5,8 @@ hypervisor, and each wake-up is an inter-processor interrupt through it. Under i
 server's threads and its Python-backend stubs wake each other for every request, so the cost of
 those wake-ups, not the server's work, can decide the figure, and it varies with how busy the
 machine happens to be. Measured on a 2-vCPU KVM guest with no cpuidle driver (README, "CPU idle
-states"): the same bench point read 11-13k infer/s with the CPUs left to idle and 16-21k with them
-held awake.
+states"): the same bench points read 10.7-14.7k infer/s with the CPUs left to idle and mostly
+15.6-23.4k with them held awake.
 
 ``hold`` keeps them awake for the measurement, for every tool measured (the rig and perf_analyzer
 alike), as latency benchmarks such as cyclictest do:
@@ -109,6 +109,20 @@ def choose(mode: str, driver: str | None, pm_qos_writable: bool) -> str:
     return "poll"
 
 
+def plan(mode: str, pm_qos_writable: bool | None = None) -> tuple[str, str]:
+    """How ``mode`` would hold here, without holding: the method (``os``, ``pm_qos``, ``poll``) and,
+    where a hold asked for cannot happen, why."""
+    if pm_qos_writable is None:
+        pm_qos_writable = os.access(PM_QOS, os.W_OK)
+    method = choose(mode, idle_driver(), pm_qos_writable)
+    if method == "poll":
+        quota = cpu_quota()
+        if quota:
+            return "os", (f"this cgroup caps CPU time ({quota} us per period): idle-priority pollers would "
+                          "spend the quota and get the server throttled, so none are started")
+    return method, ""
+
+
 class Hold:
     """``with Hold(mode) as h:`` keeps the CPUs awake inside the block; ``h.method`` says how.
     Start it from the thread that outlives the measurement (the pollers die with that thread)."""
@@ -121,22 +135,16 @@ class Hold:
         self._pollers: list[subprocess.Popen] = []
 
     def __enter__(self) -> "Hold":
-        self.method = choose(self.mode, idle_driver(), os.access(PM_QOS, os.W_OK))
+        self.method, self.detail = plan(self.mode)
         if self.method == "pm_qos":
             try:
                 self._fd = os.open(PM_QOS, os.O_WRONLY)
                 os.write(self._fd, struct.pack("i", 0))
             except OSError:
                 self._close_fd()
-                self.method = "poll"
+                self.method, self.detail = plan(self.mode, pm_qos_writable=False)
         if self.method == "poll":
-            quota = cpu_quota()
-            if quota:
-                self.method = "os"
-                self.detail = (f"this cgroup caps CPU time ({quota} us per period): idle-priority pollers would "
-                               "spend the quota and get the server throttled, so none were started")
-            else:
-                self._start_pollers()
+            self._start_pollers()
         return self
 
     def _start_pollers(self) -> None:
@@ -144,13 +152,12 @@ class Hold:
             self._pollers.append(subprocess.Popen(
                 [sys.executable, "-S", "-c", _POLLER, str(os.getpid())],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
-        n = len(self._pollers)
-        started = [p for p in self._pollers if p.stdout.readline().strip() == b"ok"]
-        if len(started) < len(self._pollers):  # SCHED_IDLE refused: a poller at normal priority would steal time
+        failed = sum(p.stdout.readline().strip() != b"ok" for p in self._pollers)
+        if failed:  # SCHED_IDLE refused: a poller at normal priority would steal time
+            n = len(self._pollers)
             self._stop_pollers()
             self.method = "os"
-            self.detail = (f"{n - len(started)} of {n} idle-priority pollers "
-                           "did not start (SCHED_IDLE or the CPU refused)")
+            self.detail = f"{failed} of {n} idle-priority pollers did not start (SCHED_IDLE refused)"
 
     def _stop_pollers(self) -> None:
         for p in self._pollers:

@@ -59,11 +59,11 @@ def _idle_line() -> str:
 
     from rig import cpuidle
 
-    driver = cpuidle.idle_driver()
-    how = cpuidle.choose("hold", driver, os.access(cpuidle.PM_QOS, os.W_OK))
-    held = ("a PM QoS request of 0 us" if how == "pm_qos"
-            else f"{len(os.sched_getaffinity(0))} idle-priority pollers (no cpuidle driver, or PM QoS closed to this user)")
-    return f"driver {driver or 'unknown'}: rig bench holds the CPUs awake with {held}"
+    method, why = cpuidle.plan("hold")
+    held = {"pm_qos": "holds the CPUs awake with a PM QoS request of 0 us",
+            "poll": f"holds the CPUs awake with {len(os.sched_getaffinity(0))} idle-priority pollers "
+                    "(no cpuidle driver, or PM QoS closed to this user)"}.get(method, f"cannot hold the CPUs awake: {why}")
+    return f"driver {cpuidle.idle_driver() or 'unknown'}: rig bench {held}"
 
 
 def report() -> str:

@@ -184,10 +184,9 @@ def table(a: dict[str, str], b: dict[str, str]) -> str:
     return "\n".join(f"{n:<{w0}}  {a.get(n, '-'):<{w1}}  {b.get(n, '-')}".rstrip() for n in names)
 
 
-def idle_regimes(store, results: str, cycles) -> set[str]:
-    """How the side's runs left the CPUs to idle (``runs.cpu_idle``; unset: ``os``, as every soak
-    and every bench before the column ran)."""
-    runs = _read(store, results, "runs", columns=["run_id", "cpu_idle"])
+def idle_regimes(runs, cycles) -> set[str]:
+    """How the side's runs (of the ``runs`` frame) left the CPUs to idle (``runs.cpu_idle``;
+    unset: ``os``, as every soak and every bench before the column ran)."""
     runs = runs[runs["run_id"].isin(set(cycles["run_id"]))]
     if "cpu_idle" not in runs:
         return {"os"} if len(runs) else set()
@@ -230,7 +229,8 @@ def run(args) -> int:
                  for k in ("engine", "model", "retain", "stop_strategy", "restart") if c[k].nunique() > 1]
         if mixed:
             print(f"note: the {label} mixes {'; '.join(mixed)} (pin one with --where)")
-    note = idle_note(idle_regimes(store, args.results, ca), idle_regimes(store, args.results, cb))
+    runs = _read(store, args.results, "runs", columns=["run_id", "cpu_idle"])
+    note = idle_note(idle_regimes(runs, ca), idle_regimes(runs, cb))
     if note:
         print(note)
     reasons = verdict.gate(ca, wa, cb, wb, max_finalize_drop=args.max_finalize_drop,
