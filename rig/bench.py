@@ -9,7 +9,8 @@ load. ``--repeats N`` measures each point N times; with ``--compare perf-analyze
 (rig then perf_analyzer, then the other way round), so drift falls on both. ``--instances 1,2,4``
 runs the whole sweep again for each count of model instances (a fresh repository and server).
 ``--cpu-idle hold`` (the default) keeps the CPUs out of idle for the whole sweep, both tools alike
-(``rig.cpuidle``); the run's row stores how (``runs.cpu_idle``).
+(``rig.cpuidle``); the run's row stores how (``runs.cpu_idle``). Windows last 5 s unless
+``--window-seconds`` or the config file says otherwise (``BENCH_WINDOW_S``).
 
 In the ``windows`` table a repeat is one ``cycle`` number, shared by the rig's windows and
 perf_analyzer's windows of that repeat (``tool`` tells them apart); ``instances`` holds the
@@ -26,7 +27,7 @@ import shlex
 import platform
 import statistics
 
-from rig import cpuidle, orchestrator, repository
+from rig import config, cpuidle, orchestrator, repository
 from rig.analysis.sweeps import knee, stable, summarize
 from rig.config import RunConfig
 from rig.errors import RigError
@@ -39,6 +40,12 @@ SHAPED = ("ramp", "step", "spike")  # built-in workloads whose users change duri
 # the rig records the rule per window (``stable``) rather than enforcing it; at its default (10)
 # a noisy machine fails most short points after 10 windows, and picks calm stretches for the rest.
 PA_STABILITY_PCT = 100
+# A bench window's default length: perf_analyzer's own default measurement interval. A soak's
+# windows are 1 s, but a bench figure decides a comparison, and on a shared VM a vCPU's speed
+# swings by up to 1.7x for seconds at a time (measured here: README, "Measured: the rig beside
+# perf_analyzer"): a 1 s window falls wholly in one state, so which tool a slow spell hit decided
+# a point; 5 s windows average over the spells, for both tools alike.
+BENCH_WINDOW_S = 5.0
 
 
 def _points(text: str | None, kind) -> list:
@@ -62,6 +69,14 @@ def instance_counts(text: str | None) -> list[int]:
     if len(set(counts)) != len(counts):
         raise RigError(f"--instances lists a count twice ({text}): give each once")
     return counts
+
+
+def window_length(given: float | None, config_path: str | None, configured: float) -> float:
+    """A bench window's seconds: ``--window-seconds``, else the config file's
+    ``workload.window_seconds``, else ``BENCH_WINDOW_S`` (not the soak's 1 s default)."""
+    if given is not None or config.file_sets(config_path, "workload", "window_seconds"):
+        return configured
+    return BENCH_WINDOW_S
 
 
 def _check_workload(cfg: RunConfig) -> None:
@@ -123,6 +138,7 @@ def run(cfg: RunConfig, args, log=print) -> int:
     counts = [None] if cfg.model_repository else (getattr(args, "instance_list", None) or [cfg.instances])
     if conc:
         _check_workload(cfg)
+    cfg.workload.window_seconds = window_length(args.window_seconds, args.config, cfg.workload.window_seconds)
     p = _target(orchestrator.prepare(cfg, "bench", log=log), args)
     with cpuidle.Hold(args.cpu_idle) as hold:
         orchestrator.write_run_row(p, "bench", cpu_idle=hold.method)

@@ -89,7 +89,9 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     b.add_argument("--arrivals", choices=["poisson", "constant"])
     b.add_argument("--seed", type=int)
     b.add_argument("--windows", type=int, default=3, help="windows per point (default 3)")
-    b.add_argument("--window-seconds", type=float)
+    b.add_argument("--window-seconds", type=float,
+                   help="seconds per window (default 5, perf_analyzer's measurement interval, unless the "
+                   "config file sets workload.window_seconds)")
     b.add_argument("--p99-bound-ms", type=float, help="stop the sweep once p99 exceeds this")
     b.add_argument("--compare", choices=["perf-analyzer"], help="also run perf_analyzer at the same points")
     b.add_argument("--repeats", type=int, default=3, help="measurements per point (default 3); with --compare, "

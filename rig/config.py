@@ -208,6 +208,19 @@ def load(path: str | None, overrides: dict | None = None) -> RunConfig:
     return cfg.validate()
 
 
+def file_sets(path: str | None, section: str, key: str) -> bool:
+    """Whether the TOML config file at ``path`` sets ``[section] key`` itself (a command whose
+    default differs from the config's, such as bench's window length, yields to the file)."""
+    if not path:
+        return False
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+    table = data.get(section)
+    return isinstance(table, dict) and any(k.replace("-", "_") == key for k in table)
+
+
 def from_toml_text(text: str) -> RunConfig:
     cfg = RunConfig()
     _apply(cfg, tomllib.loads(text), "stored config")

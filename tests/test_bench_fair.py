@@ -156,3 +156,15 @@ def test_a_repository_of_two_models_is_benched_on_one(tmp_path):
     assert set(w.model) == {"a,b"}
     print("requests of 20 ms or more: on b", on_b, "spread", spread)
     assert on_b <= 8 and spread >= 20, (on_b, spread)
+
+
+@pytest.mark.slow
+def test_bench_windows_last_five_seconds_unless_told(tmp_path):
+    """Without --window-seconds (and no config file setting it), a bench window is perf_analyzer's
+    5 s measurement interval, not a soak's 1 s: the header says so and the stored window lasted it."""
+    p = rig("bench", "--concurrency", "1", "--windows", "1", "--repeats", "1", "--results", str(tmp_path / "r"),
+            timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "1 windows of 5.0 s per point" in p.stdout
+    w = Store(tmp_path / "r").read("windows")
+    assert len(w) == 1 and w.length_s.iloc[0] >= 4.5 and w.requests.iloc[0] > 0

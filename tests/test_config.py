@@ -38,3 +38,21 @@ def test_bad_files(tmp_path, text, words):
     with pytest.raises(RigError) as e:
         load(str(f))
     assert words in str(e.value)
+
+
+def test_bench_windows_default_to_perf_analyzers_interval_unless_told(tmp_path):
+    """bench's windows: --window-seconds, else the config file's, else 5 s (not the soak's 1 s)."""
+    from rig.bench import BENCH_WINDOW_S, window_length
+    from rig.config import file_sets
+
+    sets, dashed, other = tmp_path / "a.toml", tmp_path / "b.toml", tmp_path / "c.toml"
+    sets.write_text("[workload]\nwindow_seconds = 0.5\n")
+    dashed.write_text("[workload]\nwindow-seconds = 2\n")
+    other.write_text("cycles = 3\n[workload]\nusers = 2\n")
+    assert BENCH_WINDOW_S == 5.0
+    assert file_sets(str(sets), "workload", "window_seconds") and file_sets(str(dashed), "workload", "window_seconds")
+    assert not file_sets(str(other), "workload", "window_seconds") and not file_sets(None, "workload", "window_seconds")
+    assert window_length(None, None, 1.0) == 5.0
+    assert window_length(None, str(other), load(str(other)).workload.window_seconds) == 5.0
+    assert window_length(None, str(sets), load(str(sets)).workload.window_seconds) == 0.5
+    assert window_length(2.5, str(sets), 2.5) == 2.5 and window_length(0.25, None, 0.25) == 0.25
