@@ -3,6 +3,7 @@ lane on a seeded schedule (open loop), with one window row per ``window_seconds`
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -18,6 +19,21 @@ from rig.load.sink import Sink
 from rig.load.users import Workload, load_workload, run_classes, size_shape
 from rig.load.windows import HubMonitor, run_windows
 from rig.schedule import arrival_times
+
+
+class _AtOnce(logging.Filter):
+    """Drops Locust's warning that a spawn rate above 100 "is known to sometimes cause issues":
+    the rig starts its users at once on purpose, and the warning led every worker's log, so that a
+    crashed worker's detail opened with it instead of with the reason (seen: a Python-backend abort,
+    ``boost::interprocess::lock_exception``, hidden behind it in the console)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "spawn rate is very high" not in record.getMessage()
+
+
+_LOCUST_RUNNERS = logging.getLogger("locust.runners")
+if not any(isinstance(f, _AtOnce) for f in _LOCUST_RUNNERS.filters):
+    _LOCUST_RUNNERS.addFilter(_AtOnce())
 
 
 def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, in_flight: int,
