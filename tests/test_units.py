@@ -278,10 +278,15 @@ def test_constant_arrivals_are_evenly_spaced_inside_the_span():
 
 def test_poisson_arrivals():
     a = arrival_times(500, 4.0, 0, "poisson", seed=1)
-    assert (np.diff(a) >= 0).all() and a[0] > 0 and a[-1] < 4e9
-    assert 1800 < len(a) < 2200
-    assert np.diff(a).mean() == pytest.approx(2e6, rel=0.1)
+    assert (np.diff(a) >= 0).all() and a[0] >= 0 and a[-1] < 4e9
+    assert len(a) == 2000  # conditioned on its count: exactly the rate asked for
+    gaps = np.diff(a)
+    assert gaps.mean() == pytest.approx(2e6, rel=0.05)
+    assert gaps.std() / gaps.mean() == pytest.approx(1.0, abs=0.1)  # exponential gaps, as Poisson's
+    assert (gaps < 0.1 * gaps.mean()).mean() == pytest.approx(1 - np.exp(-0.1), abs=0.03)
     assert not np.array_equal(a[:50], arrival_times(500, 4.0, 0, "poisson", seed=2)[:50])
+    for rate, seconds in ((100, 3.0), (37.5, 2.0), (1000, 0.25), (0.4, 1.0)):
+        assert len(arrival_times(rate, seconds, 10, "poisson", seed=3)) == round(rate * seconds)
 
 
 def test_a_rate_too_low_for_the_span_sends_nothing():
