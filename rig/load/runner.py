@@ -31,9 +31,7 @@ class _AtOnce(logging.Filter):
         return "spawn rate is very high" not in record.getMessage()
 
 
-_LOCUST_RUNNERS = logging.getLogger("locust.runners")
-if not any(isinstance(f, _AtOnce) for f in _LOCUST_RUNNERS.filters):
-    _LOCUST_RUNNERS.addFilter(_AtOnce())
+logging.getLogger("locust.runners").addFilter(_AtOnce())
 
 
 def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, in_flight: int,
