@@ -14,14 +14,16 @@ LoadGen's rule), and ends once the lane has dropped the response, as the native 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
 
 import numpy as np
 
-from rig.engines.official.engine import OfficialEngine, infer_once
 from rig.crossthread import Signal
-from rig.engines.official.responses import OutputCheck, prepare_inputs
+from rig.engines.official.engine import OfficialEngine
+from rig.engines.official.errors import engine_error, scrub
+from rig.engines.official.responses import OutputCheck, Picker, prepare_inputs
 
 
 class OfficialLane:
@@ -30,8 +32,12 @@ class OfficialLane:
         self._engine = engine
         self._handle = engine.model_handle(model)
         self._arrays = prepare_inputs(inputs)
-        self._prebuilt = engine.prebuilt_request(self._handle, self._arrays)
-        self._kwargs = dict(engine.infer_kwargs)
+        prebuilt = engine.prebuilt_request(self._handle, self._arrays)
+        # One send, bound once: what ``engine.infer_once`` does, without its call layers (each
+        # is Python time on the loop's thread, per request).
+        self._send = (functools.partial(self._handle.async_infer, inference_request=prebuilt, **engine.infer_kwargs)
+                      if prebuilt is not None else
+                      functools.partial(self._handle.async_infer, inputs=self._arrays, **engine.infer_kwargs))
         self.in_flight = in_flight
         self._fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._armed = True
@@ -114,7 +120,20 @@ class OfficialLane:
 
     async def _request(self, t0: int) -> None:
         self._submitted += 1
-        response, error = await infer_once(self._handle, self._arrays, self._kwargs, self._prebuilt)
+        try:  # refused at submission: bad input, unknown model
+            iterator = self._send()
+        except Exception as e:  # noqa: BLE001 - as engine.call: an EngineError, nothing kept
+            response, error = None, engine_error(e)
+            scrub(e)
+        else:  # responses.pick_async, inline: one coroutine less per request
+            picker = Picker()
+            try:
+                async for response in iterator:
+                    picker.take(response)
+                    response = None  # noqa: F841 - drop the loop variable's reference now
+            except Exception as e:  # noqa: BLE001 - older iterators raise the response's error
+                picker.raised(e)
+            response, error = picker.result()
         if error is None and self._check is not None and not self._check(response):
             self._bad += 1
         response = None  # noqa: F841 - the lane keeps nothing; the clock stops after the release
