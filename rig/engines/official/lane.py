@@ -125,12 +125,22 @@ class OfficialLane:
         except Exception as e:  # noqa: BLE001 - as engine.call: an EngineError, nothing kept
             response, error = None, engine_error(e)
             scrub(e)
-        else:  # responses.pick_async, inline: one coroutine less per request
+        else:  # responses.pick_async, inline (one coroutine less per request), ending at the
+            # response flagged final instead of asking the iterator once more for its
+            # StopAsyncIteration (a coroutine and an exception per request); an iterator whose
+            # responses carry no flag is walked to its end.
             picker = Picker()
+            anext = iterator.__anext__
             try:
-                async for response in iterator:
+                while True:
+                    response = await anext()
+                    final = getattr(response, "final", False)
                     picker.take(response)
-                    response = None  # noqa: F841 - drop the loop variable's reference now
+                    response = None  # noqa: F841 - drop the reference now
+                    if final:
+                        break
+            except StopAsyncIteration:
+                pass
             except Exception as e:  # noqa: BLE001 - older iterators raise the response's error
                 picker.raised(e)
             response, error = picker.result()
