@@ -475,3 +475,49 @@ def test_outputs_are_held_to_the_models_metadata_on_the_asyncio_lane(tmp_path, r
     c = Store(res).read("cycles").iloc[0]
     assert c.outcome == "wrong_output" and c.lane == "asyncio" and c.errors == 0, c.detail
     assert 0.15 * c.requests <= c.bad_outputs <= 0.25 * c.requests
+
+
+DECOUPLED = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.n = 0
+
+    def execute(self, requests):
+        for r in requests:
+            self.n += 1
+            sender = r.get_response_sender()
+            y = pb_utils.get_input_tensor_by_name(r, "INPUT").as_numpy() * 2
+            response = pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT", y)])
+            if self.n % 2:  # the answer, then an empty response that only says FINAL
+                sender.send(response)
+                sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            else:  # the answer flagged FINAL itself
+                sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+'''
+
+
+@official
+def test_a_decoupled_model_is_answered_once_per_request_on_the_asyncio_lane(tmp_path, runtime):
+    """The lane ends a request at the response flagged final: a separate empty final response
+    must not count as a second answer, nor as a wrong one (it has no output)."""
+    from test_accounting import repository
+
+    from rig import Store
+
+    repo = repository(tmp_path, "split", DECOUPLED)
+    cfg = repo / "split" / "config.pbtxt"
+    cfg.write_text(cfg.read_text() + "model_transaction_policy { decoupled: true }\n")
+    res = tmp_path / "r"
+    p = rig("cycle", *ENGINE, "--model-repository", str(repo), "--workload", "steady", "--users", "2",
+            "--workload-seconds", "2", "--results", str(res), timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    store = Store(res)
+    c, w = store.read("cycles").iloc[0], store.read("windows")
+    assert c.outcome == "clean" and c.lane == "asyncio", c.detail
+    assert c.requests > 100 and c.errors == 0 and c.bad_outputs == 0
+    assert w.requests.sum() == c.requests
