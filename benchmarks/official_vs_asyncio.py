@@ -42,42 +42,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-PLAIN = r"""
-import asyncio, json, sys, time
-import numpy as np
-from rig.engines.official import loader
-core, backends, repo, conc, seconds, warmup, style = sys.argv[1:8]
-ts = loader.load(core)
-server = ts.Server(ts.Options(model_repository=repo, backend_directory=backends, exit_timeout=10))
-server.start(wait_until_ready=True)
-model = server.model("numpy")
-inputs = {"INPUT": np.ones(4, dtype=np.float32)}
-request = ts.InferenceRequest(model=model, inputs={"INPUT": ts.Tensor.from_dlpack(inputs["INPUT"])})
-
-async def user(until, counts):
-    while time.monotonic() < until:
-        if style == "prebuilt":
-            async for response in model.async_infer(inference_request=request):
-                pass
-        else:
-            async for response in model.async_infer(inputs=inputs):
-                pass
-        response = None
-        counts[0] += 1
-
-async def run(seconds):
-    counts = [0]
-    t0 = time.monotonic()
-    await asyncio.gather(*(user(t0 + seconds, counts) for _ in range(int(conc))))
-    return counts[0] / (time.monotonic() - t0)
-
-asyncio.run(run(float(warmup)))
-rate = asyncio.run(run(float(seconds)))
-server.stop()
-print(json.dumps({"throughput": rate}))
-"""
-
-
 PLAIN_SLICES = r"""
 import asyncio, json, sys, time
 import numpy as np
@@ -251,13 +215,13 @@ def table(points, rates, pairs) -> None:
 
 
 def plain(rt, repo: Path, conc: int, seconds: float, warmup: float, style: str = "inputs") -> float:
-    proc = subprocess.run([sys.executable, "-c", PLAIN, rt.core_library, rt.backend_dir, str(repo),
-                           str(conc), str(seconds), str(warmup), style],
-                          capture_output=True, text=True, env=rt.worker_env(), timeout=600)
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)["throughput"]
-    raise SystemExit(f"the plain loop failed: {proc.stderr.strip()[-2000:]}")
+    """One whole run of the plain loop in a fresh process: a warm-up, then ``seconds`` counted."""
+    child = Child("plain", PLAIN_SLICES, rt, repo, 4)
+    try:
+        child.run(style=style, conc=conc, seconds=warmup)
+        return child.run(style=style, conc=conc, seconds=seconds)["throughput"]
+    finally:
+        child.close()
 
 
 def rig_bench(runtime: str, conc: int, windows: int, window_s: float, results: Path) -> float:

@@ -437,23 +437,34 @@ def test_the_same_on_a_second_core(tmp_path):
     assert r.finalize_before_stop == 0 and r.finalize_after_stop == 1
 
 
+def _steady_cycle(tmp_path, name: str, model: str, config_extra: str = ""):
+    """``rig cycle`` on the official engine with a steady workload (2 users, 2 s) over one model
+    of test_accounting's shape; returns its cycle row and its windows."""
+    from test_accounting import repository
+
+    from rig import Store
+
+    repo = repository(tmp_path, name, model)
+    if config_extra:
+        cfg = repo / name / "config.pbtxt"
+        cfg.write_text(cfg.read_text() + config_extra)
+    res = tmp_path / "r"
+    p = rig("cycle", *ENGINE, "--model-repository", str(repo), "--workload", "steady", "--users", "2",
+            "--workload-seconds", "2", "--results", str(res), timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    store = Store(res)
+    return store.read("cycles").iloc[0], store.read("windows")
+
+
 @official
 def test_failed_requests_keep_their_latency_and_message_on_the_asyncio_lane(tmp_path, runtime):
     import base64
     import json
 
     from hdrh.histogram import HdrHistogram
-    from test_accounting import FAILS_EVERY_4TH_SLOWLY, repository
+    from test_accounting import FAILS_EVERY_4TH_SLOWLY
 
-    from rig import Store
-
-    repo = repository(tmp_path, "quarter", FAILS_EVERY_4TH_SLOWLY)
-    res = tmp_path / "r"
-    p = rig("cycle", *ENGINE, "--model-repository", str(repo), "--workload", "steady", "--users", "2",
-            "--workload-seconds", "2", "--results", str(res), timeout=300)
-    assert p.returncode == 0, p.stdout + p.stderr
-    store = Store(res)
-    c, w = store.read("cycles").iloc[0], store.read("windows")
+    c, w = _steady_cycle(tmp_path, "quarter", FAILS_EVERY_4TH_SLOWLY)
     assert c.outcome == "infer_error" and c.errors > 0 and c.lane == "asyncio"
     (top, count), = list(json.loads(c.error_messages).items())[:1]
     assert "quarter failure" in top and count == c.errors
@@ -463,16 +474,9 @@ def test_failed_requests_keep_their_latency_and_message_on_the_asyncio_lane(tmp_
 
 @official
 def test_outputs_are_held_to_the_models_metadata_on_the_asyncio_lane(tmp_path, runtime):
-    from test_accounting import SAME_BYTES_WRONG_KIND, repository
+    from test_accounting import SAME_BYTES_WRONG_KIND
 
-    from rig import Store
-
-    repo = repository(tmp_path, "kind", SAME_BYTES_WRONG_KIND)
-    res = tmp_path / "r"
-    p = rig("cycle", *ENGINE, "--model-repository", str(repo), "--workload", "steady", "--users", "2",
-            "--workload-seconds", "2", "--results", str(res), timeout=300)
-    assert p.returncode == 0, p.stdout + p.stderr
-    c = Store(res).read("cycles").iloc[0]
+    c, _ = _steady_cycle(tmp_path, "kind", SAME_BYTES_WRONG_KIND)
     assert c.outcome == "wrong_output" and c.lane == "asyncio" and c.errors == 0, c.detail
     assert 0.15 * c.requests <= c.bad_outputs <= 0.25 * c.requests
 
@@ -505,19 +509,7 @@ class TritonPythonModel:
 def test_a_decoupled_model_is_answered_once_per_request_on_the_asyncio_lane(tmp_path, runtime):
     """The lane ends a request at the response flagged final: a separate empty final response
     must not count as a second answer, nor as a wrong one (it has no output)."""
-    from test_accounting import repository
-
-    from rig import Store
-
-    repo = repository(tmp_path, "split", DECOUPLED)
-    cfg = repo / "split" / "config.pbtxt"
-    cfg.write_text(cfg.read_text() + "model_transaction_policy { decoupled: true }\n")
-    res = tmp_path / "r"
-    p = rig("cycle", *ENGINE, "--model-repository", str(repo), "--workload", "steady", "--users", "2",
-            "--workload-seconds", "2", "--results", str(res), timeout=300)
-    assert p.returncode == 0, p.stdout + p.stderr
-    store = Store(res)
-    c, w = store.read("cycles").iloc[0], store.read("windows")
+    c, w = _steady_cycle(tmp_path, "split", DECOUPLED, "model_transaction_policy { decoupled: true }\n")
     assert c.outcome == "clean" and c.lane == "asyncio", c.detail
     assert c.requests > 100 and c.errors == 0 and c.bad_outputs == 0
     assert w.requests.sum() == c.requests
