@@ -121,7 +121,7 @@ def _enum_key(value: Any) -> Any:
     """A hashable stand-in for an enum of the bindings: its integer value. The bindings make a
     new pybind11 enum object for every output, and hashing and comparing those goes through
     pybind11's dispatch (measured: the dictionary lookup on them cost 7 us a response on the
-    loop's thread, against 0.4 us for reading ``.value``)."""
+    loop's thread under load; reading ``.value`` costs 0.4 us in a tight loop)."""
     return getattr(value, "value", value)
 
 
@@ -134,8 +134,8 @@ class OutputCheck:
     tensor's type, memory kind and shape say is judged once per distinct combination and
     remembered (keyed by the enums' integer values), so a response in host memory costs a
     dictionary lookup, its byte size and one comparison of its bytes in place (measured on the
-    loop's thread under load: 12 us a response with the enums themselves as the key and
-    ``ctypes.string_at``; see the README for the figure now)."""
+    loop's thread under load: 7.8 us a response; 12 us with the enums themselves as the key and
+    ``ctypes.string_at``)."""
 
     __slots__ = ("check", "name", "size", "want", "_seen", "_view")
 
