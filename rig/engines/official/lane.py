@@ -82,12 +82,10 @@ class OfficialLane:
     def start_closed(self) -> None:
         """``in_flight`` requests outstanding, each sent again as soon as it completes."""
 
-        async def slot():
-            while self._running:
-                await self._request(time.monotonic_ns())
-
-        async def closed():
-            await asyncio.gather(*(slot() for _ in range(self.in_flight)))
+        async def closed():  # each slot one coroutine for all its requests (one fewer per request)
+            if not self._running:  # stopped before the loop got to it
+                return
+            await asyncio.gather(*(self._request(time.monotonic_ns(), again=True) for _ in range(self.in_flight)))
 
         self._start(closed)
 
@@ -118,49 +116,55 @@ class OfficialLane:
 
         self._start(open_loop)
 
-    async def _request(self, t0: int) -> None:
-        self._submitted += 1
-        try:  # refused at submission: bad input, unknown model
-            iterator = self._send()
-        except Exception as e:  # noqa: BLE001 - as engine.call: an EngineError, nothing kept
-            response, error = None, engine_error(e)
-            scrub(e)
-        else:  # responses.pick_async, inline (one coroutine less per request), ending at the
-            # response flagged final instead of asking the iterator once more for its
-            # StopAsyncIteration (a coroutine and an exception per request); an iterator whose
-            # responses carry no flag is walked to its end.
-            picker = Picker()
-            anext = iterator.__anext__
-            try:
-                while True:
-                    response = await anext()
-                    final = getattr(response, "final", False)
-                    picker.take(response)
-                    response = None  # noqa: F841 - drop the reference now
-                    if final:
-                        break
-            except StopAsyncIteration:
-                pass
-            except Exception as e:  # noqa: BLE001 - older iterators raise the response's error
-                picker.raised(e)
-            response, error = picker.result()
-        if error is None and self._check is not None and not self._check(response):
-            self._bad += 1
-        response = None  # noqa: F841 - the lane keeps nothing; the clock stops after the release
-        t1 = time.monotonic_ns()
-        if error is None:
-            self._completed += 1
-            self._lat.append(t1 - t0)
-        else:
-            self._errors += 1
-            self._lat.append(t0 - t1)  # negated: a failed request's latency
-            message = str(error)
-            if self._first_error is None:
-                self._first_error = message
-            self._messages[message] = self._messages.get(message, 0) + 1
-        if self._armed:
-            self._armed = False
-            os.eventfd_write(self._fd, 1)
+    async def _request(self, t0: int, again: bool = False) -> None:
+        """One request, sent at ``t0``; with ``again`` (a closed-loop slot), the next as soon as it is
+        done, for as long as the lane runs: one coroutine for all of a slot's requests."""
+        while True:
+            self._submitted += 1
+            try:  # refused at submission: bad input, unknown model
+                iterator = self._send()
+            except Exception as e:  # noqa: BLE001 - as engine.call: an EngineError, nothing kept
+                response, error = None, engine_error(e)
+                scrub(e)
+            else:  # responses.pick_async, inline (one coroutine less per request), ending at the
+                # response flagged final instead of asking the iterator once more for its
+                # StopAsyncIteration (a coroutine and an exception per request); an iterator whose
+                # responses carry no flag is walked to its end.
+                picker = Picker()
+                anext = iterator.__anext__
+                try:
+                    while True:
+                        response = await anext()
+                        final = getattr(response, "final", False)
+                        picker.take(response)
+                        response = None  # noqa: F841 - drop the reference now
+                        if final:
+                            break
+                except StopAsyncIteration:
+                    pass
+                except Exception as e:  # noqa: BLE001 - older iterators raise the response's error
+                    picker.raised(e)
+                response, error = picker.result()
+            if error is None and self._check is not None and not self._check(response):
+                self._bad += 1
+            response = None  # noqa: F841 - the lane keeps nothing; the clock stops after the release
+            t1 = time.monotonic_ns()
+            if error is None:
+                self._completed += 1
+                self._lat.append(t1 - t0)
+            else:
+                self._errors += 1
+                self._lat.append(t0 - t1)  # negated: a failed request's latency
+                message = str(error)
+                if self._first_error is None:
+                    self._first_error = message
+                self._messages[message] = self._messages.get(message, 0) + 1
+            if self._armed:
+                self._armed = False
+                os.eventfd_write(self._fd, 1)
+            if not (again and self._running):
+                return
+            t0 = time.monotonic_ns()
 
     def stop(self, timeout_s: float = 30) -> bool:
         """Stop sending and wait (cooperatively under gevent) until nothing is in flight."""
