@@ -9,6 +9,7 @@ version; several of them sit side by side in the cache folder.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import os
 import shlex
@@ -241,6 +242,17 @@ def install_embedded(version: str = DEFAULT_EMBEDDED, force: bool = False,
     if (root / "wheel").is_dir() and not force:
         return _embedded_from_root(version, root)
     cache_dir().mkdir(parents=True, exist_ok=True)
+    # One install of a version at a time: two rig processes (or test workers) starting on a fresh
+    # machine would otherwise download it twice and the second would remove the first's folder
+    # while that one runs from it. The lock goes with the process; the later one finds it done.
+    with open(cache_dir() / f".install-{version}.lock", "a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        if (root / "wheel").is_dir() and not force:
+            return _embedded_from_root(version, root)
+        return _install_embedded_locked(version, root, log)
+
+
+def _install_embedded_locked(version: str, root: Path, log) -> Runtime:
     with tempfile.TemporaryDirectory(prefix=".dl-", dir=cache_dir()) as tmp:
         log(f"downloading nvidia-pytriton=={version} (bundles Triton "
             f"{PYTRITON_CORE.get(version, '?')}) ...")
