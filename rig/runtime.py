@@ -246,7 +246,11 @@ def install_embedded(version: str = DEFAULT_EMBEDDED, force: bool = False,
     # machine would otherwise download it twice and the second would remove the first's folder
     # while that one runs from it. The lock goes with the process; the later one finds it done.
     with open(cache_dir() / f".install-{version}.lock", "a") as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # say why this process waits, then wait
+            log(f"waiting for another process that is installing nvidia-pytriton=={version} ...")
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         if (root / "wheel").is_dir() and not force:
             return _embedded_from_root(version, root)
         return _install_embedded_locked(version, root, log)

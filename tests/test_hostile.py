@@ -172,6 +172,38 @@ def test_files_in_the_working_folder_named_like_modules_shadow_nothing(tmp_path,
     assert "was imported" not in p.stdout + p.stderr
 
 
+def test_a_second_install_of_a_runtime_waits_for_the_first_and_takes_its_result(tmp_path, runtime):
+    """Two processes installing the same embedded runtime on a fresh machine: the later one says it
+    waits, then runs from what the first installed (it neither downloads again nor removes it)."""
+    import fcntl
+
+    from rig import runtime as rt
+
+    version = runtime.name[len("embedded-"):]
+    real = Path(runtime.server_dir).parent  # the installed runtime's folder in the real cache
+    home = tmp_path / "home"
+    (home / "runtimes").mkdir(parents=True)
+    for site in Path(rt.cache_dir()).parent.glob("stub-site-py*"):  # no numpy<2 install here
+        os.symlink(site, home / site.name)
+    env = {**os.environ, "RIG_HOME": str(home)}
+    with open(home / "runtimes" / f".install-{version}.lock", "a") as held:  # "the first" process
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        second = subprocess.Popen(
+            [sys.executable, "-c", "from rig import runtime as rt; import sys; "
+             f"r = rt.install_embedded({version!r}, log=lambda m: print(m, flush=True)); "
+             "print('triton', r.triton_version, r.server_dir)"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+        first_line = second.stdout.readline()
+        assert first_line.startswith(f"waiting for another process that is installing nvidia-pytriton=={version}"), \
+            first_line
+        os.symlink(real, home / "runtimes" / f"embedded-{version}")  # the first one's install lands
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+    assert "downloading" not in out
+    assert out.strip().endswith(f"triton {runtime.triton_version} {home / 'runtimes' / f'embedded-{version}' / Path(runtime.server_dir).name}")
+    assert (real / "wheel").is_dir()  # nothing removed
+
+
 def test_zz_after_all_of_them_no_stub_and_no_shared_memory_of_the_rig_is_left(tmp_path_factory):
     """Runs last in this module: whatever the faults above did, the rig left nothing behind
     (stubs of this test session's runs: their models live under its temporary folder)."""
