@@ -72,13 +72,15 @@ def rss_slope(cycles: pd.DataFrame, column: str = "worker_rss_bytes", skip: int 
 
 
 def lifecycle(cycles: pd.DataFrame, by=None) -> pd.DataFrame:
-    """Per group: cycles and runs, outcome counts (``outcome_<name>``), finalize success
+    """Per group: cycles and runs, outcome counts (``outcome_<name>``; the load's verdicts as
+    ``load_<name>``), finalize success
     (cycles whose every finalize ran before stop returned, among cycles that expected one) with
     its Wilson interval, start and stop latency p50/p95/max, stubs killed and shared-memory
     regions left per cycle, and worker/stub RSS growth per cycle with its interval
     (same-process restarts only)."""
     by = _by(cycles, by)
     outcomes = sorted(cycles["outcome"].dropna().unique()) if len(cycles) else []
+    loads = sorted(cycles["load_outcome"].dropna().unique()) if len(cycles) and "load_outcome" in cycles else []
     rows = []
     for key, g in cycles.groupby(by, dropna=False, sort=True):
         key = key if isinstance(key, tuple) else (key,)
@@ -86,6 +88,9 @@ def lifecycle(cycles: pd.DataFrame, by=None) -> pd.DataFrame:
         row.update(runs=g["run_id"].nunique(), cycles=len(g))
         counts = g["outcome"].value_counts()
         row.update({f"outcome_{o}": int(counts.get(o, 0)) for o in outcomes})
+        if loads:  # the load's verdict, counted apart (``load_<name>``)
+            lc = g["load_outcome"].value_counts()
+            row.update({f"load_{o}": int(lc.get(o, 0)) for o in loads})
         ok, n = finalize_counts(g)
         rate, low, high = stats.wilson(ok, n)
         row.update(finalize_ok=ok, finalize_cycles=n, finalize_rate=rate, finalize_low=low, finalize_high=high)

@@ -37,15 +37,18 @@ def cell_figures(cycles) -> dict:
     """Figures of one cell from its stored cycles (a frame, dicts or ``CycleRow``s)."""
     rows = records(cycles)
     outcomes: dict[str, int] = {}
+    loads: dict[str, int] = {}
     for r in rows:
         outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
+        if r.get("load_outcome"):
+            loads[r["load_outcome"]] = loads.get(r["load_outcome"], 0) + 1
     lat = sorted(float(r["stop_latency_s"]) for r in rows if r.get("stop_latency_s") is not None)
     versions = sorted({str(r["triton_version"]) for r in rows if r.get("triton_version")})
     cleanup: dict[str, int] = {}  # teardown after the stop was measured: a crash there is noted
     for r in rows:
         if r.get("cleanup") and r["cleanup"] != "ok":
             cleanup[r["cleanup"]] = cleanup.get(r["cleanup"], 0) + 1
-    return {"cycles": len(rows), "outcomes": outcomes,
+    return {"cycles": len(rows), "outcomes": outcomes, "load_outcomes": loads,
             "finalize_before": sum(int(r.get("finalize_before_stop") or 0) for r in rows),
             "finalize_expected": sum(int(r.get("finalize_expected") or 0) for r in rows),
             "finalize_after": sum(int(r.get("finalize_after_stop") or 0) for r in rows),
@@ -96,7 +99,7 @@ def _status(row: dict, short: bool = False) -> str:
 
 def format_table(rows: list[dict]) -> str:
     """The matrix as a Markdown table (the same text on stdout and in the README)."""
-    head = ["runtime", "Triton", "engine", "retain", "outcomes", "finalize before stop",
+    head = ["runtime", "Triton", "engine", "retain", "outcomes", "load", "finalize before stop",
             "stop p50 / max (s)", "status"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
@@ -104,8 +107,9 @@ def format_table(rows: list[dict]) -> str:
         if r.get("cleanup"):
             outcomes += " (cleanup " + ", ".join(f"{k} in {v}" for k, v in sorted(r["cleanup"].items())) + ")"
         stop = "-" if r.get("stop_p50") is None else f"{_secs(r['stop_p50'])} / {_secs(r.get('stop_max'))}"
+        loads = ", ".join(f"{k} {v}" for k, v in sorted((r.get("load_outcomes") or {}).items())) or "-"
         cells = [r["runtime"], r.get("triton_version") or "-", r.get("engine") or "-", r.get("retain") or "-",
-                 outcomes, _finalize(r), stop, _status(r, short=True)]
+                 outcomes, loads, _finalize(r), stop, _status(r, short=True)]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
 

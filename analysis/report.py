@@ -24,7 +24,7 @@ from rig.text import redact
 DIMS = ("triton_version", "engine", "model", "retain", "stop_strategy", "restart")
 WINDOW_COLUMNS = ["run_id", "cycle", "window", "engine", "model", "tool", "mode", "concurrency", "rate",
                   "requests", "throughput", "p50_us", "p99_us", "triton_version", "date"]  # what the sections read
-CYCLE_COLUMNS = ["run_id", "cycle", "engine", "model", "retain", "outcome", "restart", "stop_strategy",
+CYCLE_COLUMNS = ["run_id", "cycle", "engine", "model", "retain", "outcome", "load_outcome", "restart", "stop_strategy",
                  "start_latency_s", "stop_latency_s", "finalize_expected", "finalize_before_stop", "stubs_killed",
                  "shm_regions_leaked", "throughput", "worker_rss_bytes", "stub_rss_bytes", "triton_version", "date"]
 TABLES = ("runs", "cycles", "windows")

@@ -64,14 +64,19 @@ def lifecycle_section(cycles: pd.DataFrame, keys: list[str]) -> Section:
                 stop_max=("stop_latency_s", "max"), start_p50=("start_latency_s", "median"),
                 start_p95=("start_latency_s", lambda s: s.quantile(0.95)), start_max=("start_latency_s", "max"),
                 stubs_killed=("stubs_killed", "mean"), shm_left=("shm_regions_leaked", "mean"))
-    outcomes = pd.crosstab([c[k] for k in keys] if keys else [pd.Series("all", index=c.index)], c.outcome)
+    by = [c[k] for k in keys] if keys else [pd.Series("all", index=c.index)]
+    outcomes = pd.crosstab(by, c.outcome)
     agg["outcomes"] = [", ".join(f"{o} {int(n)}" for o, n in row.items() if n) for _, row in outcomes.reindex(agg.index).iterrows()]
+    # the load's verdict, apart (older stores read one through rig.store; a frame without it shows -)
+    load = c["load_outcome"] if "load_outcome" in c else pd.Series(None, index=c.index, dtype=object)
+    loads = pd.crosstab(by, load.fillna("-"))
+    agg["load"] = [", ".join(f"{o} {int(n)}" for o, n in row.items() if n) for _, row in loads.reindex(agg.index).iterrows()]
     rows = []
     same = c[c.restart.astype("string") == "same-process"] if "restart" in c else c.iloc[:0]
     for idx, r in agg.iterrows():
         rate, lo, hi = stats.wilson(int(r.fin_ok), int(r.fin_n))
         row = dict(zip(keys, idx if isinstance(idx, tuple) else (idx,))) if keys else {}
-        row.update({"cycles": int(r.cycles), "outcomes": r.outcomes, "finalize": _pct(rate),
+        row.update({"cycles": int(r.cycles), "outcomes": r.outcomes, "load": r.load, "finalize": _pct(rate),
                     "finalize 95 % CI": f"{_pct(lo)} – {_pct(hi)}" if rate is not None else "-",
                     "stop p50 s": r.stop_p50, "stop p95 s": r.stop_p95, "stop max s": r.stop_max,
                     "start p50 s": r.start_p50, "start p95 s": r.start_p95, "start max s": r.start_max,
@@ -84,7 +89,8 @@ def lifecycle_section(cycles: pd.DataFrame, keys: list[str]) -> Section:
             row[name] = "-" if s is None else f"{s[0]:+.1f} [{s[1]:+.1f}, {s[2]:+.1f}]"
         rows.append(row)
     table = pd.DataFrame(rows)
-    sec = Section("Lifecycle").add(Table(table, "Outcomes, finalize success (Wilson interval), stop and start "
+    sec = Section("Lifecycle").add(Table(table, "Outcomes (the lifecycle's verdict) and the load's verdict, each "
+                                         "judged apart; finalize success (Wilson interval), stop and start "
                                          "latency, leaks, RSS slope (same-process runs only)"))
     labelled = c.assign(_g=_labels(c, keys))
     top = labelled._g.value_counts().index[:MAX_GROUPS_PLOTTED]

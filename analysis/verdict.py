@@ -17,7 +17,8 @@ configuration pass however their noise falls, and a tiny but certain change pass
   independent units, the same on both sides (``frames.paired_units`` of the measured windows,
   warm-up left out: each cycle's median; each run's where both sides have over 1,000 cycles;
   the windows themselves where a side has fewer than 3 cycles);
-- any outcome but ``clean`` that the candidate has and the baseline never had.
+- any lifecycle outcome but ``clean``, or load outcome but ``ok``, that the candidate has and the
+  baseline never had (each verdict judged apart).
 """
 
 from __future__ import annotations
@@ -66,12 +67,16 @@ def soak(cycles, allowed: Iterable[str], max_stop_latency_s: float | None = None
     rows = records(cycles)
     allowed = tuple(allowed)
     reasons = []
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
-    bad = {k: v for k, v in counts.items() if k not in allowed}
-    if bad:
-        reasons.append("outcomes not allowed: " + ", ".join(f"{k}={v}" for k, v in sorted(bad.items())))
+    # Two verdicts, judged apart: the lifecycle's (``outcome``) and the load's (``load_outcome``;
+    # a row without one, or whose load was not measured, is judged on its lifecycle alone).
+    for key, label, skip in (("outcome", "outcomes", ()), ("load_outcome", "load outcomes", (None, "not_measured"))):
+        counts: dict[str, int] = {}
+        for r in rows:
+            if r.get(key) not in skip:
+                counts[r[key]] = counts.get(r[key], 0) + 1
+        bad = {k: v for k, v in counts.items() if k not in allowed}
+        if bad:
+            reasons.append(f"{label} not allowed: " + ", ".join(f"{k}={v}" for k, v in sorted(bad.items())))
     lat = [r["stop_latency_s"] for r in rows if r.get("stop_latency_s") is not None]
     if max_stop_latency_s is not None and lat and max(lat) > max_stop_latency_s:
         reasons.append(f"max stop latency {max(lat):.3f} s > {max_stop_latency_s} s")
@@ -164,17 +169,21 @@ def _throughput(base_windows, cand_windows, max_drop: float, alpha: float) -> li
 
 
 def _new_outcomes(base, cand) -> list[str]:
-    seen = set(base["outcome"].dropna())
-    counts = cand["outcome"].dropna().value_counts()
-    new = {k: int(v) for k, v in counts.items() if k not in seen and k != "clean"}
-    if not new:
-        return []
-    had = ", ".join(sorted(seen)) or "no cycles"
-    return ["new outcome(s): " + ", ".join(f"{k} in {v}/{len(cand)} cycles" for k, v in sorted(new.items()))
-            + f" (baseline had only {had})"]
+    """Verdicts the candidate has and the baseline never had, each kind apart (the lifecycle's
+    ``outcome`` other than clean; the load's ``load_outcome`` other than ok)."""
+    reasons = []
+    for key, label, fine in (("outcome", "outcome", ("clean",)), ("load_outcome", "load outcome", ("ok", "not_measured"))):
+        seen = set(base[key].dropna())
+        counts = cand[key].dropna().value_counts()
+        new = {k: int(v) for k, v in counts.items() if k not in seen and k not in fine}
+        if new:
+            had = ", ".join(sorted(seen)) or "no cycles"
+            reasons.append(f"new {label}(s): " + ", ".join(f"{k} in {v}/{len(cand)} cycles" for k, v in sorted(new.items()))
+                           + f" (baseline had only {had})")
+    return reasons
 
 
-JUDGED = ("outcome", "finalize_expected", "finalize_before_stop", "stop_latency_s")
+JUDGED = ("outcome", "load_outcome", "finalize_expected", "finalize_before_stop", "stop_latency_s")
 
 
 def _judged(cycles):

@@ -69,8 +69,9 @@ def _cycle_options(p: argparse.ArgumentParser, cycles_default_help: str) -> None
     t.add_argument("--min-finalize-success", type=float, help="fraction 0..1")
     t.add_argument("--allow-leaks", action="store_true", default=None)
     t.add_argument("--allow-outcomes", default=None,
-                   help="comma-separated outcomes that do not fail the run (default: clean for soak; "
-                   "any for cycle, which records and reports)")
+                   help="comma-separated verdicts that do not fail the run, of the lifecycle (clean, "
+                   "exit_timeout, ...) and of the load (ok, errors, timeouts, ...); a kind left unnamed "
+                   "keeps its default (soak: clean and ok; cycle: any, it records and reports)")
 
 
 def _bench_options(p: argparse.ArgumentParser) -> None:
@@ -271,21 +272,23 @@ def _cycles(args, cfg, allowed: tuple[str, ...]) -> int:
 
 def cmd_cycle(args) -> int:
     """A single cycle is a reproducer: it records and reports every outcome; soaks judge."""
-    from rig.cycle import OUTCOMES
+    from rig.cycle import LOAD_OUTCOMES, OUTCOMES
 
     cfg = _config(args)
     if cfg is None:
         return 0 if args.skip_ok else EXIT_SKIPPED
     if args.allow_leaks is None and not args.config:
         cfg.thresholds.allow_leaks = True
-    return _cycles(args, cfg, tuple(OUTCOMES))
+    return _cycles(args, cfg, tuple(OUTCOMES) + tuple(LOAD_OUTCOMES))
 
 
 def cmd_soak(args) -> int:
+    from rig import soak
+
     cfg = _config(args)
     if cfg is None:
         return 0 if args.skip_ok else EXIT_SKIPPED
-    return _cycles(args, cfg, ("clean",))
+    return _cycles(args, cfg, soak.DEFAULT_ALLOWED)
 
 
 def cmd_bench(args) -> int:

@@ -256,7 +256,7 @@ def _lost_cycle(p: Prepared, cycle: int, partial: dict | None, outcome: str, cle
         row.update({k: v for k, v in partial.items() if k in row})
         row.update(cleanup=cleanup, detail=what)
     else:
-        row.update(outcome=outcome, detail=what)
+        row.update(outcome=outcome, load_outcome="not_measured", detail=what)
     if partial:
         # Its shared-memory regions, which the parent no longer sees mapped by a live process
         left = probes.shm_regions_present(set(partial.get("shm_regions") or ()))

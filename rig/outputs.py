@@ -41,7 +41,7 @@ def _fits(check: dict, datatype: str | None, shape, nbytes: int) -> bool:
 
 
 def reference_output(engine: Engine, model: str, inputs: dict, size: int, timeout_s: float,
-                     meta=None):
+                     meta=None, failed: dict | None = None):
     """One request before the load: ``(ok, note, check)``. ``check`` is what every response under
     load is held to, for the first output: its ``name``; the ``datatype``, ``shape`` (-1 where it
     varies) and byte ``size`` (where fixed) that the model's metadata promises (``meta``; without
@@ -49,7 +49,8 @@ def reference_output(engine: Engine, model: str, inputs: dict, size: int, timeou
     template (``size`` > 0) the answer is first compared with INPUT @ W (a wrong answer is a
     silent failure: numpy 2 in a stub built for numpy 1 returns every output empty); its exact
     bytes are then the reference (a fixed input to a deterministic model: every answer is the
-    same). A first answer that breaks the metadata's promise is itself a wrong output."""
+    same). A first answer that breaks the metadata's promise is itself a wrong output. Where the
+    request itself fails, ``failed`` (if given) gets its ``code`` and ``message``."""
     import numpy as np
 
     from rig.engines.capi_core import NUMPY_OF
@@ -57,6 +58,8 @@ def reference_output(engine: Engine, model: str, inputs: dict, size: int, timeou
     try:
         r = engine.infer(model, inputs, timeout_s=timeout_s)
     except EngineError as e:
+        if failed is not None:
+            failed.update(code=e.code, message=str(e))
         return False, f"output check: {e}", None
     try:
         outputs = r.outputs()

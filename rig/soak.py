@@ -14,7 +14,7 @@ from rig.errors import RigError
 from rig.store import CycleResult, CycleRow, Store
 from rig.text import num, redact
 
-DEFAULT_ALLOWED = ("clean",)
+DEFAULT_ALLOWED = ("clean", "ok")  # a verdict of each kind (cycle.OUTCOMES, cycle.LOAD_OUTCOMES)
 
 
 @dataclasses.dataclass
@@ -29,6 +29,10 @@ class Tally:
     @property
     def outcomes(self) -> collections.Counter:
         return collections.Counter(r.outcome for r in self.rows)
+
+    @property
+    def load_outcomes(self) -> collections.Counter:
+        return collections.Counter(r.load_outcome for r in self.rows if r.load_outcome)
 
     @property
     def finalize_success(self) -> float | None:
@@ -49,7 +53,7 @@ class Tally:
 def cycle_line(r: CycleRow) -> str:
     """The one-line human summary of a cycle."""
     f = num
-    parts = [f"cycle {r.cycle}: {r.outcome}", f"start {f(r.start_latency_s)} s",
+    parts = [f"cycle {r.cycle}: {r.outcome}", f"load {r.load_outcome or '-'}", f"start {f(r.start_latency_s)} s",
              f"stop {f(r.stop_latency_s)} s",
              f"finalize {f(r.finalize_before_stop, '{}')}/{f(r.finalize_expected, '{}')} before stop, "
              f"{f(r.finalize_after_stop, '{}')} after"]
@@ -65,26 +69,58 @@ def cycle_line(r: CycleRow) -> str:
     if r.throughput:
         parts.append(f"{r.throughput:,.0f} infer/s")
     if r.errors:
-        parts.append(f"{r.errors} request errors")
-    first = r.stop_error if r.outcome in ("exit_timeout", "stop_error") else (r.detail or r.stop_error)
-    if r.outcome != "clean" and first:
-        parts.append(f"({first[:160]})")
+        parts.append(f"{r.errors} request errors" + (f" ({r.timeouts} unanswered)" if r.timeouts else ""))
+    if r.bad_outputs:
+        parts.append(f"{r.bad_outputs} wrong outputs")
+    # Each verdict's reason, the stop's first: the load's own words must not hide the stop's.
+    if r.outcome in ("exit_timeout", "stop_error") and r.stop_error:
+        parts.append(f"(stop: {r.stop_error[:160]})")
+    first = _first_message(r) if r.load_outcome not in (None, "ok", "not_measured") else None
+    if first:
+        parts.append(f"(load: {first[:160]})")
+    elif r.outcome not in ("clean", "exit_timeout", "stop_error") and (r.detail or r.stop_error):
+        parts.append(f"({(r.detail or r.stop_error)[:160]})")
     return " | ".join(parts)
 
 
+def _first_message(r: CycleRow) -> str | None:
+    """The load's most frequent error message, else the cycle's detail."""
+    import json
+
+    if r.error_messages:
+        try:
+            top = [m for m in json.loads(r.error_messages) if m != "(other messages)"]
+            if top:
+                return top[0]
+        except ValueError:
+            pass
+    return r.detail
+
+
 def allowed_outcomes(cfg: RunConfig, default: tuple[str, ...]) -> tuple[str, ...]:
-    """The outcomes that do not fail the run: ``allow_outcomes`` of the config (the option, or
-    the key in [thresholds]), else ``default``."""
-    from rig.cycle import OUTCOMES
+    """The verdicts that do not fail the run, of both kinds: ``allow_outcomes`` of the config (the
+    option, or the key in [thresholds]), else ``default``. The two vocabularies are apart
+    (``cycle.OUTCOMES``, the lifecycle's; ``cycle.LOAD_OUTCOMES``, the load's), so one list
+    names both; a kind the list does not name keeps its default (clean; ok). The names of schema
+    5 and before still work: ``infer_error`` allows every failed load, ``wrong_output`` wrong
+    outputs."""
+    from rig.cycle import LOAD_OUTCOMES, OUTCOMES
 
     text = cfg.thresholds.allow_outcomes
     if text is None:
         return default
-    allowed = tuple(x.strip() for x in text.split(",") if x.strip())
-    unknown = [x for x in allowed if x not in OUTCOMES]
+    named = [x.strip() for x in text.split(",") if x.strip()]
+    legacy = {"infer_error": ("errors", "timeouts", "nothing_completed"), "wrong_output": ("wrong_outputs",)}
+    unknown = [x for x in named if x not in OUTCOMES and x not in LOAD_OUTCOMES and x not in legacy]
     if unknown:
-        raise RigError(f"unknown outcome(s) {', '.join(unknown)}: choose from {', '.join(OUTCOMES)}")
-    return allowed
+        raise RigError(f"unknown outcome(s) {', '.join(unknown)}: choose from the lifecycle's "
+                       f"{', '.join(OUTCOMES)} and the load's {', '.join(LOAD_OUTCOMES)}")
+    allowed = [y for x in named for y in legacy.get(x, (x,))]
+    if not any(x in OUTCOMES for x in allowed):
+        allowed += [x for x in default if x in OUTCOMES]
+    if not any(x in LOAD_OUTCOMES for x in allowed):
+        allowed += [x for x in default if x in LOAD_OUTCOMES]
+    return tuple(dict.fromkeys(allowed))
 
 
 def judge(tally: Tally, cfg: RunConfig, allowed: tuple[str, ...]) -> list[str]:
@@ -105,7 +141,8 @@ def summary_table(tally: Tally) -> str:
     tput = [r.throughput for r in tally.rows if r.throughput]
     over = [r.overhead_s for r in tally.rows if r.overhead_s is not None]
     lines = [f"cycles        {len(tally.rows)}",
-             "outcomes      " + ", ".join(f"{k}={v}" for k, v in sorted(tally.outcomes.items())),
+             "outcomes      " + ", ".join(f"{k}={v}" for k, v in sorted(tally.outcomes.items())) + "  (lifecycle)",
+             "load          " + (", ".join(f"{k}={v}" for k, v in sorted(tally.load_outcomes.items())) or "-"),
              "finalize      " + ("-" if fs is None else f"{fs:.1%} before stop returned")]
     if lat:
         q = sorted(lat)
@@ -144,7 +181,9 @@ class Progress:
         tput = next((r.throughput for r in reversed(t.rows) if r.throughput), None)
         parts = [f"{tput:,.0f} infer/s" if tput else "", f"last stop {last:.2f}s" if last is not None else "",
                  f"finalize {fs:.0%}" if fs is not None else "",
-                 " ".join(f"{k}={v}" for k, v in sorted(t.outcomes.items())), phase]
+                 " ".join(f"{k}={v}" for k, v in sorted(t.outcomes.items())),
+                 "load " + " ".join(f"{k}={v}" for k, v in sorted(t.load_outcomes.items())) if t.load_outcomes else "",
+                 phase]
         return "  ".join(p for p in parts if p)
 
     def window(self, msg: dict):

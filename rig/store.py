@@ -18,6 +18,11 @@ Schema history (``schema_version`` column):
   4: host (cycles, windows): the node that measured the row (``--node``, default the hostname);
      the table ``fleet``: a distributed run's rounds, one row per node and round (``rig fleet``).
   5: cpu_idle (runs): how a bench held the CPUs out of idle while it measured (``rig.cpuidle``).
+  6: two verdicts per cycle: ``outcome`` is the lifecycle's alone (``infer_error`` and
+     ``wrong_output`` are gone from it) and ``load_outcome`` the load's (cycles; see
+     ``cycle.LOAD_OUTCOMES``); ``timeouts`` (cycles, windows): requests unanswered within the
+     request timeout, counted in ``errors`` too. Older cycles read as two verdicts
+     (``cycle.upgrade_legacy``).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from rig import storefs
 from rig.errors import RigError
 from rig.text import redact
 
-SCHEMA_VERSION = 5  # see the history above
+SCHEMA_VERSION = 6  # see the history above
 PARTITIONS = ("triton_version", "date")
 
 
@@ -74,7 +79,7 @@ class CycleRow:
     engine: str
     model: str
     retain: str                # none | last-response | last-array
-    outcome: str               # see cycle.OUTCOMES
+    outcome: str               # the lifecycle's verdict: see cycle.OUTCOMES
     restart: str               # fresh-process | same-process
     stop_strategy: str         # stop | unload-then-stop
     started_at: str
@@ -109,6 +114,8 @@ class CycleRow:
     lane: str | None = None           # how the load was sent: native | asyncio | python | tasks (and why not native)
     error_messages: str | None = None  # the most frequent error messages of failed requests: JSON {message: count}
     host: str | None = None           # the node that ran the cycle (--node, default the hostname)
+    load_outcome: str | None = None   # the load's verdict: see cycle.LOAD_OUTCOMES
+    timeouts: int | None = None       # requests with no final response within the request timeout (in errors too)
     schema_version: int = SCHEMA_VERSION
 
 
@@ -152,6 +159,7 @@ class WindowRow:
     error_histogram: str | None = None  # failed requests' latencies (HDR, base64, microseconds), apart from the others'
     error_max_us: float | None = None
     host: str | None = None             # the node that measured the window (--node, default the hostname)
+    timeouts: int | None = None         # requests unanswered within the request timeout (in errors too)
     schema_version: int = SCHEMA_VERSION
 
 
@@ -245,6 +253,26 @@ def today() -> str:
 
 def now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+_VERDICT_INPUTS = ("outcome", "load_outcome", "stop_error", "finalize_errors", "finalize_expected",
+                   "finalize_before_stop", "requests", "errors")
+
+
+def _two_verdicts(df):
+    """Cycles stored before schema 6 carry one verdict: split it into two (``cycle.upgrade_legacy``)."""
+    if "outcome" not in df.columns or "load_outcome" not in df.columns or not df["load_outcome"].isna().any():
+        return df
+    from rig.cycle import upgrade_legacy
+
+    old = df["load_outcome"].isna() & df["outcome"].notna()
+    cols = [c for c in _VERDICT_INPUTS if c in df.columns]
+    recs = df.loc[old, cols].astype(object).where(df.loc[old, cols].notna(), None).to_dict("records")
+    up = [upgrade_legacy(r) for r in recs]
+    df = df.copy()
+    df.loc[old, "outcome"] = [r["outcome"] for r in up]
+    df.loc[old, "load_outcome"] = [r["load_outcome"] for r in up]
+    return df
 
 
 class Store:
@@ -390,6 +418,8 @@ class Store:
         keys = list(KEYS[table])
         named = set(re.findall(r"\w+", str(filter))) & set(schema.names + list(PARTITIONS)) if filter is not None else set()
         cols = None if columns is None else list(dict.fromkeys([*keys, *(set(sets) - set(PARTITIONS)), *named, *columns]))
+        if table == "cycles" and cols is not None and {"outcome", "load_outcome"} & set(cols):
+            cols = list(dict.fromkeys([*cols, *_VERDICT_INPUTS]))  # an older row's verdicts are re-read from these
         expr = filter
         for k, v in ((k, v) for k, v in sets.items() if k not in PARTITIONS):  # those prune paths instead
             expr = pc.field(k).isin(sorted(v)) if expr is None else expr & pc.field(k).isin(sorted(v))
@@ -414,6 +444,8 @@ class Store:
         if tbl is None:
             return pd.DataFrame(columns=columns or [f.name for f in dataclasses.fields(row_type)])
         df = tbl.to_pandas()
+        if table == "cycles":
+            df = _two_verdicts(df)
         groups = {(f.rsplit("/", 1)[0], _unit_of(f)[0], _unit_of(f)[1] == MERGED) for f in files}
         if any((d, r, not m) in groups for d, r, m in groups):  # a compaction between its rename and clean-up
             df = df.drop_duplicates(subset=keys, keep="last")

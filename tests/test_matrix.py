@@ -96,18 +96,20 @@ def _cycle(outcome, stop, before, after=0, version="2.51.0"):
 
 def test_cell_figures_and_the_table():
     crashed = {**_cycle("exit_timeout", 3.0, 0, 1), "cleanup": "crashed: killed by SIGABRT"}
-    figs = M.cell_figures([_cycle("clean", 2.0, 1), crashed, {**_cycle("clean", 2.2, 1), "cleanup": "ok"}])
+    figs = M.cell_figures([{**_cycle("clean", 2.0, 1), "load_outcome": "ok"}, {**crashed, "load_outcome": "errors"},
+                           {**_cycle("clean", 2.2, 1), "cleanup": "ok", "load_outcome": "ok"}])
     assert figs["outcomes"] == {"clean": 2, "exit_timeout": 1}
+    assert figs["load_outcomes"] == {"ok": 2, "errors": 1}, "the load's verdict, apart"
     assert figs["finalize_before"] == 2 and figs["finalize_expected"] == 3 and figs["finalize_after"] == 1
     assert figs["stop_p50"] == 2.2 and figs["stop_max"] == 3.0 and figs["triton_version"] == "2.51.0"
     rows = [{"runtime": "0.7.0", "engine": "capi", "retain": "none", "status": "pass", "reason": "", **figs},
             {"runtime": "0.2.5", "triton_version": "2.33.0", "engine": "-", "retain": "none", "status": "skipped",
              "reason": "this runtime has no Python-backend stub for Python 3.11 (it has: none); run the rig ..."}]
     table = M.format_table(rows).splitlines()
-    assert table[0].startswith("| runtime | Triton | engine | retain | outcomes |")
+    assert table[0].startswith("| runtime | Triton | engine | retain | outcomes | load |")
     assert figs["cleanup"] == {"crashed: killed by SIGABRT": 1}
     assert table[2] == ("| 0.7.0 | 2.51.0 | capi | none | clean 2, exit_timeout 1 (cleanup crashed: killed by "
-                        "SIGABRT in 1) | 67% (2/3), 1 after | "
+                        "SIGABRT in 1) | errors 1, ok 2 | 67% (2/3), 1 after | "
                         "2.200 / 3.000 | pass |")
     assert table[3].endswith("| skipped: this runtime has no Python-backend stub for Python 3.11 (it has: none) |")
 

@@ -50,8 +50,10 @@ def cycle_row(cycle_no=1, **kw) -> CycleRow:
     ({"finalize_expected": None, "finalize_before_stop": None}, "clean"),
     ({"outputs_ok": None}, "clean"),
     ({"outcome": "load_failed", "errors": 3, "stop_error": "x"}, "load_failed"),
-    ({"errors": 1, "stop_error": "Exit timeout expired"}, "infer_error"),
-    ({"outputs_ok": False}, "infer_error"),
+    # the load's failures never hide the stop's verdict (classify_load judges them)
+    ({"errors": 1, "stop_error": "Exit timeout expired"}, "exit_timeout"),
+    ({"errors": 5, "timeouts": 5, "finalize_expected": 1, "finalize_before_stop": 0}, "finalize_missing"),
+    ({"outputs_ok": False}, "clean"),
     ({"stop_error": "Internal: Exit timeout expired. Exiting immediately."}, "exit_timeout"),
     ({"stop_error": "unload: EXIT TIMEOUT"}, "exit_timeout"),
     ({"stop_error": "server is not ready"}, "stop_error"),
@@ -64,6 +66,38 @@ def cycle_row(cycle_no=1, **kw) -> CycleRow:
 def test_classify(row, outcome):
     assert cycle.classify(row) == outcome
     assert outcome in cycle.OUTCOMES
+
+
+@pytest.mark.parametrize("row, load", [
+    ({"requests": 10, "errors": 0}, "ok"),
+    ({"requests": 10, "errors": 3}, "errors"),
+    ({"requests": 10, "errors": 3, "timeouts": 1}, "timeouts"),
+    ({"requests": 10, "errors": 0, "bad_outputs": 2}, "wrong_outputs"),
+    ({"requests": 10, "outputs_ok": False}, "wrong_outputs"),
+    ({"requests": 0, "errors": 0}, "nothing_completed"),
+    ({"requests": 0, "errors": 0, "outputs_ok": False}, "wrong_outputs"),
+    ({"outcome": "load_failed", "requests": None}, "not_measured"),
+    ({}, "not_measured"),
+])
+def test_classify_load(row, load):
+    assert cycle.classify_load(row) == load
+    assert load in cycle.LOAD_OUTCOMES
+
+
+@pytest.mark.parametrize("old, new", [
+    ({"outcome": "infer_error", "errors": 4, "requests": 9, "stop_error": "Exit timeout expired"},
+     ("exit_timeout", "errors")),
+    ({"outcome": "infer_error", "errors": 4, "requests": 9, "finalize_expected": 1, "finalize_before_stop": 1},
+     ("clean", "errors")),
+    ({"outcome": "wrong_output", "requests": 9, "finalize_expected": 1, "finalize_before_stop": 1},
+     ("clean", "wrong_outputs")),
+    ({"outcome": "exit_timeout", "requests": 9, "errors": 0, "stop_error": "Exit timeout"}, ("exit_timeout", "ok")),
+    ({"outcome": "hung", "requests": None}, ("hung", "not_measured")),
+    ({"outcome": "clean", "requests": 9, "load_outcome": "timeouts"}, ("clean", "timeouts")),
+])
+def test_a_cycle_stored_with_one_verdict_reads_as_two(old, new):
+    up = cycle.upgrade_legacy(dict(old))
+    assert (up["outcome"], up["load_outcome"]) == new
 
 
 def test_classify_never_answers_the_parents_outcomes():
@@ -212,13 +246,15 @@ def test_judge_unset_thresholds_and_missing_figures():
 
 def test_summary_table():
     t = soak.Tally([cycle_row(1, stop_latency_s=0.5, throughput=1000.0, overhead_s=0.25,
-                              finalize_expected=1, finalize_before_stop=1),
+                              finalize_expected=1, finalize_before_stop=1, load_outcome="errors"),
                     cycle_row(2, stop_latency_s=3.5, throughput=3000.0, overhead_s=0.75,
-                              finalize_expected=1, finalize_before_stop=0, outcome="finalize_missing"),
+                              finalize_expected=1, finalize_before_stop=0, outcome="finalize_missing",
+                              load_outcome="ok"),
                     cycle_row(3, stop_latency_s=1.0, stubs_killed=1, outcome="hung")])
     assert soak.summary_table(t).splitlines() == [
         "cycles        3",
-        "outcomes      clean=1, finalize_missing=1, hung=1",
+        "outcomes      clean=1, finalize_missing=1, hung=1  (lifecycle)",
+        "load          errors=1, ok=1",
         "finalize      50.0% before stop returned",
         "stop latency  min 0.500  median 1.000  max 3.500 s",
         "throughput    median 2,000 infer/s",
@@ -226,15 +262,16 @@ def test_summary_table():
         "leaks         1 stub(s) killed, 0 shared-memory region(s) removed",
     ]
     empty = soak.summary_table(soak.Tally([cycle_row(1, outcome="crashed")]))
-    assert empty.splitlines() == ["cycles        1", "outcomes      crashed=1", "finalize      -",
+    assert empty.splitlines() == ["cycles        1", "outcomes      crashed=1  (lifecycle)", "load          -",
+                                  "finalize      -",
                                   "leaks         0 stub(s) killed, 0 shared-memory region(s) removed"]
 
 
 def test_cycle_line_of_a_clean_cycle():
     r = cycle_row(4, start_latency_s=1.23456, stop_latency_s=0.5, finalize_expected=2, finalize_before_stop=2,
                   finalize_after_stop=0, stubs_alive_after_stop=0, throughput=12345.6, cleanup="ok",
-                  stop_error="ignored when clean", detail="ignored when clean")
-    assert soak.cycle_line(r) == ("cycle 4: clean | start 1.235 s | stop 0.500 s | finalize 2/2 before stop, "
+                  stop_error="ignored when clean", detail="ignored when clean", load_outcome="ok")
+    assert soak.cycle_line(r) == ("cycle 4: clean | load ok | start 1.235 s | stop 0.500 s | finalize 2/2 before stop, "
                                   "0 after | stubs alive after stop 0 | 12,346 infer/s")
 
 
@@ -242,16 +279,24 @@ def test_cycle_line_of_lost_and_failed_cycles():
     hung = cycle_row(2, outcome="hung", stubs_killed=1, shm_regions_leaked=3,
                      detail="phase stop ran past its deadline; worker group killed")
     assert soak.cycle_line(hung) == (
-        "cycle 2: hung | start - s | stop - s | finalize -/- before stop, - after | stubs alive after stop - "
+        "cycle 2: hung | load - | start - s | stop - s | finalize -/- before stop, - after | stubs alive after stop - "
         "| stubs killed 1 | shm leaked 3 | (phase stop ran past its deadline; worker group killed)")
     timeout = cycle_row(3, outcome="exit_timeout", stop_error="E" * 300, detail="a detail", finalize_errors=1,
                         errors=4, cleanup="crashed: killed by SIGSEGV")
     line = soak.cycle_line(timeout)
     assert "| 1 finalize raised |" in line and "| cleanup crashed: killed by SIGSEGV |" in line
     assert "| 4 request errors |" in line
-    assert line.endswith("(" + "E" * 160 + ")"), "the stop's error, cut at 160 characters"
-    infer = cycle_row(5, outcome="infer_error", stop_error="the stop error", detail=None)
-    assert soak.cycle_line(infer).endswith("(the stop error)"), "no detail: the stop error says why"
+    assert line.endswith("(stop: " + "E" * 160 + ")"), "the stop's error, cut at 160 characters"
+    # Two verdicts, each with its reason: the load's words never hide the stop's
+    both = cycle_row(5, outcome="exit_timeout", load_outcome="errors", errors=7, timeouts=2,
+                     stop_error="Exit timeout expired", detail="a detail",
+                     error_messages='{"ValueError: bad calibration table": 5, "no response": 2}')
+    line = soak.cycle_line(both)
+    assert line.startswith("cycle 5: exit_timeout | load errors |")
+    assert "| 7 request errors (2 unanswered) |" in line
+    assert line.endswith("| (stop: Exit timeout expired) | (load: ValueError: bad calibration table)")
+    lost = cycle_row(6, outcome="finalize_missing", load_outcome="ok", detail="the stub died")
+    assert soak.cycle_line(lost).endswith("(the stub died)"), "a lifecycle failure with no stop error: its detail"
 
 
 def test_window_row_fills_what_a_window_message_lacks():

@@ -168,7 +168,7 @@ def run(args) -> int:
     cycles = cfg.cycles
     if cycles < 1:
         raise RigError("--cycles must be >= 1")
-    base_allowed = soak.allowed_outcomes(cfg, ("clean",))
+    base_allowed = soak.allowed_outcomes(cfg, soak.DEFAULT_ALLOWED)
     results = str(cfg.results)
     timeout = args.cell_timeout or cycles * (cfg.startup_timeout + cfg.exit_timeout + cfg.request_timeout
                                               + cfg.workload.seconds + 30) + 120

@@ -123,3 +123,9 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Free the server object (after ``stop``); the engine cannot be started again."""
+
+
+def timeout_message(seconds: float) -> str:
+    """The error message of a request with no final response within the request timeout: every
+    lane's words, so that the messages of one cycle count together whichever lane sent it."""
+    return f"no response within {seconds:g} s (request timeout)"

@@ -1,7 +1,10 @@
 """Lanes: what keeps requests in flight for one Locust user, and what the sink drains.
 
 Every lane offers ``drain() -> (latencies ns, errors)``, ``first_error()``,
-``error_messages()``, ``stop()`` and ``close()``. A failed request that had a latency (one the
+``error_messages()``, ``counters()`` (cumulative: ``timeouts`` and, where kept, ``bad_outputs`` and
+``lost_samples``), ``stop()`` and ``close()``; a lane that sends on its own also
+``set_request_timeout(seconds)``: a request unanswered by then counts once as a timeout (an error
+too), and its late end, if any, counts nothing. A failed request that had a latency (one the
 server answered with an error) comes out of ``drain`` negated, so that the sink keeps failed
 requests' latencies apart; ``errors`` counts every failed request, with or without one. The engine's own lane is the fast path (capi: native C, ``rig/fastpath.py``;
 tritonserver: its asyncio loop); ``PyLane`` serves engines without one; ``TaskLane`` records
@@ -16,7 +19,7 @@ import gevent
 import numpy as np
 
 from rig.outputs import output_is
-from rig.engines.base import Engine, EngineError
+from rig.engines.base import Engine, EngineError, timeout_message
 
 
 class PyLane:
@@ -30,16 +33,49 @@ class PyLane:
         self._bad = 0
         self._lat: list[int] = []
         self._errors = 0
+        self._timeouts = 0
+        self._timeout_ns = 0
         self._first_error = None
         self._messages: dict[str, int] = {}
         self._running = False
         self._outstanding = 0
+        self._sent: dict[int, int] = {}   # request number -> its submission time (ns), until it ends
+        self._expired: set[int] = set()   # requests counted as timeouts, whose end is not counted again
+        self._next = 0
+
+    def set_request_timeout(self, seconds: float) -> None:
+        """A request with no final response ``seconds`` after its submission counts as a timeout
+        (once; its late end, if it comes, counts nothing). 0: never."""
+        self._timeout_ns = int(seconds * 1e9)
+
+    def _expire(self) -> None:
+        """Count the requests past their timeout (from ``drain``: no timer per request)."""
+        if not self._timeout_ns or not self._sent:
+            return
+        now = time.monotonic_ns()
+        for n, t0 in list(self._sent.items()):
+            if n not in self._expired and now - t0 >= self._timeout_ns:
+                self._expired.add(n)
+                self._timeouts += 1
+                self._lat.append(-self._timeout_ns)  # negated: a failed request, timed to its timeout
+                self._fail(timeout_message(self._timeout_ns / 1e9))
 
     def _submit(self):
         t0 = time.monotonic_ns()
         self._outstanding += 1
+        n = self._next = self._next + 1
+        self._sent[n] = t0
 
-        def done(response, error, t0=t0):
+        def done(response, error, t0=t0, n=n):
+            self._sent.pop(n, None)
+            if n in self._expired:  # already counted as a timeout
+                self._expired.discard(n)
+                if response is not None:
+                    response.release()
+                self._outstanding -= 1
+                if self._running:
+                    self._submit()
+                return
             if error is not None:
                 self._lat.append(t0 - time.monotonic_ns())  # negated: a failed request
                 self._fail(str(error))
@@ -59,6 +95,7 @@ class PyLane:
         try:
             self.engine.infer_async(self.model, self.inputs, done)
         except EngineError as e:
+            self._sent.pop(n, None)
             self._outstanding -= 1
             self._fail(str(e))
 
@@ -74,7 +111,7 @@ class PyLane:
         self._check = check
 
     def counters(self) -> dict[str, int]:
-        return {"bad_outputs": self._bad, "lost_samples": 0}
+        return {"bad_outputs": self._bad, "lost_samples": 0, "timeouts": self._timeouts}
 
     def start_closed(self):
         self._running = True
@@ -84,11 +121,13 @@ class PyLane:
     def stop(self, timeout_s: float = 30) -> bool:
         self._running = False
         deadline = time.monotonic() + timeout_s
-        while self._outstanding > 0 and time.monotonic() < deadline:
+        while self._outstanding > len(self._expired) and time.monotonic() < deadline:
             gevent.sleep(0.001)
+            self._expire()
         return self._outstanding == 0
 
     def drain(self):
+        self._expire()
         lat, self._lat = self._lat, []
         errors, self._errors = self._errors, 0
         return np.asarray(lat, dtype=np.int64), errors
@@ -109,14 +148,16 @@ class TaskLane:
     def __init__(self):
         self._lat: list[int] = []
         self._errors = 0
+        self._timeouts = 0
         self._first_error: str | None = None
         self._messages: dict[str, int] = {}
 
     def record(self, latency_ns: int) -> None:
         self._lat.append(latency_ns)
 
-    def fail(self, message: str, latency_ns: int | None = None) -> None:
+    def fail(self, message: str, latency_ns: int | None = None, timeout: bool = False) -> None:
         self._errors += 1
+        self._timeouts += timeout
         self._first_error = self._first_error or message
         self._messages[message] = self._messages.get(message, 0) + 1
         if latency_ns is not None:
@@ -124,6 +165,9 @@ class TaskLane:
 
     def error_messages(self) -> dict[str, int]:
         return dict(self._messages)
+
+    def counters(self) -> dict[str, int]:
+        return {"timeouts": self._timeouts}
 
     def drain(self):
         lat, self._lat = self._lat, []
@@ -148,6 +192,10 @@ def stop_lane(lane, timeout_s: float = 30) -> bool:
     return lane.stop(timeout_s)
 
 
-def make_lane(engine: Engine, model: str, inputs: dict, in_flight: int):
-    """The engine's own lane (capi: native; tritonserver: its asyncio loop), else ``PyLane``."""
-    return engine.lane(model, inputs, in_flight) or PyLane(engine, model, inputs, in_flight=in_flight)
+def make_lane(engine: Engine, model: str, inputs: dict, in_flight: int, request_timeout: float = 0.0):
+    """The engine's own lane (capi: native; tritonserver: its asyncio loop), else ``PyLane``;
+    a request unanswered after ``request_timeout`` seconds counts as a timeout (0: never)."""
+    lane = engine.lane(model, inputs, in_flight) or PyLane(engine, model, inputs, in_flight=in_flight)
+    if request_timeout and hasattr(lane, "set_request_timeout"):
+        lane.set_request_timeout(request_timeout)
+    return lane

@@ -206,14 +206,16 @@ def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
                                  request_timeout=spec.request_timeout, checks=checks,
                                  fleet=_fleet(wcfg, spec, cycle))
         out.pop("windows", None)
-        failed = apply_retention(engine, model, inputs[model], spec.retain, kept, spec.request_timeout)
+        why: dict = {}
+        failed = apply_retention(engine, model, inputs[model], spec.retain, kept, spec.request_timeout, why)
         if failed:
+            out["requests"] += 1
             out["errors"] += 1
+            out["timeouts"] = out.get("timeouts", 0) + (why.get("code") == "TIMEOUT")
             out["detail"] = f"{out['detail']}; {failed}" if out.get("detail") else failed
         if out["requests"] == 0:
             out["detail"] = (out.get("detail") + "; " if out.get("detail") else "") + \
                 "the workload completed no request"
-            out["expected_requests"] = True
         return out
 
     return workload

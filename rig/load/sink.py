@@ -78,6 +78,7 @@ class Sink:
         self.errors = 0        # failed requests, and tasks that raised
         self.task_errors = 0   # of which tasks that raised (their request, if any, completed)
         self.bad_outputs = 0
+        self.timeouts = 0      # of the errors, requests with no final response in time
         self.first_error: str | None = None
         self.kinds: set[str] = set()  # which lanes ran: native, asyncio, python, tasks
         self._seen: dict = {}          # lane -> its counters at the last take
@@ -86,7 +87,7 @@ class Sink:
 
     def summary(self, wall_s: float, rows: list[dict]) -> dict:
         return {"requests": self.total + self.errors - self.task_errors, "errors": self.errors,
-                "bad_outputs": self.bad_outputs, "lane": self.lane_label(),
+                "timeouts": self.timeouts, "bad_outputs": self.bad_outputs, "lane": self.lane_label(),
                 "throughput": self.total / wall_s if wall_s > 0 else None, "detail": self.first_error,
                 "error_messages": top_messages(self._messages.values()), "windows": rows}
 
@@ -128,8 +129,10 @@ class Sink:
             delta = {k: v - seen.get(k, 0) for k, v in counters.items()}
             self._seen[lane] = counters
             self.bad_outputs += delta.get("bad_outputs", 0)
+            self.timeouts += delta.get("timeouts", 0)
             if self.window is not None:
                 self.window.bad_outputs += delta.get("bad_outputs", 0)
+                self.window.timeouts += delta.get("timeouts", 0)
                 self.window.lost_samples += delta.get("lost_samples", 0)
         if errors and self.env is not None:
             error = EngineError(lane.first_error() or "error")

@@ -72,7 +72,8 @@ class TritonUser(User):
 
     def on_start(self):
         if self.tasks == [_hold]:
-            self.lane = make_lane(self.engine, self.model, self.inputs_by_model[self.model], self.in_flight)
+            self.lane = make_lane(self.engine, self.model, self.inputs_by_model[self.model], self.in_flight,
+                                  self.request_timeout)
             if hasattr(self.lane, "set_check"):
                 self.lane.set_check(self.checks.get(self.model))
             self.lane.start_closed()
@@ -81,9 +82,11 @@ class TritonUser(User):
         self.sink.add(self.lane, self.model)
 
     def on_stop(self):
+        # The lane waits for its requests up to the request timeout; those still unanswered
+        # then are counted as timeouts (the lane's own scan), and close() waits no longer.
         stop_lane(self.lane, self.request_timeout)
         self.sink.remove(self.lane)
-        self.lane.close()
+        self.lane.close(0)
 
     def inputs_for(self, model: str | None = None) -> dict[str, np.ndarray]:
         """The rig's inputs for ``model`` (this user's by default), built from its metadata."""
@@ -122,7 +125,7 @@ class TritonUser(User):
         else:
             outputs, error, t1 = done.value
         if error is not None:
-            self.lane.fail(str(error), t1 - t0)
+            self.lane.fail(str(error), t1 - t0, timeout=getattr(error, "code", None) == "TIMEOUT")
             error._rig_counted = True  # the user_error listener must not count it twice
             raise error
         self.lane.record(t1 - t0)

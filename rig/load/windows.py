@@ -48,6 +48,7 @@ class Window:
         self.hub_block_max_s = 0.0
         self._sum_ns = 0  # the exact mean (the histogram's own walks every bucket in Python)
         self.bad_outputs = 0
+        self.timeouts = 0  # of the errors, requests unanswered within the request timeout
         self.lost_samples = 0
         self.clipped = 0
         self.scheduled: int | None = None  # open loop (set by the runner)
@@ -91,7 +92,7 @@ class Window:
                     max_us=float(h.get_max_value()) if n else None,
                     mean_us=self._sum_ns / self.requests / 1000.0 if self.requests else None,
                     hub_block_max_ms=self.hub_block_max_s * 1000.0,
-                    bad_outputs=self.bad_outputs, lost_samples=self.lost_samples, clipped=self.clipped,
+                    bad_outputs=self.bad_outputs, timeouts=self.timeouts, lost_samples=self.lost_samples, clipped=self.clipped,
                     scheduled=self.scheduled, dropped=self.dropped,
                     worker_rss_bytes=stats["rss_bytes"],
                     histogram=base64.b64encode(h.encode()).decode() if n else None,

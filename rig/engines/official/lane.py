@@ -23,6 +23,7 @@ import numpy as np
 from rig.crossthread import Signal
 from rig.engines.official.engine import OfficialEngine
 from rig.engines.official.errors import engine_error, scrub
+from rig.engines.base import timeout_message
 from rig.engines.official.responses import OutputCheck, Picker, prepare_inputs
 
 
@@ -52,15 +53,49 @@ class OfficialLane:
         self._finished: Signal | None = None
         self._check: OutputCheck | None = None
         self._bad = 0
+        # Request timeouts: the requests in flight by number with their start (the loop's thread
+        # alone touches these), those already counted as timeouts, and how many.
+        self._timeout_ns = 0
+        self._sent: dict[int, int] = {}
+        self._expired: set[int] = set()
+        self._timeouts = 0
+        self._seq = 0
 
     kind = "asyncio"
+
+    def set_request_timeout(self, seconds: float) -> None:
+        """A request with no final response ``seconds`` after its submission counts once as a
+        timeout (an error too); its late end, if it comes, counts nothing. 0: never. Before start."""
+        self._timeout_ns = int(seconds * 1e9)
 
     def set_check(self, check: dict | None) -> None:
         """Hold every response to a reference output (see ``rig.outputs.reference_output``)."""
         self._check = OutputCheck(check) if check else None
 
     def counters(self) -> dict[str, int]:
-        return {"bad_outputs": self._bad, "lost_samples": 0}
+        return {"bad_outputs": self._bad, "lost_samples": 0, "timeouts": self._timeouts}
+
+    async def _watch(self) -> None:
+        """Count the requests past their timeout, a few times a timeout (no timer per request)."""
+        pace = min(0.05, self._timeout_ns / 4e9)
+        while True:
+            await asyncio.sleep(pace)
+            now = time.monotonic_ns()
+            for n, t0 in list(self._sent.items()):
+                if n not in self._expired and now - t0 >= self._timeout_ns:
+                    self._expired.add(n)
+                    self._timeouts += 1
+                    self._fail(timeout_message(self._timeout_ns / 1e9), -self._timeout_ns)
+
+    def _fail(self, message: str, latency_ns: int) -> None:
+        self._errors += 1
+        self._lat.append(latency_ns)  # negated: a failed request's latency
+        if self._first_error is None:
+            self._first_error = message
+        self._messages[message] = self._messages.get(message, 0) + 1
+        if self._armed:
+            self._armed = False
+            os.eventfd_write(self._fd, 1)
 
     # ------------------------------------------------------------ running
 
@@ -72,9 +107,12 @@ class OfficialLane:
         finished = self._finished
 
         async def run():
+            watch = asyncio.get_running_loop().create_task(self._watch()) if self._timeout_ns else None
             try:
                 await coro_factory()
             finally:
+                if watch is not None:
+                    watch.cancel()
                 finished.set()
 
         self._engine.loop().submit(run())
@@ -121,6 +159,9 @@ class OfficialLane:
         done, for as long as the lane runs: one coroutine for all of a slot's requests."""
         while True:
             self._submitted += 1
+            self._seq += 1
+            n = self._seq
+            self._sent[n] = time.monotonic_ns()
             try:  # refused at submission: bad input, unknown model
                 iterator = self._send()
             except Exception as e:  # noqa: BLE001 - as engine.call: an EngineError, nothing kept
@@ -149,19 +190,17 @@ class OfficialLane:
                 self._bad += 1
             response = None  # noqa: F841 - the lane keeps nothing; the clock stops after the release
             t1 = time.monotonic_ns()
-            if error is None:
+            del self._sent[n]
+            if n in self._expired:  # counted as a timeout already: its late end counts nothing
+                self._expired.discard(n)
+            elif error is None:
                 self._completed += 1
                 self._lat.append(t1 - t0)
+                if self._armed:
+                    self._armed = False
+                    os.eventfd_write(self._fd, 1)
             else:
-                self._errors += 1
-                self._lat.append(t0 - t1)  # negated: a failed request's latency
-                message = str(error)
-                if self._first_error is None:
-                    self._first_error = message
-                self._messages[message] = self._messages.get(message, 0) + 1
-            if self._armed:
-                self._armed = False
-                os.eventfd_write(self._fd, 1)
+                self._fail(str(error), t0 - t1)
             if not (again and self._running):
                 return
             t0 = time.monotonic_ns()
@@ -187,7 +226,7 @@ class OfficialLane:
 
     def stats(self) -> dict[str, int]:
         return {"submitted": self._submitted, "completed": self._completed, "errors": self._errors,
-                "in_flight": self._submitted - self._completed - self._errors,
+                "timeouts": self._timeouts, "in_flight": len(self._sent),
                 "issued": self._issued, "dropped": self._dropped, "slots": self.in_flight}
 
     def fileno(self) -> int:
