@@ -28,7 +28,7 @@ def _target_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-batch-size", type=int)
     g.add_argument("--dynamic-batching", action="store_true", default=None)
     g.add_argument("--fault", help="fault injection preset of the template model: none, finalize-raises, "
-                   "finalize-sleeps, stub-exits, load-fails, load-hangs, leaks-memory")
+                   "finalize-sleeps, stub-exits, execute-raises, load-fails, load-hangs, leaks-memory")
     g.add_argument("--execute-delay-ms", type=float, help="make the template model slow on purpose")
     g.add_argument("--skip-ok", action="store_true",
                    help="exit 0 when the run is skipped (the cupy model without a GPU); default: exit 3")

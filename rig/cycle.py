@@ -348,9 +348,9 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     probes.remove_shm_regions(leaked)
     row["outcome"] = classify(row)
     row["load_outcome"] = classify_load(row)
-    note = _raised_and_held(row)
-    if note:
-        row["detail"] = f"{row['detail']}; {note}" if row.get("detail") else note
+    for note in (_raised_and_held(row), UNANSWERED if row.get("timeouts") else None):
+        if note:
+            row["detail"] = f"{row['detail']}; {note}" if row.get("detail") else note
     return row
 
 
@@ -364,6 +364,15 @@ RAISED_AND_HELD = (
     "request at a time, after each release: 3 of 3 runs; with a 50 us pause: clean). The capi engine "
     "resubmits that fast even at one in flight, the official API's Python loop only with two or more "
     "in flight, so at one in flight the two engines can differ here; the stop's verdict is Triton's either way")
+
+
+UNANSWERED = (
+    "requests went unanswered (no final response within the request timeout): on core 2.51.0, with "
+    "no rig code, such a request let its model unload through the C API (the Python backend released "
+    "it; the stop clean) but held it through the official tritonserver API (its request waits for a "
+    "final response; the stop waited out exit_timeout even after the caller let go of it), so the two "
+    "engines can differ here; the rig keeps no reference to such a request, and the stop's verdict is "
+    "Triton's either way")
 
 
 def _raised_and_held(row: dict) -> str | None:

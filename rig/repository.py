@@ -18,6 +18,7 @@ FAULTS = {
     "finalize-raises": {"finalize": "raise"},
     "finalize-sleeps": {"finalize": "sleep", "finalize_sleep_s": "3600"},
     "stub-exits": {"exit_after": "3"},
+    "execute-raises": {"raise_every": "3"},
     "load-fails": {"fail_load": "1"},
     "load-hangs": {"load_sleep_s": "3600"},
     "leaks-memory": {"leak_bytes": str(1 << 20)},

@@ -21,6 +21,7 @@ class TritonPythonModel:
         self.finalize_mode = params.get("finalize", "ok")
         self.finalize_sleep_s = float(params.get("finalize_sleep_s", "3600"))
         self.exit_after = int(params.get("exit_after", "0"))
+        self.raise_every = int(params.get("raise_every", "0"))
         self.leak_bytes = int(params.get("leak_bytes", "0"))
         self.leaked = []
         self.executed = 0
@@ -38,6 +39,9 @@ class TritonPythonModel:
         self.executed += 1
         if self.exit_after and self.executed >= self.exit_after:
             os._exit(17)
+        if self.raise_every and self.executed % self.raise_every == 0:
+            # fault injection: execute raises (server#7481 class: the model can stay loaded)
+            raise ValueError(f"fault injection: execute raises (call {self.executed})")
         if self.delay_s:
             time.sleep(self.delay_s)
         responses = []

@@ -3,7 +3,7 @@
 Parameters (config.pbtxt ``parameters``) set its size and its fault injection knobs, so the
 same file serves the healthy model and the positive controls of a soak:
   size, execute_delay_ms, finalize (ok | raise | sleep), finalize_sleep_s,
-  exit_after (the stub exits during the N-th execute), fail_load (1: initialize raises),
+  exit_after (the stub exits during the N-th execute), raise_every (every N-th execute raises), fail_load (1: initialize raises),
   load_sleep_s (initialize sleeps: a load that hangs),
   leak_bytes (bytes kept per request).
 """
@@ -30,6 +30,7 @@ class TritonPythonModel:
         self.finalize_mode = params.get("finalize", "ok")
         self.finalize_sleep_s = float(params.get("finalize_sleep_s", "3600"))
         self.exit_after = int(params.get("exit_after", "0"))
+        self.raise_every = int(params.get("raise_every", "0"))
         self.leak_bytes = int(params.get("leak_bytes", "0"))
         self.leaked = []
         self.executed = 0
@@ -43,6 +44,9 @@ class TritonPythonModel:
         self.executed += 1
         if self.exit_after and self.executed >= self.exit_after:
             os._exit(17)  # fault injection: the stub dies in the middle of execute
+        if self.raise_every and self.executed % self.raise_every == 0:
+            # fault injection: execute raises (server#7481 class: the model can stay loaded)
+            raise ValueError(f"fault injection: execute raises (call {self.executed})")
         if self.delay_s:
             time.sleep(self.delay_s)
         responses = []

@@ -263,7 +263,8 @@ class OfficialEngine(Engine):
     def infer(self, model: str, inputs: dict[str, np.ndarray], timeout_s: float = 60.0) -> Response:
         """One request, waited for (cooperatively under gevent) for at most ``timeout_s``.
 
-        A request that times out goes on in the core; its response is dropped when it comes.
+        A request that times out goes on in the core; the rig stops waiting for it (its wait is
+        cancelled) and keeps no reference to it.
         """
         handle = self.model_handle(model)
         done = Signal()
@@ -272,8 +273,12 @@ class OfficialEngine(Engine):
         async def run():
             done.set(await infer_once(handle, arrays, self.infer_kwargs))
 
-        self.loop().submit(run())
+        future = self.loop().submit(run())
         if not done.wait(timeout_s):
+            # Let go of it, as a user's timeout would: the wait is cancelled and with it the
+            # response iterator, so the rig holds nothing of the request (a reference kept by
+            # the rig must not hold the model across stop()).
+            future.cancel()
             raise EngineError(f"no response from {model} within {timeout_s:g} s", "TIMEOUT")
         (chosen, error), done.value = done.value, None
         if error is not None:

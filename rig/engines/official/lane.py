@@ -51,6 +51,7 @@ class OfficialLane:
         self._messages: dict[str, int] = {}  # error message -> count (the loop's thread writes)
         self._running = False
         self._finished: Signal | None = None
+        self._future = None
         self._check: OutputCheck | None = None
         self._bad = 0
         # Request timeouts: the requests in flight by number with their start (the loop's thread
@@ -115,7 +116,7 @@ class OfficialLane:
                     watch.cancel()
                 finished.set()
 
-        self._engine.loop().submit(run())
+        self._future = self._engine.loop().submit(run())
 
     def start_closed(self) -> None:
         """``in_flight`` requests outstanding, each sent again as soon as it completes."""
@@ -206,9 +207,16 @@ class OfficialLane:
             t0 = time.monotonic_ns()
 
     def stop(self, timeout_s: float = 30) -> bool:
-        """Stop sending and wait (cooperatively under gevent) until nothing is in flight."""
+        """Stop sending and wait (cooperatively under gevent) until nothing is in flight. Requests
+        still unanswered then (counted as timeouts) are let go, as a user's timeout would: their
+        waits are cancelled, so the lane holds no reference to them (its own reference must not
+        keep their model loaded across stop()). False if any was still in flight."""
         self._running = False
-        return self._finished is None or self._finished.wait(timeout_s)
+        if self._finished is None or self._finished.wait(timeout_s):
+            return True
+        self._future.cancel()
+        self._finished.wait(5.0)
+        return False
 
     # ------------------------------------------------------------ reading
 
