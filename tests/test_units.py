@@ -239,6 +239,43 @@ def test_judge_names_every_threshold_crossed():
     assert allowed == []
 
 
+def test_judge_holds_each_verdict_to_its_own_allowed_names():
+    t = soak.Tally([cycle_row(1, load_outcome="ok"), cycle_row(2, outcome="exit_timeout", load_outcome="errors"),
+                    cycle_row(3, outcome="load_failed", load_outcome="not_measured"),
+                    cycle_row(4, load_outcome="timeouts")])
+    assert soak.judge(t, _cfg(), soak.DEFAULT_ALLOWED) == [
+        "outcomes not allowed: exit_timeout=1, load_failed=1", "load outcomes not allowed: errors=1, timeouts=1"]
+    assert soak.judge(t, _cfg(), ("clean", "exit_timeout", "load_failed", "ok", "errors", "timeouts")) == []
+
+
+@pytest.mark.parametrize("text, allowed", [
+    (None, ("clean", "ok")),
+    ("clean,exit_timeout", ("clean", "exit_timeout", "ok")),       # the load keeps its default
+    ("errors", ("errors", "clean")),                              # the lifecycle keeps its default
+    ("clean,infer_error", ("clean", "errors", "timeouts", "nothing_completed")),  # schema 5's names
+    ("wrong_output", ("wrong_outputs", "clean")),
+])
+def test_allowed_outcomes_name_both_kinds(text, allowed):
+    assert soak.allowed_outcomes(_cfg(allow_outcomes=text), soak.DEFAULT_ALLOWED) == allowed
+
+
+def test_an_unknown_allowed_outcome_names_both_vocabularies():
+    with pytest.raises(RigError, match="the lifecycle's clean.*the load's ok"):
+        soak.allowed_outcomes(_cfg(allow_outcomes="clean,bogus"), soak.DEFAULT_ALLOWED)
+
+
+def test_the_gate_fails_a_new_verdict_of_either_kind():
+    from rig.analysis import verdict
+
+    base = [cycle_row(k, load_outcome="ok", finalize_expected=1, finalize_before_stop=1, stop_latency_s=2.0)
+            for k in range(1, 5)]
+    cand = [cycle_row(k, load_outcome="timeouts" if k == 1 else "ok", finalize_expected=1,
+                      finalize_before_stop=1, stop_latency_s=2.0) for k in range(1, 5)]
+    assert verdict.gate(base, None, base, None) == []
+    assert verdict.gate(base, None, cand, None) == [
+        "new load outcome(s): timeouts in 1/4 cycles (baseline had only ok)"]
+
+
 def test_judge_unset_thresholds_and_missing_figures():
     t = soak.Tally([cycle_row(1, outcome="crashed")])  # no latency, no finalize evidence
     assert soak.judge(t, _cfg(max_stop_latency_s=0.001, min_finalize_success=1.0), ("clean", "crashed")) == []

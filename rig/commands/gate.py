@@ -50,7 +50,7 @@ def _shorten(names, n: int = 5) -> str:
     return ", ".join(names[:n]) + (f", ... ({len(names)} in all)" if len(names) > n else "")
 
 
-CYCLE_COLUMNS = ["run_id", "cycle", "outcome", "finalize_expected", "finalize_before_stop", "stop_latency_s",
+CYCLE_COLUMNS = ["run_id", "cycle", "outcome", "load_outcome", "finalize_expected", "finalize_before_stop", "stop_latency_s",
                  "engine", "model", "retain", "stop_strategy", "restart", "triton_version", "date"]
 WINDOW_COLUMNS = ["run_id", "cycle", "window", "tool", "mode", "concurrency", "rate", "stable", "requests",
                   "errors", "throughput", "mean_us", "triton_version", "date"]  # not the heavy histogram
@@ -159,6 +159,9 @@ def side_lines(label: str, cycles, windows, store=None) -> dict[str, str]:
     out = {"": label, "runs": str(cycles["run_id"].nunique()), "cycles": str(len(cycles))}
     counts = cycles["outcome"].value_counts()
     out["outcomes"] = ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+    if "load_outcome" in cycles:
+        loads = cycles["load_outcome"].dropna().value_counts()
+        out["load"] = ", ".join(f"{k}={v}" for k, v in sorted(loads.items())) or "-"
     ok, n = frames.finalize_counts(cycles)
     out["finalize"] = f"{ok}/{n} cycles ({ok / n:.0%})" if n else "-"
     lat = cycles["stop_latency_s"].dropna().to_numpy(dtype=float)
