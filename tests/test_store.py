@@ -65,3 +65,32 @@ def test_files_of_an_older_schema_read_with_new_columns_null(tmp_path):
     df = store.read("cycles").sort_values("cycle")
     assert list(df.cycle) == [1, 2]
     assert df.outputs_ok.iloc[0] is None and bool(df.outputs_ok.iloc[1]) is True
+
+
+def test_cycles_of_schema_5_read_as_two_verdicts(tmp_path):
+    """Before schema 6 a cycle had one verdict: infer_error and wrong_output were the load's. Such
+    files read back with the lifecycle's verdict re-read from the stop and finalize columns."""
+    import pyarrow as pa
+
+    gone = {"load_outcome", "timeouts"}
+    old = arrow_schema(CycleRow)
+    for name in gone:
+        old = old.remove(old.get_field_index(name))
+    store = Store(tmp_path)
+    store.write("cycles", [_cycle(cycle=9, load_outcome="timeouts", timeouts=2, errors=2, requests=5)], "2.51.0", "c000009")
+    d = next((tmp_path / "cycles").rglob("*.parquet")).parent
+    rows = [_cycle(cycle=1, outcome="infer_error", errors=3, requests=9, stop_error="Exit timeout expired. Exiting immediately."),
+            _cycle(cycle=2, outcome="infer_error", errors=3, requests=9, finalize_expected=1, finalize_before_stop=1),
+            _cycle(cycle=3, outcome="wrong_output", requests=9, bad_outputs=2, finalize_expected=1, finalize_before_stop=1),
+            _cycle(cycle=4, outcome="exit_timeout", requests=9, errors=0, stop_error="Exit timeout expired"),
+            _cycle(cycle=5, outcome="hung")]
+    data = {f.name: [getattr(r, f.name) for r in rows] for f in dataclasses.fields(CycleRow) if f.name not in gone}
+    pq.write_table(pa.Table.from_pydict({**data, "schema_version": [5] * len(rows)}, schema=old), d / "r1-c000001.parquet")
+    df = store.read("cycles").sort_values("cycle")
+    assert list(zip(df.outcome, df.load_outcome)) == [
+        ("exit_timeout", "errors"), ("clean", "errors"), ("clean", "wrong_outputs"), ("exit_timeout", "ok"),
+        ("hung", "not_measured"), ("clean", "timeouts")]
+    # a read of a few columns gets the same verdicts
+    few = store.read("cycles", columns=["cycle", "outcome", "load_outcome"]).sort_values("cycle")
+    assert list(few.columns) == ["cycle", "outcome", "load_outcome"]
+    assert list(few.outcome) == list(df.outcome) and list(few.load_outcome) == list(df.load_outcome)
