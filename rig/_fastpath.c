@@ -117,9 +117,16 @@ typedef struct fp_slot {
     struct fp_lane *lane;
     TRITONSERVER_InferenceRequest *req; /* NULL: (re)built before its next submission */
     int64_t t0;                         /* latency origin: submit time, or scheduled send time */
+    atomic_llong t_sub;                 /* when this round entered the core: its timeout's origin */
+    /* Round r is 2r+1 until its outcome is counted, then 2r+2. The final response and the
+     * timeout scan race to make it even: whoever does counts the round, exactly once, and the
+     * round number keeps a scan from settling a later round than the one it read. */
+    atomic_ullong token;
     atomic_int pending;                 /* events left in this round: final response + release */
     int ok;                             /* a successful response arrived in this round */
     int failed;                         /* an error response arrived in this round */
+    int bad;                            /* a successful response had a wrong output */
+    char *error;                        /* the round's first error message, counted when settled */
     struct fp_slot *next_free;
     struct fp_slot *next_all;
 } fp_slot;
@@ -156,7 +163,12 @@ typedef struct fp_lane {
     size_t lat_len;
     int lat_cur;
 
-    atomic_ullong submitted, completed, errors, out_bytes, dropped, bad_outputs;
+    atomic_ullong submitted, completed, errors, out_bytes, dropped, bad_outputs, timeouts;
+    /* Requests between ServerInferAsync and their release callback: what the server holds. */
+    atomic_int in_server;
+    atomic_int peak_in_server;
+    atomic_llong timeout_ns; /* 0: none (fp_lane_set_timeout) */
+    int64_t next_scan;       /* under mu: the timeout scan runs at most every SCAN_NS */
     /* The output check (fp_lane_set_check): one output by name, its byte size, and its bytes
      * where they are known (a deterministic model with a fixed input: a memcmp is enough). */
     char *check_name;
@@ -382,6 +394,12 @@ static void slot_drop_request(fp_slot *slot)
     }
 }
 
+/* Claim the right to count round `token` of the slot: 1 for exactly one caller per round. */
+static int slot_settle(fp_slot *slot, unsigned long long token)
+{
+    return (token & 1) && atomic_compare_exchange_strong(&slot->token, &token, token + 1);
+}
+
 /* Hand the slot's request to the core. t0 < 0: latency counts from now. 1 = submitted. */
 static int slot_submit(fp_slot *slot, int64_t t0)
 {
@@ -391,12 +409,28 @@ static int slot_submit(fp_slot *slot, int64_t t0)
     }
     slot->ok = 0;
     slot->failed = 0;
+    slot->bad = 0;
     atomic_store(&slot->pending, 2);
     /* set before the call: the callbacks may run before ServerInferAsync returns */
-    slot->t0 = t0 >= 0 ? t0 : now_ns();
+    int64_t now = now_ns();
+    slot->t0 = t0 >= 0 ? t0 : now;
+    atomic_store_explicit(&slot->t_sub, now, memory_order_relaxed);
+    /* the slot is ours, so its token is settled (even): this round's is the next odd one; the
+     * release orders t_sub before it for the scan */
+    unsigned long long token = atomic_load_explicit(&slot->token, memory_order_relaxed) + 1;
+    atomic_store_explicit(&slot->token, token, memory_order_release);
+    int n = atomic_fetch_add(&lane->in_server, 1) + 1;
+    int peak = atomic_load_explicit(&lane->peak_in_server, memory_order_relaxed);
+    while (n > peak && !atomic_compare_exchange_weak(&lane->peak_in_server, &peak, n)) {
+    }
     TRITONSERVER_Error *e = T.InferAsync(lane->server, slot->req, NULL);
     if (e) {
-        record_triton_error(lane, "ServerInferAsync", e);
+        atomic_fetch_sub(&lane->in_server, 1);
+        if (slot_settle(slot, token)) {
+            record_triton_error(lane, "ServerInferAsync", e);
+        } else {
+            T.ErrorDelete(e); /* a refusal slower than the timeout: already counted as one */
+        }
         /* still ours; rebuild it before reuse, its state after a refusal is the core's business */
         slot_drop_request(slot);
         return 0;
@@ -491,16 +525,19 @@ static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t fla
     if (resp) {
         TRITONSERVER_Error *e = T.ResponseError(resp); /* a new error object: ours to delete */
         if (e) {
-            char buf[1024];
-            snprintf(buf, sizeof buf, "response: %s", T.ErrorMessage(e));
+            /* counted at the final response, and only if the round has not timed out */
+            if (!slot->error) {
+                char buf[1024];
+                snprintf(buf, sizeof buf, "response: %s", T.ErrorMessage(e));
+                slot->error = strdup(buf);
+            }
             T.ErrorDelete(e);
             slot->failed = 1;
-            record_error(lane, buf);
             e = T.ResponseDelete(resp);
             if (e) T.ErrorDelete(e);
         } else {
             slot->ok = 1;
-            if (!output_ok(lane, resp)) atomic_fetch_add(&lane->bad_outputs, 1);
+            if (!output_ok(lane, resp)) slot->bad = 1;
             TRITONSERVER_InferenceResponse *old = resp;
             if (lane->keep_last) {
                 old = atomic_exchange(&lane->last_response, resp);
@@ -513,13 +550,21 @@ static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t fla
     }
     if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
         int64_t t = now_ns();
-        if (slot->ok && !slot->failed) {
-            record_latency(lane, t - slot->t0);
-            atomic_fetch_add(&lane->completed, 1);
-        } else {
-            if (!slot->failed) record_error(lane, "request completed without a response");
-            record_latency(lane, -(t - slot->t0 > 0 ? t - slot->t0 : 1)); /* negated: failed */
+        /* the round cannot move on before this event, so the token read is this round's */
+        if (slot_settle(slot, atomic_load(&slot->token))) {
+            if (slot->bad) atomic_fetch_add(&lane->bad_outputs, 1);
+            if (slot->ok && !slot->failed) {
+                record_latency(lane, t - slot->t0);
+                atomic_fetch_add(&lane->completed, 1);
+            } else {
+                record_error(lane, !slot->failed ? "request completed without a response"
+                                   : slot->error ? slot->error
+                                                 : "response: an error (its message lost: out of memory)");
+                record_latency(lane, -(t - slot->t0 > 0 ? t - slot->t0 : 1)); /* negated: failed */
+            }
         }
+        free(slot->error);
+        slot->error = NULL;
         wake(lane);
         slot_event(slot);
     }
@@ -529,8 +574,61 @@ static void on_release(TRITONSERVER_InferenceRequest *req, const uint32_t flags,
 {
     (void)req;
     if (flags & TRITONSERVER_REQUEST_RELEASE_ALL) {
-        slot_event((fp_slot *)userp);
+        fp_slot *slot = userp;
+        atomic_fetch_sub(&slot->lane->in_server, 1);
+        slot_event(slot);
     }
+}
+
+/* ------------------------------------------------------------------ request timeouts */
+
+#define SCAN_NS 5000000LL /* a timeout is noticed this late at most (its latency is exact) */
+
+/* Count, once, each request whose final response has not come within the lane's timeout of
+ * its submission: an error, a timeout and a latency of minus the timeout. The request stays the
+ * core's: its slot comes back when (if ever) its response and release do. Under mu (the slot
+ * list); at most one walk of the slots every SCAN_NS, so callers need not pace themselves. */
+static void scan_timeouts_locked(fp_lane *lane)
+{
+    int64_t limit = atomic_load(&lane->timeout_ns);
+    if (limit <= 0) return;
+    int64_t now = now_ns();
+    if (now < lane->next_scan) return;
+    lane->next_scan = now + SCAN_NS;
+    int found = 0;
+    for (fp_slot *s = lane->all; s; s = s->next_all) {
+        unsigned long long token = atomic_load_explicit(&s->token, memory_order_acquire);
+        if (!(token & 1)) continue;
+        if (now - atomic_load_explicit(&s->t_sub, memory_order_relaxed) <= limit) continue;
+        if (!slot_settle(s, token)) continue; /* its response won, or it is a later round */
+        char buf[128];
+        snprintf(buf, sizeof buf, "no response within %g s (request timeout)", (double)limit / 1e9);
+        atomic_fetch_add(&lane->timeouts, 1);
+        record_error(lane, buf);
+        record_latency(lane, -limit);
+        found = 1;
+    }
+    if (found) wake(lane);
+}
+
+static void scan_timeouts(fp_lane *lane)
+{
+    if (atomic_load(&lane->timeout_ns) <= 0) return;
+    pthread_mutex_lock(&lane->mu);
+    scan_timeouts_locked(lane);
+    pthread_mutex_unlock(&lane->mu);
+}
+
+/* Wait on the lane's cv, no longer than the next timeout scan is due where there are timeouts. */
+static void wait_locked(fp_lane *lane)
+{
+    if (atomic_load(&lane->timeout_ns) <= 0) {
+        pthread_cond_wait(&lane->cv, &lane->mu);
+        return;
+    }
+    int64_t t = now_ns() + SCAN_NS;
+    struct timespec ts = {t / 1000000000LL, t % 1000000000LL};
+    pthread_cond_timedwait(&lane->cv, &lane->mu, &ts);
 }
 
 /* ------------------------------------------------------------------ lane threads */
@@ -542,6 +640,9 @@ static int sleep_until(fp_lane *lane, int64_t until)
         if (!atomic_load(&lane->running)) return 0;
         int64_t left = until - now_ns();
         if (left <= 0) return 1;
+        /* long waits scan at each step; a send after a short one scans in open_main, under
+         * the lock it takes anyway (no extra lock per request) */
+        if (left > 5000000) scan_timeouts(lane);
         int64_t step = left > 5000000 ? 5000000 : left; /* stop() waits at most 5 ms for us */
         int64_t t = now_ns() + step;
         struct timespec ts = {t / 1000000000LL, t % 1000000000LL};
@@ -562,7 +663,8 @@ static fp_slot *new_slot_locked(fp_lane *lane)
 }
 
 /* Closed loop: the core's threads re-submit; this thread only (re)starts idle slots: all of
- * them at start, and any whose submission failed, after a backoff (1 ms doubling to 100 ms). */
+ * them at start, and any whose submission failed, after a backoff (1 ms doubling to 100 ms),
+ * and counts the requests that time out. */
 static void *closed_main(void *arg)
 {
     fp_lane *lane = arg;
@@ -570,8 +672,9 @@ static void *closed_main(void *arg)
     int64_t backoff = 0;
     pthread_mutex_lock(&lane->mu);
     while (atomic_load(&lane->running)) {
+        scan_timeouts_locked(lane);
         if (!lane->free_list) {
-            pthread_cond_wait(&lane->cv, &lane->mu);
+            wait_locked(lane);
             continue;
         }
         if (backoff) {
@@ -614,12 +717,14 @@ static void *open_main(void *arg)
         int64_t t = lane->sched[i];
         if (!sleep_until(lane, t)) break;
         pthread_mutex_lock(&lane->mu);
+        scan_timeouts_locked(lane);
         fp_slot *s = pop_free_locked(lane);
         if (!s && lane->n_slots < lane->max_slots) {
             s = new_slot_locked(lane);
         }
         while (!s && atomic_load(&lane->running)) {
-            pthread_cond_wait(&lane->cv, &lane->mu);
+            scan_timeouts_locked(lane);
+            wait_locked(lane);
             s = pop_free_locked(lane);
         }
         if (!s) {
@@ -640,6 +745,13 @@ static void *open_main(void *arg)
     }
     atomic_store(&lane->issuing_done, 1);
     wake(lane);
+    /* the requests still out may yet time out: keep counting them until they are back */
+    pthread_mutex_lock(&lane->mu);
+    while (atomic_load(&lane->running) && lane->in_flight > 0 && atomic_load(&lane->timeout_ns) > 0) {
+        scan_timeouts_locked(lane);
+        wait_locked(lane);
+    }
+    pthread_mutex_unlock(&lane->mu);
     return NULL;
 }
 
@@ -779,10 +891,15 @@ int fp_lane_stop(fp_lane *lane, int64_t timeout_ns)
         lane->thread_started = 0;
     }
     int64_t deadline = now_ns() + (timeout_ns > 0 ? timeout_ns : 0);
-    struct timespec ts = {deadline / 1000000000LL, deadline % 1000000000LL};
     pthread_mutex_lock(&lane->mu);
     while (lane->in_flight > 0) {
-        if (pthread_cond_timedwait(&lane->cv, &lane->mu, &ts) == ETIMEDOUT) break;
+        scan_timeouts_locked(lane); /* the lane's thread is gone: timeouts are counted here */
+        int64_t now = now_ns();
+        if (now >= deadline) break;
+        int64_t until = deadline;
+        if (atomic_load(&lane->timeout_ns) > 0 && now + SCAN_NS < until) until = now + SCAN_NS;
+        struct timespec ts = {until / 1000000000LL, until % 1000000000LL};
+        pthread_cond_timedwait(&lane->cv, &lane->mu, &ts);
     }
     int idle = lane->in_flight == 0;
     if (idle) {
@@ -798,6 +915,7 @@ int fp_lane_stop(fp_lane *lane, int64_t timeout_ns)
 void fp_lane_drain(fp_lane *lane, int64_t **out, size_t *n)
 {
     uint64_t v;
+    scan_timeouts(lane); /* no thread scans a stopped lane, or one past its schedule */
     atomic_store(&lane->signaled, 0);
     while (read(lane->efd, &v, sizeof v) == sizeof v) {
     }
@@ -836,7 +954,7 @@ int fp_lane_set_check(fp_lane *lane, const char *name, size_t size, const void *
 }
 
 /* submitted, completed, errors, in_flight, issued, slots, out_bytes, dropped, issuing_done,
- * bad_outputs */
+ * bad_outputs, timeouts, peak_in_server */
 void fp_lane_stats(fp_lane *lane, uint64_t *out)
 {
     out[0] = atomic_load(&lane->submitted);
@@ -851,6 +969,19 @@ void fp_lane_stats(fp_lane *lane, uint64_t *out)
     out[7] = atomic_load(&lane->dropped);
     out[8] = (uint64_t)atomic_load(&lane->issuing_done);
     out[9] = atomic_load(&lane->bad_outputs);
+    out[10] = atomic_load(&lane->timeouts);
+    out[11] = (uint64_t)atomic_load(&lane->peak_in_server);
+}
+
+/* A request whose final response has not come within timeout_ns of its submission counts as
+ * an error, once (a late response is then not counted); 0 or less: none. Any time. */
+void fp_lane_set_timeout(fp_lane *lane, int64_t timeout_ns)
+{
+    atomic_store(&lane->timeout_ns, timeout_ns > 0 ? timeout_ns : 0);
+    pthread_mutex_lock(&lane->mu);
+    lane->next_scan = 0;
+    pthread_cond_broadcast(&lane->cv); /* a thread waiting without a time limit: now with one */
+    pthread_mutex_unlock(&lane->mu);
 }
 
 int fp_lane_fileno(fp_lane *lane) { return lane->efd; }
@@ -901,6 +1032,7 @@ int fp_lane_free(fp_lane *lane)
     while (s) {
         fp_slot *next = s->next_all;
         slot_drop_request(s);
+        free(s->error);
         free(s);
         s = next;
     }

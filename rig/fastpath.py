@@ -48,7 +48,7 @@ MAX_DIMS = 16  # as in _fastpath.c
 _ERRLEN = 1024
 _MSG_TOP = 8  # MSG_TOP in _fastpath.c
 _STATS = ("submitted", "completed", "errors", "in_flight", "issued", "slots", "output_bytes",
-          "dropped", "issuing_done", "bad_outputs")
+          "dropped", "issuing_done", "bad_outputs", "timeouts", "peak_in_server")
 
 _lib_lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
@@ -111,6 +111,7 @@ def _library(log=lambda msg: None) -> ctypes.CDLL:
                 "fp_lane_stop": (c_int, [c_void_p, c_int64]),
                 "fp_lane_drain": (None, [c_void_p, POINTER(POINTER(c_int64)), POINTER(c_size_t)]),
                 "fp_lane_stats": (None, [c_void_p, POINTER(c_uint64)]),
+                "fp_lane_set_timeout": (None, [c_void_p, c_int64]),
                 "fp_lane_set_check": (c_int, [c_void_p, c_char_p, c_size_t, c_void_p, c_int, c_int,
                                               POINTER(c_int64)]),
                 "fp_lane_fileno": (c_int, [c_void_p]),
@@ -232,10 +233,24 @@ class Lane:
                                        -1 if shape is None else len(shape), dims) != 0:
             raise RigError("out of memory setting the lane's output check")
 
+    def set_request_timeout(self, seconds: float) -> None:
+        """Count a request that has no final response ``seconds`` after its submission (its
+        actual one in the open loop, not its scheduled time) as failed, once: an error with the
+        message "no response within {seconds:g} s (request timeout)", a ``timeouts``, and a
+        latency of minus ``seconds`` from ``drain``. A response that comes later is not counted
+        again; the request's slot stays busy until it does (in the closed loop, requests that
+        never come back stop the sending: the lane never holds more than ``in_flight``).
+        0: no timeout (the default). Any time, running or not."""
+        if seconds < 0:
+            raise RigError(f"a request timeout must be >= 0 s, not {seconds}")
+        self._lib.fp_lane_set_timeout(self._handle(), int(round(seconds * 1e9)))
+
     def counters(self) -> dict[str, int]:
-        """Cumulative: responses with a wrong output, latencies lost to a full buffer."""
+        """Cumulative: responses with a wrong output, latencies lost to a full buffer, requests
+        timed out, and the most requests the server held at once (submitted, not yet released)."""
         st = self.stats()
-        return {"bad_outputs": st["bad_outputs"], "lost_samples": st["dropped"]}
+        return {"bad_outputs": st["bad_outputs"], "lost_samples": st["dropped"],
+                "timeouts": st["timeouts"], "peak_in_server": st["peak_in_server"]}
 
     def start_closed(self) -> None:
         rc = self._lib.fp_lane_start_closed(self._handle())
@@ -276,7 +291,9 @@ class Lane:
     def stats(self) -> dict[str, int]:
         """Counters since the lane was made: submitted, completed, errors, in_flight, issued
         (open loop), slots (request objects), output_bytes, dropped (latencies lost to an
-        undrained buffer), issuing_done (1 once the open-loop schedule is through)."""
+        undrained buffer), issuing_done (1 once the open-loop schedule is through),
+        bad_outputs, timeouts (``set_request_timeout``; also in errors), peak_in_server (the
+        most requests between ServerInferAsync and their release at any moment)."""
         out = (c_uint64 * len(_STATS))()
         self._lib.fp_lane_stats(self._handle(), out)
         return dict(zip(_STATS, (int(v) for v in out)))

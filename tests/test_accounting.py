@@ -75,11 +75,11 @@ def test_a_model_that_answers_wrong_sized_outputs_is_wrong_output(tmp_path, runt
     p = rig("cycle", "--model-repository", str(repo), *load, "--results", str(res))
     assert p.returncode == 0, p.stdout + p.stderr
     c = Store(res).read("cycles").iloc[0]
-    assert c.outcome == "wrong_output" and c.errors == 0
+    assert (c.outcome, c.load_outcome) == ("clean", "wrong_outputs") and c.errors == 0
     # one answer in five is wrong (the first, the reference, is right)
     assert 0.15 * c.requests <= c.bad_outputs <= 0.25 * c.requests
     p = rig("soak", "--model-repository", str(repo), *load, "--results", str(res))
-    assert p.returncode == 1 and "wrong_output" in p.stdout
+    assert p.returncode == 1 and "load outcomes not allowed: wrong_outputs=1" in p.stdout
 
 
 def test_a_healthy_template_under_load_has_no_bad_outputs_and_says_which_lane(tmp_path, runtime):
@@ -161,7 +161,7 @@ def test_failed_requests_keep_their_latency_and_message(tmp_path, runtime, load)
     assert p.returncode == 0, p.stdout + p.stderr
     store = Store(res)
     c, w = store.read("cycles").iloc[0], store.read("windows")
-    assert c.outcome == "infer_error" and c.errors > 0
+    assert c.load_outcome == "errors" and c.errors > 0
     messages = json.loads(c.error_messages)
     top, count = next(iter(messages.items()))
     assert "quarter failure" in top and count == c.errors, messages
@@ -221,7 +221,7 @@ def test_outputs_are_held_to_the_models_metadata_datatype_and_shape(tmp_path, ru
     (variable / "config.pbtxt").write_text(CONFIG.format(name="variable").replace(
         'name: "OUTPUT" data_type: TYPE_FP32 dims: [ 4 ]', 'name: "OUTPUT" data_type: TYPE_FP32 dims: [ -1 ]'))
     (variable / "1" / "model.py").write_text(VARIABLE_LENGTH)
-    for name, outcome in (("kind", "wrong_output"), ("variable", "clean")):
+    for name, outcome in (("kind", "wrong_outputs"), ("variable", "ok")):
         res = tmp_path / f"r-{name}"
         one = tmp_path / f"only-{name}"
         one.mkdir()
@@ -229,8 +229,8 @@ def test_outputs_are_held_to_the_models_metadata_datatype_and_shape(tmp_path, ru
         p = rig("cycle", "--model-repository", str(one), *load, "--results", str(res))
         assert p.returncode == 0, p.stdout + p.stderr
         c = Store(res).read("cycles").iloc[0]
-        assert c.outcome == outcome and c.errors == 0, (name, c.outcome, c.detail)
-        if outcome == "wrong_output":  # one answer in five: a [2, 2] or an INT32 of the same 16 bytes
+        assert c.load_outcome == outcome and c.outcome == "clean" and c.errors == 0, (name, c.outcome, c.detail)
+        if outcome == "wrong_outputs":  # one answer in five: a [2, 2] or an INT32 of the same 16 bytes
             assert 0.15 * c.requests <= c.bad_outputs <= 0.25 * c.requests
         else:  # a variable dimension is not a wrong answer
             assert c.bad_outputs == 0

@@ -30,8 +30,9 @@ ENGINES = [pytest.param("capi", marks=pytest.mark.slow),
                                      "the sandbox: bash tests/sandbox/official.sh")])]
 
 
-def soak(tmp_path, engine: str, model: str, *extra: str, env: dict | None = None) -> tuple[pd.Series, pd.DataFrame]:
-    res = tmp_path / "results"
+def soak(tmp_path, engine: str, model: str, *extra: str, env: dict | None = None,
+         results: str = "results") -> tuple[pd.Series, pd.DataFrame]:
+    res = tmp_path / results
     p = rig("soak", "--model-repository", str(CORPUS / model), "--engine", engine, *SOAK, *extra,
             "--results", str(res), env=env, timeout=400)
     assert p.returncode in (0, 1), p.stdout[-2000:] + p.stderr[-2000:]
@@ -113,7 +114,7 @@ def test_a_model_that_needs_the_users_environment(tmp_path, engine):
     assert "MODEL_THRESHOLD" not in os.environ
     row, _ = soak(tmp_path, engine, "needs_env_var")
     assert row.outcome == "load_failed" and "KeyError: 'MODEL_THRESHOLD'" in row.detail
-    row, _ = soak(tmp_path, engine, "needs_env_var", env={"MODEL_THRESHOLD": "0.5"})
+    row, _ = soak(tmp_path, engine, "needs_env_var", env={"MODEL_THRESHOLD": "0.5"}, results="with-env")
     assert (row.outcome, row.load_outcome) == ("clean", "ok"), row.detail
 
 

@@ -92,10 +92,10 @@ def test_wrong_outputs_are_caught(tmp_path, runtime):
     res = tmp_path / "r"
     p = rig("cycle", "--results", str(res), env={"RIG_STUB_NUMPY": "as-is"})
     r = cycles(res).iloc[0]
-    assert r.outcome == "infer_error" and not bool(r.outputs_ok)
+    assert r.load_outcome == "wrong_outputs" and not bool(r.outputs_ok)
     assert "wrong outputs" in r.detail, r.detail
     assert p.returncode == 0
-    assert "cycle 1: infer_error" in p.stdout
+    assert "| load wrong_outputs |" in p.stdout
 
 
 @pytest.mark.slow

@@ -204,10 +204,12 @@ def _reap_group(pgid: int, regions: set[str]) -> None:
             pass
 
 
-def _child(tmp_path, scenario: str, exit_timeout: int = 5) -> dict:
+def _child(tmp_path, scenario: str, exit_timeout: int = 5, source: str = CHILD) -> dict:
+    """Run ``source`` (a script like CHILD: argv scenario, work folder, exit_timeout, runtime;
+    prints "RESULT {json}" with the stub regions it saw) in a child; its observations."""
     rt = _runtime()
     script = tmp_path / "child.py"
-    script.write_text(CHILD)
+    script.write_text(source)
     work = tmp_path / scenario
     work.mkdir()
     output = work / "child.out"

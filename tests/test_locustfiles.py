@@ -66,7 +66,7 @@ def test_a_failed_check_in_a_task_fails_the_cycle(tmp_path, runtime):
             "--window-seconds", "1", "--results", str(res))
     assert p.returncode == 1, p.stdout + p.stderr
     c = cycles(res)
-    assert c.outcome.iloc[0] == "infer_error"
+    assert c.load_outcome.iloc[0] == "errors"
     assert "AssertionError: OUTPUT should be negative" in c.detail.iloc[0]
     assert c.errors.iloc[0] > 0
     w = pd.read_parquet(res / "windows")

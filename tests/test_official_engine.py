@@ -356,7 +356,7 @@ def test_bad_input_is_one_line(tmp_path):
 
 @pytest.mark.parametrize("fault, outcome", [
     ("finalize-raises", "finalize_error"), ("finalize-sleeps", "exit_timeout"),
-    ("stub-exits", "infer_error"), ("load-fails", "load_failed")])
+    ("stub-exits", "exit_timeout"), ("load-fails", "load_failed")])
 @official
 def test_fault_models_yield_their_outcome(tmp_path, runtime, fault, outcome):
     res = tmp_path / "r"
@@ -365,6 +365,7 @@ def test_fault_models_yield_their_outcome(tmp_path, runtime, fault, outcome):
     assert p.returncode == 0, p.stdout + p.stderr
     r = cycles(res).iloc[0]
     assert r.outcome == outcome, (r.outcome, r.detail)
+    assert r.load_outcome == ("errors" if fault == "stub-exits" else "not_measured" if fault == "load-fails" else "ok")
     if fault == "finalize-raises":
         assert r.finalize_errors == 1
 
@@ -465,7 +466,7 @@ def test_failed_requests_keep_their_latency_and_message_on_the_asyncio_lane(tmp_
     from test_accounting import FAILS_EVERY_4TH_SLOWLY
 
     c, w = _steady_cycle(tmp_path, "quarter", FAILS_EVERY_4TH_SLOWLY)
-    assert c.outcome == "infer_error" and c.errors > 0 and c.lane == "asyncio"
+    assert c.load_outcome == "errors" and c.errors > 0 and c.lane == "asyncio"
     (top, count), = list(json.loads(c.error_messages).items())[:1]
     assert "quarter failure" in top and count == c.errors
     failed = sum(HdrHistogram.decode(base64.b64decode(h)).get_total_count() for h in w.error_histogram.dropna())
@@ -477,7 +478,7 @@ def test_outputs_are_held_to_the_models_metadata_on_the_asyncio_lane(tmp_path, r
     from test_accounting import SAME_BYTES_WRONG_KIND
 
     c, _ = _steady_cycle(tmp_path, "kind", SAME_BYTES_WRONG_KIND)
-    assert c.outcome == "wrong_output" and c.lane == "asyncio" and c.errors == 0, c.detail
+    assert (c.outcome, c.load_outcome) == ("clean", "wrong_outputs") and c.lane == "asyncio" and c.errors == 0, c.detail
     assert 0.15 * c.requests <= c.bad_outputs <= 0.25 * c.requests
 
 

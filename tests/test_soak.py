@@ -50,7 +50,7 @@ def test_retained_response_every_cycle_times_out_and_run_completes(tmp_path, run
 @pytest.mark.parametrize("fault, outcome", [
     ("finalize-raises", "finalize_error"),
     ("finalize-sleeps", "exit_timeout"),
-    ("stub-exits", "infer_error"),
+    ("stub-exits", "exit_timeout"),  # its requests failed (the load's verdict), and the dead stub's model stayed loaded
     ("load-fails", "load_failed"),
     ("load-hangs", "hung"),
 ])
@@ -62,6 +62,8 @@ def test_fault_models_yield_their_outcome(tmp_path, runtime, fault, outcome):
     df = cycles(res)
     assert len(df) == 2, p.stdout
     assert set(df.outcome) == {outcome}, df[["outcome", "detail"]].to_string()
+    load = {"stub-exits": "errors", "load-fails": "not_measured", "load-hangs": "not_measured"}.get(fault, "ok")
+    assert set(df.load_outcome) == {load}, df[["load_outcome", "detail"]].to_string()
     if fault == "load-hangs":  # the watchdog killed the worker group, stub included
         assert df.detail.str.contains("phase start ran past its deadline").all()
         assert (df.stubs_killed >= 1).all()

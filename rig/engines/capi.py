@@ -26,15 +26,17 @@ def _native_lock():
 
 
 class _Pending:
-    """One request in flight: its buffers stay alive until the core releases the request."""
+    """One request in flight: its buffers stay alive until the core releases the request, and
+    ``done`` waits for both the final response and that release (``events``: those still due)."""
 
-    __slots__ = ("keep", "done", "response", "error")
+    __slots__ = ("keep", "done", "response", "error", "events")
 
     def __init__(self, keep, done):
         self.keep = keep
         self.done = done
         self.response = None
         self.error = None
+        self.events = 2
 
 
 class CapiResponse(Response):
@@ -141,6 +143,8 @@ class CapiEngine(Engine):
         self._pending: dict[int, _Pending] = {}
         self._next_id = 1
         self._id_lock = threading.Lock()
+        # The core's threads run the two events of a request; a plain OS lock, as in infer().
+        self._events_lock = _native_lock()
         self._stopped = False
         # Callbacks must outlive every request: keep the ctypes thunks on the instance.
         self._alloc_cb = AllocFn(self._alloc)
@@ -161,11 +165,24 @@ class CapiEngine(Engine):
             self.core.libc.free(buffer)
         return None
 
+    def _event(self, rid, pending: _Pending) -> None:
+        """One of a request's two ends (final response, release); the later one calls ``done``:
+        a caller that submits again from ``done`` has nothing of this request left in the server,
+        so every path holds exactly its in-flight count of requests there."""
+        with self._events_lock:
+            pending.events -= 1
+            last = pending.events == 0
+        if last:
+            self._pending.pop(rid, None)
+            if pending.done is not None:
+                pending.done(pending.response, pending.error)
+
     def _request_released(self, request, flags, userp):
-        pending = self._pending.pop(userp or 0, None)
+        pending = self._pending.get(userp or 0)
         self.core.lib.TRITONSERVER_InferenceRequestDelete(request)
         if pending is not None:
             pending.keep = None
+            self._event(userp or 0, pending)
 
     def _response_complete(self, response, flags, userp):
         pending = self._pending.get(userp or 0)
@@ -183,9 +200,7 @@ class CapiEngine(Engine):
                     pending.response.release()
                 pending.response = CapiResponse(self, response)
         if flags & RESPONSE_FINAL:
-            done = pending.done
-            if done is not None:
-                done(pending.response, pending.error)
+            self._event(userp or 0, pending)
 
     # -- lifecycle
     def start(self, options: ServerOptions) -> None:

@@ -1,0 +1,297 @@
+"""In flight, exactly: what the server holds at once, and requests it never answers.
+
+A lane at in_flight K must never have more than K requests inside the server (from
+ServerInferAsync to the request's release), nor may the capi engine's Python paths (``infer``,
+``infer_async`` under PyLane); a request that is never answered must count, once, as a timeout.
+Real core and stubs, in a child per scenario (see tests/test_fastpath.py, whose helpers run it).
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from test_fastpath import OK, WHY, _child
+
+pytestmark = pytest.mark.skipif(not OK, reason=f"no native lanes here: {WHY}")
+
+# Python backend, core 2.51: an execute that returns None sends no response at all.
+RETURNS_NONE = {
+    "config.pbtxt": textwrap.dedent('''
+        name: "returns_none"
+        backend: "python"
+        max_batch_size: 0
+        input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+        output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+    '''),
+    "1/model.py": textwrap.dedent('''
+        import triton_python_backend_utils as pb_utils
+
+
+        class TritonPythonModel:
+            def execute(self, requests):
+                for request in requests:
+                    pb_utils.get_input_tensor_by_name(request, "INPUT0")
+    '''),
+}
+
+CHILD = textwrap.dedent(r'''
+    import json, os, sys, threading, time
+    from pathlib import Path
+    import numpy as np
+    from rig import fastpath, repository, runtime
+    from rig.engines.base import EngineError, ServerOptions
+    from rig.engines.capi import CapiEngine
+
+    scenario, work, exit_timeout = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+    rt = runtime.Runtime.from_dict(json.loads(sys.argv[4]))
+    extra = EXTRA_MODELS = {}  # _run fills it in: files of a model "returns_none"
+    repo = work / "repo"
+    repo.mkdir()
+    repository.render(repository.ModelSpec(), repo)
+    repository.render(repository.ModelSpec(name="slow", execute_delay_ms=20), repo)
+    repository.render(repository.ModelSpec(name="late", execute_delay_ms=300), repo)
+    for rel, text in extra.items():
+        (repo / "returns_none" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / "returns_none" / rel).write_text(text)
+
+
+    class CountingEngine(CapiEngine):
+        """Counts requests from submission to the core's release of them: an upper bound of what
+        the server holds (it counts from before InferenceRequestNew)."""
+
+        def __init__(self, lib):
+            super().__init__(lib)
+            self.count_lock = threading.Lock()
+            self.in_server = 0
+            self.peak = 0
+
+        def _submit(self, model, inputs, done):
+            with self.count_lock:
+                self.in_server += 1
+                self.peak = max(self.peak, self.in_server)
+            try:
+                super()._submit(model, inputs, done)
+            except EngineError:
+                with self.count_lock:
+                    self.in_server -= 1
+                raise
+
+        def _request_released(self, request, flags, userp):
+            with self.count_lock:
+                self.in_server -= 1
+            super()._request_released(request, flags, userp)
+
+        def reset_peak(self):
+            with self.count_lock:
+                self.peak = self.in_server
+
+
+    engine = CountingEngine(rt.core_library)
+    engine.start(ServerOptions(str(repo), rt.backend_dir, exit_timeout_s=exit_timeout,
+                               log_file=str(work / "server.log")))
+    X = np.arange(4, dtype=np.float32)
+    out = {}
+
+    def stub_regions():
+        found = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                if ppid != os.getpid():
+                    continue
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    args = f.read().decode(errors="replace").split("\0")
+            except (OSError, ValueError, IndexError):
+                continue
+            found += [a for a in args if a.startswith("triton_python_backend_shm_region_")]
+        return found
+
+    out["shm_regions"] = stub_regions()
+
+    def lane_run(model, k, seconds, timeout_s=0):
+        lane = fastpath.Lane(engine, model, {"INPUT": X}, in_flight=k)
+        lane.set_request_timeout(timeout_s)
+        lane.start_closed()
+        time.sleep(seconds)
+        stopped = lane.stop(10)
+        lat, errors = lane.drain()
+        r = {"stopped": stopped, "stats": lane.stats(), "counters": lane.counters(),
+             "n_lat": int(lat.size), "errors": errors, "messages": lane.error_messages(),
+             "closed": lane.close()}
+        return r
+
+    if scenario == "peak":
+        for model in ("slow", "numpy"):
+            for k in (1, 2, 4):
+                out[f"native_{model}_{k}"] = lane_run(model, k, 0.4, timeout_s=5 if k == 4 else 0)
+        # The capi engine's own paths: one infer after another, and PyLane's closed loop.
+        engine.reset_peak()
+        n, t_end = 0, time.monotonic() + 0.5
+        while time.monotonic() < t_end:
+            engine.infer("numpy", {"INPUT": X}).release()
+            n += 1
+        out["infer"] = {"n": n, "peak": engine.peak}
+        from rig.load.lanes import PyLane
+        for k in (1, 2):
+            engine.reset_peak()
+            lane = PyLane(engine, "numpy", {"INPUT": X}, in_flight=k)
+            lane.start_closed()
+            time.sleep(0.5)
+            stopped = lane.stop(10)
+            lat, errors = lane.drain()
+            out[f"pylane_{k}"] = {"stopped": stopped, "n_lat": int(lat.size), "errors": errors,
+                                  "peak": engine.peak}
+        try:
+            engine.infer("no_such_model", {"INPUT": X})
+            out["refused"] = None
+        except EngineError as e:
+            out["refused"] = str(e)
+        o = engine.infer("numpy", {"INPUT": X})
+        out["infer_output"] = o.outputs()["OUTPUT"].tolist()
+        o.release()
+        out["pending_left"] = len(engine._pending)
+        out["in_server_left"] = engine.in_server
+    elif scenario == "late":
+        # Every request answers after 300 ms, long past its 100 ms timeout.
+        out["closed"] = lane_run("late", 1, 1.0, timeout_s=0.1)
+        lane = fastpath.Lane(engine, "late", {"INPUT": X})
+        lane.set_request_timeout(0.1)
+        t = fastpath.now_ns()
+        lane.start_open(np.array([t + 50_000_000, t + 100_000_000], dtype=np.int64))
+        deadline = time.monotonic() + 10
+        while not lane.done() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        lat, errors = lane.drain()
+        out["open"] = {"stats": lane.stats(), "lat": lat.tolist(), "errors": errors,
+                       "messages": lane.error_messages(), "stopped": lane.stop(10),
+                       "closed": lane.close()}
+    elif scenario == "unanswered":
+        lane = fastpath.Lane(engine, "returns_none", {"INPUT0": X}, in_flight=2)
+        lane.set_request_timeout(0.2)
+        lane.start_closed()
+        time.sleep(0.6)
+        lat, errors = lane.drain()
+        out["closed"] = {"stats": lane.stats(), "counters": lane.counters(), "lat": lat.tolist(),
+                         "errors": errors, "messages": lane.error_messages(),
+                         "first_error": lane.first_error()}
+        t = time.monotonic()
+        out["closed"]["stopped"] = lane.stop(0.5)
+        out["closed"]["stop_s"] = time.monotonic() - t
+        out["closed"]["after_stop"] = lane.stats()
+        out["closed"]["closed"] = lane.close(0.1)  # leaked: the core still holds its requests
+        # Open loop: the timeout counts from the actual send, not the schedule (this one is
+        # sent a second late).
+        lane = fastpath.Lane(engine, "returns_none", {"INPUT0": X})
+        lane.set_request_timeout(0.3)
+        lane.start_open(np.array([fastpath.now_ns() - 1_000_000_000], dtype=np.int64))
+        time.sleep(0.1)
+        out["open_early"] = lane.stats()
+        time.sleep(0.5)
+        lat, errors = lane.drain()
+        out["open"] = {"stats": lane.stats(), "lat": lat.tolist(), "errors": errors,
+                       "messages": lane.error_messages()}
+        t = time.monotonic()
+        out["open"]["stopped"] = lane.stop(0.3)
+        out["open"]["stop_s"] = time.monotonic() - t
+        out["open"]["closed"] = lane.close(0.1)
+    t = time.monotonic()
+    out["server_stop_error"] = engine.stop()
+    out["server_stop_s"] = time.monotonic() - t
+    if scenario == "unanswered":
+        # The lanes leaked above hold requests the core may yet release: never free the server
+        # under them (the process ends instead).
+        print("RESULT " + json.dumps(out), flush=True)
+        os._exit(0)
+    engine.close()
+    print("RESULT " + json.dumps(out), flush=True)
+''')
+
+
+def _run(tmp_path, scenario, exit_timeout=5, extra=None):
+    source = CHILD.replace("EXTRA_MODELS = {}", f"EXTRA_MODELS = {extra or {}!r}")
+    return _child(tmp_path, scenario, exit_timeout=exit_timeout, source=source)
+
+
+@pytest.fixture(scope="module")
+def peak(tmp_path_factory):
+    """One server for both in-flight tests."""
+    return _run(tmp_path_factory.mktemp("peak"), "peak")
+
+
+@pytest.mark.slow
+def test_lane_holds_exactly_its_in_flight_in_the_server(peak):
+    out = peak
+    for model in ("slow", "numpy"):
+        for k in (1, 2, 4):
+            r = out[f"native_{model}_{k}"]
+            s = r["stats"]
+            assert r["stopped"] is True and r["closed"] is True
+            assert s["errors"] == 0 and s["timeouts"] == 0, r["messages"]
+            assert s["completed"] == s["submitted"] == r["n_lat"] > k
+            assert s["peak_in_server"] == k, f"{model} at in_flight {k}: {s['peak_in_server']}"
+            assert r["counters"]["peak_in_server"] == k and r["counters"]["timeouts"] == 0
+    # 20 ms a request, one model instance: about 0.4 s / 20 ms rounds, whatever K (they queue)
+    assert out["native_slow_1"]["stats"]["completed"] < 30
+
+
+@pytest.mark.slow
+def test_capi_engine_paths_hold_exactly_their_in_flight(peak):
+    out = peak
+    assert out["infer"]["n"] > 50 and out["infer"]["peak"] == 1
+    for k in (1, 2):
+        r = out[f"pylane_{k}"]
+        assert r["stopped"] is True and r["errors"] == 0 and r["n_lat"] > 50
+        assert r["peak"] == k, f"PyLane at in_flight {k} had {r['peak']} in the server"
+    # A request the core refuses still raises, and leaves nothing behind.
+    assert out["refused"] and "no_such_model" in out["refused"]
+    assert len(out["infer_output"]) == 4
+    assert out["pending_left"] == 0 and out["in_server_left"] == 0
+    assert out["server_stop_error"] is None
+
+
+@pytest.mark.slow
+def test_late_responses_count_once_as_timeouts(tmp_path):
+    out = _run(tmp_path, "late")
+    r = out["closed"]
+    s = r["stats"]
+    assert r["stopped"] is True and r["closed"] is True and s["in_flight"] == 0
+    # Each request timed out at 100 ms, then came back at ~300 ms: counted once, as a timeout.
+    assert 2 <= s["submitted"] <= 4
+    assert s["timeouts"] == s["errors"] == r["errors"] == s["submitted"]
+    assert s["completed"] == 0 and s["peak_in_server"] == 1
+    assert r["counters"]["timeouts"] == s["timeouts"]
+    assert r["messages"] == {"no response within 0.1 s (request timeout)": s["timeouts"]}
+    assert r["n_lat"] == s["timeouts"]
+    o = out["open"]
+    assert o["stopped"] is True and o["closed"] is True
+    assert o["stats"]["submitted"] == o["stats"]["timeouts"] == o["errors"] == 2
+    assert o["stats"]["completed"] == 0
+    assert o["lat"] == [-100_000_000, -100_000_000], "a timed-out request's latency: minus the timeout"
+    assert o["messages"] == {"no response within 0.1 s (request timeout)": 2}
+
+
+@pytest.mark.slow
+def test_unanswered_requests_time_out(tmp_path):
+    out = _run(tmp_path, "unanswered", exit_timeout=1, extra=RETURNS_NONE)
+    c = out["closed"]
+    s = c["stats"]
+    # Two slots, both stuck: two sends, no more (the lane never holds more than in_flight).
+    assert s["submitted"] == 2 and s["completed"] == 0 and s["in_flight"] == 2
+    assert s["timeouts"] == s["errors"] == c["errors"] == 2
+    assert c["counters"]["timeouts"] == 2
+    assert c["lat"] == [-200_000_000, -200_000_000]
+    assert c["messages"] == {"no response within 0.2 s (request timeout)": 2}
+    assert c["first_error"] == "no response within 0.2 s (request timeout)"
+    assert c["stopped"] is False and c["stop_s"] < 1.0
+    assert c["after_stop"]["timeouts"] == 2 and c["after_stop"]["errors"] == 2
+    assert c["closed"] is False
+    # Open loop, sent a second behind its schedule: not timed out 0.1 s after the send.
+    assert out["open_early"]["submitted"] == 1 and out["open_early"]["timeouts"] == 0
+    o = out["open"]
+    assert o["stats"]["timeouts"] == o["errors"] == 1
+    assert o["lat"] == [-300_000_000]
+    assert o["messages"] == {"no response within 0.3 s (request timeout)": 1}
+    assert o["stopped"] is False and o["stop_s"] < 0.8
