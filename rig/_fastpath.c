@@ -60,6 +60,7 @@ static struct {
     TRITONSERVER_Error *(*RequestNew)(TRITONSERVER_InferenceRequest **, TRITONSERVER_Server *,
                                       const char *, const int64_t);
     TRITONSERVER_Error *(*RequestDelete)(TRITONSERVER_InferenceRequest *);
+    TRITONSERVER_Error *(*RemoveAllInputs)(TRITONSERVER_InferenceRequest *);
     TRITONSERVER_Error *(*AddInput)(TRITONSERVER_InferenceRequest *, const char *,
                                     const TRITONSERVER_DataType, const int64_t *, uint64_t);
     TRITONSERVER_Error *(*AppendInputData)(TRITONSERVER_InferenceRequest *, const char *,
@@ -116,6 +117,7 @@ struct fp_lane;
 typedef struct fp_slot {
     struct fp_lane *lane;
     TRITONSERVER_InferenceRequest *req; /* NULL: (re)built before its next submission */
+    int entry;                          /* the entry whose inputs req carries */
     int64_t t0;                         /* latency origin: submit time, or scheduled send time */
     atomic_llong t_sub;                 /* when this round entered the core: its timeout's origin */
     /* Round r is 2r+1 until its outcome is counted, then 2r+2. The final response and the
@@ -135,8 +137,13 @@ typedef struct fp_lane {
     TRITONSERVER_Server *server;
     char *model;
     int64_t version;
+    /* The inputs of every entry, entry after entry: entry e is inputs[entry_start[e]] up to
+     * inputs[entry_start[e + 1]]. Request k of the lane carries entry k mod n_entries. */
     fp_input *inputs;
     int n_inputs;
+    int *entry_start;
+    int n_entries;
+    atomic_ullong next_entry; /* requests handed an entry so far (only with n_entries > 1) */
     int keep_last;
 
     pthread_mutex_t mu;
@@ -329,6 +336,7 @@ int fp_init(const char *core_path, char *err, size_t errlen)
     LOOK(ResponseAllocatorNew, "TRITONSERVER_ResponseAllocatorNew");
     LOOK(RequestNew, "TRITONSERVER_InferenceRequestNew");
     LOOK(RequestDelete, "TRITONSERVER_InferenceRequestDelete");
+    LOOK(RemoveAllInputs, "TRITONSERVER_InferenceRequestRemoveAllInputs");
     LOOK(AddInput, "TRITONSERVER_InferenceRequestAddInput");
     LOOK(AppendInputData, "TRITONSERVER_InferenceRequestAppendInputData");
     LOOK(SetReleaseCallback, "TRITONSERVER_InferenceRequestSetReleaseCallback");
@@ -357,8 +365,22 @@ fail:
 static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t flags, void *userp);
 static void on_release(TRITONSERVER_InferenceRequest *req, const uint32_t flags, void *userp);
 
-/* Build the slot's request object; 0 or -1 (error recorded). */
-static int slot_build(fp_slot *slot)
+/* Add entry `entry`'s inputs to `req` (which has none). NULL or the core's error. */
+static TRITONSERVER_Error *add_entry(fp_lane *lane, TRITONSERVER_InferenceRequest *req, int entry)
+{
+    TRITONSERVER_Error *e = NULL;
+    for (int i = lane->entry_start[entry]; i < lane->entry_start[entry + 1] && !e; i++) {
+        fp_input *in = &lane->inputs[i];
+        e = T.AddInput(req, in->name, in->dtype, in->shape, in->ndim);
+        if (!e) {
+            e = T.AppendInputData(req, in->name, in->data, in->size, TRITONSERVER_MEMORY_CPU, 0);
+        }
+    }
+    return e;
+}
+
+/* Build the slot's request object over entry `entry`; 0 or -1 (error recorded). */
+static int slot_build(fp_slot *slot, int entry)
 {
     fp_lane *lane = slot->lane;
     TRITONSERVER_InferenceRequest *req = NULL;
@@ -367,13 +389,8 @@ static int slot_build(fp_slot *slot)
         record_triton_error(lane, "InferenceRequestNew", e);
         return -1;
     }
-    for (int i = 0; i < lane->n_inputs && !e; i++) {
-        fp_input *in = &lane->inputs[i];
-        e = T.AddInput(req, in->name, in->dtype, in->shape, in->ndim);
-        if (!e) {
-            e = T.AppendInputData(req, in->name, in->data, in->size, TRITONSERVER_MEMORY_CPU, 0);
-        }
-    }
+    e = add_entry(lane, req, entry);
+    slot->entry = entry;
     if (!e) e = T.SetReleaseCallback(req, on_release, slot);
     if (!e) e = T.SetResponseCallback(req, T.allocator, slot, on_response, slot);
     if (e) {
@@ -394,6 +411,26 @@ static void slot_drop_request(fp_slot *slot)
     }
 }
 
+/* Make the slot's request (ours: between rounds) carry entry `entry`: its inputs replaced, the
+ * rest of it (callbacks, model) kept. Only lanes of several entries come here; an entry may
+ * differ from the last in shape, so the inputs are added again, not only their data. A request
+ * that cannot be changed is dropped (and rebuilt on its next try). 0 or -1 (error recorded). */
+static int slot_set_entry(fp_slot *slot, int entry)
+{
+    fp_lane *lane = slot->lane;
+    if (!slot->req) return slot_build(slot, entry);
+    if (slot->entry == entry) return 0;
+    TRITONSERVER_Error *e = T.RemoveAllInputs(slot->req);
+    if (!e) e = add_entry(lane, slot->req, entry);
+    if (e) {
+        record_triton_error(lane, "changing the request's inputs", e);
+        slot_drop_request(slot);
+        return -1;
+    }
+    slot->entry = entry;
+    return 0;
+}
+
 /* Claim the right to count round `token` of the slot: 1 for exactly one caller per round. */
 static int slot_settle(fp_slot *slot, unsigned long long token)
 {
@@ -404,7 +441,12 @@ static int slot_settle(fp_slot *slot, unsigned long long token)
 static int slot_submit(fp_slot *slot, int64_t t0)
 {
     fp_lane *lane = slot->lane;
-    if (!slot->req && slot_build(slot) != 0) {
+    if (lane->n_entries > 1) {
+        /* several entries: this request takes the next in turn (one lane, one sequence) */
+        int entry = (int)(atomic_fetch_add_explicit(&lane->next_entry, 1, memory_order_relaxed)
+                          % (unsigned long long)lane->n_entries);
+        if (slot_set_entry(slot, entry) != 0) return 0;
+    } else if (!slot->req && slot_build(slot, 0) != 0) {
         return 0;
     }
     slot->ok = 0;
@@ -759,9 +801,11 @@ static void *open_main(void *arg)
 
 int fp_lane_free(fp_lane *lane);
 
-/* names: n_inputs strings; shapes: n_inputs * MAX_DIMS int64 (row i holds ndims[i] dims). */
-fp_lane *fp_lane_new(void *server, const char *model, int64_t version, int n_inputs,
-                     const char **names, const int *dtypes, const int64_t *shapes,
+/* n_entries entries of inputs, entry e having counts[e] of them, one after the other in the
+ * arrays: names (n_inputs strings in all), shapes (n_inputs * MAX_DIMS int64; row i holds
+ * ndims[i] dims), dtypes, datas, sizes. Request k of the lane carries entry k mod n_entries. */
+fp_lane *fp_lane_new(void *server, const char *model, int64_t version, int n_entries,
+                     const int *counts, const char **names, const int *dtypes, const int64_t *shapes,
                      const uint64_t *ndims, const void **datas, const size_t *sizes,
                      int in_flight, int keep_last, char *err, size_t errlen)
 {
@@ -772,6 +816,18 @@ fp_lane *fp_lane_new(void *server, const char *model, int64_t version, int n_inp
     if (in_flight < 1) {
         copy_msg(err, errlen, "in_flight must be >= 1");
         return NULL;
+    }
+    if (n_entries < 1) {
+        copy_msg(err, errlen, "a lane needs at least one entry of inputs");
+        return NULL;
+    }
+    int n_inputs = 0;
+    for (int e = 0; e < n_entries; e++) {
+        if (counts[e] < 0) {
+            copy_msg(err, errlen, "an entry's input count is negative");
+            return NULL;
+        }
+        n_inputs += counts[e];
     }
     fp_lane *lane = calloc(1, sizeof *lane);
     if (!lane) {
@@ -793,11 +849,16 @@ fp_lane *fp_lane_new(void *server, const char *model, int64_t version, int n_inp
     pthread_condattr_destroy(&ca);
     lane->model = strdup(model);
     lane->inputs = calloc(n_inputs > 0 ? n_inputs : 1, sizeof(fp_input));
+    lane->entry_start = calloc((size_t)n_entries + 1, sizeof(int));
     lane->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (!lane->model || !lane->inputs || lane->efd < 0) {
+    if (!lane->model || !lane->inputs || !lane->entry_start || lane->efd < 0) {
         copy_msg(err, errlen, lane->efd < 0 ? "eventfd failed" : "out of memory");
         goto fail;
     }
+    for (int e = 0; e < n_entries; e++) {
+        lane->entry_start[e + 1] = lane->entry_start[e] + counts[e];
+    }
+    lane->n_entries = n_entries;
     for (int i = 0; i < n_inputs; i++) {
         fp_input *in = &lane->inputs[i];
         lane->n_inputs = i + 1;
@@ -828,9 +889,16 @@ fp_lane *fp_lane_new(void *server, const char *model, int64_t version, int n_inp
         push_free_locked(lane, s);
     }
     pthread_mutex_unlock(&lane->mu);
-    /* Build the requests now, so a wrong model or input fails here, loudly. */
+    /* Build the requests now, so a wrong model or input fails here, loudly; and every entry
+     * once (then dropped), so a wrong input of any entry does too. */
     for (fp_slot *s = lane->all; s; s = s->next_all) {
-        if (slot_build(s) != 0) {
+        if (slot_build(s, 0) != 0) {
+            copy_msg(err, errlen, lane->first_error);
+            goto fail;
+        }
+    }
+    for (int e = 1; e < n_entries; e++) {
+        if (slot_set_entry(lane->all, e) != 0) {
             copy_msg(err, errlen, lane->first_error);
             goto fail;
         }
@@ -1041,6 +1109,7 @@ int fp_lane_free(fp_lane *lane)
         free(lane->inputs[i].data);
     }
     free(lane->inputs);
+    free(lane->entry_start);
     free(lane->model);
     free(lane->sched);
     free(lane->check_name);

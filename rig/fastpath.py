@@ -102,8 +102,9 @@ def _library(log=lambda msg: None) -> ctypes.CDLL:
             sig = {
                 "fp_init": (c_int, [c_char_p, c_char_p, c_size_t]),
                 "fp_now_ns": (c_int64, []),
-                "fp_lane_new": (c_void_p, [c_void_p, c_char_p, c_int64, c_int, POINTER(c_char_p),
-                                           POINTER(c_int), POINTER(c_int64), POINTER(c_uint64),
+                "fp_lane_new": (c_void_p, [c_void_p, c_char_p, c_int64, c_int, POINTER(c_int),
+                                           POINTER(c_char_p), POINTER(c_int), POINTER(c_int64),
+                                           POINTER(c_uint64),
                                            POINTER(c_void_p), POINTER(c_size_t), c_int, c_int,
                                            c_char_p, c_size_t]),
                 "fp_lane_start_closed": (c_int, [c_void_p]),
@@ -149,17 +150,32 @@ def now_ns() -> int:
     return _library().fp_now_ns()
 
 
+def entries_of(inputs) -> list[dict]:
+    """A lane's inputs as a list of entries (each a dict name -> array): one dict is one entry."""
+    if isinstance(inputs, dict):
+        return [inputs]
+    entries = list(inputs)
+    if not entries or not all(isinstance(e, dict) for e in entries):
+        raise RigError("a lane's inputs are a dict of arrays, or a non-empty list of such dicts")
+    return entries
+
+
 class Lane:
-    """``in_flight`` requests to one model with fixed inputs, driven natively (see module doc)."""
+    """``in_flight`` requests to one model, driven natively (see module doc). ``inputs``: one
+    entry (a dict name -> array) sent with every request, or a list of entries, request k of
+    the lane carrying entry k mod N (they may differ in shape)."""
 
     blocking_stop = True  # stop() waits in C: call it off the hub (see rig.load.lanes.stop_lane)
 
-    def __init__(self, engine: CapiEngine, model: str, inputs: dict[str, np.ndarray],
+    def __init__(self, engine: CapiEngine, model: str, inputs: dict[str, np.ndarray] | list[dict],
                  in_flight: int = 1, keep_last: bool = False, version: int = -1):
         self._h = None
         if in_flight < 1:
             raise RigError(f"in_flight must be >= 1, not {in_flight}")
-        n = len(inputs)
+        entries = entries_of(inputs)
+        flat = [item for entry in entries for item in entry.items()]
+        n = len(flat)
+        counts = (c_int * len(entries))(*(len(e) for e in entries))
         names = (c_char_p * max(n, 1))()
         dtypes = (c_int * max(n, 1))()
         shapes = (c_int64 * (MAX_DIMS * max(n, 1)))()
@@ -167,7 +183,7 @@ class Lane:
         datas = (c_void_p * max(n, 1))()
         sizes = (c_size_t * max(n, 1))()
         keep = []
-        for i, (name, arr) in enumerate(inputs.items()):
+        for i, (name, arr) in enumerate(flat):
             arr = np.asarray(arr)
             dtype = datatype_of(arr)
             if DATATYPES[dtype] == "BYTES":
@@ -192,6 +208,7 @@ class Lane:
         self._lib = lib
         self._engine = engine
         self.model = model
+        self.n_entries = len(entries)
         self.in_flight = in_flight
         self.keep_last = keep_last
         self._lock = threading.Lock()        # stop / close
@@ -201,8 +218,8 @@ class Lane:
         if lib.fp_init(engine.core.lib._name.encode(), err, _ERRLEN) != 0:
             raise RigError(f"the native load generator cannot bind to the core: {err.value.decode()}")
 
-        h = lib.fp_lane_new(engine.server, model.encode(), version, n, names, dtypes, shapes,
-                            ndims, datas, sizes, in_flight, int(keep_last), err, _ERRLEN)
+        h = lib.fp_lane_new(engine.server, model.encode(), version, len(entries), counts, names,
+                            dtypes, shapes, ndims, datas, sizes, in_flight, int(keep_last), err, _ERRLEN)
         if not h:
             raise EngineError(f"cannot prepare requests to {model}: {err.value.decode()}", "INVALID_ARG")
         self._h = h  # the lane copied the inputs; `keep` may go

@@ -53,6 +53,10 @@ CHILD = textwrap.dedent(r'''
     repository.render(repository.ModelSpec(), repo)
     if scenario == "errors":
         repository.render(repository.ModelSpec(name="dies", fault="stub-exits"), repo)
+    if scenario == "entries":
+        (repo / "echo" / "1").mkdir(parents=True)
+        (repo / "echo" / "config.pbtxt").write_text(ECHO_CONFIG.replace("LOG", str(work / "seen.txt")))
+        (repo / "echo" / "1" / "model.py").write_text(ECHO_MODEL)
     engine = CapiEngine(rt.core_library)
     engine.start(ServerOptions(str(repo), rt.backend_dir, exit_timeout_s=exit_timeout,
                                log_file=str(work / "server.log")))
@@ -159,6 +163,41 @@ CHILD = textwrap.dedent(r'''
         out["stopped"] = lane.stop(10)
         out["closed"] = lane.close()
         server_stop()
+    elif scenario == "entries":
+        # Three entries of different shapes and values: which the model saw, in order.
+        entries = [{"INPUT": np.full(n, v, dtype=np.float32)} for n, v in ((4, 0), (2, 1), (3, 2))]
+        seen = work / "seen.txt"
+
+        def run(make, k, seconds=0.4):
+            seen.write_text("")
+            lane = make(k)
+            lane.start_closed()
+            time.sleep(seconds)
+            stopped = lane.stop(10)
+            lat, err = lane.drain()
+            seq = [[int(size), int(float(value))] for size, value in
+                   (line.split() for line in seen.read_text().splitlines())]
+            lane.close()
+            kinds = sorted({tuple(e) for e in seq})
+            return {"stopped": stopped, "n_lat": int(lat.size), "errors": err, "n_seen": len(seq),
+                    "first": seq[:6], "kinds": kinds, "counts": [seq.count(list(k)) for k in kinds],
+                    "cycled": all(seq[k] == seq[k % 3] for k in range(len(seq)))}
+
+        from rig.load.lanes import PyLane
+        out["native_1"] = run(lambda k: fastpath.Lane(engine, "echo", entries, in_flight=k), 1)
+        out["native_3"] = run(lambda k: fastpath.Lane(engine, "echo", entries, in_flight=k), 3)
+        out["native_dict"] = run(lambda k: fastpath.Lane(engine, "echo", entries[1], in_flight=k), 2, 0.2)
+        out["python_1"] = run(lambda k: PyLane(engine, "echo", entries, in_flight=k), 1)
+        keep = fastpath.Lane(engine, "echo", entries[:2], keep_last=True)
+        keep.start_closed()
+        time.sleep(0.2)
+        keep.stop(10)
+        out["keep_completed"] = keep.stats()["completed"]
+        r = keep.take_last_response()
+        out["keep_last_output"] = r.outputs()["OUTPUT"].tolist()
+        r.release()
+        keep.close()
+        server_stop()
     elif scenario == "errors":
         lane = fastpath.Lane(engine, "dies", {"INPUT": X}, in_flight=2)
         lane.start_closed()
@@ -176,6 +215,39 @@ CHILD = textwrap.dedent(r'''
     engine.close()
     print("RESULT " + json.dumps(out), flush=True)
 ''')
+
+
+# A model that answers with its input and notes each request's size and first value in a file
+# (the parameter "log"): what it saw, in the order it saw it.
+ECHO_CONFIG = textwrap.dedent('''
+    name: "echo"
+    backend: "python"
+    max_batch_size: 0
+    input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ -1 ] } ]
+    output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ -1 ] } ]
+    parameters [ { key: "log" value: { string_value: "LOG" } } ]
+''')
+ECHO_MODEL = textwrap.dedent('''
+    import json
+
+    import triton_python_backend_utils as pb_utils
+
+
+    class TritonPythonModel:
+        def initialize(self, args):
+            config = json.loads(args["model_config"])
+            self.log = config["parameters"]["log"]["string_value"]
+
+        def execute(self, requests):
+            responses = []
+            with open(self.log, "a") as f:
+                for request in requests:
+                    x = pb_utils.get_input_tensor_by_name(request, "INPUT").as_numpy()
+                    f.write(f"{x.size} {x[0]}\\n")
+                    responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT", x)]))
+            return responses
+''')
+CHILD = CHILD.replace("ECHO_CONFIG", repr(ECHO_CONFIG)).replace("ECHO_MODEL", repr(ECHO_MODEL))
 
 
 def _reap_group(pgid: int, regions: set[str]) -> None:
@@ -314,6 +386,28 @@ def test_open_loop_keeps_the_schedule(tmp_path):
     # The 20 sent 150 ms late count from their scheduled time (no coordinated omission).
     assert out["late_min_ns"] >= 150e6
     assert s["slots"] >= 2, "a free request object is made when none is free"
+
+
+@pytest.mark.slow
+def test_a_lane_cycles_its_entries_request_by_request(tmp_path):
+    """Request k carries entry k mod N, whatever its shape: in order at one in flight, evenly at
+    three (the lane hands out entries in one sequence, whichever slot sends), through the native
+    lane and PyLane; one dict is one entry, sent every time."""
+    out = _child(tmp_path, "entries")
+    entries = [[2, 1], [3, 2], [4, 0]]  # [size, value], sorted
+    for key in ("native_1", "python_1"):
+        r = out[key]
+        assert r["stopped"] is True and r["errors"] == 0
+        assert r["n_seen"] == r["n_lat"] > 6, key
+        assert r["first"] == [[4, 0], [2, 1], [3, 2]] * 2 and r["cycled"], key
+    r = out["native_3"]
+    assert r["stopped"] is True and r["errors"] == 0 and r["n_seen"] == r["n_lat"] > 6
+    assert r["kinds"] == entries and max(r["counts"]) - min(r["counts"]) <= 1, r["counts"]
+    r = out["native_dict"]
+    assert r["errors"] == 0 and r["n_seen"] == r["n_lat"] > 0 and r["kinds"] == [[2, 1]]
+    # The answers are the entries' own: the last one kept is of the entry its request carried.
+    last = out["keep_completed"] - 1
+    assert out["keep_last_output"] == [[0.0] * 4, [1.0] * 2][last % 2]
 
 
 @pytest.mark.slow

@@ -322,9 +322,10 @@ class CapiEngine(Engine):
     def infer_async(self, model, inputs, done) -> None:
         self._submit(model, inputs, done)
 
-    def lane(self, model: str, inputs: dict[str, np.ndarray], in_flight: int):
+    def lane(self, model: str, inputs: dict[str, np.ndarray] | list[dict], in_flight: int):
         """The native lane (``rig/_fastpath.c``) where a C compiler is at hand and the inputs
-        suit it (no BYTES); else None, and the Python lane serves."""
+        suit it (no BYTES); else None, and the Python lane serves. ``inputs``: one entry, or a
+        list of them cycled request by request."""
         from rig import fastpath
         from rig.errors import RigError
 

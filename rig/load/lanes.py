@@ -23,12 +23,18 @@ from rig.engines.base import Engine, EngineError, timeout_message
 
 
 class PyLane:
-    """Closed-loop lane over ``Engine.infer_async`` (slower; for engines without the fast path)."""
+    """Closed-loop lane over ``Engine.infer_async`` (slower; for engines without the fast path).
+    ``inputs``: one entry (a dict name -> array), or a list of them: request k carries entry
+    k mod N."""
 
     kind = "python"
 
-    def __init__(self, engine: Engine, model: str, inputs: dict, in_flight: int = 1):
-        self.engine, self.model, self.inputs, self.in_flight = engine, model, inputs, in_flight
+    def __init__(self, engine: Engine, model: str, inputs: dict | list[dict], in_flight: int = 1):
+        from rig.fastpath import entries_of
+
+        self.engine, self.model, self.in_flight = engine, model, in_flight
+        self.entries = entries_of(inputs)
+        self.inputs = self.entries[0]
         self._check = None
         self._bad = 0
         self._lat: list[int] = []
@@ -92,8 +98,9 @@ class PyLane:
             if self._running:  # after an error too: the lane keeps its requests in flight
                 self._submit()
 
+        entries = self.entries
         try:
-            self.engine.infer_async(self.model, self.inputs, done)
+            self.engine.infer_async(self.model, entries[(n - 1) % len(entries)], done)
         except EngineError as e:
             self._sent.pop(n, None)
             self._outstanding -= 1
@@ -192,9 +199,11 @@ def stop_lane(lane, timeout_s: float = 30) -> bool:
     return lane.stop(timeout_s)
 
 
-def make_lane(engine: Engine, model: str, inputs: dict, in_flight: int, request_timeout: float = 0.0):
+def make_lane(engine: Engine, model: str, inputs: dict | list[dict], in_flight: int,
+              request_timeout: float = 0.0):
     """The engine's own lane (capi: native; tritonserver: its asyncio loop), else ``PyLane``;
-    a request unanswered after ``request_timeout`` seconds counts as a timeout (0: never)."""
+    a request unanswered after ``request_timeout`` seconds counts as a timeout (0: never).
+    ``inputs``: one entry (a dict name -> array), or a list of them cycled request by request."""
     lane = engine.lane(model, inputs, in_flight) or PyLane(engine, model, inputs, in_flight=in_flight)
     if request_timeout and hasattr(lane, "set_request_timeout"):
         lane.set_request_timeout(request_timeout)

@@ -306,7 +306,9 @@ class OfficialEngine(Engine):
 
         self.loop().submit(run())
 
-    def lane(self, model: str, inputs: dict[str, np.ndarray], in_flight: int):
+    def lane(self, model: str, inputs: dict[str, np.ndarray] | list[dict], in_flight: int):
+        """The lane on the engine's loop; ``inputs``: one entry, or a list of them cycled request
+        by request (see ``OfficialLane``)."""
         from rig.engines.official.lane import OfficialLane
 
         return OfficialLane(self, model, inputs, in_flight=in_flight)

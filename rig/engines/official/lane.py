@@ -2,8 +2,9 @@
 
 The counterpart of the capi engine's native lane (``rig/fastpath.py``), with the same interface
 (``start_closed``, ``start_open``, ``stop``, ``drain``, ``fileno``, ``stats``, ``close``). Every
-request is ``Model.async_infer``, over an ``InferenceRequest`` built once per lane (the same
-inputs each time; see ``OfficialEngine.prebuilt_request``); the per-request work runs on
+request is ``Model.async_infer``, over an ``InferenceRequest`` built once per entry of inputs
+(one entry: the same inputs each time; several: request k carries entry k mod N; see
+``OfficialEngine.prebuilt_request``); the per-request work runs on
 the loop's OS thread, and the Locust side (greenlets on the hub) only drains latencies now and
 then, woken through an eventfd. No gevent primitive is ever touched from the loop's thread.
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import os
 import time
 
@@ -28,17 +30,28 @@ from rig.engines.official.responses import OutputCheck, Picker, prepare_inputs
 
 
 class OfficialLane:
-    def __init__(self, engine: OfficialEngine, model: str, inputs: dict[str, np.ndarray],
+    def __init__(self, engine: OfficialEngine, model: str, inputs: dict[str, np.ndarray] | list[dict],
                  in_flight: int = 1):
+        from rig.fastpath import entries_of
+
         self._engine = engine
         self._handle = engine.model_handle(model)
-        self._arrays = prepare_inputs(inputs)
-        prebuilt = engine.prebuilt_request(self._handle, self._arrays)
-        # One send, bound once: what ``engine.infer_once`` does, without its call layers (each
-        # is Python time on the loop's thread, per request).
-        self._send = (functools.partial(self._handle.async_infer, inference_request=prebuilt, **engine.infer_kwargs)
-                      if prebuilt is not None else
-                      functools.partial(self._handle.async_infer, inputs=self._arrays, **engine.infer_kwargs))
+        # The requests point at these arrays: the lane keeps them for as long as it lives.
+        self._arrays = [prepare_inputs(entry) for entry in entries_of(inputs)]
+        sends = []
+        for arrays in self._arrays:
+            prebuilt = engine.prebuilt_request(self._handle, arrays)
+            # One send per entry, bound once: what ``engine.infer_once`` does, without its call
+            # layers (each is Python time on the loop's thread, per request).
+            sends.append(functools.partial(self._handle.async_infer, inference_request=prebuilt, **engine.infer_kwargs)
+                         if prebuilt is not None else
+                         functools.partial(self._handle.async_infer, inputs=arrays, **engine.infer_kwargs))
+        if len(sends) == 1:
+            self._send = sends[0]  # one entry: the send itself, nothing more per request
+        else:  # request k takes entry k mod N (the loop's thread alone sends: one sequence)
+            turn = itertools.cycle(sends).__next__
+            self._send = lambda: turn()()
+        self.n_entries = len(sends)
         self.in_flight = in_flight
         self._fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._armed = True
