@@ -131,6 +131,33 @@ TRIALS = {
 }
 
 
+def _trial(name: str, seconds: float, env: dict) -> tuple[str, str]:
+    """One trial in a process group of its own, killed whole afterwards: a stub left behind by a
+    stop that failed must not hold the output open, nor outlive the trial."""
+    import signal
+    import tempfile
+
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        p = subprocess.Popen([sys.executable, __file__, "--child", name, "--seconds", str(seconds)],
+                             stdout=out, stderr=err, env=env, start_new_session=True)
+        try:
+            p.wait(120)
+            why = ""
+        except subprocess.TimeoutExpired:
+            why = "the trial's process did not end within 120 s"
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
+        from rig import probes
+
+        probes.remove_shm_regions(probes.orphaned_shm_regions())  # what the killed stubs left
+        out.seek(0)
+        err.seek(0)
+        return out.read(), why or err.read()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", default=",".join(TRIALS), help="comma-separated, of: " + ", ".join(TRIALS))
@@ -140,8 +167,8 @@ def main() -> int:
     a = ap.parse_args()
     if a.child:
         model, fn = TRIALS[a.child]
-        print(json.dumps(fn(model, a.seconds)))
-        return 0
+        print(json.dumps(fn(model, a.seconds)), flush=True)
+        os._exit(0)  # a server whose stop failed may hang the interpreter's exit: the figure is out
     from rig import runtime
     from rig.engines.official import loader
 
@@ -156,13 +183,12 @@ def main() -> int:
             print(f"| {name} | - | - | - | - | - | skipped: no tritonserver bindings here (run it in the sandbox) |")
             continue
         for k in range(a.repeats):
-            p = subprocess.run([sys.executable, __file__, "--child", name, "--seconds", str(a.seconds)],
-                               capture_output=True, text=True, env=env, timeout=120)
-            last = (p.stdout.strip().splitlines() or ["{}"])[-1]
+            out, err = _trial(name, a.seconds, env)
+            last = (out.strip().splitlines() or ["{}"])[-1]
             try:
                 r = json.loads(last)
             except ValueError:
-                print(f"| {name} | {TRIALS[name][0]} | {k + 1} | - | - | - | trial failed: {p.stderr.strip()[-200:]} |")
+                print(f"| {name} | {TRIALS[name][0]} | {k + 1} | - | - | - | trial failed: {err.strip()[-200:]} |")
                 continue
             print(f"| {name} | {TRIALS[name][0]} | {k + 1} | {r['requests']} | {r['failed']} | {r['stop_s']} | "
                   f"{(r['stop_error'] or 'none')[:60]} |")
@@ -170,5 +196,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.stdout.reconfigure(line_buffering=True)  # each row as it is measured, also into a file
     sys.exit(main())
