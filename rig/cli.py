@@ -30,6 +30,12 @@ def _target_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--fault", help="fault injection preset of the template model: none, finalize-raises, "
                    "finalize-sleeps, stub-exits, execute-raises, load-fails, load-hangs, leaks-memory")
     g.add_argument("--execute-delay-ms", type=float, help="make the template model slow on purpose")
+    g.add_argument("--input-data", metavar="zero|random|FILE.json",
+                   help="what requests carry: random data, zeros, or a JSON file in perf_analyzer's format "
+                   '({"data": [{"INPUT": [1, 2]}, ...]}, entries sent in turn; a relative path is this folder\'s)')
+    g.add_argument("--shape", action="append", metavar="NAME:d1,d2",
+                   help="variable dimensions of an input (repeat it, or INPUT0:5,X:2,3), for generated data and "
+                   "for file entries without a shape; the batch dimension left out")
     g.add_argument("--skip-ok", action="store_true",
                    help="exit 0 when the run is skipped (the cupy model without a GPU); default: exit 3")
 
@@ -115,6 +121,7 @@ _OVERRIDES = {  # config key -> option dest (a subcommand without the option lea
     "cycles": "cycles", "requests": "requests", "retain": "retain", "exit_timeout": "exit_timeout",
     "stop_strategy": "stop_strategy", "restart": "restart", "startup_timeout": "startup_timeout",
     "request_timeout": "request_timeout", "results": "results", "node": "node",
+    "input_data": "input_data", "shapes": "shape",
     "workload.master": "locust_master",
     "workload.name": "workload", "workload.seconds": "workload_seconds", "workload.users": "users",
     "workload.in_flight": "in_flight", "workload.arrivals": "arrivals",

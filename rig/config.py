@@ -78,6 +78,8 @@ class RunConfig:
     restart: RestartMode = "fresh-process"
     startup_timeout: float = 120.0
     request_timeout: float = 30.0     # a request unanswered this long ends the cycle's workload
+    input_data: str = "random"        # random | zero | FILE.json (perf_analyzer's format)
+    shapes: str | list | None = None  # variable dimensions: "NAME:d1,d2 NAME2:d" (or a list of such)
     results: str = "results"
     node: str | None = None           # the name rows carry in `host` (default the hostname)
     thresholds: Thresholds = dataclasses.field(default_factory=Thresholds)
@@ -114,12 +116,26 @@ class RunConfig:
             parse_master(w.master)
         if self.model_repository is None:
             one_of("model", self.model, ("numpy", "cupy"))
+        self._inputs()
         if self.cycles < 1 or self.requests < 0 or self.exit_timeout < 0:
             raise RigError("cycles must be >= 1, requests >= 0 and exit_timeout >= 0")
         t = self.thresholds
         if t.min_finalize_success is not None and not 0 <= t.min_finalize_success <= 1:
             raise RigError("thresholds.min_finalize_success is a fraction between 0 and 1")
         return self
+
+    def _inputs(self) -> None:
+        """``input_data`` zero, random or a file (made absolute: the worker runs elsewhere; a
+        relative path is the user's working folder's), ``shapes`` in its canonical text."""
+        from rig.inputs import GENERATED, format_shapes, parse_shapes
+
+        if self.input_data not in GENERATED:
+            path = Path(self.input_data).expanduser()
+            if not path.is_file():
+                raise RigError(f"--input-data {self.input_data}: no such file (give zero, random, or a JSON "
+                               "file in perf_analyzer's format)")
+            self.input_data = str(path.resolve())
+        self.shapes = format_shapes(parse_shapes(self.shapes)) or None
 
     def to_toml(self) -> str:
         """The effective config as TOML text (stored with every run)."""
@@ -163,6 +179,8 @@ def _coerce(where: str, hint, value):
             return value
         if t in (str, bool) and isinstance(value, t):
             return value
+        if t is list and isinstance(value, list) and all(isinstance(x, str) for x in value):
+            return list(value)
     names = " or ".join(getattr(t, "__name__", str(t)) for t in allowed)
     raise RigError(f"{where} must be {names} (got {value!r})")
 

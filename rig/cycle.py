@@ -22,8 +22,9 @@ from rig import probes
 from rig.engines.base import Engine, EngineError, ServerOptions
 from rig.evidence import read_markers, summarize_markers, triton_error  # noqa: F401 - re-exported
 from rig.fleet import NODE_WAIT_S, RELEASE_WAIT_S
-from rig.inputs import inputs_for
-from rig.outputs import output_is, reference_output
+from rig import inputs as inputs_mod
+from rig.errors import RigError
+from rig.outputs import merge_checks, output_is, reference_output
 from rig.repository import repository_models
 from rig.text import top_messages
 
@@ -82,6 +83,15 @@ class CycleSpec:
     hook: str = ""                    # path of rig/hook/evidence.py
     check: int = 0                    # the rig's template: matrix size to check outputs against
     cwd: str = ""                     # the user's folder: a locustfile's users run there (the worker does not)
+    input_data: str = "random"        # random | zero | an absolute path of a JSON file (rig.inputs)
+    shapes: dict = dataclasses.field(default_factory=dict)           # input -> dims (--shape)
+    optional_inputs: dict = dataclasses.field(default_factory=dict)  # model -> inputs its entries may leave out
+
+
+class InputsRefused(RigError):
+    """The run's inputs do not fit a model's metadata, found only once the server reported it
+    (a model without a config.pbtxt the parent could read): the worker says so and the parent
+    refuses the run in one line, as it does before a run where it can."""
 
 
 def classify(row: dict) -> Outcome:
@@ -159,15 +169,16 @@ class Retained:
         self.response = None
 
 
-def apply_retention(engine: Engine, model: str, inputs: dict, retain: str, kept: Retained,
+def apply_retention(engine: Engine, model: str, inputs, retain: str, kept: Retained,
                     timeout_s: float, failed: dict | None = None) -> str | None:
-    """One last request after a workload, kept as the policy says (what the user's code holds).
+    """One last request after a workload, kept as the policy says (what the user's code holds);
+    ``inputs``: the model's entries (or one), the request carries the first.
     Returns why it failed, or None: a failed retention request holds nothing, so the cycle would
     measure ``none`` while claiming the policy; the caller records it as an error."""
     if retain == "none":
         return None
     try:
-        kept.keep(engine.infer(model, inputs, timeout_s=timeout_s), retain)
+        kept.keep(engine.infer(model, inputs_mod.as_entries(inputs)[0], timeout_s=timeout_s), retain)
     except EngineError as e:
         if failed is not None:
             failed.update(code=e.code, message=str(e))
@@ -177,6 +188,8 @@ def apply_retention(engine: Engine, model: str, inputs: dict, retain: str, kept:
 
 def _sequential_requests(engine: Engine, spec: CycleSpec, inputs: dict, retain: str,
                          kept: Retained, checks: dict) -> dict:
+    """``spec.requests`` requests, one at a time, the models in turn; ``inputs``: model -> its
+    entries, each model's k-th request carrying entry k mod N."""
     errors = 0
     timeouts = 0
     bad = 0
@@ -186,11 +199,15 @@ def _sequential_requests(engine: Engine, spec: CycleSpec, inputs: dict, retain: 
     n = spec.requests
     sent = 0
     consecutive = 0
+    turns = dict.fromkeys(spec.models, 0)
     for i in range(n):
         model = spec.models[i % len(spec.models)]
+        entries = inputs[model]
+        entry = entries[turns[model] % len(entries)]
+        turns[model] += 1
         sent += 1
         try:
-            r = engine.infer(model, inputs[model], timeout_s=spec.request_timeout)
+            r = engine.infer(model, entry, timeout_s=spec.request_timeout)
         except EngineError as e:
             errors += 1
             consecutive += 1
@@ -265,21 +282,14 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
                          "(a custom EXECUTION_ENV_PATH?); finalize columns read 0")
 
     metas = {m: engine.model_metadata(m) for m in spec.models}
-    inputs = {m: inputs_for(metas[m]) for m in spec.models}
+    inputs = _entries(spec, metas)
     checks: dict = {}
     reference = {"requests": 0, "errors": 0, "timeouts": 0, "messages": {}}
-    for m in spec.models:  # every response under load is held to its metadata and first answer
-        failed: dict = {}
-        ok, note, checks[m] = reference_output(engine, m, inputs[m], spec.check if m == spec.models[0] else 0,
-                                               spec.request_timeout, meta=metas[m], failed=failed)
-        reference["requests"] += 1
-        if failed:  # the reference request is a request of the cycle's load: counted as such
-            reference["errors"] += 1
-            reference["timeouts"] += failed["code"] == "TIMEOUT"
-            reference["messages"][failed["message"]] = reference["messages"].get(failed["message"], 0) + 1
+    for m in spec.models:  # every response under load is held to its metadata and first answer(s)
+        ok, notes, checks[m], failed = _reference(engine, spec, m, inputs[m], metas[m], reference)
         if m == spec.models[0]:
             row["outputs_ok"] = None if failed else ok
-        if note:
+        for note in notes:
             row["detail"] = f"{row['detail']}; {note}" if row.get("detail") else note
     pids = [os.getpid()] + [p.pid for p in probes.stubs_of(os.getpid())]
     regions = probes.shm_regions_mapped(pids)
@@ -382,6 +392,49 @@ def _raised_and_held(row: dict) -> str | None:
         return None
     messages = json.loads(row["error_messages"]) if row.get("error_messages") else {}
     return RAISED_AND_HELD if any(RAISED_IN_EXECUTE in m for m in messages) else None
+
+
+def _entries(spec: CycleSpec, metas: dict) -> dict[str, list[dict]]:
+    """Each model's entries (``rig.inputs``), checked against the metadata the server reports.
+    The parent checked them already where every model has a config.pbtxt it could read; here
+    the check is the server's word, and a refusal ends the run (``InputsRefused``)."""
+    try:  # the file is read again here: it may have changed since the parent read it
+        data = None if spec.input_data in inputs_mod.GENERATED else inputs_mod.read_data(spec.input_data)
+        return inputs_mod.build(metas, spec.input_data, spec.shapes, data, spec.optional_inputs)
+    except RigError as e:
+        raise InputsRefused(str(e)) from None
+
+
+def _reference(engine: Engine, spec: CycleSpec, model: str, entries: list[dict], meta,
+               reference: dict) -> tuple:
+    """The reference answers of one model before the load, one request per entry (up to
+    ``MAX_REFERENCE_ENTRIES``), each held to the metadata (the template's also to INPUT @ W);
+    ``(ok, notes, check, failed)``. With one entry the check is its answer's (exact bytes for
+    the template); with several, what they share: responses under load are held to the
+    metadata's promise, since a lane's responses are not matched to the entry they answer."""
+    oks, notes, found = [], [], []
+    failed: dict = {}
+    size = spec.check if model == spec.models[0] else 0
+    for entry in entries[:inputs_mod.MAX_REFERENCE_ENTRIES]:
+        ok, note, check = reference_output(engine, model, entry, size, spec.request_timeout, meta=meta,
+                                           failed=failed)
+        reference["requests"] += 1
+        if failed:  # the reference request is a request of the cycle's load: counted as such
+            reference["errors"] += 1
+            reference["timeouts"] += failed["code"] == "TIMEOUT"
+            reference["messages"][failed["message"]] = reference["messages"].get(failed["message"], 0) + 1
+            notes.append(note)
+            break  # a model that fails one answer is not asked again before the load
+        oks.append(ok)
+        found.append(check)
+        if note and note not in notes:
+            notes.append(note)
+    ok = False if False in oks else (True if oks and all(oks) else None)
+    if len(entries) > 1:
+        asked = min(len(entries), inputs_mod.MAX_REFERENCE_ENTRIES)
+        notes.append(f"{model}: {len(entries)} input entries: responses checked against the metadata, not exact "
+                     f"bytes" + (f" (the first {asked} answered before the load)" if asked < len(entries) else ""))
+    return ok, notes, merge_checks(found), failed
 
 
 def _add_reference(row: dict, reference: dict) -> None:

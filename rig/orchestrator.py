@@ -28,8 +28,8 @@ from rig import runtime as runtime_mod
 from rig.config import RunConfig
 from rig.cycle import CycleSpec
 from rig.errors import RigError
-from rig.preflight import (check_workload, cupy_usable, ensure_evidence_hook, host_facts, lock_run,
-                           without_spaces)
+from rig.preflight import (check_inputs, check_workload, cupy_usable, ensure_evidence_hook, host_facts,
+                           lock_run, without_spaces)
 from rig.fleet import check_master, node_name
 from rig.store import CycleResult, CycleRow, RunRow, Store, WindowRow, now_iso, window_row
 
@@ -57,6 +57,8 @@ class Prepared:
     worker_argv: list[str] | None = None
     lock: object = None  # the open file whose flock says this process runs the run
     hook: str | None = None  # the evidence hook the stubs run (None: it could not be installed)
+    inputs: dict | None = None  # preflight.check_inputs of the models loaded (None: not checked yet)
+    made: Path | None = None    # the outermost folder this process made for the work folder (a new run)
 
 
 def prepare(cfg: RunConfig, command: str, run_id: str | None = None,
@@ -73,6 +75,7 @@ def prepare(cfg: RunConfig, command: str, run_id: str | None = None,
     store = Store(cfg.results)
     storefs.check_writable(store)
     work = store.work_dir(run_id)  # local even where the results are remote (storefs.work_root)
+    made = next((d for d in [work, *work.parents] if d.parent.exists()), None) if not work.exists() else None
     try:
         work.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -98,7 +101,32 @@ def prepare(cfg: RunConfig, command: str, run_id: str | None = None,
         names = [spec.model_name]
         label = cfg.model if cfg.fault == "none" else f"{cfg.model}:{cfg.fault}"
     repo = without_spaces(repo, run_id, log)
-    return Prepared(run_id, cfg, rt, engine, reason, repo, names, label, work, store, lock=lock, hook=hook)
+    p = Prepared(run_id, cfg, rt, engine, reason, repo, names, label, work, store, lock=lock, hook=hook,
+                 made=made)
+    if command != "bench":  # bench checks them once it knows the model it loads (bench._target)
+        check_run_inputs(p)
+    return p
+
+
+def check_run_inputs(p: Prepared) -> None:
+    """The run's inputs checked against its models before any cycle (``preflight.check_inputs``).
+    A refusal leaves nothing behind: the folders this run made (its work folder, with its
+    rendered model and its lock, up to the results folder where that is new) go, so that a
+    refused run is no run at all."""
+    try:
+        p.inputs = check_inputs(p.repository, p.models, p.config.input_data, p.config.shapes)
+    except RigError:
+        if p.made is not None:
+            import shutil
+
+            if p.lock is not None:
+                p.lock.close()
+            shutil.rmtree(p.work_dir, ignore_errors=True)
+            for d in p.work_dir.parents:  # empty folders made for this run alone, up to the first
+                if not d.is_relative_to(p.made) or any(d.iterdir()):
+                    break
+                d.rmdir()
+        raise
 
 
 def write_run_row(p: Prepared, command: str, cpu_idle: str | None = None) -> None:
@@ -117,6 +145,9 @@ class WorkerHandle:
         # The worker (and the stubs it starts) run in the run's work folder, never in the user's:
         # a file there named like a module (numpy.py) would shadow it in a stub. Paths absolute.
         work = p.work_dir.resolve()
+        if p.inputs is None:
+            check_run_inputs(p)
+        inputs = p.inputs
         spec = CycleSpec(
             run_id=p.run_id, engine=p.engine, runtime=p.runtime.to_dict(),
             model_repository=os.path.abspath(p.repository), models=p.models, model_label=p.model_label,
@@ -128,7 +159,8 @@ class WorkerHandle:
             workload={**dataclasses.asdict(p.config.workload), "node": p.config.node}
             if p.config.workload.name != "none" else None,
             hook=os.path.abspath(p.hook) if p.hook else p.hook,
-            check=p.config.model_size if not p.config.model_repository else 0, cwd=os.getcwd())
+            check=p.config.model_size if not p.config.model_repository else 0, cwd=os.getcwd(),
+            input_data=p.config.input_data, shapes=inputs["shapes"], optional_inputs=inputs["optional"])
         (p.work_dir / "logs").mkdir(parents=True, exist_ok=True)
         self.spec_path = work / f"spec-{index:04d}.json"
         self.spec_path.write_text(json.dumps(dataclasses.asdict(spec), indent=1))
@@ -343,6 +375,8 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult],
                         partial["row"] = msg["row"]
                     elif kind == "fatal":
                         partial["detail"] = msg.get("error")
+                    elif kind == "refused":  # the inputs do not fit a model: bad input, no cycle stored
+                        raise RigError(str(msg.get("error")))
                 if w.proc.poll() is not None and w.eof:
                     break
                 if w.proc.poll() is not None:

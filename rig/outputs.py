@@ -116,3 +116,19 @@ def output_is(check: dict | None, outputs: dict) -> bool:
     if not _fits(check, datatype, got.shape, int(got.nbytes) if got.dtype != object else 0):
         return False
     return check["bytes"] is None or got.tobytes() == check["bytes"]
+
+
+def merge_checks(checks: list) -> dict | None:
+    """One check that every answer of several entries meets: the first output's name and what
+    the entries' checks share (datatype, shape; the byte size only where identical), never exact
+    bytes (a lane's responses are not matched to the entry they answer). One check: itself."""
+    found = [c for c in checks if c]
+    if len(found) <= 1:
+        return found[0] if found else None
+    if len({c["name"] for c in found}) > 1:
+        return None  # the entries' answers do not even lead with the same output
+    merged = {"name": found[0]["name"], "bytes": None}
+    for key in ("datatype", "shape", "size"):
+        values = {c.get(key) for c in found}
+        merged[key] = values.pop() if len(values) == 1 else None
+    return merged

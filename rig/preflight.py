@@ -151,3 +151,30 @@ def host_facts() -> dict:
     gpu = probes.Gpu()
     return {"host": platform.node(), "cpu": f"{cpu} x{os.cpu_count()}",
             "gpu": getattr(gpu, "name", None) if gpu.available else None}
+
+
+def check_inputs(repository: Path, models: list[str], input_data: str, shapes: str | None) -> dict:
+    """The run's inputs (``--input-data``, ``--shape``) checked before anything starts, against
+    what each model's config.pbtxt declares: a bad file or a shape that does not fit is one
+    ``RigError`` line naming the input. Only where every model of the repository has a
+    config.pbtxt this reader can take are the declared inputs what the server will report (the
+    run is then strict; without one, Triton completes configs at load time): otherwise the worker
+    checks them against the server's metadata, before its first request.
+    Returns ``{"shapes", "optional", "metas", "entries"}``: the parsed shapes, each model's
+    optional inputs, and (where checked here) each model's metadata and entries, else None."""
+    from rig import inputs, repository as repo_mod
+
+    parsed = inputs.parse_shapes(shapes)
+    out = {"shapes": parsed, "optional": {}, "metas": None, "entries": None}
+    data = None if input_data in inputs.GENERATED else inputs.read_data(input_data)
+    if input_data == "random" and not parsed:
+        return out  # the default: nothing given to check
+    repo = Path(repository)
+    declared = {m: repo_mod.config_inputs(repo / m) for m in repo_mod.repository_models(repo)}
+    if any(d is None for d in declared.values()) or any(m not in declared for m in models):
+        return out
+    metas = {m: declared[m].meta for m in models}
+    out["optional"] = {m: sorted(declared[m].optional) for m in models if declared[m].optional}
+    out["entries"] = inputs.build(metas, input_data, parsed, data, out["optional"])
+    out["metas"] = metas
+    return out

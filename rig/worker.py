@@ -3,7 +3,8 @@
 ``python -m rig worker --spec FILE --result-fd N`` (or ``--result-fd -1`` for stdout) can be
 re-run by hand to reproduce a cycle. It writes one JSON line per event to the result pipe:
 ``{"type": "phase", ...}``, ``{"type": "cycle", "row": {...}}``, ``{"type": "window", ...}``,
-``{"type": "fatal", "error": ...}``. People's output (Triton's log) goes to files.
+``{"type": "fatal", "error": ...}``, ``{"type": "refused", "error": ...}`` (the run's inputs do
+not fit a model: the parent refuses the run in that one line). People's output (Triton's log) goes to files.
 """
 
 from __future__ import annotations
@@ -93,6 +94,9 @@ def main(spec_path: str, result_fd: int) -> int:
             row = cycle_mod.run_cycle(lambda: engines.make(spec.engine, runtime), spec, k, phase, workload,
                                       partial=lambda r: chan.send(type="partial", row=r))
             chan.send(type="cycle", row=row)
+    except cycle_mod.InputsRefused as e:  # bad input, not a failed cycle: the parent refuses the run
+        chan.send(type="refused", error=str(e))
+        return 2
     except Exception as e:  # noqa: BLE001 - reported to the parent as data, then exit non-zero
         chan.send(type="fatal", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc()[-4000:])
         return 3

@@ -51,7 +51,7 @@ VALUES = {  # a valid value for each option that takes one
     "--window-seconds": "0.5", "--seed": "17", "--locust-web-port": "8123", "--max-stop-latency": "3.5",
     "--min-finalize-success": "0.75", "--allow-outcomes": "clean,exit_timeout", "--resume": None,
     "--skip-ok": None, "--allow-leaks": None, "--dynamic-batching": None,
-    "--locust-master": "127.0.0.1:5557", "--node": "n1",
+    "--locust-master": "127.0.0.1:5557", "--node": "n1", "--input-data": "zero", "--shape": "X:2,3",
 }
 
 # option -> (extra arguments, where the value lands in the effective config)
@@ -90,6 +90,8 @@ APPLIES = {
     "--allow-outcomes": ((), lambda c: c.thresholds.allow_outcomes == "clean,exit_timeout"),
     "--locust-master": ((), lambda c: c.workload.master == "127.0.0.1:5557" and c.workload.name == "steady"),
     "--node": ((), lambda c: c.node == "n1"),
+    "--input-data": ((), lambda c: c.input_data == "zero"),
+    "--shape": ((), lambda c: c.shapes == "X:2,3"),
 }
 
 # Options whose contract another test holds (named here, so the walk still covers them)

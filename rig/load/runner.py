@@ -14,6 +14,7 @@ import numpy as np
 from locust.env import Environment
 
 from rig.engines.base import Engine, EngineError
+from rig.inputs import as_entries
 from rig.load.lanes import stop_lane
 from rig.load.sink import Sink
 from rig.load.users import Workload, load_workload, run_classes, size_shape
@@ -40,7 +41,8 @@ def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, i
                web_port: int | None = None, request_timeout: float = 30.0, checks: dict | None = None,
                fleet: dict | None = None) -> dict:
     """Closed loop: the workload's users (a built-in name or a locustfile) under its shape, or
-    ``users`` of them from the start. ``inputs`` maps each model to its inputs. With ``fleet``
+    ``users`` of them from the start. ``inputs`` maps each model to its entries (a list of dicts
+    name -> array, cycled request by request; one dict is one entry). With ``fleet``
     (``{"master": "HOST:PORT", "hello": {...}}``) the users, the shape and the length come from
     a ``rig fleet`` master instead (``rig.fleet``)."""
     loaded = workload if isinstance(workload, Workload) else load_workload(workload)
@@ -124,14 +126,15 @@ def _run_node(env, sink: Sink, fleet: dict, classes: list, emit, tags: dict) -> 
     return out
 
 
-def run_open(engine: Engine, model: str, inputs: dict, *, rate: float, seconds: float,
+def run_open(engine: Engine, model: str, inputs, *, rate: float, seconds: float,
              window_seconds: float, arrivals: str, seed: int, emit: Callable[[dict], None],
              tags: dict, check: dict | None = None) -> dict:
-    """Open loop: one lane submits on a seeded schedule; latency from the scheduled time. Every
+    """Open loop: one lane submits on a seeded schedule; latency from the scheduled time.
+    ``inputs``: the model's entries (or one), send k carrying entry k mod N. Every
     scheduled send is accounted: each window holds the sends scheduled in it (``scheduled``),
     and the last one those never sent (``dropped``); so over the windows,
     scheduled = requests + errors + dropped."""
-    lane = engine.lane(model, inputs, 1)
+    lane = engine.lane(model, as_entries(inputs), 1)
     if lane is None or not hasattr(lane, "start_open"):
         raise EngineError(f"open-loop load needs a lane of the engine's own ({engine.name} has none "
                           "here: the capi engine needs a C compiler)", "UNSUPPORTED")

@@ -25,6 +25,7 @@ from rig.crossthread import Signal
 from rig.engines.base import Engine, EngineError
 from rig.config import WORKLOADS
 from rig.errors import RigError
+from rig.inputs import as_entries
 from rig.load.lanes import TaskLane, make_lane, stop_lane
 
 BUILTIN = WORKLOADS
@@ -64,7 +65,7 @@ class TritonUser(User):
     engine: Engine = None
     model: str = ""                 # this user's model (lane users: one subclass per model)
     models: tuple = ()              # every model of the run
-    inputs_by_model: dict = {}      # the rig's inputs for each model
+    inputs_by_model: dict = {}      # the rig's entries for each model (a list of dicts name -> array)
     in_flight: int = 1
     request_timeout: float = 30.0
     checks: dict = {}               # model -> reference output every lane response is held to
@@ -89,8 +90,14 @@ class TritonUser(User):
         self.lane.close(0)
 
     def inputs_for(self, model: str | None = None) -> dict[str, np.ndarray]:
-        """The rig's inputs for ``model`` (this user's by default), built from its metadata."""
-        return self.inputs_by_model[model or self.model]
+        """The rig's next inputs for ``model`` (this user's by default): its entries in turn
+        (``--input-data``: the file's, one per call; else one built from its metadata)."""
+        model = model or self.model
+        entries = self.inputs_by_model[model]
+        turns = self.__dict__.setdefault("_turns", {})  # per user: each user walks the entries
+        k = turns.get(model, 0)
+        turns[model] = k + 1
+        return entries[k % len(entries)]
 
     def infer(self, inputs: dict | None = None, model: str | None = None,
               timeout_s: float | None = None) -> dict[str, np.ndarray]:
@@ -98,11 +105,11 @@ class TritonUser(User):
         outputs. Timed from the submission until the response is released, and counted in the
         window and in Locust's stats. A failed request raises ``EngineError``."""
         model = model or self.model
-        if inputs is None:
+        if inputs is None:  # the model's next entry
             if model not in self.inputs_by_model:
                 raise EngineError(f"no inputs given for {model!r}, which is not one of the run's "
                                   f"models ({', '.join(self.models)})", "INVALID_ARG")
-            inputs = self.inputs_by_model[model]
+            inputs = self.inputs_for(model)
         done = Signal()
 
         def complete(response, error):
@@ -192,6 +199,7 @@ def run_classes(workload: Workload, *, engine: Engine, models: list[str], inputs
     """Subclasses of the workload's users made for one run. A user without tasks of its own (a
     lane user) gets one subclass per model, so Locust spreads such users over the models."""
     made = []
+    inputs = {m: as_entries(v) for m, v in inputs.items()}
     common = {"engine": engine, "models": tuple(models), "inputs_by_model": inputs,
               "in_flight": in_flight, "request_timeout": request_timeout, "sink": sink,
               "checks": checks or {}}
