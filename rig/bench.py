@@ -140,6 +140,7 @@ def run(cfg: RunConfig, args, log=print) -> int:
         _check_workload(cfg)
     cfg.workload.window_seconds = window_length(args.window_seconds, args.config, cfg.workload.window_seconds)
     p = _target(orchestrator.prepare(cfg, "bench", log=log), args)
+    orchestrator.check_run_inputs(p)  # against the model(s) this sweep loads, before any point
     with cpuidle.Hold(args.cpu_idle) as hold:
         orchestrator.write_run_row(p, "bench", cpu_idle=hold.method)
         return _sweep(p, cfg, args, conc, rates, repeats, counts, hold, log)
@@ -151,6 +152,7 @@ def _sweep(p, cfg: RunConfig, args, conc, rates, repeats, counts, hold, log) -> 
         from rig import perf_analyzer as pa
 
         pa.ensure_perf_analyzer(log=log)
+        pa_inputs = pa_input_options(p)
     log(f"bench {p.run_id}: {p.runtime.name} (Triton {p.runtime.triton_version}), engine {p.engine}, "
         f"model {p.model_label}, {args.windows} windows of {cfg.workload.window_seconds} s per point, "
         f"{repeats} repeat(s)" + (f", instances {','.join(map(str, counts))}" if counts != [None] else ""))
@@ -172,7 +174,7 @@ def _sweep(p, cfg: RunConfig, args, conc, rates, repeats, counts, hold, log) -> 
                     if tool == "rig":
                         fig = _rig_once(p, cfg, args, repo, cycle, point, bool(conc), n)
                     else:
-                        fig = _pa_once(pa, p, cfg, repo, cycle, point, bool(conc), n)
+                        fig = _pa_once(pa, p, cfg, repo, cycle, point, bool(conc), n, pa_inputs)
                     if fig.get("throughput") is not None:
                         got[tool].append(fig)
                     log(f"{where} {_progress(fig)}")
@@ -232,12 +234,38 @@ def _rig_once(p, cfg: RunConfig, args, repo, cycle: int, point, closed: bool, n:
     return fig
 
 
-def _pa_once(pa, p, cfg: RunConfig, repo, cycle: int, point, closed: bool, n: int | None) -> dict:
-    """perf_analyzer at one point; its windows stored as ``tool = perf_analyzer`` rows."""
+def pa_input_options(p) -> dict:
+    """perf_analyzer's ``input_data`` and ``shapes`` for the data the rig sends (``p.inputs``,
+    from ``preflight.check_inputs``). Where the rig checked its entries before the run, they go
+    over as a file in perf_analyzer's format, written into the run's work folder (every shape
+    explicit, every value as raw bytes), so both tools send the same bytes: zero and random too
+    (perf_analyzer's zero sends random strings to a BYTES input, and its random its own values).
+    Otherwise the user's choice as given: zero, random or the file, with ``--shape``."""
+    import json
+
+    from rig import inputs as inputs_mod
+
+    info = p.inputs or {}
+    model = p.models[0]
+    metas, entries = info.get("metas"), info.get("entries")
+    if metas and entries and model in entries:
+        path = p.work_dir / "perf_analyzer-input.json"
+        path.write_text(json.dumps(inputs_mod.perf_analyzer_file(metas[model], entries[model])))
+        return {"input_data": str(path)}
+    if p.config.input_data == "random" and not info.get("shapes"):
+        return {}  # the default of both tools: perf_analyzer's command as it always was
+    return {"input_data": p.config.input_data, "shapes": dict(info.get("shapes") or {})}
+
+
+def _pa_once(pa, p, cfg: RunConfig, repo, cycle: int, point, closed: bool, n: int | None,
+             inputs: dict | None = None) -> dict:
+    """perf_analyzer at one point, with the rig's inputs (``pa_input_options``); its windows
+    stored as ``tool = perf_analyzer`` rows."""
     try:
         kw = {"concurrency": [int(point)]} if closed else {"rate": [point]}
         got = pa.run_perf_analyzer(p.runtime, str(repo), p.models[0], stability_pct=PA_STABILITY_PCT,
-                                   measurement_ms=int(cfg.workload.window_seconds * 1000), **kw)[0]
+                                   measurement_ms=int(cfg.workload.window_seconds * 1000),
+                                   **(inputs or {}), **kw)[0]
     except RigError as e:
         return {"throughput": None, "note": f"perf_analyzer failed: {e}"}
     windows = got.get("windows") or []

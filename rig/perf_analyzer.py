@@ -322,9 +322,11 @@ def _fmt(v: float) -> str:
 def run_perf_analyzer(runtime, model_repository, model: str, concurrency: list[int] | None = None,
                       rate: list[float] | None = None, shapes: dict[str, list[int]] | None = None,
                       measurement_ms: int = 2000, stability_pct: float = 10, max_trials: int = 10,
-                      timeout_s: float = 600,
+                      timeout_s: float = 600, input_data: str | None = None,
                       log: Callable[[str], None] = lambda msg: None) -> list[dict]:
-    """Measure ``model`` with perf_analyzer in C API mode over ``runtime``'s core.
+    """Measure ``model`` with perf_analyzer in C API mode over ``runtime``'s core, sending
+    ``input_data`` (its ``--input-data``: zero, random or a JSON file; None: its default,
+    random) with ``shapes`` (its ``--shape``) for variable dimensions.
 
     One perf_analyzer run per load point (each concurrency, or each request rate in infer/s);
     ``timeout_s`` bounds all of them together. Returns one dict per point: ``concurrency`` or
@@ -359,6 +361,8 @@ def run_perf_analyzer(runtime, model_repository, model: str, concurrency: list[i
             "-r", str(int(max_trials)), "--verbose-csv"]
     for name, dims in (shapes or {}).items():
         base += ["--shape", f"{name}:{','.join(str(int(d)) for d in dims)}"]
+    if input_data is not None:
+        base += ["--input-data", input_data if input_data in ("zero", "random") else os.path.abspath(input_data)]
 
     deadline = time.monotonic() + timeout_s
     points: list[dict] = []
