@@ -369,12 +369,12 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
 RAISED_IN_EXECUTE = "Failed to process the request(s)"
 RAISED_AND_HELD = (
     "the model raised in execute and the stop then waited out exit_timeout: Triton's Python backend "
-    "can keep a model loaded after a raising execute (the server#7481 class). On core 2.51.0 it showed "
-    "when the next request reached the server within about 50 us of the previous one's release (one "
-    "request at a time, each sent once the last was released: 2 of 3 runs; with a 50 us pause: 0 of 3; "
-    "benchmarks/plain_api_faults.py). The capi engine "
-    "resubmits that fast even at one in flight, the official API's Python loop only with two or more "
-    "in flight, so at one in flight the two engines can differ here; the stop's verdict is Triton's either way")
+    "can keep a model loaded after a raising execute (the server#7481 class). It is a race with the "
+    "next request: on core 2.51.0, with no rig code (benchmarks/plain_api_faults.py), one request at a "
+    "time showed it in 2 of 3 runs through the C API when each was sent as soon as the last was "
+    "released, in 0 of 3 with a 50 us pause between them, and in 3 of 3 through the official API's "
+    "asyncio loop at one and at two in flight; so whether one concurrency shows it can differ between "
+    "engines and between runs, and the stop's verdict is Triton's either way")
 
 
 UNANSWERED = (
