@@ -1,4 +1,4 @@
-# triton-soak-rig on top of an NGC Triton image (an L4 node: see the README's "Docker and the nightly").
+# triton-soak-rig on top of an NGC Triton image (an L4 node: see docs/guide/fleet.md, "Docker").
 #   docker build --build-arg TRITON_TAG=25.01 -t triton-soak-rig:25.01 .
 #   docker run --gpus all --rm --shm-size=1g -v "$PWD/results:/work/results" triton-soak-rig:25.01   # = rig soak
 #   docker run --gpus all --rm --shm-size=1g -v "$PWD/results:/work/results" triton-soak-rig:25.01 <subcommand> ...

@@ -42,7 +42,7 @@ SHAPED = ("ramp", "step", "spike")  # built-in workloads whose users change duri
 PA_STABILITY_PCT = 100
 # A bench window's default length: perf_analyzer's own default measurement interval. A soak's
 # windows are 1 s, but a bench figure decides a comparison, and on a shared VM a vCPU's speed
-# swings by up to 1.7x for seconds at a time (measured here: README, "Measured: the rig beside
+# swings by up to 1.7x for seconds at a time (measured here: docs/measurements/speed.md, "Measured: the rig beside
 # perf_analyzer"): a 1 s window falls wholly in one state, so which tool a slow spell hit decided
 # a point; 5 s windows average over the spells, for both tools alike.
 BENCH_WINDOW_S = 5.0
@@ -203,7 +203,7 @@ def _hold_text(hold) -> str:
         return f"held awake for every tool ({len(hold.pids)} idle-priority pollers, one per CPU)"
     if hold.detail:
         return f"left to the kernel: --cpu-idle hold failed, {hold.detail}"
-    return "left to the kernel (--cpu-idle os): figures depend on wake-up costs, see the README"
+    return "left to the kernel (--cpu-idle os): figures depend on wake-up costs, see docs/guide/workloads.md, CPU idle states"
 
 
 def _rig_once(p, cfg: RunConfig, args, repo, cycle: int, point, closed: bool, n: int | None) -> dict:

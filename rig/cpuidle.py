@@ -4,7 +4,7 @@ An idle CPU halts, and waking it costs time: on a virtual machine a halted vCPU 
 hypervisor, and each wake-up is an inter-processor interrupt through it. Under in-process load the
 server's threads and its Python-backend stubs wake each other for every request, so the cost of
 those wake-ups, not the server's work, can decide the figure, and it varies with how busy the
-machine happens to be. Measured on a 2-vCPU KVM guest with no cpuidle driver (README, "CPU idle
+machine happens to be. Measured on a 2-vCPU KVM guest with no cpuidle driver (docs/measurements/speed.md, "CPU idle
 states"): the same bench points read 10.7-14.7k infer/s with the CPUs left to idle and mostly
 15.6-23.4k with them held awake.
 

@@ -338,7 +338,7 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
 
     # What a careful user's process does next: drop its references, let the models unload,
     # then free the server. (Freeing it first, or dropping the last response right after
-    # ServerDelete, crashed core 2.51 with a double free: measured, see the README.)
+    # ServerDelete, crashed core 2.51 with a double free: docs/measurements/lifecycle.md.)
     phase("release", spec.exit_timeout + 60)
     kept.clear()
     deadline = time.monotonic() + max(GRACE_AFTER_STOP_S, spec.exit_timeout)
