@@ -231,8 +231,9 @@ def _partitions(windows: pd.DataFrame, rcode: np.ndarray, runs: np.ndarray) -> l
 
 
 def histograms(store, windows: pd.DataFrame, gid: np.ndarray | None, latest_windows: int | None,
-               max_runs: int = 50, run_codes: np.ndarray | None = None) -> np.ndarray:
-    """The stored histogram of each row of ``windows`` (an object array, None where not read):
+               max_runs: int = 50, run_codes: np.ndarray | None = None, column: str = "histogram") -> np.ndarray:
+    """The stored histogram of each row of ``windows`` (an object array, None where not read;
+    ``column``: which of a window's histograms, e.g. a stream's ``first_response_histogram``):
     those of each group's latest runs (``gid`` numbers the rows' groups, -1 for rows of none;
     None: one group), as many runs as hold its latest ``latest_windows`` windows (all where
     None), at most ``max_runs`` runs in all. One read per run, each pruned to that run's files.
@@ -255,13 +256,63 @@ def histograms(store, windows: pd.DataFrame, gid: np.ndarray | None, latest_wind
     need = (counts > 0) & (True if latest_windows is None else before < latest_windows)
     wanted = latest_first[need.any(axis=0)][:max_runs]
     cols = ["run_id", "cycle", "window", "tool"]
-    read = [store.read("windows", run_id=run_ids[r], columns=[*cols, "histogram"], **where)
+    read = [store.read("windows", run_id=run_ids[r], columns=[*cols, column], **where)
             for r, where in zip(wanted, _partitions(windows, rcode, wanted))]
     if read:
         rows = np.flatnonzero(mine & np.isin(rcode, wanted))
         part = windows.iloc[rows][cols].assign(_row=rows).merge(pd.concat(read), on=cols, how="inner")
-        out[part["_row"].to_numpy()] = part["histogram"].to_numpy(dtype=object)
+        out[part["_row"].to_numpy()] = part[column].to_numpy(dtype=object)
     return out
+
+
+STREAM_HISTOGRAMS = (("first_response_histogram", "first"), ("gap_histogram", "gap"))
+
+
+def streaming(windows: pd.DataFrame, by=None, store=None, max_merged: int | None = None) -> pd.DataFrame:
+    """Per group, point and tool, over the measured windows of streaming (decoupled) models
+    (those with ``first_p50_us``; none: an empty frame): the time to the first response and the
+    gaps between responses, p50/p99 of the merged HDR histograms of the latest ``max_merged``
+    windows (all where None; ``first_response_histogram``, ``gap_histogram``: from the frame
+    where it has them, else read from ``store``; without either, the median of the windows'
+    percentiles, ``first_from``/``gap_from`` saying which), and responses per request: all
+    responses over the streaming requests (each window's ``responses / responses_per_request``;
+    its requests where that is 0: all answered by the final flag alone)."""
+    if not len(windows) or "first_p50_us" not in windows:
+        return pd.DataFrame()
+    w = windows[pd.to_numeric(windows["first_p50_us"], errors="coerce").notna()]
+    if not len(w):
+        return pd.DataFrame()
+    by = _by(w, by, WINDOW_TAGS)
+    w = measured_windows(w).reset_index(drop=True)
+    keys = [*by, *POINT, "tool"]
+    gid = w.groupby(keys, dropna=False, sort=True).ngroup().to_numpy()
+    for column, _ in STREAM_HISTOGRAMS:
+        if column not in w and store is not None:
+            w[column] = histograms(store, w, gid, max_merged, column=column)
+    rows = []
+    for key, part in w.groupby(keys, dropna=False, sort=True):
+        row = dict(zip(keys, key))
+        row["point"] = point_label(row["mode"], row["concurrency"], row["rate"])
+        row.update(runs=part["run_id"].nunique(), windows=len(part))
+        for column, name in STREAM_HISTOGRAMS:
+            found = part[column].dropna() if column in part else pd.Series(dtype=object)
+            found = latest(part.loc[found.index], max_merged)[column] if len(found) else found
+            merged = stats.merge_histograms(found) if len(found) else None
+            if merged is not None and merged.get_total_count():
+                pct = merged.get_percentile_to_value_dict([50, 99])
+                row.update({f"{name}_p50_us": float(pct[50]), f"{name}_p99_us": float(pct[99]),
+                            f"{name}_from": f"HDR, {len(found):,} windows"})
+            else:
+                row.update({f"{name}_p50_us": _quantile(part[f"{name}_p50_us"], 50),
+                            f"{name}_p99_us": _quantile(part[f"{name}_p99_us"], 50),
+                            f"{name}_from": "window medians" if part[f"{name}_p50_us"].notna().any() else "-"})
+        responses = pd.to_numeric(part["responses"], errors="coerce").fillna(0)
+        per = pd.to_numeric(part["responses_per_request"], errors="coerce")
+        streamed = (responses / per).where(per > 0, pd.to_numeric(part["requests"], errors="coerce")).sum()
+        row["responses"] = int(responses.sum())
+        row["responses_per_request"] = float(responses.sum() / streamed) if streamed else None
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def performance(windows: pd.DataFrame, by=None, cycles: pd.DataFrame | None = None,

@@ -23,7 +23,9 @@ from rig.text import redact
 
 DIMS = ("triton_version", "engine", "model", "retain", "stop_strategy", "restart")
 WINDOW_COLUMNS = ["run_id", "cycle", "window", "engine", "model", "tool", "mode", "concurrency", "rate",
-                  "requests", "throughput", "p50_us", "p99_us", "triton_version", "date"]  # what the sections read
+                  "requests", "throughput", "p50_us", "p99_us", "triton_version", "date",
+                  "first_p50_us", "first_p99_us", "gap_p50_us", "gap_p99_us", "responses",
+                  "responses_per_request"]  # what the sections read
 CYCLE_COLUMNS = ["run_id", "cycle", "engine", "model", "retain", "outcome", "load_outcome", "restart", "stop_strategy",
                  "start_latency_s", "stop_latency_s", "finalize_expected", "finalize_before_stop", "stubs_killed",
                  "shm_regions_leaked", "throughput", "worker_rss_bytes", "stub_rss_bytes", "triton_version", "date"]
@@ -244,7 +246,8 @@ def build(data: Data, baseline: str | None = None, max_histograms: int = 8) -> t
     pts = parts.points(windows, gkeys)
     diffs = parts.differences_section(cycles, pts, gkeys, axis, base) if axis else None
     perf = parts.performance_section(data, pts, gkeys, max_histograms) if len(windows) else None
-    for s in (life, perf, diffs, trend):
+    streams = parts.streaming_section(data.root, windows, gkeys) if len(windows) else None
+    for s in (life, perf, streams, diffs, trend):
         if s is not None:
             sections.append(s)
     if diffs is not None:

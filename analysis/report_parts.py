@@ -235,6 +235,30 @@ def performance_section(data, pts: dict, keys: list[str], max_hist: int) -> Sect
     return sec
 
 
+def streaming_section(root: str, windows: pd.DataFrame, keys: list[str]) -> Section | None:
+    """Streaming (decoupled) models' points: time to the first response and gaps between
+    responses (p50/p99 from merged HDR histograms, read for these windows only), responses per
+    request. None where no window streamed."""
+    from rig.store import Store
+
+    if "first_p50_us" not in windows or not windows["first_p50_us"].notna().any():
+        return None
+    t = frames.streaming(windows, by=keys, store=Store(root), max_merged=MAX_MERGED)
+    if not len(t):
+        return None
+    shown = t[[*keys, "tool", "point", "runs", "windows"]].assign(**{
+        "first response p50 µs": t.first_p50_us, "first response p99 µs": t.first_p99_us,
+        "gap p50 µs": t.gap_p50_us, "gap p99 µs": t.gap_p99_us,
+        "responses/request": t.responses_per_request, "responses": t.responses,
+        "from": [f if f == g else f"{f}; gaps: {g}" for f, g in zip(t.first_from, t.gap_from)]})
+    return Section("Streaming").add(Table(shown, "Streaming (decoupled) models, per point: time from submission to a "
+                                          "request's first response with data (to its final flag where none had "
+                                          "data), gaps between consecutive responses of a request, and responses "
+                                          "with data per answered request; the latency of the Performance section "
+                                          "is to the final flag. Percentiles exact from merged HDR histograms "
+                                          f"(a point's latest {MAX_MERGED:,} windows) where marked"))
+
+
 def _run_codes(df: pd.DataFrame) -> np.ndarray:
     """``pd.factorize(df.run_id)[0]``, from the ``_run`` column ``report.build`` adds where present."""
     return df["_run"].to_numpy() if "_run" in df else pd.factorize(df["run_id"])[0]

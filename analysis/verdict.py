@@ -18,7 +18,10 @@ configuration pass however their noise falls, and a tiny but certain change pass
   warm-up left out: each cycle's median; each run's where both sides have over 1,000 cycles;
   the windows themselves where a side has fewer than 3 cycles);
 - any lifecycle outcome but ``clean``, or load outcome but ``ok``, that the candidate has and the
-  baseline never had (each verdict judged apart).
+  baseline never had (each verdict judged apart);
+- where a bound is given (``max_first_response_p99_us``): a streaming model's time to the first
+  response, p99 of the candidate's merged HDR histograms at each point, above the bound (an
+  absolute bound of the candidate alone: no test, no baseline).
 """
 
 from __future__ import annotations
@@ -183,6 +186,21 @@ def _new_outcomes(base, cand) -> list[str]:
     return reasons
 
 
+def first_response(streaming, max_p99_us: float | None) -> list[str]:
+    """Points (rows of ``frames.streaming``) whose first-response p99 exceeds ``max_p99_us``."""
+    if max_p99_us is None or streaming is None or not len(streaming):
+        return []
+    reasons = []
+    for r in streaming.to_dict("records"):
+        p99 = r.get("first_p99_us")
+        if p99 is None or p99 != p99 or p99 <= max_p99_us:
+            continue
+        where = r["point"] + ("" if r.get("tool") in (None, "rig") else f" ({r['tool']})")
+        reasons.append(f"first response p99 at {where}: {p99:,.0f} us > {max_p99_us:,.0f} us "
+                       f"({r.get('first_from', '-')})")
+    return reasons
+
+
 JUDGED = ("outcome", "load_outcome", "finalize_expected", "finalize_before_stop", "stop_latency_s")
 
 
@@ -197,11 +215,14 @@ def _judged(cycles):
 
 def gate(baseline_cycles, baseline_windows, candidate_cycles, candidate_windows,
          max_finalize_drop: float = MAX_FINALIZE_DROP, max_stop_regression: float = MAX_STOP_REGRESSION,
-         max_throughput_drop: float = MAX_THROUGHPUT_DROP, alpha: float = ALPHA) -> list[str]:
+         max_throughput_drop: float = MAX_THROUGHPUT_DROP, alpha: float = ALPHA,
+         max_first_response_p99_us: float | None = None, candidate_streaming=None) -> list[str]:
     """Reasons the candidate regressed from the baseline (empty: it passes); see the module's
-    docstring for the rules."""
+    docstring for the rules. ``candidate_streaming``: ``frames.streaming`` of the candidate's
+    windows (with their histograms), for ``max_first_response_p99_us``."""
     base, cand = _judged(baseline_cycles), _judged(candidate_cycles)
     return (_new_outcomes(base, cand)
             + _finalize(base, cand, max_finalize_drop, alpha)
             + _stop(base, cand, max_stop_regression, alpha)
-            + _throughput(baseline_windows, candidate_windows, max_throughput_drop, alpha))
+            + _throughput(baseline_windows, candidate_windows, max_throughput_drop, alpha)
+            + first_response(candidate_streaming, max_first_response_p99_us))

@@ -12,6 +12,13 @@
  * response belongs to us from the response callback until InferenceResponseDelete, and an
  * output buffer from alloc_fn until the core calls release_fn (when the response is deleted).
  * A request holds a reference to its model, so a lane drops its request objects at stop.
+ *
+ * Streaming (decoupled) models answer a request with several responses, then the final flag
+ * (with the last response, or alone: a NULL response). Per answered request the lane then also
+ * records the time to its first response that carries data (to the final flag where none did)
+ * and how many did; and each gap between consecutive data responses. A lane records these once
+ * it is told the model is decoupled (fp_lane_set_streaming) or sees a response without the
+ * final flag, or the flag alone; until then (every non-decoupled model) only the latency.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -100,6 +107,16 @@ enum { MODE_IDLE = 0, MODE_CLOSED = 1, MODE_OPEN = 2 };
 #define MAX_DIMS 16
 #define LAT_CAP_MAX ((size_t)1 << 24) /* entries per undrained buffer (128 MiB); beyond: dropped */
 
+/* Samples recorded by the core's threads, handed to the drainer: two arrays, one filled while
+ * the other is read (the drainer's until its next drain). */
+typedef struct fp_buf {
+    int64_t *v[2];
+    size_t cap[2];
+    size_t len;
+} fp_buf;
+
+enum { BUF_LAT = 0, BUF_FIRST = 1, BUF_GAP = 2, BUF_COUNT = 3, N_BUFS = 4 };
+
 typedef struct fp_input {
     char *name;
     TRITONSERVER_DataType dtype;
@@ -125,9 +142,12 @@ typedef struct fp_slot {
      * round number keeps a scan from settling a later round than the one it read. */
     atomic_ullong token;
     atomic_int pending;                 /* events left in this round: final response + release */
-    int ok;                             /* a successful response arrived in this round */
     int failed;                         /* an error response arrived in this round */
     int bad;                            /* a successful response had a wrong output */
+    unsigned n_data;                    /* successful responses (with data) in this round: none and
+                                         * no error is a request answered by the final flag alone */
+    int64_t t_first;                    /* when the first of them came */
+    int64_t t_prev;                     /* when the latest of them came */
     char *error;                        /* the round's first error message, counted when settled */
     struct fp_slot *next_free;
     struct fp_slot *next_all;
@@ -164,11 +184,13 @@ typedef struct fp_lane {
     size_t n_sched;
     atomic_ullong issued;
 
+    /* Under lat_mu: latencies (negated for failed requests); for streaming requests the time
+     * to the first data response, the gaps between data responses, and the data responses per
+     * answered request. All four swap at once in fp_lane_drain. */
     pthread_mutex_t lat_mu;
-    int64_t *lat[2];
-    size_t lat_cap[2];
-    size_t lat_len;
+    fp_buf bufs[N_BUFS];
     int lat_cur;
+    atomic_int streaming; /* record first responses, gaps and counts (see the top) */
 
     atomic_ullong submitted, completed, errors, out_bytes, dropped, bad_outputs, timeouts;
     /* Requests between ServerInferAsync and their release callback: what the server holds. */
@@ -253,22 +275,46 @@ static void wake(fp_lane *lane)
     }
 }
 
-static void record_latency(fp_lane *lane, int64_t ns)
+/* Append v to buffer b (under lat_mu); a sample that does not fit counts as dropped. */
+static void push_locked(fp_lane *lane, int b, int64_t v)
 {
-    pthread_mutex_lock(&lane->lat_mu);
+    fp_buf *buf = &lane->bufs[b];
     int c = lane->lat_cur;
-    if (lane->lat_len == lane->lat_cap[c]) {
-        size_t cap = lane->lat_cap[c] ? lane->lat_cap[c] * 2 : 4096;
-        int64_t *p = cap <= LAT_CAP_MAX ? realloc(lane->lat[c], cap * sizeof(int64_t)) : NULL;
+    if (buf->len == buf->cap[c]) {
+        size_t cap = buf->cap[c] ? buf->cap[c] * 2 : 4096;
+        int64_t *p = cap <= LAT_CAP_MAX ? realloc(buf->v[c], cap * sizeof(int64_t)) : NULL;
         if (!p) {
-            pthread_mutex_unlock(&lane->lat_mu);
             atomic_fetch_add(&lane->dropped, 1);
             return;
         }
-        lane->lat[c] = p;
-        lane->lat_cap[c] = cap;
+        buf->v[c] = p;
+        buf->cap[c] = cap;
     }
-    lane->lat[c][lane->lat_len++] = ns;
+    buf->v[c][buf->len++] = v;
+}
+
+static void record_latency(fp_lane *lane, int64_t ns)
+{
+    pthread_mutex_lock(&lane->lat_mu);
+    push_locked(lane, BUF_LAT, ns);
+    pthread_mutex_unlock(&lane->lat_mu);
+}
+
+/* A streaming request answered: its latency, time to first data response, and data responses,
+ * under one lock (a window holds all three of a request, or none). */
+static void record_answered_stream(fp_lane *lane, int64_t latency, int64_t first, int64_t count)
+{
+    pthread_mutex_lock(&lane->lat_mu);
+    push_locked(lane, BUF_LAT, latency);
+    push_locked(lane, BUF_FIRST, first);
+    push_locked(lane, BUF_COUNT, count);
+    pthread_mutex_unlock(&lane->lat_mu);
+}
+
+static void record_gap(fp_lane *lane, int64_t ns)
+{
+    pthread_mutex_lock(&lane->lat_mu);
+    push_locked(lane, BUF_GAP, ns);
     pthread_mutex_unlock(&lane->lat_mu);
 }
 
@@ -449,9 +495,9 @@ static int slot_submit(fp_slot *slot, int64_t t0)
     } else if (!slot->req && slot_build(slot, 0) != 0) {
         return 0;
     }
-    slot->ok = 0;
     slot->failed = 0;
     slot->bad = 0;
+    slot->n_data = 0;
     atomic_store(&slot->pending, 2);
     /* set before the call: the callbacks may run before ServerInferAsync returns */
     int64_t now = now_ns();
@@ -560,10 +606,31 @@ static int output_ok(fp_lane *lane, TRITONSERVER_InferenceResponse *resp)
     return 0; /* the output is missing */
 }
 
+/* A data response of the slot's round came at t: the first one's time is kept, and each later
+ * one's gap from the one before is recorded (unless the round already timed out: a request
+ * counted as a timeout counts nothing more). */
+static void note_data(fp_slot *slot, int64_t t)
+{
+    if (slot->n_data++ == 0) {
+        slot->t_first = t;
+    } else if (atomic_load_explicit(&slot->token, memory_order_relaxed) & 1) {
+        record_gap(slot->lane, t - slot->t_prev);
+    }
+    slot->t_prev = t;
+}
+
+static void set_streaming(fp_lane *lane)
+{
+    if (!atomic_load_explicit(&lane->streaming, memory_order_relaxed)) {
+        atomic_store(&lane->streaming, 1);
+    }
+}
+
 static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t flags, void *userp)
 {
     fp_slot *slot = userp;
     fp_lane *lane = slot->lane;
+    int data = 0; /* this call brought a successful response */
     if (resp) {
         TRITONSERVER_Error *e = T.ResponseError(resp); /* a new error object: ours to delete */
         if (e) {
@@ -578,7 +645,7 @@ static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t fla
             e = T.ResponseDelete(resp);
             if (e) T.ErrorDelete(e);
         } else {
-            slot->ok = 1;
+            data = 1;
             if (!output_ok(lane, resp)) slot->bad = 1;
             TRITONSERVER_InferenceResponse *old = resp;
             if (lane->keep_last) {
@@ -590,18 +657,37 @@ static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t fla
             }
         }
     }
-    if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
+    if (!(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)) {
+        /* a response before the final flag: the model streams */
+        if (data) {
+            set_streaming(lane);
+            note_data(slot, now_ns());
+        }
+        return;
+    }
+    {
         int64_t t = now_ns();
+        if (data) {
+            note_data(slot, t); /* the last data response came with the final flag */
+        } else if (!resp) {
+            set_streaming(lane); /* the final flag alone: a decoupled model's way to end */
+        }
         /* the round cannot move on before this event, so the token read is this round's */
         if (slot_settle(slot, atomic_load(&slot->token))) {
             if (slot->bad) atomic_fetch_add(&lane->bad_outputs, 1);
-            if (slot->ok && !slot->failed) {
-                record_latency(lane, t - slot->t0);
+            if (!slot->failed) {
+                /* answered: by data responses, or by the final flag alone (none carried data) */
+                if (atomic_load_explicit(&lane->streaming, memory_order_relaxed)) {
+                    record_answered_stream(lane, t - slot->t0,
+                                           (slot->n_data ? slot->t_first : t) - slot->t0,
+                                           (int64_t)slot->n_data);
+                } else {
+                    record_latency(lane, t - slot->t0);
+                }
                 atomic_fetch_add(&lane->completed, 1);
             } else {
-                record_error(lane, !slot->failed ? "request completed without a response"
-                                   : slot->error ? slot->error
-                                                 : "response: an error (its message lost: out of memory)");
+                record_error(lane, slot->error ? slot->error
+                                               : "response: an error (its message lost: out of memory)");
                 record_latency(lane, -(t - slot->t0 > 0 ? t - slot->t0 : 1)); /* negated: failed */
             }
         }
@@ -978,8 +1064,10 @@ int fp_lane_stop(fp_lane *lane, int64_t timeout_ns)
     return idle;
 }
 
-/* Hand over the latencies recorded since the last drain: *out points at them (valid until the
- * next drain), *n their count. One drainer at a time. Clears the eventfd. */
+/* Hand over what was recorded since the last drain, N_BUFS arrays: out[i] points at buffer i's
+ * samples (valid until the next drain), n[i] their count: latencies, first responses, gaps,
+ * responses per request (the last three of streaming requests only). One drainer at a time.
+ * Clears the eventfd. */
 void fp_lane_drain(fp_lane *lane, int64_t **out, size_t *n)
 {
     uint64_t v;
@@ -989,11 +1077,20 @@ void fp_lane_drain(fp_lane *lane, int64_t **out, size_t *n)
     }
     pthread_mutex_lock(&lane->lat_mu);
     int c = lane->lat_cur;
-    *out = lane->lat[c];
-    *n = lane->lat_len;
+    for (int b = 0; b < N_BUFS; b++) {
+        out[b] = lane->bufs[b].v[c];
+        n[b] = lane->bufs[b].len;
+        lane->bufs[b].len = 0;
+    }
     lane->lat_cur = 1 - c;
-    lane->lat_len = 0;
     pthread_mutex_unlock(&lane->lat_mu);
+}
+
+/* Record first responses, gaps and responses per request from now on (a decoupled model), or
+ * not (until a response shows the model streams). */
+void fp_lane_set_streaming(fp_lane *lane, int on)
+{
+    atomic_store(&lane->streaming, on ? 1 : 0);
 }
 
 /* Check every response's output `name`: byte size `size`, and its bytes when `bytes` is not
@@ -1114,8 +1211,10 @@ int fp_lane_free(fp_lane *lane)
     free(lane->sched);
     free(lane->check_name);
     free(lane->check_bytes);
-    free(lane->lat[0]);
-    free(lane->lat[1]);
+    for (int b = 0; b < N_BUFS; b++) {
+        free(lane->bufs[b].v[0]);
+        free(lane->bufs[b].v[1]);
+    }
     if (lane->efd >= 0) close(lane->efd);
     pthread_mutex_destroy(&lane->mu);
     pthread_mutex_destroy(&lane->lat_mu);

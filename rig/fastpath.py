@@ -6,6 +6,9 @@ Python out of the per-request path: ``_fastpath.c`` (plain C, compiled here on f
 the system compiler) builds its request objects once, submits them, and records each latency
 in native memory; Python only drains the latencies now and then.
 
+A streaming (decoupled) model's requests are measured further, natively too: the time to each
+request's first response, the gaps between its responses and how many it got (``stream``).
+
 * closed loop (``start_closed``): ``in_flight`` requests, each re-submitted by the core's own
   thread as soon as its response has completed and the core has released it; latency counts
   from the submission.
@@ -50,6 +53,7 @@ _MSG_TOP = 8  # MSG_TOP in _fastpath.c
 _STATS = ("submitted", "completed", "errors", "in_flight", "issued", "slots", "output_bytes",
           "dropped", "issuing_done", "bad_outputs", "timeouts", "peak_in_server")
 
+_EMPTY = np.empty(0, dtype=np.int64)
 _lib_lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
 
@@ -111,6 +115,7 @@ def _library(log=lambda msg: None) -> ctypes.CDLL:
                 "fp_lane_start_open": (c_int, [c_void_p, c_void_p, c_size_t, c_int]),
                 "fp_lane_stop": (c_int, [c_void_p, c_int64]),
                 "fp_lane_drain": (None, [c_void_p, POINTER(POINTER(c_int64)), POINTER(c_size_t)]),
+                "fp_lane_set_streaming": (None, [c_void_p, c_int]),
                 "fp_lane_stats": (None, [c_void_p, POINTER(c_uint64)]),
                 "fp_lane_set_timeout": (None, [c_void_p, c_int64]),
                 "fp_lane_set_check": (c_int, [c_void_p, c_char_p, c_size_t, c_void_p, c_int, c_int,
@@ -223,6 +228,13 @@ class Lane:
         if not h:
             raise EngineError(f"cannot prepare requests to {model}: {err.value.decode()}", "INVALID_ARG")
         self._h = h  # the lane copied the inputs; `keep` may go
+        self._stream: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # drained, not yet taken
+        # A decoupled model streams: measure its responses from the first request on (the lane
+        # would notice by itself at the first response sent before the final flag, but not a
+        # stream of one response a request).
+        decoupled = getattr(engine, "decoupled", None)
+        if decoupled is not None and decoupled(model):
+            lib.fp_lane_set_streaming(h, 1)
 
     def _handle(self) -> int:
         if not self._h:
@@ -294,23 +306,40 @@ class Lane:
             return bool(self._lib.fp_lane_stop(self._handle(), int(timeout_s * 1e9)))
 
     def drain(self) -> tuple[np.ndarray, int]:
-        """Latencies (int64 ns) completed since the last drain, and the errors since then."""
+        """Latencies (int64 ns) completed since the last drain, and the errors since then. A
+        streaming model's first responses, gaps and counts of the same requests wait for
+        ``stream``."""
         with self._drain_lock:
             h = self._handle()
-            ptr, n = POINTER(c_int64)(), c_size_t()
-            self._lib.fp_lane_drain(h, byref(ptr), byref(n))
-            lat = (np.ctypeslib.as_array(ptr, shape=(n.value,)).copy() if n.value
-                   else np.empty(0, dtype=np.int64))
+            ptrs, ns = (POINTER(c_int64) * 4)(), (c_size_t * 4)()
+            self._lib.fp_lane_drain(h, ptrs, ns)
+            got = [np.ctypeslib.as_array(ptrs[i], shape=(ns[i],)).copy() if ns[i] else _EMPTY
+                   for i in range(4)]
+            if ns[1] or ns[2]:
+                self._stream.append((got[1], got[2], got[3]))
             errors = self.stats()["errors"]
             new, self._errors_seen = errors - self._errors_seen, errors
-            return lat, new
+            return got[0], new
+
+    def stream(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """What the drains since the last call recorded of a streaming model's requests: the
+        time from each answered request's submission (its scheduled time in the open loop) to
+        its first response carrying data (to its final flag where none did), the gaps between
+        consecutive data responses of a request, and each answered request's count of data
+        responses (int64 ns, ns, counts). None where nothing streamed."""
+        with self._drain_lock:
+            parts, self._stream = self._stream, []
+        if not parts:
+            return None
+        return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
 
     def stats(self) -> dict[str, int]:
         """Counters since the lane was made: submitted, completed, errors, in_flight, issued
-        (open loop), slots (request objects), output_bytes, dropped (latencies lost to an
-        undrained buffer), issuing_done (1 once the open-loop schedule is through),
-        bad_outputs, timeouts (``set_request_timeout``; also in errors), peak_in_server (the
-        most requests between ServerInferAsync and their release at any moment)."""
+        (open loop), slots (request objects), output_bytes, dropped (samples lost to an
+        undrained buffer: latencies, and a streaming model's first responses, gaps and
+        counts), issuing_done (1 once the open-loop schedule is through), bad_outputs,
+        timeouts (``set_request_timeout``; also in errors), peak_in_server (the most requests
+        between ServerInferAsync and their release at any moment)."""
         out = (c_uint64 * len(_STATS))()
         self._lib.fp_lane_stats(self._handle(), out)
         return dict(zip(_STATS, (int(v) for v in out)))

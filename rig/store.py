@@ -23,6 +23,12 @@ Schema history (``schema_version`` column):
      ``cycle.LOAD_OUTCOMES``); ``timeouts`` (cycles, windows): requests unanswered within the
      request timeout, counted in ``errors`` too. Older cycles read as two verdicts
      (``cycle.upgrade_legacy``).
+  7: streaming (decoupled) models (windows): ``first_response_histogram`` (submission to each
+     answered request's first response with data, or to its final flag where none had data),
+     ``gap_histogram`` (between consecutive data responses of a request), both HDR like
+     ``histogram``, with ``first_p50_us``, ``first_p99_us``, ``gap_p50_us``, ``gap_p99_us``,
+     ``responses`` and ``responses_per_request``; null in windows of models that do not stream
+     (and in older files).
 """
 
 from __future__ import annotations
@@ -46,7 +52,7 @@ from rig import storefs
 from rig.errors import RigError
 from rig.text import redact
 
-SCHEMA_VERSION = 6  # see the history above
+SCHEMA_VERSION = 7  # see the history above
 PARTITIONS = ("triton_version", "date")
 
 
@@ -160,6 +166,15 @@ class WindowRow:
     error_max_us: float | None = None
     host: str | None = None             # the node that measured the window (--node, default the hostname)
     timeouts: int | None = None         # requests unanswered within the request timeout (in errors too)
+    # Streaming (decoupled) models only; null elsewhere. ``histogram`` is the time to the final flag.
+    first_response_histogram: str | None = None  # to each answered request's first data response (HDR, base64, us)
+    first_p50_us: float | None = None
+    first_p99_us: float | None = None
+    gap_histogram: str | None = None    # between consecutive data responses of a request (HDR, base64, us)
+    gap_p50_us: float | None = None
+    gap_p99_us: float | None = None
+    responses: int | None = None        # data responses of the streaming requests answered in the window
+    responses_per_request: float | None = None  # responses / those requests (0: answered by the final flag alone)
     schema_version: int = SCHEMA_VERSION
 
 

@@ -67,12 +67,12 @@ CHILD = textwrap.dedent(r'''
             self.in_server = 0
             self.peak = 0
 
-        def _submit(self, model, inputs, done):
+        def _submit(self, model, inputs, done, times=None):
             with self.count_lock:
                 self.in_server += 1
                 self.peak = max(self.peak, self.in_server)
             try:
-                super()._submit(model, inputs, done)
+                super()._submit(model, inputs, done, times)
             except EngineError:
                 with self.count_lock:
                     self.in_server -= 1

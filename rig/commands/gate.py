@@ -25,6 +25,10 @@ one-sided), so noise between runs of one configuration rarely fails it:
                     measured, Mann-Whitney U over cycles' medians (runs' where a side has over
                     1,000 cycles; windows where it has under 3; warm-up windows left out)
   outcomes          any outcome but clean the candidate has and the baseline never had
+  first response    with --max-first-response-p99-us N: a streaming (decoupled) model's time to
+                    its first response, p99 of the candidate's merged HDR histograms at a point,
+                    above N microseconds (a bound of the candidate alone; a candidate with no
+                    streaming windows is not judged, and a line says so)
 Exit status: 0 pass, 1 regression, 2 bad input."""
 
 
@@ -42,6 +46,9 @@ def add_parser(sub) -> None:
                    help="largest allowed ratio of stop latency p95, candidate/baseline (default 1.5)")
     p.add_argument("--max-throughput-drop", type=float, default=0.10, metavar="P",
                    help="largest allowed relative throughput drop at a point (default 0.10)")
+    p.add_argument("--max-first-response-p99-us", type=float, default=None, metavar="N",
+                   help="streaming (decoupled) models: fail where the candidate's time to the first "
+                   "response, p99 at a point, exceeds N microseconds (default: not judged)")
     p.set_defaults(func=run)
 
 
@@ -53,7 +60,9 @@ def _shorten(names, n: int = 5) -> str:
 CYCLE_COLUMNS = ["run_id", "cycle", "outcome", "load_outcome", "finalize_expected", "finalize_before_stop", "stop_latency_s",
                  "engine", "model", "retain", "stop_strategy", "restart", "triton_version", "date"]
 WINDOW_COLUMNS = ["run_id", "cycle", "window", "tool", "mode", "concurrency", "rate", "stable", "requests",
-                  "errors", "throughput", "mean_us", "triton_version", "date"]  # not the heavy histogram
+                  "errors", "throughput", "mean_us", "triton_version", "date",
+                  "first_p50_us", "first_p99_us", "gap_p50_us", "gap_p99_us", "responses",
+                  "responses_per_request"]  # not the heavy histograms
 MAX_MERGED = 2000  # windows per point whose HDR histograms are merged (the latest): 20-40 ms per 1,000
 
 
@@ -148,7 +157,17 @@ def select(cycles, name: str, role: str, filtered: bool = False):
     return label, cycles[mask], version
 
 
-def side_lines(label: str, cycles, windows, store=None) -> dict[str, str]:
+def side_streaming(windows, store):
+    """``frames.streaming`` of a side's windows (per point; first-response and gap histograms
+    read from ``store`` for its streaming windows only), or None where none streamed."""
+    from rig.analysis import frames
+
+    if not len(windows) or "first_p50_us" not in windows or not windows["first_p50_us"].notna().any():
+        return None
+    return frames.streaming(windows, by=[], store=store, max_merged=MAX_MERGED)
+
+
+def side_lines(label: str, cycles, windows, store=None, streaming=None) -> dict[str, str]:
     """The figures printed for one side, by row name. Latency percentiles come from the merged
     HDR histograms of each point's latest ``MAX_MERGED`` windows (read from ``store`` where
     ``windows`` lacks the histogram column); the line says so when that is not all of them."""
@@ -177,6 +196,11 @@ def side_lines(label: str, cycles, windows, store=None) -> dict[str, str]:
             if p99 and r.merged < r.windows:
                 p99 += f" (HDR of the latest {r.merged:,} of {r.windows:,} windows)"
             out[name] = f"{r.throughput:,.0f} infer/s{p99}"
+    for r in (streaming.itertuples() if streaming is not None else ()):
+        name = f"first response @ {r.point}" + ("" if r.tool == "rig" else f" ({r.tool})")
+        per = "-" if r.responses_per_request is None or r.responses_per_request != r.responses_per_request \
+            else f"{r.responses_per_request:.2f}"
+        out[name] = f"p50 {r.first_p50_us:,.0f} / p99 {r.first_p99_us:,.0f} us, {per} responses/request"
     return out
 
 
@@ -215,6 +239,9 @@ def run(args) -> int:
             raise RigError(f"--{name.replace('_', '-')} is a fraction between 0 and 1")
     if args.max_stop_regression < 1:
         raise RigError("--max-stop-regression is a ratio of at least 1 (1.5: 50 % slower)")
+    bound = getattr(args, "max_first_response_p99_us", None)
+    if bound is not None and not bound > 0:
+        raise RigError("--max-first-response-p99-us is a time in microseconds, above 0")
     stats.preload("scipy.stats")  # while the cycles are read
     store, cycles = load(args.results, [f.partition("=")[0].strip() for f in args.where],
                          (args.baseline, args.candidate))
@@ -226,7 +253,8 @@ def run(args) -> int:
                        "runs: compare two different sides")
     wa = side_windows(store, args.results, ca, va, bool(args.where))
     wb = side_windows(store, args.results, cb, vb, bool(args.where))
-    print(table(side_lines("baseline: " + la, ca, wa, store), side_lines("candidate: " + lb, cb, wb, store)))
+    sa, sb = side_streaming(wa, store), side_streaming(wb, store)
+    print(table(side_lines("baseline: " + la, ca, wa, store, sa), side_lines("candidate: " + lb, cb, wb, store, sb)))
     for label, c in (("baseline", ca), ("candidate", cb)):
         mixed = [f"{k}={','.join(sorted(map(str, c[k].dropna().unique())))}"
                  for k in ("engine", "model", "retain", "stop_strategy", "restart") if c[k].nunique() > 1]
@@ -236,9 +264,13 @@ def run(args) -> int:
     note = idle_note(idle_regimes(runs, ca), idle_regimes(runs, cb))
     if note:
         print(note)
+    if bound is not None and sb is None:
+        print("note: --max-first-response-p99-us: the candidate has no streaming (decoupled) model's "
+              "windows; the first response is not judged")
     reasons = verdict.gate(ca, wa, cb, wb, max_finalize_drop=args.max_finalize_drop,
                            max_stop_regression=args.max_stop_regression,
-                           max_throughput_drop=args.max_throughput_drop)
+                           max_throughput_drop=args.max_throughput_drop,
+                           max_first_response_p99_us=bound, candidate_streaming=sb)
     for r in reasons:
         print(f"FAIL: {r}")
     if not reasons:

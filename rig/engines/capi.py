@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import time
 from ctypes import POINTER, byref, c_bool, c_char_p, c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
 
 import numpy as np
@@ -27,16 +28,18 @@ def _native_lock():
 
 class _Pending:
     """One request in flight: its buffers stay alive until the core releases the request, and
-    ``done`` waits for both the final response and that release (``events``: those still due)."""
+    ``done`` waits for both the final response and that release (``events``: those still due).
+    ``times``: where given, each data response's arrival (``time.monotonic_ns()``) is appended."""
 
-    __slots__ = ("keep", "done", "response", "error", "events")
+    __slots__ = ("keep", "done", "response", "error", "events", "times")
 
-    def __init__(self, keep, done):
+    def __init__(self, keep, done, times=None):
         self.keep = keep
         self.done = done
         self.response = None
         self.error = None
         self.events = 2
+        self.times = times
 
 
 class CapiResponse(Response):
@@ -115,6 +118,20 @@ class CapiResponse(Response):
             pass
 
 
+class EmptyResponse(Response):
+    """The answer of a request that a decoupled model ended with the final flag alone: answered,
+    with no outputs, holding nothing of the core."""
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        return {}
+
+    def output_view(self, name: str) -> np.ndarray:
+        raise EngineError(f"the request was answered by the final flag alone: no output {name!r}", "NOT_FOUND")
+
+    def release(self) -> None:
+        pass
+
+
 class _ResponseOwner:
     def __init__(self, response: CapiResponse):
         self.response = response
@@ -175,7 +192,12 @@ class CapiEngine(Engine):
         if last:
             self._pending.pop(rid, None)
             if pending.done is not None:
-                pending.done(pending.response, pending.error)
+                response = pending.response
+                if response is None and pending.error is None:
+                    # the final flag came (done waits for it) with no response: a decoupled
+                    # model ended the request without data, which answers it
+                    response = EmptyResponse()
+                pending.done(response, pending.error)
 
     def _request_released(self, request, flags, userp):
         pending = self._pending.get(userp or 0)
@@ -196,6 +218,8 @@ class CapiEngine(Engine):
                 self.core.lib.TRITONSERVER_InferenceResponseDelete(response)
                 pending.error = err
             else:
+                if pending.times is not None:
+                    pending.times.append(time.monotonic_ns())
                 if pending.response is not None:  # decoupled: keep only the latest
                     pending.response.release()
                 pending.response = CapiResponse(self, response)
@@ -270,6 +294,17 @@ class CapiEngine(Engine):
                              outputs=specs(meta.get("outputs")),
                              max_batch_size=int(cfg.get("max_batch_size", 0) or 0))
 
+    def decoupled(self, model: str) -> bool:
+        """Whether the model streams (``model_transaction_policy { decoupled: true }``): several
+        responses a request, then the final flag. False where its config cannot be read."""
+        cfg_msg = c_void_p()
+        err = self.core.error(self.core.lib.TRITONSERVER_ServerModelConfig(
+            self.server, model.encode(), -1, 1, byref(cfg_msg)))
+        if err is not None:
+            return False
+        cfg = self.core.message_json(cfg_msg)
+        return bool((cfg.get("model_transaction_policy") or {}).get("decoupled"))
+
     def model_states(self) -> dict[str, str]:
         msg = c_void_p()
         self.core.call("TRITONSERVER_ServerModelIndex", self.server, 0, byref(msg))
@@ -283,7 +318,7 @@ class CapiEngine(Engine):
         self.core.call("TRITONSERVER_ServerUnloadModel", self.server, model.encode())
 
     # -- inference
-    def _submit(self, model: str, inputs: dict[str, np.ndarray], done) -> None:
+    def _submit(self, model: str, inputs: dict[str, np.ndarray], done, times=None) -> None:
         c = self.core
         req = c_void_p()
         c.call("TRITONSERVER_InferenceRequestNew", byref(req), self.server, model.encode(), -1)
@@ -307,7 +342,7 @@ class CapiEngine(Engine):
             with self._id_lock:
                 rid = self._next_id
                 self._next_id += 1
-            self._pending[rid] = _Pending(keep, done)
+            self._pending[rid] = _Pending(keep, done, times)
             c.call("TRITONSERVER_InferenceRequestSetReleaseCallback", req, self._request_release_cb, rid)
             c.call("TRITONSERVER_InferenceRequestSetResponseCallback", req, self._allocator, None,
                    self._response_cb, rid)
@@ -319,8 +354,16 @@ class CapiEngine(Engine):
             c.lib.TRITONSERVER_InferenceRequestDelete(req)
             raise
 
-    def infer_async(self, model, inputs, done) -> None:
-        self._submit(model, inputs, done)
+    # infer_async takes ``times``: a list each data response's arrival is appended to (PyLane's
+    # streaming measure)
+    streams = True
+
+    def infer_async(self, model, inputs, done, times: list | None = None) -> None:
+        """Submit one request; ``done(response, error)`` runs on a core thread once the final
+        flag and the release have both come: ``response`` is the latest response with data (a
+        decoupled model's earlier ones are released as they come), an ``EmptyResponse`` where
+        the final flag came alone. ``times``: see ``streams``."""
+        self._submit(model, inputs, done, times)
 
     def lane(self, model: str, inputs: dict[str, np.ndarray] | list[dict], in_flight: int):
         """The native lane (``rig/_fastpath.c``) where a C compiler is at hand and the inputs
@@ -353,8 +396,6 @@ class CapiEngine(Engine):
         response, error = box[0]
         if error is not None:
             raise error
-        if response is None:
-            raise EngineError(f"{model} completed without a response", "INTERNAL")
         return response
 
     def stop(self) -> str | None:

@@ -2,7 +2,9 @@
 
 Every lane offers ``drain() -> (latencies ns, errors)``, ``first_error()``,
 ``error_messages()``, ``counters()`` (cumulative: ``timeouts`` and, where kept, ``bad_outputs`` and
-``lost_samples``), ``stop()`` and ``close()``; a lane that sends on its own also
+``lost_samples``), ``stop()`` and ``close()``; a lane that measures a streaming (decoupled)
+model's responses also ``stream()``: ``(first response ns, gaps ns, data responses per answered
+request)`` of what its drains took since the last call, or None; a lane that sends on its own also
 ``set_request_timeout(seconds)``: a request unanswered by then counts once as a timeout (an error
 too), and its late end, if any, counts nothing. A failed request that had a latency (one the
 server answered with an error) comes out of ``drain`` negated, so that the sink keeps failed
@@ -35,6 +37,16 @@ class PyLane:
         self.engine, self.model, self.in_flight = engine, model, in_flight
         self.entries = entries_of(inputs)
         self.inputs = self.entries[0]
+        # Streaming measures, where the engine reports each response's arrival (capi: ``times``):
+        # from the start for a decoupled model, else from the first request with more than one
+        # response or none (the final flag alone).
+        self._times = bool(getattr(engine, "streams", False))
+        decoupled = getattr(engine, "decoupled", None) if self._times else None
+        self._streaming = bool(decoupled(model)) if decoupled is not None else False
+        self._first: list[int] = []
+        self._gaps: list[int] = []
+        self._counts: list[int] = []
+        self._stream: list = []
         self._check = None
         self._bad = 0
         self._lat: list[int] = []
@@ -72,7 +84,9 @@ class PyLane:
         n = self._next = self._next + 1
         self._sent[n] = t0
 
-        def done(response, error, t0=t0, n=n):
+        times = [] if self._times else None
+
+        def done(response, error, t0=t0, n=n, times=times):
             self._sent.pop(n, None)
             if n in self._expired:  # already counted as a timeout
                 self._expired.discard(n)
@@ -86,21 +100,30 @@ class PyLane:
                 self._lat.append(t0 - time.monotonic_ns())  # negated: a failed request
                 self._fail(str(error))
             else:
-                if self._check is not None:
+                if self._check is not None and times != []:  # the final flag alone has no output to check
                     try:
                         ok = output_is(self._check, response.outputs())
                     except EngineError:
                         ok = False
                     self._bad += 0 if ok else 1
                 response.release()
-                self._lat.append(time.monotonic_ns() - t0)  # the clock stops after the release
+                t1 = time.monotonic_ns()
+                self._lat.append(t1 - t0)  # the clock stops after the release
+                if times is not None and (self._streaming or len(times) != 1):
+                    self._streaming = True
+                    self._first.append((times[0] if times else t1) - t0)
+                    self._gaps.extend(b - a for a, b in zip(times, times[1:]))
+                    self._counts.append(len(times))
             self._outstanding -= 1
             if self._running:  # after an error too: the lane keeps its requests in flight
                 self._submit()
 
         entries = self.entries
         try:
-            self.engine.infer_async(self.model, entries[(n - 1) % len(entries)], done)
+            if times is not None:
+                self.engine.infer_async(self.model, entries[(n - 1) % len(entries)], done, times=times)
+            else:
+                self.engine.infer_async(self.model, entries[(n - 1) % len(entries)], done)
         except EngineError as e:
             self._sent.pop(n, None)
             self._outstanding -= 1
@@ -137,7 +160,19 @@ class PyLane:
         self._expire()
         lat, self._lat = self._lat, []
         errors, self._errors = self._errors, 0
+        if self._first or self._gaps:
+            first, self._first = self._first, []
+            gaps, self._gaps = self._gaps, []
+            counts, self._counts = self._counts, []
+            self._stream.append((first, gaps, counts))
         return np.asarray(lat, dtype=np.int64), errors
+
+    def stream(self):
+        """See the module's docstring: first responses, gaps, data responses per request."""
+        parts, self._stream = self._stream, []
+        if not parts:
+            return None
+        return tuple(np.asarray([v for p in parts for v in p[i]], dtype=np.int64) for i in range(3))
 
     def first_error(self):
         return self._first_error

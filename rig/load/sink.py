@@ -108,10 +108,12 @@ class Sink:
     def take(self, lane, name: str) -> None:
         self._record([(lane, name, *self._drain(lane))])
 
-    def _drain(self, lane) -> tuple[np.ndarray, int, np.ndarray | None]:
-        """One lane's news since the last drain: successes' latencies, errors, failures' latencies;
-        its counters (bad outputs, lost samples) go into the totals and the window."""
+    def _drain(self, lane) -> tuple[np.ndarray, int, np.ndarray | None, tuple | None]:
+        """One lane's news since the last drain: successes' latencies, errors, failures' latencies,
+        a streaming model's figures (``lane.stream()``, or None); its counters (bad outputs, lost
+        samples) go into the totals and the window."""
         lat, errors = lane.drain()
+        stream = lane.stream() if hasattr(lane, "stream") else None
         failed = None
         if errors:
             self.first_error = self.first_error or lane.first_error()
@@ -140,7 +142,7 @@ class Sink:
                 self.env.events.request.fire(request_type="infer", name=self.lanes.get(lane, "infer"),
                                              response_time=None, response_length=0, exception=error,
                                              context=None)
-        return lat, errors, failed
+        return lat, errors, failed, stream
 
     def _record(self, drained: list) -> None:
         """Several lanes' drains at once: one pass into the window's histogram, one into Locust's
@@ -148,12 +150,15 @@ class Sink:
         which shares the cores with the server)."""
         lats = [d[2] for d in drained if d[2].size]
         fails = [d[4] for d in drained if d[4] is not None and d[4].size]
+        streams = [d[5] for d in drained if d[5] is not None]
         if self.window is not None:
             self.window.record(np.concatenate(lats) if lats else _EMPTY,
                                sum(d[3] for d in drained), np.concatenate(fails) if fails else None)
+            if streams:
+                self.window.record_stream(*(np.concatenate([s[i] for s in streams]) for i in range(3)))
         if self.env is not None and lats:
             by_name: dict = {}
-            for _, name, lat, _, _ in drained:
+            for _, name, lat, *_ in drained:
                 if lat.size:
                     by_name.setdefault(name, []).append(lat)
             for name, parts in by_name.items():

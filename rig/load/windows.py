@@ -1,5 +1,7 @@
 """Measurement windows: exact latencies per window in an HDR histogram, and the hub's longest
-block, one row per window."""
+block, one row per window. For a streaming (decoupled) model a window also holds the time to each
+request's first response and the gaps between responses, in HDR histograms of their own, and the
+responses per request; other windows leave those columns null (nothing is kept or encoded)."""
 
 from __future__ import annotations
 
@@ -35,6 +37,12 @@ def record_many(hist: HdrHistogram, values: np.ndarray) -> None:
     hist.max_value = max(hist.max_value, int(v.max()))
 
 
+def _us(ns: np.ndarray) -> np.ndarray:
+    """Nanoseconds as the histograms' microseconds, within their range (a stream's figures are
+    not counted in ``clipped``, which counts requests' latencies)."""
+    return np.clip((ns + 500) // 1000, 1, HDR_MAX_US)
+
+
 class Window:
     """Exact latencies of one measurement window: an HDR histogram in microseconds."""
 
@@ -53,6 +61,10 @@ class Window:
         self.clipped = 0
         self.scheduled: int | None = None  # open loop (set by the runner)
         self.dropped: int | None = None
+        # streaming requests (record_stream): made on the first one, so other windows pay nothing
+        self.first_hist: HdrHistogram | None = None  # submission to the first data response
+        self.gap_hist: HdrHistogram | None = None    # between consecutive data responses
+        self.responses = 0  # data responses of the streaming requests answered in this window
 
     def record(self, latencies_ns: np.ndarray, errors: int, failed_ns: np.ndarray | None = None):
         """Completed requests' latencies, the count of failed ones, and the latencies of those
@@ -68,10 +80,39 @@ class Window:
         self.requests += int(latencies_ns.size)
         self._sum_ns += int(latencies_ns.sum())
 
+    def record_stream(self, first_ns: np.ndarray, gaps_ns: np.ndarray, counts: np.ndarray) -> None:
+        """Streaming requests answered: each one's time to its first data response and its count
+        of data responses (one of each per request, as their latencies are recorded), and the
+        gaps between data responses that came meanwhile."""
+        if first_ns.size:
+            if self.first_hist is None:
+                self.first_hist = HdrHistogram(1, HDR_MAX_US, HDR_DIGITS)
+            record_many(self.first_hist, _us(first_ns))
+            self.responses += int(counts.sum())
+        if gaps_ns.size:
+            if self.gap_hist is None:
+                self.gap_hist = HdrHistogram(1, HDR_MAX_US, HDR_DIGITS)
+            record_many(self.gap_hist, _us(gaps_ns))
+
     def _add(self, hist: HdrHistogram, latencies_ns: np.ndarray) -> None:
         us = (latencies_ns + 500) // 1000
         self.clipped += int(np.count_nonzero(us > HDR_MAX_US))
         record_many(hist, np.clip(us, 1, HDR_MAX_US))
+
+    def _stream_columns(self) -> dict:
+        """The streaming columns: null unless a streaming request was answered in the window (or a
+        gap came). Responses per request: over the requests whose first response was recorded."""
+        f, g = self.first_hist, self.gap_hist
+        nf = f.get_total_count() if f is not None else 0
+        ng = g.get_total_count() if g is not None else 0
+        ft = f.get_percentile_to_value_dict([50, 99]) if nf else {}
+        gt = g.get_percentile_to_value_dict([50, 99]) if ng else {}
+        return dict(first_response_histogram=base64.b64encode(f.encode()).decode() if nf else None,
+                    first_p50_us=float(ft[50]) if nf else None, first_p99_us=float(ft[99]) if nf else None,
+                    gap_histogram=base64.b64encode(g.encode()).decode() if ng else None,
+                    gap_p50_us=float(gt[50]) if ng else None, gap_p99_us=float(gt[99]) if ng else None,
+                    responses=self.responses if nf else None,
+                    responses_per_request=self.responses / nf if nf else None)
 
     def row(self, length_s: float, **tags) -> dict:
         h, e = self.hist, self.error_hist
@@ -97,7 +138,8 @@ class Window:
                     worker_rss_bytes=stats["rss_bytes"],
                     histogram=base64.b64encode(h.encode()).decode() if n else None,
                     error_histogram=base64.b64encode(e.encode()).decode() if e else None,
-                    error_max_us=float(e.get_max_value()) if e else None, **tags)
+                    error_max_us=float(e.get_max_value()) if e else None,
+                    **self._stream_columns(), **tags)
 
 
 class HubMonitor:

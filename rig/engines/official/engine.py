@@ -98,6 +98,11 @@ async def infer_once(handle, arrays: dict, kwargs: dict, request=None) -> tuple[
     return await pick_async(iterator)
 
 
+def config_decoupled(config: dict) -> bool:
+    """Whether a model's config (``Model.config()``) says it streams."""
+    return bool((config.get("model_transaction_policy") or {}).get("decoupled"))
+
+
 class OfficialEngine(Engine):
     name = "tritonserver"
 
@@ -218,6 +223,14 @@ class OfficialEngine(Engine):
             return ts.InferenceRequest(model=handle, inputs=tensors)
         except Exception:  # noqa: BLE001 - older bindings, an input dlpack cannot carry (bool, say)
             return None
+
+    def decoupled(self, model: str) -> bool:
+        """Whether the model streams (``model_transaction_policy { decoupled: true }``): several
+        responses a request, then the final flag. False where its config cannot be read."""
+        try:
+            return config_decoupled(self.model_handle(model).config())
+        except Exception:  # noqa: BLE001 - older bindings, a model gone
+            return False
 
     def model_metadata(self, model: str) -> ModelMetadata:
         handle = self.model_handle(model)

@@ -10,6 +10,12 @@ then, woken through an eventfd. No gevent primitive is ever touched from the loo
 
 Latency counts from the submission (closed loop) or from the scheduled time (open loop, MLPerf
 LoadGen's rule), and ends once the lane has dropped the response, as the native lane's does.
+
+A streaming (decoupled) model's requests are measured as the native lane measures them: the time
+to the first response that carries data (a final response without outputs is the final flag
+alone; where it alone answers, the time to it), the gaps between data responses, and how many a
+request got (``stream``); from the first request where the model's config says decoupled, else
+from the first response that comes before the final one, or a final one without outputs.
 """
 
 from __future__ import annotations
@@ -52,6 +58,12 @@ class OfficialLane:
             turn = itertools.cycle(sends).__next__
             self._send = lambda: turn()()
         self.n_entries = len(sends)
+        # where the config cannot be read, the lane notices by itself (see the module's docstring)
+        self._streaming = engine.decoupled(model)
+        self._first: list[int] = []
+        self._gaps: list[int] = []
+        self._counts: list[int] = []
+        self._stream: list = []  # drained, not yet taken by ``stream``
         self.in_flight = in_flight
         self._fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._armed = True
@@ -187,10 +199,26 @@ class OfficialLane:
                 # responses carry no flag is walked to its end.
                 picker = Picker()
                 anext = iterator.__anext__
+                n_data = 0  # responses with data so far (streaming: also their times)
                 try:
                     while True:
                         response = await anext()
                         final = getattr(response, "final", False)
+                        if final and not n_data and not self._streaming and response.outputs:
+                            pass  # one response with data, flagged final: the latency says it all
+                        elif getattr(response, "error", None) is None and (not final or response.outputs):
+                            # a data response of a stream (not the final flag alone)
+                            t = time.monotonic_ns()
+                            if not n_data:
+                                t_first = t
+                            elif n not in self._expired:  # a timed-out request counts no more
+                                self._gaps.append(t - t_prev)
+                            t_prev = t
+                            n_data += 1
+                            self._streaming = self._streaming or not final
+                        else:
+                            # an error response, or the final flag alone (which only a decoupled model sends)
+                            self._streaming = self._streaming or getattr(response, "error", None) is None
                         picker.take(response)
                         response = None  # noqa: F841 - drop the reference now
                         if final:
@@ -210,6 +238,9 @@ class OfficialLane:
             elif error is None:
                 self._completed += 1
                 self._lat.append(t1 - t0)
+                if self._streaming:
+                    self._first.append((t_first if n_data else t1) - t0)
+                    self._counts.append(n_data)
                 if self._armed:
                     self._armed = False
                     os.eventfd_write(self._fd, 1)
@@ -241,9 +272,22 @@ class OfficialLane:
             pass
         self._armed = True
         lat, self._lat = self._lat, []
+        if self._first or self._gaps:
+            first, self._first = self._first, []
+            gaps, self._gaps = self._gaps, []
+            counts, self._counts = self._counts, []
+            self._stream.append((first, gaps, counts))
         errors = self._errors
         new, self._errors_seen = errors - self._errors_seen, errors
         return np.asarray(lat, dtype=np.int64), new
+
+    def stream(self):
+        """A streaming model's figures of the requests drained since the last call: first
+        response (ns), gaps (ns), data responses per answered request; None where none streamed."""
+        parts, self._stream = self._stream, []
+        if not parts:
+            return None
+        return tuple(np.asarray([v for p in parts for v in p[i]], dtype=np.int64) for i in range(3))
 
     def stats(self) -> dict[str, int]:
         return {"submitted": self._submitted, "completed": self._completed, "errors": self._errors,
