@@ -171,10 +171,11 @@ def test_three_cores_into_one_store(three_cores):
     assert set(capi) == set(RUNTIMES)
     for version, triton in RUNTIMES.items():
         r = capi[version]
-        assert r[1] == triton and r[3] == "none" and r[4] == "clean 2" and r[5] == "100% (2/2)" and r[7] == "pass"
+        assert r[1] == triton and r[3] == "none" and r[4] == "clean 2" and r[5] == "ok 2" and r[6] == "100% (2/2)"
+        assert r[8] == "pass"
     # the official engine: where its bindings do not load (not installed here), a row that says why
     for r in (r for r in rows if r[2] == "tritonserver"):
-        assert r[7] == "pass" or (r[7].startswith("skipped: ") and "tritonserver" in r[7]), r
+        assert r[8] == "pass" or (r[8].startswith("skipped: ") and "tritonserver" in r[8]), r
     cycles = Store(results).read("cycles")
     assert sorted(cycles["triton_version"].unique()) == sorted(RUNTIMES.values())
     assert set(cycles[cycles.engine == "capi"].outcome) == {"clean"}
@@ -204,8 +205,8 @@ def test_a_retained_response_is_the_expected_outcome_and_a_bench_cell(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "exit_timeout is allowed" in proc.stdout
     soak_row, bench_row = _table_rows(proc.stdout)
-    assert soak_row[3] == "last-response" and soak_row[4] == "exit_timeout 1" and soak_row[5] == "0% (0/1), 1 after"
-    assert soak_row[7] == "pass"
+    assert soak_row[3] == "last-response" and soak_row[4] == "exit_timeout 1" and soak_row[5] == "ok 1"
+    assert soak_row[6] == "0% (0/1), 1 after" and soak_row[8] == "pass"
     assert bench_row[:3] == ["0.7.0", "2.51.0", "capi"] and bench_row[4] == "pass"
     infer_s = float(re.match(r"2: ([\d,]+) \(", bench_row[3]).group(1).replace(",", ""))
     windows = Store(results).read("windows")
@@ -220,5 +221,5 @@ def test_a_cell_that_outlives_its_time_is_a_row_not_a_crash(tmp_path):
                 str(tmp_path / "r"))
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     (row,) = _table_rows(proc.stdout)
-    assert row[0] == "0.7.0" and row[7].startswith("timeout: killed after")
+    assert row[0] == "0.7.0" and row[8].startswith("timeout: killed after")
     assert "Traceback" not in proc.stdout + proc.stderr
