@@ -107,12 +107,12 @@ def _read(root: str, table: str, columns: list[str]) -> pd.DataFrame:
     return Store(root).read(table, columns=columns)
 
 
-def _match(col: pd.Series, value: str) -> pd.Series:
+def match_where(col: pd.Series, value: str) -> pd.Series:
     """Rows of ``col`` equal to ``value`` (or to any of ``A,B,...``)."""
     if "," in value:
         out = pd.Series(False, index=col.index)
         for v in value.split(","):
-            out |= _match(col, v)
+            out |= match_where(col, v)
         return out
     if pd.api.types.is_bool_dtype(col) or (col.dtype == object and col.map(type).eq(bool).any()):
         want = value.lower() in ("1", "true", "yes")
@@ -144,17 +144,17 @@ def select(data: Data, where: list[str]) -> Data:
         present = pd.concat([t[key].astype("string") for t in (runs, cycles, windows) if key in t]).dropna().unique()
         if key in cycles or key in windows:
             if key in runs:
-                runs = runs[_match(runs[key], value)]
+                runs = runs[match_where(runs[key], value)]
             if key in cycles:
-                cycles = cycles[_match(cycles[key], value)]
+                cycles = cycles[match_where(cycles[key], value)]
             if key in windows:
-                windows = windows[_match(windows[key], value)]
+                windows = windows[match_where(windows[key], value)]
             if key not in windows:  # e.g. retain: windows follow their cycles
                 windows = windows.merge(cycles[["run_id", "cycle"]].drop_duplicates(), on=["run_id", "cycle"])
             if key not in cycles:
                 cycles = cycles.merge(windows[["run_id", "cycle"]].drop_duplicates(), on=["run_id", "cycle"])
         else:
-            runs = runs[_match(runs[key], value)]
+            runs = runs[match_where(runs[key], value)]
             cycles = cycles[cycles.run_id.isin(runs.run_id)]
             windows = windows[windows.run_id.isin(runs.run_id)]
         if cycles.empty and windows.empty:

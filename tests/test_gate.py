@@ -123,3 +123,13 @@ def test_a_side_measured_with_the_cpus_held_is_named(real_results, tmp_path, cap
     rc, out, err = _gate_in_process(capsys, str(root), "--baseline", real_results["none_a"],
                                     "--candidate", real_results["none_b"])
     assert "baseline ran with cpu_idle=os and the candidate with cpu_idle=poll" in out, out + err
+
+
+def test_where_takes_several_values_as_report_and_capacity_do():
+    import pandas as pd
+
+    from rig.commands import gate
+
+    cycles = pd.DataFrame({"run_id": ["A", "B", "C"], "retain": ["none", "none", "last-response"]})
+    assert list(gate.where(cycles, ["run_id=A,B"]).run_id) == ["A", "B"]
+    assert list(gate.where(cycles, ["run_id=C", "retain=last-response"]).run_id) == ["C"]

@@ -117,7 +117,9 @@ def side_windows(store, results: str, cycles, versions: set[str] | None, filtere
 
 
 def where(cycles, filters: list[str]):
-    """Cycles whose columns equal the ``--where KEY=VALUE`` filters."""
+    """Cycles whose columns equal the ``--where KEY=VALUE`` filters (``KEY=A,B``: any of them, as
+    ``rig report`` and ``rig capacity`` read it)."""
+    from rig.analysis.report import match_where
     from rig.store import CycleRow
 
     names = [f.name for f in dataclasses.fields(CycleRow)] + ["triton_version", "date"]
@@ -128,7 +130,7 @@ def where(cycles, filters: list[str]):
             raise RigError(f"--where {f!r}: write KEY=VALUE, e.g. --where retain=none")
         if key not in cycles.columns:
             raise RigError(f"--where {key}: no such column; columns: {_shorten(names, 50)}")
-        kept = cycles[cycles[key].astype(str) == value.strip()]
+        kept = cycles[match_where(cycles[key], value.strip())]
         if not len(kept):
             seen = {str(v) for v in cycles[key].dropna().unique()}
             raise RigError(f"--where {key}={value}: no cycle matches; {key} is one of {_shorten(seen)}")
