@@ -5,7 +5,7 @@ Public API: ``RunConfig`` and ``load_config`` (what to run), ``Store`` (the Parq
 They are imported on first use: a worker, which hosts Triton, never needs pyarrow.
 """
 
-__version__ = "0.1.0"
+from rig.version import __version__
 
 __all__ = ["RunConfig", "Store", "load_config", "run", "__version__"]
 
@@ -24,16 +24,6 @@ def __getattr__(name):
 
         return Store
     raise AttributeError(f"module 'rig' has no attribute {name!r}")
-
-
-def python_m(module: str) -> list[str]:
-    """``python -m module`` for a child process, safe from the folder it runs in: Python puts that
-    folder first on the module path, so a file there named like a module the child imports
-    (``http.py``, ``queue.py``) would shadow it and every cycle would crash. ``-P`` (3.11+)
-    leaves it out."""
-    import sys
-
-    return [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-m", module]
 
 
 def run(cfg, command: str = "soak", **kwargs):

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from rig.engines.base import ModelMetadata
-from rig.engines.capi_core import NUMPY_OF
+from rig.engines.capi.core import NUMPY_OF
 from rig.errors import RigError
 
 GENERATED = ("zero", "random")
@@ -383,7 +383,7 @@ def as_entries(inputs) -> list[dict]:
 def perf_analyzer_file(meta: ModelMetadata, entries: list[dict]) -> dict:
     """Entries in perf_analyzer's JSON format, each input as base64 of its raw bytes with its
     shape (the batch dimension left out), so that perf_analyzer sends what the rig sends."""
-    from rig.engines.capi_core import serialize_bytes
+    from rig.engines.capi.core import serialize_bytes
 
     data = []
     for entry in entries:

@@ -20,11 +20,10 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
-import psutil
-
-import rig
-from rig import engines, probes, python_m, repository, storefs
+from rig import engines, probes, procs, repository, storefs
 from rig import runtime as runtime_mod
+from rig.procs import python_m
+from rig.version import __version__ as rig_version
 from rig.config import RunConfig
 from rig.cycle import CycleSpec
 from rig.errors import RigError
@@ -133,7 +132,7 @@ def write_run_row(p: Prepared, command: str, cpu_idle: str | None = None) -> Non
     facts = host_facts()
     row = RunRow(run_id=p.run_id, started_at=now_iso(), command=command, host=p.config.node or facts["host"],
                  cpu=facts["cpu"], gpu=facts["gpu"], engine=p.engine, runtime=p.runtime.name,
-                 model=p.model_label, config=p.config.to_toml(), rig_version=rig.__version__,
+                 model=p.model_label, config=p.config.to_toml(), rig_version=rig_version,
                  python_version=platform.python_version(), cpu_idle=cpu_idle)
     p.store.write("runs", [row], p.runtime.triton_version, "run")
 
@@ -166,7 +165,7 @@ class WorkerHandle:
         self.spec_path.write_text(json.dumps(dataclasses.asdict(spec), indent=1))
         self.log_path = p.work_dir / "logs" / f"worker-{index:04d}.log"
         env = p.runtime.worker_env()
-        root = str(Path(rig.__file__).resolve().parent.parent)
+        root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         r, w = os.pipe()
         with open(self.log_path, "wb") as logf:
@@ -205,33 +204,10 @@ class WorkerHandle:
                 out.append(msg)
         return out
 
-    def group_pids(self) -> list[int]:
-        pids = []
-        for proc in psutil.process_iter():
-            try:
-                if os.getpgid(proc.pid) == self.pgid:
-                    pids.append(proc.pid)
-            except (ProcessLookupError, PermissionError):
-                pass
-        return pids
-
     def kill(self) -> tuple[int, int]:
         """SIGKILL the whole group; returns (stubs killed, shared-memory regions leaked)."""
-        pids = self.group_pids()
-        regions = probes.shm_regions_mapped(pids)
         stubs = len(probes.stubs_in_group(self.pgid))
-        try:
-            os.killpg(self.pgid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            pass
-        time.sleep(0.05)
-        leaked = probes.shm_regions_present(regions)
-        probes.remove_shm_regions(leaked)
-        return stubs, len(leaked)
+        return stubs, len(procs.kill_group(self.pgid, self.proc))
 
     def reap_leftovers(self) -> int:
         """After the worker exited: kill what it left in its group (stubs it never reaped)."""

@@ -36,9 +36,9 @@ from collections import deque
 from pathlib import Path
 from typing import Callable
 
-from rig import python_m
+from rig import procs
+from rig.procs import python_m
 from rig.errors import RigError
-from rig.probes import SHM_PREFIX
 
 TRITONCLIENT_VERSION = "2.48.0"
 BINARY = "perf_analyzer"
@@ -242,31 +242,6 @@ def _meaningful(lines: list[str]) -> str:
 
 # ---------------------------------------------------------------- running it
 
-_SHM_NAME = re.compile(SHM_PREFIX + r"_[\w-]+")
-
-
-def _group_shm_regions(pgid: int) -> set[str]:
-    """Python-backend shared-memory regions our process group maps or names to its stubs."""
-    found: set[str] = set()
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            if os.getpgid(int(pid)) != pgid:
-                continue
-            for part in ("cmdline", "maps"):
-                with open(f"/proc/{pid}/{part}", "rb") as f:
-                    found.update(_SHM_NAME.findall(f.read().decode(errors="replace")))
-        except (OSError, ProcessLookupError):
-            continue
-    return found
-
-
-def _kill_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
 def _run_one(binary: str, args: list[str], env: dict, workdir: str, deadline: float,
              log: Callable[[str], None]) -> tuple[int, list[str], str | None]:
     """Run perf_analyzer once; return (exit status, last output lines, reason it was stopped)."""
@@ -290,15 +265,15 @@ def _run_one(binary: str, args: list[str], env: dict, workdir: str, deadline: fl
     stopped = None
     try:
         while proc.poll() is None:
-            regions |= _group_shm_regions(proc.pid)
+            regions |= procs.group_shm_regions(proc.pid)
             if len(load_failures) >= 2:
                 stopped = _clean(load_failures[0])
             elif time.monotonic() > deadline:
                 stopped = "timed out"
             if stopped:
                 log(f"stopping perf_analyzer ({stopped})")
-                regions |= _group_shm_regions(proc.pid)
-                _kill_group(proc.pid, signal.SIGINT)
+                regions |= procs.group_shm_regions(proc.pid)
+                procs.signal_group(proc.pid, signal.SIGINT)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=3)
                 break
@@ -306,12 +281,9 @@ def _run_one(binary: str, args: list[str], env: dict, workdir: str, deadline: fl
                 proc.wait(timeout=0.5)
     finally:
         # Stubs left behind by a crash or a stop; everything in the group is ours.
-        _kill_group(proc.pid, signal.SIGKILL)
+        procs.kill_group(proc.pid, proc, regions)
         proc.wait()
         t.join(timeout=5)
-        for name in regions:
-            with contextlib.suppress(OSError):
-                os.unlink(os.path.join("/dev/shm", name))
     return proc.returncode, list(lines), stopped
 
 

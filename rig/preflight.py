@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from rig import python_m
+from rig.procs import python_m
 from rig import probes
 from rig.errors import RigError
 

@@ -21,7 +21,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from rig import python_m
+from rig.procs import python_m
 from rig.errors import RigError
 from rig.probes import STUB_NAME
 

@@ -15,7 +15,7 @@ import sys
 import time
 import traceback
 
-from rig import python_m
+from rig.procs import python_m
 from rig import cycle as cycle_mod
 from rig import engines
 from rig.runtime import Runtime
@@ -84,7 +84,7 @@ def main(spec_path: str, result_fd: int) -> int:
 
         workload = make_cycle_workload(spec.workload, lambda **w: chan.send(type="window", **w))
         if spec.engine == "capi":
-            from rig import fastpath
+            from rig.engines.capi import lane as fastpath
 
             fastpath.available()  # compile the native lanes now, not while Locust's hub runs
 

@@ -112,7 +112,7 @@ def test_every_copied_path_is_in_the_build_context_and_local_state_is_not(docker
         assert (ROOT / src).exists(), src
         assert src == "." or src in context_files, f"{src} is excluded by .dockerignore"
     # what `pip install .` and the RUN steps read
-    needed = ["pyproject.toml", "README.md", "rig/cli.py", "rig/_fastpath.c", "analysis/frames.py",
+    needed = ["pyproject.toml", "README.md", "rig/cli.py", "rig/engines/capi/_fastpath.c", "rig/analysis/frames.py",
               "models/numpy/1/model.py", "models/cupy/1/model.py", "workloads/nightly.toml",
               "deploy/docker/cupy-package.sh"]
     assert [n for n in needed if n not in context_files] == []

@@ -1,4 +1,4 @@
-"""Tests of the native load generator (rig.fastpath) on the real core and real stubs.
+"""Tests of the native load generator (rig.engines.capi.lane) on the real core and real stubs.
 
 The core must be loaded by a process whose LD_LIBRARY_PATH was set before it started, so each
 case runs in a child interpreter (``runtime.worker_env()``) that prints one JSON line of
@@ -19,7 +19,8 @@ import types
 import numpy as np
 import pytest
 
-from rig import fastpath, runtime
+from rig import runtime
+from rig.engines.capi import lane as fastpath
 from rig.errors import RigError
 
 SHM_PREFIX = "triton_python_backend_shm_region_"
@@ -42,7 +43,8 @@ CHILD = textwrap.dedent(r'''
     import json, os, sys, time
     from pathlib import Path
     import numpy as np
-    from rig import fastpath, repository, runtime
+    from rig import repository, runtime
+    from rig.engines.capi import lane as fastpath
     from rig.engines.base import EngineError, ServerOptions
     from rig.engines.capi import CapiEngine
 

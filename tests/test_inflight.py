@@ -40,7 +40,8 @@ CHILD = textwrap.dedent(r'''
     import json, os, sys, threading, time
     from pathlib import Path
     import numpy as np
-    from rig import fastpath, repository, runtime
+    from rig import repository, runtime
+    from rig.engines.capi import lane as fastpath
     from rig.engines.base import EngineError, ServerOptions
     from rig.engines.capi import CapiEngine
 

@@ -132,7 +132,8 @@ CHILD = textwrap.dedent(r'''
     import json, os, shutil, sys, time
     from pathlib import Path
     import numpy as np
-    from rig import fastpath, repository, runtime
+    from rig import repository, runtime
+    from rig.engines.capi import lane as fastpath
     from rig.engines.base import ServerOptions
     from rig.engines.capi import CapiEngine
     from rig.load.lanes import PyLane

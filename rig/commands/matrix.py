@@ -10,13 +10,14 @@ only its cell down: that cell is a row with the reason. A runtime or engine that
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shlex
 import signal
 import subprocess
 import threading
 import time
+
+from rig import procs
 
 RETAIN = ("none", "last-response", "last-array")
 ENGINES = ("auto", "capi", "tritonserver")
@@ -276,7 +277,7 @@ def _bench_words(args) -> list[str]:
 def _run_cell(argv: list[str], timeout: float) -> dict:
     """Run ``python -m rig ARGV`` in its own process group, its lines shown indented; the row's
     status from its exit status and what it printed."""
-    from rig import python_m
+    from rig.procs import python_m
 
     cmd = [*python_m("rig"), *argv]
     lines: list[str] = []
@@ -294,27 +295,15 @@ def _run_cell(argv: list[str], timeout: float) -> dict:
     try:
         rc = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill(proc)
+        procs.end_group(proc)
         reader.join(5)
         return {"status": "timeout", "reason": f"killed after {time.monotonic() - started:.0f} s "
                 f"(--cell-timeout {timeout:.0f})", "run_id": _run_id(lines)}
     except KeyboardInterrupt:
-        _kill(proc)
+        procs.end_group(proc)
         raise
     reader.join(5)
     return classify(rc, lines)
-
-
-def _kill(proc) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(10)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
 
 
 _RUN_ID = re.compile(r"^results: .*\(run_id (\S+)\)\s*$")

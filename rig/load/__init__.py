@@ -15,16 +15,28 @@ so a stalled server cannot hide behind coordinated omission.
 
 Modules: ``lanes`` (what keeps requests in flight), ``windows`` (histograms, the hub monitor),
 ``sink`` (the drain into windows and Locust's stats), ``users`` (``TritonUser``, locustfiles),
-``runner`` (closed and open loop, the adapter for a soak cycle). Importing this package imports
-Locust, which monkey-patches the process for gevent: only the worker does.
+``runner`` (closed and open loop, the adapter for a soak cycle), ``stability`` (perf_analyzer's
+rule, pure). Importing ``lanes``, ``runner``, ``sink``, ``users`` or ``windows`` imports Locust
+or gevent (Locust monkey-patches the process for gevent): only the worker does. The package
+imports them on first use of one of its names.
 """
 
-from rig.load.lanes import PyLane, TaskLane, make_lane
-from rig.load.runner import make_cycle_workload, run_locust, run_open
-from rig.load.sink import DRAIN_PACE_S, Sink, log_to_locust
-from rig.load.users import BUILTIN, RigShape, TritonUser, load_workload
-from rig.load.windows import HDR_DIGITS, HDR_MAX_US, HubMonitor, Window, record_many
+_EXPORTS = {
+    "lanes": ("PyLane", "TaskLane", "make_lane"),
+    "runner": ("make_cycle_workload", "run_locust", "run_open"),
+    "sink": ("DRAIN_PACE_S", "Sink", "log_to_locust"),
+    "users": ("BUILTIN", "RigShape", "TritonUser", "load_workload"),
+    "windows": ("HDR_DIGITS", "HDR_MAX_US", "HubMonitor", "Window", "record_many"),
+}
+__all__ = sorted(name for names in _EXPORTS.values() for name in names)
 
-__all__ = ["BUILTIN", "DRAIN_PACE_S", "HDR_DIGITS", "HDR_MAX_US", "HubMonitor", "PyLane", "RigShape",
-           "Sink", "TaskLane", "TritonUser", "Window", "load_workload", "log_to_locust", "make_cycle_workload",
-           "make_lane", "record_many", "run_locust", "run_open"]
+
+def __getattr__(name):
+    """The package's names, each imported on first use: ``rig.load.stability`` (pure) can be
+    imported without Locust."""
+    import importlib
+
+    for module, names in _EXPORTS.items():
+        if name in names:
+            return getattr(importlib.import_module(f"rig.load.{module}"), name)
+    raise AttributeError(f"module 'rig.load' has no attribute {name!r}")

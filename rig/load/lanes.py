@@ -8,7 +8,7 @@ request)`` of what its drains took since the last call, or None; a lane that sen
 ``set_request_timeout(seconds)``: a request unanswered by then counts once as a timeout (an error
 too), and its late end, if any, counts nothing. A failed request that had a latency (one the
 server answered with an error) comes out of ``drain`` negated, so that the sink keeps failed
-requests' latencies apart; ``errors`` counts every failed request, with or without one. The engine's own lane is the fast path (capi: native C, ``rig/fastpath.py``;
+requests' latencies apart; ``errors`` counts every failed request, with or without one. The engine's own lane is the fast path (capi: native C, ``rig/engines/capi/lane.py``;
 tritonserver: its asyncio loop); ``PyLane`` serves engines without one; ``TaskLane`` records
 the requests that a locustfile's own tasks send one at a time through ``TritonUser.infer``.
 """
@@ -32,7 +32,7 @@ class PyLane:
     kind = "python"
 
     def __init__(self, engine: Engine, model: str, inputs: dict | list[dict], in_flight: int = 1):
-        from rig.fastpath import entries_of
+        from rig.engines.capi.lane import entries_of
 
         self.engine, self.model, self.in_flight = engine, model, in_flight
         self.entries = entries_of(inputs)

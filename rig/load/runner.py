@@ -183,7 +183,7 @@ def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
     loaded: list = []  # the locustfile, loaded once for all the cycles of this worker
 
     def workload(engine: Engine, spec, inputs: dict, kept, cycle: int, checks: dict | None = None) -> dict:
-        from rig.cycle import apply_retention
+        from rig.engines.retention import apply_retention
 
         model = spec.models[0]
         tags = {"mode": "open" if wcfg.get("rate") else "closed", "cycle": cycle}

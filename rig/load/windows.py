@@ -14,7 +14,7 @@ import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from rig import probes
-from rig.analysis.sweeps import stable
+from rig.load.stability import stable  # noqa: F401 - the rule each window is held to
 
 HDR_MAX_US = 60_000_000  # one minute
 HDR_DIGITS = 3

@@ -1,6 +1,6 @@
 """A lane over the official API: requests kept in flight on the engine's asyncio loop.
 
-The counterpart of the capi engine's native lane (``rig/fastpath.py``), with the same interface
+The counterpart of the capi engine's native lane (``rig/engines/capi/lane.py``), with the same interface
 (``start_closed``, ``start_open``, ``stop``, ``drain``, ``fileno``, ``stats``, ``close``). Every
 request is ``Model.async_infer``, over an ``InferenceRequest`` built once per entry of inputs
 (one entry: the same inputs each time; several: request k carries entry k mod N; see
@@ -38,7 +38,7 @@ from rig.engines.official.responses import OutputCheck, Picker, prepare_inputs
 class OfficialLane:
     def __init__(self, engine: OfficialEngine, model: str, inputs: dict[str, np.ndarray] | list[dict],
                  in_flight: int = 1):
-        from rig.fastpath import entries_of
+        from rig.engines.capi.lane import entries_of
 
         self._engine = engine
         self._handle = engine.model_handle(model)

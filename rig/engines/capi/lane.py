@@ -42,7 +42,7 @@ import numpy as np
 from rig import runtime
 from rig.engines.base import EngineError
 from rig.engines.capi import CapiEngine, CapiResponse
-from rig.engines.capi_core import DATATYPES, datatype_of
+from rig.engines.capi.core import DATATYPES, datatype_of
 from rig.errors import RigError
 
 SOURCE = Path(__file__).with_name("_fastpath.c")
@@ -250,7 +250,7 @@ class Lane:
         if not check:
             self._lib.fp_lane_set_check(self._handle(), None, 0, None, -1, -1, None)
             return
-        from rig.engines.capi_core import DATATYPES
+        from rig.engines.capi.core import DATATYPES
 
         data = check.get("bytes")
         size = check.get("size")

@@ -5,20 +5,7 @@ from __future__ import annotations
 
 import statistics
 
-
-def stable(rows: list[dict], n: int = 3, pct: float = 10.0) -> bool | None:
-    """perf_analyzer's rule: the last ``n`` windows' throughput and p50 within ``pct`` % of their mean."""
-    if len(rows) < n:
-        return None
-    last = rows[-n:]
-    for key in ("throughput", "p50_us"):
-        vals = [r[key] for r in last if r.get(key) is not None]
-        if len(vals) < n:
-            return False
-        mean = sum(vals) / n
-        if mean <= 0 or any(abs(v - mean) / mean * 100 > pct for v in vals):
-            return False
-    return True
+from rig.load.stability import stable  # noqa: F401 - re-exported: the worker applies it live
 
 
 def summarize(windows: list[dict]) -> dict:

@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from rig import Store
+from rig.store import Store
 from rig.analysis import plots
 
 

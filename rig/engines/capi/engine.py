@@ -16,7 +16,7 @@ import numpy as np
 
 from rig.engines.base import (Engine, EngineError, ModelMetadata, Response, ServerOptions,
                               TensorSpec)
-from rig.engines.capi_core import (CONTROL_MODES, DATATYPES, MEMORY_CPU, NUMPY_OF, RESPONSE_FINAL,
+from rig.engines.capi.core import (CONTROL_MODES, DATATYPES, MEMORY_CPU, NUMPY_OF, RESPONSE_FINAL,
                                    AllocFn, CoreLibrary, ReleaseFn, RequestReleaseFn, ResponseCompleteFn,
                                    datatype_of, serialize_bytes)
 
@@ -366,10 +366,10 @@ class CapiEngine(Engine):
         self._submit(model, inputs, done, times)
 
     def lane(self, model: str, inputs: dict[str, np.ndarray] | list[dict], in_flight: int):
-        """The native lane (``rig/_fastpath.c``) where a C compiler is at hand and the inputs
+        """The native lane (``rig/engines/capi/_fastpath.c``) where a C compiler is at hand and the inputs
         suit it (no BYTES); else None, and the Python lane serves. ``inputs``: one entry, or a
         list of them cycled request by request."""
-        from rig import fastpath
+        from rig.engines.capi import lane as fastpath
         from rig.errors import RigError
 
         if not fastpath.available()[0]:

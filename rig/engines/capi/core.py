@@ -1,7 +1,7 @@
 """Triton's C API (``tritonserver.h``) as ctypes sees it: the core library with the signatures
 of the functions the rig calls, its data types and error codes, and how errors come back.
 
-``rig/engines/capi.py`` builds the engine on it; ``rig/fastpath.py`` shares its types.
+``rig/engines/capi/engine.py`` builds the engine on it; ``rig/engines/capi/lane.py`` shares its types.
 """
 
 from __future__ import annotations
