@@ -37,7 +37,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from rig.store import MERGED, TABLES, CycleRow, RunRow, Store, WindowRow, arrow_schema
+from rig.store import MERGED, TABLES, Store, arrow_schema
+
+from rig.protocol import CycleRow, RunRow, WindowRow
 
 VERSIONS = ["2.48.0", "2.49.0", "2.50.0", "2.51.0"]
 OUTCOMES = np.array(["clean", "exit_timeout", "finalize_missing", "hung", "infer_error"])

@@ -32,7 +32,7 @@ from rig.analysis.sweeps import knee, stable, summarize
 from rig.config import RunConfig
 from rig.errors import RigError
 from rig.preflight import check_workload, without_spaces
-from rig.store import CycleResult, window_row
+from rig.protocol import CycleResult, window_row
 from rig.text import num, redact
 
 SHAPED = ("ramp", "step", "spike")  # built-in workloads whose users change during a run

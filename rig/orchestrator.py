@@ -30,7 +30,8 @@ from rig.errors import RigError
 from rig.preflight import (check_inputs, check_workload, cupy_usable, ensure_evidence_hook, host_facts,
                            lock_run, without_spaces)
 from rig.fleet import check_master, node_name
-from rig.store import CycleResult, CycleRow, RunRow, Store, WindowRow, now_iso, window_row
+from rig.store import Store
+from rig.protocol import CycleResult, CycleRow, RunRow, WindowRow, now_iso, window_row
 
 CYCLE_FIELDS = [f.name for f in dataclasses.fields(CycleRow)]
 

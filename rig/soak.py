@@ -11,7 +11,8 @@ from typing import Callable
 from rig import orchestrator
 from rig.config import RunConfig, from_toml_text
 from rig.errors import RigError
-from rig.store import CycleResult, CycleRow, Store
+from rig.store import Store
+from rig.protocol import CycleResult, CycleRow
 from rig.text import num, redact
 
 DEFAULT_ALLOWED = ("clean", "ok")  # a verdict of each kind (cycle.OUTCOMES, cycle.LOAD_OUTCOMES)

@@ -13,7 +13,7 @@ import pandas as pd
 
 def test_a_window_keeps_stream_columns_null_unless_a_request_streamed():
     from rig.load.windows import Window
-    from rig.store import SCHEMA_VERSION, WindowRow
+    from rig.protocol import SCHEMA_VERSION, WindowRow
 
     w = Window(1, 0.0)
     w.record(np.array([90_000_000, 91_000_000]), 0)

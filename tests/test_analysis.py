@@ -14,7 +14,8 @@ from hdrh.histogram import HdrHistogram
 from scipy import stats as sps
 
 from rig.analysis import frames, stats, verdict
-from rig.store import CycleRow, Store, window_row
+from rig.store import Store
+from rig.protocol import CycleRow, window_row
 
 
 # ================================================================ stats

@@ -12,7 +12,8 @@ from hdrh.histogram import HdrHistogram
 
 from rig.analysis import capacity
 from rig.cli import main
-from rig.store import RunRow, Store, window_row
+from rig.store import Store
+from rig.protocol import RunRow, window_row
 
 
 def _hist(latencies_us) -> str:

@@ -14,7 +14,8 @@ import pytest
 from stores import real_results  # noqa: F401  (the session's store, a fixture)
 
 from rig.cli import main
-from rig.store import CycleRow, RunRow, Store, WindowRow
+from rig.store import Store
+from rig.protocol import CycleRow, RunRow, WindowRow
 
 
 def report(capsys, *args) -> tuple[int, str, str]:

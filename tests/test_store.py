@@ -7,7 +7,9 @@ import dataclasses
 import pandas as pd
 import pyarrow.parquet as pq
 
-from rig.store import TABLES, CycleRow, Store, arrow_schema
+from rig.store import TABLES, Store, arrow_schema
+
+from rig.protocol import CycleRow
 
 
 def _cycle(run_id="r1", cycle=1, **kw):

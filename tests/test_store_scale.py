@@ -21,7 +21,8 @@ import pytest
 from helpers import ROOT, rig
 from rig.cli import main
 from rig.preflight import lock_run
-from rig.store import KEYS, MERGED, CycleRow, RunRow, Store, window_row
+from rig.store import KEYS, MERGED, Store
+from rig.protocol import CycleRow, RunRow, window_row
 
 
 def cycle_row(run_id: str, cycle: int, **kw) -> CycleRow:

@@ -28,7 +28,8 @@ from rig.errors import RigError
 from rig.schedule import arrival_times
 
 from rig.analysis.sweeps import stable
-from rig.store import CycleRow, RunRow, Store, WindowRow
+from rig.store import Store
+from rig.protocol import CycleRow, RunRow, WindowRow
 
 HOOK = Path(cycle.__file__).resolve().parent / "hook" / "evidence.py"
 
@@ -337,7 +338,7 @@ def test_cycle_line_of_lost_and_failed_cycles():
 
 
 def test_window_row_fills_what_a_window_message_lacks():
-    from rig.store import window_row
+    from rig.protocol import window_row
 
     w = window_row("r9", "capi", "numpy", {"cycle": "3", "window": None, "throughput": None, "p50_us": 120.0,
                             "requests": 10.0, "unknown": 1})

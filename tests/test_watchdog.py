@@ -25,7 +25,8 @@ from rig import orchestrator
 from rig.config import RunConfig
 from rig.cycle import OUTCOMES, CycleSpec
 from rig.runtime import Runtime
-from rig.store import CycleRow, Store, WindowRow
+from rig.store import Store
+from rig.protocol import CycleRow, WindowRow
 
 # What every fake worker starts with: its arguments, its spec, the result pipe, and a way to
 # leave a process the probes take for a backend stub (argv[0] is the stub's name) in its group.

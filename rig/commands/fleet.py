@@ -223,7 +223,7 @@ class Master:
 
 def _rows(fleet_id: str, r: int, started: str, a, joined, reports, missing_at, absent, users: int):
     from rig.fleet import figures, merge_histograms
-    from rig.store import FleetRow
+    from rig.protocol import FleetRow
 
     rows, hists = [], []
     base = dict(run_id=fleet_id, round=r, started_at=started, seconds=a.workload_seconds, locust_requests=None)
@@ -266,7 +266,8 @@ def run(a) -> int:
     import dataclasses
 
     from rig.orchestrator import new_run_id
-    from rig.store import Store, now_iso
+    from rig.store import Store
+    from rig.protocol import now_iso
     from rig.text import redact
 
     _check(a)

@@ -80,7 +80,7 @@ def load(results: str, keys=(), sides=()):
     ``--where`` the table has) and its store; RigError for a missing, empty or foreign one.
     Where every one of ``sides`` names a Triton version the table has, only those versions'
     partitions are read. Windows are read per side (``side_windows``)."""
-    from rig.store import CycleRow
+    from rig.protocol import CycleRow
 
     store = open_store(results)
     names = {f.name for f in dataclasses.fields(CycleRow)} | {"triton_version", "date"}
@@ -120,7 +120,7 @@ def where(cycles, filters: list[str]):
     """Cycles whose columns equal the ``--where KEY=VALUE`` filters (``KEY=A,B``: any of them, as
     ``rig report`` and ``rig capacity`` read it)."""
     from rig.analysis.report import match_where
-    from rig.store import CycleRow
+    from rig.protocol import CycleRow
 
     names = [f.name for f in dataclasses.fields(CycleRow)] + ["triton_version", "date"]
     for f in filters:
