@@ -21,6 +21,11 @@ Schema history (``schema_version`` column):
      ``histogram``, with ``first_p50_us``, ``first_p99_us``, ``gap_p50_us``, ``gap_p99_us``,
      ``responses`` and ``responses_per_request``; null in windows of models that do not stream
      (and in older files).
+  8: HDR columns (windows' ``histogram``, ``error_histogram``, ``first_response_histogram``,
+     ``gap_histogram``; fleet's ``histogram``) hold HdrHistogram's standard encoding, decodable as
+     stored by any HdrHistogram library (older files, base64 of it, still read: ``rig.hdr``);
+     runs: the versions of the packages that shape a figure (locust, numpy in the worker and in
+     the stubs, pyarrow, the tritonserver bindings).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ def now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-SCHEMA_VERSION = 7  # see the history above
+SCHEMA_VERSION = 8  # see the history above
 
 
 @dataclasses.dataclass(frozen=True)
