@@ -40,8 +40,9 @@ def test_every_link_resolves_to_a_file_and_heading():
 
 def test_first_screen_and_the_two_commands():
     text = README.read_text()
-    first = "\n".join(text.splitlines()[:25])
+    first = "\n".join(text.splitlines()[:25])  # a screen
     assert "in-process" in first and "server#8755" in first  # what it is, and why
+    assert ".venv/bin/rig soak" in first  # and how to run it
     assert "pip install -q -e . && .venv/bin/rig soak" in text  # the main job, one command
     assert "bash .ci/run" in text and (ROOT / ".ci" / "run").exists()  # the tests, one command
     assert len(text.splitlines()) <= 200
