@@ -30,7 +30,7 @@ import statistics
 from rig import config, cpuidle, orchestrator, repository
 from rig.analysis.sweeps import knee, stable, summarize
 from rig.config import RunConfig
-from rig.errors import RigError
+from rig.errors import Exit, RigError
 from rig.preflight import check_workload, without_spaces
 from rig.protocol import CycleResult, window_row
 from rig.text import num, redact
@@ -193,7 +193,7 @@ def _sweep(p, cfg: RunConfig, args, conc, rates, repeats, counts, hold, log) -> 
     _plots(p, counts, log)
     p.store.compact(p.run_id, owner=True)  # its files merged: one per table and partition
     log(f"results: {redact(str(cfg.results))}/windows (run_id {p.run_id})")
-    return 0
+    return Exit.OK
 
 
 def _hold_text(hold) -> str:

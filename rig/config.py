@@ -12,6 +12,7 @@ import typing
 from pathlib import Path
 
 from rig.errors import RigError
+from rig.repository import FAULTS, KINDS
 from rig.text import redact
 
 try:
@@ -19,6 +20,8 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
+# Each vocabulary of the options, defined here once: the command line's choices, the TOML file's
+# checks and the matrix's lists all read these.
 Retain = typing.Literal["none", "last-response", "last-array"]
 StopStrategy = typing.Literal["stop", "unload-then-stop"]
 RestartMode = typing.Literal["fresh-process", "same-process"]
@@ -28,6 +31,9 @@ RETAIN = typing.get_args(Retain)
 STOP_STRATEGIES = typing.get_args(StopStrategy)
 RESTART_MODES = typing.get_args(RestartMode)
 ENGINES = typing.get_args(EngineName)
+ARRIVALS = typing.get_args(Arrivals)
+MODELS = KINDS                    # the rig's template models (rig.repository renders them)
+FAULT_PRESETS = tuple(FAULTS)     # the template model's fault injection presets
 # The built-in workloads: locustfiles in workloads/ (a path to a user's locustfile also serves)
 WORKLOADS = ("steady", "soak", "ramp", "step", "spike")
 
@@ -68,7 +74,7 @@ class RunConfig:
     instances: int = 1
     max_batch_size: int = 0
     dynamic_batching: bool = False
-    fault: str = "none"
+    fault: str = "none"               # one of FAULT_PRESETS (the template model's)
     execute_delay_ms: float = 0.0
     cycles: int = 1
     requests: int = 100               # per cycle, when no workload runs
@@ -105,7 +111,7 @@ class RunConfig:
                                "closed loop (its users send the requests): drop one of the two")
         else:
             one_of("workload.name", self.workload.name, ("none",) + WORKLOADS)
-        one_of("workload.arrivals", self.workload.arrivals, ("poisson", "constant"))
+        one_of("workload.arrivals", self.workload.arrivals, ARRIVALS)
         w = self.workload
         if w.seconds <= 0 or w.window_seconds <= 0 or w.users < 1 or w.in_flight < 1 \
                 or (w.rate is not None and w.rate <= 0):
@@ -115,7 +121,8 @@ class RunConfig:
 
             parse_master(w.master)
         if self.model_repository is None:
-            one_of("model", self.model, ("numpy", "cupy"))
+            one_of("model", self.model, MODELS)
+            one_of("fault", self.fault, FAULT_PRESETS)
         self._inputs()
         if self.cycles < 1 or self.requests < 0 or self.exit_timeout < 0:
             raise RigError("cycles must be >= 1, requests >= 0 and exit_timeout >= 0")

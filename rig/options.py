@@ -1,13 +1,152 @@
-"""What a run's options must agree on: an option given that the run could not apply is refused
-in one line, never ignored."""
+"""The options of the commands that run Triton (cycle, soak, bench; matrix passes them to each
+cell): their definitions, the run's configuration they make (file, then options), and what they
+must agree on: an option given that the run could not apply is refused in one line, never ignored."""
 
 from __future__ import annotations
 
+import argparse
+
+from rig.config import ARRIVALS, ENGINES, FAULT_PRESETS, MODELS, RESTART_MODES, RETAIN, STOP_STRATEGIES
 from rig.errors import RigError
 
 
 def option(dest: str) -> str:
     return "--" + dest.replace("_", "-")
+
+
+def add_target_options(p: argparse.ArgumentParser) -> None:
+    """What runs: the runtime, the engine and the model (cycle, soak, bench and matrix)."""
+    g = p.add_argument_group("what runs")
+    g.add_argument("--config", help="TOML file of options (example: workloads/nightly.toml)")
+    g.add_argument("--runtime", help="auto (default), container, or an embedded version such as 0.7.0")
+    g.add_argument("--engine", choices=ENGINES)
+    g.add_argument("--model", choices=MODELS, help="the rig's model template (default numpy)")
+    g.add_argument("--model-repository", help="soak your own model repository instead of a template")
+    g.add_argument("--model-size", type=int, help="matrix size of the template model (default 4)")
+    g.add_argument("--instances", type=int, help="model instances (default 1)")
+    g.add_argument("--max-batch-size", type=int)
+    g.add_argument("--dynamic-batching", action="store_true", default=None)
+    g.add_argument("--fault", help=f"fault injection preset of the template model: {', '.join(FAULT_PRESETS)}")
+    g.add_argument("--execute-delay-ms", type=float, help="make the template model slow on purpose")
+    g.add_argument("--input-data", metavar="zero|random|FILE.json",
+                   help="what requests carry: random data, zeros, or a JSON file in perf_analyzer's format "
+                   '({"data": [{"INPUT": [1, 2]}, ...]}, entries sent in turn; a relative path is this folder\'s)')
+    g.add_argument("--shape", action="append", metavar="NAME:d1,d2",
+                   help="variable dimensions of an input (repeat it, or INPUT0:5,X:2,3), for generated data and "
+                   "for file entries without a shape; the batch dimension left out")
+    g.add_argument("--skip-ok", action="store_true",
+                   help="exit 0 when the run is skipped (the cupy model without a GPU); default: exit 3")
+
+
+def add_server_options(g) -> None:
+    g.add_argument("--exit-timeout", type=int, help="the server's exit_timeout in seconds (default 30)")
+    g.add_argument("--startup-timeout", type=float, help="seconds to become ready (default 120)")
+    g.add_argument("--request-timeout", type=float, help="seconds a request may take (default 30)")
+    g.add_argument("--results", help="results folder (default results/)")
+    g.add_argument("--node", help="the name this machine's rows carry in `host` (default the hostname)")
+
+
+def add_cycle_options(p: argparse.ArgumentParser, cycles_default_help: str) -> None:
+    """The lifecycle, the workload inside each cycle and the thresholds (cycle, soak and matrix)."""
+    c = p.add_argument_group("lifecycle")
+    c.add_argument("--cycles", type=int, help=cycles_default_help)
+    c.add_argument("--requests", type=int, help="requests per cycle when no workload runs (default 100)")
+    c.add_argument("--retain", choices=RETAIN, help="what stays referenced across stop() (default none)")
+    c.add_argument("--stop-strategy", choices=STOP_STRATEGIES)
+    c.add_argument("--restart", choices=RESTART_MODES)
+    add_server_options(c)
+    w = p.add_argument_group("workload inside each cycle")
+    w.add_argument("--workload", help="none (fixed request count), steady, ramp, step, spike, soak "
+                   "(locustfiles in workloads/), or the path of your own locustfile (FILE.py)")
+    w.add_argument("--workload-seconds", type=float)
+    w.add_argument("--users", type=int)
+    w.add_argument("--in-flight", type=int)
+    w.add_argument("--rate", help="open loop: arrivals per second")
+    w.add_argument("--arrivals", choices=ARRIVALS)
+    w.add_argument("--window-seconds", type=float)
+    w.add_argument("--seed", type=int)
+    w.add_argument("--locust-web-port", type=int, help="serve Locust's web UI on 127.0.0.1:PORT while loading")
+    w.add_argument("--locust-master", help="HOST:PORT of a `rig fleet` master: each cycle's load joins it as a "
+                   "Locust worker, and the master sets users, shape and length")
+    t = p.add_argument_group("thresholds (exit status 1 when crossed)")
+    t.add_argument("--max-stop-latency", type=float, help="seconds")
+    t.add_argument("--min-finalize-success", type=float, help="fraction 0..1")
+    t.add_argument("--allow-leaks", action="store_true", default=None)
+    t.add_argument("--allow-outcomes", default=None,
+                   help="comma-separated verdicts that do not fail the run, of the lifecycle (clean, "
+                   "exit_timeout, ...) and of the load (ok, errors, timeouts, ...); a kind left unnamed "
+                   "keeps its default (soak: clean and ok; cycle: any, it records and reports)")
+
+
+OVERRIDES = {  # config key -> option dest (a subcommand without the option leaves the key alone)
+    "runtime": "runtime", "engine": "engine", "model": "model", "model_repository": "model_repository",
+    "model_size": "model_size", "instances": "instances", "max_batch_size": "max_batch_size",
+    "dynamic_batching": "dynamic_batching", "fault": "fault", "execute_delay_ms": "execute_delay_ms",
+    "cycles": "cycles", "requests": "requests", "retain": "retain", "exit_timeout": "exit_timeout",
+    "stop_strategy": "stop_strategy", "restart": "restart", "startup_timeout": "startup_timeout",
+    "request_timeout": "request_timeout", "results": "results", "node": "node",
+    "input_data": "input_data", "shapes": "shape",
+    "workload.master": "locust_master",
+    "workload.name": "workload", "workload.seconds": "workload_seconds", "workload.users": "users",
+    "workload.in_flight": "in_flight", "workload.arrivals": "arrivals",
+    "workload.window_seconds": "window_seconds", "workload.seed": "seed", "workload.web_port": "locust_web_port",
+    "thresholds.max_stop_latency_s": "max_stop_latency",
+    "thresholds.min_finalize_success": "min_finalize_success",
+    "thresholds.allow_leaks": "allow_leaks",
+    "thresholds.allow_outcomes": "allow_outcomes",
+}
+# Options that shape a workload: without one (--workload none, the default) they cannot apply.
+WORKLOAD_ONLY = ("workload_seconds", "users", "in_flight", "arrivals", "window_seconds", "seed",
+                 "locust_web_port")
+
+
+def overrides(a: argparse.Namespace) -> dict:
+    """The options given, as the config keys they override (None: not given)."""
+    out = {key: getattr(a, dest, None) for key, dest in OVERRIDES.items()}
+    out["workload.rate"] = one_rate(getattr(a, "rate", None))
+    return out
+
+
+def one_rate(rate: str | None) -> float | None:
+    if rate is None:
+        return None
+    try:
+        return float(rate)
+    except ValueError:
+        raise RigError(f"--rate is one number of arrivals per second (got {rate!r}); "
+                       "lists are for `rig bench --rates`") from None
+
+
+def run_config(args):
+    """The run's configuration (file, then options), or None when the run is skipped here (said
+    in one line). An option that cannot apply is refused in one line, never ignored."""
+    from rig import config
+
+    if getattr(args, "resume", None):
+        kept = [option(d) for d in (*OVERRIDES.values(), "rate") if d not in ("cycles", "results")
+                and getattr(args, d, None) is not None] + (["--config"] if args.config else [])
+        if kept:
+            raise RigError(f"a resumed run keeps the options it was started with; drop {', '.join(kept)} "
+                           "(only --cycles, to run more, and --results, where it is now, may be given)")
+    cfg = config.load(args.config, overrides(args))
+    if cfg.workload.name == "none" and args.command != "bench":
+        if cfg.workload.rate is not None or cfg.workload.master is not None:
+            cfg.workload.name = "steady"  # --rate alone: an open loop on the rig's own lane
+        else:
+            given = [option(d) for d in WORKLOAD_ONLY if getattr(args, d, None) is not None]
+            if given:
+                raise RigError(f"{', '.join(given)} shape(s) a workload, and none runs: add --workload "
+                               "steady (or a locustfile), or drop them")
+    refuse_inapplicable(args, cfg)
+    if cfg.model == "cupy" and not cfg.model_repository:
+        from rig.preflight import cupy_usable
+
+        ok, why = cupy_usable()
+        if not ok:
+            print(f"rig: skipped: the cupy model needs a CUDA device and CuPy ({why}); nothing was run. "
+                  "Use --model numpy on this machine, or --skip-ok where a skip is a success.")
+            return None
+    return cfg
 
 
 TEMPLATE_ONLY = ("model", "model_size", "instances", "max_batch_size", "dynamic_batching", "fault",

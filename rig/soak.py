@@ -10,7 +10,7 @@ from typing import Callable
 
 from rig import orchestrator
 from rig.config import RunConfig, from_toml_text
-from rig.errors import RigError
+from rig.errors import Exit, RigError
 from rig.store import Store
 from rig.protocol import CycleResult, CycleRow
 from rig.text import num, redact
@@ -296,4 +296,4 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
 
         path = plots.soak_figure(p.store.read("cycles", p.run_id), p.store.plot_path(f"{p.run_id}-soak.png"))
         log(f"plot: {p.store.publish(path)}")
-    return (1 if reasons else 0), tally, p.run_id, reasons
+    return (Exit.FAILED if reasons else Exit.OK), tally, p.run_id, reasons

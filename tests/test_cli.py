@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rig import cli
+from rig import cli, options
 
 
 def run(capsys, *argv):
@@ -26,7 +26,7 @@ def test_rate_alone_means_an_open_loop():
     from rig import config
 
     args = cli.build_parser().parse_args(["cycle", "--rate", "50"])
-    cfg = cli._config(args)
+    cfg = options.run_config(args)
     assert cfg.workload.name == "steady" and cfg.workload.rate == 50.0
     assert isinstance(cfg, config.RunConfig)
 
@@ -84,3 +84,24 @@ def test_an_option_that_cannot_apply_is_refused_in_one_line(capsys, tmp_path, ar
     code, out, err = run(capsys, *argv, "--results", str(tmp_path / "r"))
     assert code == 2 and says in err, err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "r" / "runs").exists()
+
+
+def test_the_exit_codes_the_readme_and_help_give_are_the_codes():
+    """One table of exit statuses (rig.errors.Exit): the README's and `rig --help`'s say the same."""
+    import re
+    from pathlib import Path
+
+    from rig.errors import Exit
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    assert [int(c) for c in re.findall(r"^\| (\d+) \|", section, re.M)] == [int(e) for e in Exit]
+    epilog = " ".join(cli.build_parser().epilog.split())
+    assert [int(c) for c in re.findall(r"(?:^exit status:|;) (\d+) ", epilog)] == [int(e) for e in Exit]
+
+
+def test_no_command_is_usage_and_bad_input_one_line(capsys):
+    assert run(capsys, )[0] == 2
+    code, out, err = run(capsys, "soak", "--engine", "tensorrt")
+    assert code == 2 and err.startswith("rig: error: argument --engine: invalid choice: 'tensorrt'")
+    assert len(err.strip().splitlines()) == 1

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rig import cli
+from rig import cli, options
+from rig.errors import Exit
 
 ROOT = Path(__file__).resolve().parent.parent
 REPO = "--model-repository"
@@ -154,7 +155,7 @@ def test_an_option_that_applies_reaches_the_run(command, option, tmp_path):
     argv = [command, *_argv(option, tmp_path), *_fill(extra, tmp_path)]
     if "--cycles" not in argv:
         argv += ["--cycles", "2"]
-    cfg = cli._config(cli.build_parser().parse_args(argv))
+    cfg = options.run_config(cli.build_parser().parse_args(argv))
     assert cfg is not None and landed(cfg), f"`rig {' '.join(argv[:3])}` did not reach the config"
 
 
@@ -163,7 +164,7 @@ def test_skip_ok_turns_a_skip_into_success(capsys):
 
     if cupy_usable()[0]:
         pytest.skip("this machine has CuPy and a GPU: the cupy model runs, nothing is skipped")
-    assert cli.main(["soak", "--model", "cupy"]) == cli.EXIT_SKIPPED
+    assert cli.main(["soak", "--model", "cupy"]) == Exit.SKIPPED
     assert cli.main(["soak", "--model", "cupy", "--skip-ok"]) == 0
     assert "skipped" in capsys.readouterr().out
 

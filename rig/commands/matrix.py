@@ -18,9 +18,9 @@ import threading
 import time
 
 from rig import procs
-
-RETAIN = ("none", "last-response", "last-array")
-ENGINES = ("auto", "capi", "tritonserver")
+from rig.config import ENGINES, RETAIN
+from rig.errors import Exit, RigError
+from rig.options import add_cycle_options, add_target_options, run_config
 # Options of `rig soak` the matrix sets per cell or has no use for (each cell is a whole soak).
 _OWN = {"runtime", "engine", "retain", "skip_ok", "locust_web_port"}
 # Options a bench cell takes from the matrix's (the server and the model; no lifecycle, no load).
@@ -30,15 +30,14 @@ DEFAULT_CYCLES = 3
 
 
 def add_parser(sub) -> None:
-    from rig import cli
-
     p = sub.add_parser("matrix", help="the same soak (and bench) across Triton runtimes and engines, one store",
                        description="Run the same soak against each runtime x engine x retention policy, each "
                        "cell in its own process, into one results folder; a summary table (Markdown) and an exit "
-                       "status: 0 every cell that can run here passed, 1 a cell failed its thresholds, refused its "
-                       "input, crashed or timed out, 2 bad input, 3 every cell was skipped, 4 the machine failed a "
-                       "cell. With --retain last-response/last-array, exit_timeout is allowed (the expected outcome "
-                       "of a reference kept across stop()); the table shows every outcome.")
+                       f"status: {Exit.OK:d} every cell that can run here passed, {Exit.FAILED:d} a cell failed its "
+                       f"thresholds, refused its input, crashed or timed out, {Exit.USAGE:d} bad input, "
+                       f"{Exit.SKIPPED:d} every cell was skipped, {Exit.MACHINE:d} the machine failed a cell. With "
+                       "--retain last-response/last-array, exit_timeout is allowed (the expected outcome of a reference kept across stop()); the table "
+                       "shows every outcome.")
     m = p.add_argument_group("the matrix")
     m.add_argument("--runtimes", required=True, metavar="LIST",
                    help="embedded versions (0.5.0,0.5.10,0.7.0; one not installed is installed first), "
@@ -56,8 +55,8 @@ def add_parser(sub) -> None:
                    "cycles, startup and exit timeouts)")
     # The soak's own options, as `rig soak` defines them, passed to every cell.
     tmp = argparse.ArgumentParser(add_help=False)
-    cli._target_options(tmp)
-    cli._cycle_options(tmp, f"cycles per cell (default {DEFAULT_CYCLES}, or the config's)")
+    add_target_options(tmp)
+    add_cycle_options(tmp, f"cycles per cell (default {DEFAULT_CYCLES}, or the config's)")
     copied = []
     for group in tmp._action_groups[2:]:
         g = p.add_argument_group(f"each cell's soak: {group.title}")
@@ -70,15 +69,11 @@ def add_parser(sub) -> None:
 def _list(text: str, what: str) -> list[str]:
     items = [x.strip() for x in (text or "").split(",") if x.strip()]
     if not items:
-        from rig.errors import RigError
-
         raise RigError(f"--{what} is a comma-separated list (got {text!r})")
     return list(dict.fromkeys(items))
 
 
 def parse_retain(text: str) -> list[str]:
-    from rig.errors import RigError
-
     items = _list(text, "retain")
     if items == ["all"]:
         return list(RETAIN)
@@ -90,8 +85,6 @@ def parse_retain(text: str) -> list[str]:
 
 
 def parse_engines(text: str) -> list[str]:
-    from rig.errors import RigError
-
     items = _list(text, "engines")
     bad = [x for x in items if x not in ENGINES]
     if bad:
@@ -106,8 +99,6 @@ def _version_key(v: str):
 def parse_runtimes(text: str, installed: list[str], known: dict[str, str]) -> list[str]:
     """The runtimes to run, in order: ``all`` expands to the installed embedded ones; a version
     neither installed nor known to bundle a core is refused (``rig runtime install`` it first)."""
-    from rig.errors import RigError
-
     out: list[str] = []
     for item in _list(text, "runtimes"):
         if item == "all":
@@ -150,7 +141,6 @@ def cell_argv(base: list[str], runtime: str, engine: str, retain: str, cycles: i
 def run(args) -> int:
     from rig import cli, runtime, soak
     from rig.analysis import matrix
-    from rig.errors import RigError
 
     retains = parse_retain(args.retain)
     engines = parse_engines(args.engines)
@@ -163,9 +153,9 @@ def run(args) -> int:
         probe += ["--cycles", str(args.cycles if args.cycles is not None else DEFAULT_CYCLES)]
     for opt, value in (("--results", args.results), ("--allow-outcomes", args.allow_outcomes)):
         probe += [opt, value] if value is not None else []
-    cfg = cli._config(cli.build_parser().parse_args(probe))
+    cfg = run_config(cli.build_parser().parse_args(probe))
     if cfg is None:  # the run is skipped on this machine (the cupy model without a GPU)
-        return matrix.EXIT_SKIPPED
+        return Exit.SKIPPED
     cycles = cfg.cycles
     if cycles < 1:
         raise RigError("--cycles must be >= 1")
@@ -234,7 +224,6 @@ def _plan(specs: list[str], engines: list[str], retains: list[str]) -> list[dict
     """Per runtime: the engines that run over it (name, why) and the rows of those that cannot."""
     from rig import engines as eng
     from rig import runtime
-    from rig.errors import RigError
 
     plan = []
     for spec in specs:
@@ -325,15 +314,15 @@ def classify(rc: int, lines: list[str]) -> dict:
     skips = [ln[len("rig: skipped: "):] for ln in lines if ln.startswith("rig: skipped: ")]
     last = next((ln for ln in reversed(lines) if ln.strip()), "no output")
     row = {"run_id": run_id, "exit": rc}
-    if rc == 0 and run_id:
+    if rc == Exit.OK and run_id:
         return {**row, "status": "pass", "reason": ""}
-    if rc == 1 and run_id:
+    if rc == Exit.FAILED and run_id:
         return {**row, "status": "fail", "reason": "; ".join(fails) or last}
-    if rc == 2:
+    if rc == Exit.USAGE:
         return {**row, "status": "error", "reason": errors[-1] if errors else last}
-    if rc == 3:
+    if rc == Exit.SKIPPED:
         return {**row, "status": "skipped", "reason": skips[-1] if skips else last}
-    if rc == 4:
+    if rc == Exit.MACHINE:
         return {**row, "status": "machine", "reason": errors[-1] if errors else last}
     if rc < 0:
         try:

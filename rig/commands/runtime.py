@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rig.errors import RigError
+from rig.errors import Exit, RigError
 
 
 def add_parser(sub, parser_class) -> None:
@@ -22,7 +22,7 @@ def run(args) -> int:
         rt = runtime.install_embedded(args.version or runtime.DEFAULT_EMBEDDED, force=args.force,
                                       log=lambda m: print(m, flush=True))
         print(f"installed {rt.name}: Triton {rt.triton_version} in {rt.server_dir}")
-        return 0
+        return Exit.OK
     if args.runtime_command == "list":
         rows = runtime.list_embedded()
         home = runtime.container_home()
@@ -32,5 +32,5 @@ def run(args) -> int:
             print(f"{r['name']:<16} Triton {r['triton_version']:<8} stubs {','.join(r['stubs']) or '-':<24} {r['path']}")
         if not rows and not home:
             print(f"no runtime installed; `rig runtime install` adds the default ({runtime.DEFAULT_EMBEDDED})")
-        return 0
+        return Exit.OK
     raise RigError("say `rig runtime install [VERSION]` or `rig runtime list`")
