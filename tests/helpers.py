@@ -1,4 +1,5 @@
-"""Plain helpers of the end-to-end tests: the rig run as users run it (a subprocess).
+"""Plain helpers of the tests: the rig run as users run it (a subprocess), and rows as the store
+keeps them.
 
 Imported normally (``from helpers import rig``); the fixtures live in conftest.py.
 """
@@ -37,3 +38,18 @@ def spawn(*args: str, **popen) -> subprocess.Popen:
 
 def cycles(results: Path) -> pd.DataFrame:
     return pd.read_parquet(results / "cycles")
+
+
+def cycle_row(cycle: int = 1, run_id: str = "r1", **kw):
+    """A stored cycle's row, as the store keeps it: a clean capi cycle of the numpy model (every
+    figure unset) unless ``kw`` says otherwise."""
+    import dataclasses
+
+    from rig.protocol import CycleRow
+
+    base = {f.name: None for f in dataclasses.fields(CycleRow)}
+    base.pop("schema_version")
+    base.update(run_id=run_id, cycle=cycle, engine="capi", model="numpy", retain="none", outcome="clean",
+                restart="fresh-process", stop_strategy="stop", started_at="2026-01-01T00:00:00+00:00")
+    base.update(kw)
+    return CycleRow(**base)

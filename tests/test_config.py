@@ -56,3 +56,73 @@ def test_bench_windows_default_to_perf_analyzers_interval_unless_told(tmp_path):
     assert window_length(None, str(other), load(str(other)).workload.window_seconds) == 5.0
     assert window_length(None, str(sets), load(str(sets)).workload.window_seconds) == 0.5
     assert window_length(2.5, str(sets), 2.5) == 2.5 and window_length(0.25, None, 0.25) == 0.25
+
+
+@pytest.mark.parametrize("overrides, words", [
+    ({"engine": "tensorrt"}, "engine must be one of"),
+    ({"stop_strategy": "kill"}, "stop_strategy must be one of"),
+    ({"restart": "never"}, "restart must be one of"),
+    ({"workload.name": "burst"}, "workload.name must be one of"),
+    ({"workload.arrivals": "uniform"}, "arrivals must be one of poisson, constant"),
+    ({"workload.seconds": 0}, "must be > 0"),
+    ({"workload.window_seconds": -1.0}, "must be > 0"),
+    ({"workload.users": 0}, "users and in_flight >= 1"),
+    ({"workload.in_flight": 0}, "users and in_flight >= 1"),
+    ({"workload.rate": 0.0}, "must be > 0"),
+    ({"cycles": 0}, "cycles must be >= 1"),
+    ({"requests": -1}, "requests >= 0"),
+    ({"exit_timeout": -5}, "exit_timeout >= 0"),
+    ({"model": "tensorflow"}, "model must be one of"),
+    ({"thresholds.min_finalize_success": -0.1}, "fraction"),
+    ({"cycles": True}, "cycles must be int"),
+    ({"cycles": 2.5}, "cycles must be int"),
+    ({"retain": 1}, "retain must be one of none, last-response, last-array"),
+    ({"thresholds.allow_leaks": "yes"}, "allow_leaks must be bool"),
+    ({"thresholds": 3}, "thresholds must be a table"),
+    ({"workload.nope": 1}, "unknown key 'nope'"),
+])
+def test_bad_options_are_one_rig_error(overrides, words):
+    with pytest.raises(RigError) as e:
+        load(None, overrides)
+    assert words in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_options_coerce_and_skip_none():
+    cfg = load(None, {"exit-timeout": 5, "request_timeout": 2, "workload.rate": 10, "cycles": None,
+                      "model": "tensorflow", "model_repository": "/models"})
+    assert cfg.exit_timeout == 5 and cfg.cycles == 1
+    assert cfg.request_timeout == 2.0 and isinstance(cfg.request_timeout, float)
+    assert cfg.workload.rate == 10.0 and isinstance(cfg.workload.rate, float)
+    assert cfg.model == "tensorflow", "any model name goes with a repository of one's own"
+
+
+def test_to_toml_escapes_and_omits_none():
+    cfg = RunConfig(model_repository='C:\\models "x"', results="r")
+    text = cfg.to_toml()
+    keys = [line.split(" = ")[0] for line in text.splitlines() if " = " in line]
+    assert "runtime" not in keys and "rate" not in keys and "max_stop_latency_s" not in keys  # None: left out
+    assert "dynamic_batching = false" in text and "[workload]" in text and "[thresholds]" in text
+    again = from_toml_text(text)
+    assert again == cfg and again.model_repository == 'C:\\models "x"'
+
+
+def test_stored_config_is_validated_too():
+    with pytest.raises(RigError, match="retain must be one of"):
+        from_toml_text('retain = "forever"\n')
+    with pytest.raises(RigError, match="stored config: unknown key"):
+        from_toml_text("speed = 1\n")
+
+
+def test_outcomes_and_option_values_are_literals_the_config_enforces():
+    import typing
+
+    from rig import config as config_mod
+    from rig.cycle import OUTCOMES, Outcome
+
+    assert tuple(OUTCOMES) == typing.get_args(Outcome)
+    assert config_mod.RETAIN == ("none", "last-response", "last-array")
+    with pytest.raises(RigError, match="retain must be one of none, last-response, last-array"):
+        config_mod.load(None, {"retain": "everything"})
+    with pytest.raises(RigError, match="arrivals must be one of poisson, constant"):
+        config_mod.load(None, {"workload.arrivals": "bursty"})
