@@ -8,7 +8,7 @@
 What it builds: ``--runs`` runs over 4 Triton versions and one date per run (a nightly run), each
 with ``--cycles-per-run`` cycles of ``--windows-per-cycle`` windows, values drawn like a real soak
 (mostly ``clean`` cycles, stop latencies near 2 s, p50 near 100 us, a histogram column of real
-size: real HDR histograms, about 900 characters of base64 each, drawn from 400 so that
+size: real HDR histograms, about 600 characters each (``rig.hdr``), drawn from 400 so that
 compression gains little). ``--unit-runs`` of them are
 written the way the rig writes them, one file per unit through ``Store.write`` (400 files per
 run), and then compacted by ``Store.compact`` (timed); the others are written already compacted
@@ -24,7 +24,6 @@ before instead of building it again.
 from __future__ import annotations
 
 import argparse
-import base64
 import dataclasses
 import shutil
 import statistics
@@ -47,19 +46,17 @@ OUTCOME_P = [0.95, 0.02, 0.015, 0.01, 0.005]
 
 
 def histogram_pool(slowdown: float, n: int, rng) -> dict[str, np.ndarray]:
-    """``n`` real windows' latency histograms (HDR, base64 as the rig stores them: about 900
+    """``n`` real windows' latency histograms (HDR, as the rig stores them: ``rig.hdr``; about 600
     characters each) and their percentiles, drawn around a p50 of 100 us times ``slowdown``."""
-    from hdrh.histogram import HdrHistogram
-
-    from rig.load.windows import HDR_DIGITS, HDR_MAX_US
+    from rig import hdr
 
     out: dict[str, list] = {k: [] for k in ("histogram", "p50_us", "p90_us", "p99_us", "p999_us", "max_us", "mean_us")}
     for _ in range(n):
-        h = HdrHistogram(1, HDR_MAX_US, HDR_DIGITS)
+        h = hdr.new()
         values = rng.lognormal(np.log(100 * slowdown), 0.6, 700).astype(int) + 1
         for v, c in zip(values, rng.integers(1, 80, len(values))):
             h.record_value(int(v), int(c))
-        out["histogram"].append(base64.b64encode(h.encode()).decode())
+        out["histogram"].append(hdr.encode(h))
         for q, k in ((50, "p50_us"), (90, "p90_us"), (99, "p99_us"), (99.9, "p999_us"), (100, "max_us")):
             out[k].append(float(h.get_value_at_percentile(q)))
         out["mean_us"].append(float(h.get_mean_value()))

@@ -19,8 +19,7 @@ The rig's messages ride on the Locust connection (custom messages):
 
 from __future__ import annotations
 
-import base64
-
+from rig import hdr
 from rig.errors import RigError
 
 NODE_WAIT_S = 300.0  # the longest a node's cycle waits for its round to start
@@ -53,30 +52,13 @@ def node_name(given: str | None) -> str:
     return given or platform.node() or "node"
 
 
-def merge_histograms(encoded: list[str]):
-    """One HDR histogram from base64-encoded ones (the windows'), or None."""
-    from hdrh.histogram import HdrHistogram
-
-    from rig.load.windows import HDR_DIGITS, HDR_MAX_US
-
-    total = None
-    for text in encoded:
-        if not text:
-            continue
-        h = HdrHistogram.decode(base64.b64decode(text))
-        if total is None:
-            total = HdrHistogram(1, HDR_MAX_US, HDR_DIGITS)
-        total.add(h)
-    return total
-
-
 def figures(hist) -> dict:
     """p50/p99/max (us) and the encoded histogram of ``hist`` (None: all None)."""
     if hist is None or hist.get_total_count() == 0:
         return {"p50_us": None, "p99_us": None, "max_us": None, "histogram": None}
     table = hist.get_percentile_to_value_dict([50, 99])
     return {"p50_us": float(table[50]), "p99_us": float(table[99]), "max_us": float(hist.get_max_value()),
-            "histogram": base64.b64encode(hist.encode()).decode()}
+            "histogram": hdr.encode(hist)}
 
 
 # ---------------------------------------------------------------- the node's side
@@ -88,12 +70,12 @@ class NodeLink:
 
     def __init__(self, env, master: str, hello: dict):
         import gevent.event
-        import locust.runners as runners
 
         from rig.engines.base import EngineError
+        from rig.load import locust_api
 
         host, port = parse_master(master)
-        runners.CONNECT_RETRY_COUNT = 6  # about 30 s, not Locust's 5 minutes
+        locust_api.shorten_connect_retries(6)  # about 30 s, not Locust's 5 minutes
         self.round = gevent.event.AsyncResult()
         self.released = gevent.event.Event()
         try:
@@ -104,14 +86,7 @@ class NodeLink:
         # Users run here only during this node's round: Locust's master moves users to a worker
         # as soon as it connects, even one that joins while another round is under way.
         self.open = False
-        start_worker = self.runner.start_worker
-
-        def gated(user_classes_count, **kwargs):
-            if self.open:
-                return start_worker(user_classes_count, **kwargs)
-            self.runner.spawning_complete(sum(self.runner.user_classes_count.values()))
-
-        self.runner.start_worker = gated
+        locust_api.gate_spawns(self.runner, lambda: self.open)
 
         def on_round(environment, msg, **_):
             self.open = True
@@ -151,12 +126,10 @@ class NodeLink:
         self.leave()
 
     def leave(self) -> None:
-        try:
-            self.runner._send_stats()  # Locust's own figures, for the master's cross-check
-        except Exception:  # noqa: BLE001 - a master already gone
-            pass
-        self.env.events.quitting.fire(environment=self.env, reverse=True)  # sends "quit"
-        self.runner.quit()
+        from rig.load import locust_api
+
+        # Locust's own figures, for the master's cross-check; then "quit"
+        locust_api.leave_master(self.env, self.runner)
 
 
 def node_hello(wcfg: dict, classes: list[type], tags: dict) -> dict:

@@ -173,11 +173,11 @@ def parse_profile(text: str) -> list[dict]:
     """perf_analyzer's last (stable) windows from its ``--profile-export-file`` JSON (the requests
     it counted, send and response times in ns, and the windows' boundaries): per window its real
     request count and length, latencies in an HDR histogram of µs as rig.load.windows makes them."""
-    import base64
     import json
 
     import numpy as np
-    from hdrh.histogram import HdrHistogram
+
+    from rig import hdr
 
     exp = (json.loads(text).get("experiments") or [{}])[0]
     bounds = [int(b) for b in exp.get("window_boundaries") or []]
@@ -188,8 +188,8 @@ def parse_profile(text: str) -> list[dict]:
     out = []
     for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
         ns = (done - sent)[which == i]
-        h = HdrHistogram(1, 60_000_000, 3)
-        for v, c in zip(*np.unique(np.clip((ns + 500) // 1000, 1, 60_000_000), return_counts=True)):
+        h = hdr.new()
+        for v, c in zip(*np.unique(np.clip((ns + 500) // 1000, hdr.LOWEST_US, hdr.HIGHEST_US), return_counts=True)):
             h.record_value(int(v), int(c))
         n, length = int(ns.size), (b - a) / 1e9
         pct = h.get_percentile_to_value_dict([50, 90, 99, 99.9]) if n else {}
@@ -198,7 +198,7 @@ def parse_profile(text: str) -> list[dict]:
                     **{f"p{q:g}_us".replace(".", ""): (float(pct[q]) if n else None) for q in (50, 90, 99, 99.9)},
                     "max_us": float(h.get_max_value()) if n else None,
                     "mean_us": float(ns.mean()) / 1000 if n else None,
-                    "histogram": base64.b64encode(h.encode()).decode() if n else None})
+                    "histogram": hdr.encode(h) if n else None})
     return out
 
 

@@ -29,9 +29,9 @@ def test_a_window_keeps_stream_columns_null_unless_a_request_streamed():
     row = w.row(1.0)
     assert row["responses"] == 6 and row["responses_per_request"] == 2.0
     assert abs(row["first_p50_us"] - 30_000) <= 30 and abs(row["gap_p99_us"] - 30_000) <= 30
-    from rig.analysis import stats
-    assert stats.merge_histograms([row["first_response_histogram"]]).get_total_count() == 3
-    assert stats.merge_histograms([row["gap_histogram"]]).get_total_count() == 4
+    from rig import hdr
+    assert hdr.merge([row["first_response_histogram"]]).get_total_count() == 3
+    assert hdr.merge([row["gap_histogram"]]).get_total_count() == 4
 
 
 def test_the_sink_carries_a_lanes_stream_into_its_window():

@@ -13,6 +13,7 @@ import pytest
 from hdrh.histogram import HdrHistogram
 from scipy import stats as sps
 
+from rig import hdr
 from rig.analysis import frames, stats, verdict
 from rig.store import Store
 from rig.protocol import CycleRow, window_row
@@ -56,17 +57,18 @@ def test_compare_is_scipys_mann_whitney():
     assert stats.compare([], [1.0])["diff"] is None
 
 
-def _encoded(values) -> str:
+def _encoded(values, old: bool = False) -> str:
     h = HdrHistogram(1, 60_000_000, 3)
     for v in values:
         h.record_value(int(v))
-    return base64.b64encode(h.encode()).decode()
+    return base64.b64encode(h.encode()).decode() if old else hdr.encode(h)
 
 
 def test_merging_histograms_is_exact():
+    """Of both stored forms: the standard encoding (schema 8) and base64 of it (before)."""
     rng = np.random.default_rng(2)
     a, b = rng.integers(50, 5_000, 3000), rng.integers(1_000, 900_000, 500)
-    merged = stats.merge_histograms([_encoded(a), None, _encoded(b), float("nan")])
+    merged = hdr.merge([_encoded(a), None, _encoded(b, old=True), float("nan")])
     whole = HdrHistogram(1, 60_000_000, 3)
     for v in np.concatenate([a, b]):
         whole.record_value(int(v))
@@ -74,7 +76,7 @@ def test_merging_histograms_is_exact():
     assert got == {"p50_us": whole.get_value_at_percentile(50), "p90_us": whole.get_value_at_percentile(90),
                    "p99_us": whole.get_value_at_percentile(99), "p999_us": whole.get_value_at_percentile(99.9),
                    "max_us": whole.get_max_value(), "count": 3500}
-    assert stats.merge_histograms([None]) is None
+    assert hdr.merge([None]) is None
     assert stats.histogram_percentiles(None) == {"p50_us": None, "p90_us": None, "p99_us": None,
                                                  "p999_us": None, "max_us": None, "count": 0}
 
@@ -181,7 +183,7 @@ def test_performance_merges_histograms_and_skips_the_warm_up_window(tmp_path):
     assert len(perf) == 1
     p = perf.iloc[0]
     kept = np.concatenate(lat[1:])
-    whole = stats.merge_histograms([_encoded(kept)])
+    whole = hdr.merge([_encoded(kept)])
     assert (p.point, p.windows, p.requests, p.latencies) == ("concurrency 4", 4, kept.size, kept.size)
     assert p.p99_us == whole.get_value_at_percentile(99) and p.max_us == whole.get_max_value()
     assert p.throughput == np.median([len(x) for x in lat[1:]]) and p.throughput_low <= p.throughput <= p.throughput_high

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import math
 
 import numpy as np
 import pytest
-from hdrh.histogram import HdrHistogram
 
+from rig import hdr
 from rig.analysis import capacity
 from rig.cli import main
 from rig.store import Store
@@ -17,10 +16,10 @@ from rig.protocol import RunRow, window_row
 
 
 def _hist(latencies_us) -> str:
-    h = HdrHistogram(1, 60_000_000, 3)
+    h = hdr.new()
     for v in latencies_us:
         h.record_value(int(v))
-    return base64.b64encode(h.encode()).decode()
+    return hdr.encode(h)
 
 
 def _window(run_id="b1", cycle=1, window=1, point=1, instances=1, requests=1000, length_s=1.0,

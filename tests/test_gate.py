@@ -133,3 +133,27 @@ def test_where_takes_several_values_as_report_and_capacity_do():
     cycles = pd.DataFrame({"run_id": ["A", "B", "C"], "retain": ["none", "none", "last-response"]})
     assert list(gate.where(cycles, ["run_id=A,B"]).run_id) == ["A", "B"]
     assert list(gate.where(cycles, ["run_id=C", "retain=last-response"]).run_id) == ["C"]
+
+
+def test_gate_keeps_the_cycles_report_keeps_for_one_where(real_results, tmp_path, capsys):
+    """One ``--where`` (rig.store.where): ``run_id=X,Y`` keeps the same cycles in the gate as in
+    the report, read from the same real store."""
+    from rig.analysis import report
+    from rig.commands import gate
+
+    root, a, b = str(real_results["root"]), real_results["none_a"], real_results["keep"]
+    clause = [f"run_id={a},{b}"]
+    _, cycles = gate.load(root, ["run_id"], (a, b))
+    by_gate = {(r, int(c)) for r, c in gate.where(cycles, clause)[["run_id", "cycle"]].itertuples(index=False)}
+    data = report.select(report.load(root, ["run_id"]), clause)
+    by_report = {(r, int(c)) for r, c in data.cycles[["run_id", "cycle"]].itertuples(index=False)}
+    assert by_gate == by_report and {r for r, _ in by_gate} == {a, b} and len(by_gate) == 10
+    # the commands themselves: the gate's two sides hold the cycles the report counts
+    rc, out, err = _gate_in_process(capsys, root, "-a", a, "-b", b, "--where", clause[0])
+    assert rc in (0, 1) and "\ncycles" in out, out + err
+    sides = [int(n) for n in next(line for line in out.splitlines() if line.startswith("cycles")).split()[1:]]
+    assert sum(sides) == len(by_report), out
+    from rig.cli import main
+
+    assert main(["report", root, "--where", clause[0], "--out", str(tmp_path / "r.html")]) == 0
+    assert f"2 run(s), {len(by_report)} cycle(s)" in capsys.readouterr().out

@@ -4,7 +4,6 @@ one line (exit 2), and the HTML page in a real headless Chromium."""
 
 from __future__ import annotations
 
-import base64
 import os
 import shutil
 from pathlib import Path
@@ -13,6 +12,7 @@ import numpy as np
 import pytest
 from stores import real_results  # noqa: F401  (the session's store, a fixture)
 
+from rig import hdr
 from rig.cli import main
 from rig.store import Store
 from rig.protocol import CycleRow, RunRow, WindowRow
@@ -32,12 +32,10 @@ STEP_NIGHT = NIGHTS[5]  # 2.51.0's throughput drops by a third from this night o
 
 
 def _hist(rng, median_us: float) -> str:
-    from hdrh.histogram import HdrHistogram
-
-    h = HdrHistogram(1, 60_000_000, 3)
+    h = hdr.new()
     for v in rng.lognormal(np.log(median_us), 0.3, 300):
         h.record_value(int(v))
-    return base64.b64encode(h.encode()).decode()
+    return hdr.encode(h)
 
 
 def write_nightly(root: Path, nights=NIGHTS, versions=VERSIONS) -> Path:
@@ -79,7 +77,7 @@ def small(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("args, says", [
     (["{missing}"], "no results folder"),
-    (["{empty}"], "is not a results folder"),
+    (["{empty}"], "is empty: no runs stored there yet"),
     (["{foreign}"], "is not a results folder"),
     (["{tables}"], "holds no cycles or windows"),
     (["{small}", "--baseline", "9.9.9"], "no Triton version 9.9.9"),

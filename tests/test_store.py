@@ -6,6 +6,8 @@ import dataclasses
 
 import pandas as pd
 import pyarrow.parquet as pq
+import pytest
+from stores import real_results  # noqa: F401  (the session's store, a fixture)
 
 from rig.store import TABLES, Store, arrow_schema
 
@@ -96,3 +98,72 @@ def test_cycles_of_schema_5_read_as_two_verdicts(tmp_path):
     few = store.read("cycles", columns=["cycle", "outcome", "load_outcome"]).sort_values("cycle")
     assert list(few.columns) == ["cycle", "outcome", "load_outcome"]
     assert list(few.outcome) == list(df.outcome) and list(few.load_outcome) == list(df.load_outcome)
+    # a filter on the verdicts holds for the upgraded ones (infer_error of old: clean now)
+    clean = store.read("cycles", outcome="clean", columns=["cycle", "outcome"])
+    assert sorted(clean.cycle) == [2, 3, 9] and set(clean.outcome) == {"clean"}
+    assert sorted(store.read("cycles", load_outcome=["errors", "ok"]).cycle) == [1, 2, 4]
+    assert not len(store.read("cycles", outcome="infer_error"))
+
+
+def test_open_refuses_what_is_no_results_folder_in_one_line(tmp_path):
+    from rig.errors import RigError
+
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "notes.txt").write_text("not results")
+    (tmp_path / "file").write_text("x")
+    Store(tmp_path / "good").write("cycles", [_cycle()], "2.51.0", "c000001")
+    for name, says in (("nope", "no results folder"), ("file", "is not a folder"), ("empty", "is empty"),
+                       ("foreign", "is not a results folder (no runs/, cycles/, windows/, fleet/ table in it)")):
+        try:
+            Store.open(tmp_path / name)
+        except RigError as e:
+            assert says in str(e) and "\n" not in str(e) and "--results" in str(e), e
+        else:
+            raise AssertionError(f"{name} opened")
+    assert len(Store.open(tmp_path / "good").read("cycles")) == 1
+
+
+def test_where_clauses_parse_and_match_as_one():
+    from rig.errors import RigError
+    from rig.store import where
+
+    assert where.parse(["engine=capi", " run_id = A, B "]) == [("engine", ["capi"]), ("run_id", ["A", "B"])]
+    for bad in ("engine", "=capi", "engine=", "engine=,"):
+        with pytest.raises(RigError, match="write KEY=VALUE"):
+            where.parse([bad])
+    with pytest.raises(RigError, match=r"--where colour: no such column \(columns: engine, run_id\)"):
+        where.check("colour", ["run_id", "engine"])
+    df = pd.DataFrame({"n": [1, 2, None], "x": ["a", "b", None], "ok": [True, False, None],
+                       "o": pd.Series([1, 2.0, None], dtype=object)})
+    assert list(where.match(df.n, ["1.0", "2"])) == [True, True, False]
+    assert list(where.match(df.o, ["1"])) == [True, False, False]  # numbers as numbers, of any dtype
+    assert list(where.match(df.x, ["b", "c"])) == [False, True, False]
+    assert list(where.match(df.ok, ["true"])) == [True, False, False]
+    with pytest.raises(RigError, match="n is a number"):
+        where.match(df.n, ["one"])
+
+
+@pytest.mark.slow
+def test_a_real_runs_histograms_are_hdrhistograms_standard_encoding(real_results):
+    """Windows written by real soaks: each ``histogram`` decodes with HdrHistogram's own decoder as
+    it is stored, to the window's count and percentiles; base64 of it (before schema 8) still
+    decodes through ``rig.hdr``."""
+    import base64
+
+    from hdrh.histogram import HdrHistogram
+
+    from rig import hdr
+
+    w = Store(real_results["root"]).read("windows", run_id=real_results["none_a"])
+    w = w[w.histogram.notna()]
+    assert len(w) >= 5 and w.histogram.str.startswith("HISTF").all()
+    for r in w.itertuples():
+        h = HdrHistogram.decode(r.histogram)
+        assert h.get_total_count() == r.requests > 0
+        assert (h.get_value_at_percentile(50), h.get_value_at_percentile(99), h.get_max_value()) == \
+            (r.p50_us, r.p99_us, r.max_us)
+        old = hdr.decode(base64.b64encode(r.histogram.encode()).decode())
+        assert (old.get_total_count(), old.get_value_at_percentile(99)) == (r.requests, r.p99_us)
+    both = hdr.merge([*w.histogram, *(base64.b64encode(t.encode()).decode() for t in w.histogram)])
+    assert both.get_total_count() == 2 * w.requests.sum()

@@ -217,7 +217,7 @@ def test_rig_check_lists_moves_aside_and_exits(tmp_path, capsys):
     capsys.readouterr()
     assert main(["check", str(tmp_path / "missing")]) == 2
     assert main(["check", str(ROOT / "rig")]) == 2
-    assert "holds no runs, cycles or windows table" in capsys.readouterr().err
+    assert "is not a results folder" in capsys.readouterr().err
     assert len(Store(tmp_path).read("cycles")) == 5 and not Store(tmp_path).damaged
 
 

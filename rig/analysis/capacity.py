@@ -48,13 +48,11 @@ def measured_windows(windows: pd.DataFrame) -> pd.DataFrame:
 def _p99(g: pd.DataFrame) -> tuple[float | None, str]:
     hists = [h for h in g.get("histogram", pd.Series(dtype=object)) if isinstance(h, str) and h]
     if hists and len(hists) == len(g):
-        try:
-            from rig.analysis.stats import histogram_percentiles, merge_histograms
-        except ImportError:
-            pass
-        else:
-            got = histogram_percentiles(merge_histograms(hists), (50, 99))
-            return got["p99_us"], "histograms"
+        from rig import hdr
+        from rig.analysis.stats import histogram_percentiles
+
+        got = histogram_percentiles(hdr.merge(hists), (50, 99))
+        return got["p99_us"], "histograms"
     vals = g["p99_us"].dropna()
     return (float(vals.median()) if len(vals) else None), "median of windows"
 

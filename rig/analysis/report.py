@@ -11,11 +11,11 @@ never per row, and HDR histograms are decoded only for the groups shown (``MAX_H
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pandas as pd
 
 from rig.analysis import plots
+from rig.analysis import report_differences as differences
 from rig.analysis import report_html as rh
 from rig.analysis import report_parts as parts
 from rig.errors import RigError
@@ -46,24 +46,11 @@ def load(root: str, where_keys=()) -> Data:
     """The three tables of a results folder: the columns the report reads (``CYCLE_COLUMNS``,
     ``WINDOW_COLUMNS``, the runs' ids) and the ``--where`` keys each table has; never the
     windows' heavy histogram column, read later for the points shown. One-line errors for a
-    missing, empty or foreign folder."""
+    missing, empty or foreign folder (``Store.open``)."""
     from rig.store import TABLES as ROWS
     from rig.store import Store
 
-    p = Path(root)
-    if "://" in str(root):  # a pyarrow filesystem URI (s3://bucket/prefix?...): checked by reading
-        from rig.commands.check import is_results
-
-        p = Store(root)
-        if not is_results(p):
-            raise RigError(f"{p.root} is not a results folder (it has no runs/, cycles/ or windows/ table)")
-    elif not p.exists():
-        raise RigError(f"no results folder {root}; pass the --results folder of rig soak, cycle or bench")
-    elif not p.is_dir():
-        raise RigError(f"{root} is not a folder; pass a results folder (runs/, cycles/, windows/)")
-    elif not any((p / t).is_dir() for t in TABLES):
-        raise RigError(f"{root} is not a results folder (it has no runs/, cycles/ or windows/ table)")
-    store = p if isinstance(p, Store) else Store(p)
+    store = Store.open(root)
 
     def columns(table: str, base: list[str]) -> list[str]:
         names = {f.name for f in dataclasses.fields(ROWS[table])} | {"triton_version", "date"}
@@ -107,61 +94,37 @@ def _read(root: str, table: str, columns: list[str]) -> pd.DataFrame:
     return Store(root).read(table, columns=columns)
 
 
-def match_where(col: pd.Series, value: str) -> pd.Series:
-    """Rows of ``col`` equal to ``value`` (or to any of ``A,B,...``)."""
-    if "," in value:
-        out = pd.Series(False, index=col.index)
-        for v in value.split(","):
-            out |= match_where(col, v)
-        return out
-    if pd.api.types.is_bool_dtype(col) or (col.dtype == object and col.map(type).eq(bool).any()):
-        want = value.lower() in ("1", "true", "yes")
-        return col.astype("boolean").eq(want).fillna(False).astype(bool)
-    if pd.api.types.is_numeric_dtype(col):
-        try:
-            return col.eq(float(value)).fillna(False).astype(bool)
-        except ValueError:
-            raise RigError(f"--where {col.name}={value}: {col.name} is a number") from None
-    return col.astype("string").eq(value).fillna(False).astype(bool)
-
-
 def select(data: Data, where: list[str]) -> Data:
-    """Keep the rows each ``KEY=VALUE`` holds for; a key only ``runs`` has filters through the
-    run ids. An unknown key or a filter that leaves nothing is a one-line error."""
+    """Keep the rows each ``KEY=VALUE`` (``rig.store.where``) holds for; a key only ``runs`` has
+    filters through the run ids. An unknown key or a filter that leaves nothing is a one-line error."""
     from rig.store import TABLES as ROWS
+    from rig.store import where as wh
 
     runs, cycles, windows = data.runs, data.cycles, data.windows
     known = {f.name for t in TABLES for f in dataclasses.fields(ROWS[t])} | {"triton_version", "date"}
-    for item in where:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise RigError(f"--where {item!r}: write KEY=VALUE, e.g. --where engine=capi")
-        if key not in known or key == "histogram":
-            raise RigError(f"--where {key}=...: no such column (columns: {', '.join(sorted(known - {'histogram'}))})")
+    for key, values in wh.parse(where):
+        wh.check(key, known - {"histogram"})
         if not any(key in t for t in (runs, cycles, windows)):
             raise RigError(f"--where {key}=...: not read; load the tables with report.load(root, where_keys=[{key!r}])")
-        present = pd.concat([t[key].astype("string") for t in (runs, cycles, windows) if key in t]).dropna().unique()
+        shown = wh.present((runs, cycles, windows), key)
         if key in cycles or key in windows:
             if key in runs:
-                runs = runs[match_where(runs[key], value)]
+                runs = runs[wh.match(runs[key], values)]
             if key in cycles:
-                cycles = cycles[match_where(cycles[key], value)]
+                cycles = cycles[wh.match(cycles[key], values)]
             if key in windows:
-                windows = windows[match_where(windows[key], value)]
+                windows = windows[wh.match(windows[key], values)]
             if key not in windows:  # e.g. retain: windows follow their cycles
                 windows = windows.merge(cycles[["run_id", "cycle"]].drop_duplicates(), on=["run_id", "cycle"])
             if key not in cycles:
                 cycles = cycles.merge(windows[["run_id", "cycle"]].drop_duplicates(), on=["run_id", "cycle"])
         else:
-            runs = runs[match_where(runs[key], value)]
+            runs = runs[wh.match(runs[key], values)]
             cycles = cycles[cycles.run_id.isin(runs.run_id)]
             windows = windows[windows.run_id.isin(runs.run_id)]
         if cycles.empty and windows.empty:
             what = "no run" if key == "run_id" else "nothing"
-            shown = ", ".join(sorted(map(str, present))[:8]) or "none"
-            raise RigError(f"--where {key}={value} matches {what} in {redact(data.root)} (present: {shown}"
-                           f"{', ...' if len(present) > 8 else ''})")
+            raise RigError(f"--where {key}={','.join(values)} matches {what} in {redact(data.root)} (present: {shown})")
     return Data(data.root, runs, cycles, windows)
 
 
@@ -244,7 +207,7 @@ def build(data: Data, baseline: str | None = None, max_histograms: int = 8) -> t
     trend = parts.trends_section(cycles, windows, gkeys)
     life = parts.lifecycle_section(cycles, gkeys) if len(cycles) else None
     pts = parts.points(windows, gkeys)
-    diffs = parts.differences_section(cycles, pts, gkeys, axis, base) if axis else None
+    diffs = differences.differences_section(cycles, pts, gkeys, axis, base) if axis else None
     perf = parts.performance_section(data, pts, gkeys, max_histograms) if len(windows) else None
     streams = parts.streaming_section(data.root, windows, gkeys) if len(windows) else None
     for s in (life, perf, streams, diffs, trend):

@@ -1,6 +1,6 @@
 """Statistics over stored results: intervals, tests, exact latency histograms, change points.
 
-Pure functions over plain numbers and the stored base64 HDR histograms; the heavy lifting is
+Pure functions over plain numbers and merged HDR histograms (``rig.hdr``); the heavy lifting is
 scipy.stats (Wilson, bootstrap, Mann-Whitney, Fisher, linear regression), hdrhistogram and
 ruptures. Every function accepts degenerate input (no values, one value, all values equal) and
 answers with ``None`` or a zero-width interval instead of raising.
@@ -8,16 +8,12 @@ answers with ``None`` or a zero-width interval instead of raising.
 
 from __future__ import annotations
 
-import base64
 import math
 import warnings
-from typing import Callable, Iterable
+from typing import Callable
 
 import numpy as np
 
-HDR_LOWEST_US = 1
-HDR_HIGHEST_US = 60_000_000  # rig.load.windows.HDR_MAX_US: one minute
-HDR_DIGITS = 3
 BOOT_MAX = 2000  # values a bootstrap resamples at most: a seeded random subsample beyond that
 
 
@@ -155,82 +151,6 @@ def fisher(k1: int, n1: int, k2: int, n2: int, alternative: str = "greater") -> 
     if n1 <= 0 or n2 <= 0:
         return None
     return float(fisher_exact([[k1, n1 - k1], [k2, n2 - k2]], alternative=alternative).pvalue)
-
-
-def decode_histogram(encoded: str):
-    """One stored histogram (``windows.histogram``: base64 of hdrhistogram's encoding)."""
-    from hdrh.histogram import HdrHistogram
-
-    return HdrHistogram.decode(base64.b64decode(encoded))
-
-
-def _payload(encoded: str):
-    """The zlib-inflated payload of one stored histogram and its header (lowest, highest,
-    significant digits), or None where it is not hdrhistogram's V2 encoding as the rig
-    stores it (base64 of hdrhistogram's own base64). The layouts are ``hdrh.codec``'s
-    ``ExternalHeader`` (cookie, length) and ``PayloadHeader`` (cookie, payload length,
-    normalizing index offset, digits, lowest, highest, conversion ratio), big-endian."""
-    import binascii
-    import struct
-    import zlib
-
-    from hdrh import codec
-
-    raw = binascii.a2b_base64(binascii.a2b_base64(encoded))  # base64.b64decode, without its argument checks
-    if len(raw) < 8:
-        return None
-    cookie, length = struct.unpack_from(">II", raw)
-    if codec.get_cookie_base(cookie) != codec.V2_COMPRESSION_COOKIE_BASE or length != len(raw) - 8:
-        return None
-    data = zlib.decompress(raw[8:])
-    if len(data) < 40:
-        return None
-    cookie, _, offset, digits, lowest, highest, _ = struct.unpack_from(">IIIIqqd", data)
-    if codec.get_cookie_base(cookie) != codec.V2_ENCODING_COOKIE_BASE or offset:
-        return None
-    return data, (lowest, highest, digits)
-
-
-def merge_histograms(encoded: Iterable[str | None]):
-    """The exact sum of stored histograms (None and NaN entries skipped); None when none is
-    left. Percentiles of the sum are those of all the latencies recorded together.
-
-    Histograms with the sum's own settings (the rig's: 1 us to one minute, 3 digits) are
-    decoded by hdrhistogram's C decoder straight into one counts array and summed with numpy,
-    about ten times faster than a decoded ``HdrHistogram`` each; any other goes through
-    ``HdrHistogram.decode`` and ``add``."""
-    from hdrh.codec import payload_header_size
-    from hdrh.histogram import HdrHistogram
-    from pyhdrh import decode
-
-    total = acc = scratch = same = None
-    count = 0
-    for e in encoded:
-        if e is None or (isinstance(e, float) and math.isnan(e)):
-            continue
-        got = _payload(e)
-        if total is None:
-            highest = max(HDR_HIGHEST_US, got[1][1] if got else decode_histogram(e).highest_trackable_value)
-            total = HdrHistogram(HDR_LOWEST_US, highest, HDR_DIGITS)
-            acc = np.zeros(total.counts_len, dtype=np.uint64)
-            scratch = np.zeros(total.counts_len, dtype=np.uint64)
-            same = (total.lowest_trackable_value, total.highest_trackable_value, total.significant_figures)
-        if got is None or got[1] != same:
-            total.add(decode_histogram(e))  # counted in ``total`` itself: folded in at the end
-            continue
-        r = decode(got[0], payload_header_size, scratch.ctypes.data, total.counts_len, 8)
-        if r["total"]:  # the decoder writes the non-zero counts only: clear what it wrote
-            a, b = r["min_nonzero_index"], r["max_nonzero_index"] + 1
-            acc[a:b] += scratch[a:b]
-            scratch[a:b] = 0
-            count += r["total"]
-    if total is None or not count:
-        return total
-    counts = np.ctypeslib.as_array(total.counts)
-    counts += acc
-    nonzero = np.flatnonzero(counts)
-    total.set_internal_tacking_values(int(nonzero[0]), int(nonzero[-1]), int(total.total_count + count))
-    return total
 
 
 def _pkey(p: float) -> str:

@@ -31,32 +31,21 @@ def _finite_positive(v: float) -> bool:
     return v is not None and math.isfinite(v) and v > 0
 
 
-def _value(v) -> str:
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
-    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
-
-
 def select(windows, runs, where: list[str]):
-    """Windows kept by ``--where KEY=VALUE`` (a column of windows, else of runs, by run_id)."""
+    """Windows kept by the ``--where`` clauses (``rig.store.where``): a column of windows, else of
+    runs (through the run ids)."""
     from rig.errors import RigError
+    from rig.store import where as wh
 
-    for clause in where:
-        key, sep, value = clause.partition("=")
-        key = key.strip()
-        if not sep or not key or not value:
-            raise RigError(f"--where takes KEY=VALUE (got {clause!r})")
-        wanted = {v.strip() for v in value.split(",")}
+    for key, values in wh.parse(where):
+        wh.check(key, {c for c in (*windows.columns, *runs.columns) if not c.endswith("histogram")})
         if key in windows.columns:
-            windows = windows[windows[key].map(_value).isin(wanted)]
-        elif key in runs.columns:
-            ids = set(runs[runs[key].map(_value).isin(wanted)]["run_id"])
-            windows = windows[windows["run_id"].isin(ids)]
+            windows = windows[wh.match(windows[key], values)]
         else:
-            raise RigError(f"--where {key}: no such column in windows or runs (e.g. engine, model, "
-                           "instances, run_id, triton_version)")
+            ids = set(runs[wh.match(runs[key], values)]["run_id"])
+            windows = windows[windows["run_id"].isin(ids)]
         if windows.empty:
-            raise RigError(f"--where {clause} matches no bench window in the results")
+            raise RigError(f"--where {key}={','.join(values)} matches no bench window in the results")
     return windows
 
 
@@ -70,10 +59,10 @@ def run(args) -> int:
         raise RigError("--p99-ms must be a positive number of milliseconds")
     if not (math.isfinite(args.headroom) and 0 <= args.headroom < 1):
         raise RigError("--headroom is a fraction from 0 up to (not including) 1, e.g. 0.3")
-    from rig.commands import open_store
+    from rig.store import Store
 
     root = redact(str(args.results))
-    store = open_store(args.results)
+    store = Store.open(args.results)
     runs = store.read("runs")
     bench_ids = set(runs[runs["command"] == "bench"]["run_id"]) if len(runs) else set()
     windows = store.read("windows")

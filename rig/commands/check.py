@@ -21,16 +21,6 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def is_results(store) -> bool:
-    """Whether the folder holds any of the tables."""
-    import pyarrow.fs as pafs
-
-    from rig.store import TABLES
-
-    infos = store.fs.get_file_info([f"{store.base}/{t}" for t in TABLES])
-    return any(i.type == pafs.FileType.Directory for i in infos)
-
-
 def problems(store) -> list[tuple[str, str]]:
     """Every file in the table folders that readers skip or that does not belong there, with why:
     damaged (not Parquet, cut short) or foreign (another schema, another place or name)."""
@@ -91,9 +81,7 @@ def _fs_path(dest: str) -> str:
 def run(args) -> int:
     from rig.store import TABLES, Store
 
-    store = Store(args.results)
-    if not is_results(store):
-        raise RigError(f"{store.root} holds no runs, cycles or windows table: give a results folder")
+    store = Store.open(args.results)
     if args.move_aside:
         dest = (os.path.abspath(args.move_aside) if store.local and "://" not in args.move_aside
                 else _fs_path(args.move_aside))

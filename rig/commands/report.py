@@ -29,6 +29,7 @@ def run(args) -> int:
 
     from rig.analysis import plots, report, stats
     from rig.errors import RigError
+    from rig.store import where
 
     if args.max_histograms < 0:
         raise RigError("--max-histograms must be 0 or more")
@@ -41,8 +42,7 @@ def run(args) -> int:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        data = report.select(report.load(args.results, [w.partition("=")[0].strip() for w in args.where]),
-                             args.where)
+        data = report.select(report.load(args.results, where.keys(args.where)), args.where)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # empty groups' medians: shown as '-'
             md, page = report.build(data, baseline=args.baseline, max_histograms=args.max_histograms)

@@ -5,7 +5,6 @@ responses per request; other windows leave those columns null (nothing is kept o
 
 from __future__ import annotations
 
-import base64
 import time
 
 import gevent
@@ -13,11 +12,10 @@ import greenlet
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from rig import probes
+from rig import hdr, probes
+from rig.hdr import DIGITS as HDR_DIGITS  # noqa: F401 - the histograms' settings, as rig.load names them
+from rig.hdr import HIGHEST_US as HDR_MAX_US
 from rig.load.stability import stable  # noqa: F401 - the rule each window is held to
-
-HDR_MAX_US = 60_000_000  # one minute
-HDR_DIGITS = 3
 
 
 def record_many(hist: HdrHistogram, values: np.ndarray) -> None:
@@ -49,7 +47,7 @@ class Window:
     def __init__(self, index: int, start_s: float):
         self.index = index
         self.start_s = start_s
-        self.hist = HdrHistogram(1, HDR_MAX_US, HDR_DIGITS)
+        self.hist = hdr.new()
         self.error_hist: HdrHistogram | None = None  # failed requests, apart
         self.requests = 0
         self.errors = 0
@@ -72,7 +70,7 @@ class Window:
         self.errors += errors
         if failed_ns is not None and failed_ns.size:
             if self.error_hist is None:
-                self.error_hist = HdrHistogram(1, HDR_MAX_US, HDR_DIGITS)
+                self.error_hist = hdr.new()
             self._add(self.error_hist, failed_ns)
         if latencies_ns.size == 0:
             return
@@ -86,12 +84,12 @@ class Window:
         gaps between data responses that came meanwhile."""
         if first_ns.size:
             if self.first_hist is None:
-                self.first_hist = HdrHistogram(1, HDR_MAX_US, HDR_DIGITS)
+                self.first_hist = hdr.new()
             record_many(self.first_hist, _us(first_ns))
             self.responses += int(counts.sum())
         if gaps_ns.size:
             if self.gap_hist is None:
-                self.gap_hist = HdrHistogram(1, HDR_MAX_US, HDR_DIGITS)
+                self.gap_hist = hdr.new()
             record_many(self.gap_hist, _us(gaps_ns))
 
     def _add(self, hist: HdrHistogram, latencies_ns: np.ndarray) -> None:
@@ -107,9 +105,9 @@ class Window:
         ng = g.get_total_count() if g is not None else 0
         ft = f.get_percentile_to_value_dict([50, 99]) if nf else {}
         gt = g.get_percentile_to_value_dict([50, 99]) if ng else {}
-        return dict(first_response_histogram=base64.b64encode(f.encode()).decode() if nf else None,
+        return dict(first_response_histogram=hdr.encode(f) if nf else None,
                     first_p50_us=float(ft[50]) if nf else None, first_p99_us=float(ft[99]) if nf else None,
-                    gap_histogram=base64.b64encode(g.encode()).decode() if ng else None,
+                    gap_histogram=hdr.encode(g) if ng else None,
                     gap_p50_us=float(gt[50]) if ng else None, gap_p99_us=float(gt[99]) if ng else None,
                     responses=self.responses if nf else None,
                     responses_per_request=self.responses / nf if nf else None)
@@ -136,8 +134,8 @@ class Window:
                     bad_outputs=self.bad_outputs, timeouts=self.timeouts, lost_samples=self.lost_samples, clipped=self.clipped,
                     scheduled=self.scheduled, dropped=self.dropped,
                     worker_rss_bytes=stats["rss_bytes"],
-                    histogram=base64.b64encode(h.encode()).decode() if n else None,
-                    error_histogram=base64.b64encode(e.encode()).decode() if e else None,
+                    histogram=hdr.encode(h) if n else None,
+                    error_histogram=hdr.encode(e) if e else None,
                     error_max_us=float(e.get_max_value()) if e else None,
                     **self._stream_columns(), **tags)
 

@@ -7,8 +7,10 @@ Each unit (a run's row, a cycle, a cycle's windows) is its own file, written who
 a hidden temporary name, renamed into place; an object store: one upload, see ``rig.storefs``), so a
 SIGKILL never leaves a half-written file where readers look (names starting with ``.`` or ``_`` are
 skipped) and two soaks never touch the same file. A finished run's units are merged into
-``<run_id>-merged.parquet``, one per table and partition (``compact``), so that reading stays fast
-as nights add up. ``triton_version`` and ``date`` come from the path, not from the files.
+``<run_id>-merged.parquet``, one per table and partition (``compact``: ``rig.store.compaction``), so
+that reading stays fast as nights add up. ``triton_version`` and ``date`` come from the path, not from
+the files. ``Store.open`` opens a results store for reading (the one check that it is one);
+``rig.store.where`` is the one ``--where KEY=VALUE`` of the commands that read it.
 
 The rows' types and their schema history: ``rig.protocol``.
 """
@@ -62,7 +64,7 @@ _log = logging.getLogger("rig.store")
 _RUN_ID = re.compile(r"(\d{8}T\d{6}-[0-9a-f]+)-(.+)$")  # orchestrator.new_run_id's
 
 
-def _unit_of(path: str) -> tuple[str, str]:
+def unit_of(path: str) -> tuple[str, str]:
     """(run_id, unit) of ``.../<run_id>-<unit>.parquet`` (a unit may hold a dash: ``pa-c000001``)."""
     stem = path.rsplit("/", 1)[-1][: -len(".parquet")]
     m = _RUN_ID.match(stem)
@@ -97,6 +99,31 @@ def _two_verdicts(df):
 class Store:
     """Writes rows as atomic Parquet files, reads tables back as pandas frames, merges finished
     runs' files (``compact``). ``root``: a folder or a pyarrow filesystem URI (``s3://bucket/p``)."""
+
+    @classmethod
+    def open(cls, root: str | os.PathLike) -> Store:
+        """The results store at ``root`` for reading: a ``RigError`` (one line, credentials never
+        shown) where it is missing, not a folder, empty, unreachable or holds none of the tables."""
+        shown, text = redact(os.fspath(root)), os.fspath(root)
+        todo = "give the --results folder (or URI) of rig soak, bench or fleet"
+        if "://" not in text:
+            p = Path(text)
+            if not p.exists():
+                raise RigError(f"no results folder {shown}: {todo}")
+            if not p.is_dir():
+                raise RigError(f"{shown} is not a folder: {todo}")
+            if not any(p.iterdir()):
+                raise RigError(f"{shown} is empty: no runs stored there yet ({todo})")
+        store = cls(root)
+        try:
+            infos = store.fs.get_file_info([f"{store.base}/{t}" for t in TABLES])
+        except (OSError, pa.ArrowException) as e:
+            why = redact(str(e).splitlines()[0][:160]) if str(e) else type(e).__name__
+            raise RigError(f"cannot read the results {store.root} ({why}): check the URI and the credentials") from None
+        if not any(i.type == pafs.FileType.Directory for i in infos):
+            raise RigError(f"{store.root} is not a results folder (no {', '.join(t + '/' for t in TABLES)} table in "
+                           f"it): {todo}")
+        return store
 
     def __init__(self, root: str | os.PathLike):
         text = os.fspath(root)
@@ -159,8 +186,8 @@ class Store:
         dirs = [d for v in self._dirs(f"{self.base}/{table}", "triton_version", versions) for d in self._dirs(v, "date", dates)]
         files = [i.path for d in dirs for i in self.fs.get_file_info(pafs.FileSelector(d, allow_not_found=True))
                  if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")
-                 and not i.base_name.startswith((".", "_")) and (run_id is None or _unit_of(i.path)[0] == run_id)]
-        return sorted(files, key=lambda p: (p.rsplit("/", 1)[0], _unit_of(p)[1] != MERGED, p))
+                 and not i.base_name.startswith((".", "_")) and (run_id is None or unit_of(i.path)[0] == run_id)]
+        return sorted(files, key=lambda p: (p.rsplit("/", 1)[0], unit_of(p)[1] != MERGED, p))
 
     def inspect(self, table: str, path: str) -> str | None:
         """Why ``path`` cannot be read as part of ``table`` (None: it can)."""
@@ -223,8 +250,8 @@ class Store:
 
     def read(self, table: str, run_id: str | None = None, columns: list[str] | None = None, filter=None, **filters):
         """The table as a frame: its columns (or ``columns``) plus ``triton_version`` and ``date``.
-        ``filters``: column=value(s) (partitions and ``run_id`` prune files unread); ``filter``: a pyarrow
-        expression. Older schema versions read with their missing columns null; damaged or foreign
+        ``filters``: column=value(s) (partitions and ``run_id`` prune files unread; a cycle's ``outcome``
+        and ``load_outcome`` hold after an older row's upgrade); ``filter``: a pyarrow expression. Older schema versions read with their missing columns null; damaged or foreign
         files are skipped, listed in ``damaged`` and named once in a warning."""
         import pandas as pd
 
@@ -240,7 +267,9 @@ class Store:
         if table == "cycles" and cols is not None and {"outcome", "load_outcome"} & set(cols):
             cols = list(dict.fromkeys([*cols, *_VERDICT_INPUTS]))  # an older row's verdicts are re-read from these
         expr = filter
-        for k, v in ((k, v) for k, v in sets.items() if k not in PARTITIONS):  # those prune paths instead
+        # an older cycle's verdicts are upgraded after reading (_two_verdicts): filtered then
+        late = {k: v for k, v in sets.items() if table == "cycles" and k in ("outcome", "load_outcome")}
+        for k, v in ((k, v) for k, v in sets.items() if k not in PARTITIONS and k not in late):  # those prune paths instead
             expr = pc.field(k).isin(sorted(v)) if expr is None else expr & pc.field(k).isin(sorted(v))
         versions = {v.replace("/", "_") or "unknown" for v in sets["triton_version"]} if "triton_version" in sets else None
         tbl, files = None, []
@@ -265,7 +294,9 @@ class Store:
         df = tbl.to_pandas()
         if table == "cycles":
             df = _two_verdicts(df)
-        groups = {(f.rsplit("/", 1)[0], _unit_of(f)[0], _unit_of(f)[1] == MERGED) for f in files}
+            for k, v in late.items():
+                df = df[df[k].isin(v)]
+        groups = {(f.rsplit("/", 1)[0], unit_of(f)[0], unit_of(f)[1] == MERGED) for f in files}
         if any((d, r, not m) in groups for d, r, m in groups):  # a compaction between its rename and clean-up
             df = df.drop_duplicates(subset=keys, keep="last")
         return (df if columns is None else df[columns]).reset_index(drop=True)
@@ -277,6 +308,7 @@ class Store:
         return next(iter(self.read("runs", run_id).to_dict("records")), None)
 
     def compact(self, run_id: str | None = None, owner: bool = False, progress=None) -> dict:
-        """Merge finished runs' unit files into one per table and partition: ``rig.commands.compact``."""
-        from rig.commands.compact import compact
+        """Merge finished runs' unit files into one per table and partition: ``rig.store.compaction``."""
+        from rig.store.compaction import compact
+
         return compact(self, run_id, owner=owner, progress=progress)
