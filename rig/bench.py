@@ -139,7 +139,9 @@ def run(cfg: RunConfig, args, log=print) -> int:
     if conc:
         _check_workload(cfg)
     cfg.workload.window_seconds = window_length(args.window_seconds, args.config, cfg.workload.window_seconds)
-    p = _target(orchestrator.prepare(cfg, "bench", log=log), args)
+    from rig.soak import results_store
+
+    p = _target(orchestrator.prepare(cfg, "bench", results_store(cfg.results), log=log), args)
     orchestrator.check_run_inputs(p)  # against the model(s) this sweep loads, before any point
     with cpuidle.Hold(args.cpu_idle) as hold:
         orchestrator.write_run_row(p, "bench", cpu_idle=hold.method)

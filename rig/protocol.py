@@ -1,6 +1,8 @@
 """What crosses between the worker and the orchestrator, and what they hand the store: the
-rows of the results tables (``RunRow``, ``CycleRow``, ``WindowRow``, ``FleetRow``) and the
-result of a cycle.
+rows of the results tables (``RunRow``, ``CycleRow``, ``WindowRow``, ``FleetRow``), the result
+of a cycle, and the worker's messages (``Kind``; ``CycleStart``, ``Phase``, ``Window``,
+``Partial``, ``CycleDone``, ``Fatal``, ``Refused``), one JSON line each: ``encode()`` writes one,
+``decode(line)`` reads one back (None: not a message).
 
 Schema history (``schema_version`` column):
   1: first version (runs, cycles, windows).
@@ -12,9 +14,9 @@ Schema history (``schema_version`` column):
   5: cpu_idle (runs): how a bench held the CPUs out of idle while it measured (``rig.cpuidle``).
   6: two verdicts per cycle: ``outcome`` is the lifecycle's alone (``infer_error`` and
      ``wrong_output`` are gone from it) and ``load_outcome`` the load's (cycles; see
-     ``cycle.LOAD_OUTCOMES``); ``timeouts`` (cycles, windows): requests unanswered within the
+     ``verdicts.LOAD_OUTCOMES``); ``timeouts`` (cycles, windows): requests unanswered within the
      request timeout, counted in ``errors`` too. Older cycles read as two verdicts
-     (``cycle.upgrade_legacy``).
+     (``verdicts.upgrade_legacy``).
   7: streaming (decoupled) models (windows): ``first_response_histogram`` (submission to each
      answered request's first response with data, or to its final flag where none had data),
      ``gap_histogram`` (between consecutive data responses of a request), both HDR like
@@ -24,14 +26,22 @@ Schema history (``schema_version`` column):
   8: HDR columns (windows' ``histogram``, ``error_histogram``, ``first_response_histogram``,
      ``gap_histogram``; fleet's ``histogram``) hold HdrHistogram's standard encoding, decodable as
      stored by any HdrHistogram library (older files, base64 of it, still read: ``rig.hdr``);
-     runs: the versions of the packages that shape a figure (locust, numpy in the worker and in
-     the stubs, pyarrow, the tritonserver bindings).
+     runs: the versions of the packages that shape a figure: ``locust_version`` (null where the
+     run sends no Locust load), ``numpy_version`` (the worker's), ``stub_numpy_version`` (the
+     numpy the backend stubs import: the rig's numpy-1 folder for an embedded core, else the
+     worker's), ``pyarrow_version`` (that wrote the files), ``tritonserver_version`` (the
+     bindings; null unless the engine is ``tritonserver``); null in older files.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import enum
+import functools
+import json
+import types
+import typing
 
 
 def now_iso() -> str:
@@ -58,6 +68,12 @@ class RunRow:
     rig_version: str
     python_version: str
     cpu_idle: str | None = None  # bench: os | pm_qos | poll (rig.cpuidle); None: not set
+    # The packages that shape a figure (schema 8; None: not installed, not used, or an older file)
+    locust_version: str | None = None        # None where the run sends no Locust load
+    numpy_version: str | None = None         # the worker's
+    stub_numpy_version: str | None = None    # the backend stubs'
+    pyarrow_version: str | None = None
+    tritonserver_version: str | None = None  # the bindings, with --engine tritonserver only
     schema_version: int = SCHEMA_VERSION
 
 
@@ -70,7 +86,7 @@ class CycleRow:
     engine: str
     model: str
     retain: str                # none | last-response | last-array
-    outcome: str               # the lifecycle's verdict: see cycle.OUTCOMES
+    outcome: str               # the lifecycle's verdict: see verdicts.OUTCOMES
     restart: str               # fresh-process | same-process
     stop_strategy: str         # stop | unload-then-stop
     started_at: str
@@ -105,7 +121,7 @@ class CycleRow:
     lane: str | None = None           # how the load was sent: native | asyncio | python | tasks (and why not native)
     error_messages: str | None = None  # the most frequent error messages of failed requests: JSON {message: count}
     host: str | None = None           # the node that ran the cycle (--node, default the hostname)
-    load_outcome: str | None = None   # the load's verdict: see cycle.LOAD_OUTCOMES
+    load_outcome: str | None = None   # the load's verdict: see verdicts.LOAD_OUTCOMES
     timeouts: int | None = None       # requests with no final response within the request timeout (in errors too)
     schema_version: int = SCHEMA_VERSION
 
@@ -190,19 +206,65 @@ class FleetRow:
 
 
 def window_row(run_id: str, engine: str, model: str, msg: dict, tool: str = "rig") -> WindowRow:
-    """A ``WindowRow`` from a worker's window message (or perf_analyzer's figures), with the
-    run's tags and defaults for what the message lacks."""
-    fields = {f.name for f in dataclasses.fields(WindowRow)} - {"schema_version"}
-    row = {k: msg.get(k) for k in fields}
-    row.update(run_id=run_id, engine=engine, model=model, tool=msg.get("tool", tool),
-               cycle=int(msg.get("cycle") or 0), mode=msg.get("mode") or "closed")
-    for k in ("requests", "errors"):
-        row[k] = int(row.get(k) or 0)
-    row["throughput"] = float(row.get("throughput") or 0.0)
-    row["start_s"] = float(row.get("start_s") or 0.0)
-    row["length_s"] = float(row.get("length_s") or 0.0)
-    row["window"] = int(row.get("window") or 0)
-    return WindowRow(**row)
+    """A ``WindowRow`` from a worker's window figures (or perf_analyzer's), with the run's tags
+    and defaults for what the figures lack."""
+    row = {**msg, "run_id": run_id, "engine": engine, "model": model, "tool": msg.get("tool", tool),
+           "mode": msg.get("mode") or "closed"}
+    for k in ("cycle", "window", "requests", "errors", "throughput", "start_s", "length_s"):
+        row[k] = row.get(k) or 0
+    return typed_row(WindowRow, row)
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, type]:
+    return typing.get_type_hints(cls)
+
+
+def _coerce(value, hint):
+    """``value`` as the type ``hint`` names (``int``, ``float | None``, ``tuple[str, ...]``, ...):
+    JSON and pandas give 2.0 for 2 and numpy scalars for numbers. ``TypeError`` or
+    ``ValueError`` where it cannot be."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        hint = next(a for a in args if a is not type(None))
+    if value is None:
+        raise TypeError("None where a value is required")
+    base = typing.get_origin(hint) or hint
+    if base is bool:
+        return bool(value)
+    if base in (int, float, str):
+        return base(value)
+    if base is tuple:
+        return tuple(_coerce(v, args[0]) for v in value)
+    if base is dict and not isinstance(value, dict):
+        raise TypeError(f"not an object: {value!r}")
+    return value
+
+
+def typed_row(cls: type, values: dict):
+    """An instance of the dataclass ``cls`` (a table's row) from ``values``: keys that are not
+    its fields dropped, each value made its field's type (``typing.get_type_hints``), a missing
+    or null one left to its default (else None: a lost cycle has no figures)."""
+    hints = _hints(cls)
+    out = {}
+    for f in dataclasses.fields(cls):
+        value = values.get(f.name)
+        if value is not None:
+            out[f.name] = _coerce(value, hints[f.name])
+        elif f.default is dataclasses.MISSING:
+            out[f.name] = None
+    return cls(**out)
+
+
+CYCLE_FIELDS = tuple(f.name for f in dataclasses.fields(CycleRow))
+
+
+def cycle_fields(values: dict) -> dict:
+    """The ``CycleRow`` fields of a worker's row (a row so far: any of them), typed as the row's."""
+    hints = _hints(CycleRow)
+    return {k: _coerce(v, hints[k]) for k, v in values.items() if k in hints}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,3 +273,124 @@ class CycleResult:
 
     row: CycleRow
     windows: tuple[WindowRow, ...] = ()
+
+
+# ---------------------------------------------------------------- the worker's messages
+
+
+class Kind(str, enum.Enum):
+    """The ``type`` of a worker's message (docs/dev/architecture.md, "The worker protocol")."""
+
+    CYCLE_START = "cycle_start"
+    PHASE = "phase"
+    WINDOW = "window"
+    PARTIAL = "partial"
+    CYCLE = "cycle"
+    FATAL = "fatal"
+    REFUSED = "refused"
+
+
+class _Message:
+    KIND: typing.ClassVar[Kind]
+
+    def encode(self) -> str:
+        """This message as one JSON line (no newline): ``{"type": KIND, field: value, ...}``."""
+        body = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        return json.dumps({"type": self.KIND.value, **body}, default=str)
+
+
+@dataclasses.dataclass(frozen=True)
+class CycleStart(_Message):
+    """A cycle begins (``t``: the worker's monotonic clock)."""
+
+    KIND = Kind.CYCLE_START
+    cycle: int
+    t: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Phase(_Message):
+    """A phase begins (start, infer, stop, release, cleanup) and may take ``timeout_s``."""
+
+    KIND = Kind.PHASE
+    phase: str
+    timeout_s: float
+    t: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Window(_Message):
+    """A measurement window of the load closed: the figures of a ``windows`` row that the worker
+    knows, with the workload's tags (``cycle``, ``mode``, ...)."""
+
+    KIND = Kind.WINDOW
+    figures: dict
+
+    @property
+    def cycle(self) -> int:
+        return int(self.figures.get("cycle") or 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Partial(_Message):
+    """The cycle's row once ``stop()`` returned (``CycleRow`` fields, so far), and the
+    shared-memory regions its processes mapped: what stands if the worker then hangs or dies."""
+
+    KIND = Kind.PARTIAL
+    row: dict
+    shm_regions: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class CycleDone(_Message):
+    """The cycle is done: its row as the worker measured it (``CycleRow`` fields) and the
+    version the core reported (None: the server never started)."""
+
+    KIND = Kind.CYCLE
+    row: dict
+    triton_version: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Fatal(_Message):
+    """An exception escaped the worker's loop (``error``: ``Type: message``); it exits 3."""
+
+    KIND = Kind.FATAL
+    error: str
+    traceback: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Refused(_Message):
+    """The run's inputs do not fit a model (one line); the worker exits 2, the run is refused."""
+
+    KIND = Kind.REFUSED
+    error: str
+
+
+Message = typing.Union[CycleStart, Phase, Window, Partial, CycleDone, Fatal, Refused]
+_BY_KIND: dict[str, type] = {c.KIND.value: c for c in (CycleStart, Phase, Window, Partial, CycleDone, Fatal, Refused)}
+
+
+def decode(line: str | bytes) -> Message | None:
+    """The message on one line, typed; None for a line that is not one (not JSON, not an object,
+    an unknown ``type``, a field missing or of the wrong type). Rows keep only ``CycleRow``'s
+    fields, typed as the row's."""
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    cls = _BY_KIND.get(obj.get("type")) if isinstance(obj, dict) else None
+    if cls is None:
+        return None
+    hints = _hints(cls)
+    try:
+        msg = cls(**{f.name: _coerce(obj[f.name], hints[f.name])
+                     for f in dataclasses.fields(cls) if f.name in obj})
+        if isinstance(msg, (Partial, CycleDone)):
+            msg = dataclasses.replace(msg, row=cycle_fields(msg.row))
+            if msg.row.get("cycle") is None:
+                return None  # a row of no cycle
+    except (TypeError, ValueError):
+        return None
+    return msg

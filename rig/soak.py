@@ -8,11 +8,11 @@ import dataclasses
 import sys
 from typing import Callable
 
-from rig import orchestrator
+from rig import orchestrator, storefs
 from rig.config import RunConfig, from_toml_text
 from rig.errors import Exit, RigError
 from rig.store import Store
-from rig.protocol import CycleResult, CycleRow
+from rig.protocol import CycleResult, CycleRow, WindowRow, typed_row
 from rig.text import num, redact
 
 DEFAULT_ALLOWED = ("clean", "ok")  # a verdict of each kind (cycle.OUTCOMES, cycle.LOAD_OUTCOMES)
@@ -187,10 +187,10 @@ class Progress:
                  phase]
         return "  ".join(p for p in parts if p)
 
-    def window(self, msg: dict):
+    def window(self, w: WindowRow):
         """Live figures of the cycle in flight, from its latest measurement window."""
-        if self._bar and msg.get("throughput"):
-            live = f"[cycle {msg.get('cycle')}: {msg['throughput']:,.0f} infer/s p99 {msg.get('p99_us') or 0:,.0f} us]"
+        if self._bar and w.throughput:
+            live = f"[cycle {w.cycle}: {w.throughput:,.0f} infer/s p99 {w.p99_us or 0:,.0f} us]"
             self._bar.update(self._task, figures=self.figures(live))
 
     def phase(self, cycle: int, phase: str):
@@ -208,13 +208,21 @@ class Progress:
             self._bar.stop()
 
 
+def results_store(results) -> Store:
+    """The store a run writes to (a folder or a pyarrow filesystem URI), checked reachable
+    (``storefs.check_writable``): what ``orchestrator.prepare`` records into."""
+    store = Store(results)
+    storefs.check_writable(store)
+    return store
+
+
 def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_given: bool = False,
             allowed: tuple[str, ...] = DEFAULT_ALLOWED, log: Callable[[str], None] = print,
-            on_window: Callable[[dict], None] | None = None) -> tuple[int, Tally, str, list[str]]:
+            on_window: Callable[[WindowRow], None] | None = None) -> tuple[int, Tally, str, list[str]]:
     """Run (or resume) a cycle/soak; returns (exit status, tally, run_id, reasons it failed)."""
     stored_rows: list[CycleRow] = []
+    store = results_store(cfg.results)
     if resume:
-        store = Store(cfg.results)
         stored = store.run_row(resume)
         if stored is None:
             raise RigError(f"no run {resume!r} in {redact(str(cfg.results))}/runs: check --results and the run id")
@@ -232,8 +240,7 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
             log(f"skipped {len(store.damaged)} damaged file(s) in {redact(str(cfg.results))} (their cycles run again): "
                 f"{store.damaged[0]}")
         df = df.astype(object).where(df.notna(), None)
-        names = [f.name for f in dataclasses.fields(CycleRow)]
-        stored_rows = [CycleRow(**{n: rec.get(n) for n in names}) for rec in df.to_dict("records")]
+        stored_rows = [typed_row(CycleRow, rec) for rec in df.to_dict("records")]
         from rig import probes
 
         left = probes.orphaned_stubs(str(store.work_dir(resume)))  # its models are rendered there
@@ -244,12 +251,12 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
             probes.remove_shm_regions(stale)
             log(f"removed {len(stale)} shared-memory region(s) no live process maps (left by the killed run)")
     allowed = allowed_outcomes(cfg, allowed)
-    p = orchestrator.prepare(cfg, command, run_id=resume, log=log)
+    p = orchestrator.prepare(cfg, command, store, run_id=resume, log=log)
     if not resume:
         orchestrator.write_run_row(p, command)
     log(f"run {p.run_id}: {p.runtime.name} (Triton {p.runtime.triton_version}), engine {p.engine}, "
         f"model {p.model_label}, retain {cfg.retain}, stop {cfg.stop_strategy}, "
-        f"restart {cfg.restart}, results in {p.store.root}/")
+        f"restart {cfg.restart}, results in {store.root}/")
     log(f"engine {p.engine}: {p.engine_reason.split(';')[0]}")
     if cfg.workload.name != "none" and cfg.workload.web_port:
         log(f"Locust's web UI: http://127.0.0.1:{cfg.workload.web_port}/ while each cycle's workload runs")
@@ -260,11 +267,11 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
     tally = Tally(list(stored_rows))
     progress = Progress(len(todo), f"{command} {p.run_id}", tally) if command == "soak" else None
 
-    def collect_window(msg: dict):
+    def collect_window(w: WindowRow):
         if progress:
-            progress.window(msg)
+            progress.window(w)
         if on_window:
-            on_window(msg)
+            on_window(w)
 
     def on_cycle(result: CycleResult):
         row = result.row
@@ -290,10 +297,10 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
             progress.close()
     reasons = judge(tally, cfg, allowed)
     if command == "soak":  # its files merged: one per table and partition (a cycle run is one already)
-        p.store.compact(p.run_id, owner=True)
+        store.compact(p.run_id, owner=True)
     if command == "soak" and tally.rows:
         from rig.analysis import plots
 
-        path = plots.soak_figure(p.store.read("cycles", p.run_id), p.store.plot_path(f"{p.run_id}-soak.png"))
-        log(f"plot: {p.store.publish(path)}")
+        path = plots.soak_figure(store.read("cycles", p.run_id), store.plot_path(f"{p.run_id}-soak.png"))
+        log(f"plot: {store.publish(path)}")
     return (Exit.FAILED if reasons else Exit.OK), tally, p.run_id, reasons

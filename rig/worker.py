@@ -1,10 +1,12 @@
 """The worker: hosts Triton in its own process and runs cycles from a spec file.
 
 ``python -m rig worker --spec FILE --result-fd N`` (or ``--result-fd -1`` for stdout) can be
-re-run by hand to reproduce a cycle. It writes one JSON line per event to the result pipe:
-``{"type": "phase", ...}``, ``{"type": "cycle", "row": {...}}``, ``{"type": "window", ...}``,
-``{"type": "fatal", "error": ...}``, ``{"type": "refused", "error": ...}`` (the run's inputs do
-not fit a model: the parent refuses the run in that one line). People's output (Triton's log) goes to files.
+re-run by hand to reproduce a cycle. It writes one JSON line per event to the result pipe, each
+a ``rig.protocol`` message: ``CycleStart`` and ``Phase`` (what the watchdog bounds), ``Window``
+(a measurement window's figures), ``Partial`` (the row once stop returned, and the shared memory
+mapped), ``CycleDone`` (the cycle's row), ``Fatal`` (an exception escaped; exit status 3),
+``Refused`` (the run's inputs do not fit a model: the parent refuses the run in that one line;
+exit status 2). People's output (Triton's log) goes to files.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import traceback
 from rig.procs import python_m
 from rig import cycle as cycle_mod
 from rig import engines
+from rig.protocol import CycleStart, Fatal, Message, Phase, Refused, Window
 from rig.runtime import Runtime
 
 
@@ -28,8 +31,8 @@ class Channel:
             os.set_inheritable(fd, False)
         self._f = sys.stdout if fd < 0 else os.fdopen(fd, "w", buffering=1)
 
-    def send(self, **msg) -> None:
-        self._f.write(json.dumps(msg, default=str) + "\n")
+    def send(self, msg: Message) -> None:
+        self._f.write(msg.encode() + "\n")
         self._f.flush()
 
 
@@ -75,14 +78,14 @@ def main(spec_path: str, result_fd: int) -> int:
     _own_environment(runtime, spec_path, result_fd)
     chan = Channel(result_fd)
 
-    def phase(name: str, timeout_s: float, cycle: int = 0) -> None:
-        chan.send(type="phase", phase=name, timeout_s=timeout_s, t=time.monotonic())
+    def phase(name: str, timeout_s: float) -> None:
+        chan.send(Phase(name, timeout_s, time.monotonic()))
 
     workload = None
     if spec.workload and spec.workload.get("name", "none") != "none":
         from rig.load import make_cycle_workload
 
-        workload = make_cycle_workload(spec.workload, lambda **w: chan.send(type="window", **w))
+        workload = make_cycle_workload(spec.workload, lambda **w: chan.send(Window(w)))
         if spec.engine == "capi":
             from rig.engines.capi import lane as fastpath
 
@@ -90,14 +93,13 @@ def main(spec_path: str, result_fd: int) -> int:
 
     try:
         for k in spec.cycles:
-            chan.send(type="cycle_start", cycle=k, t=time.monotonic())
-            row = cycle_mod.run_cycle(lambda: engines.make(spec.engine, runtime), spec, k, phase, workload,
-                                      partial=lambda r: chan.send(type="partial", row=r))
-            chan.send(type="cycle", row=row)
+            chan.send(CycleStart(k, time.monotonic()))
+            chan.send(cycle_mod.run_cycle(lambda: engines.make(spec.engine, runtime), spec, k, phase, workload,
+                                          partial=chan.send))
     except cycle_mod.InputsRefused as e:  # bad input, not a failed cycle: the parent refuses the run
-        chan.send(type="refused", error=str(e))
+        chan.send(Refused(str(e)))
         return 2
     except Exception as e:  # noqa: BLE001 - reported to the parent as data, then exit non-zero
-        chan.send(type="fatal", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc()[-4000:])
+        chan.send(Fatal(f"{type(e).__name__}: {e}", traceback.format_exc()[-4000:]))
         return 3
     return 0

@@ -157,6 +157,8 @@ def test_a_worker_can_be_rerun_by_hand_from_its_spec(tmp_path, runtime, repo_roo
     import subprocess
     import sys
 
+    from rig import protocol
+
     ROOT = repo_root
 
     res = tmp_path / "r"
@@ -167,11 +169,17 @@ def test_a_worker_can_be_rerun_by_hand_from_its_spec(tmp_path, runtime, repo_roo
     p = subprocess.run([sys.executable, "-m", "rig", "worker", "--spec", str(spec)], capture_output=True,
                        text=True, env=env, cwd=tmp_path, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
-    messages = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
-    phases = [m["phase"] for m in messages if m["type"] == "phase"]
+    messages = [m for m in map(protocol.decode, p.stdout.splitlines()) if m is not None]
+    assert [type(m) for m in messages[:2]] == [protocol.CycleStart, protocol.Phase]
+    phases = [m.phase for m in messages if isinstance(m, protocol.Phase)]
     assert phases == ["start", "infer", "stop", "release", "cleanup"]
-    row = next(m["row"] for m in messages if m["type"] == "cycle")
-    assert row["outcome"] == "clean" and row["outputs_ok"] is True
+    partial = next(m for m in messages if isinstance(m, protocol.Partial))
+    assert partial.row["outcome"] == "clean" and partial.shm_regions  # the stub's regions, by name
+    assert all(r.startswith("triton_python_backend_shm_region") for r in partial.shm_regions)
+    done = messages[-1]
+    assert isinstance(done, protocol.CycleDone) and done.row["cycle"] == 1
+    assert done.row["outcome"] == "clean" and done.row["outputs_ok"] is True
+    assert done.triton_version == json.loads(spec.read_text())["runtime"]["triton_version"]  # the core's word
 
 
 @pytest.mark.slow

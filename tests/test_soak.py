@@ -238,3 +238,33 @@ def test_a_model_without_config_pbtxt_completes_its_own(tmp_path, runtime):
     assert p.returncode == 0, p.stdout + p.stderr
     r = cycles(res).iloc[0]
     assert r.outcome == "clean" and r.errors == 0 and r.finalize_before_stop == 1
+
+
+def test_runs_record_the_versions_of_the_packages_that_shape_a_figure(tmp_path, runtime):
+    """Schema 8: the run's row says which locust, numpy (the worker's and the stubs'), pyarrow and
+    tritonserver bindings made its figures; each compared with what is installed here."""
+    import importlib.metadata as md
+    import re
+    import sys
+
+    def stub_numpy() -> str:  # what an import in a stub finds: the runtime's numpy-1 folder first
+        code = "import sys; sys.path[:0] = sys.argv[1:]; import numpy; print(numpy.__version__)"
+        return subprocess.run([sys.executable, "-c", code, *([runtime.stub_site] if runtime.stub_site else [])],
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    res = tmp_path / "r"
+    p = rig("cycle", "--workload", "steady", "--users", "1", "--workload-seconds", "1", "--results", str(res))
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    q = rig("cycle", "--requests", "5", "--results", str(res))  # no Locust load: no locust version
+    assert q.returncode == 0, q.stdout[-2000:] + q.stderr[-2000:]
+    runs = pd.read_parquet(res / "runs").set_index("run_id")
+    loaded, plain = (runs.loc[re.search(r"^run (\S+):", out.stdout, re.M).group(1)].to_dict() for out in (p, q))
+    for row in (loaded, plain):
+        assert row["schema_version"] == 8 and row["engine"] == "capi"
+        assert row["numpy_version"] == md.version("numpy")
+        assert row["pyarrow_version"] == md.version("pyarrow")
+        assert row["stub_numpy_version"] == stub_numpy()
+        assert pd.isna(row["tritonserver_version"]), "the bindings count with --engine tritonserver only"
+    assert loaded["locust_version"] == md.version("locust") and pd.isna(plain["locust_version"])
+    if runtime.stub_site:  # the embedded core's stubs run numpy 1 whatever the worker has
+        assert loaded["stub_numpy_version"].startswith("1.")

@@ -2,7 +2,7 @@
 
 Each fake worker is a small Python file run in place of ``python -m rig worker`` (through
 ``Prepared.worker_argv``), with the same arguments (``--spec FILE --result-fd N``) and the same
-protocol: JSON lines on the result pipe. No Triton core is started: what is tested is what the
+protocol: ``rig.protocol``'s messages, one JSON line each on the result pipe. No Triton core is started: what is tested is what the
 parent makes of a worker that reports, hangs, dies or talks nonsense, and that the run goes on.
 Deadlines are announced by the fakes (a ``phase`` message) or set by the config, and kept short.
 """
@@ -17,6 +17,7 @@ import sys
 import textwrap
 import time
 import types
+from pathlib import Path
 
 import psutil
 import pytest
@@ -24,14 +25,16 @@ import pytest
 from rig import orchestrator
 from rig.config import RunConfig
 from rig.cycle import OUTCOMES, CycleSpec
+from rig.orchestrator import rows as parent_rows
 from rig.runtime import Runtime
 from rig.store import Store
-from rig.protocol import CycleRow, WindowRow
+from rig.protocol import CycleRow, Partial, WindowRow
 
 # What every fake worker starts with: its arguments, its spec, the result pipe, and a way to
 # leave a process the probes take for a backend stub (argv[0] is the stub's name) in its group.
 PREAMBLE = f'''
 import json, os, signal, subprocess, sys, time
+from rig.protocol import CycleDone, CycleStart, Fatal, Partial, Phase, Window
 _args = sys.argv[1:]
 SPEC_PATH = _args[_args.index("--spec") + 1]
 SPEC = json.load(open(SPEC_PATH))
@@ -40,8 +43,8 @@ WORK = os.path.dirname(SPEC_PATH)
 _out = os.fdopen(int(_args[_args.index("--result-fd") + 1]), "w", buffering=1)
 
 
-def send(**msg):
-    _out.write(json.dumps(msg) + "\\n")
+def send(msg):
+    _out.write(msg.encode() + "\\n")
     _out.flush()
 
 
@@ -59,11 +62,19 @@ def row(cycle, **kw):
     return r
 
 
-def report(cycle, **kw):
-    send(type="cycle_start", cycle=cycle, t=time.monotonic())
-    send(type="phase", phase="start", timeout_s=30, t=time.monotonic())
-    send(type="phase", phase="stop", timeout_s=30, t=time.monotonic())
-    send(type="cycle", row=row(cycle, **kw))
+def start(cycle):
+    send(CycleStart(cycle, time.monotonic()))
+
+
+def phase(name, timeout_s):
+    send(Phase(name, timeout_s, time.monotonic()))
+
+
+def report(cycle, triton_version=None, **kw):
+    start(cycle)
+    phase("start", 30)
+    phase("stop", 30)
+    send(CycleDone(row(cycle, **kw), triton_version))
 
 
 def fake_stub():
@@ -128,10 +139,10 @@ def stub_pid(p: orchestrator.Prepared, cycle: int) -> int:
 def test_reported_cycles_are_stored_as_reported_one_fresh_worker_each(tmp_path):
     p = prepared(tmp_path, '''
         for k in CYCLES:
-            send(type="cycle_start", cycle=k, t=time.monotonic())
-            send(type="phase", phase="infer", timeout_s=30, t=time.monotonic())
-            send(type="window", cycle=k, window=1, throughput=100.0 * k)
-            send(type="cycle", row=row(k, throughput=1234.5, detail=f"spec cycles {CYCLES}"))
+            start(k)
+            phase("infer", 30)
+            send(Window({"cycle": k, "window": 1, "throughput": 100.0 * k}))
+            send(CycleDone(row(k, throughput=1234.5, detail=f"spec cycles {CYCLES}")))
     ''', cycles=3, retain="last-response")
     r = run(p, [1, 2, 3])
     assert [row.cycle for row in r.rows] == [1, 2, 3]
@@ -139,7 +150,7 @@ def test_reported_cycles_are_stored_as_reported_one_fresh_worker_each(tmp_path):
     assert len({row.worker_pid for row in r.rows}) == 3, "fresh-process: one worker per cycle"
     assert [row.detail for row in r.rows] == ["spec cycles [1]", "spec cycles [2]", "spec cycles [3]"]
     assert r.phases == [(1, "infer"), (2, "infer"), (3, "infer")]
-    assert [w["throughput"] for w in r.windows] == [100.0, 200.0, 300.0]
+    assert [w.throughput for w in r.windows] == [100.0, 200.0, 300.0]  # each window as it closes
     # each cycle's result carries its own windows, typed, with the run's tags
     assert [[(w.cycle, w.throughput, w.run_id, w.engine) for w in res.windows] for res in r.results] == \
         [[(1, 100.0, "run1", "capi")], [(2, 200.0, "run1", "capi")], [(3, 300.0, "run1", "capi")]]
@@ -187,6 +198,14 @@ def test_a_stub_left_behind_by_a_finished_worker_is_killed_and_counted(tmp_path)
     assert gone(stub_pid(p, 1))
 
 
+def test_the_worker_finds_this_rig_first_on_its_path(tmp_path):
+    p = prepared(tmp_path, '''
+        report(CYCLES[0], detail=os.environ["PYTHONPATH"].split(os.pathsep)[0])
+    ''')
+    (row,) = run(p, [1]).rows
+    assert row.detail == str(Path(orchestrator.__file__).resolve().parents[2])
+
+
 def test_the_core_reporting_another_version_is_noted(tmp_path):
     p = prepared(tmp_path, '''
         report(CYCLES[0], triton_version="2.99.0", detail="first note")
@@ -201,9 +220,9 @@ def test_a_phase_past_its_deadline_is_hung_its_group_killed_and_the_run_goes_on(
     p = prepared(tmp_path, '''
         k = CYCLES[0]
         if k == 1:
-            send(type="cycle_start", cycle=k, t=time.monotonic())
+            start(k)
             fake_stub()
-            send(type="phase", phase="stop", timeout_s=0.3, t=time.monotonic())
+            phase("stop", 0.3)
             time.sleep(600)
         report(k)
     ''', cycles=2)
@@ -233,10 +252,10 @@ def test_a_worker_silent_from_the_start_is_hung_at_the_spawn_deadline(tmp_path):
 def test_a_hang_after_stop_keeps_the_stops_outcome(tmp_path):
     p = prepared(tmp_path, '''
         k = CYCLES[0]
-        send(type="cycle_start", cycle=k, t=time.monotonic())
-        send(type="phase", phase="stop", timeout_s=30, t=time.monotonic())
-        send(type="partial", row=row(k, stop_latency_s=1.5, finalize_before_stop=0, outcome="finalize_missing"))
-        send(type="phase", phase="cleanup", timeout_s=0.3, t=time.monotonic())
+        start(k)
+        phase("stop", 30)
+        send(Partial(row(k, stop_latency_s=1.5, finalize_before_stop=0, outcome="finalize_missing")))
+        phase("cleanup", 0.3)
         time.sleep(600)
     ''')
     (row,) = run(p, [1]).rows
@@ -257,8 +276,8 @@ def test_a_worker_that_dies_mid_cycle_is_crashed_and_the_run_goes_on(tmp_path, d
     p = prepared(tmp_path, f'''
         k = CYCLES[0]
         if k == 2:
-            send(type="cycle_start", cycle=k, t=time.monotonic())
-            send(type="phase", phase="infer", timeout_s=60, t=time.monotonic())
+            start(k)
+            phase("infer", 60)
             print("last words of the worker", file=sys.stderr, flush=True)
             {death}
         report(k)
@@ -275,9 +294,9 @@ def test_a_worker_that_dies_mid_cycle_is_crashed_and_the_run_goes_on(tmp_path, d
 
 def test_a_worker_that_reports_a_fatal_error_is_crashed_with_that_error(tmp_path):
     p = prepared(tmp_path, '''
-        send(type="cycle_start", cycle=CYCLES[0], t=time.monotonic())
-        send(type="phase", phase="start", timeout_s=60, t=time.monotonic())
-        send(type="fatal", error="RuntimeError: no such engine", traceback="...")
+        start(CYCLES[0])
+        phase("start", 60)
+        send(Fatal("RuntimeError: no such engine", "..."))
         sys.exit(3)
     ''')
     (row,) = run(p, [1]).rows
@@ -288,12 +307,12 @@ def test_a_worker_that_reports_a_fatal_error_is_crashed_with_that_error(tmp_path
 def test_a_crash_after_stop_keeps_the_stops_outcome_and_counts_the_stub(tmp_path):
     p = prepared(tmp_path, '''
         k = CYCLES[0]
-        send(type="cycle_start", cycle=k, t=time.monotonic())
+        start(k)
         fake_stub()
-        send(type="phase", phase="stop", timeout_s=30, t=time.monotonic())
-        send(type="partial", row=row(k, outcome="exit_timeout", stop_error="Exit timeout expired",
-                                     stop_latency_s=1.0, stubs_killed=1))
-        send(type="phase", phase="release", timeout_s=30, t=time.monotonic())
+        phase("stop", 30)
+        send(Partial(row(k, outcome="exit_timeout", stop_error="Exit timeout expired",
+                         stop_latency_s=1.0, stubs_killed=1)))
+        phase("release", 30)
         os.kill(os.getpid(), signal.SIGKILL)
     ''')
     (row,) = run(p, [1]).rows
@@ -309,11 +328,11 @@ def test_a_crash_in_teardown_still_counts_the_stub_left_after_stop(tmp_path):
     stub or the worker died first and the stub then exited on its own (no stub runs here)."""
     p = prepared(tmp_path, '''
         k = CYCLES[0]
-        send(type="cycle_start", cycle=k, t=time.monotonic())
-        send(type="phase", phase="stop", timeout_s=30, t=time.monotonic())
-        send(type="partial", row=row(k, outcome="exit_timeout", stop_error="Exit timeout expired",
-                                     stop_latency_s=5.0, stubs_alive_after_stop=1))
-        send(type="phase", phase="release", timeout_s=30, t=time.monotonic())
+        start(k)
+        phase("stop", 30)
+        send(Partial(row(k, outcome="exit_timeout", stop_error="Exit timeout expired",
+                         stop_latency_s=5.0, stubs_alive_after_stop=1)))
+        phase("release", 30)
         os.kill(os.getpid(), signal.SIGABRT)
     ''')
     (row,) = run(p, [1]).rows
@@ -325,7 +344,7 @@ def test_a_same_process_worker_that_dies_loses_only_its_cycle(tmp_path):
     p = prepared(tmp_path, '''
         for k in CYCLES:
             if k == 2 and len(CYCLES) == 3:  # the first worker dies in cycle 2
-                send(type="cycle_start", cycle=k, t=time.monotonic())
+                start(k)
                 os._exit(9)
             report(k)
     ''', restart="same-process", cycles=3)
@@ -337,9 +356,9 @@ def test_a_same_process_worker_that_dies_loses_only_its_cycle(tmp_path):
 
 def test_an_exception_in_the_parent_kills_the_worker_group(tmp_path):
     p = prepared(tmp_path, '''
-        send(type="cycle_start", cycle=CYCLES[0], t=time.monotonic())
+        start(CYCLES[0])
         fake_stub()
-        send(type="phase", phase="infer", timeout_s=60, t=time.monotonic())
+        phase("infer", 60)
         time.sleep(600)
     ''')
 
@@ -359,7 +378,9 @@ GARBAGE = r'''
 raw("this is not json\n")
 raw("{\"type\": \"cycle\", \"row\": \n")
 _out.buffer.write(b"\xff\xfe\x00 binary\n"); _out.flush()
-send(type="no-such-message", cycle=99)
+raw('{"type": "no-such-message", "cycle": 99}\n')
+raw('{"type": "cycle_start", "cycle": "not a number", "t": 0}\n')
+raw('{"type": "cycle", "row": {"outcome": "clean"}}\n')
 '''
 
 
@@ -378,7 +399,7 @@ def test_garbage_then_exit_without_a_result_is_crashed(tmp_path, start, code):
 k = CYCLES[0]
 if k == 1:
     if {start}:
-        send(type="cycle_start", cycle=k, t=time.monotonic())
+        start(k)
 {textwrap.indent(GARBAGE, "    ")}
     sys.exit({code})
 report(k)
@@ -415,11 +436,11 @@ def test_json_that_is_not_an_object_is_ignored(tmp_path):
 def test_every_outcome_is_stored_as_soon_as_known(tmp_path):
     p = prepared(tmp_path, '''
         k = CYCLES[0]
-        send(type="cycle_start", cycle=k, t=time.monotonic())
+        start(k)
         if k == 1:
             os.kill(os.getpid(), signal.SIGKILL)
         if k == 2:
-            send(type="phase", phase="start", timeout_s=0.3, t=time.monotonic())
+            phase("start", 0.3)
             time.sleep(600)
         report(k, stop_error=None)
     ''', cycles=3)
@@ -445,25 +466,26 @@ def _p(tmp_path):
 
 def test_finish_row_types_and_truncates(tmp_path):
     p = _p(tmp_path)
-    row = orchestrator._blank_row(p, 4)
+    row = parent_rows.blank_row(p, 4)
     row.update(outcome="stop_error", stubs_killed=2.0, requests=10.0, detail="x" * 5000, stop_error=RuntimeError("e"),
-               start_latency_s=1.0, stop_latency_s=None, workload_s=2.0, not_a_field="dropped")
-    done = orchestrator._finish_row(p, row, 10.0)
+               start_latency_s=1, stop_latency_s=None, workload_s=2, outputs_ok=1, not_a_field="dropped")
+    done = parent_rows.finish_row(p, row, 10.0)
     assert done.stubs_killed == 2 and type(done.stubs_killed) is int and type(done.requests) is int
+    assert type(done.start_latency_s) is float and type(done.workload_s) is float and done.outputs_ok is True
     assert len(done.detail) == 2000 and done.stop_error == "e"
     assert done.overhead_s == pytest.approx(7.0)  # a missing stop latency counts as 0
     assert done.cycle_wall_s == 10.0 and done.engine == "capi" and done.cycle == 4
-    assert orchestrator._finish_row(p, orchestrator._blank_row(p, 5), None).overhead_s is None
+    assert parent_rows.finish_row(p, parent_rows.blank_row(p, 5), None).overhead_s is None
 
 
 def test_lost_cycle_without_and_with_a_partial_row(tmp_path):
     p = _p(tmp_path)
-    lost = orchestrator._lost_cycle(p, 3, None, "hung", "hung", "phase x", stubs=2, leaked=1, pid=77)
+    lost = parent_rows.lost_cycle(p, 3, None, "hung", "hung", "phase x", stubs=2, leaked=1, pid=77)
     assert (lost["outcome"], lost["cleanup"], lost["detail"]) == ("hung", None, "phase x")
     assert (lost["stubs_killed"], lost["shm_regions_leaked"], lost["worker_pid"]) == (2, 1, 77)
-    partial = {"cycle": 3, "outcome": "clean", "stubs_killed": 1, "shm_regions_leaked": None,
-               "stop_latency_s": 0.5, "unknown_key": 1}
-    kept = orchestrator._lost_cycle(p, 3, partial, "crashed", "crashed: exit status 1", "why", 2, 0, 78)
+    partial = Partial({"cycle": 3, "outcome": "clean", "stubs_killed": 1, "shm_regions_leaked": None,
+                       "stop_latency_s": 0.5, "unknown_key": 1}, ("triton_python_backend_shm_region_gone",))
+    kept = parent_rows.lost_cycle(p, 3, partial, "crashed", "crashed: exit status 1", "why", 2, 0, 78)
     assert (kept["outcome"], kept["cleanup"], kept["detail"]) == ("clean", "crashed: exit status 1", "why")
     assert kept["stubs_killed"] == 3 and kept["shm_regions_leaked"] == 0 and kept["stop_latency_s"] == 0.5
     assert "unknown_key" not in kept

@@ -1,0 +1,117 @@
+"""A cycle's two verdicts, judged apart: the lifecycle's (``outcome``) and the load's
+(``load_outcome``), from the figures of its row; and the notes that explain a verdict. Pure:
+the worker judges a cycle with it, the store reads older cycles' single verdict as two."""
+
+from __future__ import annotations
+
+import json
+import typing
+
+# Two verdicts per cycle, judged apart: the lifecycle's (``outcome``: did the server start, stop
+# in time and run every finalize?) and the load's (``load_outcome``: were the requests answered,
+# and rightly?). A model that fails its requests can still stop cleanly, or not: one verdict must
+# never hide the other.
+OUTCOMES = {
+    "clean": "stop returned in time, every finalize ran before it returned",
+    "exit_timeout": "stop waited out exit_timeout (a model stayed loaded)",
+    "stop_error": "stop returned another error",
+    "load_failed": "the server or a model did not become ready",
+    "finalize_error": "a model's finalize raised",
+    "finalize_missing": "stop returned cleanly but some finalize had not run",
+    "hung": "a phase ran past its deadline; the worker was killed",
+    "crashed": "the worker died (signal or exit) in the middle of a cycle",
+}
+Outcome = typing.Literal["clean", "exit_timeout", "stop_error", "load_failed", "finalize_error",
+                         "finalize_missing", "hung", "crashed"]
+LOAD_OUTCOMES = {
+    "ok": "every request answered, every checked output right",
+    "timeouts": "some requests got no final response within --request-timeout (see timeouts)",
+    "errors": "some requests failed (see errors and error_messages)",
+    "wrong_outputs": "requests answered, but some outputs were wrong (see bad_outputs)",
+    "nothing_completed": "the load completed no request (and none failed: nothing was measured)",
+    "not_measured": "no load was measured: the server or a model never became ready, or the worker hung or crashed first",
+}
+LoadOutcome = typing.Literal["ok", "timeouts", "errors", "wrong_outputs", "nothing_completed", "not_measured"]
+# Schema versions 1-5 stored one verdict: these two outcomes were the load's.
+LEGACY_LOAD = {"infer_error": "errors", "wrong_output": "wrong_outputs"}
+
+def classify(row: dict) -> Outcome:
+    """The lifecycle's verdict of a cycle the worker finished (hung/crashed are the parent's):
+    the stop and the finalize evidence alone, whatever the requests did (``classify_load``)."""
+    if row.get("outcome") == "load_failed":
+        return "load_failed"
+    err = row.get("stop_error")
+    if err:
+        return "exit_timeout" if "exit timeout" in err.lower() else "stop_error"
+    if row.get("finalize_errors"):
+        return "finalize_error"
+    if (row.get("finalize_expected") or 0) > (row.get("finalize_before_stop") or 0):
+        return "finalize_missing"
+    return "clean"
+
+
+def classify_load(row: dict) -> LoadOutcome:
+    """The load's verdict: what the cycle's requests (the reference request, the workload or the
+    fixed count, the retention request) came to. Unanswered requests first (they also hold the
+    model inside the server), then failed ones, then a load that measured nothing, then wrong
+    answers."""
+    if row.get("outcome") == "load_failed" or row.get("requests") is None:
+        return "not_measured"
+    if row.get("timeouts"):
+        return "timeouts"
+    if row.get("errors"):
+        return "errors"
+    if row.get("outputs_ok") is False and not row.get("bad_outputs"):
+        return "wrong_outputs"  # the reference answer itself was wrong
+    if row.get("requests") == 0:
+        return "nothing_completed"
+    if row.get("bad_outputs") or row.get("outputs_ok") is False:
+        return "wrong_outputs"
+    return "ok"
+
+
+def upgrade_legacy(rec: dict) -> dict:
+    """A cycle stored before schema 6 (one verdict) as two: ``infer_error`` and ``wrong_output``
+    were the load's verdict; the lifecycle's is then read from the stop and finalize columns the
+    row kept."""
+    if rec.get("load_outcome") is not None or rec.get("outcome") is None:
+        return rec
+    old = rec["outcome"]
+    if old in LEGACY_LOAD:
+        rec["load_outcome"] = LEGACY_LOAD[old]
+        rec["outcome"] = classify({k: v for k, v in rec.items() if k != "outcome"})
+    elif old in ("load_failed",) or rec.get("requests") is None:
+        rec["load_outcome"] = "not_measured"
+    else:
+        rec["load_outcome"] = "errors" if rec.get("errors") else "ok"
+    return rec
+
+
+# The Python backend's words for a request whose execute raised (its own error responses read
+# otherwise: the model's message alone).
+RAISED_IN_EXECUTE = "Failed to process the request(s)"
+RAISED_AND_HELD = (
+    "the model raised in execute and the stop then waited out exit_timeout: Triton's Python backend "
+    "can keep a model loaded after a raising execute (the server#7481 class). It is a race with the "
+    "next request: on core 2.51.0, with no rig code (benchmarks/plain_api_faults.py), one request at a "
+    "time showed it in 2 of 3 runs through the C API when each was sent as soon as the last was "
+    "released, in 0 of 3 with a 50 us pause between them, and in 3 of 3 through the official API's "
+    "asyncio loop at one and at two in flight; so whether one concurrency shows it can differ between "
+    "engines and between runs, and the stop's verdict is Triton's either way")
+
+
+UNANSWERED = (
+    "requests went unanswered (no final response within the request timeout): on core 2.51.0, with "
+    "no rig code, such a request let its model unload through the C API (the Python backend released "
+    "it; the stop clean) but held it through the official tritonserver API (its request waits for a "
+    "final response; the stop waited out exit_timeout even after the caller let go of it), so the two "
+    "engines can differ here; the rig keeps no reference to such a request, and the stop's verdict is "
+    "Triton's either way")
+
+
+def raised_and_held(row: dict) -> str | None:
+    """The note for a cycle whose model raised in execute and whose stop then held (see above)."""
+    if row.get("outcome") not in ("exit_timeout", "finalize_missing"):
+        return None
+    messages = json.loads(row["error_messages"]) if row.get("error_messages") else {}
+    return RAISED_AND_HELD if any(RAISED_IN_EXECUTE in m for m in messages) else None
