@@ -371,13 +371,6 @@ def inputs_for(meta: ModelMetadata, batch: int = 1, seed: int = 0) -> dict[str, 
     return entry
 
 
-def as_entries(inputs) -> list[dict]:
-    """A model's inputs as a list of entries: one dict (the contract before entries) is one."""
-    if isinstance(inputs, dict):
-        return [inputs]
-    return list(inputs)
-
-
 # ---------------------------------------------------------------- perf_analyzer's file
 
 def perf_analyzer_file(meta: ModelMetadata, entries: list[dict]) -> dict:

@@ -35,13 +35,15 @@ def test_a_window_keeps_stream_columns_null_unless_a_request_streamed():
 
 
 def test_the_sink_carries_a_lanes_stream_into_its_window():
+    from rig.load.lanes import TaskLane
     from rig.load.sink import Sink
     from rig.load.windows import Window
 
-    class Streaming:
+    class Streaming(TaskLane):  # a lane (rig.engines.base.Lane) whose drains carry a stream
         kind = "native"
 
         def __init__(self):
+            super().__init__()
             self.given = [(np.array([30_000_000]), np.array([30_000_000, 30_000_000]), np.array([3]))]
 
         def drain(self):

@@ -9,8 +9,6 @@ compiler or no installed runtime.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -22,8 +20,8 @@ import pytest
 from rig import runtime
 from rig.engines.capi import lane as fastpath
 from rig.errors import RigError
+from rig.procs import kill_group
 
-SHM_PREFIX = "triton_python_backend_shm_region_"
 OK, WHY = fastpath.available()
 if not OK:
     print(f"fastpath tests skipped: {WHY}")
@@ -47,6 +45,7 @@ CHILD = textwrap.dedent(r'''
     from rig.engines.capi import lane as fastpath
     from rig.engines.base import EngineError, ServerOptions
     from rig.engines.capi import CapiEngine
+    from rig.procs import group_shm_regions
 
     scenario, work, exit_timeout = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
     rt = runtime.Runtime.from_dict(json.loads(sys.argv[4]))
@@ -65,23 +64,7 @@ CHILD = textwrap.dedent(r'''
     out = {"numpy_major": int(np.__version__.split(".")[0])}
     X = np.arange(4, dtype=np.float32)
 
-    def stub_regions():
-        """Shared-memory regions named by our stubs, for the parent to remove if they leak."""
-        found = []
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-                if ppid != os.getpid():
-                    continue
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    args = f.read().decode(errors="replace").split("\0")
-            except (OSError, ValueError, IndexError):
-                continue
-            found += [a for a in args if a.startswith("triton_python_backend_shm_region_")]
-        return found
-
-    out["shm_regions"] = stub_regions()
+    out["shm_regions"] = sorted(group_shm_regions(os.getpgid(0)))  # the stubs' regions: the parent removes leaks
 
     def server_stop():
         t = time.monotonic()
@@ -90,10 +73,10 @@ CHILD = textwrap.dedent(r'''
 
     if scenario == "closed":
         try:
-            fastpath.Lane(engine, "no_such_model", {"INPUT": X})
+            fastpath.NativeLane(engine, "no_such_model", {"INPUT": X})
         except EngineError as e:
             out["missing_model_error"] = str(e)
-        lane = fastpath.Lane(engine, "numpy", {"INPUT": X}, in_flight=2)
+        lane = fastpath.NativeLane(engine, "numpy", {"INPUT": X}, in_flight=2)
         import gevent.socket
         t = time.monotonic()
         lane.start_closed()
@@ -122,7 +105,7 @@ CHILD = textwrap.dedent(r'''
         out["closed"] = lane.close()
         server_stop()
     elif scenario == "outputs":
-        lane = fastpath.Lane(engine, "numpy", {"INPUT": X}, keep_last=True)
+        lane = fastpath.NativeLane(engine, "numpy", {"INPUT": X}, keep_last=True)
         lane.start_closed()
         time.sleep(0.3)
         out["stopped"] = lane.stop(10)
@@ -144,7 +127,7 @@ CHILD = textwrap.dedent(r'''
         while probes.stubs_of(os.getpid()) and time.monotonic() < deadline:
             time.sleep(0.02)
     elif scenario == "open":
-        lane = fastpath.Lane(engine, "numpy", {"INPUT": X})
+        lane = fastpath.NativeLane(engine, "numpy", {"INPUT": X})
         rate, n_late, late_ns = 400, 20, 150_000_000
         now = fastpath.now_ns()
         start = now + 50_000_000
@@ -186,11 +169,11 @@ CHILD = textwrap.dedent(r'''
                     "cycled": all(seq[k] == seq[k % 3] for k in range(len(seq)))}
 
         from rig.load.lanes import PyLane
-        out["native_1"] = run(lambda k: fastpath.Lane(engine, "echo", entries, in_flight=k), 1)
-        out["native_3"] = run(lambda k: fastpath.Lane(engine, "echo", entries, in_flight=k), 3)
-        out["native_dict"] = run(lambda k: fastpath.Lane(engine, "echo", entries[1], in_flight=k), 2, 0.2)
+        out["native_1"] = run(lambda k: fastpath.NativeLane(engine, "echo", entries, in_flight=k), 1)
+        out["native_3"] = run(lambda k: fastpath.NativeLane(engine, "echo", entries, in_flight=k), 3)
+        out["native_dict"] = run(lambda k: fastpath.NativeLane(engine, "echo", entries[1], in_flight=k), 2, 0.2)
         out["python_1"] = run(lambda k: PyLane(engine, "echo", entries, in_flight=k), 1)
-        keep = fastpath.Lane(engine, "echo", entries[:2], keep_last=True)
+        keep = fastpath.NativeLane(engine, "echo", entries[:2], keep_last=True)
         keep.start_closed()
         time.sleep(0.2)
         keep.stop(10)
@@ -201,7 +184,7 @@ CHILD = textwrap.dedent(r'''
         keep.close()
         server_stop()
     elif scenario == "errors":
-        lane = fastpath.Lane(engine, "dies", {"INPUT": X}, in_flight=2)
+        lane = fastpath.NativeLane(engine, "dies", {"INPUT": X}, in_flight=2)
         lane.start_closed()
         time.sleep(1.6)  # the stub dies at its 3rd execute; the backend notices within ~1 s
         t = time.monotonic()
@@ -252,32 +235,6 @@ ECHO_MODEL = textwrap.dedent('''
 CHILD = CHILD.replace("ECHO_CONFIG", repr(ECHO_CONFIG)).replace("ECHO_MODEL", repr(ECHO_MODEL))
 
 
-def _reap_group(pgid: int, regions: set[str]) -> None:
-    """Kill what the child left in its process group (a stub orphaned by a stop that ran into
-    exit_timeout lives on, holding its parent's stdout) and remove those stubs' shared memory
-    (``regions``: named by the child; a stub killed or orphaned does not remove its own)."""
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if os.getpgid(int(pid)) != pgid:
-                continue
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                args = f.read().decode(errors="replace").split("\0")
-        except (OSError, ProcessLookupError):
-            continue
-        regions |= {a for a in args if a.startswith(SHM_PREFIX) and "/" not in a}
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    for name in regions:
-        if not name.startswith(SHM_PREFIX) or "/" in name:
-            continue
-        try:
-            os.unlink(os.path.join("/dev/shm", name))
-        except OSError:
-            pass
-
-
 def _child(tmp_path, scenario: str, exit_timeout: int = 5, source: str = CHILD) -> dict:
     """Run ``source`` (a script like CHILD: argv scenario, work folder, exit_timeout, runtime;
     prints "RESULT {json}" with the stub regions it saw) in a child; its observations."""
@@ -301,7 +258,9 @@ def _child(tmp_path, scenario: str, exit_timeout: int = 5, source: str = CHILD) 
             text = output.read_text()
             results = [json.loads(line[len("RESULT "):]) for line in text.splitlines()
                        if line.startswith("RESULT ")]
-            _reap_group(proc.pid, set(results[0]["shm_regions"]) if results else set())
+            # what the child left in its group (a stub orphaned by a stop that ran into
+            # exit_timeout), and those stubs' shared memory (a stub killed does not remove its own)
+            kill_group(proc.pid, proc, set(results[0]["shm_regions"]) if results else set())
     if results:
         print(scenario, results[0])
         return results[0]
@@ -330,13 +289,13 @@ def test_build_without_a_compiler_says_so(monkeypatch, tmp_path):
 def test_bytes_inputs_are_refused():
     engine = types.SimpleNamespace(server=None)
     with pytest.raises(RigError, match="BYTES"):
-        fastpath.Lane(engine, "m", {"TEXT": np.array([b"a", b"bc"], dtype=np.object_)})
+        fastpath.NativeLane(engine, "m", {"TEXT": np.array([b"a", b"bc"], dtype=np.object_)})
 
 
 def test_lane_needs_a_running_server():
     engine = types.SimpleNamespace(server=None)
     with pytest.raises(RigError, match="no running server"):
-        fastpath.Lane(engine, "m", {"INPUT": np.zeros(4, dtype=np.float32)})
+        fastpath.NativeLane(engine, "m", {"INPUT": np.zeros(4, dtype=np.float32)})
 
 
 # ---------------------------------------------------------------- real core, real stubs

@@ -44,6 +44,7 @@ CHILD = textwrap.dedent(r'''
     from rig.engines.capi import lane as fastpath
     from rig.engines.base import EngineError, ServerOptions
     from rig.engines.capi import CapiEngine
+    from rig.procs import group_shm_regions
 
     scenario, work, exit_timeout = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
     rt = runtime.Runtime.from_dict(json.loads(sys.argv[4]))
@@ -95,25 +96,10 @@ CHILD = textwrap.dedent(r'''
     X = np.arange(4, dtype=np.float32)
     out = {}
 
-    def stub_regions():
-        found = []
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-                if ppid != os.getpid():
-                    continue
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    args = f.read().decode(errors="replace").split("\0")
-            except (OSError, ValueError, IndexError):
-                continue
-            found += [a for a in args if a.startswith("triton_python_backend_shm_region_")]
-        return found
-
-    out["shm_regions"] = stub_regions()
+    out["shm_regions"] = sorted(group_shm_regions(os.getpgid(0)))
 
     def lane_run(model, k, seconds, timeout_s=0):
-        lane = fastpath.Lane(engine, model, {"INPUT": X}, in_flight=k)
+        lane = fastpath.NativeLane(engine, model, {"INPUT": X}, in_flight=k)
         lane.set_request_timeout(timeout_s)
         lane.start_closed()
         time.sleep(seconds)
@@ -158,7 +144,7 @@ CHILD = textwrap.dedent(r'''
     elif scenario == "late":
         # Every request answers after 300 ms, long past its 100 ms timeout.
         out["closed"] = lane_run("late", 1, 1.0, timeout_s=0.1)
-        lane = fastpath.Lane(engine, "late", {"INPUT": X})
+        lane = fastpath.NativeLane(engine, "late", {"INPUT": X})
         lane.set_request_timeout(0.1)
         t = fastpath.now_ns()
         lane.start_open(np.array([t + 50_000_000, t + 100_000_000], dtype=np.int64))
@@ -170,7 +156,7 @@ CHILD = textwrap.dedent(r'''
                        "messages": lane.error_messages(), "stopped": lane.stop(10),
                        "closed": lane.close()}
     elif scenario == "unanswered":
-        lane = fastpath.Lane(engine, "returns_none", {"INPUT0": X}, in_flight=2)
+        lane = fastpath.NativeLane(engine, "returns_none", {"INPUT0": X}, in_flight=2)
         lane.set_request_timeout(0.2)
         lane.start_closed()
         time.sleep(0.6)
@@ -185,7 +171,7 @@ CHILD = textwrap.dedent(r'''
         out["closed"]["closed"] = lane.close(0.1)  # leaked: the core still holds its requests
         # Open loop: the timeout counts from the actual send, not the schedule (this one is
         # sent a second late).
-        lane = fastpath.Lane(engine, "returns_none", {"INPUT0": X})
+        lane = fastpath.NativeLane(engine, "returns_none", {"INPUT0": X})
         lane.set_request_timeout(0.3)
         lane.start_open(np.array([fastpath.now_ns() - 1_000_000_000], dtype=np.int64))
         time.sleep(0.1)

@@ -172,9 +172,9 @@ CHILD = textwrap.dedent(r'''
         return r
 
     out["decoupled"] = [engine.decoupled(m) for m in ("streams_tokens", "numpy")]
-    out["native"] = run(fastpath.Lane(engine, "streams_tokens", {"INPUT0": X}, in_flight=2))
-    out["native_quiet"] = run(fastpath.Lane(engine, "ends_quietly", {"INPUT0": X}, in_flight=2))
-    out["native_numpy"] = run(fastpath.Lane(engine, "numpy", {"INPUT": X}, in_flight=2), 0.3)
+    out["native"] = run(fastpath.NativeLane(engine, "streams_tokens", {"INPUT0": X}, in_flight=2))
+    out["native_quiet"] = run(fastpath.NativeLane(engine, "ends_quietly", {"INPUT0": X}, in_flight=2))
+    out["native_numpy"] = run(fastpath.NativeLane(engine, "numpy", {"INPUT": X}, in_flight=2), 0.3)
     out["python"] = run(PyLane(engine, "streams_tokens", {"INPUT0": X}, in_flight=2))
     out["python_quiet"] = run(PyLane(engine, "ends_quietly", {"INPUT0": X}, in_flight=2))
     r = engine.infer("ends_quietly", {"INPUT0": X})

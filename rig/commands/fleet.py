@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from rig.errors import RigError
+from rig.errors import Exit, RigError
 
 
 def add_parser(sub) -> None:
@@ -137,9 +137,10 @@ class Master:
         """The shape's ticks (Locust's own shape loop would stop the workers at its end)."""
         import gevent
 
+        from rig.load.locust_api import active_workers
+
         def active():
-            c = self.runner.clients
-            return len(c.ready) + len(c.running) + len(c.spawning)
+            return active_workers(self.runner)
 
         if self.shape is None:  # Locust's advice: at most 100 users a second per worker
             self.runner.start(self.a.users, spawn_rate=min(self.a.users * 100, 50 * max(1, active())))
@@ -156,11 +157,11 @@ class Master:
     def play(self, r: int, expect: set[str] | None):
         """Round ``r``: join, load, collect. Returns (joined, reports, missing_at)."""
         import gevent
-        from locust.runners import STATE_MISSING
 
         from time import monotonic as now
 
         from rig.fleet import NODE_WAIT_S
+        from rig.load.locust_api import stop_load, worker_connected, worker_lost
 
         self.round = r
         want = self.a.nodes if expect is None else len(expect)
@@ -188,8 +189,7 @@ class Master:
         collect_until = None
         while now() - t0 < budget:
             for name, cid in self.current.items():
-                client = self.runner.clients.get(cid)
-                if name not in self.reports and name not in missing_at and (client is None or client.state == STATE_MISSING):
+                if name not in self.reports and name not in missing_at and worker_lost(self.runner, cid):
                     missing_at[name] = now() - t0
             waiting = set(joined) - set(self.reports)
             if not waiting:
@@ -198,7 +198,7 @@ class Master:
                 # The load is over (or only silent nodes are left): Locust stops driving, so that a
                 # node joining for the next round gets no users meanwhile; stragglers may still report.
                 driver.kill()
-                self.runner.stop(send_stop_to_client=False)
+                stop_load(self.runner)
                 self.running = False
                 self._release()
                 collect_until = now() + 10
@@ -207,11 +207,11 @@ class Master:
             gevent.sleep(0.2)
         driver.kill()
         if self.running:
-            self.runner.stop(send_stop_to_client=False)
+            stop_load(self.runner)
             self.running = False
         self._release()
         t_leave = now()  # the reported nodes leave, their last Locust stats sent: the cross-check is whole
-        while now() - t_leave < 5 and any(self.current[n] in self.runner.clients for n in self.reports):
+        while now() - t_leave < 5 and any(worker_connected(self.runner, self.current[n]) for n in self.reports):
             gevent.sleep(0.05)
         self.current = {}
         return joined, dict(self.reports), missing_at
@@ -222,7 +222,8 @@ class Master:
 
 
 def _rows(fleet_id: str, r: int, started: str, a, joined, reports, missing_at, absent, users: int):
-    from rig.fleet import figures, merge_histograms
+    from rig import hdr
+    from rig.fleet import figures
     from rig.protocol import FleetRow
 
     rows, hists = [], []
@@ -238,7 +239,7 @@ def _rows(fleet_id: str, r: int, started: str, a, joined, reports, missing_at, a
                                  node_cycle=hello.get("cycle"), requests=None, errors=None, throughput=None,
                                  p50_us=None, p99_us=None, max_us=None, histogram=None, detail=why))
             continue
-        h = merge_histograms(rep.get("histograms") or [])
+        h = hdr.merge(rep.get("histograms") or [])
         if h is not None:
             hists.append(h)
         rows.append(FleetRow(**base, node=name, outcome="ok", users=None, node_run_id=rep.get("run_id"),
@@ -328,7 +329,7 @@ def run(a) -> int:
     for f in fails:
         print(f"FAIL: {f}")
     print(f"results: {redact(str(a.results))}/fleet (run_id {fleet_id})")
-    return 1 if fails and not a.allow_node_loss else 0
+    return Exit.FAILED if fails and not a.allow_node_loss else Exit.OK
 
 
 def _log(msg: str) -> None:

@@ -3,8 +3,7 @@ applied by the cycle's sequential requests and by a workload's last request alik
 
 from __future__ import annotations
 
-from rig import inputs as inputs_mod
-from rig.engines.base import Engine, EngineError
+from rig.engines.base import Engine, EngineError, as_entries
 
 
 class Retained:
@@ -39,7 +38,7 @@ def apply_retention(engine: Engine, model: str, inputs, retain: str, kept: Retai
     if retain == "none":
         return None
     try:
-        kept.keep(engine.infer(model, inputs_mod.as_entries(inputs)[0], timeout_s=timeout_s), retain)
+        kept.keep(engine.infer(model, as_entries(inputs)[0], timeout_s=timeout_s), retain)
     except EngineError as e:
         if failed is not None:
             failed.update(code=e.code, message=str(e))

@@ -15,16 +15,18 @@ so a stalled server cannot hide behind coordinated omission.
 
 Modules: ``lanes`` (what keeps requests in flight), ``windows`` (histograms, the hub monitor),
 ``sink`` (the drain into windows and Locust's stats), ``users`` (``TritonUser``, locustfiles),
-``runner`` (closed and open loop, the adapter for a soak cycle), ``stability`` (perf_analyzer's
-rule, pure). Importing ``lanes``, ``runner``, ``sink``, ``users`` or ``windows`` imports Locust
-or gevent (Locust monkey-patches the process for gevent): only the worker does. The package
-imports them on first use of one of its names.
+``runner`` (closed and open loop, the adapter for a soak cycle), ``locust_api`` (every use of
+Locust's internals, and their check), ``stability`` (perf_analyzer's rule, pure). Importing
+``lanes``, ``locust_api``, ``runner``, ``sink``, ``users`` or ``windows`` imports Locust or gevent
+(Locust monkey-patches the process for gevent): only the worker does (and ``rig doctor``, which
+checks the fence). The package imports them on first use of one of its names.
 """
 
 _EXPORTS = {
     "lanes": ("PyLane", "TaskLane", "make_lane"),
     "runner": ("make_cycle_workload", "run_locust", "run_open"),
-    "sink": ("DRAIN_PACE_S", "Sink", "log_to_locust"),
+    "locust_api": ("log_to_locust",),
+    "sink": ("DRAIN_PACE_S", "Sink"),
     "users": ("BUILTIN", "RigShape", "TritonUser", "load_workload"),
     "windows": ("HDR_DIGITS", "HDR_MAX_US", "HubMonitor", "Window", "record_many"),
 }

@@ -1,16 +1,12 @@
 """Lanes: what keeps requests in flight for one Locust user, and what the sink drains.
 
-Every lane offers ``drain() -> (latencies ns, errors)``, ``first_error()``,
-``error_messages()``, ``counters()`` (cumulative: ``timeouts`` and, where kept, ``bad_outputs`` and
-``lost_samples``), ``stop()`` and ``close()``; a lane that measures a streaming (decoupled)
-model's responses also ``stream()``: ``(first response ns, gaps ns, data responses per answered
-request)`` of what its drains took since the last call, or None; a lane that sends on its own also
-``set_request_timeout(seconds)``: a request unanswered by then counts once as a timeout (an error
-too), and its late end, if any, counts nothing. A failed request that had a latency (one the
-server answered with an error) comes out of ``drain`` negated, so that the sink keeps failed
-requests' latencies apart; ``errors`` counts every failed request, with or without one. The engine's own lane is the fast path (capi: native C, ``rig/engines/capi/lane.py``;
-tritonserver: its asyncio loop); ``PyLane`` serves engines without one; ``TaskLane`` records
-the requests that a locustfile's own tasks send one at a time through ``TritonUser.infer``.
+Every lane is a ``rig.engines.base.Lane`` (the protocol says what each member does). The
+engine's own lane is the fast path and lives with its engine (capi: native C,
+``rig/engines/capi/lane.py``; tritonserver: its asyncio loop, ``rig/engines/official/lane.py``);
+here are the two the load side supplies: ``PyLane``, the generic one over
+``Engine.infer_async`` for an engine without its own (closed loop only), and ``TaskLane``, which
+records the requests that a locustfile's own tasks send one at a time through
+``TritonUser.infer``.
 """
 
 from __future__ import annotations
@@ -20,8 +16,8 @@ import time
 import gevent
 import numpy as np
 
+from rig.engines.base import Deadlines, Engine, EngineError, Lane, as_entries, open_loop_unsupported
 from rig.outputs import output_is
-from rig.engines.base import Engine, EngineError, timeout_message
 
 
 class PyLane:
@@ -30,19 +26,18 @@ class PyLane:
     k mod N."""
 
     kind = "python"
+    supports_open_loop = False
+    blocking_stop = False  # stop() waits cooperatively
 
     def __init__(self, engine: Engine, model: str, inputs: dict | list[dict], in_flight: int = 1):
-        from rig.engines.capi.lane import entries_of
-
         self.engine, self.model, self.in_flight = engine, model, in_flight
-        self.entries = entries_of(inputs)
+        self.entries = as_entries(inputs)
         self.inputs = self.entries[0]
         # Streaming measures, where the engine reports each response's arrival (capi: ``times``):
         # from the start for a decoupled model, else from the first request with more than one
         # response or none (the final flag alone).
-        self._times = bool(getattr(engine, "streams", False))
-        decoupled = getattr(engine, "decoupled", None) if self._times else None
-        self._streaming = bool(decoupled(model)) if decoupled is not None else False
+        self._times = engine.streams
+        self._streaming = self._times and engine.decoupled(model)
         self._first: list[int] = []
         self._gaps: list[int] = []
         self._counts: list[int] = []
@@ -50,46 +45,39 @@ class PyLane:
         self._check = None
         self._bad = 0
         self._lat: list[int] = []
-        self._errors = 0
-        self._timeouts = 0
-        self._timeout_ns = 0
+        self._errors = 0       # since the last drain
+        self._failed = 0       # since the lane was made
+        self._completed = 0
         self._first_error = None
         self._messages: dict[str, int] = {}
         self._running = False
         self._outstanding = 0
-        self._sent: dict[int, int] = {}   # request number -> its submission time (ns), until it ends
-        self._expired: set[int] = set()   # requests counted as timeouts, whose end is not counted again
+        self._deadlines = Deadlines()  # the requests in flight by number, and their timeouts
         self._next = 0
 
     def set_request_timeout(self, seconds: float) -> None:
-        """A request with no final response ``seconds`` after its submission counts as a timeout
-        (once; its late end, if it comes, counts nothing). 0: never."""
-        self._timeout_ns = int(seconds * 1e9)
+        """See ``Lane``: scanned at each ``drain`` and while stopping."""
+        self._deadlines.set_timeout(seconds)
+
+    def set_check(self, check: dict | None) -> None:
+        self._check = check
 
     def _expire(self) -> None:
         """Count the requests past their timeout (from ``drain``: no timer per request)."""
-        if not self._timeout_ns or not self._sent:
-            return
-        now = time.monotonic_ns()
-        for n, t0 in list(self._sent.items()):
-            if n not in self._expired and now - t0 >= self._timeout_ns:
-                self._expired.add(n)
-                self._timeouts += 1
-                self._lat.append(-self._timeout_ns)  # negated: a failed request, timed to its timeout
-                self._fail(timeout_message(self._timeout_ns / 1e9))
+        for _ in range(self._deadlines.expire()):
+            self._lat.append(-self._deadlines.timeout_ns)  # negated: a failed request, timed to its timeout
+            self._fail(self._deadlines.message)
 
     def _submit(self):
         t0 = time.monotonic_ns()
         self._outstanding += 1
         n = self._next = self._next + 1
-        self._sent[n] = t0
+        self._deadlines.sent[n] = t0
 
         times = [] if self._times else None
 
         def done(response, error, t0=t0, n=n, times=times):
-            self._sent.pop(n, None)
-            if n in self._expired:  # already counted as a timeout
-                self._expired.discard(n)
+            if not self._deadlines.end(n):  # already counted as a timeout
                 if response is not None:
                     response.release()
                 self._outstanding -= 1
@@ -109,6 +97,7 @@ class PyLane:
                 response.release()
                 t1 = time.monotonic_ns()
                 self._lat.append(t1 - t0)  # the clock stops after the release
+                self._completed += 1
                 if times is not None and (self._streaming or len(times) != 1):
                     self._streaming = True
                     self._first.append((times[0] if times else t1) - t0)
@@ -125,33 +114,39 @@ class PyLane:
             else:
                 self.engine.infer_async(self.model, entries[(n - 1) % len(entries)], done)
         except EngineError as e:
-            self._sent.pop(n, None)
+            self._deadlines.sent.pop(n, None)
             self._outstanding -= 1
             self._fail(str(e))
 
     def _fail(self, message: str) -> None:
         self._errors += 1
+        self._failed += 1
         self._first_error = self._first_error or message
         self._messages[message] = self._messages.get(message, 0) + 1
 
     def error_messages(self) -> dict[str, int]:
         return dict(self._messages)
 
-    def set_check(self, check: dict | None) -> None:
-        self._check = check
-
     def counters(self) -> dict[str, int]:
-        return {"bad_outputs": self._bad, "lost_samples": 0, "timeouts": self._timeouts}
+        return {"bad_outputs": self._bad, "lost_samples": 0, "timeouts": self._deadlines.timeouts}
 
-    def start_closed(self):
+    def stats(self) -> dict[str, int]:
+        return {"submitted": self._next, "completed": self._completed, "errors": self._failed,
+                "timeouts": self._deadlines.timeouts, "in_flight": self._outstanding,
+                "issued": 0, "dropped": 0, "slots": self.in_flight}
+
+    def start_closed(self) -> None:
         self._running = True
         for _ in range(self.in_flight):
             self._submit()
 
+    def start_open(self, send_times_ns: np.ndarray, max_in_flight: int = 4096) -> None:
+        raise open_loop_unsupported(self)
+
     def stop(self, timeout_s: float = 30) -> bool:
         self._running = False
         deadline = time.monotonic() + timeout_s
-        while self._outstanding > len(self._expired) and time.monotonic() < deadline:
+        while self._outstanding > len(self._deadlines.expired) and time.monotonic() < deadline:
             gevent.sleep(0.001)
             self._expire()
         return self._outstanding == 0
@@ -182,23 +177,42 @@ class PyLane:
 
 
 class TaskLane:
-    """Requests sent by a user's own tasks: each recorded by the task's greenlet when it ends."""
+    """Requests sent by a user's own tasks: each recorded by the task's greenlet when it ends.
+    The tasks send, time and check their own requests: starting, the timeout and the check are
+    nothing here."""
 
     in_flight = 1
     kind = "tasks"
+    supports_open_loop = False
+    blocking_stop = False
 
     def __init__(self):
         self._lat: list[int] = []
         self._errors = 0
+        self._completed = self._failed = 0
         self._timeouts = 0
         self._first_error: str | None = None
         self._messages: dict[str, int] = {}
 
+    def set_request_timeout(self, seconds: float) -> None:
+        pass  # ``TritonUser.infer`` times its request out itself
+
+    def set_check(self, check: dict | None) -> None:
+        pass  # a task checks what ``infer`` returns itself
+
+    def start_closed(self) -> None:
+        pass  # the user's tasks send
+
+    def start_open(self, send_times_ns: np.ndarray, max_in_flight: int = 4096) -> None:
+        raise open_loop_unsupported(self)
+
     def record(self, latency_ns: int) -> None:
         self._lat.append(latency_ns)
+        self._completed += 1
 
     def fail(self, message: str, latency_ns: int | None = None, timeout: bool = False) -> None:
         self._errors += 1
+        self._failed += 1
         self._timeouts += timeout
         self._first_error = self._first_error or message
         self._messages[message] = self._messages.get(message, 0) + 1
@@ -211,10 +225,18 @@ class TaskLane:
     def counters(self) -> dict[str, int]:
         return {"timeouts": self._timeouts}
 
+    def stats(self) -> dict[str, int]:
+        return {"submitted": self._completed + self._failed, "completed": self._completed,
+                "errors": self._failed, "timeouts": self._timeouts, "in_flight": 0,
+                "issued": 0, "dropped": 0, "slots": self.in_flight}
+
     def drain(self):
         lat, self._lat = self._lat, []
         errors, self._errors = self._errors, 0
         return np.asarray(lat, dtype=np.int64), errors
+
+    def stream(self) -> None:
+        return None  # a task's request is one response as far as the lane knows
 
     def first_error(self):
         return self._first_error
@@ -226,20 +248,20 @@ class TaskLane:
         return True
 
 
-def stop_lane(lane, timeout_s: float = 30) -> bool:
+def stop_lane(lane: Lane, timeout_s: float = 30) -> bool:
     """Stop a lane and wait for its requests, without blocking the hub: a lane whose ``stop``
-    waits in native code runs it on a thread of the hub's pool."""
-    if getattr(lane, "blocking_stop", False):
+    waits in native code (``blocking_stop``) runs it on a thread of the hub's pool."""
+    if lane.blocking_stop:
         return gevent.get_hub().threadpool.apply(lane.stop, (timeout_s,))
     return lane.stop(timeout_s)
 
 
 def make_lane(engine: Engine, model: str, inputs: dict | list[dict], in_flight: int,
-              request_timeout: float = 0.0):
+              request_timeout: float = 0.0) -> Lane:
     """The engine's own lane (capi: native; tritonserver: its asyncio loop), else ``PyLane``;
     a request unanswered after ``request_timeout`` seconds counts as a timeout (0: never).
     ``inputs``: one entry (a dict name -> array), or a list of them cycled request by request."""
     lane = engine.lane(model, inputs, in_flight) or PyLane(engine, model, inputs, in_flight=in_flight)
-    if request_timeout and hasattr(lane, "set_request_timeout"):
+    if request_timeout:
         lane.set_request_timeout(request_timeout)
     return lane

@@ -3,7 +3,6 @@ lane on a seeded schedule (open loop), with one window row per ``window_seconds`
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 import time
@@ -13,8 +12,8 @@ import gevent
 import numpy as np
 from locust.env import Environment
 
-from rig.engines.base import Engine, EngineError
-from rig.inputs import as_entries
+from rig.engines.base import Engine, EngineError, as_entries
+from rig.load import locust_api
 from rig.load.lanes import stop_lane
 from rig.load.sink import Sink
 from rig.load.users import Workload, load_workload, run_classes, size_shape
@@ -22,17 +21,7 @@ from rig.load.windows import HubMonitor, run_windows
 from rig.schedule import arrival_times
 
 
-class _AtOnce(logging.Filter):
-    """Drops Locust's warning that a spawn rate above 100 "is known to sometimes cause issues":
-    the rig starts its users at once on purpose, and the warning led every worker's log, so that a
-    crashed worker's detail opened with it instead of with the reason (seen: a Python-backend abort,
-    ``boost::interprocess::lock_exception``, hidden behind it in the console)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "spawn rate is very high" not in record.getMessage()
-
-
-logging.getLogger("locust.runners").addFilter(_AtOnce())
+locust_api.quiet_spawn_rate_warning()  # the rig starts its users at once, on purpose
 
 
 def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, in_flight: int,
@@ -64,20 +53,14 @@ def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, i
     runner = env.create_local_runner()
     web = None
     if web_port:
-        import argparse
-
-        from locust.argument_parser import default_args_dict
-
         # The UI reads Locust's options; give it the defaults, never the worker's own argv
         # (its page handler parses sys.argv for extra options: the worker's are done with).
-        env.parsed_options = argparse.Namespace(**default_args_dict())
+        locust_api.give_web_ui_defaults(env)
         sys.argv = sys.argv[:1]
         web = env.create_web_ui(host="127.0.0.1", port=web_port)
     writer = None
     if csv_prefix:
-        from locust.stats import StatsCSVFileWriter
-
-        writer = StatsCSVFileWriter(env, [], csv_prefix, full_history=True)
+        writer = locust_api.csv_writer(env, csv_prefix)
         gevent.spawn(writer)
     hub = HubMonitor()
     sink.start_pump()
@@ -89,7 +72,7 @@ def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, i
             runner.start(users, spawn_rate=max(users, 1) * 100)
 
     rows, wall = run_windows(sink, hub, seconds, window_seconds, emit, tags,
-                             conc=lambda: sum(getattr(lane, "in_flight", 1) for lane in sink.lanes),
+                             conc=lambda: sum(lane.in_flight for lane in sink.lanes),
                              start=start, finish=lambda last: runner.quit())  # lanes wait, drained
     sink.stop_pump()
     if writer:
@@ -117,7 +100,7 @@ def _run_node(env, sink: Sink, fleet: dict, classes: list, emit, tags: dict) -> 
     hub = HubMonitor()
     sink.start_pump()
     rows, wall = run_windows(sink, hub, float(rnd["seconds"]), float(rnd["window_seconds"]), emit,
-                             tags, conc=lambda: sum(getattr(lane, "in_flight", 1) for lane in sink.lanes),
+                             tags, conc=lambda: sum(lane.in_flight for lane in sink.lanes),
                              finish=lambda last: link.finish())  # lanes wait, drained
     sink.stop_pump()
     hub.stop()
@@ -135,11 +118,10 @@ def run_open(engine: Engine, model: str, inputs, *, rate: float, seconds: float,
     and the last one those never sent (``dropped``); so over the windows,
     scheduled = requests + errors + dropped."""
     lane = engine.lane(model, as_entries(inputs), 1)
-    if lane is None or not hasattr(lane, "start_open"):
+    if lane is None or not lane.supports_open_loop:
         raise EngineError(f"open-loop load needs a lane of the engine's own ({engine.name} has none "
                           "here: the capi engine needs a C compiler)", "UNSUPPORTED")
-    if hasattr(lane, "set_check"):
-        lane.set_check(check)
+    lane.set_check(check)
     sink = Sink()
     hub = HubMonitor()
     sink.add(lane, model)

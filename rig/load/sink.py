@@ -3,15 +3,12 @@ Locust's own stats (percentiles, CSV history, web UI)."""
 
 from __future__ import annotations
 
-import collections
-import time
-
 import gevent
-import locust.stats
 import numpy as np
 from locust.env import Environment
 
-from rig.engines.base import EngineError
+from rig.engines.base import EngineError, Lane
+from rig.load.locust_api import log_to_locust
 from rig.load.windows import Window
 from rig.text import top_messages
 
@@ -23,45 +20,6 @@ from rig.text import top_messages
 # lane's eventfd, cost the official engine a sixth of its throughput at 4 users.
 DRAIN_PACE_S = 0.2
 _EMPTY = np.empty(0, dtype=np.int64)
-
-
-def _locust_buckets(ms: np.ndarray) -> np.ndarray:
-    """``locust.stats.bucket_response_time`` over an array (about two significant digits)."""
-    return np.where(ms < 100, np.round(ms), np.where(ms < 1000, np.round(ms, -1),
-                    np.where(ms < 10000, np.round(ms, -2), np.round(ms, -3)))).astype(np.int64)
-
-
-_STOCK_BUCKETS = locust.stats.bucket_response_time
-
-
-def log_to_locust(stats, name: str, ms: np.ndarray, request_type: str = "infer") -> None:
-    """Record successful requests in Locust's stats (``RequestStats``) as Locust's own
-    ``request`` event would, one entry and the total, but for a whole drain at once: per request
-    it costs Python time on the cores the server needs. The figures are the same: count,
-    sum, min/max, the per-second counts and the bucketed response times that Locust's
-    percentiles, CSV history and web UI read."""
-    if ms.size == 0:
-        return
-    now = time.time()
-    second = int(now)
-    if locust.stats.bucket_response_time is _STOCK_BUCKETS:
-        keys, counts = np.unique(_locust_buckets(ms), return_counts=True)
-        buckets = list(zip(keys.tolist(), counts.tolist()))
-    else:  # replaced at runtime by the user: honour it
-        buckets = list(collections.Counter(locust.stats.bucket_response_time(v) for v in ms.tolist()).items())
-    n, total, lo, hi = int(ms.size), float(ms.sum()), float(ms.min()), float(ms.max())
-    for entry in (stats.total, stats.get(name, request_type)):
-        if entry.use_response_times_cache and entry.last_request_timestamp \
-                and second > int(entry.last_request_timestamp):
-            entry._cache_response_times(second - 1)
-        entry.num_requests += n
-        entry.num_reqs_per_sec[second] += n
-        entry.last_request_timestamp = now
-        entry.total_response_time += total
-        entry.min_response_time = lo if entry.min_response_time is None else min(entry.min_response_time, lo)
-        entry.max_response_time = max(entry.max_response_time, hi)
-        for key, count in buckets:
-            entry.response_times[key] += count
 
 
 class Sink:
@@ -94,9 +52,9 @@ class Sink:
     def lane_label(self) -> str | None:
         return ",".join(sorted(self.kinds)) or None
 
-    def add(self, lane, name: str) -> None:
+    def add(self, lane: Lane, name: str) -> None:
         self.lanes[lane] = name
-        self.kinds.add(getattr(lane, "kind", type(lane).__name__))
+        self.kinds.add(lane.kind)
 
     def remove(self, lane) -> None:
         name = self.lanes.get(lane)
@@ -108,34 +66,32 @@ class Sink:
     def take(self, lane, name: str) -> None:
         self._record([(lane, name, *self._drain(lane))])
 
-    def _drain(self, lane) -> tuple[np.ndarray, int, np.ndarray | None, tuple | None]:
+    def _drain(self, lane: Lane) -> tuple[np.ndarray, int, np.ndarray | None, tuple | None]:
         """One lane's news since the last drain: successes' latencies, errors, failures' latencies,
         a streaming model's figures (``lane.stream()``, or None); its counters (bad outputs, lost
         samples) go into the totals and the window."""
         lat, errors = lane.drain()
-        stream = lane.stream() if hasattr(lane, "stream") else None
+        stream = lane.stream()
         failed = None
         if errors:
             self.first_error = self.first_error or lane.first_error()
-            if hasattr(lane, "error_messages"):
-                self._messages[lane] = lane.error_messages()
+            self._messages[lane] = lane.error_messages()
         # Failed requests' latencies come negated, and not always in the drain that counts
         # their error (a lane counts the error a moment before it records the latency).
         if lat.size and lat.min() < 0:
             failed, lat = -lat[lat < 0], lat[lat >= 0]
         self.total += int(lat.size)
         self.errors += errors
-        if hasattr(lane, "counters"):
-            counters = lane.counters()
-            seen = self._seen.get(lane, {})
-            delta = {k: v - seen.get(k, 0) for k, v in counters.items()}
-            self._seen[lane] = counters
-            self.bad_outputs += delta.get("bad_outputs", 0)
-            self.timeouts += delta.get("timeouts", 0)
-            if self.window is not None:
-                self.window.bad_outputs += delta.get("bad_outputs", 0)
-                self.window.timeouts += delta.get("timeouts", 0)
-                self.window.lost_samples += delta.get("lost_samples", 0)
+        counters = lane.counters()
+        seen = self._seen.get(lane, {})
+        delta = {k: v - seen.get(k, 0) for k, v in counters.items()}
+        self._seen[lane] = counters
+        self.bad_outputs += delta.get("bad_outputs", 0)
+        self.timeouts += delta.get("timeouts", 0)
+        if self.window is not None:
+            self.window.bad_outputs += delta.get("bad_outputs", 0)
+            self.window.timeouts += delta.get("timeouts", 0)
+            self.window.lost_samples += delta.get("lost_samples", 0)
         if errors and self.env is not None:
             error = EngineError(lane.first_error() or "error")
             for _ in range(errors):

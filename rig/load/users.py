@@ -1,6 +1,6 @@
 """Locust users that load Triton in-process, and workloads as locustfiles.
 
-A workload is a locustfile, loaded as ``locust -f`` loads one (``locust.util.load_locustfile``):
+A workload is a locustfile, loaded as ``locust -f`` loads one (``locust_api.load_locustfile``):
 its user classes, subclasses of ``TritonUser``, and its ``LoadTestShape``, if it has one. The
 built-in workloads (``steady``, ``soak``, ``ramp``, ``step``, ``spike``) are such files in the
 project's ``workloads/`` folder.
@@ -22,10 +22,9 @@ import numpy as np
 from locust import LoadTestShape, User, constant
 
 from rig.crossthread import Signal
-from rig.engines.base import Engine, EngineError
+from rig.engines.base import Engine, EngineError, as_entries
 from rig.config import WORKLOADS
 from rig.errors import RigError
-from rig.inputs import as_entries
 from rig.load.lanes import TaskLane, make_lane, stop_lane
 
 BUILTIN = WORKLOADS
@@ -75,8 +74,7 @@ class TritonUser(User):
         if self.tasks == [_hold]:
             self.lane = make_lane(self.engine, self.model, self.inputs_by_model[self.model], self.in_flight,
                                   self.request_timeout)
-            if hasattr(self.lane, "set_check"):
-                self.lane.set_check(self.checks.get(self.model))
+            self.lane.set_check(self.checks.get(self.model))
             self.lane.start_closed()
         else:
             self.lane = TaskLane()
@@ -177,7 +175,7 @@ class Workload:
 
 def load_workload(name: str) -> Workload:
     """Load a workload's locustfile; any fault in it is one ``RigError`` line."""
-    from locust.util.load_locustfile import load_locustfile
+    from rig.load.locust_api import load_locustfile
 
     path = workload_path(name)
     try:

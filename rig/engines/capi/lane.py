@@ -40,9 +40,9 @@ from pathlib import Path
 import numpy as np
 
 from rig import runtime
-from rig.engines.base import EngineError
-from rig.engines.capi import CapiEngine, CapiResponse
+from rig.engines.base import EngineError, as_entries
 from rig.engines.capi.core import DATATYPES, datatype_of
+from rig.engines.capi.response import CapiResponse
 from rig.errors import RigError
 
 SOURCE = Path(__file__).with_name("_fastpath.c")
@@ -155,29 +155,23 @@ def now_ns() -> int:
     return _library().fp_now_ns()
 
 
-def entries_of(inputs) -> list[dict]:
-    """A lane's inputs as a list of entries (each a dict name -> array): one dict is one entry."""
-    if isinstance(inputs, dict):
-        return [inputs]
-    entries = list(inputs)
-    if not entries or not all(isinstance(e, dict) for e in entries):
-        raise RigError("a lane's inputs are a dict of arrays, or a non-empty list of such dicts")
-    return entries
+class NativeLane:
+    """``in_flight`` requests to one model, driven natively (see module doc): a
+    ``rig.engines.base.Lane``. ``engine``: a started ``CapiEngine`` (the lane reads its
+    ``server``, ``core`` and ``decoupled``; the engine makes its lanes, the lane never imports
+    it). ``inputs``: one entry (a dict name -> array) sent with every request, or a list of
+    entries, request k of the lane carrying entry k mod N (they may differ in shape)."""
 
-
-class Lane:
-    """``in_flight`` requests to one model, driven natively (see module doc). ``inputs``: one
-    entry (a dict name -> array) sent with every request, or a list of entries, request k of
-    the lane carrying entry k mod N (they may differ in shape)."""
-
+    kind = "native"
+    supports_open_loop = True
     blocking_stop = True  # stop() waits in C: call it off the hub (see rig.load.lanes.stop_lane)
 
-    def __init__(self, engine: CapiEngine, model: str, inputs: dict[str, np.ndarray] | list[dict],
+    def __init__(self, engine, model: str, inputs: dict[str, np.ndarray] | list[dict],
                  in_flight: int = 1, keep_last: bool = False, version: int = -1):
         self._h = None
         if in_flight < 1:
             raise RigError(f"in_flight must be >= 1, not {in_flight}")
-        entries = entries_of(inputs)
+        entries = as_entries(inputs)
         flat = [item for entry in entries for item in entry.items()]
         n = len(flat)
         counts = (c_int * len(entries))(*(len(e) for e in entries))
@@ -232,16 +226,13 @@ class Lane:
         # A decoupled model streams: measure its responses from the first request on (the lane
         # would notice by itself at the first response sent before the final flag, but not a
         # stream of one response a request).
-        decoupled = getattr(engine, "decoupled", None)
-        if decoupled is not None and decoupled(model):
+        if engine.decoupled(model):
             lib.fp_lane_set_streaming(h, 1)
 
     def _handle(self) -> int:
         if not self._h:
             raise RigError("this lane is closed")
         return self._h
-
-    kind = "native"
 
     def set_check(self, check: dict | None) -> None:
         """Hold every response's output ``check["name"]`` to the check's datatype, shape (-1
@@ -250,8 +241,6 @@ class Lane:
         if not check:
             self._lib.fp_lane_set_check(self._handle(), None, 0, None, -1, -1, None)
             return
-        from rig.engines.capi.core import DATATYPES
-
         data = check.get("bytes")
         size = check.get("size")
         datatype = DATATYPES.index(check["datatype"]) if check.get("datatype") in DATATYPES else -1
@@ -382,7 +371,7 @@ class Lane:
             self._lib.fp_lane_stop(h, int(timeout_s * 1e9))
             return bool(self._lib.fp_lane_free(h))
 
-    def __enter__(self) -> "Lane":
+    def __enter__(self) -> "NativeLane":
         return self
 
     def __exit__(self, *exc) -> None:

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from rig.engines.base import Engine, EngineError, ModelMetadata, Response, ServerOptions, TensorSpec
+from rig.engines.base import Engine, EngineError, Lane, ModelMetadata, Response, ServerOptions, TensorSpec
 from rig.engines.official import loader
 from rig.engines.official.errors import call, engine_error
 from rig.crossthread import Signal
@@ -319,7 +319,7 @@ class OfficialEngine(Engine):
 
         self.loop().submit(run())
 
-    def lane(self, model: str, inputs: dict[str, np.ndarray] | list[dict], in_flight: int):
+    def lane(self, model: str, inputs: dict[str, np.ndarray] | list[dict], in_flight: int) -> Lane:
         """The lane on the engine's loop; ``inputs``: one entry, or a list of them cycled request
         by request (see ``OfficialLane``)."""
         from rig.engines.official.lane import OfficialLane

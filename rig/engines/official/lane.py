@@ -1,7 +1,7 @@
 """A lane over the official API: requests kept in flight on the engine's asyncio loop.
 
-The counterpart of the capi engine's native lane (``rig/engines/capi/lane.py``), with the same interface
-(``start_closed``, ``start_open``, ``stop``, ``drain``, ``fileno``, ``stats``, ``close``). Every
+The counterpart of the capi engine's native lane (``rig/engines/capi/lane.py``): a
+``rig.engines.base.Lane``, with ``fileno`` besides. Every
 request is ``Model.async_infer``, over an ``InferenceRequest`` built once per entry of inputs
 (one entry: the same inputs each time; several: request k carries entry k mod N; see
 ``OfficialEngine.prebuilt_request``); the per-request work runs on
@@ -29,21 +29,24 @@ import time
 import numpy as np
 
 from rig.crossthread import Signal
-from rig.engines.official.engine import OfficialEngine
+from rig.engines.base import Deadlines, as_entries
 from rig.engines.official.errors import engine_error, scrub
-from rig.engines.base import timeout_message
 from rig.engines.official.responses import OutputCheck, Picker, prepare_inputs
 
 
 class OfficialLane:
-    def __init__(self, engine: OfficialEngine, model: str, inputs: dict[str, np.ndarray] | list[dict],
-                 in_flight: int = 1):
-        from rig.engines.capi.lane import entries_of
+    """``engine``: a started ``OfficialEngine`` (the engine makes its lanes; the lane uses its
+    ``model_handle``, ``prebuilt_request``, ``infer_kwargs``, ``decoupled`` and ``loop``)."""
 
+    kind = "asyncio"
+    supports_open_loop = True
+    blocking_stop = False  # stop() waits cooperatively under gevent
+
+    def __init__(self, engine, model: str, inputs: dict[str, np.ndarray] | list[dict], in_flight: int = 1):
         self._engine = engine
         self._handle = engine.model_handle(model)
         # The requests point at these arrays: the lane keeps them for as long as it lives.
-        self._arrays = [prepare_inputs(entry) for entry in entries_of(inputs)]
+        self._arrays = [prepare_inputs(entry) for entry in as_entries(inputs)]
         sends = []
         for arrays in self._arrays:
             prebuilt = engine.prebuilt_request(self._handle, arrays)
@@ -80,38 +83,33 @@ class OfficialLane:
         self._check: OutputCheck | None = None
         self._bad = 0
         # Request timeouts: the requests in flight by number with their start (the loop's thread
-        # alone touches these), those already counted as timeouts, and how many.
-        self._timeout_ns = 0
-        self._sent: dict[int, int] = {}
-        self._expired: set[int] = set()
-        self._timeouts = 0
+        # alone touches these), those already counted as timeouts (the per-request path reads
+        # the two directly: no call more per request).
+        self._deadlines = Deadlines()
+        self._sent = self._deadlines.sent
+        self._expired = self._deadlines.expired
         self._seq = 0
-
-    kind = "asyncio"
 
     def set_request_timeout(self, seconds: float) -> None:
         """A request with no final response ``seconds`` after its submission counts once as a
         timeout (an error too); its late end, if it comes, counts nothing. 0: never. Before start."""
-        self._timeout_ns = int(seconds * 1e9)
+        self._deadlines.set_timeout(seconds)
 
     def set_check(self, check: dict | None) -> None:
         """Hold every response to a reference output (see ``rig.outputs.reference_output``)."""
         self._check = OutputCheck(check) if check else None
 
     def counters(self) -> dict[str, int]:
-        return {"bad_outputs": self._bad, "lost_samples": 0, "timeouts": self._timeouts}
+        return {"bad_outputs": self._bad, "lost_samples": 0, "timeouts": self._deadlines.timeouts}
 
     async def _watch(self) -> None:
         """Count the requests past their timeout, a few times a timeout (no timer per request)."""
-        pace = min(0.05, self._timeout_ns / 4e9)
+        deadlines = self._deadlines
+        pace = min(0.05, deadlines.timeout_ns / 4e9)
         while True:
             await asyncio.sleep(pace)
-            now = time.monotonic_ns()
-            for n, t0 in list(self._sent.items()):
-                if n not in self._expired and now - t0 >= self._timeout_ns:
-                    self._expired.add(n)
-                    self._timeouts += 1
-                    self._fail(timeout_message(self._timeout_ns / 1e9), -self._timeout_ns)
+            for _ in range(deadlines.expire()):
+                self._fail(deadlines.message, -deadlines.timeout_ns)
 
     def _fail(self, message: str, latency_ns: int) -> None:
         self._errors += 1
@@ -133,7 +131,7 @@ class OfficialLane:
         finished = self._finished
 
         async def run():
-            watch = asyncio.get_running_loop().create_task(self._watch()) if self._timeout_ns else None
+            watch = asyncio.get_running_loop().create_task(self._watch()) if self._deadlines.timeout_ns else None
             try:
                 await coro_factory()
             finally:
@@ -291,7 +289,7 @@ class OfficialLane:
 
     def stats(self) -> dict[str, int]:
         return {"submitted": self._submitted, "completed": self._completed, "errors": self._errors,
-                "timeouts": self._timeouts, "in_flight": len(self._sent),
+                "timeouts": self._deadlines.timeouts, "in_flight": len(self._sent),
                 "issued": self._issued, "dropped": self._dropped, "slots": self.in_flight}
 
     def fileno(self) -> int:
