@@ -76,8 +76,9 @@ def test_a_model_that_answers_wrong_sized_outputs_is_wrong_output(tmp_path, runt
     assert p.returncode == 0, p.stdout + p.stderr
     c = Store(res).read("cycles").iloc[0]
     assert (c.outcome, c.load_outcome) == ("clean", "wrong_outputs") and c.errors == 0
-    # one answer in five is wrong (the first, the reference, is right)
-    assert 0.15 * c.requests <= c.bad_outputs <= 0.25 * c.requests
+    # one answer in five is wrong (the first, the reference, is right): of any run of consecutive
+    # answers, a fifth, give or take the one where the run starts and ends
+    assert abs(c.bad_outputs - c.requests / 5) <= 1, (c.bad_outputs, c.requests)
     p = rig("soak", "--model-repository", str(repo), *load, "--results", str(res))
     assert p.returncode == 1 and "load outcomes not allowed: wrong_outputs=1" in p.stdout
 
@@ -88,7 +89,7 @@ def test_a_healthy_template_under_load_has_no_bad_outputs_and_says_which_lane(tm
     assert p.returncode == 0, p.stdout + p.stderr
     store = Store(res)
     c, w = store.read("cycles").iloc[0], store.read("windows")
-    assert c.outcome == "clean" and c.bad_outputs == 0 and c.requests > 100
+    assert (c.outcome, c.load_outcome) == ("clean", "ok") and c.bad_outputs == 0 and c.requests > 0
     assert c.lane in ("native", "python") and (w.lane == c.lane).all()
     assert (w.bad_outputs == 0).all() and (w.lost_samples == 0).all() and (w.clipped == 0).all()
     assert w.requests.sum() == c.requests - c.errors  # every completion in one window
@@ -119,8 +120,8 @@ def test_one_slow_request_in_fifty_shows_in_p99_and_max_not_p50(tmp_path, runtim
     assert p.returncode == 0, p.stdout + p.stderr
     w = Store(res).read("windows").iloc[0]
     print(w[["requests", "p50_us", "p99_us", "max_us"]])
-    assert w.max_us >= 30_000 and w.p99_us >= 30_000  # 2 % of requests take >= 30 ms
-    assert w.p50_us < 0.2 * w.p99_us
+    # the model's own 30 ms, in one request of 50 (2 %): above it at p99 and max, below it at p50
+    assert w.p50_us < 30_000 <= w.p99_us <= w.max_us
 
 
 FAILS_EVERY_4TH_SLOWLY = '''
@@ -153,6 +154,8 @@ def test_failed_requests_keep_their_latency_and_message(tmp_path, runtime, load)
 
     from hdrh.histogram import HdrHistogram
 
+    from rig import hdr
+
     repo = repository(tmp_path, "quarter", FAILS_EVERY_4TH_SLOWLY)
     res = tmp_path / "r"
     p = rig("cycle", "--model-repository", str(repo), "--workload", "steady", *load,
@@ -167,8 +170,12 @@ def test_failed_requests_keep_their_latency_and_message(tmp_path, runtime, load)
     failed = sum(HdrHistogram.decode(h).get_total_count()
                  for h in w.error_histogram.dropna())
     assert failed == w.errors.sum() == c.errors, (failed, w.errors.sum(), c.errors, w[["window", "requests", "errors", "error_max_us"]])  # every failed request has its latency, apart
-    assert w.error_max_us.max() >= 15_000  # the failures' own 15 ms, not the successes'
-    assert w.p50_us.max() < 15_000
+    # the failures' own 15 ms is in their histogram, not in the successes': side by side, a
+    # failure's median is a success's plus those 15 ms
+    errors = hdr.merge(list(w.error_histogram.dropna()))
+    successes = hdr.merge(list(w.histogram.dropna()))
+    assert errors.get_min_value() >= 14_900 and w.error_max_us.max() >= 15_000  # 15 ms, to HDR's precision
+    assert successes.get_value_at_percentile(50) < errors.get_value_at_percentile(50)
 
 
 SAME_BYTES_WRONG_KIND = '''
@@ -230,6 +237,6 @@ def test_outputs_are_held_to_the_models_metadata_datatype_and_shape(tmp_path, ru
         c = Store(res).read("cycles").iloc[0]
         assert c.load_outcome == outcome and c.outcome == "clean" and c.errors == 0, (name, c.outcome, c.detail)
         if outcome == "wrong_outputs":  # one answer in five: a [2, 2] or an INT32 of the same 16 bytes
-            assert 0.15 * c.requests <= c.bad_outputs <= 0.25 * c.requests
+            assert abs(c.bad_outputs - c.requests / 5) <= 1, (c.bad_outputs, c.requests)
         else:  # a variable dimension is not a wrong answer
             assert c.bad_outputs == 0

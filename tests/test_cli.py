@@ -105,3 +105,45 @@ def test_no_command_is_usage_and_bad_input_one_line(capsys):
     code, out, err = run(capsys, "soak", "--engine", "tensorrt")
     assert code == 2 and err.startswith("rig: error: argument --engine: invalid choice: 'tensorrt'")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_doctor_says_what_is_usable_here_and_why_not():
+    """Each line of `rig doctor`, against what this machine has (asked here, in the same ways)."""
+    import platform
+    import sys
+    from importlib.metadata import version
+
+    from helpers import rig
+    from rig import cpuidle, engines, probes, runtime
+    from rig.preflight import cupy_usable
+
+    p = rig("doctor", timeout=120)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    lines = p.stdout.splitlines()
+    assert [ln[:12].strip() for ln in lines if not ln.startswith("runtime")] == \
+        ["python", "engine", "engine", "gpu", "cpu idle", "cupy", "locust"], "every check, in order, no conflict"
+    assert lines[0] == f"python      {platform.python_version()} ({sys.executable})"
+    said = set(lines)
+    if runtime.container_home() is None:
+        assert "runtime     container: none (/opt/tritonserver missing, TRITON_HOME unset)" in said
+    installed = runtime.list_embedded()
+    for r in installed:
+        ok = runtime.python_tag() in r["stubs"]
+        line = f"runtime     {r['name']}: Triton {r['triton_version']}"
+        assert (line in said) if ok else any(ln.startswith(line + " (no stub for Python") for ln in lines), line
+    if not installed:
+        assert any(ln.startswith("runtime     embedded: none installed (`rig runtime install` adds") for ln in lines)
+    ok, why = engines.official_probe()
+    official = next(ln for ln in lines if ln.startswith("engine      tritonserver: "))
+    if ok:
+        assert official.startswith("engine      tritonserver: usable: over ") or "no runtime to pair it with" in official
+    else:
+        assert official == f"engine      tritonserver: unusable: {why}" and why
+    assert "engine      capi: usable wherever a runtime's core loads (ctypes over tritonserver.h)" in said
+    gpu = probes.Gpu()
+    assert (f"gpu         NVML: {gpu.name}" if gpu.available else f"gpu         none: {gpu.why}") in said
+    assert gpu.available or gpu.why, "no GPU here: the line says why"
+    assert any(ln.startswith(f"cpu idle    driver {cpuidle.idle_driver() or 'unknown'}: rig bench ") for ln in lines)
+    ok, why = cupy_usable()
+    assert (f"cupy        usable: {why}" if ok else f"cupy        unusable: {why} (the cupy model is skipped)") in said
+    assert lines[-1] == f"locust      {version('locust')}"

@@ -63,7 +63,7 @@ def test_pollers_run_at_idle_priority_on_every_cpu_and_stop_with_the_block():
         for pid in h.pids:
             assert os.sched_getscheduler(pid) == os.SCHED_IDLE
         pids = h.pids
-    assert _gone(pids, 0.5)
+    assert _gone(pids), "the pollers end with the block"
 
 
 def test_os_mode_starts_nothing():

@@ -7,13 +7,11 @@ the matrix installs a missing one itself (about 12 s each from a clean cache her
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
+from helpers import rig
 from rig.analysis import matrix as M
 from rig.commands import matrix as cmd
 from rig.errors import RigError
@@ -141,10 +139,8 @@ def test_bad_input_is_one_line_and_exit_2(capsys):
 
 # ---------------------------------------------------------------- slow: real cores, one store
 
-def _rig(*argv, timeout=600):
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.run([sys.executable, "-m", "rig", *argv], capture_output=True, text=True, timeout=timeout,
-                          env=env)
+def _rig(*argv):
+    return rig(*argv, timeout=600, env={"PYTHONUNBUFFERED": "1"})
 
 
 def _table_rows(stdout: str) -> list[list[str]]:
