@@ -206,3 +206,33 @@ def test_a_store_of_soaks_without_windows_is_reported(capsys, tmp_path, small):
     rc, md, err = report(capsys, root, "--out", tmp_path / "r.html")
     assert rc == 0, err
     assert "clean" in md and (tmp_path / "r.html").exists()
+
+
+def test_where_outcome_matches_an_older_cycles_upgraded_verdict(tmp_path):
+    """A cycle stored before schema 6 had one verdict (``infer_error`` was the load's); it reads
+    back upgraded (lifecycle ``clean``, load ``errors``), and ``--where`` filters what it reads as."""
+    import dataclasses
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rig.analysis import report as rp
+    from rig.store import arrow_schema
+
+    old = arrow_schema(CycleRow)
+    old = old.remove(old.get_field_index("load_outcome"))
+    rows = [{f.name: None for f in dataclasses.fields(CycleRow)} for _ in range(3)]
+    for i, (r, outcome) in enumerate(zip(rows, ("infer_error", "exit_timeout", "clean")), 1):
+        r.update(run_id="r1", cycle=i, engine="capi", model="numpy", retain="none", outcome=outcome, errors=3 * (i == 1),
+                 requests=9, restart="fresh-process", stop_strategy="stop", started_at="2026-01-01T00:00:00+00:00",
+                 finalize_expected=1, finalize_before_stop=1, schema_version=5,
+                 stop_error="Exit timeout expired" if outcome == "exit_timeout" else None)
+    d = tmp_path / "cycles" / "triton_version=2.51.0" / "date=2026-01-01"
+    d.mkdir(parents=True)
+    data = {f.name: [r[f.name] for r in rows] for f in old}
+    pq.write_table(pa.Table.from_pydict(data, schema=old), d / "r1-c000001.parquet")
+    data = rp.load(str(tmp_path), ["outcome", "load_outcome"])
+    assert sorted(rp.select(data, ["outcome=clean"]).cycles.cycle) == [1, 3]
+    assert list(rp.select(data, ["load_outcome=errors"]).cycles.cycle) == [1]
+    with pytest.raises(Exception, match="matches nothing"):
+        rp.select(data, ["outcome=infer_error"])

@@ -6,11 +6,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from rig.errors import RigError
-from rig.commands import open_store
+from rig.errors import Exit, RigError
 from rig.text import redact
-
-EXIT_PASS, EXIT_REGRESSION = 0, 1
 
 DESCRIPTION = """\
 Compare a candidate with a baseline from one results folder. A and B are each a Triton
@@ -81,8 +78,9 @@ def load(results: str, keys=(), sides=()):
     Where every one of ``sides`` names a Triton version the table has, only those versions'
     partitions are read. Windows are read per side (``side_windows``)."""
     from rig.protocol import CycleRow
+    from rig.store import Store
 
-    store = open_store(results)
+    store = Store.open(results)
     names = {f.name for f in dataclasses.fields(CycleRow)} | {"triton_version", "date"}
     pruned = {}
     if sides and not keys:
@@ -117,23 +115,18 @@ def side_windows(store, results: str, cycles, versions: set[str] | None, filtere
 
 
 def where(cycles, filters: list[str]):
-    """Cycles whose columns equal the ``--where KEY=VALUE`` filters (``KEY=A,B``: any of them, as
+    """Cycles kept by the ``--where`` clauses (``rig.store.where``: ``KEY=A,B`` any of them, as
     ``rig report`` and ``rig capacity`` read it)."""
-    from rig.analysis.report import match_where
     from rig.protocol import CycleRow
+    from rig.store import where as wh
 
     names = [f.name for f in dataclasses.fields(CycleRow)] + ["triton_version", "date"]
-    for f in filters:
-        key, eq, value = f.partition("=")
-        key = key.strip()
-        if not eq or not key:
-            raise RigError(f"--where {f!r}: write KEY=VALUE, e.g. --where retain=none")
-        if key not in cycles.columns:
-            raise RigError(f"--where {key}: no such column; columns: {_shorten(names, 50)}")
-        kept = cycles[match_where(cycles[key], value.strip())]
+    for key, values in wh.parse(filters):
+        wh.check(key, names)  # every one of them is read (``load``)
+        kept = cycles[wh.match(cycles[key], values)]
         if not len(kept):
             seen = {str(v) for v in cycles[key].dropna().unique()}
-            raise RigError(f"--where {key}={value}: no cycle matches; {key} is one of {_shorten(seen)}")
+            raise RigError(f"--where {key}={','.join(values)}: no cycle matches; {key} is one of {_shorten(seen)}")
         cycles = kept
     return cycles
 
@@ -245,8 +238,9 @@ def run(args) -> int:
     if bound is not None and not bound > 0:
         raise RigError("--max-first-response-p99-us is a time in microseconds, above 0")
     stats.preload("scipy.stats")  # while the cycles are read
-    store, cycles = load(args.results, [f.partition("=")[0].strip() for f in args.where],
-                         (args.baseline, args.candidate))
+    from rig.store import where as wh
+
+    store, cycles = load(args.results, wh.keys(args.where), (args.baseline, args.candidate))
     cycles = where(cycles, args.where)
     la, ca, va = select(cycles, args.baseline, "baseline", bool(args.where))
     lb, cb, vb = select(cycles, args.candidate, "candidate", bool(args.where))
@@ -277,4 +271,4 @@ def run(args) -> int:
         print(f"FAIL: {r}")
     if not reasons:
         print("PASS: no significant regression beyond the thresholds")
-    return EXIT_REGRESSION if reasons else EXIT_PASS
+    return Exit.FAILED if reasons else Exit.OK

@@ -81,10 +81,10 @@ _VERDICT_INPUTS = ("outcome", "load_outcome", "stop_error", "finalize_errors", "
 
 
 def _two_verdicts(df):
-    """Cycles stored before schema 6 carry one verdict: split it into two (``cycle.upgrade_legacy``)."""
+    """Cycles stored before schema 6 carry one verdict: split it into two (``verdicts.upgrade_legacy``)."""
     if "outcome" not in df.columns or "load_outcome" not in df.columns or not df["load_outcome"].isna().any():
         return df
-    from rig.cycle import upgrade_legacy
+    from rig.verdicts import upgrade_legacy
 
     old = df["load_outcome"].isna() & df["outcome"].notna()
     cols = [c for c in _VERDICT_INPUTS if c in df.columns]
@@ -156,8 +156,12 @@ class Store:
         return self.shown(self.put(tbl, self._partition_dir(table, triton_version, date or today()), name))
 
     def put(self, tbl: pa.Table, d: str, name: str) -> str:
-        """Write ``tbl`` as ``d/name`` so that readers see all of it or none of it (``storefs.put``)."""
-        return storefs.put(self, tbl, d, name)
+        """Write ``tbl`` as ``d/name`` so that readers see all of it or none of it (``storefs.put``);
+        a damaged file it replaces (``bad``) reads again."""
+        path = storefs.put(self, tbl, d, name)
+        if self.bad.pop(path, None) is not None and self.shown(path) in self.damaged:
+            self.damaged.remove(self.shown(path))
+        return path
 
     def work_dir(self, run_id: str) -> Path:
         """The run's local work folder (specs, logs, evidence, lock): ``storefs.work_root``."""
