@@ -111,7 +111,11 @@ def report() -> str:
     try:
         import locust
 
+        from rig.load import locust_api
+
         lines.append(f"locust      {locust.__version__}")
+        # the internals the rig relies on (rig/load/locust_api.py): one line each that changed
+        lines += [f"locust      {p}" for p in locust_api.check()]
     except ImportError as e:
         lines.append(f"locust      missing: {e}")
     return "\n".join(lines)

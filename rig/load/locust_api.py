@@ -44,7 +44,9 @@ def _locust_buckets(ms: np.ndarray) -> np.ndarray:
                     np.where(ms < 10000, np.round(ms, -2), np.round(ms, -3)))).astype(np.int64)
 
 
-_STOCK_BUCKETS = locust.stats.bucket_response_time
+# Locust's bucketing as a function of its own (since a 2.43 release; before, the same rule
+# inline), which a user may replace at runtime
+_STOCK_BUCKETS = getattr(locust.stats, "bucket_response_time", None)
 
 
 def log_to_locust(stats, name: str, ms: np.ndarray, request_type: str = "infer") -> None:
@@ -57,11 +59,12 @@ def log_to_locust(stats, name: str, ms: np.ndarray, request_type: str = "infer")
         return
     now = time.time()
     second = int(now)
-    if locust.stats.bucket_response_time is _STOCK_BUCKETS:
+    bucket = getattr(locust.stats, "bucket_response_time", None)
+    if bucket is _STOCK_BUCKETS:
         keys, counts = np.unique(_locust_buckets(ms), return_counts=True)
         buckets = list(zip(keys.tolist(), counts.tolist()))
     else:  # replaced at runtime by the user: honour it
-        buckets = list(collections.Counter(locust.stats.bucket_response_time(v) for v in ms.tolist()).items())
+        buckets = list(collections.Counter(bucket(v) for v in ms.tolist()).items())
     n, total, lo, hi = int(ms.size), float(ms.sum()), float(ms.min()), float(ms.max())
     for entry in (stats.total, stats.get(name, request_type)):
         if entry.use_response_times_cache and entry.last_request_timestamp \
@@ -219,8 +222,8 @@ def _probes() -> list[tuple[str, str, Callable[[], bool]]]:
         return _params(load) == ["path"]
 
     return [
-        ("stats", "locust.stats.bucket_response_time(response_time)",
-         lambda: _params(locust.stats.bucket_response_time) == ["response_time"]),
+        ("stats", "locust.stats.bucket_response_time(response_time), where there is one",
+         lambda: _STOCK_BUCKETS is None or _params(_STOCK_BUCKETS) == ["response_time"]),
         ("stats", "StatsEntry's fields (num_requests, num_reqs_per_sec, response_times, ...)", entry_fields),
         ("stats", "StatsEntry._cache_response_times(t)", lambda: _params(StatsEntry._cache_response_times) == ["self", "t"]),
         ("stats", "a drain written into Locust's stats equals Locust's own log_request", _same_as_locust),
