@@ -155,7 +155,7 @@ class WindowRow:
     worker_rss_bytes: int | None
     gpu_memory_bytes: int | None
     gpu_utilization: float | None
-    histogram: str | None      # HDR histogram, base64 (hdrhistogram's encode), microseconds
+    histogram: str | None      # HDR histogram in HdrHistogram's standard encoding (rig.hdr), microseconds
     scheduled: int | None = None     # open loop: sends scheduled within this window
     dropped: int | None = None       # open loop: scheduled but never sent (the last window)
     bad_outputs: int | None = None   # responses with a wrong checked output
@@ -163,15 +163,15 @@ class WindowRow:
     clipped: int | None = None       # latencies above the histogram's range (60 s), recorded as 60 s
     lane: str | None = None
     instances: int | None = None     # bench: model instances the point ran with (None: not set by the rig)
-    error_histogram: str | None = None  # failed requests' latencies (HDR, base64, microseconds), apart from the others'
+    error_histogram: str | None = None  # failed requests' latencies (HDR, standard encoding, microseconds), apart from the others'
     error_max_us: float | None = None
     host: str | None = None             # the node that measured the window (--node, default the hostname)
     timeouts: int | None = None         # requests unanswered within the request timeout (in errors too)
     # Streaming (decoupled) models only; null elsewhere. ``histogram`` is the time to the final flag.
-    first_response_histogram: str | None = None  # to each answered request's first data response (HDR, base64, us)
+    first_response_histogram: str | None = None  # to each answered request's first data response (HDR, standard encoding, us)
     first_p50_us: float | None = None
     first_p99_us: float | None = None
-    gap_histogram: str | None = None    # between consecutive data responses of a request (HDR, base64, us)
+    gap_histogram: str | None = None    # between consecutive data responses of a request (HDR, standard encoding, us)
     gap_p50_us: float | None = None
     gap_p99_us: float | None = None
     responses: int | None = None        # data responses of the streaming requests answered in the window
@@ -199,7 +199,7 @@ class FleetRow:
     p50_us: float | None
     p99_us: float | None
     max_us: float | None
-    histogram: str | None      # HDR, base64, microseconds: the node's windows merged; the total, all nodes'
+    histogram: str | None      # HDR, standard encoding, microseconds: the node's windows merged; the total, all nodes'
     locust_requests: int | None  # the total row: requests as Locust's master counted them from worker reports
     detail: str | None
     schema_version: int = SCHEMA_VERSION
