@@ -27,7 +27,7 @@ import shlex
 import platform
 import statistics
 
-from rig import config, cpuidle, orchestrator, repository
+from rig import config, cpuidle, orchestrator, repository, verdicts
 from rig.analysis.sweeps import knee, stable, summarize
 from rig.config import RunConfig
 from rig.errors import Exit, RigError
@@ -231,7 +231,7 @@ def _rig_once(p, cfg: RunConfig, args, repo, cycle: int, point, closed: bool, n:
     orchestrator.record(p, res)
     fig = summarize([dataclasses.asdict(w) for w in res.windows])
     fig["outcome"] = res.row.outcome
-    if res.row.outcome != "clean":
+    if res.row.outcome not in verdicts.GOOD:
         fig["note"] = f"{res.row.outcome}: {(res.row.detail or res.row.stop_error or '')[:100]}"
     return fig
 

@@ -11,6 +11,7 @@ import dataclasses
 import typing
 from pathlib import Path
 
+from rig.engines.base import EngineName
 from rig.errors import RigError
 from rig.repository import FAULTS, KINDS
 from rig.text import redact
@@ -25,7 +26,6 @@ except ModuleNotFoundError:  # Python 3.10
 Retain = typing.Literal["none", "last-response", "last-array"]
 StopStrategy = typing.Literal["stop", "unload-then-stop"]
 RestartMode = typing.Literal["fresh-process", "same-process"]
-EngineName = typing.Literal["auto", "capi", "tritonserver"]
 Arrivals = typing.Literal["poisson", "constant"]
 RETAIN = typing.get_args(Retain)
 STOP_STRATEGIES = typing.get_args(StopStrategy)

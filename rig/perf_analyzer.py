@@ -36,7 +36,7 @@ from collections import deque
 from pathlib import Path
 from typing import Callable
 
-from rig import procs
+from rig import inputs, procs
 from rig.procs import python_m
 from rig.errors import RigError
 
@@ -334,7 +334,7 @@ def run_perf_analyzer(runtime, model_repository, model: str, concurrency: list[i
     for name, dims in (shapes or {}).items():
         base += ["--shape", f"{name}:{','.join(str(int(d)) for d in dims)}"]
     if input_data is not None:
-        base += ["--input-data", input_data if input_data in ("zero", "random") else os.path.abspath(input_data)]
+        base += ["--input-data", input_data if input_data in inputs.GENERATED else os.path.abspath(input_data)]
 
     deadline = time.monotonic() + timeout_s
     points: list[dict] = []

@@ -8,14 +8,14 @@ import dataclasses
 import sys
 from typing import Callable
 
-from rig import orchestrator, storefs
+from rig import orchestrator, storefs, verdicts
 from rig.config import RunConfig, from_toml_text
 from rig.errors import Exit, RigError
 from rig.store import Store
 from rig.protocol import CycleResult, CycleRow, WindowRow, typed_row
 from rig.text import num, redact
 
-DEFAULT_ALLOWED = ("clean", "ok")  # a verdict of each kind (cycle.OUTCOMES, cycle.LOAD_OUTCOMES)
+DEFAULT_ALLOWED = verdicts.GOOD  # a verdict of each kind (verdicts.OUTCOMES, verdicts.LOAD_OUTCOMES)
 
 
 @dataclasses.dataclass
@@ -74,12 +74,12 @@ def cycle_line(r: CycleRow) -> str:
     if r.bad_outputs:
         parts.append(f"{r.bad_outputs} wrong outputs")
     # Each verdict's reason, the stop's first: the load's own words must not hide the stop's.
-    if r.outcome in ("exit_timeout", "stop_error") and r.stop_error:
+    if r.outcome in verdicts.STOP_FAILED and r.stop_error:
         parts.append(f"(stop: {r.stop_error[:160]})")
-    first = _first_message(r) if r.load_outcome not in (None, "ok", "not_measured") else None
+    first = _first_message(r) if r.load_outcome not in (None, *verdicts.GOOD, verdicts.NOT_MEASURED) else None
     if first:
         parts.append(f"(load: {first[:160]})")
-    elif r.outcome not in ("clean", "exit_timeout", "stop_error") and (r.detail or r.stop_error):
+    elif r.outcome not in (*verdicts.GOOD, *verdicts.STOP_FAILED) and (r.detail or r.stop_error):
         parts.append(f"({(r.detail or r.stop_error)[:160]})")
     return " | ".join(parts)
 

@@ -21,8 +21,7 @@ OUTCOMES = {
     "hung": "a phase ran past its deadline; the worker was killed",
     "crashed": "the worker died (signal or exit) in the middle of a cycle",
 }
-Outcome = typing.Literal["clean", "exit_timeout", "stop_error", "load_failed", "finalize_error",
-                         "finalize_missing", "hung", "crashed"]
+Outcome = typing.Literal[tuple(OUTCOMES)]  # the names above, once
 LOAD_OUTCOMES = {
     "ok": "every request answered, every checked output right",
     "timeouts": "some requests got no final response within --request-timeout (see timeouts)",
@@ -31,7 +30,12 @@ LOAD_OUTCOMES = {
     "nothing_completed": "the load completed no request (and none failed: nothing was measured)",
     "not_measured": "no load was measured: the server or a model never became ready, or the worker hung or crashed first",
 }
-LoadOutcome = typing.Literal["ok", "timeouts", "errors", "wrong_outputs", "nothing_completed", "not_measured"]
+LoadOutcome = typing.Literal[tuple(LOAD_OUTCOMES)]
+# The verdicts a run passes with unless told otherwise (--allow-outcomes), one of each kind; the
+# lifecycle's outcomes that come from the stop itself; the load's verdict where nothing was measured.
+GOOD = ("clean", "ok")
+STOP_FAILED = ("exit_timeout", "stop_error")
+NOT_MEASURED = "not_measured"
 # Schema versions 1-5 stored one verdict: these two outcomes were the load's.
 LEGACY_LOAD = {"infer_error": "errors", "wrong_output": "wrong_outputs"}
 

@@ -12,13 +12,13 @@ import re
 import statistics
 
 from rig.analysis.verdict import finalize_success, records
+from rig.errors import Exit
 
 # pass: the soak ran and held its thresholds; fail: it crossed one (exit 1); skipped: the cell
 # cannot run here (a runtime without a stub for this Python, an engine that does not load over
 # the core); error: the cell refused its input (exit 2); crashed / timeout: the soak process
 # died or outlived its time; machine: the machine failed it (exit 4).
 STATUSES = ("pass", "fail", "skipped", "error", "crashed", "timeout", "machine")
-EXIT_OK, EXIT_FAILED, EXIT_SKIPPED, EXIT_MACHINE = 0, 1, 3, 4
 
 # What a retention policy is expected to do to stop(): a response or array kept across stop()
 # holds its model, so stop() waits out exit_timeout (server#8755). The matrix allows it for
@@ -131,9 +131,9 @@ def exit_status(rows: list[dict]) -> int:
     (or there were none); 4: the machine failed a cell and nothing worse happened."""
     ran = [r for r in rows if r["status"] != "skipped"]
     if not ran:
-        return EXIT_SKIPPED
+        return Exit.SKIPPED
     if any(r["status"] in ("fail", "error", "crashed", "timeout") for r in ran):
-        return EXIT_FAILED
+        return Exit.FAILED
     if any(r["status"] == "machine" for r in ran):
-        return EXIT_MACHINE
-    return EXIT_OK
+        return Exit.MACHINE
+    return Exit.OK

@@ -18,6 +18,7 @@ from rig.analysis import plots
 from rig.analysis import report_differences as differences
 from rig.analysis import report_html as rh
 from rig.analysis import report_parts as parts
+from rig.config import RunConfig
 from rig.errors import RigError
 from rig.text import redact
 
@@ -30,7 +31,7 @@ CYCLE_COLUMNS = ["run_id", "cycle", "engine", "model", "retain", "outcome", "loa
                  "start_latency_s", "stop_latency_s", "finalize_expected", "finalize_before_stop", "stubs_killed",
                  "shm_regions_leaked", "throughput", "worker_rss_bytes", "stub_rss_bytes", "triton_version", "date"]
 TABLES = ("runs", "cycles", "windows")
-DEFAULTS = {"retain": "none", "stop_strategy": "stop", "restart": "fresh-process"}  # the rig's own defaults
+DEFAULTS = {k: getattr(RunConfig, k) for k in ("retain", "stop_strategy", "restart")}  # the rig's own defaults
 
 
 @dataclasses.dataclass

@@ -32,6 +32,7 @@ from typing import Iterable
 
 import numpy as np
 
+from rig import verdicts
 from rig.analysis import stats
 
 ALPHA = 0.05
@@ -72,7 +73,7 @@ def soak(cycles, allowed: Iterable[str], max_stop_latency_s: float | None = None
     reasons = []
     # Two verdicts, judged apart: the lifecycle's (``outcome``) and the load's (``load_outcome``;
     # a row without one, or whose load was not measured, is judged on its lifecycle alone).
-    for key, label, skip in (("outcome", "outcomes", ()), ("load_outcome", "load outcomes", (None, "not_measured"))):
+    for key, label, skip in (("outcome", "outcomes", ()), ("load_outcome", "load outcomes", (None, verdicts.NOT_MEASURED))):
         counts: dict[str, int] = {}
         for r in rows:
             if r.get(key) not in skip:
@@ -175,7 +176,7 @@ def _new_outcomes(base, cand) -> list[str]:
     """Verdicts the candidate has and the baseline never had, each kind apart (the lifecycle's
     ``outcome`` other than clean; the load's ``load_outcome`` other than ok)."""
     reasons = []
-    for key, label, fine in (("outcome", "outcome", ("clean",)), ("load_outcome", "load outcome", ("ok", "not_measured"))):
+    for key, label, fine in (("outcome", "outcome", verdicts.GOOD), ("load_outcome", "load outcome", (*verdicts.GOOD, verdicts.NOT_MEASURED))):
         seen = set(base[key].dropna())
         counts = cand[key].dropna().value_counts()
         new = {k: int(v) for k, v in counts.items() if k not in seen and k not in fine}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rig.errors import RigError
+from rig.errors import Exit, RigError
 from rig.text import redact
 
 
@@ -96,8 +96,8 @@ def run(args) -> int:
         print(line, flush=True)
     if not found:
         print(f"{store.root}: every file in its tables is readable")
-        return 0
+        return Exit.OK
     print(f"{len(found)} damaged or foreign file(s) in {store.root}"
           + (f", moved aside into {args.move_aside}" if args.move_aside else
              "; `rig check --move-aside DIR` moves them out of the tables"))
-    return 1
+    return Exit.FAILED

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shlex
 
-from rig.errors import RigError
+from rig.errors import Exit, RigError
 from rig.text import redact
 
 
@@ -53,4 +53,4 @@ def run(args) -> int:
               + (f"; skipped {len(skipped)} running run(s)" if skipped else ""))
     if store.damaged:
         print(f"{len(store.damaged)} damaged file(s) left in place: see `rig check {shlex.quote(redact(str(store.root)))}`")
-    return 3 if args.run and skipped else 0
+    return Exit.SKIPPED if args.run and skipped else Exit.OK

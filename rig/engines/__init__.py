@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from rig.engines.base import Engine, EngineError, ServerOptions
+import typing
+
+from rig.engines.base import Engine, EngineError, EngineName, ServerOptions
 from rig.errors import RigError
 from rig.runtime import Runtime
 
@@ -20,8 +22,8 @@ def select(requested: str, runtime: Runtime) -> tuple[str, str]:
     """``(engine name, reason)`` for ``auto``, ``capi`` or ``tritonserver``."""
     if requested == "capi":
         return "capi", "asked for"
-    if requested not in ("auto", "tritonserver"):
-        raise RigError(f"unknown engine {requested!r}: choose auto, capi or tritonserver")
+    if requested not in typing.get_args(EngineName):
+        raise RigError(f"unknown engine {requested!r}: choose {', '.join(typing.get_args(EngineName))}")
     if requested == "auto" and runtime.kind != "container":
         # Embedded cores are older than any tritonserver package; they pair only when asked.
         return "capi", "tritonserver is paired with embedded cores only when asked (--engine tritonserver)"

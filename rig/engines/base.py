@@ -5,11 +5,15 @@ from __future__ import annotations
 import abc
 import dataclasses
 import time
+import typing
 from typing import Any, Callable, Protocol
 
 import numpy as np
 
 from rig.errors import RigError
+
+# The engines a run may ask for: "auto" picks one (rig.engines.select); the config reads them from here.
+EngineName = typing.Literal["auto", "capi", "tritonserver"]
 
 
 class EngineError(Exception):
