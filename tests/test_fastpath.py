@@ -88,11 +88,13 @@ CHILD = textwrap.dedent(r'''
             lat, err = lane.drain()
             parts.append(lat)
         out["stopped"] = lane.stop(10)
+        out["run_ns"] = (time.monotonic() - t) * 1e9  # from the start to the last completion
         lat, err = lane.drain()
         parts.append(lat)
         lat = np.concatenate(parts)
         out["stats"] = lane.stats()
         out["n_lat"] = int(lat.size)
+        out["lat_sum_ns"] = int(lat.sum())
         out["lat_min_ns"] = int(lat.min())
         out["lat_max_ns"] = int(lat.max())
         out["lat_p50_ns"] = float(np.percentile(lat, 50))
@@ -128,11 +130,11 @@ CHILD = textwrap.dedent(r'''
             time.sleep(0.02)
     elif scenario == "open":
         lane = fastpath.NativeLane(engine, "numpy", {"INPUT": X})
-        rate, n_late, late_ns = 400, 20, 150_000_000
+        rate, n_late, late_ns = 400, 20, LATE_NS
         now = fastpath.now_ns()
         start = now + 50_000_000
         times = start + (np.arange(rate, dtype=np.int64) * 1_000_000_000) // rate
-        late = np.full(n_late, now - late_ns, dtype=np.int64)  # already 150 ms overdue
+        late = np.full(n_late, now - late_ns, dtype=np.int64)  # already overdue by late_ns
         lane.start_open(np.concatenate([late, times]))
         while not lane.done():
             time.sleep(0.02)
@@ -153,11 +155,16 @@ CHILD = textwrap.dedent(r'''
         entries = [{"INPUT": np.full(n, v, dtype=np.float32)} for n, v in ((4, 0), (2, 1), (3, 2))]
         seen = work / "seen.txt"
 
-        def run(make, k, seconds=0.4):
+        def until(lane, n):  # the lane has completed n requests (or 60 s have gone by)
+            deadline = time.monotonic() + 60
+            while lane.stats()["completed"] < n and time.monotonic() < deadline:
+                time.sleep(0.01)
+
+        def run(make, k, n=AT_LEAST):
             seen.write_text("")
             lane = make(k)
             lane.start_closed()
-            time.sleep(seconds)
+            until(lane, n)
             stopped = lane.stop(10)
             lat, err = lane.drain()
             seq = [[int(size), int(float(value))] for size, value in
@@ -171,11 +178,11 @@ CHILD = textwrap.dedent(r'''
         from rig.load.lanes import PyLane
         out["native_1"] = run(lambda k: fastpath.NativeLane(engine, "echo", entries, in_flight=k), 1)
         out["native_3"] = run(lambda k: fastpath.NativeLane(engine, "echo", entries, in_flight=k), 3)
-        out["native_dict"] = run(lambda k: fastpath.NativeLane(engine, "echo", entries[1], in_flight=k), 2, 0.2)
+        out["native_dict"] = run(lambda k: fastpath.NativeLane(engine, "echo", entries[1], in_flight=k), 2, 1)
         out["python_1"] = run(lambda k: PyLane(engine, "echo", entries, in_flight=k), 1)
         keep = fastpath.NativeLane(engine, "echo", entries[:2], keep_last=True)
         keep.start_closed()
-        time.sleep(0.2)
+        until(keep, 1)
         keep.stop(10)
         out["keep_completed"] = keep.stats()["completed"]
         r = keep.take_last_response()
@@ -232,7 +239,10 @@ ECHO_MODEL = textwrap.dedent('''
                     responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT", x)]))
             return responses
 ''')
-CHILD = CHILD.replace("ECHO_CONFIG", repr(ECHO_CONFIG)).replace("ECHO_MODEL", repr(ECHO_MODEL))
+LATE_NS = 1_000_000_000  # how overdue the open loop's late requests are (longer than any on-time latency)
+AT_LEAST = 7  # requests each entries case completes: two rounds of its three entries and one more
+CHILD = (CHILD.replace("ECHO_CONFIG", repr(ECHO_CONFIG)).replace("ECHO_MODEL", repr(ECHO_MODEL))
+         .replace("LATE_NS", str(LATE_NS)).replace("AT_LEAST", str(AT_LEAST)))
 
 
 def _child(tmp_path, scenario: str, exit_timeout: int = 5, source: str = CHILD) -> dict:
@@ -302,22 +312,24 @@ def test_lane_needs_a_running_server():
 
 @pytest.mark.slow
 def test_closed_loop(tmp_path):
-    out = _child(tmp_path, "closed")
+    exit_timeout, in_flight = 5, 2
+    out = _child(tmp_path, "closed", exit_timeout=exit_timeout)
     assert "no_such_model" in out["missing_model_error"]
     s = out["stats"]
     assert out["stopped"] is True
     assert s["in_flight"] == 0 and s["errors"] == 0 and out["first_error"] is None
-    assert s["completed"] > 200, "a second of closed loop should complete hundreds of requests"
+    assert s["completed"] > 0
     assert s["submitted"] == s["completed"] == out["n_lat"], "every completion drained once"
-    assert s["slots"] == 2
-    assert 0 < out["lat_min_ns"] <= out["lat_p50_ns"] <= out["lat_max_ns"] < 1e9
-    assert out["lat_p50_ns"] < 50e6
-    assert out["woke_s"] < 5, "the eventfd must wake a gevent waiter"
+    assert s["slots"] == in_flight
+    # latencies in nanoseconds, each within the run; two slots are busy at most the whole run
+    assert 0 < out["lat_min_ns"] <= out["lat_p50_ns"] <= out["lat_max_ns"] <= out["run_ns"]
+    assert out["lat_sum_ns"] <= in_flight * out["run_ns"]
+    assert out["woke_s"] < 5, "the eventfd must wake a gevent waiter (before the wait's 5 s timeout)"
     assert out["restart_stopped"] is True and out["restart_completed"] > s["completed"]
     assert out["closed"] is True
     # Nothing of the lane holds the model: the server stops without waiting out exit_timeout.
     assert out["server_stop_error"] is None
-    assert out["server_stop_s"] < 4.5
+    assert out["server_stop_s"] < exit_timeout
 
 
 @pytest.mark.slow
@@ -338,14 +350,14 @@ def test_open_loop_keeps_the_schedule(tmp_path):
     out = _child(tmp_path, "open")
     s = out["stats"]
     assert out["stopped"] is True and s["in_flight"] == 0
-    assert s["issued"] == s["submitted"] == s["completed"] == out["n_lat"] == 420
+    assert s["issued"] == s["submitted"] == s["completed"] == out["n_lat"] == 400 + 20
     assert out["errors"] == 0
-    # Every on-time request finished close to its scheduled time: the sends kept the rate.
-    assert out["ontime_p50_ns"] < 20e6
-    assert out["ontime_max_ns"] < 150e6
-    assert out["done_after_last_send_ms"] < 500
-    # The 20 sent 150 ms late count from their scheduled time (no coordinated omission).
-    assert out["late_min_ns"] >= 150e6
+    # The 20 sent late count from their scheduled time (no coordinated omission) ...
+    assert out["late_min_ns"] >= LATE_NS
+    # ... and the on-time ones from theirs: none carries that lateness, and the lane finished
+    # its second's schedule without falling that far behind it.
+    assert out["ontime_p50_ns"] <= out["ontime_max_ns"] < LATE_NS
+    assert out["done_after_last_send_ms"] < LATE_NS / 1e6
     assert s["slots"] >= 2, "a free request object is made when none is free"
 
 
@@ -359,10 +371,10 @@ def test_a_lane_cycles_its_entries_request_by_request(tmp_path):
     for key in ("native_1", "python_1"):
         r = out[key]
         assert r["stopped"] is True and r["errors"] == 0
-        assert r["n_seen"] == r["n_lat"] > 6, key
+        assert r["n_seen"] == r["n_lat"] >= AT_LEAST, key
         assert r["first"] == [[4, 0], [2, 1], [3, 2]] * 2 and r["cycled"], key
     r = out["native_3"]
-    assert r["stopped"] is True and r["errors"] == 0 and r["n_seen"] == r["n_lat"] > 6
+    assert r["stopped"] is True and r["errors"] == 0 and r["n_seen"] == r["n_lat"] >= AT_LEAST
     assert r["kinds"] == entries and max(r["counts"]) - min(r["counts"]) <= 1, r["counts"]
     r = out["native_dict"]
     assert r["errors"] == 0 and r["n_seen"] == r["n_lat"] > 0 and r["kinds"] == [[2, 1]]
@@ -377,5 +389,5 @@ def test_errors_are_counted_when_the_stub_dies(tmp_path):
     assert out["errors"] >= 1
     assert out["first_error"]
     assert out["stopped"] is True and out["stats"]["in_flight"] == 0
-    assert out["stop_s"] < 10
+    assert out["stop_s"] < 10, "the stop's own timeout"
     assert out["closed"] is True
