@@ -23,6 +23,8 @@ from rig.config import RunConfig
 from rig.runtime import Runtime
 from rig.store import Store
 
+REPORT_DEADLINE_S = 30  # the deadline of each phase a reporting fake worker announces
+
 # What every fake worker starts with: its arguments, its spec, the result pipe, and a way to
 # leave a process the probes take for a backend stub (argv[0] is the stub's name) in its group.
 PREAMBLE = f'''
@@ -65,8 +67,8 @@ def phase(name, timeout_s):
 
 def report(cycle, triton_version=None, **kw):
     start(cycle)
-    phase("start", 30)
-    phase("stop", 30)
+    phase("start", {REPORT_DEADLINE_S})
+    phase("stop", {REPORT_DEADLINE_S})
     send(CycleDone(row(cycle, **kw), triton_version))
 
 
@@ -94,18 +96,27 @@ def prepared(tmp_path, body: str, **cfg) -> orchestrator.Prepared:
 
 
 def run(p: orchestrator.Prepared, cycles: list[int], **kw) -> types.SimpleNamespace:
+    """Run ``cycles`` on ``p``'s fake workers: the rows, windows and phases the parent passed on,
+    when it passed each phase on (``phase_at[(cycle, phase)]``) and each cycle's result
+    (``ended_at[cycle]``), and the whole run's ``seconds``."""
     rows, windows, phases, results = [], [], [], []
+    phase_at: dict[tuple[int, str], float] = {}
+    ended_at: dict[int, float] = {}
 
     def keep(result):
+        ended_at[result.row.cycle] = time.monotonic()
         results.append(result)
         rows.append(result.row)
 
+    def seen(cycle, phase):
+        phase_at[(cycle, phase)] = time.monotonic()
+        phases.append((cycle, phase))
+
     t0 = time.monotonic()
     orchestrator.run_cycles(p, cycles, kw.pop("on_cycle", keep),
-                            on_window=windows.append,
-                            on_phase=kw.pop("on_phase", lambda c, ph: phases.append((c, ph))))
+                            on_window=windows.append, on_phase=kw.pop("on_phase", seen))
     return types.SimpleNamespace(rows=rows, windows=windows, phases=phases, results=results,
-                                 seconds=time.monotonic() - t0,
+                                 phase_at=phase_at, ended_at=ended_at, seconds=time.monotonic() - t0,
                                  by_cycle={r.cycle: r for r in rows})
 
 

@@ -9,18 +9,19 @@ import textwrap
 
 import pytest
 
-from fake_workers import gone, prepared, run, stub_pid
+from fake_workers import REPORT_DEADLINE_S, gone, prepared, run, stub_pid
 
 
 # ---------------------------------------------------------------- workers that hang
 
 def test_a_phase_past_its_deadline_is_hung_its_group_killed_and_the_run_goes_on(tmp_path):
-    p = prepared(tmp_path, '''
+    deadline = 1.0
+    p = prepared(tmp_path, f'''
         k = CYCLES[0]
         if k == 1:
             start(k)
             fake_stub()
-            phase("stop", 0.3)
+            phase("stop", {deadline})
             time.sleep(600)
         report(k)
     ''', cycles=2)
@@ -30,21 +31,25 @@ def test_a_phase_past_its_deadline_is_hung_its_group_killed_and_the_run_goes_on(
     assert hung.detail == "phase stop ran past its deadline; worker group killed"
     assert hung.stubs_killed == 1, "the stub in the worker's group is counted"
     assert gone(hung.worker_pid) and gone(stub_pid(p, 1)), "the whole group is killed"
-    assert 0.3 <= hung.cycle_wall_s < 5
+    # killed at the phase's deadline, counted from when the parent heard of the phase: not before,
+    # and not at some later deadline
+    waited = r.ended_at[1] - r.phase_at[(1, "stop")]
+    assert deadline <= waited < 2 * deadline and deadline <= hung.cycle_wall_s, (waited, hung.cycle_wall_s)
     assert after.outcome == "clean"
-    assert r.seconds < 10
+    assert r.seconds < REPORT_DEADLINE_S, "the clean cycle waited out no deadline"
 
 
 def test_a_worker_silent_from_the_start_is_hung_at_the_spawn_deadline(tmp_path):
-    # Before any phase, the parent allows startup_timeout + 60 s: 1 s here.
+    # Before any phase, the parent allows startup_timeout + 60 s: 2 s here.
+    spawn_deadline = 2.0
     p = prepared(tmp_path, '''
         time.sleep(600)
-    ''', startup_timeout=1.0 - 60)
+    ''', startup_timeout=spawn_deadline - 60)
     r = run(p, [1])
     (row,) = r.rows
     assert row.outcome == "hung" and row.detail == "phase spawn ran past its deadline; worker group killed"
     assert gone(row.worker_pid)
-    assert r.seconds < 6
+    assert spawn_deadline <= row.cycle_wall_s < 2 * spawn_deadline, row.cycle_wall_s
 
 
 def test_a_hang_after_stop_keeps_the_stops_outcome(tmp_path):
@@ -87,7 +92,7 @@ def test_a_worker_that_dies_mid_cycle_is_crashed_and_the_run_goes_on(tmp_path, d
     assert dead.cleanup is None, "no stop was measured: the crash is the outcome, not a cleanup note"
     assert dead.stop_latency_s is None and dead.worker_pid not in (r.by_cycle[1].worker_pid, None)
     assert "last words of the worker" in dead.detail, "the worker's log tail says what it was doing"
-    assert r.seconds < 10, "a death is seen at once, not at the phase's 60 s deadline"
+    assert r.seconds < 60, "a death is seen at once, not at the phase's 60 s deadline"
 
 
 def test_a_worker_that_reports_a_fatal_error_is_crashed_with_that_error(tmp_path):
@@ -205,7 +210,7 @@ report(k)
     r = run(p, [1, 2])
     assert [(row.cycle, row.outcome) for row in r.rows] == [(1, "crashed"), (2, "clean")]
     assert r.by_cycle[1].detail.startswith(f"worker exit status {code} in phase spawn")
-    assert r.seconds < 10
+    assert r.seconds < REPORT_DEADLINE_S, "the exit is seen at once, not at the spawn's deadline (65 s)"
 
 
 def test_a_worker_that_exits_0_without_a_word_is_crashed(tmp_path):

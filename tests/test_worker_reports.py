@@ -56,7 +56,7 @@ def test_reported_cycles_are_stored_as_reported_one_fresh_worker_each(tmp_path):
         assert spec.cycles == [i] and spec.run_id == "run1" and spec.exit_timeout == 1
         assert spec.retain == "last-response" and spec.evidence_dir == str(p.work_dir / "evidence")
         assert (p.work_dir / "logs" / f"worker-{i:04d}.log").exists()
-    assert r.seconds < 10
+    assert r.seconds < 30, "no cycle waited out its phase's 30 s deadline"
 
 
 def test_same_process_runs_every_cycle_in_one_worker(tmp_path):
