@@ -16,24 +16,34 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _env(extra: dict | None = None) -> dict:
-    e = dict(os.environ)
+def _env(extra: dict | None = None, inherit: bool = True) -> dict:
+    e = dict(os.environ) if inherit else {}
     e["PYTHONPATH"] = str(ROOT) + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
     e.update(extra or {})
     return e
 
 
-def rig(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run the rig to completion, as a user would."""
-    return subprocess.run([sys.executable, "-m", "rig", *args], capture_output=True, text=True,
-                          timeout=timeout, env=_env(env), cwd=str(ROOT))
+def _argv(args: tuple[str, ...], script: bool) -> list[str]:
+    # the console script, as installed users run it; else ``python -m rig`` (which puts the
+    # working folder first on its module path: pass ``script=True`` where that matters)
+    return [str(Path(sys.executable).parent / "rig"), *args] if script else [sys.executable, "-m", "rig", *args]
 
 
-def spawn(*args: str, **popen) -> subprocess.Popen:
-    """Start the rig in the background (output discarded unless ``stdout`` is given)."""
+def rig(*args: str, timeout: float = 300, env: dict | None = None, cwd: Path | str | None = None,
+        inherit_env: bool = True, script: bool = False) -> subprocess.CompletedProcess:
+    """Run the rig to completion, as a user would: ``env`` adds to this process's environment
+    (or, with ``inherit_env=False``, is all of it but the rig's PYTHONPATH)."""
+    return subprocess.run(_argv(args, script), capture_output=True, text=True, timeout=timeout,
+                          env=_env(env, inherit_env), cwd=str(cwd or ROOT))
+
+
+def spawn(*args: str, env: dict | None = None, cwd: Path | str | None = None, inherit_env: bool = True,
+          **popen) -> subprocess.Popen:
+    """Start the rig in the background (output discarded unless ``stdout`` is given); ``env`` as
+    for ``rig``."""
     popen.setdefault("stdout", subprocess.DEVNULL)
     popen.setdefault("stderr", subprocess.DEVNULL)
-    return subprocess.Popen([sys.executable, "-m", "rig", *args], env=_env(), cwd=str(ROOT), **popen)
+    return subprocess.Popen(_argv(args, False), env=_env(env, inherit_env), cwd=str(cwd or ROOT), **popen)
 
 
 def cycles(results: Path) -> pd.DataFrame:

@@ -12,8 +12,9 @@ from helpers import cycles, rig, spawn
 @pytest.mark.slow
 def test_retain_none_is_clean(tmp_path, runtime):
     res = tmp_path / "results"
-    p = rig("cycle", "--engine", "capi", "--model", "numpy", "--retain", "none", "--exit-timeout", "5",
-            "--results", str(res))
+    exit_timeout, startup_timeout = 5, 120
+    p = rig("cycle", "--engine", "capi", "--model", "numpy", "--retain", "none", "--exit-timeout", str(exit_timeout),
+            "--startup-timeout", str(startup_timeout), "--results", str(res))
     assert p.returncode == 0, p.stdout + p.stderr
     assert "cycle 1: clean" in p.stdout
     df = cycles(res)
@@ -25,8 +26,8 @@ def test_retain_none_is_clean(tmp_path, runtime):
     assert r.finalize_before_stop == 1 and r.finalize_after_stop == 0
     assert r.stubs_alive_after_stop == 0 and r.stubs_killed == 0
     assert r.shm_regions_leaked == 0
-    assert 0 < r.start_latency_s < 60
-    assert r.stop_latency_s < 5
+    assert 0 < r.start_latency_s < startup_timeout
+    assert 0 < r.stop_latency_s < exit_timeout, "nothing held the model: the stop did not wait out the exit timeout"
     assert str(r.triton_version) == runtime.triton_version
     for col in ("run_id", "cycle", "triton_version", "engine", "model", "retain", "outcome",
                 "start_latency_s", "stop_latency_s", "finalize_expected", "finalize_before_stop",
@@ -38,12 +39,14 @@ def test_retain_none_is_clean(tmp_path, runtime):
 def test_retain_last_response_waits_out_exit_timeout(tmp_path, runtime):
     """The mechanism of server#8755: a referenced response keeps its model loaded."""
     res = tmp_path / "results"
-    p = rig("cycle", "--engine", "capi", "--retain", "last-response", "--exit-timeout", "3",
+    exit_timeout = 3
+    p = rig("cycle", "--engine", "capi", "--retain", "last-response", "--exit-timeout", str(exit_timeout),
             "--results", str(res))
     assert p.returncode == 0, p.stdout + p.stderr  # a cycle records and reports; soaks judge
     r = cycles(res).iloc[0]
     assert r.outcome == "exit_timeout"
-    assert 2.9 <= r.stop_latency_s < 4.5
+    # the stop waits the exit timeout out (Triton counts it in whole seconds), and then ends
+    assert 0.95 * exit_timeout <= r.stop_latency_s < 2 * exit_timeout
     assert r.finalize_before_stop == 0
     assert r.finalize_after_stop == 1          # once the response is dropped, finalize runs
     assert r.stubs_alive_after_stop == 1
@@ -137,37 +140,29 @@ def test_two_runs_into_one_folder_do_not_collide(tmp_path, runtime):
 
 
 @pytest.mark.slow
-def test_runtime_list_and_doctor(runtime):
+def test_runtime_install_and_list(runtime):
     version = runtime.name.split("-", 1)[1]
     p = rig("runtime", "install", version)  # installed already: nothing is downloaded
     assert p.returncode == 0 and f"installed {runtime.name}: Triton {runtime.triton_version}" in p.stdout
     assert rig("--version").stdout.strip()[0].isdigit()
     p = rig("runtime", "list")
     assert p.returncode == 0 and runtime.name in p.stdout and runtime.triton_version in p.stdout
-    d = rig("doctor")
-    assert d.returncode == 0
-    for word in ("runtime", "engine", "capi", "tritonserver", "gpu", "cupy"):
-        assert word in d.stdout
+    # `rig doctor`: tests/test_cli.py checks each of its lines
 
 
 @pytest.mark.slow
-def test_a_worker_can_be_rerun_by_hand_from_its_spec(tmp_path, runtime, repo_root):
+def test_a_worker_can_be_rerun_by_hand_from_its_spec(tmp_path, runtime):
     """pyperf's habit: the worker is the same program with a flag; its spec reproduces a cycle."""
     import json
-    import subprocess
-    import sys
 
     from rig import protocol
-
-    ROOT = repo_root
 
     res = tmp_path / "r"
     assert rig("cycle", "--results", str(res)).returncode == 0
     spec = next((res / "_work").rglob("spec-0001.json"))
     # as a person types it in a plain shell: no LD_LIBRARY_PATH, RIG_STUB_SITE or venv on PATH
-    env = {"HOME": os.environ.get("HOME", "/root"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
-    p = subprocess.run([sys.executable, "-m", "rig", "worker", "--spec", str(spec)], capture_output=True,
-                       text=True, env=env, cwd=tmp_path, timeout=120)
+    env = {"HOME": os.environ.get("HOME", "/root"), "PATH": "/usr/bin:/bin"}
+    p = rig("worker", "--spec", str(spec), env=env, inherit_env=False, cwd=tmp_path, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     messages = [m for m in map(protocol.decode, p.stdout.splitlines()) if m is not None]
     assert [type(m) for m in messages[:2]] == [protocol.CycleStart, protocol.Phase]

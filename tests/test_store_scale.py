@@ -4,7 +4,6 @@ skipped once with a warning and listed by `rig check`, and a file:// URI reads l
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import shutil
@@ -18,21 +17,11 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from helpers import ROOT, rig
+from helpers import ROOT, cycle_row, rig
 from rig.cli import main
 from rig.preflight import lock_run
 from rig.store import KEYS, MERGED, Store
-from rig.protocol import CycleRow, RunRow, window_row
-
-
-def cycle_row(run_id: str, cycle: int, **kw) -> CycleRow:
-    base = {f.name: None for f in dataclasses.fields(CycleRow)}
-    base.pop("schema_version")
-    base.update(run_id=run_id, cycle=cycle, engine="capi", model="numpy", retain="none", outcome="clean",
-                restart="fresh-process", stop_strategy="stop", started_at="2026-01-01T00:00:00+00:00",
-                stop_latency_s=2.0 + cycle / 1000)
-    base.update(kw)
-    return CycleRow(**base)
+from rig.protocol import RunRow, window_row
 
 
 def run_row(run_id: str) -> RunRow:
@@ -50,7 +39,7 @@ def write_run(store: Store, run_id: str, cycles: int, version: str = "2.51.0", d
             ws = [window_row(run_id, "capi", "numpy", {"cycle": c, "window": w, "requests": 10 * w,
                                                      "throughput": 100.0 + w}, tool=tool) for w in (1, 2, 3)]
             store.write("windows", ws, version, f"c{c:06d}" if tool == "rig" else f"pa-c{c:06d}", date=date)
-        store.write("cycles", [cycle_row(run_id, c)], version, f"c{c:06d}", date=date)
+        store.write("cycles", [cycle_row(c, run_id)], version, f"c{c:06d}", date=date)
 
 
 def build(root, runs: int = 4, cycles: int = 6) -> Store:
@@ -93,7 +82,7 @@ def test_a_resumed_run_is_compacted_again_with_its_new_cycles(tmp_path):
     store = Store(tmp_path)
     write_run(store, "r1", 3)
     store.compact("r1")
-    store.write("cycles", [cycle_row("r1", 4)], "2.51.0", "c000004", date="2026-01-02")
+    store.write("cycles", [cycle_row(4, "r1")], "2.51.0", "c000004", date="2026-01-02")
     assert sorted(store.read("cycles", "r1").cycle) == [1, 2, 3, 4]
     store.compact("r1")
     assert sorted(Store(tmp_path).read("cycles", "r1").cycle) == [1, 2, 3, 4]
@@ -125,7 +114,7 @@ def test_readers_never_see_a_row_twice_or_miss_one_while_compaction_runs_and_a_r
     def writer():
         store_w = Store(tmp_path)
         for c in range(1, 40):
-            store_w.write("cycles", [cycle_row("live", c)], "2.51.0", f"c{c:06d}", date="2026-01-02")
+            store_w.write("cycles", [cycle_row(c, "live")], "2.51.0", f"c{c:06d}", date="2026-01-02")
 
     threads = [threading.Thread(target=reader), threading.Thread(target=writer)]
     for th in threads:
@@ -227,7 +216,7 @@ def test_a_file_uri_reads_what_its_path_reads(tmp_path):
     for t in KEYS:
         pd.testing.assert_frame_equal(frame(store, t), frame(uri, t))
     assert uri.root == tmp_path
-    uri.write("cycles", [cycle_row("via-uri", 1)], "2.51.0", "c000001", date="2026-01-05")
+    uri.write("cycles", [cycle_row(1, "via-uri")], "2.51.0", "c000001", date="2026-01-05")
     uri.compact("via-uri")
     assert list(store.read("cycles", "via-uri", columns=["cycle", "date"]).itertuples(index=False, name=None)) == \
         [(1, "2026-01-05")]

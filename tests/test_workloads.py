@@ -10,21 +10,27 @@ from rig.analysis.sweeps import stable
 from rig.schedule import arrival_times
 
 
+DELAY_MS = 20  # the model's execute delay in the latency tests
+
+
 def windows(res):
     return pd.read_parquet(res / "windows")
 
 
 @pytest.mark.slow
 def test_slow_model_shows_its_delay_in_p50(tmp_path, runtime):
-    """Positive control: execute sleeps 20 ms, so the rig's p50 must read 20 ms (within 5 %)."""
+    """Positive control: execute sleeps 20 ms, so the rig's p50 reads at least 20 ms and well under
+    twice that (the rig adds its own overhead, which a busy host stretches; it never removes the
+    delay)."""
     res = tmp_path / "r"
-    p = rig("cycle", "--execute-delay-ms", "20", "--workload", "steady", "--users", "1",
+    p = rig("cycle", "--execute-delay-ms", str(DELAY_MS), "--workload", "steady", "--users", "1",
             "--workload-seconds", "3", "--window-seconds", "1", "--results", str(res))
     assert p.returncode == 0, p.stdout + p.stderr
     w = windows(res)
     p50 = w.p50_us.median()
-    print(f"p50 {p50:.0f} us for a 20,000 us execute")
-    assert 20_000 <= p50 <= 21_000
+    print(f"p50 {p50:.0f} us for a {DELAY_MS * 1000:,} us execute")
+    assert DELAY_MS * 1000 <= p50 < 2 * DELAY_MS * 1000
+    assert (w.p50_us >= DELAY_MS * 1000).all(), w.p50_us.tolist()
     assert (w.requests > 0).all() and (w.errors == 0).all()
 
 
@@ -33,20 +39,22 @@ def test_open_loop_past_capacity_queues_closed_loop_does_not(tmp_path, runtime):
     """20 ms per request = 50/s capacity. Open loop at 80/s: latency grows window after window,
     counted from the scheduled send. Closed loop at 1 user: latency stays at the service time."""
     res = tmp_path / "r"
-    p = rig("cycle", "--execute-delay-ms", "20", "--workload", "steady", "--rate", "80",
+    p = rig("cycle", "--execute-delay-ms", str(DELAY_MS), "--workload", "steady", "--rate", "80",
             "--workload-seconds", "3", "--window-seconds", "1", "--results", str(res))
     assert p.returncode == 0, p.stdout + p.stderr
     w = windows(res).sort_values("window")
     assert (w["mode"] == "open").all() and (w["rate"] == 80).all()
     print(w[["window", "requests", "p50_us", "p99_us"]].to_string())
     assert w.p50_us.iloc[-1] > 3 * w.p50_us.iloc[0]
-    assert w.p50_us.iloc[-1] > 100_000  # far above the 20 ms service time
+    assert w.p50_us.iloc[-1] > 5 * DELAY_MS * 1000  # far above the 20 ms service time
     closed = tmp_path / "c"
-    p = rig("cycle", "--execute-delay-ms", "20", "--workload", "steady", "--users", "1",
+    p = rig("cycle", "--execute-delay-ms", str(DELAY_MS), "--workload", "steady", "--users", "1",
             "--workload-seconds", "3", "--window-seconds", "1", "--results", str(closed))
     assert p.returncode == 0
     wc = windows(closed).sort_values("window")
-    assert wc.p50_us.max() < 25_000
+    # closed loop: every window stays near the service time, far below the open loop's queue
+    assert DELAY_MS * 1000 <= wc.p50_us.min() and wc.p50_us.max() < 2 * DELAY_MS * 1000
+    assert wc.p50_us.max() < w.p50_us.iloc[-1] / 2
 
 
 @pytest.mark.slow
