@@ -17,12 +17,11 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, rig, spawn
 
 pytestmark = pytest.mark.slow
 
@@ -90,9 +89,9 @@ def s3(tmp_path_factory):
     srv.stop()
 
 
-def _rig(env: dict, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rig", *args], capture_output=True, text=True, timeout=timeout,
-                          env=env, cwd=str(ROOT))
+def _rig(env: dict, *args: str) -> subprocess.CompletedProcess:
+    """The rig with this module's environment (no AWS_ variable but those ``env`` sets)."""
+    return rig(*args, env=env, inherit_env=False, timeout=240)
 
 
 def _run_id(text: str) -> str:
@@ -180,9 +179,8 @@ def killed(s3, runs):
 
     srv, client = s3["server"], s3["client"]
     uri = s3["uri"]("a", creds=False)
-    proc = subprocess.Popen([sys.executable, "-m", "rig", *SOAK, "--retain", "last-response", "--exit-timeout", "1",
-                             "--results", uri], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=s3["key_env"], cwd=str(ROOT))
+    proc = spawn(*SOAK, "--retain", "last-response", "--exit-timeout", "1", "--results", uri,
+                 env=s3["key_env"], inherit_env=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     srv.kill_key, srv.kill_pid = r"^/bkt/a/windows/.*-c000002\.parquet$", proc.pid
     out, _ = proc.communicate(timeout=180)
     srv.kill_pid = None

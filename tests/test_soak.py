@@ -104,34 +104,33 @@ def test_thresholds_set_the_exit_status(tmp_path, runtime):
 def test_kill_9_then_resume(tmp_path, runtime):
     res = tmp_path / "r"
     proc = spawn("soak", "--cycles", "6", "--exit-timeout", "2", "--results", str(res))
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if len(list((res / "cycles").rglob("*.parquet"))) >= 2 if (res / "cycles").exists() else False:
             break
         time.sleep(0.1)
     time.sleep(0.7)  # well inside the next cycle
     proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    assert proc.wait() == -signal.SIGKILL, "the kill landed before the run ended"
     time.sleep(1.0)  # the worker follows its parent (PR_SET_PDEATHSIG)
     visible = [f for f in res.rglob("*.parquet")]
     for f in visible:
         pq.read_table(f)  # every visible file is whole
     before = cycles(res)
-    assert 2 <= len(before) < 6
+    assert len(before) >= 2 and sorted(before.cycle) == list(range(1, len(before) + 1))
     run_id = pd.read_parquet(res / "runs").run_id[0]
     from rig import probes
 
     work = str(res / "_work" / run_id)
-    orphans = len(probes.orphaned_stubs(work))  # the worker died with its parent; its stubs may not have
     p = rig("soak", "--resume", run_id, "--results", str(res), timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
+    assert f"resuming: {len(before)} cycle(s) stored, {6 - len(before)} to go" in p.stdout + p.stderr
     after = cycles(res)
     assert sorted(after.cycle) == [1, 2, 3, 4, 5, 6]  # each cycle once
     assert set(after.run_id) == {run_id}
     assert set(after.outcome) == {"clean"}
-    # a stub orphaned by the kill may end by itself before the resume looks; none may be left after
+    # the worker died with its parent, its stubs maybe not: none may be left after the resume
     assert not probes.orphaned_stubs(work), "the resumed run left the killed run's stubs running"
-    assert orphans >= 0
 
 
 MODEL = '''
