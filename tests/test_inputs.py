@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from helpers import cycles, rig
+from rig.store import Store
 
 # A model as a team writes one to see what its clients send: every request's inputs (name,
 # dtype, shape, raw bytes) appended as one JSON line to the file its config names.
@@ -304,6 +305,10 @@ def test_perf_analyzer_gets_the_same_entries(tmp_path, runtime):
     assert "perf_analyzer failed" not in p.stdout, p.stdout
     records = _records(seen)
     assert all(r in TEXT_SEEN for r in records), next(r for r in records if r not in TEXT_SEEN)
-    assert len(records) > 100, "perf_analyzer's requests reached the model too"
+    # perf_analyzer's requests reached the model too: it saw every request either tool counted
+    w = Store(tmp_path / "r").read("windows")
+    by_tool = w.groupby("tool").requests.sum()
+    assert by_tool["perf_analyzer"] > 0 and by_tool["rig"] > 0, by_tool
+    assert len(records) >= by_tool["perf_analyzer"] + by_tool["rig"], (len(records), by_tool)
     for want in TEXT_SEEN:
         assert records.count(want) > len(records) / 4, "both entries, in turn"

@@ -35,6 +35,7 @@ from rig.engines.official import loader
 CORPUS = ROOT / "tests" / "corpus"
 MODEL = CORPUS / "streams_tokens" / "streams_tokens"
 DELAY_US = 30_000  # the model's token_delay_ms, in us
+AT_LEAST = 7  # requests each lane case ends before it stops (the entries case: two rounds and one)
 SOAK = ("--workload", "steady", "--users", "2", "--workload-seconds", "2", "--cycles", "1")
 
 _OFFICIAL = loader.bindings_library() is not None
@@ -79,8 +80,10 @@ def merged(w: pd.DataFrame) -> dict:
     return s.iloc[0].to_dict()
 
 
-def within(value, target, share=0.10) -> bool:
-    return value is not None and abs(value - target) <= share * target
+def within(value, target) -> bool:
+    """A measured delay of the model's: not below it (less a tenth, for the jitter of a gap between
+    two arrivals), and under twice it (what the rig and a busy host add)."""
+    return value is not None and 0.9 * target <= value < 2 * target
 
 
 # ---------------------------------------------------------------- soaks, both engines
@@ -91,7 +94,7 @@ def test_a_streaming_model_is_measured_per_response(tmp_path, engine):
     row, w = soak(tmp_path, engine, repo, tmp_path / "results")
     assert row.outcome == "clean" and row.load_outcome == "ok", row.detail
     assert row.lane == LANES[engine]
-    assert int(w.errors.sum()) == 0 and int(w.requests.sum()) > 10
+    assert int(w.errors.sum()) == 0 and int(w.requests.sum()) == row.requests > 0  # each request in a window
     s = merged(w)
     print({k: s[k] for k in ("first_p50_us", "first_p99_us", "gap_p50_us", "gap_p99_us", "responses_per_request")})
     # The first token comes 30 ms after the request, each next one 30 ms after the last.
@@ -113,7 +116,7 @@ def test_a_request_answered_by_the_final_flag_alone_counts_as_answered(tmp_path,
     assert row.outcome == "clean", row.detail
     # Answered: no error, no timeout, no wrong output under load.
     assert int(w.errors.sum()) == 0 and int(w.timeouts.fillna(0).sum()) == 0
-    assert int(w.requests.sum()) > 10 and int(w.bad_outputs.fillna(0).sum()) == 0
+    assert int(w.requests.sum()) == row.requests > 0 and int(w.bad_outputs.fillna(0).sum()) == 0
     assert row.errors == 0 and row.timeouts == 0
     # The reference request before the load has no output to hold the load to: its verdict is
     # rig.outputs' (see the report of this change), never a failed or unanswered request.
@@ -154,9 +157,11 @@ CHILD = textwrap.dedent(r'''
     out = {"shm_regions": []}
     X = np.arange(4, dtype=np.float32)
 
-    def run(lane, seconds=1.0):
+    def run(lane, n=AT_LEAST):  # a closed loop until n requests have ended (60 s at most)
         lane.start_closed()
-        time.sleep(seconds)
+        deadline = time.monotonic() + 60
+        while sum(lane.stats()[k] for k in ("completed", "errors")) < n and time.monotonic() < deadline:
+            time.sleep(0.01)
         stopped = lane.stop(10)
         lat, errors = lane.drain()
         got = lane.stream()
@@ -174,7 +179,7 @@ CHILD = textwrap.dedent(r'''
     out["decoupled"] = [engine.decoupled(m) for m in ("streams_tokens", "numpy")]
     out["native"] = run(fastpath.NativeLane(engine, "streams_tokens", {"INPUT0": X}, in_flight=2))
     out["native_quiet"] = run(fastpath.NativeLane(engine, "ends_quietly", {"INPUT0": X}, in_flight=2))
-    out["native_numpy"] = run(fastpath.NativeLane(engine, "numpy", {"INPUT": X}, in_flight=2), 0.3)
+    out["native_numpy"] = run(fastpath.NativeLane(engine, "numpy", {"INPUT": X}, in_flight=2))
     out["python"] = run(PyLane(engine, "streams_tokens", {"INPUT0": X}, in_flight=2))
     out["python_quiet"] = run(PyLane(engine, "ends_quietly", {"INPUT0": X}, in_flight=2))
     r = engine.infer("ends_quietly", {"INPUT0": X})
@@ -185,7 +190,7 @@ CHILD = textwrap.dedent(r'''
     out["server_stop_error"] = engine.stop()
     engine.close()
     print("RESULT " + json.dumps(out), flush=True)
-''').replace("MODEL_DIR", repr(str(MODEL)))
+''').replace("MODEL_DIR", repr(str(MODEL))).replace("AT_LEAST", str(AT_LEAST))
 
 
 @pytest.mark.slow
@@ -201,19 +206,19 @@ def test_lanes_time_each_response_of_a_stream(tmp_path):
         assert r["stopped"] is True and r["errors"] == 0 and r["stream"], r
         # one first response and one count per answered request, two gaps each (every request
         # ended before the stop returned)
-        assert r["n_first"] == r["n_lat"] > 5 and r["n_gaps"] == 2 * r["n_lat"], r
+        assert r["n_first"] == r["n_lat"] >= AT_LEAST and r["n_gaps"] == 2 * r["n_lat"], r
         assert r["counts"] == [3], r
         assert within(r["first_p50_ms"], 30) and within(r["gap_p50_ms"], 30), r
-        assert r["lat_p50_ms"] > 75, r
+        assert r["lat_p50_ms"] >= 3 * 0.9 * DELAY_US / 1000, r  # three tokens' worth
         assert r["again"] is None
     for key in ("native_quiet", "python_quiet"):
         r = out[key]
-        assert r["stopped"] is True and r["errors"] == 0 and r["n_lat"] > 5, r
+        assert r["stopped"] is True and r["errors"] == 0 and r["n_lat"] >= AT_LEAST, r
         assert r["n_first"] == r["n_lat"] and r["n_gaps"] == 0 and r["counts"] == [0], r
         assert within(r["first_p50_ms"], 30), r
     # A model that does not stream: latencies only, nothing more kept.
     r = out["native_numpy"]
-    assert r["n_lat"] > 10 and r["errors"] == 0 and r["stream"] is False
+    assert r["n_lat"] >= AT_LEAST and r["errors"] == 0 and r["stream"] is False
     assert out["infer_quiet"] == {"type": "EmptyResponse", "outputs": {}}
     assert out["infer_tokens"] == [2.0, 3.0, 4.0, 5.0]
     assert out["server_stop_error"] is None
@@ -241,9 +246,11 @@ OFFICIAL_CHILD = textwrap.dedent(r'''
         time.sleep(0.05)
     out = {"decoupled": [e.decoupled("streams_tokens"), e.decoupled("echo")]}
 
-    def run(lane, seconds=1.0):
+    def run(lane, n=AT_LEAST):  # a closed loop until n requests have ended (60 s at most)
         lane.start_closed()
-        time.sleep(seconds)
+        deadline = time.monotonic() + 60
+        while sum(lane.stats()[k] for k in ("completed", "errors")) < n and time.monotonic() < deadline:
+            time.sleep(0.01)
         stopped = lane.stop(10)
         lat, errors = lane.drain()
         got = lane.stream()
@@ -259,7 +266,7 @@ OFFICIAL_CHILD = textwrap.dedent(r'''
     out["tokens"] = run(e.lane("streams_tokens", {"INPUT0": X}, in_flight=2))
     entries = [{"INPUT": np.full(n, v, dtype=np.float32)} for n, v in ((4, 0), (2, 1), (3, 2))]
     (work / "seen.txt").write_text("")
-    out["entries"] = run(e.lane("echo", entries, in_flight=1), 0.4)
+    out["entries"] = run(e.lane("echo", entries, in_flight=1))
     seq = [[int(a), int(float(b))] for a, b in (l.split() for l in (work / "seen.txt").read_text().splitlines())]
     out["seen_first"] = seq[:6]
     out["seen_cycled"] = all(seq[k] == seq[k % 3] for k in range(len(seq)))
@@ -275,7 +282,7 @@ OFFICIAL_CHILD = textwrap.dedent(r'''
 def test_the_official_lane_times_each_response_and_cycles_its_entries(tmp_path, runtime):
     from test_fastpath import ECHO_CONFIG, ECHO_MODEL
 
-    source = (OFFICIAL_CHILD.replace("MODEL_DIR", repr(str(MODEL)))
+    source = (OFFICIAL_CHILD.replace("MODEL_DIR", repr(str(MODEL))).replace("AT_LEAST", str(AT_LEAST))
               .replace("ECHO_CONFIG", repr(ECHO_CONFIG)).replace("ECHO_MODEL", repr(ECHO_MODEL)))
     with tempfile.TemporaryFile("w+") as f:
         proc = subprocess.Popen([sys.executable, "-c", source, str(tmp_path), runtime.core_library,
@@ -298,13 +305,13 @@ def test_the_official_lane_times_each_response_and_cycles_its_entries(tmp_path, 
     assert out["decoupled"] == [True, False]
     r = out["tokens"]
     assert r["stopped"] is True and r["errors"] == 0 and r["stream"], r
-    assert r["n_first"] == r["n_lat"] > 5 and r["n_gaps"] == 2 * r["n_lat"] and r["counts"] == [3], r
+    assert r["n_first"] == r["n_lat"] >= AT_LEAST and r["n_gaps"] == 2 * r["n_lat"] and r["counts"] == [3], r
     assert within(r["first_p50_ms"], 30) and within(r["gap_p50_ms"], 30), r
     # Request k carries entry k mod 3, whatever its shape; a model that does not stream keeps
     # no stream figures.
     r = out["entries"]
     assert r["stopped"] is True and r["errors"] == 0 and r["stream"] is False
-    assert out["seen_n"] == r["n_lat"] > 6
+    assert out["seen_n"] == r["n_lat"] >= AT_LEAST
     assert out["seen_first"] == [[4, 0], [2, 1], [3, 2]] * 2 and out["seen_cycled"]
     assert out["stop_error"] is None
 
