@@ -30,11 +30,14 @@ def _argv(args: tuple[str, ...], script: bool) -> list[str]:
 
 
 def rig(*args: str, timeout: float = 300, env: dict | None = None, cwd: Path | str | None = None,
-        inherit_env: bool = True, script: bool = False) -> subprocess.CompletedProcess:
+        inherit_env: bool = True, script: bool = False, within: list[str] | None = None
+        ) -> subprocess.CompletedProcess:
     """Run the rig to completion, as a user would: ``env`` adds to this process's environment
-    (or, with ``inherit_env=False``, is all of it but the rig's PYTHONPATH)."""
-    return subprocess.run(_argv(args, script), capture_output=True, text=True, timeout=timeout,
-                          env=_env(env, inherit_env), cwd=str(cwd or ROOT))
+    (or, with ``inherit_env=False``, is all of it but the rig's PYTHONPATH); ``within`` is a
+    command the rig's command line is appended to (``["unshare", "-m", "sh", "-c", 'mount ...
+    && "$@"', "sh"]``)."""
+    return subprocess.run([*(within or []), *_argv(args, script)], capture_output=True, text=True,
+                          timeout=timeout, env=_env(env, inherit_env), cwd=str(cwd or ROOT))
 
 
 def spawn(*args: str, env: dict | None = None, cwd: Path | str | None = None, inherit_env: bool = True,

@@ -84,10 +84,8 @@ def test_a_stub_that_dies_while_loading_is_noticed_at_once_with_its_last_words(t
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare")
 def test_a_small_dev_shm_is_named_as_the_reason(tmp_path, runtime):
     res = tmp_path / "r"
-    script = (f"mount -t tmpfs -o size=512k tmpfs /dev/shm && {sys.executable} -m rig cycle "
-              f"--results {res} --startup-timeout 30")
-    p = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=300,
-                       cwd=ROOT)
+    p = rig("cycle", "--results", str(res), "--startup-timeout", "30",
+            within=["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o size=512k tmpfs /dev/shm && "$@"', "sh"])
     if "mount" in p.stderr and p.returncode != 0 and not (res / "cycles").exists():
         pytest.skip(f"cannot mount a small /dev/shm here: {p.stderr.strip()[-200:]}")
     r = cycles(res).iloc[0]
@@ -105,11 +103,10 @@ def test_an_unwritable_results_folder_is_one_line(tmp_path):
 def test_a_full_disk_is_one_line_and_leaves_no_half_file(tmp_path, runtime):
     res = tmp_path / "tiny"
     res.mkdir()
-    script = (f"mount -t tmpfs -o size=120k tmpfs {res} && {sys.executable} -m rig soak --cycles 3 "
-              f"--workload steady --workload-seconds 1 --results {res}/r; echo rc=$?; "
+    script = (f"mount -t tmpfs -o size=120k tmpfs {res} && \"$@\"; echo rc=$?; "
               f"find {res} -name '*.tmp' -o -name '.*.tmp'")
-    p = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=300,
-                       cwd=ROOT)
+    p = rig("soak", "--cycles", "3", "--workload", "steady", "--workload-seconds", "1", "--results", f"{res}/r",
+            within=["unshare", "-m", "sh", "-c", script, "sh"])
     assert "rc=4" in p.stdout, p.stdout + p.stderr
     errors = [line for line in p.stderr.splitlines() if line.startswith("rig: error:")]
     assert len(errors) == 1 and "No space left on device" in errors[0] and "Traceback" not in p.stderr
