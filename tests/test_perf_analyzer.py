@@ -113,9 +113,9 @@ def test_real_run_on_embedded_core(tmp_path, runtime, binary):
 @pytest.mark.slow
 def test_model_that_fails_to_load_is_reported_quickly(tmp_path, runtime, binary):
     repo = _repo(tmp_path, "broken", model_py="import no_such_module_here\n")
-    t0 = time.monotonic()
+    t0, timeout_s = time.monotonic(), 120
     with pytest.raises(RigError, match="no_such_module_here") as info:
         pa.run_perf_analyzer(runtime, repo, "broken", concurrency=[1], shapes={"INPUT": [4]},
-                             measurement_ms=500, timeout_s=120)
-    assert time.monotonic() - t0 < 30, "the load-retry loop was not cut short"
+                             measurement_ms=500, timeout_s=timeout_s)
+    assert time.monotonic() - t0 < timeout_s / 2, "the load-retry loop was not cut short"
     assert "failed to load 'broken'" in str(info.value)
