@@ -66,16 +66,17 @@ def test_loop_runs_on_a_real_thread_and_wakes_greenlets_under_gevent():
         from rig.engines.official.loop import LoopThread, Signal
         loop = LoopThread()
         seen, done = {}, Signal()
-        async def work():
-            seen["thread"] = threading.get_native_id()
-            await asyncio.sleep(0.2)
-            done.set(42)
         ticks = []
+        async def work():  # ends once the hub's ticker has ticked ten times
+            seen["thread"] = threading.get_native_id()
+            while len(ticks) < 10:
+                await asyncio.sleep(0.005)
+            done.set(42)
         ticker = gevent.spawn(lambda: [ticks.append(gevent.sleep(0.01)) for _ in range(10)])
         loop.submit(work())
-        assert done.wait(5) and done.value == 42
-        # the ticker (100 ms) ran to its end during the 200 ms wait: the wait yielded to the hub
-        assert ticker.ready() and len(ticks) == 10, f"the hub was blocked while waiting ({len(ticks)} ticks)"
+        # the result comes only if the ticker ran during the wait: the wait yielded to the hub
+        assert done.wait(30) and done.value == 42, f"the hub was blocked while waiting ({len(ticks)} ticks)"
+        assert len(ticks) == 10
         assert seen["thread"] != threading.get_native_id(), "the loop ran on the hub's thread"
         loop.shutdown()
         print("ok")
@@ -165,8 +166,8 @@ def _in_child(runtime, code: str) -> subprocess.CompletedProcess:
 @official
 def test_cycle_under_each_retention_policy(tmp_path, runtime, retain, outcome, before):
     """server#8755 through the very API it was reported against."""
-    res = tmp_path / "r"
-    p = rig("cycle", *ENGINE, "--retain", retain, "--exit-timeout", "3", "--results", str(res))
+    res, exit_timeout = tmp_path / "r", 3
+    p = rig("cycle", *ENGINE, "--retain", retain, "--exit-timeout", str(exit_timeout), "--results", str(res))
     assert p.returncode == 0, p.stdout + p.stderr
     r = cycles(res).iloc[0]
     print(p.stdout)
@@ -176,10 +177,10 @@ def test_cycle_under_each_retention_policy(tmp_path, runtime, retain, outcome, b
     assert r.outputs_ok
     if outcome == "exit_timeout":
         assert "Exit timeout expired" in r.stop_error
-        assert 2.9 <= r.stop_latency_s
+        assert 0.95 * exit_timeout <= r.stop_latency_s < 2 * exit_timeout  # waited out, then ended
         assert r.finalize_after_stop == 1  # dropping the reference lets finalize run
     else:
-        assert pd.isna(r.stop_error) and r.stop_latency_s < 3
+        assert pd.isna(r.stop_error) and r.stop_latency_s < exit_timeout
 
 
 def _engine_script(runtime, repo, body: str, **options) -> str:
@@ -230,7 +231,7 @@ def test_del_of_response_and_array_is_the_fix(repo, runtime):
         del resp
         t0 = time.monotonic()
         assert e.stop() is None
-        assert time.monotonic() - t0 < 5
+        assert time.monotonic() - t0 < 5  # before the exit timeout (exit_timeout_s=5): nothing held the model
     """)
 
 
