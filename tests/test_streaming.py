@@ -25,7 +25,6 @@ import sys
 import tempfile
 import textwrap
 
-import numpy as np
 import pandas as pd
 import pytest
 
