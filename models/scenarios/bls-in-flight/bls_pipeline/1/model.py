@@ -1,0 +1,31 @@
+"""Scenario `bls-in-flight` (python_backend#325 class: a BLS request outstanding while the server
+stops): the front of a two-model pipeline. For every request `execute` calls `slow_encoder` in
+the same repository through BLS (`pb_utils.InferenceRequest(...).exec()`), waits for its answer
+and post-processes it. The fault switch lives in `slow_encoder` (slow with "on", at once with
+"off"), so that a `stop()` under load finds a BLS request outstanding."""
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.encoder = "slow_encoder"
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "INPUT0")
+            bls = pb_utils.InferenceRequest(model_name=self.encoder, requested_output_names=["OUTPUT0"],
+                                            inputs=[pb_utils.Tensor("INPUT0", x.as_numpy())])
+            encoded = bls.exec()
+            if encoded.has_error():
+                responses.append(pb_utils.InferenceResponse(
+                    error=pb_utils.TritonError(f"slow_encoder failed: {encoded.error().message()}")))
+                continue
+            y = pb_utils.get_output_tensor_by_name(encoded, "OUTPUT0").as_numpy()
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", (y + 1.0).astype(np.float32))]))
+        return responses
+
+    def finalize(self):
+        print("bls_pipeline: finalize")
