@@ -1,7 +1,7 @@
 """Scenario `bls-in-flight` (python_backend#325 class): the slow second stage of the pipeline that
-`bls_pipeline` calls through BLS. With `fault` "on" every request takes `delay_ms` (1.5 s: a
-heavy encoder), so that a BLS request is outstanding when the server stops under load; with
-`fault` "off" (the negative control) it answers at once."""
+`bls_pipeline` calls through BLS. With `fault` "on" (or "background") every request takes
+`delay_ms` (1.5 s: a heavy encoder), so that a BLS request is outstanding when the server stops
+under load; with `fault` "off" (the negative control) it answers at once."""
 
 import json
 import time
@@ -13,7 +13,7 @@ import triton_python_backend_utils as pb_utils
 class TritonPythonModel:
     def initialize(self, args):
         params = json.loads(args["model_config"]).get("parameters", {})
-        slow = params.get("fault", {}).get("string_value", "off") == "on"
+        slow = params.get("fault", {}).get("string_value", "off") in ("on", "background")
         self.delay_s = float(params.get("delay_ms", {}).get("string_value", "1500")) / 1000 if slow else 0.0
 
     def execute(self, requests):
