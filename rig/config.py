@@ -79,6 +79,8 @@ class RunConfig:
     cycles: int = 1
     requests: int = 100               # per cycle, when no workload runs
     retain: Retain = "none"
+    scenario: str | None = None       # a lifecycle scenario (rig.scenarios): sets fault and retain, or its own models
+    control: bool = False             # the scenario's negative control: the same without its fault
     exit_timeout: int = 30
     stop_strategy: StopStrategy = "stop"
     restart: RestartMode = "fresh-process"
@@ -120,6 +122,13 @@ class RunConfig:
             from rig.fleet import parse_master
 
             parse_master(w.master)
+        if self.scenario is not None:
+            from rig import scenarios
+
+            scenarios.apply(self)
+        elif self.control:
+            raise RigError("--control runs a scenario's negative control: give --scenario NAME too "
+                           "(`rig scenarios` lists them)")
         if self.model_repository is None:
             one_of("model", self.model, MODELS)
             one_of("fault", self.fault, FAULT_PRESETS)

@@ -52,6 +52,10 @@ def add_cycle_options(p: argparse.ArgumentParser, cycles_default_help: str) -> N
     c.add_argument("--cycles", type=int, help=cycles_default_help)
     c.add_argument("--requests", type=int, help="requests per cycle when no workload runs (default 100)")
     c.add_argument("--retain", choices=RETAIN, help="what stays referenced across stop() (default none)")
+    c.add_argument("--scenario", metavar="NAME", help="a lifecycle scenario (`rig scenarios` lists them): its "
+                   "fault and retention, or models of its own; recorded in each cycle's `scenario`")
+    c.add_argument("--control", action="store_true", default=None,
+                   help="with --scenario: its negative control, the same model and client without the fault")
     c.add_argument("--stop-strategy", choices=STOP_STRATEGIES)
     c.add_argument("--restart", choices=RESTART_MODES)
     add_server_options(c)
@@ -82,7 +86,7 @@ OVERRIDES = {  # config key -> option dest (a subcommand without the option leav
     "runtime": "runtime", "engine": "engine", "model": "model", "model_repository": "model_repository",
     "model_size": "model_size", "instances": "instances", "max_batch_size": "max_batch_size",
     "dynamic_batching": "dynamic_batching", "fault": "fault", "execute_delay_ms": "execute_delay_ms",
-    "cycles": "cycles", "requests": "requests", "retain": "retain", "exit_timeout": "exit_timeout",
+    "cycles": "cycles", "requests": "requests", "retain": "retain", "scenario": "scenario", "control": "control", "exit_timeout": "exit_timeout",
     "stop_strategy": "stop_strategy", "restart": "restart", "startup_timeout": "startup_timeout",
     "request_timeout": "request_timeout", "results": "results", "node": "node",
     "input_data": "input_data", "shapes": "shape",

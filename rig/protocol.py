@@ -31,6 +31,10 @@ Schema history (``schema_version`` column):
      numpy the backend stubs import: the rig's numpy-1 folder for an embedded core, else the
      worker's), ``pyarrow_version`` (that wrote the files), ``tritonserver_version`` (the
      bindings; null unless the engine is ``tritonserver``); null in older files.
+  9: cycles: ``scenario``, the lifecycle scenario a cycle ran under (``rig.scenarios``; a run
+     given only ``--fault``/``--retain`` is filed under the scenario built from them, neither
+     under ``baseline``), and ``control``, true for a scenario's negative control; null in
+     older files.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ def now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-SCHEMA_VERSION = 8  # see the history above
+SCHEMA_VERSION = 9  # see the history above
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,6 +127,8 @@ class CycleRow:
     host: str | None = None           # the node that ran the cycle (--node, default the hostname)
     load_outcome: str | None = None   # the load's verdict: see verdicts.LOAD_OUTCOMES
     timeouts: int | None = None       # requests with no final response within the request timeout (in errors too)
+    scenario: str | None = None       # the lifecycle scenario (rig.scenarios): baseline, retained-response, ...
+    control: bool | None = None       # the scenario's negative control (its fault off)
     schema_version: int = SCHEMA_VERSION
 
 

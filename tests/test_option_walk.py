@@ -53,6 +53,7 @@ VALUES = {  # a valid value for each option that takes one
     "--min-finalize-success": "0.75", "--allow-outcomes": "clean,exit_timeout", "--resume": None,
     "--skip-ok": None, "--allow-leaks": None, "--dynamic-batching": None,
     "--locust-master": "127.0.0.1:5557", "--node": "n1", "--input-data": "zero", "--shape": "X:2,3",
+    "--scenario": "stub-exits", "--control": None,
 }
 
 # option -> (extra arguments, where the value lands in the effective config)
@@ -70,6 +71,8 @@ APPLIES = {
     "--cycles": ((), lambda c: c.cycles == 3),
     "--requests": ((), lambda c: c.requests == 7),
     "--retain": ((), lambda c: c.retain == "last-response"),
+    "--scenario": ((), lambda c: c.scenario == "stub-exits" and c.fault == "stub-exits"),
+    "--control": (("--scenario", "stub-exits"), lambda c: c.control is True and c.fault == "none"),
     "--stop-strategy": ((), lambda c: c.stop_strategy == "unload-then-stop"),
     "--restart": (("--cycles", "2"), lambda c: c.restart == "same-process"),
     "--exit-timeout": ((), lambda c: c.exit_timeout == 9),

@@ -8,6 +8,7 @@ import mmap
 import os
 import shutil
 import subprocess
+import time
 import uuid
 
 import psutil
@@ -17,8 +18,18 @@ from rig import probes
 
 
 def _fake_stub(**popen) -> subprocess.Popen:
-    """A process the probes take for a backend stub: argv[0] is the stub's name."""
-    return subprocess.Popen([probes.STUB_NAME, "60"], executable=shutil.which("sleep"), **popen)
+    """A process the probes take for a backend stub: argv[0] is the stub's name (returned once
+    its exec is done: until then it is a copy of this interpreter, under this one's name)."""
+    proc = subprocess.Popen([probes.STUB_NAME, "60"], executable=shutil.which("sleep"), **popen)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(proc.pid).cmdline()[:1] == [probes.STUB_NAME]:
+                break
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            break
+        time.sleep(0.01)
+    return proc
 
 
 def test_stubs_are_found_below_a_pid_and_in_a_group_then_killed():

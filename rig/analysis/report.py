@@ -18,6 +18,7 @@ from rig.analysis import plots
 from rig.analysis import report_differences as differences
 from rig.analysis import report_html as rh
 from rig.analysis import report_parts as parts
+from rig.analysis import report_scenarios
 from rig.config import RunConfig
 from rig.errors import RigError
 from rig.text import redact
@@ -29,7 +30,8 @@ WINDOW_COLUMNS = ["run_id", "cycle", "window", "engine", "model", "tool", "mode"
                   "responses_per_request"]  # what the sections read
 CYCLE_COLUMNS = ["run_id", "cycle", "engine", "model", "retain", "outcome", "load_outcome", "restart", "stop_strategy",
                  "start_latency_s", "stop_latency_s", "finalize_expected", "finalize_before_stop", "stubs_killed",
-                 "shm_regions_leaked", "throughput", "worker_rss_bytes", "stub_rss_bytes", "triton_version", "date"]
+                 "shm_regions_leaked", "throughput", "worker_rss_bytes", "stub_rss_bytes", "triton_version", "date",
+                 "scenario", "control", "finalize_after_stop"]
 TABLES = ("runs", "cycles", "windows")
 DEFAULTS = {k: getattr(RunConfig, k) for k in ("retain", "stop_strategy", "restart")}  # the rig's own defaults
 
@@ -211,7 +213,8 @@ def build(data: Data, baseline: str | None = None, max_histograms: int = 8) -> t
     diffs = differences.differences_section(cycles, pts, gkeys, axis, base) if axis else None
     perf = parts.performance_section(data, pts, gkeys, max_histograms) if len(windows) else None
     streams = parts.streaming_section(data.root, windows, gkeys) if len(windows) else None
-    for s in (life, perf, streams, diffs, trend):
+    scenario_table = report_scenarios.scenarios_section(cycles) if len(cycles) else None
+    for s in (scenario_table, life, perf, streams, diffs, trend):
         if s is not None:
             sections.append(s)
     if diffs is not None:

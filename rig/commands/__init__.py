@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib
 
-NAMES = ("report", "gate", "capacity", "compact", "check", "matrix", "fleet")
+NAMES = ("report", "gate", "capacity", "compact", "check", "matrix", "fleet", "scenarios")
 
 
 def add_parsers(sub) -> None:

@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Callable, Protocol
 
-from rig import engines, repository
+from rig import engines, repository, scenarios
 from rig import runtime as runtime_mod
 from rig.config import RunConfig
 from rig.errors import RigError
@@ -81,7 +81,11 @@ def prepare(cfg: RunConfig, command: str, store: Recorder, run_id: str | None = 
         raise RigError(f"cannot write the run's work folder {work} ({e.strerror}): set RIG_WORK_DIR to a "
                        "writable folder") from None
     lock = lock_run(work, run_id)
-    if cfg.model_repository:
+    if cfg.scenario and scenarios.get(cfg.scenario).repository:  # its own models, the fault on or off
+        repo = scenarios.materialize(Path(cfg.model_repository), work / "models", cfg.control)
+        names = repository.repository_models(repo)
+        label = ",".join(names)
+    elif cfg.model_repository:
         repo = Path(cfg.model_repository).resolve()
         names = repository.repository_models(repo)
         label = ",".join(names) if len(names) <= 3 else f"{repo.name}({len(names)} models)"

@@ -1,0 +1,121 @@
+"""Lifecycle scenarios (rig.scenarios, `rig scenarios`, `--scenario`, `--control`): one vocabulary
+with the fault presets and retention policies, refused combinations in one line, the `scenario`
+column, the report's table; and end to end on real cores, each scenario's known verdicts with its
+negative control clean."""
+
+import pandas as pd
+import pytest
+from helpers import cycle_row, cycles, rig
+
+from rig import config, scenarios
+from rig.analysis import report_scenarios
+from rig.errors import RigError
+from rig.repository import FAULTS
+
+
+def test_one_vocabulary_with_the_fault_presets_and_retention_policies():
+    for s in scenarios.SCENARIOS.values():
+        assert s.fault in FAULTS and s.retain in config.RETAIN
+        assert s.what and s.expected and s.control == ("clean", "ok")
+        assert s.repository is None or scenarios.repository_of(s).is_dir()
+    named = {s.fault for s in scenarios.SCENARIOS.values()} | set(scenarios.UNNAMED)
+    assert set(FAULTS) - {"none"} <= named  # every fault preset is a scenario, or said why not
+    assert {s.retain for s in scenarios.SCENARIOS.values()} == set(config.RETAIN) - {"none"} | {"none"}
+    assert scenarios.name_of("none", "none") == "baseline"
+    assert scenarios.name_of("none", "last-response") == "retained-response"
+    assert scenarios.name_of("execute-raises", "none") == "execute-raises"
+    assert scenarios.name_of("execute-raises", "last-array") is None  # a mix no scenario names
+
+
+def test_scenario_sets_fault_and_retention_and_its_control_drops_them():
+    cfg = config.load(None, {"scenario": "retained-response"})
+    assert (cfg.fault, cfg.retain, cfg.control) == ("none", "last-response", False)
+    cfg = config.load(None, {"scenario": "stub-exits", "control": True})
+    assert (cfg.fault, cfg.retain) == ("none", "none")
+    cfg = config.load(None, {"scenario": "stub-exits"})
+    assert cfg.fault == "stub-exits" and cfg.validate().fault == "stub-exits"  # validating twice holds
+
+
+@pytest.mark.parametrize("given, words", [
+    ({"scenario": "nope"}, "unknown scenario 'nope': choose one of retained-response"),
+    ({"scenario": "retained-response", "retain": "last-array"}, "--retain last-array cannot combine with --scenario"),
+    ({"scenario": "execute-raises", "fault": "stub-exits"}, "--fault stub-exits cannot combine"),
+    ({"scenario": "execute-raises", "model_repository": "/tmp"}, "--model-repository cannot combine"),
+    ({"control": True}, "--control runs a scenario's negative control: give --scenario NAME too"),
+])
+def test_what_cannot_combine_is_refused_in_one_line(given, words):
+    with pytest.raises(RigError) as e:
+        config.load(None, given)
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_command_line_refuses_in_one_line_with_status_2(tmp_path):
+    proc = rig("soak", "--scenario", "retained-response", "--retain", "last-array", "--results", str(tmp_path))
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
+    assert "cannot combine with --scenario retained-response" in proc.stderr
+
+
+def test_rig_scenarios_lists_every_scenario_with_its_report_and_verdicts():
+    proc = rig("scenarios", "--markdown")
+    assert proc.returncode == 0, proc.stderr
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("| ")][2:]
+    assert [ln.split(" | ")[0][2:] for ln in lines] == list(scenarios.SCENARIOS)
+    assert "| retained-response | the client keeps the last response object across stop() | server#8755 | " \
+           "exit_timeout / ok | 2.51.0, 2.48.0 | clean / ok | --retain last-response |" in proc.stdout
+    assert "exit_timeout / errors (2.48.0 exit_timeout / timeouts)" in proc.stdout  # a core of its own
+
+
+def test_report_table_counts_verdicts_against_the_known_ones():
+    rows = [cycle_row(i, scenario="retained-response", control=False, outcome="exit_timeout", load_outcome="ok",
+                      stop_latency_s=3.0, finalize_expected=1, finalize_before_stop=0)
+            for i in (1, 2)]
+    rows += [cycle_row(3, scenario="retained-response", control=False, outcome="clean", load_outcome="ok",
+                       stop_latency_s=2.0, finalize_expected=1, finalize_before_stop=1)]
+    rows += [cycle_row(i, run_id="r2", scenario="retained-response", control=True, outcome="clean",
+                       load_outcome="ok", stop_latency_s=2.0) for i in (1, 2, 3)]
+    rows += [cycle_row(1, run_id="r3")]  # an older cycle: no scenario
+    df = pd.DataFrame([r.__dict__ for r in rows]).assign(triton_version="2.51.0")  # a partition column
+    t = report_scenarios.rows(df)
+    assert list(t["scenario"]) == ["retained-response", "retained-response (control)"]
+    first, control = t.iloc[0], t.iloc[1]
+    assert first["as expected"] == "2/3" and first["outcomes"] == "exit_timeout 2, clean 1"
+    assert first["finalize before stop"] == "1/3" and first["stop p50 s"] == 3.0
+    assert control["as expected"] == "3/3" and control["upstream"] == "server#8755"
+    assert report_scenarios.scenarios_section(df.drop(columns=["scenario"])) is None  # an older store
+
+
+def _soak(tmp_path, name, *extra, runtime=None):
+    results = tmp_path / "results"
+    args = ["soak", "--scenario", name, *extra, "--cycles", "3", "--exit-timeout", "3", "--engine", "capi",
+            "--results", str(results), *(["--runtime", runtime] if runtime else [])]
+    proc = rig(*args, timeout=600)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    return cycles(results)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, runtime", [("retained-response", None), ("stub-exits", None),
+                                           ("finalize-raises", None), ("retained-array", "0.5.10"),
+                                           ("stub-exits", "0.5.10")])
+def test_scenario_gives_its_verdicts_three_cycles_of_three_and_its_control_is_clean(tmp_path, name, runtime):
+    s = scenarios.get(name)
+    got = _soak(tmp_path / "on", name, runtime=runtime)
+    version = {None: "2.51.0", "0.5.10": "2.48.0"}[runtime]
+    assert list(zip(got.outcome, got.load_outcome)) == [s.expected_for("capi", version)] * 3
+    assert set(got.scenario) == {name} and not got.control.any()
+    control = _soak(tmp_path / "off", name, "--control", runtime=runtime)
+    assert list(zip(control.outcome, control.load_outcome)) == [("clean", "ok")] * 3
+    assert set(control.scenario) == {name} and control.control.all()
+
+
+@pytest.mark.slow
+def test_a_run_given_only_retain_is_filed_under_its_scenario_and_the_report_tables_it(tmp_path):
+    results = tmp_path / "results"
+    proc = rig("cycle", "--retain", "last-response", "--exit-timeout", "3", "--requests", "5",
+               "--results", str(results))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    c = cycles(results)
+    assert list(c.scenario) == ["retained-response"] and c.control.isna().all()
+    report = rig("report", str(results))
+    assert report.returncode == 0, report.stderr
+    assert "| retained-response | 2.51.0 | capi | 1 | exit_timeout 1 | ok 1 | exit_timeout / ok | 1/1 |" in report.stdout
