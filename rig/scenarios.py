@@ -36,6 +36,7 @@ class Scenario:
     expected: tuple[str, str] = ("clean", "ok")
     known: tuple[tuple[str, str, tuple[str, str]], ...] = ()
     measured: tuple[str, ...] = ("2.51.0", "2.48.0")  # the cores its verdicts were measured on
+    engines: tuple[str, ...] = ("capi", "tritonserver")  # and the engines
     control: tuple[str, str] = ("clean", "ok")  # its negative control's
     workload: bool = False        # needs load running (``--workload``) to show
 
@@ -45,7 +46,7 @@ class Scenario:
         for v, e, verdicts in self.known:
             if v == version and e in (engine, "*"):
                 return verdicts
-        if version is not None and version not in self.measured:
+        if engine not in self.engines or (version is not None and version not in self.measured):
             return None
         return self.expected
 
@@ -73,6 +74,13 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("stub-exits", ("server#8604", "server#7230"),
              "the model's stub calls os._exit on its third request", fault="stub-exits",
              expected=("exit_timeout", "errors"), known=(("2.48.0", "*", ("exit_timeout", "timeouts")),)),
+    Scenario("sender-kept", ("server#7626",),
+             "a decoupled model keeps each request's response sender on self and never sends the final flag",
+             repository="sender-kept", expected=("exit_timeout", "timeouts"), workload=True, engines=("capi",)),
+    Scenario("sender-after-return", ("python_backend QA: response sender after return",),
+             "a non-decoupled model returns None from execute and closes the request from a thread "
+             "with the final flag alone, no response", repository="sender-after-return",
+             expected=("exit_timeout", "timeouts"), workload=True, engines=("capi",)),
     Scenario("finalize-raises", (),
              "the model's finalize raises", fault="finalize-raises", expected=("finalize_error", "ok")),
     Scenario("finalize-sleeps", (),
@@ -136,7 +144,7 @@ def repository_of(s: Scenario) -> Path:
 def materialize(source: Path, dest: Path, control: bool) -> Path:
     """A scenario's repository copied to ``dest`` with every model's ``fault`` parameter set to
     ``off`` (its negative control) or left ``on``."""
-    shutil.copytree(source, dest, dirs_exist_ok=True)
+    shutil.copytree(source, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
     value = "off" if control else "on"
     for cfg in dest.glob("*/config.pbtxt"):
         text = cfg.read_text()

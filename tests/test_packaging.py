@@ -22,8 +22,13 @@ def test_wheel_contents(tmp_path, repo_root):
                    "rig/_models/numpy/1/model.py", "rig/_models/cupy/config.pbtxt.tmpl", "rig/_models/cupy/1/model.py",
                    "rig/_workloads/steady.py", "rig/_workloads/checked.py", "rig/_workloads/nightly.toml",
                    "rig/analysis/plots.py", "rig/analysis/sweeps.py", "rig/repository.py", "rig/load/users.py",
-                   "rig/engines/official/engine.py"):
+                   "rig/engines/official/engine.py", "rig/store/where.py", "rig/orchestrator/run.py",
+                   "rig/_models/scenarios/sender-kept/chat_stream/config.pbtxt",
+                   "rig/_models/scenarios/sender-kept/chat_stream/1/model.py"):
         assert needed in names, needed
+    # every module of the source tree travels (a package missing from pyproject's list would not)
+    sources = {str(f.relative_to(ROOT)) for f in (ROOT / "rig").rglob("*.py") if "__pycache__" not in f.parts}
+    assert sorted(sources - names) == []
     # a package folder named like a module would shadow it once installed
     modules = {n[:-3] for n in names if n.startswith("rig/") and n.endswith(".py") and n.count("/") == 1}
     packages = {n.rsplit("/", 1)[0] for n in names if n.startswith("rig/") and n.count("/") == 2}

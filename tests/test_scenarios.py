@@ -61,7 +61,7 @@ def test_rig_scenarios_lists_every_scenario_with_its_report_and_verdicts():
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("| ")][2:]
     assert [ln.split(" | ")[0][2:] for ln in lines] == list(scenarios.SCENARIOS)
     assert "| retained-response | the client keeps the last response object across stop() | server#8755 | " \
-           "exit_timeout / ok | 2.51.0, 2.48.0 | clean / ok | --retain last-response |" in proc.stdout
+           "exit_timeout / ok | 2.51.0, 2.48.0; capi, tritonserver | clean / ok | --retain last-response |" in proc.stdout
     assert "exit_timeout / errors (2.48.0 exit_timeout / timeouts)" in proc.stdout  # a core of its own
 
 
@@ -86,8 +86,10 @@ def test_report_table_counts_verdicts_against_the_known_ones():
 
 def _soak(tmp_path, name, *extra, runtime=None):
     results = tmp_path / "results"
+    load = ["--workload", "steady", "--workload-seconds", "2", "--users", "2", "--request-timeout", "5"]
     args = ["soak", "--scenario", name, *extra, "--cycles", "3", "--exit-timeout", "3", "--engine", "capi",
-            "--results", str(results), *(["--runtime", runtime] if runtime else [])]
+            "--results", str(results), *(["--runtime", runtime] if runtime else []),
+            *(load if scenarios.get(name).workload else [])]
     proc = rig(*args, timeout=600)
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     return cycles(results)
@@ -96,7 +98,7 @@ def _soak(tmp_path, name, *extra, runtime=None):
 @pytest.mark.slow
 @pytest.mark.parametrize("name, runtime", [("retained-response", None), ("stub-exits", None),
                                            ("finalize-raises", None), ("retained-array", "0.5.10"),
-                                           ("stub-exits", "0.5.10")])
+                                           ("stub-exits", "0.5.10"), ("sender-kept", None)])
 def test_scenario_gives_its_verdicts_three_cycles_of_three_and_its_control_is_clean(tmp_path, name, runtime):
     s = scenarios.get(name)
     got = _soak(tmp_path / "on", name, runtime=runtime)

@@ -29,7 +29,7 @@ def rows() -> list[dict]:
                                        f"--retain {s.retain}" if s.retain != "none" else "") if x))
         out.append({"scenario": s.name, "what": s.what, "upstream": ", ".join(s.upstream) or "the rig's own control",
                     "expected": expected + (" under a --workload" if s.workload else ""),
-                    "measured on": ", ".join(s.measured),
+                    "measured on": f"{', '.join(s.measured)}; {', '.join(s.engines)}",
                     "control": " / ".join(s.control), "built from": built})
     return out
 
