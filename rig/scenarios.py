@@ -76,11 +76,11 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              expected=("exit_timeout", "errors"), known=(("2.48.0", "*", ("exit_timeout", "timeouts")),)),
     Scenario("sender-kept", ("server#7626",),
              "a decoupled model keeps each request's response sender on self and never sends the final flag",
-             repository="sender-kept", expected=("exit_timeout", "timeouts"), workload=True, engines=("capi",)),
+             repository="sender-kept", expected=("exit_timeout", "timeouts"), workload=True),
     Scenario("sender-after-return", ("python_backend QA: response sender after return",),
              "a non-decoupled model returns None from execute and closes the request from a thread "
              "with the final flag alone, no response", repository="sender-after-return",
-             expected=("exit_timeout", "timeouts"), workload=True, engines=("capi",)),
+             expected=("exit_timeout", "timeouts"), workload=True),
     Scenario("finalize-raises", (),
              "the model's finalize raises", fault="finalize-raises", expected=("finalize_error", "ok")),
     Scenario("finalize-sleeps", (),
