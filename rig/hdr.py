@@ -36,19 +36,22 @@ def encode(hist) -> str:
     return hist.encode().decode("ascii")
 
 
+def _standard(text: str | bytes) -> bytes:
+    """The standard encoding's base64 text (as bytes), of either stored form."""
+    b = text.encode("ascii") if isinstance(text, str) else bytes(text)
+    return b if b.startswith(_STANDARD.encode()) else binascii.a2b_base64(b)
+
+
 def _raw(text: str | bytes) -> bytes:
     """The encoding's bytes (cookie, length, compressed payload), of either stored form."""
-    b = text.encode("ascii") if isinstance(text, str) else bytes(text)
-    raw = binascii.a2b_base64(b)  # base64.b64decode, without its argument checks
-    return raw if b.startswith(_STANDARD.encode()) else binascii.a2b_base64(raw)
+    return binascii.a2b_base64(_standard(text))  # base64.b64decode, without its argument checks
 
 
 def decode(text: str | bytes):
     """A stored histogram as an ``HdrHistogram``: the standard encoding, or the older base64 of it."""
     from hdrh.histogram import HdrHistogram
 
-    b = text.encode("ascii") if isinstance(text, str) else bytes(text)
-    return HdrHistogram.decode(b if b.startswith(_STANDARD.encode()) else binascii.a2b_base64(b))
+    return HdrHistogram.decode(_standard(text))
 
 
 def _payload(text: str):
