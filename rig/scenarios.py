@@ -19,8 +19,6 @@ from pathlib import Path
 
 from rig.errors import RigError
 
-ISSUES = "https://github.com/triton-inference-server/{repo}/issues/{n}"
-
 
 @dataclasses.dataclass(frozen=True)
 class Scenario:
@@ -49,15 +47,6 @@ class Scenario:
         if engine not in self.engines or (version is not None and version not in self.measured):
             return None
         return self.expected
-
-    @property
-    def links(self) -> list[str]:
-        """The upstream reports as addresses."""
-        out = []
-        for ref in self.upstream:
-            m = re.fullmatch(r"([\w-]+)#(\d+)", ref)
-            out.append(ISSUES.format(repo=m.group(1), n=m.group(2)) if m else ref)
-        return out
 
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
