@@ -9,14 +9,16 @@ import pytest
 
 def test_record_many_matches_hdrh_value_by_value():
     import numpy as np
-    from hdrh.histogram import HdrHistogram
 
-    from rig.load import HDR_DIGITS, HDR_MAX_US, record_many
+    from rig import hdr
+    from rig.load import record_many
+
+    HDR_MAX_US = hdr.HIGHEST_US
 
     rng = np.random.default_rng(3)
     values = np.concatenate([rng.integers(1, HDR_MAX_US + 1, 5000), rng.integers(1, 3000, 5000),
                              np.array([1, 1023, 1024, 2047, 2048, 2**25 - 1, 2**25, HDR_MAX_US])])
-    one, many = HdrHistogram(1, HDR_MAX_US, HDR_DIGITS), HdrHistogram(1, HDR_MAX_US, HDR_DIGITS)
+    one, many = hdr.new(), hdr.new()
     for v in values.tolist():
         one.record_value(v)
     record_many(many, values)

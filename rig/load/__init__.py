@@ -28,7 +28,7 @@ _EXPORTS = {
     "locust_api": ("log_to_locust",),
     "sink": ("DRAIN_PACE_S", "Sink"),
     "users": ("BUILTIN", "RigShape", "TritonUser", "load_workload"),
-    "windows": ("HDR_DIGITS", "HDR_MAX_US", "HubMonitor", "Window", "record_many"),
+    "windows": ("HubMonitor", "Window", "record_many"),
 }
 __all__ = sorted(name for names in _EXPORTS.values() for name in names)
 

@@ -13,7 +13,6 @@ import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from rig import hdr, probes
-from rig.hdr import DIGITS as HDR_DIGITS  # noqa: F401 - the histograms' settings, as rig.load names them
 from rig.hdr import HIGHEST_US as HDR_MAX_US
 from rig.load.stability import stable  # noqa: F401 - the rule each window is held to
 
