@@ -2,6 +2,7 @@
 #   docker build --build-arg TRITON_TAG=25.01 -t triton-soak-rig:25.01 .
 #   docker run --gpus all --rm --shm-size=1g -v "$PWD/results:/work/results" triton-soak-rig:25.01   # = rig soak
 #   docker run --gpus all --rm --shm-size=1g -v "$PWD/results:/work/results" triton-soak-rig:25.01 <subcommand> ...
+# The rig needs Python 3.11 or newer in the image: pip refuses to install it under an older one.
 ARG TRITON_TAG=25.01
 FROM nvcr.io/nvidia/tritonserver:${TRITON_TAG}-py3
 

@@ -8,6 +8,7 @@ raised before anything starts.
 from __future__ import annotations
 
 import dataclasses
+import tomllib
 import typing
 from pathlib import Path
 
@@ -15,11 +16,6 @@ from rig.engines.base import EngineName
 from rig.errors import RigError
 from rig.repository import FAULTS, KINDS
 from rig.text import redact
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
 
 # Each vocabulary of the options, defined here once: the command line's choices, the TOML file's
 # checks and the matrix's lists all read these.

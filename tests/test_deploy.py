@@ -22,10 +22,7 @@ import pytest
 
 from helpers import ROOT
 
-try:
-    import tomllib
-except ImportError:  # Python 3.10
-    import tomli as tomllib
+import tomllib
 
 DOCKERFILE = ROOT / "Dockerfile"
 CRONJOB = ROOT / "deploy" / "k8s" / "nightly-cronjob.yaml"
