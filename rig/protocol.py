@@ -35,6 +35,16 @@ Schema history (``schema_version`` column):
      given only ``--fault``/``--retain`` is filed under the scenario built from them, neither
      under ``baseline``), and ``control``, true for a scenario's negative control; null in
      older files.
+  10: cycles, what a scenario's client or restart mode measured (null where it did not run):
+     ``stub_crashes`` (backend stubs that died of a signal of their own: SIGSEGV, SIGABRT, ...),
+     ``in_flight`` (requests outstanding when ``stop()`` was called) and how they ended:
+     ``in_flight_answered``, ``in_flight_failed``, ``in_flight_lost`` (no answer nor error by the
+     end of the cycle); ``refused`` (requests refused at submission); ``loading_at_stop`` (models
+     still loading when ``stop()`` was called); ``shm_bytes`` (bytes of files in /dev/shm when the
+     load ended); ``traced_bytes`` (the worker's Python allocations, tracemalloc, when the load
+     ended); ``rss_per_1k_requests_b``, ``traced_per_1k_requests_b`` (least-squares growth of the
+     worker's RSS and Python allocations over the load, per 1,000 requests). ``restart`` may be
+     ``reload`` (one server; the models unloaded and loaded again each cycle).
 """
 
 from __future__ import annotations
@@ -52,7 +62,7 @@ def now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-SCHEMA_VERSION = 9  # see the history above
+SCHEMA_VERSION = 10  # see the history above
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +101,7 @@ class CycleRow:
     model: str
     retain: str                # none | last-response | last-array
     outcome: str               # the lifecycle's verdict: see verdicts.OUTCOMES
-    restart: str               # fresh-process | same-process
+    restart: str               # fresh-process | same-process | reload
     stop_strategy: str         # stop | unload-then-stop
     started_at: str
     start_latency_s: float | None
@@ -129,6 +139,17 @@ class CycleRow:
     timeouts: int | None = None       # requests with no final response within the request timeout (in errors too)
     scenario: str | None = None       # the lifecycle scenario (rig.scenarios): baseline, retained-response, ...
     control: bool | None = None       # the scenario's negative control (its fault off)
+    stub_crashes: int | None = None   # stubs that died of a signal of their own (rig/hook/crash.c)
+    in_flight: int | None = None      # requests outstanding when stop() was called (stop-in-flight)
+    in_flight_answered: int | None = None
+    in_flight_failed: int | None = None
+    in_flight_lost: int | None = None  # neither answered nor failed by the end of the cycle
+    refused: int | None = None        # requests refused at submission (refused-request)
+    loading_at_stop: int | None = None  # models still loading when stop() was called (stop-while-loading)
+    shm_bytes: int | None = None      # bytes of files in /dev/shm when the load ended
+    traced_bytes: int | None = None   # the worker's Python allocations (tracemalloc) when the load ended
+    rss_per_1k_requests_b: float | None = None     # the worker's RSS growth over the load (memory)
+    traced_per_1k_requests_b: float | None = None  # its Python allocations' growth (memory)
     schema_version: int = SCHEMA_VERSION
 
 

@@ -13,9 +13,11 @@ import typing
 # never hide the other.
 OUTCOMES = {
     "clean": "stop returned in time, every finalize ran before it returned",
+    "requests_lost": "requests in flight at stop() got neither an answer nor an error",
     "exit_timeout": "stop waited out exit_timeout (a model stayed loaded)",
     "stop_error": "stop returned another error",
     "load_failed": "the server or a model did not become ready",
+    "stub_crashed": "a backend stub died of a signal of its own (SIGSEGV, SIGABRT, ...), though stop said nothing",
     "finalize_error": "a model's finalize raised",
     "finalize_missing": "stop returned cleanly but some finalize had not run",
     "hung": "a phase ran past its deadline; the worker was killed",
@@ -44,9 +46,13 @@ def classify(row: dict) -> Outcome:
     the stop and the finalize evidence alone, whatever the requests did (``classify_load``)."""
     if row.get("outcome") == "load_failed":
         return "load_failed"
+    if row.get("in_flight_lost"):
+        return "requests_lost"
     err = row.get("stop_error")
     if err:
         return "exit_timeout" if "exit timeout" in err.lower() else "stop_error"
+    if row.get("stub_crashes"):
+        return "stub_crashed"
     if row.get("finalize_errors"):
         return "finalize_error"
     if (row.get("finalize_expected") or 0) > (row.get("finalize_before_stop") or 0):

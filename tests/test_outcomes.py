@@ -75,11 +75,19 @@ def test_a_cycle_stored_with_one_verdict_reads_as_two(old, new):
 
 def test_classify_never_answers_the_parents_outcomes():
     rows = [{"errors": e, "outputs_ok": o, "stop_error": s, "finalize_errors": f, "finalize_expected": x,
-             "finalize_before_stop": b, "bad_outputs": bad}
+             "finalize_before_stop": b, "bad_outputs": bad, "stub_crashes": c, "in_flight_lost": lost}
             for e in (None, 0, 2) for o in (None, True, False) for s in (None, "exit timeout", "other")
-            for f in (None, 0, 1) for x in (None, 0, 2) for b in (None, 0, 2) for bad in (None, 0, 3)]
+            for f in (None, 0, 1) for x in (None, 0, 2) for b in (None, 0, 2) for bad in (None, 0, 3)
+            for c in (None, 0, 1) for lost in (None, 0, 1)]
     seen = {cycle.classify(r) for r in rows}
     assert seen == set(cycle.OUTCOMES) - {"hung", "crashed", "load_failed"}
+
+
+def test_a_lost_request_and_a_crashed_stub_are_the_stops_verdicts():
+    assert cycle.classify({"in_flight_lost": 1, "stop_error": "Exit timeout expired"}) == "requests_lost"
+    assert cycle.classify({"stop_error": "Exit timeout expired", "stub_crashes": 2}) == "exit_timeout"
+    assert cycle.classify({"stub_crashes": 1, "finalize_expected": 1, "finalize_before_stop": 1}) == "stub_crashed"
+    assert cycle.classify({"in_flight": 8, "in_flight_answered": 8, "in_flight_lost": 0}) == "clean"
 
 
 def _marker(pid, instance, phase, t, error=None):
