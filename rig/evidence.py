@@ -1,11 +1,14 @@
 """What a cycle reads back after the fact: the finalize markers that the evidence hook
-(``rig/hook/evidence.py``) wrote from inside the backend stubs, and Triton's own log."""
+(``rig/hook/evidence.py``) wrote from inside the backend stubs, the crash markers of the crash
+recorder it arms there (``rig/hook/crash.c``), and Triton's own log."""
 
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
+
+from rig.hook.crashlib import ENV as CRASH_LIB_ENV
 
 
 def read_markers(evidence_dir: Path) -> list[dict]:
@@ -20,21 +23,28 @@ def read_markers(evidence_dir: Path) -> list[dict]:
     return out
 
 
-def summarize_markers(markers: list[dict], t_stop_returned: float | None) -> dict:
+def summarize_markers(markers: list[dict], t_stop_returned: float | None,
+                      crash_recorder: bool | None = None) -> dict:
     """Finalize counts of one cycle. A finalize counts only from a stub process (pid) and
     instance that initialized in this cycle, so ``finalize_before_stop`` can never exceed
-    ``finalize_expected``, whatever else writes into the folder."""
-    inits = {(m["pid"], m["instance"]) for m in markers if m["phase"] == "init"}
-    ends = [m for m in markers if m["phase"] == "finalize_end" and (m["pid"], m["instance"]) in inits]
+    ``finalize_expected``, whatever else writes into the folder. ``stub_crashes``: the stubs
+    (pids) that left a crash marker, or None where no recorder was armed (``crash_recorder``;
+    by default whether this process names one to its stubs in ``RIG_CRASH_LIB``)."""
+    if crash_recorder is None:
+        crash_recorder = bool(os.environ.get(CRASH_LIB_ENV))
+    inits = {(m["pid"], m["instance"]) for m in markers if m.get("phase") == "init"}
+    ends = [m for m in markers if m.get("phase") == "finalize_end" and (m["pid"], m["instance"]) in inits]
     before = after = 0
     for m in ends:
         if t_stop_returned is not None and m["t_mono"] <= t_stop_returned:
             before += 1
         else:
             after += 1
+    crashed = {m.get("pid") for m in markers if m.get("phase") == "crash"}
     return {"finalize_expected": len(inits), "finalize_before_stop": before,
             "finalize_after_stop": after,
-            "finalize_errors": sum(1 for m in ends if m.get("error"))}
+            "finalize_errors": sum(1 for m in ends if m.get("error")),
+            "stub_crashes": len(crashed) if crash_recorder else None}
 
 
 _NOISE = ("CudaDriverHelper has not been initialized", "Unable to find", "GPU metrics",

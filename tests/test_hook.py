@@ -87,3 +87,35 @@ def test_preflight_ignores_a_writable_hook_file_and_keeps_out_of_system_interpre
     monkeypatch.setenv("RIG_OWNS_ENVIRONMENT", "1")
     assert preflight.ensure_evidence_hook(said.append) == str(hook)
     assert (site / evidence.PTH_NAME).read_text() == evidence.PTH_LINE
+
+
+def test_a_stub_that_runs_the_hook_arms_the_crash_recorder(tmp_path):
+    """The whole chain in a stub: the .pth line runs the hook file, which arms the library named
+    in RIG_CRASH_LIB; the stub then dies of SIGSEGV as it would have, and leaves its marker
+    (rig/hook/crash.c; the recorder's own tests are in test_crash.py)."""
+    import shutil
+    import signal
+
+    from rig.evidence import read_markers
+    from rig.hook import crashlib
+
+    site = tmp_path / "site"
+    site.mkdir()
+    if evidence.install_pth(str(site)) is None:
+        import pytest
+
+        pytest.skip(f"{site} is not writable")
+    hook = tmp_path / "rig" / "hook" / "evidence.py"
+    hook.parent.mkdir(parents=True)
+    shutil.copy(evidence.__file__, hook)
+    hook.chmod(0o644)
+    folder = tmp_path / "evidence"
+    folder.mkdir()
+    env = dict(os.environ, RIG_EVIDENCE_HOOK=str(hook), RIG_EVIDENCE_DIR=str(folder),
+               PYTHONHOME=sys.base_prefix, **{crashlib.ENV: crashlib.build()})
+    env.pop("PYTHONFAULTHANDLER", None)
+    p = subprocess.run([str(_as_stub(tmp_path)), "-c",
+                        f"import site; site.addsitedir({str(site)!r}); import ctypes; ctypes.string_at(0)"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == -signal.SIGSEGV, p.stderr[-2000:]
+    assert [(m["phase"], m["signal"]) for m in read_markers(folder)] == [("crash", signal.SIGSEGV)]

@@ -95,9 +95,12 @@ def _marker(pid, instance, phase, t, error=None):
 
 
 def test_summarize_no_markers():
-    assert cycle.summarize_markers([], 1.0) == {"finalize_expected": 0, "finalize_before_stop": 0,
-                                                "finalize_after_stop": 0, "finalize_errors": 0}
+    assert cycle.summarize_markers([], 1.0, crash_recorder=True) == {
+        "finalize_expected": 0, "finalize_before_stop": 0, "finalize_after_stop": 0, "finalize_errors": 0,
+        "stub_crashes": 0}
     assert cycle.summarize_markers([], None)["finalize_expected"] == 0
+    # no crash recorder armed in the stubs (no compiler): not measured, not "no crash"
+    assert cycle.summarize_markers([], 1.0, crash_recorder=False)["stub_crashes"] is None
 
 
 def test_summarize_counts_instances_and_splits_at_the_stop():
@@ -110,9 +113,11 @@ def test_summarize_counts_instances_and_splits_at_the_stop():
         _marker(10, "m_0", "finalize_end", 1.0),                            # at the stop: before
         _marker(10, "m_1", "finalize_end", 0.5, "RuntimeError: boom"),
         _marker(11, "m_0", "finalize_end", 1.5),                            # after the stop
+        {"pid": 11, "phase": "crash", "signal": 11, "t_mono": 1.6},         # then it died (rig/hook/crash.c)
     ]
-    assert cycle.summarize_markers(markers, 1.0) == {"finalize_expected": 3, "finalize_before_stop": 2,
-                                                     "finalize_after_stop": 1, "finalize_errors": 1}
+    assert cycle.summarize_markers(markers, 1.0, crash_recorder=True) == {
+        "finalize_expected": 3, "finalize_before_stop": 2, "finalize_after_stop": 1, "finalize_errors": 1,
+        "stub_crashes": 1}
     # the stop never returned: every finalize counts as after
     s = cycle.summarize_markers(markers, None)
     assert (s["finalize_before_stop"], s["finalize_after_stop"]) == (0, 3)
@@ -165,8 +170,9 @@ def test_markers_from_the_real_hook_with_a_finalize_that_raises(tmp_path):
     assert bad_end["error"] == "RuntimeError: finalize failed" and bad_end["model"] == "bad"
     # the markers' clock is this process's CLOCK_MONOTONIC: a stop "returned" between the two
     # finalizes splits them
-    assert cycle.summarize_markers(markers, t_between) == {"finalize_expected": 2, "finalize_before_stop": 1,
-                                                           "finalize_after_stop": 1, "finalize_errors": 1}
+    assert cycle.summarize_markers(markers, t_between, crash_recorder=True) == {
+        "finalize_expected": 2, "finalize_before_stop": 1, "finalize_after_stop": 1, "finalize_errors": 1,
+        "stub_crashes": 0}
     assert not list(tmp_path.glob("*.tmp"))
 
 

@@ -7,7 +7,10 @@ line there (``rig_evidence.pth``, see ``install_pth``) that executes this file w
 ``TritonPythonModel`` defined afterwards (the model file the stub loads) gets its
 ``initialize`` and ``finalize`` wrapped so that each leaves a marker file: pid, model, instance,
 phase, monotonic time (CLOCK_MONOTONIC, comparable with the rig's own clock) and, for finalize,
-the error it raised, if any. Outside a stub started by the rig (no ``RIG_EVIDENCE_DIR``) it does
+the error it raised, if any. Where the worker names the crash recorder in ``RIG_CRASH_LIB``
+(``crash.c``, built by ``crashlib.arm_env``) it also arms it, first thing: a stub that dies of a
+signal of its own (SIGSEGV, SIGABRT, ...), even after its Python is finalized, leaves
+``<pid>-crash-<signal>.json``. Outside a stub started by the rig (no ``RIG_EVIDENCE_DIR``) it does
 nothing.
 """
 
@@ -72,7 +75,30 @@ def _instrument(cls):
     cls._rig_instrumented = True
 
 
+def _arm_crash_recorder():
+    """Best effort, silent: a library that is missing, not ours, or fails to arm leaves the stub
+    as it was (``stub_crashes`` then reads 0 for it: the cycle's finalize columns say whether
+    the hook ran at all)."""
+    lib = os.environ.get("RIG_CRASH_LIB")
+    if not lib:
+        return
+    try:
+        st = os.stat(lib)
+        # as the .pth line holds the hook file: only a library no one else may write
+        if st.st_uid not in (0, os.getuid()) or st.st_mode & 0o022:
+            return
+        import ctypes
+
+        arm = ctypes.CDLL(lib).rig_crash_arm
+        arm.argtypes = [ctypes.c_char_p]
+        arm.restype = ctypes.c_int
+        arm(os.fsencode(_EVIDENCE_DIR))
+    except (ImportError, OSError, AttributeError, ValueError, TypeError):
+        pass  # never break the user's model: the recorder is evidence, not a requirement
+
+
 if _EVIDENCE_DIR:
+    _arm_crash_recorder()
     _orig_build_class = builtins.__build_class__
 
     def _build_class(func, name, *bases, **kwargs):
