@@ -21,7 +21,7 @@ from rig.text import redact
 # checks and the matrix's lists all read these.
 Retain = typing.Literal["none", "last-response", "last-array"]
 StopStrategy = typing.Literal["stop", "unload-then-stop"]
-RestartMode = typing.Literal["fresh-process", "same-process"]
+RestartMode = typing.Literal["fresh-process", "same-process", "reload"]
 Arrivals = typing.Literal["poisson", "constant"]
 RETAIN = typing.get_args(Retain)
 STOP_STRATEGIES = typing.get_args(StopStrategy)
@@ -77,6 +77,7 @@ class RunConfig:
     retain: Retain = "none"
     scenario: str | None = None       # a lifecycle scenario (rig.scenarios): sets fault and retain, or its own models
     control: bool = False             # the scenario's negative control: the same without its fault
+    client: str = "none"              # what the client does around stop(): set by the scenario (rig.clients)
     exit_timeout: int = 30
     stop_strategy: StopStrategy = "stop"
     restart: RestartMode = "fresh-process"

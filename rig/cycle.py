@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from rig import probes
+from rig import clients, probes
 from rig.engines.base import Engine, EngineError, ServerOptions
 from rig.engines.retention import Retained
 from rig.evidence import read_markers, summarize_markers, triton_error  # noqa: F401 - re-exported
@@ -63,6 +63,27 @@ class CycleSpec:
     input_data: str = "random"        # random | zero | an absolute path of a JSON file (rig.inputs)
     shapes: dict = dataclasses.field(default_factory=dict)           # input -> dims (--shape)
     optional_inputs: dict = dataclasses.field(default_factory=dict)  # model -> inputs its entries may leave out
+    client: str = "none"              # what the client does around stop() (rig.clients)
+    in_flight_at_stop: int = clients.IN_FLIGHT  # stop-in-flight: requests outstanding at stop()
+
+
+class Held:
+    """``--restart reload``: one server for all of a worker's cycles. Each cycle loads the models
+    (its start), runs its load, and unloads them (its stop); the server stops when the worker's
+    cycles are done (``close``)."""
+
+    def __init__(self) -> None:
+        self.engine: Engine | None = None
+        self.log_file: str | None = None
+
+    def close(self, phase: Callable[[str, float], None], spec: "CycleSpec") -> None:
+        if self.engine is None:
+            return
+        phase("stop", spec.exit_timeout + 60)
+        self.engine.stop()
+        _teardown(self.engine, phase, spec)
+        probes.kill_processes(probes.stubs_of(os.getpid()))
+        self.engine = None
 
 
 class InputsRefused(RigError):
@@ -118,8 +139,10 @@ def _sequential_requests(engine: Engine, spec: CycleSpec, inputs: dict, retain: 
 def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
               phase: Callable[[str, float], None],
               workload: Callable | None = None,
-              partial: Callable[[Partial], None] | None = None) -> CycleDone:
-    """Run one cycle; its row holds ``CycleRow`` fields (``outcome`` set)."""
+              partial: Callable[[Partial], None] | None = None,
+              held: Held | None = None) -> CycleDone:
+    """Run one cycle; its row holds ``CycleRow`` fields (``outcome`` set). ``held``: the server
+    kept across cycles (``--restart reload``)."""
     evidence = Path(spec.evidence_dir) / f"c{cycle:06d}"
     if evidence.exists():  # a cycle cut short by a killed run, now run again
         shutil.rmtree(evidence, ignore_errors=True)
@@ -129,7 +152,9 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
         os.environ["RIG_EVIDENCE_HOOK"] = spec.hook
     row: dict = {"cycle": cycle, "started_at": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
                  "worker_pid": os.getpid(), "stop_error": None, "detail": None}
-    explicit = spec.stop_strategy == "unload-then-stop"
+    reload = held is not None
+    unload_first = spec.stop_strategy == "unload-then-stop"
+    explicit = unload_first or reload or spec.client == "stop-while-loading"
     options = ServerOptions(
         model_repository=spec.model_repository, backend_directory=spec.runtime.get("backend_dir"),
         exit_timeout_s=spec.exit_timeout, model_control="explicit" if explicit else "none",
@@ -141,10 +166,17 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
         log_file=str(Path(spec.log_dir) / f"triton-c{cycle:06d}.log") if spec.log_dir else None)
 
     phase("start", spec.startup_timeout + 10)
-    engine = make_engine()
+    reloading = reload and held.engine is not None
+    engine = held.engine if reloading else make_engine()
     t0 = time.monotonic()
     try:
-        engine.start(options)
+        if reloading:  # the server is up: this cycle's start is the models' load
+            for m in repository_models(Path(spec.model_repository)):
+                engine.load_model(m)
+        else:
+            if reload:
+                held.engine = engine
+            engine.start(options)
         deadline = t0 + spec.startup_timeout
         while not (engine.is_ready() and all(engine.model_ready(m) for m in spec.models)):
             if time.monotonic() > deadline:
@@ -156,7 +188,12 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
         row.update(outcome="load_failed", load_outcome="not_measured", detail=(f"{e}: {why}" if why and why not in str(e) else str(e))[:2000],
                    **summarize_markers(read_markers(evidence), None))
         row["finalize_before_stop"] = row["finalize_after_stop"] = None
-        row["cleanup"] = _teardown(engine, phase, spec)
+        if reload and _up(engine):  # the server stays for the next cycle's load
+            row["cleanup"] = _unload_all(engine, spec.exit_timeout) or "ok"
+        else:
+            if reload:
+                held.engine = None
+            row["cleanup"] = _teardown(engine, phase, spec)
         row["stubs_killed"] = probes.kill_processes(probes.stubs_of(os.getpid()))
         return CycleDone(row)
     row["start_latency_s"] = time.monotonic() - t0
@@ -180,6 +217,7 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     regions = probes.shm_regions_mapped(pids)
 
     kept = Retained()
+    sampler = clients.MemorySampler() if spec.client == "memory" else None
     t_work = time.monotonic()
     if workload is not None:
         # a fleet's node waits for its round, then the master's length (up to the same bound)
@@ -193,6 +231,8 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     _add_reference(row, reference)
 
     row["workload_s"] = time.monotonic() - t_work
+    if sampler is not None:
+        row.update(sampler.finish(row.get("requests"), row["workload_s"]))
     stubs = probes.stubs_of(os.getpid())
     died = sorted(set(pids[1:]) - {p.pid for p in stubs})
     if died:
@@ -202,12 +242,31 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     row["stub_rss_bytes"] = probes.total_rss(stubs)
     stats = probes.process_stats()
     row.update(worker_rss_bytes=stats["rss_bytes"], worker_fds=stats["fds"],
-               worker_threads=stats["threads"], gpu_memory_bytes=probes.gpu().memory_used())
+               worker_threads=stats["threads"], gpu_memory_bytes=probes.gpu().memory_used(),
+               shm_bytes=probes.dev_shm_bytes())
+
+    # The scene a scenario's client sets for the stop (rig.clients)
+    flight = None
+    if spec.client != "none":
+        phase("client", 60 + spec.startup_timeout + 2 * spec.request_timeout)
+    if spec.client == "refused-request":
+        _merge(row, clients.refuse(engine, spec.models))
+    elif spec.client == "stop-while-loading":
+        loader = clients.reload_in_thread(engine, repository_models(Path(spec.model_repository)),
+                                          spec.startup_timeout)
+        row["loading_at_stop"] = clients.loading(engine)
+        if loader.get("errors"):
+            _merge(row, {"detail": f"the load under way at stop failed: {loader['errors'][0][:300]}"})
+    elif spec.client == "stop-in-flight":
+        flight = clients.start_in_flight(engine, spec.models, inputs, spec.in_flight_at_stop)
 
     phase("stop", spec.exit_timeout + 60)
     t_stop = time.monotonic()
-    unload_err = _unload_all(engine, spec.exit_timeout) if explicit else None
-    err = engine.stop()
+    if reload:  # the server stays up: this cycle's stop is the models' unload
+        unload_err, err = _unload_all(engine, spec.exit_timeout, "exit timeout expired: "), None
+    else:
+        unload_err = _unload_all(engine, spec.exit_timeout) if unload_first else None
+        err = engine.stop()
     t_ret = time.monotonic()
     row["stop_error"] = "; ".join(e for e in (unload_err, err) if e) or None
     row["stop_latency_s"] = t_ret - t_stop
@@ -230,13 +289,15 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     while time.monotonic() < deadline:
         s = summarize_markers(read_markers(evidence), t_ret)
         if s["finalize_before_stop"] + s["finalize_after_stop"] >= s["finalize_expected"] \
-                and not probes.stubs_of(os.getpid()):
+                and not probes.stubs_of(os.getpid()) and (flight is None or flight.ended() >= flight.submitted):
             break
         time.sleep(0.02)
     after = summarize_markers(read_markers(evidence), t_ret)
     row.update(after)
     row["finalize_before_stop"] = before["finalize_before_stop"]
-    row["cleanup"] = _teardown(engine, phase, spec)
+    if flight is not None:  # counted before the server is freed: a request lost is one with no word by now
+        _merge(row, flight.figures())
+    row["cleanup"] = "ok" if reload else _teardown(engine, phase, spec)
     row["stubs_killed"] = probes.kill_processes(probes.stubs_of(os.getpid()))
     leaked = probes.shm_regions_present(regions)
     row["shm_regions_leaked"] = len(leaked)
@@ -247,6 +308,13 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
         if note:
             row["detail"] = f"{row['detail']}; {note}" if row.get("detail") else note
     return CycleDone(row, version)
+
+
+def _up(engine: Engine) -> bool:
+    try:
+        return engine.is_ready()
+    except EngineError:
+        return False
 
 
 def _entries(spec: CycleSpec, metas: dict) -> dict[str, list[dict]]:
@@ -322,8 +390,9 @@ def _merge(row: dict, out: dict) -> None:
         row["detail"] = f"{row['detail']}; {detail}" if row.get("detail") else detail
 
 
-def _unload_all(engine: Engine, timeout_s: float) -> str | None:
-    """Explicit model control: unload every model, then poll quickly until none is left loaded."""
+def _unload_all(engine: Engine, timeout_s: float, timed_out: str = "") -> str | None:
+    """Explicit model control: unload every model, then poll quickly until none is left loaded.
+    ``timed_out`` heads the message when they are still loaded after ``timeout_s``."""
     try:
         states = engine.model_states()
         for name, state in states.items():
@@ -334,7 +403,7 @@ def _unload_all(engine: Engine, timeout_s: float) -> str | None:
             if not any(s in ("READY", "LOADING", "UNLOADING") for s in engine.model_states().values()):
                 return None
             time.sleep(0.002)
-        return f"unload: models still loaded after {timeout_s} s: {engine.model_states()}"
+        return f"unload: {timed_out}models still loaded after {timeout_s} s: {engine.model_states()}"
     except EngineError as e:
         return f"unload: {e}"
 

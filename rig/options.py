@@ -57,7 +57,10 @@ def add_cycle_options(p: argparse.ArgumentParser, cycles_default_help: str) -> N
     c.add_argument("--control", action="store_true", default=None,
                    help="with --scenario: its negative control, the same model and client without the fault")
     c.add_argument("--stop-strategy", choices=STOP_STRATEGIES)
-    c.add_argument("--restart", choices=RESTART_MODES)
+    c.add_argument("--restart", choices=RESTART_MODES,
+                   help="how the server restarts between cycles: fresh-process (a new worker per cycle), "
+                   "same-process (one worker starts and stops the server again and again), reload (one server; "
+                   "the models unloaded and loaded again each cycle) (default fresh-process)")
     add_server_options(c)
     w = p.add_argument_group("workload inside each cycle")
     w.add_argument("--workload", help="none (fixed request count), steady, ramp, step, spike, soak "

@@ -103,6 +103,22 @@ def remove_shm_regions(names: set[str]) -> int:
     return removed
 
 
+def dev_shm_bytes() -> int | None:
+    """Bytes of the plain files in /dev/shm (the host's; None where there is no /dev/shm)."""
+    try:
+        entries = list(os.scandir(SHM_DIR))
+    except OSError:
+        return None
+    total = 0
+    for e in entries:
+        try:
+            if e.is_file(follow_symlinks=False):
+                total += e.stat(follow_symlinks=False).st_size
+        except OSError:
+            pass  # removed while we looked
+    return total
+
+
 def process_stats(pid: int | None = None) -> dict:
     """RSS, open file descriptors and threads of a process (default: this one)."""
     try:

@@ -23,7 +23,17 @@ FAULTS = {
     "load-fails": {"fail_load": "1"},
     "load-hangs": {"load_sleep_s": "3600"},
     "leaks-memory": {"leak_bytes": str(1 << 20)},
+    "leaks-per-load": {"leak_per_load_bytes": str(1 << 20)},
+    "slow-execute": {"execute_delay_ms": "250"},
+    # initialize sleeps past the exit timeout: 5 s more than it (``load_slow_s``), 35 s for the default 30
+    "load-slow": {"load_sleep_s": "35"},
 }
+LEAK_PREFIX = "rig-leak-"  # leaks-per-load's files in /dev/shm: rig-leak-<the worker's pid>-...
+
+
+def load_slow_s(exit_timeout: float) -> float:
+    """How long ``load-slow``'s initialize sleeps: past the exit timeout, so a stop cannot wait it out."""
+    return exit_timeout + 5
 
 
 def templates_dir() -> Path:
@@ -45,6 +55,7 @@ class ModelSpec:
     dynamic_batching: bool = False
     fault: str = "none"               # one of FAULTS
     execute_delay_ms: float = 0.0     # a slow model on purpose (positive control of latency)
+    load_sleep_s: float | None = None  # overrides the fault's initialize sleep (load-slow: load_slow_s)
 
     @property
     def model_name(self) -> str:
@@ -63,6 +74,8 @@ def render(spec: ModelSpec, repository: Path) -> Path:
     params = {"size": str(spec.size), **FAULTS[spec.fault]}
     if spec.execute_delay_ms:
         params["execute_delay_ms"] = str(spec.execute_delay_ms)
+    if spec.load_sleep_s is not None and "load_sleep_s" in params:
+        params["load_sleep_s"] = str(spec.load_sleep_s)
     if spec.kind == "cupy":
         params["FORCE_CPU_ONLY_INPUT_TENSORS"] = "no"
     template = "".join(line for line in (tdir / spec.kind / "config.pbtxt.tmpl").read_text().splitlines(True)

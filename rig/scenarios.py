@@ -4,8 +4,12 @@ client does, named after the upstream report, with the outcome it is known to gi
 One vocabulary: a scenario is built from the rig's own building blocks, the template model's
 fault presets (``--fault``, ``rig.repository.FAULTS``) and the retention policies (``--retain``),
 or from a model repository of its own (``models/scenarios/<name>/``, whose models read a
-``fault`` parameter: ``on``, or ``off`` for the negative control). ``rig soak --scenario NAME``
-runs one; ``--control`` runs its negative control (the same model and client without the fault).
+``fault`` parameter: ``on``, or ``off`` for the negative control); and, where the class lies in
+what the client does, a client behaviour around ``stop()`` (``rig.clients``) or a restart mode
+(``--restart reload``). ``rig soak --scenario NAME`` runs one; ``--control`` runs its negative
+control (the same model and client without the fault). A scenario made by its client alone also
+runs over a model repository of the user's own (``--model-repository``): the same client around
+their models, the same class of bug in another model's shape.
 Every cycle records the scenario it ran under (``cycles.scenario``; a run given ``--fault`` or
 ``--retain`` alone is filed under the scenario built from exactly those).
 """
@@ -17,6 +21,7 @@ import re
 import shutil
 from pathlib import Path
 
+from rig.clients import IN_FLIGHT, REFUSED
 from rig.errors import RigError
 
 
@@ -30,19 +35,25 @@ class Scenario:
     repository: str | None = None  # a repository of its own: models/scenarios/<repository>/
     # The verdicts it gives (lifecycle, load), measured here (docs/measurements/scenarios.md):
     # ``expected`` on every core and engine measured, unless ``known`` says otherwise for one:
-    # (Triton version, engine or "*", verdicts).
+    # (Triton version or "*", engine or "*", verdicts).
     expected: tuple[str, str] = ("clean", "ok")
     known: tuple[tuple[str, str, tuple[str, str]], ...] = ()
     measured: tuple[str, ...] = ("2.51.0", "2.48.0")  # the cores its verdicts were measured on
     engines: tuple[str, ...] = ("capi", "tritonserver")  # and the engines
     control: tuple[str, str] = ("clean", "ok")  # its negative control's
     workload: bool = False        # needs load running (``--workload``) to show
+    client: str = "none"          # what the client does around stop() (rig.clients.CLIENTS)
+    restart: str | None = None    # a restart mode of its own (reload)
+    client_is_fault: bool = False  # the client is the fault: its control runs without it
+    has_control: bool = True      # a negative control exists (memory measures, it has no fault to leave out)
+    requests: int | None = None   # requests per cycle when no workload runs (default: the run's)
+    in_flight: int = IN_FLIGHT    # stop-in-flight: requests outstanding at stop()
 
     def expected_for(self, engine: str, version: str | None = None) -> tuple[str, str] | None:
         """The verdicts known for this core and engine; None where not measured (``version``
         None: those measured on most cores)."""
         for v, e, verdicts in self.known:
-            if v == version and e in (engine, "*"):
+            if v in (version, "*") and e in (engine, "*"):
                 return verdicts
         if engine not in self.engines or (version is not None and version not in self.measured):
             return None
@@ -70,6 +81,31 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              "a non-decoupled model returns None from execute and closes the request from a thread "
              "with the final flag alone, no response", repository="sender-after-return",
              expected=("exit_timeout", "timeouts"), workload=True),
+    Scenario("stop-while-loading", ("core#324",),
+             "stop() while a model's initialize is still running: the models unloaded, loaded again from a "
+             "thread, stop() once a load is under way (the template's initialize sleeps 5 s past the exit timeout)",
+             fault="load-slow", client="stop-while-loading", expected=("exit_timeout", "ok")),
+    Scenario("stop-in-flight", ("L0_lifecycle test_shutdown_dynamic",),
+             f"stop() with {IN_FLIGHT} requests in flight and queued (250 ms each): every one answered or "
+             "failed, none lost", fault="slow-execute", client="stop-in-flight", requests=10),
+    Scenario("bls-in-flight", ("python_backend#325",),
+             "stop() with 2 requests in flight to a BLS model whose request to a second model "
+             "(1.5 s) is outstanding", repository="bls-in-flight", client="stop-in-flight", in_flight=2,
+             requests=4),
+    Scenario("refused-request", ("found here: a refused request is never deleted",),
+             f"{REFUSED} requests per model with an input the model does not have, each refused at "
+             "submission, then stop()", client="refused-request", client_is_fault=True,
+             known=(("*", "tritonserver", ("exit_timeout", "ok")),)),
+    Scenario("metrics", ("server#8662", "server#8663"),
+             "the model makes pb_utils.MetricFamily counters in initialize and increments them in execute",
+             repository="metrics", expected=("stub_crashed", "ok")),
+    Scenario("reload", ("server#6223",),
+             "one server; the models unloaded and loaded again every cycle (--restart reload), the template "
+             "writing 1 MiB to /dev/shm in each initialize (its control: no leak); RSS, fds, stubs and "
+             "/dev/shm per reload", fault="leaks-per-load", restart="reload"),
+    Scenario("memory", ("server#8218",),
+             "the worker's RSS and Python allocations (tracemalloc) sampled over 5,000 requests a cycle: "
+             "growth per 1,000 requests", client="memory", has_control=False, requests=5000),
     Scenario("finalize-raises", (),
              "the model's finalize raises", fault="finalize-raises", expected=("finalize_error", "ok")),
     Scenario("finalize-sleeps", (),
@@ -99,7 +135,7 @@ def name_of(fault: str, retain: str) -> str | None:
     if fault == "none" and retain == "none":
         return "baseline"
     for s in SCENARIOS.values():
-        if s.repository is None and (s.fault, s.retain) == (fault, retain):
+        if s.repository is None and s.client == "none" and s.restart is None and (s.fault, s.retain) == (fault, retain):
             return s.name
     return None
 
@@ -109,19 +145,37 @@ def apply(cfg) -> None:
     none of them for its control. A fault, retention or model repository of the user's own cannot
     combine with a scenario (its own would be lost): refused in one line."""
     s = get(cfg.scenario)
-    want_fault = "none" if cfg.control else s.fault
+    if cfg.control and not s.has_control:
+        raise RigError(f"--scenario {s.name} has no negative control (it measures; it injects no fault): drop --control")
+    # A scenario made by its client (or restart mode) also runs over the user's own models
+    users_models = bool(cfg.model_repository) and s.repository is None and (s.client != "none" or s.restart)
+    want_fault = "none" if cfg.control or users_models else s.fault
     want_retain = "none" if cfg.control else s.retain
     clashes = [f"--{k.replace('_', '-')} {v}" for k, v, mine in (("fault", cfg.fault, want_fault),
                                                                  ("retain", cfg.retain, want_retain))
                if v not in ("none", mine)]
-    if cfg.model_repository and (s.repository is None or Path(cfg.model_repository) != repository_of(s)):
+    if cfg.model_repository and not users_models \
+            and (s.repository is None or Path(cfg.model_repository) != repository_of(s)):
         clashes.append("--model-repository")
+    if s.restart and cfg.restart not in ("fresh-process", s.restart):
+        clashes.append(f"--restart {cfg.restart}")
+    if s.client == "stop-while-loading" and cfg.stop_strategy != "stop":
+        clashes.append(f"--stop-strategy {cfg.stop_strategy}")
     if clashes:
-        raise RigError(f"{', '.join(clashes)} cannot combine with --scenario {s.name}, which sets "
-                       f"{'its own models' if s.repository else 'the fault and retention'}: drop them")
+        sets = ("its own models" if s.repository else "its client and restart mode" if users_models
+                else "the fault and retention")
+        raise RigError(f"{', '.join(clashes)} cannot combine with --scenario {s.name}, which sets {sets}: drop them")
     cfg.fault, cfg.retain = want_fault, want_retain
+    cfg.client = "none" if cfg.control and s.client_is_fault else s.client
+    if s.restart:
+        cfg.restart = s.restart
+    if s.requests and cfg.requests == DEFAULT_REQUESTS:
+        cfg.requests = s.requests
     if s.repository is not None:
         cfg.model_repository = str(repository_of(s))
+
+
+DEFAULT_REQUESTS = 100  # RunConfig.requests' default: a scenario with requests of its own replaces only that
 
 
 def repository_of(s: Scenario) -> Path:

@@ -17,9 +17,13 @@ import sys
 import time
 import traceback
 
+from pathlib import Path
+
 from rig.procs import python_m
+from rig.repository import LEAK_PREFIX
 from rig import cycle as cycle_mod
 from rig import engines
+from rig.hook import crashlib
 from rig.protocol import CycleStart, Fatal, Message, Phase, Refused, Window
 from rig.runtime import Runtime
 
@@ -77,6 +81,8 @@ def main(spec_path: str, result_fd: int) -> int:
     runtime = Runtime.from_dict(spec.runtime)
     _own_environment(runtime, spec_path, result_fd)
     chan = Channel(result_fd)
+    # stubs that die of a signal of their own leave a marker (stub_crashes; None where no compiler)
+    crashlib.arm_env(log=lambda msg: print(msg, file=sys.stderr, flush=True))
 
     def phase(name: str, timeout_s: float) -> None:
         chan.send(Phase(name, timeout_s, time.monotonic()))
@@ -91,15 +97,29 @@ def main(spec_path: str, result_fd: int) -> int:
 
             fastpath.available()  # compile the native lanes now, not while Locust's hub runs
 
+    held = cycle_mod.Held() if spec.restart == "reload" else None
     try:
         for k in spec.cycles:
             chan.send(CycleStart(k, time.monotonic()))
             chan.send(cycle_mod.run_cycle(lambda: engines.make(spec.engine, runtime), spec, k, phase, workload,
-                                          partial=chan.send))
+                                          partial=chan.send, held=held))
+        if held is not None:  # every cycle reported: the server kept across them stops now
+            held.close(phase, spec)
     except cycle_mod.InputsRefused as e:  # bad input, not a failed cycle: the parent refuses the run
         chan.send(Refused(str(e)))
         return 2
     except Exception as e:  # noqa: BLE001 - reported to the parent as data, then exit non-zero
         chan.send(Fatal(f"{type(e).__name__}: {e}", traceback.format_exc()[-4000:]))
         return 3
+    finally:
+        _remove_leak_files()
     return 0
+
+
+def _remove_leak_files() -> None:
+    """The template's leaks-per-load files of this worker's stubs (rig-leak-<this pid>-...)."""
+    for f in Path("/dev/shm").glob(f"{LEAK_PREFIX}{os.getpid()}-*"):
+        try:
+            f.unlink()
+        except OSError:
+            pass

@@ -18,7 +18,7 @@ def test_wheel_contents(tmp_path, repo_root):
     assert p.returncode == 0, p.stderr[-2000:]
     wheel = next(tmp_path.glob("*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    for needed in ("rig/engines/capi/_fastpath.c", "rig/hook/evidence.py", "rig/_models/numpy/config.pbtxt.tmpl",
+    for needed in ("rig/engines/capi/_fastpath.c", "rig/hook/evidence.py", "rig/hook/crash.c", "rig/_models/numpy/config.pbtxt.tmpl",
                    "rig/_models/numpy/1/model.py", "rig/_models/cupy/config.pbtxt.tmpl", "rig/_models/cupy/1/model.py",
                    "rig/_workloads/steady.py", "rig/_workloads/checked.py", "rig/_workloads/nightly.toml",
                    "rig/analysis/plots.py", "rig/analysis/sweeps.py", "rig/repository.py", "rig/load/users.py",

@@ -42,11 +42,33 @@ def test_scenario_sets_fault_and_retention_and_its_control_drops_them():
     ({"scenario": "execute-raises", "fault": "stub-exits"}, "--fault stub-exits cannot combine"),
     ({"scenario": "execute-raises", "model_repository": "/tmp"}, "--model-repository cannot combine"),
     ({"control": True}, "--control runs a scenario's negative control: give --scenario NAME too"),
+    ({"scenario": "memory", "control": True}, "--scenario memory has no negative control"),
+    ({"scenario": "reload", "restart": "same-process"}, "--restart same-process cannot combine with --scenario reload"),
+    ({"scenario": "stop-while-loading", "stop_strategy": "unload-then-stop"}, "--stop-strategy unload-then-stop"),
+    ({"scenario": "metrics", "model_repository": "/tmp"}, "--model-repository cannot combine"),
 ])
 def test_what_cannot_combine_is_refused_in_one_line(given, words):
     with pytest.raises(RigError) as e:
         config.load(None, given)
     assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_client_scenario_sets_its_client_and_runs_over_the_users_models_too(tmp_path):
+    cfg = config.load(None, {"scenario": "stop-in-flight"})
+    assert (cfg.fault, cfg.client, cfg.requests) == ("slow-execute", "stop-in-flight", 10)
+    cfg = config.load(None, {"scenario": "stop-in-flight", "control": True})
+    assert (cfg.fault, cfg.client) == ("none", "stop-in-flight")  # the same client, the model without its fault
+    cfg = config.load(None, {"scenario": "refused-request", "control": True})
+    assert cfg.client == "none"  # the client is the fault: its control leaves it out
+    cfg = config.load(None, {"scenario": "reload"})
+    assert (cfg.restart, cfg.fault) == ("reload", "leaks-per-load")
+    cfg = config.load(None, {"scenario": "memory", "requests": 700})
+    assert cfg.requests == 700  # the user's count stands; the scenario's replaces only the default
+    # another team's models, the scenario's client around them (their fault is their model's)
+    cfg = config.load(None, {"scenario": "stop-while-loading", "model_repository": str(tmp_path)})
+    assert (cfg.fault, cfg.client, cfg.model_repository) == ("none", "stop-while-loading", str(tmp_path))
+    # a run of the template's fault alone, without the client, is not the scenario
+    assert scenarios.name_of("slow-execute", "none") is None and scenarios.name_of("leaks-per-load", "none") is None
 
 
 def test_the_command_line_refuses_in_one_line_with_status_2(tmp_path):

@@ -21,16 +21,19 @@ def rows() -> list[dict]:
     out = []
     for s in SCENARIOS.values():
         expected = " / ".join(s.expected)
-        others = [f"{v} {'' if e == '*' else e + ' '}{' / '.join(x)}" for v, e, x in s.known]
+        others = [f"{'' if v == '*' else v + ' '}{'' if e == '*' else e + ' '}{' / '.join(x)}" for v, e, x in s.known]
         if others:
             expected += f" ({'; '.join(others)})"
-        built = (f"models/scenarios/{s.repository}" if s.repository else
-                 ", ".join(x for x in (f"--fault {s.fault}" if s.fault != "none" else "",
-                                       f"--retain {s.retain}" if s.retain != "none" else "") if x))
+        built = ", ".join(x for x in (f"models/scenarios/{s.repository}" if s.repository else "",
+                                      f"--fault {s.fault}" if s.fault != "none" and not s.repository else "",
+                                      f"--retain {s.retain}" if s.retain != "none" else "",
+                                      f"client {s.client}" if s.client != "none" else "",
+                                      f"--restart {s.restart}" if s.restart else "") if x)
         out.append({"scenario": s.name, "what": s.what, "upstream": ", ".join(s.upstream) or "the rig's own control",
                     "expected": expected + (" under a --workload" if s.workload else ""),
                     "measured on": f"{', '.join(s.measured)}; {', '.join(s.engines)}",
-                    "control": " / ".join(s.control), "built from": built})
+                    "control": " / ".join(s.control) if s.has_control else "none (it measures)",
+                    "built from": built})
     return out
 
 

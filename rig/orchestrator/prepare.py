@@ -97,7 +97,9 @@ def prepare(cfg: RunConfig, command: str, store: Recorder, run_id: str | None = 
         repo = work / "models"
         spec = repository.ModelSpec(kind=cfg.model, size=cfg.model_size, instances=cfg.instances,
                                     max_batch_size=cfg.max_batch_size, dynamic_batching=cfg.dynamic_batching,
-                                    fault=cfg.fault, execute_delay_ms=cfg.execute_delay_ms)
+                                    fault=cfg.fault, execute_delay_ms=cfg.execute_delay_ms,
+                                    load_sleep_s=repository.load_slow_s(cfg.exit_timeout)
+                                    if cfg.fault == "load-slow" else None)
         repository.render(spec, repo)
         names = [spec.model_name]
         label = cfg.model if cfg.fault == "none" else f"{cfg.model}:{cfg.fault}"

@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from rig import probes, procs
+from rig import probes, procs, scenarios
+from rig.clients import IN_FLIGHT
 from rig.cycle import CycleSpec
 from rig.errors import RigError
 from rig.fleet import node_name
@@ -46,7 +47,9 @@ class WorkerHandle:
             if p.config.workload.name != "none" else None,
             hook=os.path.abspath(p.hook) if p.hook else p.hook,
             check=p.config.model_size if not p.config.model_repository else 0, cwd=os.getcwd(),
-            input_data=p.config.input_data, shapes=inputs["shapes"], optional_inputs=inputs["optional"])
+            input_data=p.config.input_data, shapes=inputs["shapes"], optional_inputs=inputs["optional"],
+            client=p.config.client,
+            in_flight_at_stop=scenarios.get(p.config.scenario).in_flight if p.config.scenario else IN_FLIGHT)
         (p.work_dir / "logs").mkdir(parents=True, exist_ok=True)
         self.spec_path = work / f"spec-{index:04d}.json"
         self.spec_path.write_text(json.dumps(dataclasses.asdict(spec), indent=1))

@@ -25,6 +25,11 @@ class TritonPythonModel:
         self.leak_bytes = int(params.get("leak_bytes", "0"))
         self.leaked = []
         self.executed = 0
+        if int(params.get("leak_per_load_bytes", "0")):  # as the numpy model's (models/numpy/1/model.py)
+            name = f"rig-leak-{os.getppid()}-{os.getpid()}-{args.get('model_instance_name', 'm')}"
+            with open(os.path.join("/dev/shm", "".join(c if c.isalnum() or c in "-_." else "_" for c in name)),
+                      "wb") as f:
+                f.write(b"\x01" * int(params["leak_per_load_bytes"]))
         if float(params.get("load_sleep_s", "0")):
             time.sleep(float(params["load_sleep_s"]))
         if params.get("fail_load", "0") == "1":

@@ -4,8 +4,11 @@ Parameters (config.pbtxt ``parameters``) set its size and its fault injection kn
 same file serves the healthy model and the positive controls of a soak:
   size, execute_delay_ms, finalize (ok | raise | sleep), finalize_sleep_s,
   exit_after (the stub exits during the N-th execute), raise_every (every N-th execute raises), fail_load (1: initialize raises),
-  load_sleep_s (initialize sleeps: a load that hangs),
-  leak_bytes (bytes kept per request).
+  load_sleep_s (initialize sleeps: a load that hangs, or a slow one),
+  leak_bytes (bytes kept per request),
+  leak_per_load_bytes (each initialize writes a file of that size to /dev/shm and never removes it:
+  a leak that outlives the stub; named rig-leak-<the server's pid>-..., which the rig's worker
+  removes when it exits).
 """
 
 import json
@@ -34,6 +37,11 @@ class TritonPythonModel:
         self.leak_bytes = int(params.get("leak_bytes", "0"))
         self.leaked = []
         self.executed = 0
+        if int(params.get("leak_per_load_bytes", "0")):
+            name = f"rig-leak-{os.getppid()}-{os.getpid()}-{args.get('model_instance_name', 'm')}"
+            with open(os.path.join("/dev/shm", "".join(c if c.isalnum() or c in "-_." else "_" for c in name)),
+                      "wb") as f:
+                f.write(b"\x01" * int(params["leak_per_load_bytes"]))  # real pages, not a sparse file
         if float(params.get("load_sleep_s", "0")):
             time.sleep(float(params["load_sleep_s"]))  # fault injection: loading never ends
         if params.get("fail_load", "0") == "1":
