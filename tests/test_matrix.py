@@ -137,6 +137,134 @@ def test_bad_input_is_one_line_and_exit_2(capsys):
     assert len(err) == 2 and all(line.startswith("rig: error: ") for line in err)
 
 
+# ---------------------------------------------------------------- fast: the scenario axis
+
+def test_scenarios_list_and_all():
+    from rig import scenarios
+
+    assert [s.name for s in cmd.parse_scenarios("all")] == list(scenarios.SCENARIOS)
+    assert [s.name for s in cmd.parse_scenarios("finalize-raises, retained-response,finalize-raises")] == [
+        "finalize-raises", "retained-response"]
+    with pytest.raises(RigError, match="unknown scenario 'nope'"):
+        cmd.parse_scenarios("retained-response,nope")
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--retain", "all"], "--retain all cannot combine with --scenarios"),
+    (["--retain", "last-response"], "--retain last-response cannot combine with --scenarios"),
+    (["--fault", "stub-exits"], "--fault cannot combine with --scenarios"),
+    (["--model-repository", "models"], "--model-repository cannot combine with --scenarios"),
+    (["--allow-outcomes", "clean"], "--allow-outcomes cannot combine with --scenarios"),
+    (["--control"], "unrecognized arguments: --control"),  # the matrix runs each control itself
+])
+def test_what_cannot_combine_with_scenarios_is_one_line_and_exit_2(capsys, extra, says):
+    from rig.cli import main
+
+    assert main(["matrix", "--runtimes", "0.7.0", "--scenarios", "retained-response", *extra]) == 2
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rig: error: ") and says in lines[0], err
+    assert "Traceback" not in out + err
+
+
+def test_a_scenario_that_cannot_combine_with_the_cells_options_is_named(capsys, tmp_path):
+    from rig.cli import main
+
+    assert main(["matrix", "--runtimes", "0.7.0", "--scenarios", "stop-while-loading", "--stop-strategy",
+                 "unload-then-stop", "--results", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("rig: error: --scenarios stop-while-loading: --stop-strategy")
+    config = tmp_path / "c.toml"
+    config.write_text('retain = "last-array"\n')
+    assert main(["matrix", "--runtimes", "0.7.0", "--scenarios", "all", "--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "retain cannot combine with --scenarios" in err[0] and "drop them from the file" in err[0]
+    assert list(tmp_path.iterdir()) == [config]  # nothing ran
+
+
+def _scenario(name, **kw):
+    from rig.scenarios import Scenario
+
+    return Scenario(name, ("server#1",), "what it does", **kw)
+
+
+def test_scenario_cells_per_runtime_and_engine_controls_apart_and_skips():
+    from rig import scenarios
+
+    plan = [{"spec": "0.7.0", "triton": "2.51.0", "engines": [("capi", "asked"), ("tritonserver", "asked")]},
+            {"spec": "0.5.10", "triton": "2.48.0", "engines": [("capi", "asked")]}]
+    capi_only = _scenario("capi-only", expected=("exit_timeout", "ok"), engines=("capi",))
+    no_control = _scenario("measures", has_control=False)
+    cells = cmd.scenario_cells([scenarios.get("execute-raises"), capi_only, no_control], plan)
+    key = [(c["scenario"], c["control"], c["runtime"], c["engine"]) for c in cells]
+    assert key[:6] == [("execute-raises", False, "0.7.0", "capi"), ("execute-raises", False, "0.7.0", "tritonserver"),
+                       ("execute-raises", False, "0.5.10", "capi"), ("execute-raises", True, "0.7.0", "capi"),
+                       ("execute-raises", True, "0.7.0", "tritonserver"), ("execute-raises", True, "0.5.10", "capi")]
+    by = {k: c for k, c in zip(key, cells)}
+    assert by["execute-raises", False, "0.7.0", "capi"]["expected"] == ("exit_timeout", "errors")
+    assert by["execute-raises", False, "0.5.10", "capi"]["expected"] == ("clean", "errors")  # a core of its own
+    assert by["execute-raises", True, "0.5.10", "capi"]["expected"] == ("clean", "ok")
+    skipped = by["capi-only", False, "0.7.0", "tritonserver"]
+    assert skipped["status"] == "skipped" and skipped["reason"] == "scenario capi-only runs over capi only, not tritonserver"
+    assert by["capi-only", True, "0.7.0", "tritonserver"]["status"] == "skipped"
+    assert "status" not in by["capi-only", False, "0.7.0", "capi"]
+    assert [k for k in key if k[0] == "measures"] == [("measures", False, "0.7.0", "capi"),
+                                                       ("measures", False, "0.7.0", "tritonserver"),
+                                                       ("measures", False, "0.5.10", "capi")]  # no control
+    assert by["measures", False, "0.5.10", "capi"]["expected"] == ("clean", "ok")
+    unknown = cmd.scenario_cells([scenarios.get("retained-response")], [{"spec": "0.5.0", "triton": "2.41.0",
+                                                                         "engines": [("capi", "asked")]}])
+    assert [c["expected"] for c in unknown] == [None, ("clean", "ok")]  # not measured there; its control is known
+
+
+def test_a_scenario_cell_allows_its_verdicts_only_and_leaks_only_with_the_fault_on():
+    from rig.verdicts import LOAD_OUTCOMES, OUTCOMES
+
+    cell = {"scenario": "stub-exits", "control": False, "runtime": "0.7.0", "engine": "capi",
+            "expected": ("exit_timeout", "errors")}
+    argv = cmd.scenario_argv(["--exit-timeout", "3"], cell, 2, "R", cmd.SCENARIO_LOAD)
+    assert argv[:8] == ["soak", "--exit-timeout", "3", "--workload", "steady", "--workload-seconds", "2", "--users"]
+    assert argv[argv.index("--scenario") + 1] == "stub-exits" and "--control" not in argv and "--retain" not in argv
+    assert argv[argv.index("--allow-outcomes") + 1] == "exit_timeout,errors" and argv[-1] == "--allow-leaks"
+    control = cmd.scenario_argv([], {**cell, "control": True, "expected": ("clean", "ok")}, 2, "R", ())
+    assert "--control" in control and "--allow-leaks" not in control
+    assert control[control.index("--allow-outcomes") + 1] == "clean,ok"
+    unknown = cmd.scenario_argv([], {**cell, "expected": None}, 2, "R", ())
+    assert unknown[unknown.index("--allow-outcomes") + 1].split(",") == [*OUTCOMES, *LOAD_OUTCOMES]
+
+
+def test_scenario_cells_judged_by_their_stored_verdicts_and_tabled():
+    def row(status, verdicts, expected, **kw):
+        figs = M.cell_figures([{"outcome": o, "load_outcome": lo, "triton_version": "2.51.0"} for o, lo in verdicts])
+        return M.judge_scenario({"runtime": "0.7.0", "engine": "capi", "scenario": "retained-response",
+                                 "control": False, "status": status, "reason": "", "expected": expected, **figs, **kw})
+
+    good = row("pass", [("exit_timeout", "ok")] * 2, ("exit_timeout", "ok"))
+    assert good["status"] == "pass" and good["as_expected"] == 2
+    # the soak skips a load it did not measure; the matrix holds every cycle to the pair
+    odd = row("pass", [("exit_timeout", "ok"), ("exit_timeout", "not_measured")], ("exit_timeout", "ok"))
+    assert odd["status"] == "fail" and odd["reason"] == "verdicts exit_timeout / not_measured 1, exit_timeout / ok 1; "                                                         "expected exit_timeout / ok"
+    failed = row("fail", [("clean", "ok")] * 2, ("clean", "ok"), control=True, reason="leaks: 1 stub(s)")
+    assert failed["status"] == "fail" and failed["as_expected"] == 2
+    unjudged = row("pass", [("exit_timeout", "ok")], None)
+    assert unjudged["status"] == "unjudged" and "nothing known for Triton 2.51.0 through capi" in unjudged["reason"]
+    skipped = {"runtime": "0.7.0", "triton_version": "2.51.0", "engine": "tritonserver", "scenario": "capi-only",
+               "control": False, "status": "skipped", "reason": "scenario capi-only runs over capi only, not tritonserver",
+               "expected": ("clean", "ok")}
+    table = M.format_scenarios([good, odd, failed, unjudged, skipped]).splitlines()
+    assert table[0] == "| scenario | runtime | Triton | engine | outcomes | load | expected | as expected | status |"
+    assert table[2] == ("| retained-response | 0.7.0 | 2.51.0 | capi | exit_timeout 2 | ok 2 | exit_timeout / ok | "
+                        "yes (2/2) | pass |")
+    assert table[3].endswith("| exit_timeout / ok | no (1/2) | fail: verdicts exit_timeout / not_measured 1, "
+                             "exit_timeout / ok 1 |")
+    assert table[4].startswith("| retained-response (control) |") and "| yes (2/2) | fail: leaks: 1 stub(s) |" in table[4]
+    assert table[5].endswith("| not known | not known for this core | unjudged: nothing known for Triton 2.51.0 "
+                             "through capi: verdicts recorded, not judged |")
+    assert table[6] == ("| capi-only | 0.7.0 | 2.51.0 | tritonserver | - | - | - | - | skipped: scenario "
+                        "capi-only runs over capi only, not tritonserver |")
+    assert M.exit_status([good, unjudged, skipped]) == 0 and M.exit_status([good, odd]) == 1
+
+
 # ---------------------------------------------------------------- slow: real cores, one store
 
 def _rig(*argv):
@@ -219,3 +347,36 @@ def test_a_cell_that_outlives_its_time_is_a_row_not_a_crash(tmp_path):
     (row,) = _table_rows(proc.stdout)
     assert row[0] == "0.7.0" and row[8].startswith("timeout: killed after")
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_scenarios_and_their_controls_into_one_store_and_the_report_tables_them(tmp_path):
+    """Two scenarios, each with its negative control, on the embedded 2.51.0 through capi: four
+    cells, each as expected, in one store whose `rig report` shows them with the control rows."""
+    results = tmp_path / "r"
+    proc = _rig("matrix", "--scenarios", "retained-response,finalize-raises", "--runtimes", "0.7.0", "--engines",
+                "capi", "--cycles", "2", "--exit-timeout", "3", "--results", str(results))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    rows = [r for r in _table_rows(proc.stdout) if not r[0].startswith("scenario")]
+    assert [(r[0], r[2], r[3], r[6], r[7], r[8]) for r in rows] == [
+        ("retained-response", "2.51.0", "capi", "exit_timeout / ok", "yes (2/2)", "pass"),
+        ("retained-response (control)", "2.51.0", "capi", "clean / ok", "yes (2/2)", "pass"),
+        ("finalize-raises", "2.51.0", "capi", "finalize_error / ok", "yes (2/2)", "pass"),
+        ("finalize-raises (control)", "2.51.0", "capi", "clean / ok", "yes (2/2)", "pass")]
+    report = _rig("report", str(results), "--out", str(tmp_path / "r.html"))
+    assert report.returncode == 0, report.stderr
+    section = report.stdout.split("## Scenarios")[1].split("\n## ")[0]
+    verdicts, left = [[[c.strip() for c in ln.strip("|").split("|")] for ln in part.splitlines()
+                       if ln.startswith("| ") and not ln.startswith(("| scenario", "| ---"))]
+                      for part in section.split("**What the cycles left")]
+    assert [r[:8] for r in verdicts] == [
+        ["retained-response", "2.51.0", "capi", "2", "exit_timeout 2", "ok 2", "exit_timeout / ok", "2/2"],
+        ["retained-response (control)", "2.51.0", "capi", "2", "clean 2", "ok 2", "clean / ok", "2/2"],
+        ["finalize-raises", "2.51.0", "capi", "2", "finalize_error 2", "ok 2", "finalize_error / ok", "2/2"],
+        ["finalize-raises (control)", "2.51.0", "capi", "2", "clean 2", "ok 2", "clean / ok", "2/2"]]
+    assert [r[-1] for r in verdicts] == ["server#8755", "server#8755", "the rig's own control", "the rig's own control"]
+    assert [r[9] for r in verdicts] == ["0/2", "2/2", "2/2", "2/2"]  # finalize before stop
+    assert all(r[3] == "0" and r[4] == "0" for r in left)  # no stub killed, no shared memory left
+    assert all(r[8:11] == ["n<3"] * 3 for r in left)  # worker RSS, /dev/shm, stub RSS: two cycles each
+    assert "n<3: a slope needs 3 cycles" in section
+    assert "finalize-raises (control)" in (tmp_path / "r.html").read_text()

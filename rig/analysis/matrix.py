@@ -18,7 +18,9 @@ from rig.errors import Exit
 # cannot run here (a runtime without a stub for this Python, an engine that does not load over
 # the core); error: the cell refused its input (exit 2); crashed / timeout: the soak process
 # died or outlived its time; machine: the machine failed it (exit 4).
-STATUSES = ("pass", "fail", "skipped", "error", "crashed", "timeout", "machine")
+# unjudged: a scenario's cell ran, and nothing is known of its verdicts on that core and engine
+# (recorded, not judged: it never fails the matrix).
+STATUSES = ("pass", "fail", "skipped", "error", "crashed", "timeout", "machine", "unjudged")
 
 # What a retention policy is expected to do to stop(): a response or array kept across stop()
 # holds its model, so stop() waits out exit_timeout (server#8755). The matrix allows it for
@@ -48,13 +50,40 @@ def cell_figures(cycles) -> dict:
     for r in rows:
         if r.get("cleanup") and r["cleanup"] != "ok":
             cleanup[r["cleanup"]] = cleanup.get(r["cleanup"], 0) + 1
-    return {"cycles": len(rows), "outcomes": outcomes, "load_outcomes": loads,
+    verdicts = [(r["outcome"], r.get("load_outcome")) for r in rows]
+    return {"cycles": len(rows), "outcomes": outcomes, "load_outcomes": loads, "verdicts": verdicts,
             "finalize_before": sum(int(r.get("finalize_before_stop") or 0) for r in rows),
             "finalize_expected": sum(int(r.get("finalize_expected") or 0) for r in rows),
             "finalize_after": sum(int(r.get("finalize_after_stop") or 0) for r in rows),
             "finalize_success": finalize_success(rows),
             "stop_p50": statistics.median(lat) if lat else None, "stop_max": lat[-1] if lat else None,
             "triton_version": ", ".join(versions) or None, "cleanup": cleanup}
+
+
+def judge_scenario(row: dict) -> dict:
+    """A scenario cell judged by its stored verdicts: ``as_expected`` (cycles that gave exactly
+    the ``expected`` pair, lifecycle and load) and its status: a cell whose soak passed yet a
+    cycle gave other verdicts fails; one with nothing ``expected`` (None: not known for that core
+    and engine) that ran is ``unjudged``. A cell that did not run keeps its status."""
+    want, got = row.get("expected"), row.get("verdicts") or []
+    row["as_expected"] = None if want is None else sum(tuple(v) == tuple(want) for v in got)
+    if row["status"] != "pass":
+        return row
+    if want is None:
+        row.update(status="unjudged", reason=f"nothing known for Triton {row.get('triton_version') or '?'} "
+                   f"through {row.get('engine')}: verdicts recorded, not judged")
+    elif not got or row["as_expected"] < len(got):
+        shown = ", ".join(f"{k} {v}" for k, v in sorted(_pairs(got).items())) or "no cycle stored"
+        row.update(status="fail", reason=f"verdicts {shown}; expected {' / '.join(want)}")
+    return row
+
+
+def _pairs(verdicts) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for o, load in verdicts:
+        key = f"{o} / {load or '-'}"
+        out[key] = out.get(key, 0) + 1
+    return out
 
 
 def bench_figures(windows) -> list[dict]:
@@ -110,6 +139,32 @@ def format_table(rows: list[dict]) -> str:
         loads = ", ".join(f"{k} {v}" for k, v in sorted((r.get("load_outcomes") or {}).items())) or "-"
         cells = [r["runtime"], r.get("triton_version") or "-", r.get("engine") or "-", r.get("retain") or "-",
                  outcomes, loads, _finalize(r), stop, _status(r, short=True)]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def _as_expected(row: dict) -> str:
+    if row["status"] == "skipped" or not row.get("cycles"):
+        return "-"
+    if row.get("expected") is None:
+        return "not known for this core"
+    n = row.get("as_expected") or 0
+    return f"{'yes' if n == row['cycles'] else 'no'} ({n}/{row['cycles']})"
+
+
+def format_scenarios(rows: list[dict]) -> str:
+    """The scenario cells as a Markdown table: scenario (its control marked), runtime and Triton
+    version, engine, the verdicts counted, those expected there, whether every cycle gave them."""
+    head = ["scenario", "runtime", "Triton", "engine", "outcomes", "load", "expected", "as expected", "status"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for r in rows:
+        outcomes = ", ".join(f"{k} {v}" for k, v in sorted((r.get("outcomes") or {}).items())) or "-"
+        loads = ", ".join(f"{k} {v}" for k, v in sorted((r.get("load_outcomes") or {}).items())) or "-"
+        want = r.get("expected")
+        expected = "-" if r["status"] == "skipped" else " / ".join(want) if want else "not known"
+        name = r.get("scenario") or "-"
+        cells = [name + (" (control)" if r.get("control") else ""), r["runtime"], r.get("triton_version") or "-",
+                 r.get("engine") or "-", outcomes, loads, expected, _as_expected(r), _status(r, short=True)]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
 

@@ -32,6 +32,7 @@ CYCLE_COLUMNS = ["run_id", "cycle", "engine", "model", "retain", "outcome", "loa
                  "start_latency_s", "stop_latency_s", "finalize_expected", "finalize_before_stop", "stubs_killed",
                  "shm_regions_leaked", "throughput", "worker_rss_bytes", "stub_rss_bytes", "triton_version", "date",
                  "scenario", "control", "finalize_after_stop"]
+CYCLE_COLUMNS += [c for c in report_scenarios.COLUMNS if c not in CYCLE_COLUMNS]  # the scenario tables'
 TABLES = ("runs", "cycles", "windows")
 DEFAULTS = {k: getattr(RunConfig, k) for k in ("retain", "stop_strategy", "restart")}  # the rig's own defaults
 

@@ -2,6 +2,12 @@
 same soak (and a short bench with --bench) against each Triton runtime and each engine that runs
 over it, into one results store, with a summary table and an exit status.
 
+`rig matrix --scenarios LIST|all`: the lifecycle scenarios (``rig.scenarios``) as the axis instead
+of retention: each scenario a cell per runtime x engine, its negative control a cell of its own,
+each `rig soak --scenario NAME [--control]`. A cell passes when every cycle gives the verdicts the
+scenario is known to give on that core and engine (its control: its control's); where nothing is
+known there, it is recorded and said so (``unjudged``), not failed.
+
 Each cell is its own process (`python -m rig soak ...`), so a core that crashes or hangs takes
 only its cell down: that cell is a row with the reason. A runtime or engine that cannot run here
 (no backend stub for this Python, bindings that do not fit the core) is a row that says why.
@@ -22,11 +28,14 @@ from rig.config import ENGINES, RETAIN
 from rig.errors import Exit, RigError
 from rig.options import add_cycle_options, add_target_options, run_config
 # Options of `rig soak` the matrix sets per cell or has no use for (each cell is a whole soak).
-_OWN = {"runtime", "engine", "retain", "skip_ok", "locust_web_port"}
+_OWN = {"runtime", "engine", "retain", "skip_ok", "locust_web_port", "scenario", "control"}
 # Options a bench cell takes from the matrix's (the server and the model; no lifecycle, no load).
 _BENCH_DESTS = ("model", "model_repository", "model_size", "instances", "max_batch_size", "dynamic_batching",
                 "execute_delay_ms", "exit_timeout", "startup_timeout", "request_timeout", "in_flight")
 DEFAULT_CYCLES = 3
+# The load a scenario that needs one (``Scenario.workload``) runs under when the matrix is given no
+# --workload: the load its verdicts were measured under (docs/guide/scenarios.md).
+SCENARIO_LOAD = ("--workload", "steady", "--workload-seconds", "2", "--users", "2")
 
 
 def add_parser(sub) -> None:
@@ -37,7 +46,8 @@ def add_parser(sub) -> None:
                        f"thresholds, refused its input, crashed or timed out, {Exit.USAGE:d} bad input, "
                        f"{Exit.SKIPPED:d} every cell was skipped, {Exit.MACHINE:d} the machine failed a cell. With "
                        "--retain last-response/last-array, exit_timeout is allowed (the expected outcome of a reference kept across stop()); the table "
-                       "shows every outcome.")
+                       "shows every outcome. With --scenarios, each scenario and its negative control are cells of "
+                       "their own, passing when their verdicts are the ones known for that core and engine.")
     m = p.add_argument_group("the matrix")
     m.add_argument("--runtimes", required=True, metavar="LIST",
                    help="embedded versions (0.5.0,0.5.10,0.7.0; one not installed is installed first), "
@@ -47,6 +57,10 @@ def add_parser(sub) -> None:
                    "over a runtime is a row 'skipped: why' (default auto)")
     m.add_argument("--retain", default="none", metavar="LIST",
                    help="retention policies: none, last-response, last-array, or all (default none)")
+    m.add_argument("--scenarios", metavar="LIST",
+                   help="lifecycle scenarios (`rig scenarios` lists them), or all: each a cell per runtime and "
+                   "engine, its negative control another; passes when the verdicts are those known for that core "
+                   "and engine (not with --retain, --fault, --model-repository or --allow-outcomes)")
     m.add_argument("--bench", action="store_true", help="also run a short bench per runtime and engine")
     m.add_argument("--bench-concurrency", default="1,4", metavar="LIST",
                    help="the bench's points (default 1,4; 3 windows of 1 s each, one repeat)")
@@ -82,6 +96,68 @@ def parse_retain(text: str) -> list[str]:
         raise RigError(f"unknown retention polic{'y' if len(bad) == 1 else 'ies'} {', '.join(bad)}: choose from "
                        f"{', '.join(RETAIN)} or all")
     return items
+
+
+def parse_scenarios(text: str) -> list:
+    """The scenarios to run (``rig.scenarios.Scenario``s), in the registry's order for ``all``."""
+    from rig import scenarios
+
+    items = _list(text, "scenarios")
+    if items == ["all"]:
+        return list(scenarios.SCENARIOS.values())
+    return [scenarios.get(x) for x in items]
+
+
+def refuse_with_scenarios(args) -> None:
+    """What cannot combine with --scenarios, in one line: each scenario sets its own fault,
+    retention and models, and the verdicts its cells pass with."""
+    given = [f"--retain {args.retain}"] if args.retain != "none" else []
+    given += [o for o, d in (("--fault", "fault"), ("--model-repository", "model_repository"),
+                             ("--allow-outcomes", "allow_outcomes")) if getattr(args, d, None) is not None]
+    if given:
+        raise RigError(f"{', '.join(given)} cannot combine with --scenarios: each scenario sets its own fault, "
+                       "retention and models, and its cells pass with the verdicts known for it; drop them")
+
+
+def has_control(s) -> bool:
+    return getattr(s, "has_control", True)
+
+
+def scenario_cells(scens: list, plan: list[dict]) -> list[dict]:
+    """The scenario axis over the plan (``_plan``): per scenario, then its control, one cell per
+    runtime and engine, in that order. A cell is a row: ``scenario``, ``control``, ``runtime``,
+    ``triton_version``, ``engine``, ``why`` (why this engine), ``expected`` (the verdicts known
+    there, or None); a scenario not measured through an engine is a row 'skipped' that says so."""
+    cells = []
+    for s in scens:
+        for control in (False, True) if has_control(s) else (False,):
+            for p in plan:
+                for engine, why in p["engines"]:
+                    cell = {"scenario": s.name, "control": control, "runtime": p["spec"],
+                            "triton_version": p["triton"], "engine": engine, "why": why,
+                            "expected": s.control if control else s.expected_for(engine, p["triton"])}
+                    if engine not in s.engines:
+                        cell.update(status="skipped", reason=f"scenario {s.name} runs over "
+                                    f"{', '.join(s.engines)} only, not {engine}")
+                    cells.append(cell)
+    return cells
+
+
+def scenario_argv(base: list[str], cell: dict, cycles: int, results: str, load: tuple[str, ...]) -> list[str]:
+    """`rig soak` words of a scenario cell: its verdicts the only ones allowed (every verdict where
+    none is known, to record them); leaks allowed where the fault is on (a stop that waits out
+    exit_timeout leaves the stubs the rig kills: the scenario's, judged by its verdicts), never
+    for a control, which must be clean."""
+    from rig.verdicts import LOAD_OUTCOMES, OUTCOMES
+
+    want = cell["expected"]
+    allowed = want if want is not None else (*OUTCOMES, *LOAD_OUTCOMES)
+    argv = ["soak", *base, *load, "--runtime", cell["runtime"], "--engine", cell["engine"],
+            "--scenario", cell["scenario"], *(["--control"] if cell["control"] else []),
+            "--cycles", str(cycles), "--results", results, "--allow-outcomes", ",".join(allowed)]
+    if not cell["control"] and "--allow-leaks" not in base:
+        argv.append("--allow-leaks")
+    return argv
 
 
 def parse_engines(text: str) -> list[str]:
@@ -142,13 +218,18 @@ def run(args) -> int:
     from rig import cli, runtime, soak
     from rig.analysis import matrix
 
+    scens = None
+    if args.scenarios is not None:
+        refuse_with_scenarios(args)
+        scens = parse_scenarios(args.scenarios)
     retains = parse_retain(args.retain)
     engines = parse_engines(args.engines)
     installed = [r["package_version"] for r in runtime.list_embedded()]
     specs = parse_runtimes(args.runtimes, installed, runtime.PYTRITON_CORE)
     # Every cell's options, checked once as `rig soak` checks them (bad input: one line, nothing run).
     base = passthrough(args)
-    probe = ["soak", *base, "--runtime", specs[0], "--engine", "capi", "--retain", retains[0]]
+    probe = ["soak", *base, "--runtime", specs[0], "--engine", "capi"]
+    probe += ["--retain", retains[0]] if scens is None else []
     if args.cycles is not None or not args.config:
         probe += ["--cycles", str(args.cycles if args.cycles is not None else DEFAULT_CYCLES)]
     for opt, value in (("--results", args.results), ("--allow-outcomes", args.allow_outcomes)):
@@ -156,6 +237,7 @@ def run(args) -> int:
     cfg = run_config(cli.build_parser().parse_args(probe))
     if cfg is None:  # the run is skipped on this machine (the cupy model without a GPU)
         return Exit.SKIPPED
+    loads = _check_scenarios(args, probe, cfg, scens) if scens is not None else {}
     cycles = cfg.cycles
     if cycles < 1:
         raise RigError("--cycles must be >= 1")
@@ -172,24 +254,30 @@ def run(args) -> int:
             except RigError:  # unpacked, yet unusable here (no stub for this Python): a row says why
                 if v not in [r["package_version"] for r in runtime.list_embedded()]:
                     raise
-    if any(r != "none" for r in retains):
+    if scens is None and any(r != "none" for r in retains):
         print(f"retain {', '.join(r for r in retains if r != 'none')}: exit_timeout is allowed (a reference kept "
               "across stop() holds its model: the expected outcome); the table shows every outcome", flush=True)
-    plan = _plan(specs, engines, retains)
+    plan = _plan(specs, engines, retains if scens is None else ["none"])
     rows, bench_rows = [], []
-    total = sum(len(p["engines"]) * len(retains) for p in plan) + (
+    cells = scenario_cells(scens, plan) if scens is not None else []
+    to_run = [c for c in cells if c.get("status") != "skipped"]
+    total = len(to_run) + sum(len(p["engines"]) * (len(retains) if scens is None else 0) for p in plan) + (
         sum(len(p["engines"]) for p in plan) if args.bench else 0)
-    n = 0
+    counter = iter(range(1, total + 1))
     for p in plan:
         for skipped in p["skipped"]:
+            if scens is not None:
+                skipped.update(scenario=scens[0].name if len(scens) == 1 else "every scenario", retain="-")
             rows.append(skipped)
             print(f"runtime {skipped['runtime']}, engine {skipped['engine']}: skipped: {skipped['reason']}",
                   flush=True)
+        if scens is not None:
+            continue
         for engine, why in p["engines"]:
             for retain in retains:
-                n += 1
                 allowed = matrix.allowed_for(retain, base_allowed)
-                label = f"[{n}/{total}] runtime {p['spec']} (Triton {p['triton']}), engine {engine}, retain {retain}"
+                label = (f"[{next(counter)}/{total}] runtime {p['spec']} (Triton {p['triton']}), engine {engine}, "
+                         f"retain {retain}")
                 print(f"{label}: soak, {cycles} cycle(s) ({why})", flush=True)
                 argv = cell_argv(base, p["spec"], engine, retain, cycles, results, allowed)
                 row = _run_cell(argv, timeout)
@@ -197,9 +285,28 @@ def run(args) -> int:
                 _figures(row, results, "cycles", p["triton"])
                 rows.append(row)
                 print(f"{label}: {matrix._status(row)}", flush=True)
-            if args.bench:
-                n += 1
-                label = f"[{n}/{total}] runtime {p['spec']} (Triton {p['triton']}), engine {engine}"
+    for cell in cells:
+        name = cell["scenario"] + (" (control)" if cell["control"] else "")
+        where = f"runtime {cell['runtime']} (Triton {cell['triton_version']}), engine {cell['engine']}"
+        if cell.get("status") == "skipped":
+            print(f"{name}, {where}: skipped: {cell['reason']}", flush=True)
+            rows.append(cell)
+            continue
+        label = f"[{next(counter)}/{total}] {name}, {where}"
+        want = " / ".join(cell["expected"]) if cell["expected"] else "nothing known here: recorded, not judged"
+        load = loads.get(cell["scenario"], ())
+        print(f"{label}: soak, {cycles} cycle(s), expected {want}{' under ' + ' '.join(load) if load else ''} "
+              f"({cell['why']})", flush=True)
+        row = _run_cell(scenario_argv(base, cell, cycles, results, load), timeout)
+        row.update({k: v for k, v in cell.items() if k != "why"}, retain="-")
+        _figures(row, results, "cycles", cell["triton_version"])
+        matrix.judge_scenario(row)
+        rows.append(row)
+        print(f"{label}: {matrix._status(row)}", flush=True)
+    if args.bench:
+        for p in plan:
+            for engine, _ in p["engines"]:
+                label = f"[{next(counter)}/{total}] runtime {p['spec']} (Triton {p['triton']}), engine {engine}"
                 print(f"{label}: bench at concurrency {args.bench_concurrency}", flush=True)
                 argv = ["bench", *_bench_words(args), "--runtime", p["spec"], "--engine", engine,
                         "--concurrency", args.bench_concurrency, "--windows", "3", "--window-seconds", "1",
@@ -210,7 +317,11 @@ def run(args) -> int:
                 bench_rows.append(row)
                 print(f"{label}: {matrix._status(row)}", flush=True)
     print()
-    print(matrix.format_table(rows))
+    print(matrix.format_table(rows) if scens is None else matrix.format_scenarios(rows))
+    unjudged = [r for r in rows if r["status"] == "unjudged"]
+    if unjudged:
+        print(f"\n{len(unjudged)} cell(s) ran where nothing is known of their scenario's verdicts (that core or "
+              "engine was never measured): recorded, not judged (`rig scenarios` says where each was measured)")
     if bench_rows:
         print()
         print(matrix.format_bench(bench_rows))
@@ -218,6 +329,31 @@ def run(args) -> int:
 
     print(f"\nresults: {redact(results)} (compare them: rig report {redact(results)})")
     return matrix.exit_status(rows + bench_rows)
+
+
+def _check_scenarios(args, probe: list[str], cfg, scens: list) -> dict[str, tuple[str, ...]]:
+    """Each scenario's cells checked as `rig soak` checks them, before anything runs (bad input:
+    one line naming the scenario); the load each runs under where it needs one and none is given."""
+    from rig import cli
+
+    clash = [k for k, v in (("scenario", cfg.scenario), ("retain", cfg.retain != "none" and cfg.retain),
+                            ("fault", cfg.fault != "none" and cfg.fault), ("model_repository", cfg.model_repository),
+                            ("allow_outcomes", cfg.thresholds.allow_outcomes)) if v]
+    if clash:
+        raise RigError(f"{args.config}: {', '.join(clash)} cannot combine with --scenarios (each scenario sets its "
+                       "own, and the verdicts its cells pass with): drop them from the file")
+    loads = {}
+    for s in scens:
+        load = SCENARIO_LOAD if s.workload and cfg.workload.name == "none" and args.requests is None else ()
+        for control in (False, True) if has_control(s) else (False,):
+            try:
+                run_config(cli.build_parser().parse_args([*probe, *load, "--scenario", s.name,
+                                                          *(["--control"] if control else [])]))
+            except RigError as e:
+                raise RigError(f"--scenarios {s.name}{' (its control)' if control else ''}: {e}") from None
+        if load:
+            loads[s.name] = load
+    return loads
 
 
 def _plan(specs: list[str], engines: list[str], retains: list[str]) -> list[dict]:
