@@ -104,7 +104,9 @@ def remove_shm_regions(names: set[str]) -> int:
 
 
 def dev_shm_bytes() -> int | None:
-    """Bytes of the plain files in /dev/shm (the host's; None where there is no /dev/shm)."""
+    """Bytes of the plain files in /dev/shm (None where there is none), less the Python backend's
+    own regions: every Triton on the host makes and removes those (``shm_regions_leaked`` counts
+    this run's), and they would drown a leak of the models' own in other runs' noise."""
     try:
         entries = list(os.scandir(SHM_DIR))
     except OSError:
@@ -112,7 +114,7 @@ def dev_shm_bytes() -> int | None:
     total = 0
     for e in entries:
         try:
-            if e.is_file(follow_symlinks=False):
+            if e.is_file(follow_symlinks=False) and not e.name.startswith(SHM_PREFIX):
                 total += e.stat(follow_symlinks=False).st_size
         except OSError:
             pass  # removed while we looked

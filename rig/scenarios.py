@@ -89,8 +89,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              f"stop() with {IN_FLIGHT} requests in flight and queued (250 ms each): every one answered or "
              "failed, none lost", fault="slow-execute", client="stop-in-flight", requests=10),
     Scenario("bls-in-flight", ("python_backend#325",),
-             "stop() with 2 requests in flight to a BLS model whose request to a second model "
-             "(1.5 s) is outstanding", repository="bls-in-flight", client="stop-in-flight", in_flight=2,
+             "stop() with a request in flight to a BLS model whose request to a second model "
+             "(1.5 s) is outstanding", repository="bls-in-flight", client="stop-in-flight", in_flight=1,
              requests=4),
     Scenario("refused-request", ("found here: a refused request is never deleted",),
              f"{REFUSED} requests per model with an input the model does not have, each refused at "
