@@ -24,7 +24,7 @@ FAULTS = {
     "load-hangs": {"load_sleep_s": "3600"},
     "leaks-memory": {"leak_bytes": str(1 << 20)},
     "leaks-per-load": {"leak_per_load_bytes": str(1 << 20)},
-    "slow-execute": {"execute_delay_ms": "250"},
+    "slow-execute": {"execute_delay_ms": "125"},
     # initialize sleeps past the exit timeout: 5 s more than it (``load_slow_s``), 35 s for the default 30
     "load-slow": {"load_sleep_s": "35"},
 }

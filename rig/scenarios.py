@@ -86,7 +86,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              "thread, stop() once a load is under way (the template's initialize sleeps 5 s past the exit timeout)",
              fault="load-slow", client="stop-while-loading", expected=("exit_timeout", "ok")),
     Scenario("stop-in-flight", ("L0_lifecycle test_shutdown_dynamic",),
-             f"stop() with {IN_FLIGHT} requests in flight and queued (250 ms each): every one answered or "
+             f"stop() with {IN_FLIGHT} requests in flight and queued (125 ms each): every one answered or "
              "failed, none lost", fault="slow-execute", client="stop-in-flight", requests=10),
     Scenario("bls-in-flight", ("python_backend#325",),
              "stop() with a request in flight to a BLS model whose request to a second model "
