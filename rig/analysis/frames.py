@@ -58,12 +58,15 @@ def finalize_counts(cycles: pd.DataFrame) -> tuple[int, int]:
     return int((before[mask] == exp[mask]).sum()), int(mask.sum())
 
 
+ONE_WORKER = ("same-process", "reload")  # restart modes whose cycles share one worker: a slope means a leak
+
+
 def rss_slope(cycles: pd.DataFrame, column: str = "worker_rss_bytes", skip: int = 0):
-    """Bytes per cycle that ``column`` grows by across cycles of one worker (same-process
-    restarts only; None otherwise or with too few cycles): the slope with its 95 % interval,
+    """Bytes per cycle that ``column`` grows by across cycles of one worker (same-process and
+    reload restarts only; None otherwise or with too few cycles): the slope with its 95 % interval,
     pooled over runs with each run's own level (values and cycle numbers centred per run).
     ``skip`` drops each run's first cycles (warm-up)."""
-    c = cycles[cycles["restart"] == "same-process"] if "restart" in cycles else cycles.iloc[0:0]
+    c = cycles[cycles["restart"].isin(ONE_WORKER)] if "restart" in cycles else cycles.iloc[0:0]
     c = c[["run_id", "cycle", column]].dropna()
     c = c[c["cycle"] > skip]
     if len(c) < 3:
@@ -79,7 +82,7 @@ def lifecycle(cycles: pd.DataFrame, by=None) -> pd.DataFrame:
     (cycles whose every finalize ran before stop returned, among cycles that expected one) with
     its Wilson interval, start and stop latency p50/p95/max, stubs killed and shared-memory
     regions left per cycle, and worker/stub RSS growth per cycle with its interval
-    (same-process restarts only)."""
+    (same-process and reload restarts only)."""
     by = _by(cycles, by)
     outcomes = sorted(cycles["outcome"].dropna().unique()) if len(cycles) else []
     loads = sorted(cycles["load_outcome"].dropna().unique()) if len(cycles) and "load_outcome" in cycles else []

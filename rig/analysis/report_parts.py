@@ -67,7 +67,7 @@ def lifecycle_section(cycles: pd.DataFrame, keys: list[str]) -> Section:
     loads = pd.crosstab(by, load.fillna("-"))
     agg["load"] = [", ".join(f"{o} {int(n)}" for o, n in row.items() if n) for _, row in loads.reindex(agg.index).iterrows()]
     rows = []
-    same = c[c.restart.astype("string") == "same-process"] if "restart" in c else c.iloc[:0]
+    same = c[c.restart.astype("string").isin(frames.ONE_WORKER)] if "restart" in c else c.iloc[:0]
     for idx, r in agg.iterrows():
         rate, lo, hi = stats.wilson(int(r.fin_ok), int(r.fin_n))
         row = dict(zip(keys, idx if isinstance(idx, tuple) else (idx,))) if keys else {}
@@ -86,7 +86,7 @@ def lifecycle_section(cycles: pd.DataFrame, keys: list[str]) -> Section:
     table = pd.DataFrame(rows)
     sec = Section("Lifecycle").add(Table(table, "Outcomes (the lifecycle's verdict) and the load's verdict, each "
                                          "judged apart; finalize success (Wilson interval), stop and start "
-                                         "latency, leaks, RSS slope (same-process runs only)"))
+                                         "latency, leaks, RSS slope (same-process and reload runs only)"))
     labelled = c.assign(_g=_labels(c, keys))
     top = labelled._g.value_counts().index[:MAX_GROUPS_PLOTTED]
     series = {p: {lab: labelled.loc[labelled._g == lab, col].to_numpy() for lab in top}
