@@ -12,16 +12,11 @@ compiler nothing is armed and the cycles' ``stub_crashes`` read null (not measur
 
 from __future__ import annotations
 
-import hashlib
 import os
-import platform
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from rig import runtime
+from rig import native
 from rig.errors import RigError
 
 SOURCE = Path(__file__).with_name("crash.c")
@@ -30,43 +25,16 @@ ENV = "RIG_CRASH_LIB"  # read by the evidence hook in the stubs, and by rig.evid
 
 
 def build_dir() -> Path:
-    """The native lanes' folder (``rig.engines.capi.lane.build_dir``), named again here so the
-    worker need not import an engine to arm the stubs."""
-    return runtime.cache_dir().parent / "build"
+    return native.build_dir()
 
 
 def _compiler() -> str | None:
-    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if name and shutil.which(name):
-            return shutil.which(name)
-    return None
+    return native.compiler()
 
 
 def build() -> str:
     """Compile ``crash.c`` once per source version; returns the shared library's path."""
-    src = SOURCE.read_bytes()
-    key = hashlib.sha256(src + " ".join(CFLAGS).encode() + platform.machine().encode()).hexdigest()[:16]
-    out = build_dir() / f"crash-{key}.so"
-    if out.exists():
-        return str(out)
-    cc = _compiler()
-    if cc is None:
-        raise RigError("no C compiler found (cc, gcc or clang; or set CC): the backend stubs' crash "
-                       "recorder is compiled on first use; install one, e.g. apt-get install gcc")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".crash-", suffix=".so", dir=out.parent)
-    os.close(fd)
-    try:
-        proc = subprocess.run([cc, *CFLAGS, "-o", tmp, str(SOURCE)], capture_output=True, text=True)
-        if proc.returncode != 0:
-            tail = (proc.stderr.strip().splitlines() or ["no message"])[-1]
-            raise RigError(f"compiling {SOURCE.name} with {cc} failed: {tail}")
-        os.chmod(tmp, 0o755)  # the hook loads only a library no one else may write
-        os.replace(tmp, out)  # atomic: a concurrent build leaves one complete file
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return str(out)
+    return native.build(SOURCE, CFLAGS, "the backend stubs' crash recorder", find_compiler=_compiler)
 
 
 def arm_env(log: Callable[[str], None] = lambda msg: None) -> str | None:

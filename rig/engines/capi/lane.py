@@ -27,19 +27,13 @@ does not keep a model loaded (a response kept with ``keep_last`` does, on purpos
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import platform
-import shutil
-import subprocess
-import tempfile
 import threading
 from ctypes import (POINTER, byref, c_char_p, c_int, c_int64, c_size_t, c_uint64, c_void_p)
 from pathlib import Path
 
 import numpy as np
 
-from rig import runtime
+from rig import native
 from rig.engines.base import EngineError, as_entries
 from rig.engines.capi.core import DATATYPES, datatype_of
 from rig.engines.capi.response import CapiResponse
@@ -59,43 +53,17 @@ _lib: ctypes.CDLL | None = None
 
 
 def build_dir() -> Path:
-    return runtime.cache_dir().parent / "build"
+    return native.build_dir()
 
 
 def _compiler() -> str | None:
-    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if name and shutil.which(name):
-            return shutil.which(name)
-    return None
+    return native.compiler()
 
 
 def build(log=print) -> str:
     """Compile ``_fastpath.c`` once per source version; returns the shared library's path."""
-    src = SOURCE.read_bytes()
-    key = hashlib.sha256(src + " ".join(CFLAGS).encode() + platform.machine().encode()).hexdigest()[:16]
-    out = build_dir() / f"_fastpath-{key}.so"
-    if out.exists():
-        return str(out)
-    cc = _compiler()
-    if cc is None:
-        raise RigError("no C compiler found (cc, gcc or clang; or set CC): the native load "
-                       "generator is compiled on first use; install one, e.g. apt-get install gcc")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".fastpath-", suffix=".so", dir=out.parent)
-    os.close(fd)
-    try:
-        log(f"compiling the native load generator ({cc}) ...")
-        proc = subprocess.run([cc, *CFLAGS, "-o", tmp, str(SOURCE), "-ldl"],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            tail = (proc.stderr.strip().splitlines() or ["no message"])[-1]
-            raise RigError(f"compiling {SOURCE.name} with {cc} failed: {tail}")
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, out)  # atomic: a concurrent build leaves one complete file
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return str(out)
+    return native.build(SOURCE, CFLAGS, "the native load generator", libs=("-ldl",),
+                        find_compiler=_compiler, log=log)
 
 
 def _library(log=lambda msg: None) -> ctypes.CDLL:
