@@ -129,13 +129,15 @@ def get(name: str) -> Scenario:
                        "(`rig scenarios` lists them with what each does)") from None
 
 
-def name_of(fault: str, retain: str) -> str | None:
-    """The scenario built from exactly this fault preset and retention policy; ``baseline`` for
-    neither; None for a mix no scenario names (the row's ``retain`` and the run's config say it)."""
-    if fault == "none" and retain == "none":
+def name_of(fault: str, retain: str, restart: str = "fresh-process", client: str = "none") -> str | None:
+    """The scenario built from exactly this fault preset, retention policy, restart mode and
+    client; ``baseline`` for none of them; None for a mix no scenario names (the row's
+    ``retain`` and the run's config say it)."""
+    mode = restart if restart == "reload" else None
+    if fault == "none" and retain == "none" and client == "none":
         return "baseline"
     for s in SCENARIOS.values():
-        if s.repository is None and s.client == "none" and s.restart is None and (s.fault, s.retain) == (fault, retain):
+        if s.repository is None and (s.fault, s.retain, s.client, s.restart) == (fault, retain, client, mode):
             return s.name
     return None
 

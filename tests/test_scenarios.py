@@ -69,6 +69,10 @@ def test_a_client_scenario_sets_its_client_and_runs_over_the_users_models_too(tm
     assert (cfg.fault, cfg.client, cfg.model_repository) == ("none", "stop-while-loading", str(tmp_path))
     # a run of the template's fault alone, without the client, is not the scenario
     assert scenarios.name_of("slow-execute", "none") is None and scenarios.name_of("leaks-per-load", "none") is None
+    # the same ingredients given as options are filed under the scenario they make
+    assert scenarios.name_of("leaks-per-load", "none", "reload") == "reload"
+    assert scenarios.name_of("none", "none", "reload") == "baseline"
+    assert scenarios.name_of("slow-execute", "none", "same-process", "stop-in-flight") == "stop-in-flight"
 
 
 def test_the_command_line_refuses_in_one_line_with_status_2(tmp_path):

@@ -16,7 +16,8 @@ def blank_row(p: Prepared, cycle: int) -> dict:
     row = dict.fromkeys(CYCLE_FIELDS)
     row.update(run_id=p.run_id, cycle=cycle, engine=p.engine, model=p.model_label, retain=p.config.retain,
                restart=p.config.restart, stop_strategy=p.config.stop_strategy, started_at=now_iso(),
-               host=node_name(p.config.node), scenario=p.config.scenario or name_of(p.config.fault, p.config.retain),
+               host=node_name(p.config.node), scenario=p.config.scenario
+               or name_of(p.config.fault, p.config.retain, p.config.restart, p.config.client),
                control=p.config.control if p.config.scenario else None)
     return row
 
