@@ -65,6 +65,15 @@ def cycle_line(r: CycleRow) -> str:
         parts.append(f"stubs killed {r.stubs_killed}")
     if r.shm_regions_leaked:
         parts.append(f"shm leaked {r.shm_regions_leaked}")
+    if r.stub_crashes:
+        parts.append(f"stub crashes {r.stub_crashes}")
+    if r.in_flight:  # what a scenario's client saw (rig.clients)
+        parts.append(f"in flight at stop {r.in_flight}: {r.in_flight_answered or 0} answered, "
+                     f"{r.in_flight_failed or 0} failed, {r.in_flight_lost or 0} lost")
+    if r.refused:
+        parts.append(f"{r.refused} refused at submission")
+    if r.loading_at_stop:
+        parts.append(f"{r.loading_at_stop} loading at stop")
     if r.cleanup and r.cleanup != "ok":
         parts.append(f"cleanup {r.cleanup}")
     if r.throughput:

@@ -86,3 +86,14 @@ def test_refused_requests_are_counted_apart_from_the_load(tmp_path):
     row = c.iloc[0]
     assert (row.outcome, row.load_outcome, row.refused, row.errors) == ("clean", "ok", 100, 0)
     assert "RIG_NO_SUCH_INPUT" in row.detail
+
+
+def test_the_cycle_line_says_what_the_client_saw():
+    from helpers import cycle_row
+
+    from rig.soak import cycle_line
+
+    line = cycle_line(cycle_row(1, outcome="requests_lost", in_flight=8, in_flight_answered=6, in_flight_failed=1,
+                                in_flight_lost=1, refused=100, loading_at_stop=1, stub_crashes=2))
+    assert "in flight at stop 8: 6 answered, 1 failed, 1 lost" in line
+    assert "100 refused at submission" in line and "1 loading at stop" in line and "stub crashes 2" in line
