@@ -243,7 +243,7 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     stats = probes.process_stats()
     row.update(worker_rss_bytes=stats["rss_bytes"], worker_fds=stats["fds"],
                worker_threads=stats["threads"], gpu_memory_bytes=probes.gpu().memory_used(),
-               shm_bytes=probes.dev_shm_bytes())
+               shm_bytes=probes.dev_shm_bytes(), ready_after_load=_all_ready(engine, spec.models))
 
     # The scene a scenario's client sets for the stop (rig.clients)
     flight = None
@@ -308,6 +308,14 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
         if note:
             row["detail"] = f"{row['detail']}; {note}" if row.get("detail") else note
     return CycleDone(row, version)
+
+
+def _all_ready(engine: Engine, models: list[str]) -> bool | None:
+    """Whether the server and every model still say ready (None: the server would not answer)."""
+    try:
+        return engine.is_ready() and all(engine.model_ready(m) for m in models)
+    except EngineError:
+        return None
 
 
 def _up(engine: Engine) -> bool:

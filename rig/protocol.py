@@ -43,8 +43,10 @@ Schema history (``schema_version`` column):
      still loading when ``stop()`` was called); ``shm_bytes`` (bytes of files in /dev/shm when the
      load ended); ``traced_bytes`` (the worker's Python allocations, tracemalloc, when the load
      ended); ``rss_per_1k_requests_b``, ``traced_per_1k_requests_b`` (least-squares growth of the
-     worker's RSS and Python allocations over the load, per 1,000 requests). ``restart`` may be
-     ``reload`` (one server; the models unloaded and loaded again each cycle).
+     worker's RSS and Python allocations over the load, per 1,000 requests); ``ready_after_load``
+     (whether the server and every model the load used still said ready when the load ended: a
+     dead stub's model may). ``restart`` may be ``reload`` (one server; the models unloaded and
+     loaded again each cycle).
 """
 
 from __future__ import annotations
@@ -150,6 +152,7 @@ class CycleRow:
     traced_bytes: int | None = None   # the worker's Python allocations (tracemalloc) when the load ended
     rss_per_1k_requests_b: float | None = None     # the worker's RSS growth over the load (memory)
     traced_per_1k_requests_b: float | None = None  # its Python allocations' growth (memory)
+    ready_after_load: bool | None = None  # the server and the load's models still said ready when it ended
     schema_version: int = SCHEMA_VERSION
 
 

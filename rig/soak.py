@@ -74,6 +74,8 @@ def cycle_line(r: CycleRow) -> str:
         parts.append(f"{r.refused} refused at submission")
     if r.loading_at_stop:
         parts.append(f"{r.loading_at_stop} loading at stop")
+    if r.ready_after_load is False:
+        parts.append("not ready after the load")
     if r.cleanup and r.cleanup != "ok":
         parts.append(f"cleanup {r.cleanup}")
     if r.throughput:
