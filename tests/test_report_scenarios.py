@@ -115,3 +115,13 @@ def test_the_section_two_tables_and_their_footnotes_in_both_renderings():
     # a store of baseline cycles alone, or one before schema 9, has no section
     assert rs.scenarios_section(_frame(_cycles("baseline", 2))) is None
     assert rs.scenarios_section(_frame(rows).drop(columns=["scenario"])) is None
+
+
+def test_ready_after_load_counts_the_cycles_whose_server_still_said_ready():
+    rows = _cycles("stub-exits", 3, outcome="exit_timeout", load_outcome="errors", ready_after_load=True)
+    rows += _cycles("stub-exits", 1, run_id="r2", start=3, outcome="exit_timeout", load_outcome="errors",
+                    ready_after_load=False)
+    rows += _cycles("metrics", 2, run_id="r3")  # an older cycle: not asked
+    t = rs.rows(_frame(rows)).set_index("scenario")
+    assert t.loc["stub-exits", "ready after load"] == "3/4"
+    assert t.loc["metrics", "ready after load"] == rs.NOT_RECORDED

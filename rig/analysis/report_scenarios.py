@@ -23,7 +23,7 @@ KEYS = ["scenario", "control", "triton_version", "engine"]
 # The cycles' columns the tables read (rig.analysis.report reads them beside its own).
 COLUMNS = ["scenario", "control", "run_id", "cycle", "started_at", "outcome", "load_outcome", "stop_latency_s",
            "finalize_expected", "finalize_before_stop", "stubs_killed", "shm_regions_leaked", "stub_crashes",
-           "in_flight", "in_flight_answered", "in_flight_failed", "in_flight_lost", "refused",
+           "in_flight", "in_flight_answered", "in_flight_failed", "in_flight_lost", "refused", "ready_after_load",
            "worker_rss_bytes", "shm_bytes", "stub_rss_bytes", "rss_per_1k_requests_b", "traced_per_1k_requests_b"]
 NOT_RECORDED = "—"   # no cycle of the group recorded this figure
 FEW = "n<3"          # a slope over fewer than three cycles
@@ -36,8 +36,8 @@ PER_1K = {"RSS B/1k req": "rss_per_1k_requests_b", "traced B/1k req": "traced_pe
 ROW = ["scenario", "Triton", "engine"]
 VERDICTS = [*ROW, "cycles", "outcomes", "load", "expected", "as expected", "stop p50 s", "finalize before stop",
             "upstream"]
-LEFT = [*ROW, "stubs killed", "shm left", "stub crashes", "in flight (answered/failed/lost)", "refused",
-        *SLOPES, *PER_1K]
+LEFT = [*ROW, "stubs killed", "shm left", "stub crashes", "ready after load", "in flight (answered/failed/lost)",
+        "refused", *SLOPES, *PER_1K]
 NOTES = {
     NOT_RECORDED: f"{NOT_RECORDED}: no cycle of the row recorded this figure (only the client behaviours that "
                   "measure it do: in flight under stop-in-flight, refused under refused-request, growth per 1k "
@@ -111,6 +111,14 @@ def _want(known, control: bool, engine: str, version: str) -> tuple[tuple[str, s
     return want, ""
 
 
+def _ready(g: pd.DataFrame) -> str:
+    """Cycles whose server and models still said ready when the load ended, of those that asked."""
+    if "ready_after_load" not in g or g["ready_after_load"].isna().all():
+        return NOT_RECORDED
+    r = g["ready_after_load"].dropna().astype(bool)
+    return f"{int(r.sum())}/{len(r)}"
+
+
 def rows(cycles: pd.DataFrame) -> pd.DataFrame:
     """One row per scenario, control, Triton version and engine (cycles with no scenario: none),
     with every column of ``VERDICTS`` and ``LEFT``."""
@@ -144,6 +152,7 @@ def rows(cycles: pd.DataFrame) -> pd.DataFrame:
             else ("the rig's default: no fault, no retention" if name == "baseline" else NOT_RECORDED),
             "stubs killed": _total(g, "stubs_killed"), "shm left": _total(g, "shm_regions_leaked"),
             "stub crashes": _total(g, "stub_crashes"),
+            "ready after load": _ready(g),
             "in flight (answered/failed/lost)": NOT_RECORDED if not flight[""].notna().any() else
             (f"{int(flight['_answered'].sum())}/{int(flight['_failed'].sum())}/{int(flight['_lost'].sum())} "
              f"of {int(flight[''].sum())}"),
