@@ -185,3 +185,21 @@ def test_a_decoupled_model_is_answered_once_per_request_on_the_asyncio_lane(tmp_
     assert c.outcome == "clean" and c.lane == "asyncio", c.detail
     assert c.requests >= 2 and c.errors == 0 and c.bad_outputs == 0  # both kinds of final answer
     assert w.requests.sum() == c.requests
+
+
+@official
+def test_scenario_clients_over_the_official_bindings(tmp_path, runtime):
+    """A refused request is never deleted by the bindings: the model stays loaded across stop()
+    (capi: clean); requests in flight at stop are all answered; reload keeps one server."""
+    res = tmp_path / "r"
+    for args in (["--scenario", "refused-request"], ["--scenario", "stop-in-flight"],
+                 ["--scenario", "reload", "--cycles", "3"]):
+        p = rig("cycle", *ENGINE, *args, "--exit-timeout", "5", "--results", str(res), timeout=300)
+        assert p.returncode == 0, p.stdout + p.stderr
+    c = cycles(res).set_index("scenario")
+    refused = c.loc["refused-request"]
+    assert (refused.outcome, refused.load_outcome, refused.refused) == ("exit_timeout", "ok", 100)
+    flight = c.loc["stop-in-flight"]
+    assert (flight.outcome, flight.in_flight_answered, flight.in_flight_lost) == ("clean", 8, 0)
+    reload = c.loc[["reload"]]
+    assert set(reload.outcome) == {"clean"} and reload.worker_pid.nunique() == 1
