@@ -77,7 +77,7 @@ class RunConfig:
     retain: Retain = "none"
     scenario: str | None = None       # a lifecycle scenario (rig.scenarios): sets fault and retain, or its own models
     control: bool = False             # the scenario's negative control: the same without its fault
-    client: str = "none"              # what the client does around stop(): set by the scenario (rig.clients)
+    client: str = "none"              # what the client does around stop(): set by the scenario (rig.clientside)
     exit_timeout: int = 30
     stop_strategy: StopStrategy = "stop"
     restart: RestartMode = "fresh-process"

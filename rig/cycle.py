@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from rig import clients, probes
+from rig import clientside, probes
 from rig.engines.base import Engine, EngineError, ServerOptions
 from rig.engines.retention import Retained
 from rig.evidence import read_markers, summarize_markers, triton_error  # noqa: F401 - re-exported
@@ -63,8 +63,8 @@ class CycleSpec:
     input_data: str = "random"        # random | zero | an absolute path of a JSON file (rig.inputs)
     shapes: dict = dataclasses.field(default_factory=dict)           # input -> dims (--shape)
     optional_inputs: dict = dataclasses.field(default_factory=dict)  # model -> inputs its entries may leave out
-    client: str = "none"              # what the client does around stop() (rig.clients)
-    in_flight_at_stop: int = clients.IN_FLIGHT  # stop-in-flight: requests outstanding at stop()
+    client: str = "none"              # what the client does around stop() (rig.clientside)
+    in_flight_at_stop: int = clientside.IN_FLIGHT  # stop-in-flight: requests outstanding at stop()
 
 
 class Held:
@@ -217,7 +217,7 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     regions = probes.shm_regions_mapped(pids)
 
     kept = Retained()
-    sampler = clients.MemorySampler() if spec.client == "memory" else None
+    sampler = clientside.MemorySampler() if spec.client == "memory" else None
     t_work = time.monotonic()
     if workload is not None:
         # a fleet's node waits for its round, then the master's length (up to the same bound)
@@ -245,20 +245,20 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
                worker_threads=stats["threads"], gpu_memory_bytes=probes.gpu().memory_used(),
                shm_bytes=probes.dev_shm_bytes(), ready_after_load=_all_ready(engine, spec.models))
 
-    # The scene a scenario's client sets for the stop (rig.clients)
+    # The scene a scenario's client sets for the stop (rig.clientside)
     flight = None
     if spec.client != "none":
         phase("client", 60 + spec.startup_timeout + 2 * spec.request_timeout)
     if spec.client == "refused-request":
-        _merge(row, clients.refuse(engine, spec.models))
+        _merge(row, clientside.refuse(engine, spec.models))
     elif spec.client == "stop-while-loading":
-        loader = clients.reload_in_thread(engine, repository_models(Path(spec.model_repository)),
+        loader = clientside.reload_in_thread(engine, repository_models(Path(spec.model_repository)),
                                           spec.startup_timeout)
-        row["loading_at_stop"] = clients.loading(engine)
+        row["loading_at_stop"] = clientside.loading(engine)
         if loader.get("errors"):
             _merge(row, {"detail": f"the load under way at stop failed: {loader['errors'][0][:300]}"})
     elif spec.client == "stop-in-flight":
-        flight = clients.start_in_flight(engine, spec.models, inputs, spec.in_flight_at_stop)
+        flight = clientside.start_in_flight(engine, spec.models, inputs, spec.in_flight_at_stop)
 
     phase("stop", spec.exit_timeout + 60)
     t_stop = time.monotonic()

@@ -5,7 +5,7 @@ One vocabulary: a scenario is built from the rig's own building blocks, the temp
 fault presets (``--fault``, ``rig.repository.FAULTS``) and the retention policies (``--retain``),
 or from a model repository of its own (``models/scenarios/<name>/``, whose models read a
 ``fault`` parameter: ``on``, or ``off`` for the negative control); and, where the class lies in
-what the client does, a client behaviour around ``stop()`` (``rig.clients``) or a restart mode
+what the client does, a client behaviour around ``stop()`` (``rig.clientside``) or a restart mode
 (``--restart reload``). ``rig soak --scenario NAME`` runs one; ``--control`` runs its negative
 control (the same model and client without the fault). A scenario made by its client alone also
 runs over a model repository of the user's own (``--model-repository``): the same client around
@@ -21,7 +21,7 @@ import re
 import shutil
 from pathlib import Path
 
-from rig.clients import IN_FLIGHT, REFUSED
+from rig.clientside import IN_FLIGHT, REFUSED
 from rig.errors import RigError
 
 
@@ -42,7 +42,7 @@ class Scenario:
     engines: tuple[str, ...] = ("capi", "tritonserver")  # and the engines
     control: tuple[str, str] = ("clean", "ok")  # its negative control's
     workload: bool = False        # needs load running (``--workload``) to show
-    client: str = "none"          # what the client does around stop() (rig.clients.CLIENTS)
+    client: str = "none"          # what the client does around stop() (rig.clientside.CLIENTS)
     restart: str | None = None    # a restart mode of its own (reload)
     client_is_fault: bool = False  # the client is the fault: its control runs without it
     has_control: bool = True      # a negative control exists (memory measures, it has no fault to leave out)

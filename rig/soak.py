@@ -67,7 +67,7 @@ def cycle_line(r: CycleRow) -> str:
         parts.append(f"shm leaked {r.shm_regions_leaked}")
     if r.stub_crashes:
         parts.append(f"stub crashes {r.stub_crashes}")
-    if r.in_flight:  # what a scenario's client saw (rig.clients)
+    if r.in_flight:  # what a scenario's client saw (rig.clientside)
         parts.append(f"in flight at stop {r.in_flight}: {r.in_flight_answered or 0} answered, "
                      f"{r.in_flight_failed or 0} failed, {r.in_flight_lost or 0} lost")
     if r.refused:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from rig import probes, procs, scenarios
-from rig.clients import IN_FLIGHT
+from rig.clientside import IN_FLIGHT
 from rig.cycle import CycleSpec
 from rig.errors import RigError
 from rig.fleet import node_name

@@ -1,4 +1,4 @@
-"""What a scenario's client does around stop() (rig.clients) and ``--restart reload``: the
+"""What a scenario's client does around stop() (rig.clientside) and ``--restart reload``: the
 figures each records in the cycle's row, on a real core (slow), and the pure parts (fast)."""
 
 from pathlib import Path
@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 from helpers import cycles, rig
 
-from rig import clients
+from rig import clientside
 
 MIB = 1 << 20
 
 
 def test_in_flight_counts_each_request_once_however_it_ended():
-    f = clients.InFlight()
+    f = clientside.InFlight()
     f.submitted = 5
     f._done(None, None)
     f._done(None, RuntimeError("Server is stopping"))
@@ -24,7 +24,7 @@ def test_in_flight_counts_each_request_once_however_it_ended():
 
 
 def test_memory_growth_is_read_per_thousand_requests_after_the_warm_up():
-    s = clients.MemorySampler.__new__(clients.MemorySampler)
+    s = clientside.MemorySampler.__new__(clientside.MemorySampler)
     s._run, s._done = False, [1]
 
     class Tm:  # the allocations the sampler reads: none at all
