@@ -8,8 +8,8 @@ own:
   at once, ``stop()`` called while the first executes; each one answered, failed or lost (no
   answer nor error by the end of the cycle): ``in_flight``, ``in_flight_answered``,
   ``in_flight_failed``, ``in_flight_lost``.
-- ``stop-while-loading`` (core#324): the models unloaded, loaded again from a thread, and
-  ``stop()`` called while a load is still running (``loading_at_stop``).
+- ``stop-while-loading`` (core#324): the models unloaded (by the cycle), loaded again from a
+  thread, and ``stop()`` called while a load is still running (``loading_at_stop``).
 - ``refused-request``: ``REFUSED`` requests per model with an input the model does not have,
   each refused at submission (``refused``), before the stop.
 - ``memory`` (server#8218): the worker's RSS and Python allocations (tracemalloc) sampled over
@@ -114,20 +114,12 @@ def refuse(engine: Engine, models: list[str], n: int = REFUSED, timeout_s: float
     return out
 
 
-def reload_in_thread(engine: Engine, models: list[str], wait_s: float) -> dict:
-    """Unload the models, load them again from a kernel thread and return once a load is running
-    (a model LOADING, and its stub up for a moment), or after ``wait_s``. The caller stops the
-    server next; the thread goes on in the background (a load is not cancellable)."""
-    for m in models:
-        try:
-            engine.unload_model(m)
-        except EngineError:
-            pass
+def load_in_thread(engine: Engine, models: list[str], wait_s: float) -> dict:
+    """Load the (unloaded) models again from a kernel thread and return once a load is running (a
+    model LOADING, and its stub up for a moment), or after ``wait_s``. The caller stops the server
+    next; the thread goes on in the background (a load is not cancellable)."""
     deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        states = engine.model_states()
-        if not any(states.get(m) in ("READY", "UNLOADING") for m in models) and not probes.stubs_of(os.getpid()):
-            break
+    while probes.stubs_of(os.getpid()) and time.monotonic() < deadline:  # the unloaded models' stubs gone
         time.sleep(0.01)
     box: dict = {}
 

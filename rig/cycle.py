@@ -74,7 +74,6 @@ class Held:
 
     def __init__(self) -> None:
         self.engine: Engine | None = None
-        self.log_file: str | None = None
 
     def close(self, phase: Callable[[str, float], None], spec: "CycleSpec") -> None:
         if self.engine is None:
@@ -188,7 +187,7 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
         row.update(outcome="load_failed", load_outcome="not_measured", detail=(f"{e}: {why}" if why and why not in str(e) else str(e))[:2000],
                    **summarize_markers(read_markers(evidence), None))
         row["finalize_before_stop"] = row["finalize_after_stop"] = None
-        if reload and _up(engine):  # the server stays for the next cycle's load
+        if reload and _all_ready(engine, []):  # the server stays for the next cycle's load
             row["cleanup"] = _unload_all(engine, spec.exit_timeout) or "ok"
         else:
             if reload:
@@ -252,8 +251,11 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     if spec.client == "refused-request":
         _merge(row, clientside.refuse(engine, spec.models))
     elif spec.client == "stop-while-loading":
-        loader = clientside.reload_in_thread(engine, repository_models(Path(spec.model_repository)),
-                                          spec.startup_timeout)
+        unloaded = _unload_all(engine, spec.startup_timeout)
+        if unloaded:
+            _merge(row, {"detail": f"before the load under way at stop: {unloaded[:300]}"})
+        loader = clientside.load_in_thread(engine, repository_models(Path(spec.model_repository)),
+                                           spec.startup_timeout)
         row["loading_at_stop"] = clientside.loading(engine)
         if loader.get("errors"):
             _merge(row, {"detail": f"the load under way at stop failed: {loader['errors'][0][:300]}"})
@@ -316,13 +318,6 @@ def _all_ready(engine: Engine, models: list[str]) -> bool | None:
         return engine.is_ready() and all(engine.model_ready(m) for m in models)
     except EngineError:
         return None
-
-
-def _up(engine: Engine) -> bool:
-    try:
-        return engine.is_ready()
-    except EngineError:
-        return False
 
 
 def _entries(spec: CycleSpec, metas: dict) -> dict[str, list[dict]]:

@@ -171,13 +171,10 @@ def apply(cfg) -> None:
     cfg.client = "none" if cfg.control and s.client_is_fault else s.client
     if s.restart:
         cfg.restart = s.restart
-    if s.requests and cfg.requests == DEFAULT_REQUESTS:
+    if s.requests and cfg.requests == type(cfg).requests:  # the default: a count of the user's stands
         cfg.requests = s.requests
     if s.repository is not None:
         cfg.model_repository = str(repository_of(s))
-
-
-DEFAULT_REQUESTS = 100  # RunConfig.requests' default: a scenario with requests of its own replaces only that
 
 
 def repository_of(s: Scenario) -> Path:

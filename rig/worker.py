@@ -17,8 +17,7 @@ import sys
 import time
 import traceback
 
-from pathlib import Path
-
+from rig.probes import SHM_DIR
 from rig.procs import python_m
 from rig.repository import LEAK_PREFIX
 from rig import cycle as cycle_mod
@@ -118,7 +117,7 @@ def main(spec_path: str, result_fd: int) -> int:
 
 def _remove_leak_files() -> None:
     """The template's leaks-per-load files of this worker's stubs (rig-leak-<this pid>-...)."""
-    for f in Path("/dev/shm").glob(f"{LEAK_PREFIX}{os.getpid()}-*"):
+    for f in SHM_DIR.glob(f"{LEAK_PREFIX}{os.getpid()}-*"):
         try:
             f.unlink()
         except OSError:

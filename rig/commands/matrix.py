@@ -119,10 +119,6 @@ def refuse_with_scenarios(args) -> None:
                        "retention and models, and its cells pass with the verdicts known for it; drop them")
 
 
-def has_control(s) -> bool:
-    return getattr(s, "has_control", True)
-
-
 def scenario_cells(scens: list, plan: list[dict]) -> list[dict]:
     """The scenario axis over the plan (``_plan``): per scenario, then its control, one cell per
     runtime and engine, in that order. A cell is a row: ``scenario``, ``control``, ``runtime``,
@@ -130,7 +126,7 @@ def scenario_cells(scens: list, plan: list[dict]) -> list[dict]:
     there, or None); a scenario not measured through an engine is a row 'skipped' that says so."""
     cells = []
     for s in scens:
-        for control in (False, True) if has_control(s) else (False,):
+        for control in (False, True) if s.has_control else (False,):
             for p in plan:
                 for engine, why in p["engines"]:
                     cell = {"scenario": s.name, "control": control, "runtime": p["spec"],
@@ -345,7 +341,7 @@ def _check_scenarios(args, probe: list[str], cfg, scens: list) -> dict[str, tupl
     loads = {}
     for s in scens:
         load = SCENARIO_LOAD if s.workload and cfg.workload.name == "none" and args.requests is None else ()
-        for control in (False, True) if has_control(s) else (False,):
+        for control in (False, True) if s.has_control else (False,):
             try:
                 run_config(cli.build_parser().parse_args([*probe, *load, "--scenario", s.name,
                                                           *(["--control"] if control else [])]))
