@@ -16,6 +16,7 @@ from rig.engines.base import EngineName
 from rig.errors import RigError
 from rig.repository import FAULTS, KINDS
 from rig.text import redact
+from rig.verdicts import MAX_MEMORY_GROWTH_B, MAX_SLOWDOWN_PCT
 
 # Each vocabulary of the options, defined here once: the command line's choices, the TOML file's
 # checks and the matrix's lists all read these.
@@ -42,6 +43,10 @@ class Thresholds:
     min_finalize_success: float | None = None    # 0..1
     allow_leaks: bool = False                    # stubs or shared memory left behind
     allow_outcomes: str | None = None            # comma-separated; None: clean (soak), any (cycle)
+    # The growth verdict (verdicts.classify_growth): leaking past this many bytes per 1,000 requests
+    # in any process kind, slowing past this % slower at the load's end than its start
+    max_memory_growth: float = MAX_MEMORY_GROWTH_B
+    max_slowdown: float = MAX_SLOWDOWN_PCT
 
 
 @dataclasses.dataclass
@@ -87,6 +92,7 @@ class RunConfig:
     shapes: str | list | None = None  # variable dimensions: "NAME:d1,d2 NAME2:d" (or a list of such)
     results: str = "results"
     node: str | None = None           # the name rows carry in `host` (default the hostname)
+    memory_samples: bool = True       # sample every process's memory through the load (rig.observers)
     thresholds: Thresholds = dataclasses.field(default_factory=Thresholds)
     workload: WorkloadConfig = dataclasses.field(default_factory=WorkloadConfig)
 
@@ -135,6 +141,9 @@ class RunConfig:
         t = self.thresholds
         if t.min_finalize_success is not None and not 0 <= t.min_finalize_success <= 1:
             raise RigError("thresholds.min_finalize_success is a fraction between 0 and 1")
+        if t.max_memory_growth < 0 or t.max_slowdown < 0:
+            raise RigError("thresholds.max_memory_growth (bytes per 1,000 requests) and thresholds.max_slowdown (%) "
+                           "must be >= 0")
         return self
 
     def _inputs(self) -> None:

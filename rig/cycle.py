@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from rig import clientside, probes
+from rig import clientside, observers as observers_mod, probes, trends
 from rig.engines.base import Engine, EngineError, ServerOptions
 from rig.engines.retention import Retained
 from rig.evidence import read_markers, summarize_markers, triton_error  # noqa: F401 - re-exported
@@ -27,10 +27,11 @@ from rig import inputs as inputs_mod
 from rig.errors import RigError
 from rig.outputs import merge_checks, output_is, reference_output
 from rig.repository import repository_models
-from rig.protocol import CycleDone, Partial
+from rig.protocol import CycleDone, Partial, Samples
 from rig.text import top_messages
 from rig.verdicts import (LEGACY_LOAD, LOAD_OUTCOMES, OUTCOMES, RAISED_AND_HELD, UNANSWERED,  # noqa: F401
-                          LoadOutcome, Outcome, classify, classify_load, raised_and_held, upgrade_legacy)
+                          MAX_MEMORY_GROWTH_B, MAX_SLOWDOWN_PCT, LoadOutcome, Outcome, classify, classify_growth,
+                          classify_load, growth_note, raised_and_held, upgrade_legacy)
 
 GRACE_AFTER_STOP_S = 5.0
 MAX_CONSECUTIVE_ERRORS = 3
@@ -65,6 +66,10 @@ class CycleSpec:
     optional_inputs: dict = dataclasses.field(default_factory=dict)  # model -> inputs its entries may leave out
     client: str = "none"              # what the client does around stop() (rig.clientside)
     in_flight_at_stop: int = clientside.IN_FLIGHT  # stop-in-flight: requests outstanding at stop()
+    # The growth verdict's thresholds (None: not judged) and whether the processes are sampled
+    max_memory_growth: float | None = MAX_MEMORY_GROWTH_B  # bytes per 1,000 requests, any process kind
+    max_slowdown: float | None = MAX_SLOWDOWN_PCT           # % slower at the load's end than its start
+    sample_memory: bool = True
 
 
 class Held:
@@ -91,10 +96,15 @@ class InputsRefused(RigError):
     refuses the run in one line, as it does before a run where it can."""
 
 
+SEQUENTIAL_CHUNKS = 10  # the fixed count's requests read as this many windows (not stored) for its trend
+
+
 def _sequential_requests(engine: Engine, spec: CycleSpec, inputs: dict, retain: str,
-                         kept: Retained, checks: dict) -> dict:
+                         kept: Retained, checks: dict, tick: Callable[[], None] | None = None) -> dict:
     """``spec.requests`` requests, one at a time, the models in turn; ``inputs``: model -> its
-    entries, each model's k-th request carrying entry k mod N."""
+    entries, each model's k-th request carrying entry k mod N. The requests are read as up to
+    ``SEQUENTIAL_CHUNKS`` windows of equal counts (``windows``: the trend's, never stored), and
+    ``tick()`` is called as each begins and once at the end (the observers sample there)."""
     errors = 0
     timeouts = 0
     bad = 0
@@ -105,15 +115,25 @@ def _sequential_requests(engine: Engine, spec: CycleSpec, inputs: dict, retain: 
     sent = 0
     consecutive = 0
     turns = dict.fromkeys(spec.models, 0)
+    per_chunk = max(10, -(-n // SEQUENTIAL_CHUNKS))
+    done_ns: list[int] = []   # each request's end (monotonic ns), and its latency
+    lat_ns: list[int] = []
+    ok: list[bool] = []
     for i in range(n):
+        if tick is not None and i % per_chunk == 0:
+            tick()
         model = spec.models[i % len(spec.models)]
         entries = inputs[model]
         entry = entries[turns[model] % len(entries)]
         turns[model] += 1
         sent += 1
+        t_req = time.monotonic_ns()
         try:
             r = engine.infer(model, entry, timeout_s=spec.request_timeout)
         except EngineError as e:
+            done_ns.append(time.monotonic_ns())
+            lat_ns.append(done_ns[-1] - t_req)
+            ok.append(False)
             errors += 1
             consecutive += 1
             first_error = first_error or str(e)
@@ -122,6 +142,9 @@ def _sequential_requests(engine: Engine, spec: CycleSpec, inputs: dict, retain: 
             if e.code == "TIMEOUT" or consecutive >= MAX_CONSECUTIVE_ERRORS:
                 break  # the model stopped answering (a dead stub, a stuck execute): stop sending
             continue
+        done_ns.append(time.monotonic_ns())
+        lat_ns.append(done_ns[-1] - t_req)
+        ok.append(True)
         consecutive = 0
         if checks.get(model) and not output_is(checks[model], r.outputs()):
             bad += 1
@@ -130,18 +153,45 @@ def _sequential_requests(engine: Engine, spec: CycleSpec, inputs: dict, retain: 
         else:
             r.release()
     wall = time.monotonic() - t0
+    if tick is not None:
+        tick()
     return {"requests": sent, "errors": errors, "timeouts": timeouts, "bad_outputs": bad, "lane": "sequential",
             "throughput": (sent - errors) / wall if wall > 0 else None, "detail": first_error,
-            "error_messages": top_messages([messages])}
+            "error_messages": top_messages([messages]),
+            "windows": _chunks(int(t0 * 1e9), done_ns, lat_ns, ok, per_chunk)}
+
+
+def _chunks(t0_ns: int, done_ns: list[int], lat_ns: list[int], ok: list[bool], per_chunk: int) -> list[dict]:
+    """The fixed count's requests as windows of ``per_chunk`` requests each (the trend's figures:
+    start and length in s, requests, errors, throughput, p50 and p99 in us, ``monotonic_end``)."""
+    import numpy as np
+
+    out = []
+    start = t0_ns
+    for k in range(0, len(done_ns), per_chunk):
+        end = done_ns[min(k + per_chunk, len(done_ns)) - 1]
+        good = np.array([v for v, g in zip(lat_ns[k:k + per_chunk], ok[k:k + per_chunk]) if g], float) / 1000
+        length = (end - start) / 1e9
+        out.append({"window": len(out) + 1, "start_s": (start - t0_ns) / 1e9, "length_s": length,
+                    "requests": int(good.size), "errors": int(len(ok[k:k + per_chunk]) - good.size),
+                    "throughput": good.size / length if length > 0 else None,
+                    "p50_us": float(np.percentile(good, 50)) if good.size else None,
+                    "p99_us": float(np.percentile(good, 99)) if good.size else None,
+                    "monotonic_end": end / 1e9})
+        start = end
+    return out
 
 
 def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
               phase: Callable[[str, float], None],
               workload: Callable | None = None,
               partial: Callable[[Partial], None] | None = None,
-              held: Held | None = None) -> CycleDone:
+              held: Held | None = None,
+              send: Callable[[Samples], None] | None = None) -> CycleDone:
     """Run one cycle; its row holds ``CycleRow`` fields (``outcome`` set). ``held``: the server
-    kept across cycles (``--restart reload``)."""
+    kept across cycles (``--restart reload``); ``send``: where the memory samples go (the
+    worker's channel). What runs beside the load and around the stop are observers of its
+    phases (``rig.observers``)."""
     evidence = Path(spec.evidence_dir) / f"c{cycle:06d}"
     if evidence.exists():  # a cycle cut short by a killed run, now run again
         shutil.rmtree(evidence, ignore_errors=True)
@@ -184,7 +234,7 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
             time.sleep(0.005)
     except EngineError as e:
         why = triton_error(options.log_file)
-        row.update(outcome="load_failed", load_outcome="not_measured", detail=(f"{e}: {why}" if why and why not in str(e) else str(e))[:2000],
+        row.update(outcome="load_failed", load_outcome="not_measured", growth_outcome="not_measured", detail=(f"{e}: {why}" if why and why not in str(e) else str(e))[:2000],
                    **summarize_markers(read_markers(evidence), None))
         row["finalize_before_stop"] = row["finalize_after_stop"] = None
         if reload and _all_ready(engine, []):  # the server stays for the next cycle's load
@@ -216,22 +266,33 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     regions = probes.shm_regions_mapped(pids)
 
     kept = Retained()
-    sampler = clientside.MemorySampler() if spec.client == "memory" else None
-    t_work = time.monotonic()
+    watchers = observers_mod.for_spec(spec, sample=spec.sample_memory)
+    ctx = observers_mod.Context(engine, spec, inputs, cycle, lambda timeout: _unload_all(engine, timeout), send)
+    t_work = ctx.t_load = time.monotonic()
+    ctx.paced = workload is None  # the fixed count ticks its observers; a workload's load does not
+    for o in watchers:
+        o.load_started(ctx)
     if workload is not None:
         # a fleet's node waits for its round, then the master's length (up to the same bound)
         fleet = 2 * NODE_WAIT_S + RELEASE_WAIT_S if spec.workload.get("master") else 0.0
         # the last window waits up to the request timeout for requests still in flight
         phase("infer", float(spec.workload.get("seconds", 2.0)) * 3 + 60 + fleet + 2 * spec.request_timeout)
-        _merge(row, workload(engine, spec, inputs, kept, cycle, checks))
+        out = workload(engine, spec, inputs, kept, cycle, checks)
+        ctx.windows = out.pop("windows", None) or []
+        _merge(row, out)
     else:
         phase("infer", 60 + spec.requests * 0.1 + 2 * spec.request_timeout)
-        _merge(row, _sequential_requests(engine, spec, inputs, spec.retain, kept, checks))
+        out = _sequential_requests(engine, spec, inputs, spec.retain, kept, checks,
+                                   tick=lambda: [o.tick(ctx) for o in watchers])
+        ctx.windows = out.pop("windows")
+        _merge(row, out)
+    ctx.t_load_end = time.monotonic()
     _add_reference(row, reference)
 
-    row["workload_s"] = time.monotonic() - t_work
-    if sampler is not None:
-        row.update(sampler.finish(row.get("requests"), row["workload_s"]))
+    row["workload_s"] = ctx.t_load_end - t_work
+    row.update(trends.window_trend(ctx.windows))
+    for o in watchers:
+        o.load_ended(ctx, row)
     stubs = probes.stubs_of(os.getpid())
     died = sorted(set(pids[1:]) - {p.pid for p in stubs})
     if died:
@@ -244,23 +305,11 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
                worker_threads=stats["threads"], gpu_memory_bytes=probes.gpu().memory_used(),
                shm_bytes=probes.dev_shm_bytes(), ready_after_load=_all_ready(engine, spec.models))
 
-    # The scene a scenario's client sets for the stop (rig.clientside)
-    flight = None
-    if spec.client != "none":
+    # The scene a scenario's client sets for the stop (rig.observers, rig.clientside)
+    if any(o.sets_scene for o in watchers):
         phase("client", 60 + spec.startup_timeout + 2 * spec.request_timeout)
-    if spec.client == "refused-request":
-        _merge(row, clientside.refuse(engine, spec.models))
-    elif spec.client == "stop-while-loading":
-        unloaded = _unload_all(engine, spec.startup_timeout)
-        if unloaded:
-            _merge(row, {"detail": f"before the load under way at stop: {unloaded[:300]}"})
-        loader = clientside.load_in_thread(engine, repository_models(Path(spec.model_repository)),
-                                           spec.startup_timeout)
-        row["loading_at_stop"] = clientside.loading(engine)
-        if loader.get("errors"):
-            _merge(row, {"detail": f"the load under way at stop failed: {loader['errors'][0][:300]}"})
-    elif spec.client == "stop-in-flight":
-        flight = clientside.start_in_flight(engine, spec.models, inputs, spec.in_flight_at_stop)
+    for o in watchers:
+        o.before_stop(ctx, row)
 
     phase("stop", spec.exit_timeout + 60)
     t_stop = time.monotonic()
@@ -279,6 +328,7 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     row["finalize_after_stop"] = 0
     row["outcome"] = classify(row)
     row["load_outcome"] = classify_load(row)
+    row["growth_outcome"] = classify_growth(row, spec.max_memory_growth, spec.max_slowdown)
     if partial is not None:  # a crash or hang in teardown must not lose what stop did, nor hide
         partial(Partial(dict(row), tuple(sorted(regions))))  # the shared memory it would leave
 
@@ -291,14 +341,14 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     while time.monotonic() < deadline:
         s = summarize_markers(read_markers(evidence), t_ret)
         if s["finalize_before_stop"] + s["finalize_after_stop"] >= s["finalize_expected"] \
-                and not probes.stubs_of(os.getpid()) and (flight is None or flight.ended() >= flight.submitted):
+                and not probes.stubs_of(os.getpid()) and all(o.settled() for o in watchers):
             break
         time.sleep(0.02)
     after = summarize_markers(read_markers(evidence), t_ret)
     row.update(after)
     row["finalize_before_stop"] = before["finalize_before_stop"]
-    if flight is not None:  # counted before the server is freed: a request lost is one with no word by now
-        _merge(row, flight.figures())
+    for o in watchers:  # counted before the server is freed: a request lost is one with no word by now
+        o.released(ctx, row)
     row["cleanup"] = "ok" if reload else _teardown(engine, phase, spec)
     row["stubs_killed"] = probes.kill_processes(probes.stubs_of(os.getpid()))
     leaked = probes.shm_regions_present(regions)
@@ -306,7 +356,9 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     probes.remove_shm_regions(leaked)
     row["outcome"] = classify(row)
     row["load_outcome"] = classify_load(row)
-    for note in (raised_and_held(row), UNANSWERED if row.get("timeouts") else None):
+    row["growth_outcome"] = classify_growth(row, spec.max_memory_growth, spec.max_slowdown)
+    for note in (raised_and_held(row), UNANSWERED if row.get("timeouts") else None,
+                 growth_note(row) if row["growth_outcome"] in ("leaking", "slowing") else None):
         if note:
             row["detail"] = f"{row['detail']}; {note}" if row.get("detail") else note
     return CycleDone(row, version)
@@ -385,12 +437,7 @@ def _has_python_models(repository: str, names: list[str]) -> bool:
     return False
 
 
-def _merge(row: dict, out: dict) -> None:
-    """Add a workload's figures; its detail joins what is already noted instead of replacing it."""
-    detail = out.pop("detail", None)
-    row.update(out)
-    if detail:
-        row["detail"] = f"{row['detail']}; {detail}" if row.get("detail") else detail
+_merge = observers_mod.merge  # a workload's figures; its detail joins what is already noted
 
 
 def _unload_all(engine: Engine, timeout_s: float, timed_out: str = "") -> str | None:

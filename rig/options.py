@@ -42,6 +42,9 @@ def add_server_options(g) -> None:
     g.add_argument("--exit-timeout", type=int, help="the server's exit_timeout in seconds (default 30)")
     g.add_argument("--startup-timeout", type=float, help="seconds to become ready (default 120)")
     g.add_argument("--request-timeout", type=float, help="seconds a request may take (default 30)")
+    g.add_argument("--memory-samples", choices=("on", "off"),
+                   help="sample every process's memory (worker, each backend stub, GPU) through the load, for "
+                   "the growth verdict and the memory table (default on)")
     g.add_argument("--results", help="results folder (default results/)")
     g.add_argument("--node", help="the name this machine's rows carry in `host` (default the hostname)")
 
@@ -79,6 +82,13 @@ def add_cycle_options(p: argparse.ArgumentParser, cycles_default_help: str) -> N
     t.add_argument("--max-stop-latency", type=float, help="seconds")
     t.add_argument("--min-finalize-success", type=float, help="fraction 0..1")
     t.add_argument("--allow-leaks", action="store_true", default=None)
+    t.add_argument("--max-memory-growth", type=float, metavar="BYTES_PER_1K",
+                   help="a cycle is `leaking` where a process kind (the worker, a model's stubs) grows by more "
+                   "than this many bytes per 1,000 requests over its whole interval (default 262144)")
+    t.add_argument("--max-slowdown", type=float, metavar="PCT",
+                   help="a cycle is `slowing` where its load's end is more than PCT %% slower than its start "
+                   "(p50 up or throughput down) over the whole interval; a run, the same across its cycles "
+                   "(default 50)")
     t.add_argument("--allow-outcomes", default=None,
                    help="comma-separated verdicts that do not fail the run, of the lifecycle (clean, "
                    "exit_timeout, ...) and of the load (ok, errors, timeouts, ...); a kind left unnamed "
@@ -101,6 +111,9 @@ OVERRIDES = {  # config key -> option dest (a subcommand without the option leav
     "thresholds.min_finalize_success": "min_finalize_success",
     "thresholds.allow_leaks": "allow_leaks",
     "thresholds.allow_outcomes": "allow_outcomes",
+    "thresholds.max_memory_growth": "max_memory_growth",
+    "thresholds.max_slowdown": "max_slowdown",
+    "memory_samples": "memory_samples",
 }
 # Options that shape a workload: without one (--workload none, the default) they cannot apply.
 WORKLOAD_ONLY = ("workload_seconds", "users", "in_flight", "arrivals", "window_seconds", "seed",
@@ -111,6 +124,8 @@ def overrides(a: argparse.Namespace) -> dict:
     """The options given, as the config keys they override (None: not given)."""
     out = {key: getattr(a, dest, None) for key, dest in OVERRIDES.items()}
     out["workload.rate"] = one_rate(getattr(a, "rate", None))
+    if out["memory_samples"] is not None:
+        out["memory_samples"] = out["memory_samples"] == "on"
     return out
 
 

@@ -131,6 +131,37 @@ def process_stats(pid: int | None = None) -> dict:
         return {"rss_bytes": None, "fds": None, "threads": None}
 
 
+def memory_of(p: psutil.Process) -> tuple[int | None, int | None]:
+    """(RSS, USS) of a process; USS (pages no other process maps: what a leak of its own grows,
+    apart from the shared-memory pool it shares with the server) is None where it cannot be
+    read; both None for a process gone."""
+    try:
+        full = p.memory_full_info()  # /proc/PID/smaps_rollup: one read
+        return int(full.rss), int(full.uss)
+    except psutil.AccessDenied:
+        try:
+            return int(p.memory_info().rss), None
+        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+            return None, None
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return None, None
+
+
+def stub_identity(p: psutil.Process) -> tuple[str | None, str | None]:
+    """(model, instance) of a backend stub, from its command line: the model's file
+    (``<repository>/<model>/<version>/model.py``) and the instance's name (``<model>_<i>_<j>``)."""
+    try:
+        args = p.cmdline()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+        return None, None
+    model = None
+    for a in args[1:2]:
+        path = Path(a)
+        model = path.parent.parent.name if path.suffix == ".py" else path.parent.name or None
+    instance = next((a for a in args[2:] if model and a.startswith(model + "_")), None)
+    return model, instance
+
+
 def total_rss(procs: list[psutil.Process]) -> int | None:
     total = 0
     for p in procs:
@@ -171,6 +202,19 @@ class Gpu:
         if not self.handle:
             return None
         return int(self._nvml.nvmlDeviceGetMemoryInfo(self.handle).used)
+
+    def process_memory(self) -> dict[int, int]:
+        """GPU memory used by each process on device 0 (pid -> bytes); empty without a GPU."""
+        if not self.handle:
+            return {}
+        out: dict[int, int] = {}
+        try:
+            for p in self._nvml.nvmlDeviceGetComputeRunningProcesses(self.handle):
+                if p.usedGpuMemory is not None:
+                    out[int(p.pid)] = int(p.usedGpuMemory)
+        except Exception:  # noqa: BLE001 - NVMLError: not supported here (a MIG slice, a container)
+            return {}
+        return out
 
     def utilization(self) -> float | None:
         if not self.handle:

@@ -47,6 +47,20 @@ Schema history (``schema_version`` column):
      (whether the server and every model the load used still said ready when the load ended: a
      dead stub's model may). ``restart`` may be ``reload`` (one server; the models unloaded and
      loaded again each cycle).
+  11: what sustained load did to the processes where the models live, and its verdict (cycles):
+     ``growth_outcome`` (the third verdict: ok | leaking | slowing | not_measured,
+     ``verdicts.GROWTH_OUTCOMES``), ``memory_samples`` (samples taken per process over the load),
+     each process kind's memory growth per 1,000 requests by a Theil-Sen slope with its 95 %
+     interval after the warm-up (``worker_growth_per_1k_b``/``_low_b``/``_high_b``, and per second
+     of load ``worker_growth_per_s_b``; the stubs',
+     per model, the largest: ``stub_growth_*`` and ``stub_growth_model``; ``gpu_growth_per_1k_b``),
+     the requests they are read over (``growth_requests``), every process's in ``growth_by_process`` (JSON ``{process: [per_1k, low, high]}``); the trend
+     over the load's windows: ``throughput_change_pct``, ``p50_change_pct``, ``p99_change_pct``
+     (Theil-Sen change from the load's start to its end, in % of the start), ``slowdown_pct`` and
+     ``slowdown_low_pct`` (how much slower the end is than the start: p50's rise or throughput's
+     fall, the larger, and its interval's lower bound), ``p50_us_per_1k`` and ``trend_windows``.
+     The table ``memory``: every process's memory through the load, one row per process and sample
+     (``MemoryRow``).
 """
 
 from __future__ import annotations
@@ -64,7 +78,7 @@ def now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-SCHEMA_VERSION = 10  # see the history above
+SCHEMA_VERSION = 11  # see the history above
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,6 +167,27 @@ class CycleRow:
     rss_per_1k_requests_b: float | None = None     # the worker's RSS growth over the load (memory)
     traced_per_1k_requests_b: float | None = None  # its Python allocations' growth (memory)
     ready_after_load: bool | None = None  # the server and the load's models still said ready when it ended
+    # What sustained load did (schema 11): the third verdict, and the figures it is judged from
+    growth_outcome: str | None = None  # ok | leaking | slowing | not_measured: see verdicts.GROWTH_OUTCOMES
+    memory_samples: int | None = None  # samples of each process's memory over the load
+    worker_growth_per_1k_b: float | None = None  # the worker's memory (USS) per 1,000 requests, Theil-Sen
+    worker_growth_low_b: float | None = None     # its 95 % interval
+    worker_growth_high_b: float | None = None
+    worker_growth_per_s_b: float | None = None   # the same per second of load (the worker's floor is judged in it)
+    stub_growth_per_1k_b: float | None = None    # the model whose stubs grew most (its instances summed)
+    stub_growth_low_b: float | None = None
+    stub_growth_high_b: float | None = None
+    stub_growth_model: str | None = None
+    gpu_growth_per_1k_b: float | None = None     # GPU memory of the cycle's processes (NVML), where there is one
+    growth_requests: float | None = None         # requests the growth is read over (after the warm-up)
+    growth_by_process: str | None = None         # JSON {"worker" | "stub <model>" | "gpu": [per_1k, low, high]}
+    throughput_change_pct: float | None = None   # over the load's windows, end against start (Theil-Sen)
+    p50_change_pct: float | None = None
+    p99_change_pct: float | None = None
+    slowdown_pct: float | None = None            # how much slower the end than the start: p50 up or throughput down
+    slowdown_low_pct: float | None = None        # its 95 % interval's lower bound (what is judged)
+    p50_us_per_1k: float | None = None           # p50's trend in microseconds per 1,000 requests
+    trend_windows: int | None = None             # windows the trend is read from (after the warm-up)
     schema_version: int = SCHEMA_VERSION
 
 
@@ -235,6 +270,27 @@ class FleetRow:
     schema_version: int = SCHEMA_VERSION
 
 
+@dataclasses.dataclass(frozen=True)
+class MemoryRow:
+    """One process's memory at one sample of a cycle's load (the table ``memory``): the worker
+    (the core and the in-process API) and every backend stub, by model and instance."""
+
+    run_id: str
+    cycle: int
+    sample: int                # 0, 1, ... in the order taken
+    t_s: float                 # since the load started
+    requests: float | None     # requests completed by then (from the windows; None: unknown)
+    process: str               # worker | stub
+    model: str | None          # a stub's model (None: the worker)
+    instance: str | None       # a stub's instance (numpy_0_0, ...)
+    pid: int
+    rss_bytes: int | None
+    uss_bytes: int | None      # unique set size (psutil), None where it cannot be read
+    gpu_bytes: int | None      # the process's GPU memory (NVML), None without a GPU
+    host: str | None = None
+    schema_version: int = SCHEMA_VERSION
+
+
 def window_row(run_id: str, engine: str, model: str, msg: dict, tool: str = "rig") -> WindowRow:
     """A ``WindowRow`` from a worker's window figures (or perf_analyzer's), with the run's tags
     and defaults for what the figures lack."""
@@ -303,6 +359,7 @@ class CycleResult:
 
     row: CycleRow
     windows: tuple[WindowRow, ...] = ()
+    memory: tuple[MemoryRow, ...] = ()
 
 
 # ---------------------------------------------------------------- the worker's messages
@@ -316,6 +373,7 @@ class Kind(str, enum.Enum):
     WINDOW = "window"
     PARTIAL = "partial"
     CYCLE = "cycle"
+    SAMPLES = "samples"
     FATAL = "fatal"
     REFUSED = "refused"
 
@@ -382,6 +440,16 @@ class CycleDone(_Message):
 
 
 @dataclasses.dataclass(frozen=True)
+class Samples(_Message):
+    """Every process's memory over a cycle's load (``MemoryRow`` fields less the run's tags),
+    sent before the cycle's ``CycleDone``."""
+
+    KIND = Kind.SAMPLES
+    cycle: int
+    rows: tuple[dict, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
 class Fatal(_Message):
     """An exception escaped the worker's loop (``error``: ``Type: message``); it exits 3."""
 
@@ -398,8 +466,8 @@ class Refused(_Message):
     error: str
 
 
-Message = typing.Union[CycleStart, Phase, Window, Partial, CycleDone, Fatal, Refused]
-_BY_KIND: dict[str, type] = {c.KIND.value: c for c in (CycleStart, Phase, Window, Partial, CycleDone, Fatal, Refused)}
+Message = typing.Union[CycleStart, Phase, Window, Partial, CycleDone, Samples, Fatal, Refused]
+_BY_KIND: dict[str, type] = {c.KIND.value: c for c in (CycleStart, Phase, Window, Partial, CycleDone, Samples, Fatal, Refused)}
 
 
 def decode(line: str | bytes) -> Message | None:

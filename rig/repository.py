@@ -25,6 +25,8 @@ FAULTS = {
     "leaks-memory": {"leak_bytes": str(1 << 20)},
     "leaks-per-load": {"leak_per_load_bytes": str(1 << 20)},
     "slow-execute": {"execute_delay_ms": "125"},
+    # each execute sleeps 100 us more than the last (a model that scores every query against all earlier ones)
+    "slows-down": {"slowdown_us": "100"},
     # initialize sleeps past the exit timeout: 5 s more than it (``load_slow_s``), 35 s for the default 30
     "load-slow": {"load_sleep_s": "35"},
 }

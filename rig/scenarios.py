@@ -41,6 +41,7 @@ class Scenario:
     measured: tuple[str, ...] = ("2.51.0", "2.48.0")  # the cores its verdicts were measured on
     engines: tuple[str, ...] = ("capi", "tritonserver")  # and the engines
     control: tuple[str, str] = ("clean", "ok")  # its negative control's
+    growth: str = "ok"            # the growth verdict it gives (verdicts.GROWTH_OUTCOMES); its control's is ok
     workload: bool = False        # needs load running (``--workload``) to show
     client: str = "none"          # what the client does around stop() (rig.clientside.CLIENTS)
     restart: str | None = None    # a restart mode of its own (reload)
@@ -114,7 +115,11 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("load-fails", (),
              "the model's initialize raises", fault="load-fails", expected=("load_failed", "not_measured")),
     Scenario("leaks-memory", ("server#8218",),
-             "the model keeps 1 MiB more on every request (the stubs' RSS grows with the requests)", fault="leaks-memory"),
+             "the model keeps 1 MiB more on every request (its stub's memory grows with the requests)",
+             fault="leaks-memory", growth="leaking"),
+    Scenario("slows-down", (),
+             "each execute of the model sleeps 100 us longer than the one before (it gets slower with every "
+             "request)", fault="slows-down", growth="slowing"),
 )}
 # Fault presets and retention policies with no scenario of their own (a hang while loading takes
 # the whole startup timeout: run it with --fault load-hangs when that is what you want).

@@ -23,9 +23,30 @@ class Tally:
     """Running figures of a run, for the progress bar and the summary."""
 
     rows: list[CycleRow] = dataclasses.field(default_factory=list)
+    p50_us: dict = dataclasses.field(default_factory=dict)  # cycle -> the median p50 of its windows
 
-    def add(self, row: CycleRow):
+    def add(self, row: CycleRow, windows: tuple[WindowRow, ...] = ()):
         self.rows.append(row)
+        p50 = [w.p50_us for w in windows if w.p50_us is not None and w.tool == "rig"]
+        if p50:
+            import statistics
+
+            self.p50_us[row.cycle] = statistics.median(p50)
+
+    def run_trend(self) -> dict:
+        """The trend across the run's cycles, in order: throughput and p50 against the load run so
+        far (``rig.trends.run_trend``); empty with fewer than 4 measured cycles."""
+        from rig import trends
+
+        rows = sorted((r for r in self.rows if r.throughput and r.workload_s), key=lambda r: r.cycle)
+        if len(rows) < trends.MIN_POINTS:
+            return {}
+        load, at = [], 0.0
+        for r in rows:
+            at += r.workload_s
+            load.append(at)
+        return trends.run_trend(load, [r.throughput for r in rows],
+                                [self.p50_us.get(r.cycle, float("nan")) for r in rows])
 
     @property
     def outcomes(self) -> collections.Counter:
@@ -34,6 +55,10 @@ class Tally:
     @property
     def load_outcomes(self) -> collections.Counter:
         return collections.Counter(r.load_outcome for r in self.rows if r.load_outcome)
+
+    @property
+    def growth_outcomes(self) -> collections.Counter:
+        return collections.Counter(r.growth_outcome for r in self.rows if r.growth_outcome)
 
     @property
     def finalize_success(self) -> float | None:
@@ -54,7 +79,8 @@ class Tally:
 def cycle_line(r: CycleRow) -> str:
     """The one-line human summary of a cycle."""
     f = num
-    parts = [f"cycle {r.cycle}: {r.outcome}", f"load {r.load_outcome or '-'}", f"start {f(r.start_latency_s)} s",
+    parts = [f"cycle {r.cycle}: {r.outcome}", f"load {r.load_outcome or '-'}",
+             *([f"growth {r.growth_outcome}"] if r.growth_outcome else []), f"start {f(r.start_latency_s)} s",
              f"stop {f(r.stop_latency_s)} s",
              f"finalize {f(r.finalize_before_stop, '{}')}/{f(r.finalize_expected, '{}')} before stop, "
              f"{f(r.finalize_after_stop, '{}')} after"]
@@ -82,6 +108,7 @@ def cycle_line(r: CycleRow) -> str:
         parts.append(f"{r.throughput:,.0f} infer/s")
     if r.errors:
         parts.append(f"{r.errors} request errors" + (f" ({r.timeouts} unanswered)" if r.timeouts else ""))
+    parts.extend(growth_parts(r))
     if r.bad_outputs:
         parts.append(f"{r.bad_outputs} wrong outputs")
     # Each verdict's reason, the stop's first: the load's own words must not hide the stop's.
@@ -92,7 +119,22 @@ def cycle_line(r: CycleRow) -> str:
         parts.append(f"(load: {first[:160]})")
     elif r.outcome not in (*verdicts.GOOD, *verdicts.STOP_FAILED) and (r.detail or r.stop_error):
         parts.append(f"({(r.detail or r.stop_error)[:160]})")
+    if r.growth_outcome in ("leaking", "slowing"):
+        note = verdicts.growth_note(dataclasses.asdict(r))
+        if note:
+            parts.append(f"({r.growth_outcome}: {note[:200]})")
     return " | ".join(parts)
+
+
+def growth_parts(r: CycleRow) -> list[str]:
+    """What the growth verdict read: the process that grew most per 1,000 requests, and the load's
+    slowdown, each where it was measured."""
+    out = []
+    if r.stub_growth_per_1k_b is not None:  # where the models live; the worker's is in the row
+        out.append(f"stub {r.stub_growth_model} {r.stub_growth_per_1k_b / 1000:+,.1f} KB/1k req")
+    if r.slowdown_pct is not None:
+        out.append(f"{r.slowdown_pct:+,.0f} % slower at the end")
+    return out
 
 
 def _first_message(r: CycleRow) -> str | None:
@@ -141,7 +183,8 @@ def judge(tally: Tally, cfg: RunConfig, allowed: tuple[str, ...]) -> list[str]:
 
     t = cfg.thresholds
     return verdict.soak(tally.rows, allowed, max_stop_latency_s=t.max_stop_latency_s,
-                        min_finalize_success=t.min_finalize_success, allow_leaks=t.allow_leaks)
+                        min_finalize_success=t.min_finalize_success, allow_leaks=t.allow_leaks,
+                        run_trend=tally.run_trend(), max_slowdown=t.max_slowdown)
 
 
 def summary_table(tally: Tally) -> str:
@@ -155,6 +198,8 @@ def summary_table(tally: Tally) -> str:
     lines = [f"cycles        {len(tally.rows)}",
              "outcomes      " + ", ".join(f"{k}={v}" for k, v in sorted(tally.outcomes.items())) + "  (lifecycle)",
              "load          " + (", ".join(f"{k}={v}" for k, v in sorted(tally.load_outcomes.items())) or "-"),
+             *(["growth        " + ", ".join(f"{k}={v}" for k, v in sorted(tally.growth_outcomes.items()))
+                + "  (memory per 1k requests, slowdown over each load)"] if tally.growth_outcomes else []),
              "finalize      " + ("-" if fs is None else f"{fs:.1%} before stop returned")]
     if lat:
         q = sorted(lat)
@@ -165,7 +210,31 @@ def summary_table(tally: Tally) -> str:
         lines.append(f"rig overhead  median {statistics.median(over):.3f} s per cycle "
                      "(beyond start, workload and stop)")
     lines.append(f"leaks         {stubs} stub(s) killed, {shm} shared-memory region(s) removed")
+    lines.extend(growth_lines(tally))
     return "\n".join(lines)
+
+
+def growth_lines(tally: Tally) -> list[str]:
+    """The growth figures of the run: each process kind's median growth per 1,000 requests, the
+    median slowdown within a cycle, and the trend across the cycles (``Tally.run_trend``)."""
+    import statistics
+
+    lines = []
+    for label, key in (("worker", "worker_growth_per_1k_b"), ("stubs", "stub_growth_per_1k_b")):
+        vals = [getattr(r, key) for r in tally.rows if getattr(r, key) is not None]
+        if vals:
+            lines.append(f"memory        {label}: median {statistics.median(vals) / 1000:+,.1f} KB per 1,000 requests "
+                         f"(max {max(vals) / 1000:+,.1f})")
+    slow = [r.slowdown_pct for r in tally.rows if r.slowdown_pct is not None]
+    if slow:
+        lines.append(f"slowdown      within a cycle: median {statistics.median(slow):+,.1f} % (max {max(slow):+,.1f} %)")
+    trend = tally.run_trend()
+    if trend.get("slowdown_pct") is not None:
+        per_min = trend.get("pct_per_min")
+        lines.append(f"              across {trend['cycles']} cycles: {trend['slowdown_pct']:+,.1f} % slower at the end "
+                     f"(at least {trend['slowdown_low_pct']:+,.1f} %" + (f"; {per_min:+,.2f} % per minute of load)"
+                                                                       if per_min is not None else ")"))
+    return lines
 
 
 class Progress:
@@ -195,6 +264,8 @@ class Progress:
                  f"finalize {fs:.0%}" if fs is not None else "",
                  " ".join(f"{k}={v}" for k, v in sorted(t.outcomes.items())),
                  "load " + " ".join(f"{k}={v}" for k, v in sorted(t.load_outcomes.items())) if t.load_outcomes else "",
+                 "growth " + " ".join(f"{k}={v}" for k, v in sorted(t.growth_outcomes.items()))
+                 if set(t.growth_outcomes) - {"ok", "not_measured"} else "",
                  phase]
         return "  ".join(p for p in parts if p)
 
@@ -286,7 +357,7 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
 
     def on_cycle(result: CycleResult):
         row = result.row
-        tally.add(row)
+        tally.add(row, result.windows)
         orchestrator.record(p, result)
         if progress:
             progress.cycle_done(row)

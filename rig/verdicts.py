@@ -33,6 +33,28 @@ LOAD_OUTCOMES = {
     "not_measured": "no load was measured: the server or a model never became ready, or the worker hung or crashed first",
 }
 LoadOutcome = typing.Literal[tuple(LOAD_OUTCOMES)]
+# The third verdict, judged apart from both: what sustained load did to the processes where the
+# models live (rig.trends). Apart, not folded into the load's: a leaking model answers every
+# request right, and a model that fails its requests may leak too; one must never hide the other.
+GROWTH_OUTCOMES = {
+    "ok": "no process grew, nor the load slowed, past its threshold",
+    "leaking": "a process's memory grew past --max-memory-growth bytes per 1,000 requests (the whole interval)",
+    "slowing": "the load's end was slower than its start by more than --max-slowdown % (the whole interval)",
+    "not_measured": "too short a load (or none) to read a trend from: under 4 samples or windows after the warm-up",
+}
+GrowthOutcome = typing.Literal[tuple(GROWTH_OUTCOMES)]
+# The defaults, set from clean runs' noise (docs/guide/growth.md): a process that keeps over
+# 256 KiB per 1,000 requests (262 B a request), a load whose end is over 50 % slower than its start.
+MAX_MEMORY_GROWTH_B = 262_144
+MAX_SLOWDOWN_PCT = 50.0
+# The worker also runs the load: its own allocations (Locust, the windows, the samples) grow it by
+# up to ~60 KB a second of load whatever the model does (measured). Its growth is judged only past
+# this floor too, or a slow model (few requests a second) would read as a worker that leaks.
+WORKER_FLOOR_B_PER_S = 262_144
+# Nor is a process leaking that grew less than this over the whole load read (the warm-up left
+# out): a stub's first hundred requests touch ~400 KB of fresh pages, which per 1,000 requests of
+# a short load reads as a leak.
+MIN_GROWTH_B = 4 << 20
 # The verdicts a run passes with unless told otherwise (--allow-outcomes), one of each kind; the
 # lifecycle's outcomes that come from the stop itself; the load's verdict where nothing was measured.
 GOOD = ("clean", "ok")
@@ -58,6 +80,43 @@ def classify(row: dict) -> Outcome:
     if (row.get("finalize_expected") or 0) > (row.get("finalize_before_stop") or 0):
         return "finalize_missing"
     return "clean"
+
+
+def classify_growth(row: dict, max_memory_growth_b: float | None = MAX_MEMORY_GROWTH_B,
+                    max_slowdown_pct: float | None = MAX_SLOWDOWN_PCT) -> GrowthOutcome:
+    """The growth verdict: ``leaking`` where a process kind's growth per 1,000 requests is above
+    ``max_memory_growth_b`` over its whole interval (the lower bound), ``slowing`` where the
+    load's slowdown is above ``max_slowdown_pct`` over its whole interval, ``leaking`` first
+    (memory runs a node out; the detail names both); ``not_measured`` where neither could be
+    read. A threshold given as None is not judged."""
+    if row.get("outcome") == "load_failed" or row.get("requests") is None:
+        return "not_measured"
+    worker = row.get("worker_growth_low_b")
+    if worker is not None and (row.get("worker_growth_per_s_b") or 0) <= WORKER_FLOOR_B_PER_S:
+        worker = min(worker, 0.0)  # measured, and under the rig's own floor
+    lows = [worker, row.get("stub_growth_low_b")]
+    measured = any(v is not None for v in lows) or row.get("slowdown_low_pct") is not None
+    over = row.get("growth_requests") or 0
+    if max_memory_growth_b is not None and any(v is not None and v > max_memory_growth_b
+                                               and v * over / 1000 > MIN_GROWTH_B for v in lows):
+        return "leaking"
+    if max_slowdown_pct is not None and (row.get("slowdown_low_pct") or 0) > max_slowdown_pct:
+        return "slowing"
+    return "ok" if measured else "not_measured"
+
+
+def growth_note(row: dict) -> str | None:
+    """What the growth verdict read, in a person's units, for the cycle's detail."""
+    notes = []
+    for who, key in (("worker", "worker_growth"), (f"stub {row.get('stub_growth_model')}", "stub_growth")):
+        v, lo, hi = row.get(f"{key}_per_1k_b"), row.get(f"{key}_low_b"), row.get(f"{key}_high_b")
+        if v is not None and lo is not None and lo > 0:
+            notes.append(f"{who} +{v / 1000:,.1f} KB per 1,000 requests ({lo / 1000:,.1f}-{hi / 1000:,.1f})")
+    s, lo = row.get("slowdown_pct"), row.get("slowdown_low_pct")
+    if s is not None and lo is not None and lo > 0:
+        notes.append(f"{s:,.0f} % slower at the load's end than its start (at least {lo:,.0f} %; p50 "
+                     f"{row.get('p50_change_pct') or 0:+,.0f} %, throughput {row.get('throughput_change_pct') or 0:+,.0f} %)")
+    return "; ".join(notes) or None
 
 
 def classify_load(row: dict) -> LoadOutcome:

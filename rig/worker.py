@@ -101,7 +101,7 @@ def main(spec_path: str, result_fd: int) -> int:
         for k in spec.cycles:
             chan.send(CycleStart(k, time.monotonic()))
             chan.send(cycle_mod.run_cycle(lambda: engines.make(spec.engine, runtime), spec, k, phase, workload,
-                                          partial=chan.send, held=held))
+                                          partial=chan.send, held=held, send=chan.send))
         if held is not None:  # every cycle reported: the server kept across them stops now
             held.close(phase, spec)
     except cycle_mod.InputsRefused as e:  # bad input, not a failed cycle: the parent refuses the run

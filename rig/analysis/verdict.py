@@ -63,17 +63,22 @@ def finalize_success(rows: list[dict]) -> float | None:
 
 
 def soak(cycles, allowed: Iterable[str], max_stop_latency_s: float | None = None,
-         min_finalize_success: float | None = None, allow_leaks: bool = False) -> list[str]:
-    """Reasons a soak fails its thresholds (empty: it passes): outcomes not ``allowed``, the
+         min_finalize_success: float | None = None, allow_leaks: bool = False,
+         run_trend: dict | None = None, max_slowdown: float | None = None) -> list[str]:
+    """Reasons a soak fails its thresholds (empty: it passes): outcomes not ``allowed`` (the
+    lifecycle's, the load's, the growth's: ``leaking`` and ``slowing`` fail unless named), the
     longest stop above ``max_stop_latency_s``, finalize success (over finalizes) below
-    ``min_finalize_success``, stubs the rig killed or shared memory left unless ``allow_leaks``.
-    A threshold left None is not checked; a figure no cycle has is not judged."""
+    ``min_finalize_success``, stubs the rig killed or shared memory left unless ``allow_leaks``,
+    and a run whose cycles slowed across it (``run_trend``: ``rig.trends.run_trend``) by more
+    than ``max_slowdown`` % over the whole interval. A threshold left None is not checked; a
+    figure no cycle has is not judged."""
     rows = records(cycles)
     allowed = tuple(allowed)
     reasons = []
     # Two verdicts, judged apart: the lifecycle's (``outcome``) and the load's (``load_outcome``;
     # a row without one, or whose load was not measured, is judged on its lifecycle alone).
-    for key, label, skip in (("outcome", "outcomes", ()), ("load_outcome", "load outcomes", (None, verdicts.NOT_MEASURED))):
+    for key, label, skip in (("outcome", "outcomes", ()), ("load_outcome", "load outcomes", (None, verdicts.NOT_MEASURED)),
+                             ("growth_outcome", "growth outcomes", (None, verdicts.NOT_MEASURED, "ok"))):
         counts: dict[str, int] = {}
         for r in rows:
             if r.get(key) not in skip:
@@ -90,6 +95,10 @@ def soak(cycles, allowed: Iterable[str], max_stop_latency_s: float | None = None
     stubs, shm = _sum(rows, "stubs_killed"), _sum(rows, "shm_regions_leaked")
     if not allow_leaks and (stubs or shm):
         reasons.append(f"leaks: {stubs} stub(s) killed by the rig, {shm} shared-memory region(s) left")
+    low = (run_trend or {}).get("slowdown_low_pct")
+    if max_slowdown is not None and low is not None and low > max_slowdown and "slowing" not in allowed:
+        reasons.append(f"slowing across the run: {run_trend['slowdown_pct']:.0f} % slower at its last cycles than its "
+                       f"first (at least {low:.0f} % > {max_slowdown:g} %)")
     return reasons
 
 

@@ -24,6 +24,8 @@ def rows() -> list[dict]:
         others = [f"{'' if v == '*' else v + ' '}{'' if e == '*' else e + ' '}{' / '.join(x)}" for v, e, x in s.known]
         if others:
             expected += f" ({'; '.join(others)})"
+        if s.growth != "ok":
+            expected += f"; growth {s.growth}"
         built = ", ".join(x for x in (f"models/scenarios/{s.repository}" if s.repository else "",
                                       f"--fault {s.fault}" if s.fault != "none" and not s.repository else "",
                                       f"--retain {s.retain}" if s.retain != "none" else "",

@@ -190,8 +190,7 @@ def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
                                  emit=emit, tags=tags, csv_prefix=csv, web_port=wcfg.get("web_port"),
                                  request_timeout=spec.request_timeout, checks=checks,
                                  fleet=_fleet(wcfg, spec, cycle))
-        out.pop("windows", None)
-        why: dict = {}
+        why: dict = {}  # the windows stay in ``out``: the cycle reads the load's trend from them
         failed = apply_retention(engine, model, inputs[model], spec.retain, kept, spec.request_timeout, why)
         if failed:
             out["requests"] += 1

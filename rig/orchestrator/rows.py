@@ -57,7 +57,7 @@ def lost_cycle(p: Prepared, cycle: int, partial: Partial | None, outcome: str, c
         # them; a leak that a crash hides is still a leak, so count them either way.
         stubs = max(stubs, int(partial.row.get("stubs_alive_after_stop") or 0))
     else:
-        row.update(outcome=outcome, load_outcome="not_measured", detail=what)
+        row.update(outcome=outcome, load_outcome="not_measured", growth_outcome="not_measured", detail=what)
     row.update(stubs_killed=(row.get("stubs_killed") or 0) + stubs,
                shm_regions_leaked=(row.get("shm_regions_leaked") or 0) + leaked, worker_pid=pid)
     return row
@@ -69,4 +69,6 @@ def record(p: Prepared, result: CycleResult) -> None:
     row = result.row
     if result.windows:
         p.store.write("windows", list(result.windows), p.runtime.triton_version, f"c{row.cycle:06d}")
+    if result.memory:
+        p.store.write("memory", list(result.memory), p.runtime.triton_version, f"c{row.cycle:06d}")
     p.store.write("cycles", [row], p.runtime.triton_version, f"c{row.cycle:06d}")

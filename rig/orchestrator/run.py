@@ -21,8 +21,8 @@ from rig.fleet import node_name
 from rig.orchestrator.prepare import Prepared, check_run_inputs
 from rig.orchestrator.rows import blank_row, finish_row, lost_cycle
 from rig.procs import python_m
-from rig.protocol import (CycleDone, CycleResult, CycleStart, Fatal, Message, Partial, Phase, Refused, Window,
-                          WindowRow, decode, window_row)
+from rig.protocol import (CycleDone, CycleResult, CycleStart, Fatal, MemoryRow, Message, Partial, Phase, Refused,
+                          Samples, Window, WindowRow, decode, typed_row, window_row)
 
 
 class WorkerHandle:
@@ -49,7 +49,9 @@ class WorkerHandle:
             check=p.config.model_size if not p.config.model_repository else 0, cwd=os.getcwd(),
             input_data=p.config.input_data, shapes=inputs["shapes"], optional_inputs=inputs["optional"],
             client=p.config.client,
-            in_flight_at_stop=scenarios.get(p.config.scenario).in_flight if p.config.scenario else IN_FLIGHT)
+            in_flight_at_stop=scenarios.get(p.config.scenario).in_flight if p.config.scenario else IN_FLIGHT,
+            max_memory_growth=p.config.thresholds.max_memory_growth, max_slowdown=p.config.thresholds.max_slowdown,
+            sample_memory=p.config.memory_samples)
         (p.work_dir / "logs").mkdir(parents=True, exist_ok=True)
         self.spec_path = work / f"spec-{index:04d}.json"
         self.spec_path.write_text(json.dumps(dataclasses.asdict(spec), indent=1))
@@ -119,10 +121,11 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult],
     as it arrives (progress), ``on_phase`` each phase."""
     pending = list(cycles)
     windows: dict[int, list[WindowRow]] = {}
+    memory: dict[int, list[MemoryRow]] = {}
 
     def finish(row: dict, wall: float | None, reported: str | None = None) -> None:
         done = finish_row(p, row, wall, reported)
-        on_cycle(CycleResult(done, tuple(windows.pop(done.cycle, ()))))
+        on_cycle(CycleResult(done, tuple(windows.pop(done.cycle, ())), tuple(memory.pop(done.cycle, ()))))
     index = 0
     while pending:
         index += 1
@@ -151,6 +154,10 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult],
                         windows.setdefault(wrow.cycle, []).append(wrow)
                         if on_window:
                             on_window(wrow)
+                    elif isinstance(msg, Samples):
+                        host = node_name(p.config.node)
+                        memory[msg.cycle] = [typed_row(MemoryRow, {**r, "run_id": p.run_id, "cycle": msg.cycle,
+                                                                   "host": host}) for r in msg.rows]
                     elif isinstance(msg, CycleDone):
                         row = blank_row(p, msg.row["cycle"])
                         row.update(msg.row)

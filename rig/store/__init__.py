@@ -1,4 +1,4 @@
-"""The result store: Parquet tables ``runs``, ``cycles`` and ``windows`` under one folder (or a
+"""The result store: Parquet tables ``runs``, ``cycles``, ``windows`` (and ``fleet``, ``memory``) under one folder (or a
 pyarrow filesystem URI). Layout (hive partitions, readable with ``pandas.read_parquet``)::
 
     DIR/<table>/triton_version=<v>/date=<yyyy-mm-dd>/<run_id>-<unit>.parquet
@@ -33,7 +33,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from rig import storefs
-from rig.protocol import CycleRow, FleetRow, RunRow, WindowRow
+from rig.protocol import CycleRow, FleetRow, MemoryRow, RunRow, WindowRow
 from rig.errors import RigError
 from rig.text import redact
 
@@ -54,11 +54,11 @@ def arrow_schema(row_type: type) -> pa.Schema:
     return pa.schema(fields)
 
 
-TABLES = {"runs": RunRow, "cycles": CycleRow, "windows": WindowRow, "fleet": FleetRow}
+TABLES = {"runs": RunRow, "cycles": CycleRow, "windows": WindowRow, "fleet": FleetRow, "memory": MemoryRow}
 
 
 KEYS = {"runs": ("run_id",), "cycles": ("run_id", "cycle"), "windows": ("run_id", "cycle", "window", "tool"),
-        "fleet": ("run_id", "round", "node")}
+        "fleet": ("run_id", "round", "node"), "memory": ("run_id", "cycle", "sample", "pid")}
 MERGED = "merged"  # the unit of a run's compacted file: <run_id>-merged.parquet, one per table and partition
 _log = logging.getLogger("rig.store")
 _RUN_ID = re.compile(r"(\d{8}T\d{6}-[0-9a-f]+)-(.+)$")  # orchestrator.new_run_id's

@@ -6,6 +6,8 @@ same file serves the healthy model and the positive controls of a soak:
   exit_after (the stub exits during the N-th execute), raise_every (every N-th execute raises), fail_load (1: initialize raises),
   load_sleep_s (initialize sleeps: a load that hangs, or a slow one),
   leak_bytes (bytes kept per request),
+  slowdown_us (each execute sleeps this many microseconds more than the one before: a model that
+  gets slower with every request),
   leak_per_load_bytes (each initialize writes a file of that size to /dev/shm and never removes it:
   a leak that outlives the stub; named rig-leak-<the server's pid>-..., which the rig's worker
   removes when it exits).
@@ -35,6 +37,7 @@ class TritonPythonModel:
         self.exit_after = int(params.get("exit_after", "0"))
         self.raise_every = int(params.get("raise_every", "0"))
         self.leak_bytes = int(params.get("leak_bytes", "0"))
+        self.slowdown_s = float(params.get("slowdown_us", "0")) / 1e6
         self.leaked = []
         self.executed = 0
         if int(params.get("leak_per_load_bytes", "0")):
@@ -57,6 +60,8 @@ class TritonPythonModel:
             raise ValueError(f"fault injection: execute raises (call {self.executed})")
         if self.delay_s:
             time.sleep(self.delay_s)
+        if self.slowdown_s:
+            time.sleep(self.slowdown_s * self.executed)  # fault injection: slower with every request
         responses = []
         for request in requests:
             x = pb_utils.get_input_tensor_by_name(request, "INPUT").as_numpy()
