@@ -259,3 +259,36 @@ def test_gate_fails_significant_regressions_only():
     # significant but under the thresholds
     assert verdict.gate(base_c, pd.DataFrame(base_w), bad_c, pd.DataFrame(bad_w), max_finalize_drop=1.0,
                         max_stop_regression=20, max_throughput_drop=0.2) == reasons[:1]
+
+
+def test_gate_fails_a_growth_verdict_the_baseline_never_had():
+    """The third verdict, apart from the other two: leaking or slowing new in the candidate fails
+    the gate; one the baseline had too, not_measured, or none (an older store) does not."""
+    base_c, base_w = _side("base", 8)
+    cand_c, cand_w = _side("same", 8, tput=1010)
+    grown = [dataclasses.replace(r, growth_outcome="leaking" if r.cycle <= 3 else "ok") for r in cand_c]
+    reasons = verdict.gate(base_c, pd.DataFrame(base_w), grown, pd.DataFrame(cand_w))
+    assert reasons == ["new growth outcome(s): leaking in 3/8 cycles (baseline had only no cycles)"]
+    had = [dataclasses.replace(r, growth_outcome="leaking" if r.cycle == 1 else "ok") for r in base_c]
+    assert verdict.gate(had, pd.DataFrame(base_w), grown, pd.DataFrame(cand_w)) == []
+    slow = [dataclasses.replace(r, growth_outcome="slowing") for r in cand_c]
+    assert verdict.gate(had, pd.DataFrame(base_w), slow, pd.DataFrame(cand_w)) == [
+        "new growth outcome(s): slowing in 8/8 cycles (baseline had only leaking, ok)"]
+    unmeasured = [dataclasses.replace(r, growth_outcome="not_measured") for r in cand_c]
+    assert verdict.gate(base_c, pd.DataFrame(base_w), unmeasured, pd.DataFrame(cand_w)) == []
+    # frames without the column at all (a store before schema 11) read as no growth verdict
+    old = pd.DataFrame([dataclasses.asdict(r) for r in base_c]).drop(columns="growth_outcome")
+    assert verdict.gate(old, pd.DataFrame(base_w), old, pd.DataFrame(base_w)) == []
+
+
+def test_rig_gate_prints_the_growth_verdicts_and_fails_a_new_one(tmp_path, capsys):
+    from rig.cli import main
+
+    base = [_cycle("base", k, growth_outcome="ok") for k in range(1, 4)]
+    cand = [_cycle("cand", k, growth_outcome="leaking" if k == 2 else "ok") for k in range(1, 4)]
+    _store(tmp_path, {"base": ("2.50.0", base, []), "cand": ("2.51.0", cand, [])})
+    rc = main(["gate", str(tmp_path), "--baseline", "2.50.0", "--candidate", "2.51.0"])
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    assert any(line.startswith("growth") and "ok=3" in line and "leaking=1, ok=2" in line for line in out.splitlines())
+    assert "FAIL: new growth outcome(s): leaking in 1/3 cycles (baseline had only ok)" in out

@@ -17,8 +17,10 @@ configuration pass however their noise falls, and a tiny but certain change pass
   independent units, the same on both sides (``frames.paired_units`` of the measured windows,
   warm-up left out: each cycle's median; each run's where both sides have over 1,000 cycles;
   the windows themselves where a side has fewer than 3 cycles);
-- any lifecycle outcome but ``clean``, or load outcome but ``ok``, that the candidate has and the
-  baseline never had (each verdict judged apart);
+- any lifecycle outcome but ``clean``, load outcome but ``ok``, or growth outcome but ``ok`` (a
+  process ``leaking``, a load ``slowing``: ``verdicts.GROWTH_OUTCOMES``) that the candidate has and
+  the baseline never had (each verdict judged apart; ``not_measured``, and a cycle stored before
+  the growth verdict, are never held against the candidate);
 - where a bound is given (``max_first_response_p99_us``): a streaming model's time to the first
   response, p99 of the candidate's merged HDR histograms at each point, above the bound (an
   absolute bound of the candidate alone: no test, no baseline).
@@ -183,10 +185,15 @@ def _throughput(base_windows, cand_windows, max_drop: float, alpha: float) -> li
 
 def _new_outcomes(base, cand) -> list[str]:
     """Verdicts the candidate has and the baseline never had, each kind apart (the lifecycle's
-    ``outcome`` other than clean; the load's ``load_outcome`` other than ok)."""
+    ``outcome`` other than clean; the load's ``load_outcome`` other than ok; the growth's
+    ``growth_outcome`` other than ok: leaking, slowing)."""
     reasons = []
-    for key, label, fine in (("outcome", "outcome", verdicts.GOOD), ("load_outcome", "load outcome", (*verdicts.GOOD, verdicts.NOT_MEASURED))):
-        seen = set(base[key].dropna())
+    fine_load = (*verdicts.GOOD, verdicts.NOT_MEASURED)
+    for key, label, fine in (("outcome", "outcome", verdicts.GOOD), ("load_outcome", "load outcome", fine_load),
+                             ("growth_outcome", "growth outcome", fine_load)):
+        if key not in cand:
+            continue
+        seen = set(base[key].dropna()) if key in base else set()
         counts = cand[key].dropna().value_counts()
         new = {k: int(v) for k, v in counts.items() if k not in seen and k not in fine}
         if new:
@@ -211,7 +218,7 @@ def first_response(streaming, max_p99_us: float | None) -> list[str]:
     return reasons
 
 
-JUDGED = ("outcome", "load_outcome", "finalize_expected", "finalize_before_stop", "stop_latency_s")
+JUDGED = ("outcome", "load_outcome", "growth_outcome", "finalize_expected", "finalize_before_stop", "stop_latency_s")
 
 
 def _judged(cycles):

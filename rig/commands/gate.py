@@ -1,5 +1,10 @@
 """`rig gate`: does a candidate (a Triton version or a run) regress from a baseline? Prints
-both sides and the reasons; exit 0 pass, 1 regression, 2 bad input."""
+both sides and the reasons; exit 0 pass, 1 regression, 2 bad input.
+
+Each of a cycle's three verdicts is judged apart: a lifecycle outcome (but clean), a load outcome
+(but ok) or a growth outcome (``leaking`` or ``slowing``: ``rig.verdicts.GROWTH_OUTCOMES``) that
+the candidate has and the baseline never had fails the gate (``rig.analysis.verdict.gate``); a
+growth verdict ``not_measured``, or none (a cycle stored before schema 11), never fails it."""
 
 from __future__ import annotations
 
@@ -21,7 +26,9 @@ one-sided), so noise between runs of one configuration rarely fails it:
   throughput        drop > --max-throughput-drop (default 0.10, relative) at a point both sides
                     measured, Mann-Whitney U over cycles' medians (runs' where a side has over
                     1,000 cycles; windows where it has under 3; warm-up windows left out)
-  outcomes          any outcome but clean the candidate has and the baseline never had
+  outcomes          any outcome but clean the candidate has and the baseline never had, each
+                    verdict apart: the lifecycle's, the load's (but ok), the growth's (leaking,
+                    slowing: a process's memory grew per 1,000 requests, or the load slowed)
   first response    with --max-first-response-p99-us N: a streaming (decoupled) model's time to
                     its first response, p99 of the candidate's merged HDR histograms at a point,
                     above N microseconds (a bound of the candidate alone; a candidate with no
@@ -54,7 +61,7 @@ def _shorten(names, n: int = 5) -> str:
     return ", ".join(names[:n]) + (f", ... ({len(names)} in all)" if len(names) > n else "")
 
 
-CYCLE_COLUMNS = ["run_id", "cycle", "outcome", "load_outcome", "finalize_expected", "finalize_before_stop", "stop_latency_s",
+CYCLE_COLUMNS = ["run_id", "cycle", "outcome", "load_outcome", "growth_outcome", "finalize_expected", "finalize_before_stop", "stop_latency_s",
                  "engine", "model", "retain", "stop_strategy", "restart", "triton_version", "date"]
 WINDOW_COLUMNS = ["run_id", "cycle", "window", "tool", "mode", "concurrency", "rate", "stable", "requests",
                   "errors", "throughput", "mean_us", "triton_version", "date",
@@ -176,6 +183,9 @@ def side_lines(label: str, cycles, windows, store=None, streaming=None) -> dict[
     if "load_outcome" in cycles:
         loads = cycles["load_outcome"].dropna().value_counts()
         out["load"] = ", ".join(f"{k}={v}" for k, v in sorted(loads.items())) or "-"
+    if "growth_outcome" in cycles:
+        growth = cycles["growth_outcome"].dropna().value_counts()
+        out["growth"] = ", ".join(f"{k}={v}" for k, v in sorted(growth.items())) or "-"
     ok, n = frames.finalize_counts(cycles)
     out["finalize"] = f"{ok}/{n} cycles ({ok / n:.0%})" if n else "-"
     lat = cycles["stop_latency_s"].dropna().to_numpy(dtype=float)
