@@ -91,8 +91,9 @@ def add_cycle_options(p: argparse.ArgumentParser, cycles_default_help: str) -> N
                    "(default 50)")
     t.add_argument("--allow-outcomes", default=None,
                    help="comma-separated verdicts that do not fail the run, of the lifecycle (clean, "
-                   "exit_timeout, ...) and of the load (ok, errors, timeouts, ...); a kind left unnamed "
-                   "keeps its default (soak: clean and ok; cycle: any, it records and reports)")
+                   "exit_timeout, ...), of the load (ok, errors, timeouts, ...) and of the growth (leaking, "
+                   "slowing); a kind left unnamed keeps its default (soak: clean, ok and ok; cycle: any, it "
+                   "records and reports)")
 
 
 OVERRIDES = {  # config key -> option dest (a subcommand without the option leaves the key alone)

@@ -132,8 +132,8 @@ def growth_parts(r: CycleRow) -> list[str]:
     out = []
     if r.stub_growth_per_1k_b is not None:  # where the models live; the worker's is in the row
         out.append(f"stub {r.stub_growth_model} {r.stub_growth_per_1k_b / 1000:+,.1f} KB/1k req")
-    if r.slowdown_pct is not None:
-        out.append(f"{r.slowdown_pct:+,.0f} % slower at the end")
+    if r.slowdown_pct is not None and (r.slowdown_low_pct or 0) > 0:  # the noise of a clean load is left out
+        out.append(f"{r.slowdown_pct:+,.0f} % slower at the end (at least {r.slowdown_low_pct:+,.0f} %)")
     return out
 
 
@@ -152,10 +152,11 @@ def _first_message(r: CycleRow) -> str | None:
 
 
 def allowed_outcomes(cfg: RunConfig, default: tuple[str, ...]) -> tuple[str, ...]:
-    """The verdicts that do not fail the run, of both kinds: ``allow_outcomes`` of the config (the
-    option, or the key in [thresholds]), else ``default``. The two vocabularies are apart
-    (``cycle.OUTCOMES``, the lifecycle's; ``cycle.LOAD_OUTCOMES``, the load's), so one list
-    names both; a kind the list does not name keeps its default (clean; ok). The names of schema
+    """The verdicts that do not fail the run, of every kind: ``allow_outcomes`` of the config (the
+    option, or the key in [thresholds]), else ``default``. The vocabularies are apart
+    (``cycle.OUTCOMES``, the lifecycle's; ``cycle.LOAD_OUTCOMES``, the load's;
+    ``verdicts.GROWTH_OUTCOMES``, the growth's), so one list names them all; a kind the list does
+    not name keeps its default (clean; ok; ok: the growth's ``leaking`` and ``slowing`` fail). The names of schema
     5 and before still work: ``infer_error`` allows every failed load, ``wrong_output`` wrong
     outputs."""
     from rig.cycle import LOAD_OUTCOMES, OUTCOMES
@@ -165,10 +166,12 @@ def allowed_outcomes(cfg: RunConfig, default: tuple[str, ...]) -> tuple[str, ...
         return default
     named = [x.strip() for x in text.split(",") if x.strip()]
     legacy = {"infer_error": ("errors", "timeouts", "nothing_completed"), "wrong_output": ("wrong_outputs",)}
-    unknown = [x for x in named if x not in OUTCOMES and x not in LOAD_OUTCOMES and x not in legacy]
+    growth = verdicts.GROWTH_OUTCOMES
+    unknown = [x for x in named if x not in OUTCOMES and x not in LOAD_OUTCOMES and x not in growth and x not in legacy]
     if unknown:
         raise RigError(f"unknown outcome(s) {', '.join(unknown)}: choose from the lifecycle's "
-                       f"{', '.join(OUTCOMES)} and the load's {', '.join(LOAD_OUTCOMES)}")
+                       f"{', '.join(OUTCOMES)}, the load's {', '.join(LOAD_OUTCOMES)} and the growth's "
+                       f"{', '.join(growth)}")
     allowed = [y for x in named for y in legacy.get(x, (x,))]
     if not any(x in OUTCOMES for x in allowed):
         allowed += [x for x in default if x in OUTCOMES]

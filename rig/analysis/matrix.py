@@ -3,7 +3,9 @@ back from the stored cycles, the summary table (Markdown) and the matrix's exit 
 
 A row is a plain dict: ``runtime``, ``triton_version``, ``engine``, ``retain``, ``status`` (one of
 ``STATUSES``), ``reason`` (why a cell did not pass, or was skipped), ``run_id`` and the figures of
-``cell_figures``. Pure functions: no Triton, no store access.
+``cell_figures``; a scenario cell also ``expected`` (the lifecycle's and the load's verdicts) and
+``growth`` (the growth verdict it gives: ``rig.scenarios.Scenario.growth``, ``ok`` for a control).
+Pure functions: no Triton, no store access.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import statistics
 
 from rig.analysis.verdict import finalize_success, records
 from rig.errors import Exit
+from rig.verdicts import NOT_MEASURED
 
 # pass: the soak ran and held its thresholds; fail: it crossed one (exit 1); skipped: the cell
 # cannot run here (a runtime without a stub for this Python, an engine that does not load over
@@ -40,10 +43,13 @@ def cell_figures(cycles) -> dict:
     rows = records(cycles)
     outcomes: dict[str, int] = {}
     loads: dict[str, int] = {}
+    growths: dict[str, int] = {}
     for r in rows:
         outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
         if r.get("load_outcome"):
             loads[r["load_outcome"]] = loads.get(r["load_outcome"], 0) + 1
+        if r.get("growth_outcome"):
+            growths[r["growth_outcome"]] = growths.get(r["growth_outcome"], 0) + 1
     lat = sorted(float(r["stop_latency_s"]) for r in rows if r.get("stop_latency_s") is not None)
     versions = sorted({str(r["triton_version"]) for r in rows if r.get("triton_version")})
     cleanup: dict[str, int] = {}  # teardown after the stop was measured: a crash there is noted
@@ -52,6 +58,7 @@ def cell_figures(cycles) -> dict:
             cleanup[r["cleanup"]] = cleanup.get(r["cleanup"], 0) + 1
     verdicts = [(r["outcome"], r.get("load_outcome")) for r in rows]
     return {"cycles": len(rows), "outcomes": outcomes, "load_outcomes": loads, "verdicts": verdicts,
+            "growth_outcomes": growths, "growths": [r.get("growth_outcome") for r in rows],
             "finalize_before": sum(int(r.get("finalize_before_stop") or 0) for r in rows),
             "finalize_expected": sum(int(r.get("finalize_expected") or 0) for r in rows),
             "finalize_after": sum(int(r.get("finalize_after_stop") or 0) for r in rows),
@@ -60,22 +67,58 @@ def cell_figures(cycles) -> dict:
             "triton_version": ", ".join(versions) or None, "cleanup": cleanup}
 
 
+def growth_held(got: str | None, want: str | None) -> bool:
+    """Whether a cycle's growth verdict ``got`` holds against the one expected (``want``; None: ok):
+    a cycle with none (stored before schema 11) or ``not_measured`` is not held against the cell."""
+    return got in (None, NOT_MEASURED) or got == (want or "ok")
+
+
+def _growth_reasons_only(reason: str, want: str) -> bool:
+    """Whether a soak failed on the growth verdict alone (its FAIL lines, ``; ``-joined): `rig soak`
+    cannot be told to allow leaking or slowing, so the cell judges them itself. A run that slowed
+    across its cycles counts as the growth's only where the scenario is expected to slow."""
+    parts = [p for p in reason.split("; ") if p]
+    growth = ("growth outcomes not allowed:", *(("slowing across the run:",) if want == "slowing" else ()))
+    return bool(parts) and all(p.startswith(growth) for p in parts)
+
+
 def judge_scenario(row: dict) -> dict:
     """A scenario cell judged by its stored verdicts: ``as_expected`` (cycles that gave exactly
-    the ``expected`` pair, lifecycle and load) and its status: a cell whose soak passed yet a
-    cycle gave other verdicts fails; one with nothing ``expected`` (None: not known for that core
-    and engine) that ran is ``unjudged``. A cell that did not run keeps its status."""
+    the ``expected`` pair, lifecycle and load, and the ``growth`` verdict expected, ok where none
+    is given: a cycle without one or whose growth was not measured holds) and its status: a cell
+    whose soak passed yet a cycle gave other verdicts fails; one with nothing ``expected`` (None:
+    not known for that core and engine) that ran is ``unjudged``. A soak that failed on its growth
+    verdict alone is judged here by the growth expected. A cell that did not run keeps its status."""
     want, got = row.get("expected"), row.get("verdicts") or []
-    row["as_expected"] = None if want is None else sum(tuple(v) == tuple(want) for v in got)
+    growth = row.get("growth") or "ok"
+    growths = list(row.get("growths") or [None] * len(got))
+    growths += [None] * (len(got) - len(growths))
+    row["as_expected"] = None if want is None else sum(
+        tuple(v) == tuple(want) and growth_held(g, growth) for v, g in zip(got, growths))
+    if row["status"] == "fail" and _growth_reasons_only(row.get("reason") or "", growth):
+        row.update(status="pass", reason="")
     if row["status"] != "pass":
         return row
     if want is None:
         row.update(status="unjudged", reason=f"nothing known for Triton {row.get('triton_version') or '?'} "
                    f"through {row.get('engine')}: verdicts recorded, not judged")
     elif not got or row["as_expected"] < len(got):
-        shown = ", ".join(f"{k} {v}" for k, v in sorted(_pairs(got).items())) or "no cycle stored"
-        row.update(status="fail", reason=f"verdicts {shown}; expected {' / '.join(want)}")
+        bad = []
+        if any(tuple(v) != tuple(want) for v in got):
+            shown = ", ".join(f"{k} {v}" for k, v in sorted(_pairs(got).items()))
+            bad.append(f"verdicts {shown}; expected {' / '.join(want)}")
+        wrong = _counts([g for g in growths if not growth_held(g, growth)])
+        if wrong:
+            bad.append(f"growth {', '.join(f'{k} {v}' for k, v in sorted(wrong.items()))} (expected {growth})")
+        row.update(status="fail", reason="; ".join(bad) or "no cycle stored")
     return row
+
+
+def _counts(values) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return out
 
 
 def _pairs(verdicts) -> dict[str, int]:
@@ -128,7 +171,7 @@ def _status(row: dict, short: bool = False) -> str:
 
 def format_table(rows: list[dict]) -> str:
     """The matrix as a Markdown table (the same text on stdout and in the README)."""
-    head = ["runtime", "Triton", "engine", "retain", "outcomes", "load", "finalize before stop",
+    head = ["runtime", "Triton", "engine", "retain", "outcomes", "load", "growth", "finalize before stop",
             "stop p50 / max (s)", "status"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
@@ -138,9 +181,13 @@ def format_table(rows: list[dict]) -> str:
         stop = "-" if r.get("stop_p50") is None else f"{_secs(r['stop_p50'])} / {_secs(r.get('stop_max'))}"
         loads = ", ".join(f"{k} {v}" for k, v in sorted((r.get("load_outcomes") or {}).items())) or "-"
         cells = [r["runtime"], r.get("triton_version") or "-", r.get("engine") or "-", r.get("retain") or "-",
-                 outcomes, loads, _finalize(r), stop, _status(r, short=True)]
+                 outcomes, loads, _tally(r.get("growth_outcomes")), _finalize(r), stop, _status(r, short=True)]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
+
+
+def _tally(counts: dict | None) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted((counts or {}).items())) or "-"
 
 
 def _as_expected(row: dict) -> str:
@@ -154,17 +201,21 @@ def _as_expected(row: dict) -> str:
 
 def format_scenarios(rows: list[dict]) -> str:
     """The scenario cells as a Markdown table: scenario (its control marked), runtime and Triton
-    version, engine, the verdicts counted, those expected there, whether every cycle gave them."""
-    head = ["scenario", "runtime", "Triton", "engine", "outcomes", "load", "expected", "as expected", "status"]
+    version, engine, the verdicts counted (lifecycle, load, growth), those expected there (the
+    three), whether every cycle gave them."""
+    head = ["scenario", "runtime", "Triton", "engine", "outcomes", "load", "growth", "expected", "as expected",
+            "status"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
         outcomes = ", ".join(f"{k} {v}" for k, v in sorted((r.get("outcomes") or {}).items())) or "-"
         loads = ", ".join(f"{k} {v}" for k, v in sorted((r.get("load_outcomes") or {}).items())) or "-"
         want = r.get("expected")
-        expected = "-" if r["status"] == "skipped" else " / ".join(want) if want else "not known"
+        expected = "-" if r["status"] == "skipped" else " / ".join((*want, r.get("growth") or "ok")) if want \
+            else "not known"
         name = r.get("scenario") or "-"
         cells = [name + (" (control)" if r.get("control") else ""), r["runtime"], r.get("triton_version") or "-",
-                 r.get("engine") or "-", outcomes, loads, expected, _as_expected(r), _status(r, short=True)]
+                 r.get("engine") or "-", outcomes, loads, _tally(r.get("growth_outcomes")), expected,
+                 _as_expected(r), _status(r, short=True)]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
 

@@ -1,6 +1,7 @@
 """`rig report`'s scenario tables: for each lifecycle scenario (``rig.scenarios``) and its
-negative control, by Triton version and engine, the verdicts counted against the ones the
-scenario is known to give, stop latency, finalize, the upstream report (the first table); what
+negative control, by Triton version and engine, the verdicts counted (lifecycle, load, growth)
+against the ones the scenario is known to give (its growth verdict: ``Scenario.growth``; a
+control's and the baseline's ok; a cycle with none, or not_measured, is not held against it), stop latency, finalize, the upstream report (the first table); what
 the cycles left and how memory grew across them (the second: leaks, stub crashes, requests in
 flight at stop, refused requests, least-squares slopes per cycle, growth per 1,000 requests).
 
@@ -17,11 +18,13 @@ import pandas as pd
 
 from rig import scenarios
 from rig.analysis import stats
+from rig.analysis.matrix import growth_held
 from rig.analysis.report_html import Section, Table
 
 KEYS = ["scenario", "control", "triton_version", "engine"]
 # The cycles' columns the tables read (rig.analysis.report reads them beside its own).
-COLUMNS = ["scenario", "control", "run_id", "cycle", "started_at", "outcome", "load_outcome", "stop_latency_s",
+COLUMNS = ["scenario", "control", "run_id", "cycle", "started_at", "outcome", "load_outcome", "growth_outcome",
+           "stop_latency_s",
            "finalize_expected", "finalize_before_stop", "stubs_killed", "shm_regions_leaked", "stub_crashes",
            "in_flight", "in_flight_answered", "in_flight_failed", "in_flight_lost", "refused", "ready_after_load",
            "worker_rss_bytes", "shm_bytes", "stub_rss_bytes", "rss_per_1k_requests_b", "traced_per_1k_requests_b"]
@@ -34,7 +37,7 @@ SLOPES = {"worker RSS B/cycle": "worker_rss_bytes", "/dev/shm B/cycle": "shm_byt
 # Medians of the memory client's growth per 1,000 requests: column shown -> stored column.
 PER_1K = {"RSS B/1k req": "rss_per_1k_requests_b", "traced B/1k req": "traced_per_1k_requests_b"}
 ROW = ["scenario", "Triton", "engine"]
-VERDICTS = [*ROW, "cycles", "outcomes", "load", "expected", "as expected", "stop p50 s", "finalize before stop",
+VERDICTS = [*ROW, "cycles", "outcomes", "load", "growth", "expected", "as expected", "stop p50 s", "finalize before stop",
             "upstream"]
 LEFT = [*ROW, "stubs killed", "shm left", "stub crashes", "ready after load", "in flight (answered/failed/lost)",
         "refused", *SLOPES, *PER_1K]
@@ -137,15 +140,21 @@ def rows(cycles: pd.DataFrame) -> pd.DataFrame:
         else:
             want, why = _want(known, bool(control), str(engine), str(version))
         load = g["load_outcome"] if "load_outcome" in g else pd.Series(None, index=g.index, dtype=object)
+        growth = g["growth_outcome"] if "growth_outcome" in g else pd.Series(None, index=g.index, dtype=object)
+        growth = growth.astype(object).where(growth.notna(), None)
+        want_growth = "ok" if control or known is None else known.growth
         got = list(zip(g["outcome"], load))
+        held = [growth_held(x, want_growth) for x in growth]
         stop = _num(g, "stop_latency_s")
         exp, before = _num(g, "finalize_expected").fillna(0), _num(g, "finalize_before_stop").fillna(0)
         flight = {k: _num(g, f"in_flight{k}") for k in ("", "_answered", "_failed", "_lost")}
         row = {
             "scenario": name + (" (control)" if control else ""), "Triton": version, "engine": engine,
             "cycles": len(g), "outcomes": _counts(g["outcome"]), "load": _counts(load),
-            "expected": " / ".join(want) if want else why,
-            "as expected": "not judged" if want is None else f"{sum(x == want for x in got)}/{len(got)}",
+            "growth": _counts(growth),
+            "expected": " / ".join((*want, want_growth)) if want else why,
+            "as expected": "not judged" if want is None
+            else f"{sum(x == want and h for x, h in zip(got, held))}/{len(got)}",
             "stop p50 s": stop.median() if stop.notna().any() else NOT_RECORDED,
             "finalize before stop": f"{int(before.sum())}/{int(exp.sum())}" if exp.sum() else NOT_RECORDED,
             "upstream": (", ".join(known.upstream) or "the rig's own control") if known
@@ -184,8 +193,9 @@ def scenarios_section(cycles: pd.DataFrame) -> Section | None:
         return None
     return Section("Scenarios").add(
         Table(table[VERDICTS], "Each lifecycle scenario (`rig scenarios`) and its negative control by Triton "
-                               "version and engine: the verdicts counted (lifecycle, load), those the scenario is "
-                               "known to give and how many cycles gave them, stop latency, finalize, its upstream "
+                               "version and engine: the verdicts counted (lifecycle, load, growth), those the "
+                               "scenario is known to give and how many cycles gave them (a growth verdict not "
+                               "measured, or none in an older store, is not held against a cycle), stop latency, finalize, its upstream "
                                "report"),
         Table(table[LEFT], "What the cycles left and how memory grew: stubs the rig killed, shared-memory regions "
                            "left and stub crashes (summed over the cycles), requests in flight at stop, refused "

@@ -5,8 +5,9 @@ over it, into one results store, with a summary table and an exit status.
 `rig matrix --scenarios LIST|all`: the lifecycle scenarios (``rig.scenarios``) as the axis instead
 of retention: each scenario a cell per runtime x engine, its negative control a cell of its own,
 each `rig soak --scenario NAME [--control]`. A cell passes when every cycle gives the verdicts the
-scenario is known to give on that core and engine (its control: its control's); where nothing is
-known there, it is recorded and said so (``unjudged``), not failed.
+scenario is known to give on that core and engine (its control: its control's), and the growth
+verdict it gives (``Scenario.growth``; a control's is ok; ``rig.analysis.matrix.judge_scenario``);
+where nothing is known there, it is recorded and said so (``unjudged``), not failed.
 
 Each cell is its own process (`python -m rig soak ...`), so a core that crashes or hangs takes
 only its cell down: that cell is a row with the reason. A runtime or engine that cannot run here
@@ -123,7 +124,7 @@ def scenario_cells(scens: list, plan: list[dict]) -> list[dict]:
     """The scenario axis over the plan (``_plan``): per scenario, then its control, one cell per
     runtime and engine, in that order. A cell is a row: ``scenario``, ``control``, ``runtime``,
     ``triton_version``, ``engine``, ``why`` (why this engine), ``expected`` (the verdicts known
-    there, or None); a scenario not measured through an engine is a row 'skipped' that says so."""
+    there, or None), ``growth`` (the growth verdict expected); a scenario not measured through an engine is a row 'skipped' that says so."""
     cells = []
     for s in scens:
         for control in (False, True) if s.has_control else (False,):
@@ -131,7 +132,8 @@ def scenario_cells(scens: list, plan: list[dict]) -> list[dict]:
                 for engine, why in p["engines"]:
                     cell = {"scenario": s.name, "control": control, "runtime": p["spec"],
                             "triton_version": p["triton"], "engine": engine, "why": why,
-                            "expected": s.control if control else s.expected_for(engine, p["triton"])}
+                            "expected": s.control if control else s.expected_for(engine, p["triton"]),
+                            "growth": "ok" if control else s.growth}
                     if engine not in s.engines:
                         cell.update(status="skipped", reason=f"scenario {s.name} runs over "
                                     f"{', '.join(s.engines)} only, not {engine}")
