@@ -104,10 +104,10 @@ def test_cell_figures_and_the_table():
             {"runtime": "0.2.5", "triton_version": "2.33.0", "engine": "-", "retain": "none", "status": "skipped",
              "reason": "this runtime has no Python-backend stub for Python 3.11 (it has: none); run the rig ..."}]
     table = M.format_table(rows).splitlines()
-    assert table[0].startswith("| runtime | Triton | engine | retain | outcomes | load |")
+    assert table[0].startswith("| runtime | Triton | engine | retain | outcomes | load | growth |")
     assert figs["cleanup"] == {"crashed: killed by SIGABRT": 1}
     assert table[2] == ("| 0.7.0 | 2.51.0 | capi | none | clean 2, exit_timeout 1 (cleanup crashed: killed by "
-                        "SIGABRT in 1) | errors 1, ok 2 | 67% (2/3), 1 after | "
+                        "SIGABRT in 1) | errors 1, ok 2 | - | 67% (2/3), 1 after | "
                         "2.200 / 3.000 | pass |")
     assert table[3].endswith("| skipped: this runtime has no Python-backend stub for Python 3.11 (it has: none) |")
 
@@ -212,13 +212,16 @@ def test_scenario_cells_per_runtime_and_engine_controls_apart_and_skips():
                                                        ("measures", False, "0.7.0", "tritonserver"),
                                                        ("measures", False, "0.5.10", "capi")]  # no control
     assert by["measures", False, "0.5.10", "capi"]["expected"] == ("clean", "ok")
+    assert {c["growth"] for c in cells} == {"ok"}
+    leak = cmd.scenario_cells([scenarios.get("leaks-memory")], plan[1:])
+    assert [(c["control"], c["growth"]) for c in leak] == [(False, "leaking"), (True, "ok")]  # a control's: ok
     unknown = cmd.scenario_cells([scenarios.get("retained-response")], [{"spec": "0.5.0", "triton": "2.41.0",
                                                                          "engines": [("capi", "asked")]}])
     assert [c["expected"] for c in unknown] == [None, ("clean", "ok")]  # not measured there; its control is known
 
 
 def test_a_scenario_cell_allows_its_verdicts_only_and_leaks_only_with_the_fault_on():
-    from rig.verdicts import LOAD_OUTCOMES, OUTCOMES
+    from rig.verdicts import GROWTH_OUTCOMES, LOAD_OUTCOMES, OUTCOMES
 
     cell = {"scenario": "stub-exits", "control": False, "runtime": "0.7.0", "engine": "capi",
             "expected": ("exit_timeout", "errors")}
@@ -230,7 +233,10 @@ def test_a_scenario_cell_allows_its_verdicts_only_and_leaks_only_with_the_fault_
     assert "--control" in control and "--allow-leaks" not in control
     assert control[control.index("--allow-outcomes") + 1] == "clean,ok"
     unknown = cmd.scenario_argv([], {**cell, "expected": None}, 2, "R", ())
-    assert unknown[unknown.index("--allow-outcomes") + 1].split(",") == [*OUTCOMES, *LOAD_OUTCOMES]
+    assert unknown[unknown.index("--allow-outcomes") + 1].split(",") == [*OUTCOMES, *LOAD_OUTCOMES, *GROWTH_OUTCOMES]
+    leak = cmd.scenario_argv([], {**cell, "scenario": "leaks-memory", "expected": ("clean", "ok"), "growth": "leaking"},
+                             2, "R", ())
+    assert leak[leak.index("--allow-outcomes") + 1] == "clean,ok,leaking"  # its growth verdict allowed too
 
 
 def test_scenario_cells_judged_by_their_stored_verdicts_and_tabled():
@@ -252,18 +258,51 @@ def test_scenario_cells_judged_by_their_stored_verdicts_and_tabled():
                "control": False, "status": "skipped", "reason": "scenario capi-only runs over capi only, not tritonserver",
                "expected": ("clean", "ok")}
     table = M.format_scenarios([good, odd, failed, unjudged, skipped]).splitlines()
-    assert table[0] == "| scenario | runtime | Triton | engine | outcomes | load | expected | as expected | status |"
-    assert table[2] == ("| retained-response | 0.7.0 | 2.51.0 | capi | exit_timeout 2 | ok 2 | exit_timeout / ok | "
+    assert table[0] == ("| scenario | runtime | Triton | engine | outcomes | load | growth | expected | as expected "
+                        "| status |")
+    assert table[2] == ("| retained-response | 0.7.0 | 2.51.0 | capi | exit_timeout 2 | ok 2 | - | exit_timeout / ok / ok | "
                         "yes (2/2) | pass |")
-    assert table[3].endswith("| exit_timeout / ok | no (1/2) | fail: verdicts exit_timeout / not_measured 1, "
+    assert table[3].endswith("| exit_timeout / ok / ok | no (1/2) | fail: verdicts exit_timeout / not_measured 1, "
                              "exit_timeout / ok 1 |")
     assert table[4].startswith("| retained-response (control) |") and "| yes (2/2) | fail: leaks: 1 stub(s) |" in table[4]
     assert table[5].endswith("| not known | not known for this core | unjudged: nothing known for Triton 2.51.0 "
                              "through capi: verdicts recorded, not judged |")
-    assert table[6] == ("| capi-only | 0.7.0 | 2.51.0 | tritonserver | - | - | - | - | skipped: scenario "
+    assert table[6] == ("| capi-only | 0.7.0 | 2.51.0 | tritonserver | - | - | - | - | - | skipped: scenario "
                         "capi-only runs over capi only, not tritonserver |")
     assert M.exit_status([good, unjudged, skipped]) == 0 and M.exit_status([good, odd]) == 1
 
+
+
+def test_a_scenario_cell_holds_every_cycle_to_its_growth_verdict():
+    """A cell passes only where every cycle's growth verdict is the scenario's (ok for a control);
+    a cycle without one (an older store) or not_measured is not held against it."""
+    def row(growths, growth, status="pass", reason="", control=False):
+        figs = M.cell_figures([{"outcome": "clean", "load_outcome": "ok", "growth_outcome": g,
+                                "triton_version": "2.51.0"} for g in growths])
+        return M.judge_scenario({"runtime": "0.7.0", "engine": "capi", "scenario": "leaks-memory",
+                                 "control": control, "status": status, "reason": reason, "expected": ("clean", "ok"),
+                                 "growth": growth, **figs})
+
+    leak = row(["leaking", "leaking"], "leaking")
+    assert leak["status"] == "pass" and leak["as_expected"] == 2 and leak["growth_outcomes"] == {"leaking": 2}
+    mixed = row(["leaking", "ok"], "leaking")
+    assert mixed["status"] == "fail" and mixed["reason"] == "growth ok 1 (expected leaking)" and mixed["as_expected"] == 1
+    control = row(["leaking", "ok"], "ok", "fail", "growth outcomes not allowed: leaking=1", control=True)
+    assert control["status"] == "fail" and control["as_expected"] == 1  # the soak's own reason stands
+    assert row(["leaking", "ok"], "ok", control=True)["reason"] == "growth leaking 1 (expected ok)"
+    assert row([None, "not_measured"], "leaking")["status"] == "pass"  # older cycles, unmeasured: not held
+    assert row([None, None], "ok")["as_expected"] == 2
+    both = M.judge_scenario({**row(["slowing"], "leaking"), "status": "pass", "verdicts": [("exit_timeout", "ok")]})
+    assert both["reason"] == "verdicts exit_timeout / ok 1; expected clean / ok; growth slowing 1 (expected leaking)"
+    table = M.format_scenarios([leak, mixed, control]).splitlines()
+    assert table[2] == ("| leaks-memory | 0.7.0 | 2.51.0 | capi | clean 2 | ok 2 | leaking 2 | clean / ok / leaking | "
+                        "yes (2/2) | pass |")
+    assert table[3].endswith("| leaking 1, ok 1 | clean / ok / leaking | no (1/2) | fail: growth ok 1 (expected leaking) |")
+    assert table[4].startswith("| leaks-memory (control) |") and "| clean / ok / ok | no (1/2) |" in table[4]
+    plain = {"runtime": "0.7.0", "engine": "capi", "retain": "none", "status": "fail", "reason": "",
+             **M.cell_figures([{"outcome": "clean", "load_outcome": "ok", "growth_outcome": "leaking",
+                                "triton_version": "2.51.0"}] * 2)}
+    assert "| clean 2 | ok 2 | leaking 2 |" in M.format_table([plain])
 
 # ---------------------------------------------------------------- slow: real cores, one store
 
@@ -295,11 +334,11 @@ def test_three_cores_into_one_store(three_cores):
     assert set(capi) == set(RUNTIMES)
     for version, triton in RUNTIMES.items():
         r = capi[version]
-        assert r[1] == triton and r[3] == "none" and r[4] == "clean 2" and r[5] == "ok 2" and r[6] == "100% (2/2)"
-        assert r[8] == "pass"
+        assert r[1] == triton and r[3] == "none" and r[4] == "clean 2" and r[5] == "ok 2" and r[7] == "100% (2/2)"
+        assert r[9] == "pass"
     # the official engine: where its bindings do not load (not installed here), a row that says why
     for r in (r for r in rows if r[2] == "tritonserver"):
-        assert r[8] == "pass" or (r[8].startswith("skipped: ") and "tritonserver" in r[8]), r
+        assert r[9] == "pass" or (r[9].startswith("skipped: ") and "tritonserver" in r[9]), r
     cycles = Store(results).read("cycles")
     assert sorted(cycles["triton_version"].unique()) == sorted(RUNTIMES.values())
     assert set(cycles[cycles.engine == "capi"].outcome) == {"clean"}
@@ -330,7 +369,7 @@ def test_a_retained_response_is_the_expected_outcome_and_a_bench_cell(tmp_path):
     assert "exit_timeout is allowed" in proc.stdout
     soak_row, bench_row = _table_rows(proc.stdout)
     assert soak_row[3] == "last-response" and soak_row[4] == "exit_timeout 1" and soak_row[5] == "ok 1"
-    assert soak_row[6] == "0% (0/1), 1 after" and soak_row[8] == "pass"
+    assert soak_row[7] == "0% (0/1), 1 after" and soak_row[9] == "pass"
     assert bench_row[:3] == ["0.7.0", "2.51.0", "capi"] and bench_row[4] == "pass"
     infer_s = float(re.match(r"2: ([\d,]+) \(", bench_row[3]).group(1).replace(",", ""))
     windows = Store(results).read("windows")
@@ -345,7 +384,7 @@ def test_a_cell_that_outlives_its_time_is_a_row_not_a_crash(tmp_path):
                 str(tmp_path / "r"))
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     (row,) = _table_rows(proc.stdout)
-    assert row[0] == "0.7.0" and row[8].startswith("timeout: killed after")
+    assert row[0] == "0.7.0" and row[9].startswith("timeout: killed after")
     assert "Traceback" not in proc.stdout + proc.stderr
 
 
@@ -358,24 +397,25 @@ def test_scenarios_and_their_controls_into_one_store_and_the_report_tables_them(
                 "capi", "--cycles", "2", "--exit-timeout", "3", "--results", str(results))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     rows = [r for r in _table_rows(proc.stdout) if not r[0].startswith("scenario")]
-    assert [(r[0], r[2], r[3], r[6], r[7], r[8]) for r in rows] == [
-        ("retained-response", "2.51.0", "capi", "exit_timeout / ok", "yes (2/2)", "pass"),
-        ("retained-response (control)", "2.51.0", "capi", "clean / ok", "yes (2/2)", "pass"),
-        ("finalize-raises", "2.51.0", "capi", "finalize_error / ok", "yes (2/2)", "pass"),
-        ("finalize-raises (control)", "2.51.0", "capi", "clean / ok", "yes (2/2)", "pass")]
+    assert [(r[0], r[2], r[3], r[7], r[8], r[9]) for r in rows] == [
+        ("retained-response", "2.51.0", "capi", "exit_timeout / ok / ok", "yes (2/2)", "pass"),
+        ("retained-response (control)", "2.51.0", "capi", "clean / ok / ok", "yes (2/2)", "pass"),
+        ("finalize-raises", "2.51.0", "capi", "finalize_error / ok / ok", "yes (2/2)", "pass"),
+        ("finalize-raises (control)", "2.51.0", "capi", "clean / ok / ok", "yes (2/2)", "pass")]
     report = _rig("report", str(results), "--out", str(tmp_path / "r.html"))
     assert report.returncode == 0, report.stderr
     section = report.stdout.split("## Scenarios")[1].split("\n## ")[0]
     verdicts, left = [[[c.strip() for c in ln.strip("|").split("|")] for ln in part.splitlines()
                        if ln.startswith("| ") and not ln.startswith(("| scenario", "| ---"))]
                       for part in section.split("**What the cycles left")]
-    assert [r[:8] for r in verdicts] == [
-        ["retained-response", "2.51.0", "capi", "2", "exit_timeout 2", "ok 2", "exit_timeout / ok", "2/2"],
-        ["retained-response (control)", "2.51.0", "capi", "2", "clean 2", "ok 2", "clean / ok", "2/2"],
-        ["finalize-raises", "2.51.0", "capi", "2", "finalize_error 2", "ok 2", "finalize_error / ok", "2/2"],
-        ["finalize-raises (control)", "2.51.0", "capi", "2", "clean 2", "ok 2", "clean / ok", "2/2"]]
+    assert [r[:6] + r[7:9] for r in verdicts] == [
+        ["retained-response", "2.51.0", "capi", "2", "exit_timeout 2", "ok 2", "exit_timeout / ok / ok", "2/2"],
+        ["retained-response (control)", "2.51.0", "capi", "2", "clean 2", "ok 2", "clean / ok / ok", "2/2"],
+        ["finalize-raises", "2.51.0", "capi", "2", "finalize_error 2", "ok 2", "finalize_error / ok / ok", "2/2"],
+        ["finalize-raises (control)", "2.51.0", "capi", "2", "clean 2", "ok 2", "clean / ok / ok", "2/2"]]
+    assert not any("leaking" in r[6] or "slowing" in r[6] for r in verdicts)  # the growth verdicts
     assert [r[-1] for r in verdicts] == ["server#8755", "server#8755", "the rig's own control", "the rig's own control"]
-    assert [r[9] for r in verdicts] == ["0/2", "2/2", "2/2", "2/2"]  # finalize before stop
+    assert [r[10] for r in verdicts] == ["0/2", "2/2", "2/2", "2/2"]  # finalize before stop
     assert all(r[3] == "0" and r[4] == "0" for r in left)  # no stub killed, no shared memory left
     from rig.analysis.report_scenarios import LEFT
     slopes = LEFT.index("worker RSS B/cycle")

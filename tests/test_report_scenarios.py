@@ -52,7 +52,7 @@ def test_a_row_per_scenario_control_version_and_engine_with_its_slopes():
     assert row["worker RSS B/cycle"] == pytest.approx(0, abs=1e-6)
     assert row["stub RSS B/cycle"] == pytest.approx(1000)
     assert ctl["/dev/shm B/cycle"] == "n<3" and ctl["worker RSS B/cycle"] == "—"
-    assert row["as expected"] == "4/4" and row["expected"] == "clean / ok" and row["upstream"] == "server#6223"
+    assert row["as expected"] == "4/4" and row["expected"] == "clean / ok / ok" and row["upstream"] == "server#6223"
     assert row["finalize before stop"] == "4/4" and row["stubs killed"] == 0 and row["shm left"] == 0
     for col in ("stub crashes", "refused", "in flight (answered/failed/lost)", "RSS B/1k req"):
         assert row[col] == "—", col  # not recorded by this scenario's cycles
@@ -83,7 +83,7 @@ def test_what_is_not_known_says_so():
     assert t.iloc[0]["expected"].startswith("unknown scenario") and t.iloc[0]["upstream"] == "—"
     # its control's verdicts are known wherever it runs
     t = rs.rows(_frame(_cycles("retained-response", 1, control=True), version="2.41.0"))
-    assert t.iloc[0]["expected"] == "clean / ok" and t.iloc[0]["as expected"] == "1/1"
+    assert t.iloc[0]["expected"] == "clean / ok / ok" and t.iloc[0]["as expected"] == "1/1"
 
 
 def test_rows_in_registry_order_versions_ascending():
@@ -106,8 +106,9 @@ def test_the_section_two_tables_and_their_footnotes_in_both_renderings():
     tables = [b for b in sec.blocks if isinstance(b, report_html.Table)]
     assert [list(t.frame.columns) for t in tables] == [rs.VERDICTS, rs.LEFT]
     md = report_html.markdown("r", [], [sec])
-    assert "| finalize-raises (control) | 2.51.0 | capi | 2 | clean 2 | ok 2 | clean / ok | 2/2 | 2.000 | - |" not in md
-    assert "| finalize-raises (control) | 2.51.0 | capi | 2 | clean 2 | ok 2 | clean / ok | 2/2 | 2.000 | — | " \
+    assert "| finalize-raises (control) | 2.51.0 | capi | 2 | clean 2 | ok 2 | - 2 | clean / ok / ok | 2/2 | 2.000 | - |" \
+        not in md
+    assert "| finalize-raises (control) | 2.51.0 | capi | 2 | clean 2 | ok 2 | - 2 | clean / ok / ok | 2/2 | 2.000 | — | " \
            "the rig's own control |" in md
     assert rs.NOTES[rs.NOT_RECORDED] in md and rs.NOTES[rs.FEW] in md and rs.NOTES["not measured"] not in md
     page = report_html.page("r", [], [sec])
@@ -125,3 +126,22 @@ def test_ready_after_load_counts_the_cycles_whose_server_still_said_ready():
     t = rs.rows(_frame(rows)).set_index("scenario")
     assert t.loc["stub-exits", "ready after load"] == "3/4"
     assert t.loc["metrics", "ready after load"] == rs.NOT_RECORDED
+
+
+def test_growth_verdicts_counted_and_held_to_the_scenarios():
+    """The third verdict: counted per row, expected as the scenario gives it (its control's and
+    the baseline's ok); a cycle without one (an older store) or not_measured is not held against it."""
+    leak = _cycles("leaks-memory", 3, growth_outcome=lambda i: ("leaking", "leaking", "not_measured")[i])
+    control = _cycles("leaks-memory", 2, run_id="r2", control=True, start=10,
+                      growth_outcome=lambda i: ("ok", "leaking")[i])
+    slow = _cycles("slows-down", 2, run_id="r3", start=20, growth_outcome="ok")
+    older = _cycles("baseline", 2, run_id="r4", start=30)  # no growth verdict stored
+    t = rs.rows(_frame(leak + control + slow + older)).set_index("scenario")
+    assert t.loc["leaks-memory", "growth"] == "leaking 2, not_measured 1"
+    assert t.loc["leaks-memory", "expected"] == "clean / ok / leaking" and t.loc["leaks-memory", "as expected"] == "3/3"
+    ctl = t.loc["leaks-memory (control)"]
+    assert ctl["expected"] == "clean / ok / ok" and ctl["as expected"] == "1/2" and ctl["growth"] == "ok 1, leaking 1"
+    assert t.loc["slows-down", "expected"] == "clean / ok / slowing" and t.loc["slows-down", "as expected"] == "0/2"
+    assert t.loc["baseline", "growth"] == "- 2" and t.loc["baseline", "as expected"] == "2/2"
+    md = report_html.markdown("r", [], [rs.scenarios_section(_frame(leak + control))])
+    assert "| growth | expected |" in md and "| leaking 2, not_measured 1 | clean / ok / leaking | 3/3 |" in md

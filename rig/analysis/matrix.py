@@ -73,30 +73,19 @@ def growth_held(got: str | None, want: str | None) -> bool:
     return got in (None, NOT_MEASURED) or got == (want or "ok")
 
 
-def _growth_reasons_only(reason: str, want: str) -> bool:
-    """Whether a soak failed on the growth verdict alone (its FAIL lines, ``; ``-joined): `rig soak`
-    cannot be told to allow leaking or slowing, so the cell judges them itself. A run that slowed
-    across its cycles counts as the growth's only where the scenario is expected to slow."""
-    parts = [p for p in reason.split("; ") if p]
-    growth = ("growth outcomes not allowed:", *(("slowing across the run:",) if want == "slowing" else ()))
-    return bool(parts) and all(p.startswith(growth) for p in parts)
-
-
 def judge_scenario(row: dict) -> dict:
     """A scenario cell judged by its stored verdicts: ``as_expected`` (cycles that gave exactly
     the ``expected`` pair, lifecycle and load, and the ``growth`` verdict expected, ok where none
     is given: a cycle without one or whose growth was not measured holds) and its status: a cell
     whose soak passed yet a cycle gave other verdicts fails; one with nothing ``expected`` (None:
-    not known for that core and engine) that ran is ``unjudged``. A soak that failed on its growth
-    verdict alone is judged here by the growth expected. A cell that did not run keeps its status."""
+    not known for that core and engine) that ran is ``unjudged``. A cell that did not run keeps its
+    status."""
     want, got = row.get("expected"), row.get("verdicts") or []
     growth = row.get("growth") or "ok"
     growths = list(row.get("growths") or [None] * len(got))
     growths += [None] * (len(got) - len(growths))
     row["as_expected"] = None if want is None else sum(
         tuple(v) == tuple(want) and growth_held(g, growth) for v, g in zip(got, growths))
-    if row["status"] == "fail" and _growth_reasons_only(row.get("reason") or "", growth):
-        row.update(status="pass", reason="")
     if row["status"] != "pass":
         return row
     if want is None:

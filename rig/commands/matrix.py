@@ -142,14 +142,15 @@ def scenario_cells(scens: list, plan: list[dict]) -> list[dict]:
 
 
 def scenario_argv(base: list[str], cell: dict, cycles: int, results: str, load: tuple[str, ...]) -> list[str]:
-    """`rig soak` words of a scenario cell: its verdicts the only ones allowed (every verdict where
-    none is known, to record them); leaks allowed where the fault is on (a stop that waits out
+    """`rig soak` words of a scenario cell: its verdicts the only ones allowed, its growth verdict
+    among them (every verdict where none is known, to record them); leaks allowed where the fault is on (a stop that waits out
     exit_timeout leaves the stubs the rig kills: the scenario's, judged by its verdicts), never
     for a control, which must be clean."""
-    from rig.verdicts import LOAD_OUTCOMES, OUTCOMES
+    from rig.verdicts import GROWTH_OUTCOMES, LOAD_OUTCOMES, OUTCOMES
 
     want = cell["expected"]
-    allowed = want if want is not None else (*OUTCOMES, *LOAD_OUTCOMES)
+    growth = (cell["growth"],) if cell.get("growth") not in (None, "ok") else ()  # ok: the soak's default
+    allowed = (*want, *growth) if want is not None else (*OUTCOMES, *LOAD_OUTCOMES, *GROWTH_OUTCOMES)
     argv = ["soak", *base, *load, "--runtime", cell["runtime"], "--engine", cell["engine"],
             "--scenario", cell["scenario"], *(["--control"] if cell["control"] else []),
             "--cycles", str(cycles), "--results", results, "--allow-outcomes", ",".join(allowed)]
