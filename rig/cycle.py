@@ -31,7 +31,7 @@ from rig.protocol import CycleDone, Partial, Samples
 from rig.text import top_messages
 from rig.verdicts import (LEGACY_LOAD, LOAD_OUTCOMES, OUTCOMES, RAISED_AND_HELD, UNANSWERED,  # noqa: F401
                           MAX_MEMORY_GROWTH_B, MAX_SLOWDOWN_PCT, LoadOutcome, Outcome, classify, classify_growth,
-                          classify_load, growth_note, raised_and_held, upgrade_legacy)
+                          classify_load, growth_reasons, raised_and_held, upgrade_legacy)
 
 GRACE_AFTER_STOP_S = 5.0
 MAX_CONSECUTIVE_ERRORS = 3
@@ -358,7 +358,7 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     row["load_outcome"] = classify_load(row)
     row["growth_outcome"] = classify_growth(row, spec.max_memory_growth, spec.max_slowdown)
     for note in (raised_and_held(row), UNANSWERED if row.get("timeouts") else None,
-                 growth_note(row) if row["growth_outcome"] in ("leaking", "slowing") else None):
+                 "; ".join(growth_reasons(row, spec.max_memory_growth, spec.max_slowdown)) or None):
         if note:
             row["detail"] = f"{row['detail']}; {note}" if row.get("detail") else note
     return CycleDone(row, version)

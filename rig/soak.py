@@ -119,10 +119,10 @@ def cycle_line(r: CycleRow) -> str:
         parts.append(f"(load: {first[:160]})")
     elif r.outcome not in (*verdicts.GOOD, *verdicts.STOP_FAILED) and (r.detail or r.stop_error):
         parts.append(f"({(r.detail or r.stop_error)[:160]})")
-    if r.growth_outcome in ("leaking", "slowing"):
-        note = verdicts.growth_note(dataclasses.asdict(r))
-        if note:
-            parts.append(f"({r.growth_outcome}: {note[:200]})")
+    if r.growth_outcome in ("leaking", "slowing"):  # what passed its threshold, as the worker noted it
+        notes = [n for n in (r.detail or "").split("; ") if n.startswith(("leaking: ", "slowing: "))]
+        if notes:
+            parts.append(f"({'; '.join(notes)[:240]})")
     return " | ".join(parts)
 
 

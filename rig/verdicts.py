@@ -82,41 +82,46 @@ def classify(row: dict) -> Outcome:
     return "clean"
 
 
-def classify_growth(row: dict, max_memory_growth_b: float | None = MAX_MEMORY_GROWTH_B,
-                    max_slowdown_pct: float | None = MAX_SLOWDOWN_PCT) -> GrowthOutcome:
-    """The growth verdict: ``leaking`` where a process kind's growth per 1,000 requests is above
-    ``max_memory_growth_b`` over its whole interval (the lower bound), ``slowing`` where the
-    load's slowdown is above ``max_slowdown_pct`` over its whole interval, ``leaking`` first
-    (memory runs a node out; the detail names both); ``not_measured`` where neither could be
-    read. A threshold given as None is not judged."""
-    if row.get("outcome") == "load_failed" or row.get("requests") is None:
-        return "not_measured"
-    worker = row.get("worker_growth_low_b")
-    if worker is not None and (row.get("worker_growth_per_s_b") or 0) <= WORKER_FLOOR_B_PER_S:
-        worker = min(worker, 0.0)  # measured, and under the rig's own floor
-    lows = [worker, row.get("stub_growth_low_b")]
-    measured = any(v is not None for v in lows) or row.get("slowdown_low_pct") is not None
+def growth_reasons(row: dict, max_memory_growth_b: float | None = MAX_MEMORY_GROWTH_B,
+                   max_slowdown_pct: float | None = MAX_SLOWDOWN_PCT) -> list[str]:
+    """What passed a growth threshold, in a person's units, each headed by the verdict it gives
+    (``leaking: ...``, ``slowing: ...``); empty where nothing did. A process kind leaks where its
+    growth per 1,000 requests is above ``max_memory_growth_b`` over its whole interval (the lower
+    bound) and it grew by more than ``MIN_GROWTH_B`` over the requests read (the worker: and by
+    more than ``WORKER_FLOOR_B_PER_S`` a second); the load slows where its slowdown's lower bound
+    is above ``max_slowdown_pct``. A threshold given as None is not judged."""
+    out = []
     over = row.get("growth_requests") or 0
-    if max_memory_growth_b is not None and any(v is not None and v > max_memory_growth_b
-                                               and v * over / 1000 > MIN_GROWTH_B for v in lows):
-        return "leaking"
-    if max_slowdown_pct is not None and (row.get("slowdown_low_pct") or 0) > max_slowdown_pct:
-        return "slowing"
-    return "ok" if measured else "not_measured"
-
-
-def growth_note(row: dict) -> str | None:
-    """What the growth verdict read, in a person's units, for the cycle's detail."""
-    notes = []
     for who, key in (("worker", "worker_growth"), (f"stub {row.get('stub_growth_model')}", "stub_growth")):
         v, lo, hi = row.get(f"{key}_per_1k_b"), row.get(f"{key}_low_b"), row.get(f"{key}_high_b")
-        if v is not None and lo is not None and lo > 0:
-            notes.append(f"{who} +{v / 1000:,.1f} KB per 1,000 requests ({lo / 1000:,.1f}-{hi / 1000:,.1f})")
+        if max_memory_growth_b is None or lo is None or lo <= max_memory_growth_b or lo * over / 1000 <= MIN_GROWTH_B:
+            continue
+        v, hi = lo if v is None else v, lo if hi is None else hi
+        if key == "worker_growth" and (row.get("worker_growth_per_s_b") or 0) <= WORKER_FLOOR_B_PER_S:
+            continue  # under the rig's own floor
+        out.append(f"leaking: {who} +{v / 1000:,.1f} KB per 1,000 requests ({lo / 1000:,.1f}-{hi / 1000:,.1f})")
     s, lo = row.get("slowdown_pct"), row.get("slowdown_low_pct")
-    if s is not None and lo is not None and lo > 0:
-        notes.append(f"{s:,.0f} % slower at the load's end than its start (at least {lo:,.0f} %; p50 "
-                     f"{row.get('p50_change_pct') or 0:+,.0f} %, throughput {row.get('throughput_change_pct') or 0:+,.0f} %)")
-    return "; ".join(notes) or None
+    if max_slowdown_pct is not None and lo is not None and lo > max_slowdown_pct:
+        s = lo if s is None else s
+        out.append(f"slowing: {s:,.0f} % slower at the load's end than its start (at least {lo:,.0f} %, p50 "
+                   f"{row.get('p50_change_pct') or 0:+,.0f} %, throughput "
+                   f"{max(row.get('throughput_change_pct') or 0, -100):+,.0f} %)")
+    return out
+
+
+def classify_growth(row: dict, max_memory_growth_b: float | None = MAX_MEMORY_GROWTH_B,
+                    max_slowdown_pct: float | None = MAX_SLOWDOWN_PCT) -> GrowthOutcome:
+    """The growth verdict (``growth_reasons``): ``leaking`` first (memory runs a node out; the
+    detail names both), then ``slowing``; ``ok`` where something was measured and nothing passed
+    a threshold, ``not_measured`` where neither memory nor a trend could be read."""
+    if row.get("outcome") == "load_failed" or row.get("requests") is None:
+        return "not_measured"
+    reasons = growth_reasons(row, max_memory_growth_b, max_slowdown_pct)
+    for verdict in ("leaking", "slowing"):
+        if any(r.startswith(verdict + ":") for r in reasons):
+            return verdict
+    measured = any(row.get(k) is not None for k in ("worker_growth_low_b", "stub_growth_low_b", "slowdown_low_pct"))
+    return "ok" if measured else "not_measured"
 
 
 def classify_load(row: dict) -> LoadOutcome:
