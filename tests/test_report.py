@@ -236,3 +236,96 @@ def test_where_outcome_matches_an_older_cycles_upgraded_verdict(tmp_path):
     assert list(rp.select(data, ["load_outcome=errors"]).cycles.cycle) == [1]
     with pytest.raises(Exception, match="matches nothing"):
         rp.select(data, ["outcome=infer_error"])
+
+
+# --- the growth verdict: the "Growth and slowdown" section ---------------------------------
+
+
+def write_growth(root: Path, memory: bool = True, cycles: int = 5) -> Path:
+    """One run whose stub leaks 1 MB a request (every cycle ``leaking``), with 5 windows and 6
+    memory samples a cycle (worker flat, stub growing) and throughput falling across its cycles."""
+    import dataclasses
+    import json
+
+    from rig.protocol import MemoryRow
+
+    from helpers import cycle_row
+
+    store = Store(root)
+    run_id = "grow1"
+    store.write("runs", [RunRow(run_id, "2026-12-01T01:00:00+00:00", "soak", "ci", "x86", None, "capi", "embedded",
+                                "numpy", "", "0.1.0", "3.11")], "2.51.0", "run", date="2026-12-01")
+    for c in range(1, cycles + 1):
+        tp = 1000.0 / c  # each cycle slower than the last
+        ws = [WindowRow(run_id, c, k, "capi", "numpy", "rig", float(k - 1), 1.0, "closed", 2, None, int(tp), 0, tp,
+                        100.0 * c, 100.0 * c, 200.0 * c, 250.0 * c, 300.0 * c, 100.0 * c, None, None, None, None, None,
+                        None) for k in range(1, 6)]
+        store.write("windows", ws, "2.51.0", f"c{c:06d}", date="2026-12-01")
+        stub = 1e9 + (3 - abs(c - 3)) * 1e6  # bytes per 1,000 requests: the most in cycle 3
+        row = cycle_row(c, run_id=run_id, started_at=f"2026-12-01T01:{c:02d}:00+00:00", load_outcome="ok",
+                        requests=int(tp * 5), workload_s=5.0, throughput=tp, growth_outcome="leaking",
+                        memory_samples=6, worker_growth_per_1k_b=1000.0, worker_growth_low_b=-500.0,
+                        worker_growth_high_b=2500.0, stub_growth_per_1k_b=stub, stub_growth_low_b=stub - 1e6,
+                        stub_growth_high_b=stub + 1e6, stub_growth_model="numpy", growth_requests=tp * 4,
+                        growth_by_process=json.dumps({"stub numpy": [stub, stub - 1e6, stub + 1e6],
+                                                      "worker": [1000.0, -500.0, 2500.0]}),
+                        slowdown_pct=10.0 * c, slowdown_low_pct=5.0 * c)
+        store.write("cycles", [dataclasses.replace(row, schema_version=11)], "2.51.0", f"c{c:06d}", date="2026-12-01")
+        if memory:
+            rows = [MemoryRow(run_id, c, s, s * 1.0, s * tp, "worker", None, None, 100, 9e7, 3e7, None, "ci")
+                    for s in range(6)]
+            rows += [MemoryRow(run_id, c, s, s * 1.0, s * tp, "stub", "numpy", "numpy_0_0", 200, 5e7, 2e7 + s * tp * 1e6,
+                               None, "ci") for s in range(6)]
+            store.write("memory", rows, "2.51.0", f"c{c:06d}", date="2026-12-01")
+    return root
+
+
+def test_growth_section_tables_the_verdicts_and_draws_memory_and_latency(capsys, tmp_path):
+    root = write_growth(tmp_path / "results")
+    page = tmp_path / "r.html"
+    rc, md, err = report(capsys, root, "--out", page)
+    assert rc == 0, err
+    section = md.split("## Growth and slowdown")[1].split("\n## ")[0]
+    rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in section.splitlines()
+            if ln.startswith("| ") and not ln.startswith(("| run |", "| ---"))]
+    run, stub, worker = rows
+    # the median stub growth: 1,002,000,000 B per 1,000 requests, in KB
+    assert run[:6] == ["grow1", "5", "leaking 5", "1.000", "1,002,000", "numpy"]
+    assert run[6] == "30.0"  # the median slowdown within a load
+    thr, p50, slow = (float(v.replace(",", "")) for v in run[7:10])
+    assert thr < -50 and p50 > 100 and slow > 100  # throughput fell and p50 rose across the cycles
+    assert stub == ["grow1", "stub numpy", "5", "1,002,000", "1,001,000", "1,003,000"]
+    assert worker == ["grow1", "worker", "5", "1.000", "-0.500", "2.500"]
+    html = page.read_text()
+    assert html.count('alt="Run grow1, cycle(s) 3, 5: each process') == 1  # five cycles: the largest and the last
+    assert "Growth and slowdown</a>" in html  # in the page's navigation
+
+
+def test_growth_section_picks_cycles_and_reads_each_process(tmp_path):
+    from rig.analysis import report_growth as rg
+
+    root = write_growth(tmp_path / "results", cycles=3)
+    cycles = Store(root).read("cycles")
+    assert rg.plotted(cycles) == [1, 2, 3]  # few cycles: all
+    mem = rg.memory(str(root), "grow1", [2])
+    assert sorted(set(mem["label"])) == ["stub numpy/numpy_0_0", "worker"] and set(mem["cycle"]) == {2}
+    assert mem.loc[mem["label"] == "worker", "mib"].iloc[0] == pytest.approx(3e7 / 2**20)  # USS where read
+    lat = rg.latency(Store(root).read("windows"), "grow1", [2])
+    assert list(lat["requests_done"]) == [500, 1000, 1500, 2000, 2500]
+    png = rg.plots.png(rg.plots.growth_figure(mem, lat.iloc[:0], "t"))  # no windows: the panel says so
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    # a row without growth_by_process reads the worker's and the largest stub's columns
+    legacy = cycles.assign(growth_by_process=None, gpu_growth_per_1k_b=5.0)
+    kinds = rg.by_process(legacy)
+    assert sorted(set(kinds["process"])) == ["gpu", "stub numpy", "worker"]
+
+
+def test_growth_section_without_memory_or_from_an_older_store_says_so(capsys, tmp_path, small):
+    no_memory = write_growth(tmp_path / "nomem", memory=False)
+    rc, md, err = report(capsys, no_memory, "--out", tmp_path / "a.html")
+    assert rc == 0, err
+    section = md.split("## Growth and slowdown")[1].split("\n## ")[0]
+    assert "leaking 5" in section and "No memory samples stored for these runs" in section
+    rc, md, err = report(capsys, small, "--out", tmp_path / "b.html")  # cycles before schema 11
+    assert rc == 0, err
+    assert "## Growth and slowdown\n\nNothing to show: no cycle here recorded a growth verdict" in md

@@ -297,3 +297,39 @@ def trend_figure(nightly: pd.DataFrame, metric: str, ylabel: str, changes: dict 
     fig.autofmt_xdate()
     ax.legend(fontsize=7)
     return fig
+
+
+def growth_figure(memory: pd.DataFrame, latency: pd.DataFrame, title: str = ""):
+    """Two panels over the requests completed in a cycle: each process's memory in MiB (one line
+    per process and cycle: ``memory`` has cycle, requests, label, mib), and the windows' p50 and
+    p99 (``latency`` has cycle, requests_done, p50_us, p99_us; a panel that says so where it is
+    empty). A cycle's lines share a style; a process keeps its colour across cycles."""
+    plt = _plt()
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
+    cycles = sorted(set(memory["cycle"]) | set(latency["cycle"] if len(latency) else ()))
+    styles = {c: ("-", "--", ":", "-.")[k % 4] for k, c in enumerate(cycles)}
+    colours = {label: f"C{k}" for k, label in enumerate(sorted(set(memory["label"]), key=lambda s: (s != "worker", s)))}
+    for (cycle, label), g in memory.groupby(["cycle", "label"], sort=True):
+        g = g.dropna(subset=["requests", "mib"]).sort_values("requests")
+        if len(g):
+            a.plot(g["requests"], g["mib"], ls=styles[cycle], color=colours[label], marker=".", ms=3,
+                   label=f"{label} (cycle {cycle})" if len(cycles) > 1 else label)
+    a.set(xlabel="requests completed", ylabel="MiB (USS, else RSS)", title="Memory per process")
+    if a.get_legend_handles_labels()[0]:
+        a.legend(fontsize=7)
+    for cycle, g in (latency.groupby("cycle", sort=True) if len(latency) else ()):
+        suffix = f" (cycle {cycle})" if len(cycles) > 1 else ""
+        b.plot(g["requests_done"], g["p50_us"] / 1000, ls=styles.get(cycle, "-"), color="C0", marker="o", ms=3,
+               label="p50" + suffix)
+        b.plot(g["requests_done"], g["p99_us"] / 1000, ls=styles.get(cycle, "-"), color="C3", marker="x", ms=3,
+               label="p99" + suffix)
+    if len(latency):
+        b.set_ylim(bottom=0)
+        b.legend(fontsize=7)
+    else:
+        b.text(0.5, 0.5, "no windows stored for these cycles\n(a fixed count of requests, no workload)",
+               ha="center", va="center", transform=b.transAxes, fontsize=9, color="0.4")
+    b.set(xlabel="requests completed", ylabel="latency (ms)", title="Latency over the load (windows)")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig

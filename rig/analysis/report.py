@@ -16,6 +16,7 @@ import pandas as pd
 
 from rig.analysis import plots
 from rig.analysis import report_differences as differences
+from rig.analysis import report_growth
 from rig.analysis import report_html as rh
 from rig.analysis import report_parts as parts
 from rig.analysis import report_scenarios
@@ -33,6 +34,7 @@ CYCLE_COLUMNS = ["run_id", "cycle", "engine", "model", "retain", "outcome", "loa
                  "shm_regions_leaked", "throughput", "worker_rss_bytes", "stub_rss_bytes", "triton_version", "date",
                  "scenario", "control", "finalize_after_stop"]
 CYCLE_COLUMNS += [c for c in report_scenarios.COLUMNS if c not in CYCLE_COLUMNS]  # the scenario tables'
+CYCLE_COLUMNS += [c for c in report_growth.COLUMNS if c not in CYCLE_COLUMNS]  # growth and slowdown
 TABLES = ("runs", "cycles", "windows")
 DEFAULTS = {k: getattr(RunConfig, k) for k in ("retain", "stop_strategy", "restart")}  # the rig's own defaults
 
@@ -215,7 +217,8 @@ def build(data: Data, baseline: str | None = None, max_histograms: int = 8) -> t
     perf = parts.performance_section(data, pts, gkeys, max_histograms) if len(windows) else None
     streams = parts.streaming_section(data.root, windows, gkeys) if len(windows) else None
     scenario_table = report_scenarios.scenarios_section(cycles) if len(cycles) else None
-    for s in (scenario_table, life, perf, streams, diffs, trend):
+    growth = report_growth.growth_section(data.root, cycles, windows) if len(cycles) else None
+    for s in (scenario_table, life, perf, growth, streams, diffs, trend):
         if s is not None:
             sections.append(s)
     if diffs is not None:
