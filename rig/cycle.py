@@ -203,7 +203,8 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
                  "worker_pid": os.getpid(), "stop_error": None, "detail": None}
     reload = held is not None
     unload_first = spec.stop_strategy == "unload-then-stop"
-    explicit = unload_first or reload or spec.client == "stop-while-loading"
+    watchers = observers_mod.for_spec(spec, sample=spec.sample_memory)
+    explicit = unload_first or reload or any(o.explicit_model_control for o in watchers)
     options = ServerOptions(
         model_repository=spec.model_repository, backend_directory=spec.runtime.get("backend_dir"),
         exit_timeout_s=spec.exit_timeout, model_control="explicit" if explicit else "none",
@@ -266,33 +267,9 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     regions = probes.shm_regions_mapped(pids)
 
     kept = Retained()
-    watchers = observers_mod.for_spec(spec, sample=spec.sample_memory)
     ctx = observers_mod.Context(engine, spec, inputs, cycle, lambda timeout: _unload_all(engine, timeout), send)
-    t_work = ctx.t_load = time.monotonic()
-    ctx.paced = workload is None  # the fixed count ticks its observers; a workload's load does not
-    for o in watchers:
-        o.load_started(ctx)
-    if workload is not None:
-        # a fleet's node waits for its round, then the master's length (up to the same bound)
-        fleet = 2 * NODE_WAIT_S + RELEASE_WAIT_S if spec.workload.get("master") else 0.0
-        # the last window waits up to the request timeout for requests still in flight
-        phase("infer", float(spec.workload.get("seconds", 2.0)) * 3 + 60 + fleet + 2 * spec.request_timeout)
-        out = workload(engine, spec, inputs, kept, cycle, checks)
-        ctx.windows = out.pop("windows", None) or []
-        _merge(row, out)
-    else:
-        phase("infer", 60 + spec.requests * 0.1 + 2 * spec.request_timeout)
-        out = _sequential_requests(engine, spec, inputs, spec.retain, kept, checks,
-                                   tick=lambda: [o.tick(ctx) for o in watchers])
-        ctx.windows = out.pop("windows")
-        _merge(row, out)
-    ctx.t_load_end = time.monotonic()
+    _load(ctx, row, watchers, phase, workload, kept, checks)
     _add_reference(row, reference)
-
-    row["workload_s"] = ctx.t_load_end - t_work
-    row.update(trends.window_trend(ctx.windows))
-    for o in watchers:
-        o.load_ended(ctx, row)
     stubs = probes.stubs_of(os.getpid())
     died = sorted(set(pids[1:]) - {p.pid for p in stubs})
     if died:
@@ -362,6 +339,34 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
         if note:
             row["detail"] = f"{row['detail']}; {note}" if row.get("detail") else note
     return CycleDone(row, version)
+
+
+def _load(ctx: observers_mod.Context, row: dict, watchers: list, phase: Callable[[str, float], None],
+          workload: Callable | None, kept: Retained, checks: dict) -> None:
+    """The cycle's load: the workload (or the fixed count of requests), its observers told as it
+    starts and ends, its figures and its trend over its windows into the row."""
+    spec = ctx.spec
+    ctx.t_load = time.monotonic()
+    ctx.paced = workload is None  # the fixed count ticks its observers; a workload's load does not
+    for o in watchers:
+        o.load_started(ctx)
+    if workload is not None:
+        # a fleet's node waits for its round, then the master's length (up to the same bound)
+        fleet = 2 * NODE_WAIT_S + RELEASE_WAIT_S if spec.workload.get("master") else 0.0
+        # the last window waits up to the request timeout for requests still in flight
+        phase("infer", float(spec.workload.get("seconds", 2.0)) * 3 + 60 + fleet + 2 * spec.request_timeout)
+        out = workload(ctx.engine, spec, ctx.inputs, kept, ctx.cycle, checks)
+    else:
+        phase("infer", 60 + spec.requests * 0.1 + 2 * spec.request_timeout)
+        out = _sequential_requests(ctx.engine, spec, ctx.inputs, spec.retain, kept, checks,
+                                   tick=lambda: [o.tick(ctx) for o in watchers])
+    ctx.windows = out.pop("windows", None) or []
+    _merge(row, out)
+    ctx.t_load_end = time.monotonic()
+    row["workload_s"] = ctx.t_load_end - ctx.t_load
+    row.update(trends.window_trend(ctx.windows))
+    for o in watchers:
+        o.load_ended(ctx, row)
 
 
 def _all_ready(engine: Engine, models: list[str]) -> bool | None:

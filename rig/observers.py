@@ -56,6 +56,7 @@ class CycleObserver(Protocol):
     one with nothing to do does nothing (``Observer``'s defaults)."""
 
     sets_scene: bool
+    explicit_model_control: bool  # the server must start with explicit model control (it unloads and loads)
 
     def load_started(self, ctx: Context) -> None: ...
 
@@ -74,6 +75,7 @@ class Observer:
     """Does nothing at every phase: observers override what they need."""
 
     sets_scene = False
+    explicit_model_control = False
 
     def load_started(self, ctx: Context) -> None:
         pass
@@ -109,9 +111,9 @@ class ProcessMemory(Observer):
     load's end: the samples to the ``memory`` table (a ``Samples`` message) and the growth per
     1,000 requests of each process kind, after the warm-up, to the row (``rig.trends``).
 
-    Its cost is bounded: a sample waits ``SAMPLE_EVERY_S``, or ``1 / MAX_SHARE`` times what the
-    last one took (a process of many GiB takes longer to read), whichever is longer; the thread
-    holds the GIL only to parse one short file per process."""
+    Its cost is bounded: a sample waits ``SAMPLE_EVERY_S``, or ``1 / MAX_SHARE`` times the CPU
+    time the last one took (a process of many GiB takes longer to read), whichever is longer; the
+    thread holds the GIL only to parse one short file per process."""
 
     def __init__(self) -> None:
         self.samples: list[dict] = []
@@ -165,12 +167,12 @@ class ProcessMemory(Observer):
     def _loop(self) -> None:
         sleep = original("time", "sleep")  # a kernel thread: never gevent's sleep
         while self._run:
-            t0 = time.monotonic()
+            cpu = time.thread_time()  # what the sample costs a core (the wait for the GIL costs none)
             try:
                 self._sample()
             except Exception:  # noqa: BLE001 - a sample lost is a gap, never the cycle
                 pass
-            sleep(max(SAMPLE_EVERY_S, (time.monotonic() - t0) / MAX_SHARE))
+            sleep(max(SAMPLE_EVERY_S, (time.thread_time() - cpu) / MAX_SHARE))
         self._done.append(1)
 
     def load_ended(self, ctx: Context, row: dict) -> None:
@@ -226,6 +228,7 @@ class LoadingAtStop(Observer):
     while a load is under way."""
 
     sets_scene = True
+    explicit_model_control = True
 
     def before_stop(self, ctx: Context, row: dict) -> None:
         spec = ctx.spec
