@@ -292,7 +292,8 @@ def run(args) -> int:
             rows.append(cell)
             continue
         label = f"[{next(counter)}/{total}] {name}, {where}"
-        want = " / ".join(cell["expected"]) if cell["expected"] else "nothing known here: recorded, not judged"
+        want = " / ".join((*cell["expected"], cell.get("growth") or "ok")) if cell["expected"] \
+            else "nothing known here: recorded, not judged"
         load = loads.get(cell["scenario"], ())
         print(f"{label}: soak, {cycles} cycle(s), expected {want}{' under ' + ' '.join(load) if load else ''} "
               f"({cell['why']})", flush=True)
