@@ -184,6 +184,20 @@ def test_a_drain_window_of_odd_length_is_left_out():
     assert trends.window_trend(empty)["trend_windows"] == 8
 
 
+@pytest.mark.xfail(strict=True, reason="rig.trends.change drops a trend whose fitted start is not positive: a "
+                   "convex rise (requests queueing) reads no p50 change at all, and the slowdown falls to "
+                   "throughput's wide interval")
+def test_a_load_whose_latency_explodes_is_read_as_slowing():
+    """Measured (scores_history under an open loop of 200 requests a second, 0.5 s windows): p50
+    rose from 2 ms to 352 ms as the requests queued; Theil-Sen's line over such a rise starts
+    below zero, so ``change`` gives None for p50."""
+    p50 = [1998.0, 2683.0, 2659.0, 5039.0, 16703.0, 90879.0, 351743.0]
+    throughput = [165.0, 213.0, 166.0, 216.0, 180.0, 114.0, 53.0]
+    got = trends.window_trend(_windows(p50, throughput, length=0.5))
+    assert got["p50_change_pct"] is not None
+    assert got["slowdown_low_pct"] > 50.0
+
+
 def test_too_few_windows_give_no_trend():
     assert trends.window_trend(_windows([1000.0, 2000.0, 3000.0])) == {"trend_windows": 3}
     assert trends.window_trend([]) == {"trend_windows": 0}
