@@ -3,6 +3,8 @@ that retains the last response across stop)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from helpers import rig
@@ -26,7 +28,8 @@ def test_a_retained_response_fails_the_gate_on_finalize(real_results):
     back = rig("gate", str(root), "--baseline", keep, "--candidate", a, "--max-throughput-drop", "0.9",
                timeout=120)
     fails = [line for line in back.stdout.splitlines() if line.startswith("FAIL")]
-    assert back.returncode == 1 and fails and all(line.startswith("FAIL: stop p95 1.0 s -> 2.0 s")
+    # (the figures themselves move on a busy machine: 1.2 s -> 2.1 s was seen beside other runs)
+    assert back.returncode == 1 and fails and all(re.match(r"FAIL: stop p95 1\.\d s -> 2\.\d s", line)
                                                   for line in fails), back.stdout + back.stderr
 
 
