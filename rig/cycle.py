@@ -119,9 +119,12 @@ def _sequential_requests(engine: Engine, spec: CycleSpec, inputs: dict, retain: 
     done_ns: list[int] = []   # each request's end (monotonic ns), and its latency
     lat_ns: list[int] = []
     ok: list[bool] = []
+    starts: list[int] = []    # each chunk's start, once its observers' tick is over (not the load's time)
     for i in range(n):
-        if tick is not None and i % per_chunk == 0:
-            tick()
+        if i % per_chunk == 0:
+            if tick is not None:
+                tick()
+            starts.append(time.monotonic_ns())
         model = spec.models[i % len(spec.models)]
         entries = inputs[model]
         entry = entries[turns[model] % len(entries)]
@@ -158,17 +161,19 @@ def _sequential_requests(engine: Engine, spec: CycleSpec, inputs: dict, retain: 
     return {"requests": sent, "errors": errors, "timeouts": timeouts, "bad_outputs": bad, "lane": "sequential",
             "throughput": (sent - errors) / wall if wall > 0 else None, "detail": first_error,
             "error_messages": top_messages([messages]),
-            "windows": _chunks(int(t0 * 1e9), done_ns, lat_ns, ok, per_chunk)}
+            "windows": _chunks(int(t0 * 1e9), starts, done_ns, lat_ns, ok, per_chunk)}
 
 
-def _chunks(t0_ns: int, done_ns: list[int], lat_ns: list[int], ok: list[bool], per_chunk: int) -> list[dict]:
-    """The fixed count's requests as windows of ``per_chunk`` requests each (the trend's figures:
-    start and length in s, requests, errors, throughput, p50 and p99 in us, ``monotonic_end``)."""
+def _chunks(t0_ns: int, starts: list[int], done_ns: list[int], lat_ns: list[int], ok: list[bool],
+            per_chunk: int) -> list[dict]:
+    """The fixed count's requests as windows of ``per_chunk`` requests each, each from its start
+    (``starts``: after its tick) to its last request's end (the trend's figures: start and length
+    in s, requests, errors, throughput, p50 and p99 in us, ``monotonic_end``)."""
     import numpy as np
 
     out = []
-    start = t0_ns
-    for k in range(0, len(done_ns), per_chunk):
+    for c, k in enumerate(range(0, len(done_ns), per_chunk)):
+        start = starts[c] if c < len(starts) else done_ns[k - 1]
         end = done_ns[min(k + per_chunk, len(done_ns)) - 1]
         good = np.array([v for v, g in zip(lat_ns[k:k + per_chunk], ok[k:k + per_chunk]) if g], float) / 1000
         length = (end - start) / 1e9
@@ -178,7 +183,6 @@ def _chunks(t0_ns: int, done_ns: list[int], lat_ns: list[int], ok: list[bool], p
                     "p50_us": float(np.percentile(good, 50)) if good.size else None,
                     "p99_us": float(np.percentile(good, 99)) if good.size else None,
                     "monotonic_end": end / 1e9})
-        start = end
     return out
 
 

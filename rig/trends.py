@@ -110,7 +110,9 @@ def process_growth(samples: list[dict], after_t: float) -> dict[str, Slope]:
     ``gpu`` (every process's GPU memory summed). A sample is a dict ``t``, ``requests``,
     ``process``, ``model``, ``pid``, ``rss_bytes``, ``uss_bytes``, ``gpu_bytes``; the measure is
     USS where every sample of a process has it, else RSS. A process kind whose set of processes
-    changed mid-load (a stub that died and came back) is read over its samples that are complete."""
+    changed mid-load (a stub that died and came back) is read over its samples that are complete.
+    The measure is chosen sample by sample: USS where the sample has it, else RSS (psutil reads
+    USS for every process of the rig's own user, so a process has one or the other throughout)."""
     series: dict[str, dict[int, list[float]]] = {}
     req: dict[int, float] = {}
     for s in samples:
@@ -160,17 +162,17 @@ def growth_columns(growth: dict[str, Slope], rate: float | None = None) -> dict:
 
 def change(x, y) -> tuple[float, float, float] | None:
     """The trend's change of ``y`` from the first ``x`` to the last, in % of its start: (point,
-    low, high) from the Theil-Sen slope and its interval. None where there is no slope or the
-    start is not positive."""
-    s = theil_sen(x, y)
+    low, high). Read as a ratio, end over start, from the Theil-Sen slope of log ``y`` and its
+    interval: a latency that explodes (2 ms to 350 ms within a load) is read whole, where a
+    straight line through it would start below zero, and a fall is never past -100 %. None where
+    there is no slope (values that are not positive are left out)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    keep = np.isfinite(y) & (y > 0)
+    s = theil_sen(x[keep], np.log(y[keep]))
     if s is None:
         return None
-    x = np.asarray(x, float)
-    x0, span = float(np.nanmin(x)), float(np.nanmax(x) - np.nanmin(x))
-    start = s.intercept + s.slope * x0
-    if not start > 0:
-        return None
-    return tuple(100.0 * v * span / start for v in (s.slope, s.low, s.high))  # type: ignore[return-value]
+    span = s.span
+    return tuple(100.0 * math.expm1(min(v * span, 50.0)) for v in (s.slope, s.low, s.high))  # type: ignore[return-value]
 
 
 def slower(p50: tuple | None, throughput: tuple | None) -> tuple[float, float] | None:
@@ -182,8 +184,8 @@ def slower(p50: tuple | None, throughput: tuple | None) -> tuple[float, float] |
         best = (p50[0], p50[1])
     if throughput is not None:
         def as_slower(pct):
-            end = 1.0 + pct / 100.0
-            return 100.0 * (1.0 / end - 1.0) if end > 0 else math.inf
+            end = max(1.0 + pct / 100.0, 1e-9)  # a ratio from a log fit: never 0
+            return 100.0 * (1.0 / end - 1.0)
         # a fall's upper bound (the smallest fall) is the conservative slowdown
         t = (as_slower(throughput[0]), as_slower(throughput[2]))
         if best is None or t[1] > best[1]:
