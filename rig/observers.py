@@ -107,7 +107,7 @@ def merge(row: dict, out: dict) -> None:
 class ProcessMemory(Observer):
     """Every process where the models live, sampled from a kernel thread through the load: the
     worker (the core, the in-process API, the load) and each backend stub by model and instance
-    (RSS and USS, ``probes.memory_of``), and each one's GPU memory where NVML sees a GPU. At the
+    (RSS, ``probes.rss_of``: why not USS is said there), and each one's GPU memory where NVML sees a GPU. At the
     load's end: the samples to the ``memory`` table (a ``Samples`` message) and the growth per
     1,000 requests of each process kind, after the warm-up, to the row (``rig.trends``).
 
@@ -148,18 +148,17 @@ class ProcessMemory(Observer):
         t = time.monotonic()
         gpu = probes.gpu().process_memory()
         k, self._k = self._k, self._k + 1
-        rss, uss = probes.memory_of(self._me)
         taken = [dict(sample=k, t=t, process="worker", model=None, instance=None, pid=self._me.pid,
-                      rss_bytes=rss, uss_bytes=uss, gpu_bytes=gpu.get(self._me.pid))]
+                      rss_bytes=probes.rss_of(self._me), gpu_bytes=gpu.get(self._me.pid))]
         gone = False
         for p in self._procs:
-            rss, uss = probes.memory_of(p)
+            rss = probes.rss_of(p)
             if rss is None:
                 gone = True
                 continue
             model, instance = self._who.get(p.pid, (None, None))
             taken.append(dict(sample=k, t=t, process="stub", model=model, instance=instance, pid=p.pid,
-                              rss_bytes=rss, uss_bytes=uss, gpu_bytes=gpu.get(p.pid)))
+                              rss_bytes=rss, gpu_bytes=gpu.get(p.pid)))
         self.samples.extend(taken)
         if gone:  # a stub died (or restarted): look again for the next sample
             self._find()

@@ -170,7 +170,7 @@ class CycleRow:
     # What sustained load did (schema 11): the third verdict, and the figures it is judged from
     growth_outcome: str | None = None  # ok | leaking | slowing | not_measured: see verdicts.GROWTH_OUTCOMES
     memory_samples: int | None = None  # samples of each process's memory over the load
-    worker_growth_per_1k_b: float | None = None  # the worker's memory (USS) per 1,000 requests, Theil-Sen
+    worker_growth_per_1k_b: float | None = None  # the worker's memory (RSS) per 1,000 requests, Theil-Sen
     worker_growth_low_b: float | None = None     # its 95 % interval
     worker_growth_high_b: float | None = None
     worker_growth_per_s_b: float | None = None   # the same per second of load (the worker's floor is judged in it)
@@ -284,8 +284,7 @@ class MemoryRow:
     model: str | None          # a stub's model (None: the worker)
     instance: str | None       # a stub's instance (numpy_0_0, ...)
     pid: int
-    rss_bytes: int | None
-    uss_bytes: int | None      # unique set size (psutil), None where it cannot be read
+    rss_bytes: int | None      # resident set size (/proc/PID/statm: no page walk, so free to sample)
     gpu_bytes: int | None      # the process's GPU memory (NVML), None without a GPU
     host: str | None = None
     schema_version: int = SCHEMA_VERSION

@@ -108,11 +108,9 @@ def process_growth(samples: list[dict], after_t: float) -> dict[str, Slope]:
     """Each process kind's growth per 1,000 requests from the samples taken after ``after_t``
     (``t`` monotonic): ``worker``, ``stub <model>`` (its instances summed, sample by sample) and
     ``gpu`` (every process's GPU memory summed). A sample is a dict ``t``, ``requests``,
-    ``process``, ``model``, ``pid``, ``rss_bytes``, ``uss_bytes``, ``gpu_bytes``; the measure is
-    USS where every sample of a process has it, else RSS. A process kind whose set of processes
-    changed mid-load (a stub that died and came back) is read over its samples that are complete.
-    The measure is chosen sample by sample: USS where the sample has it, else RSS (psutil reads
-    USS for every process of the rig's own user, so a process has one or the other throughout)."""
+    ``process``, ``model``, ``pid``, ``rss_bytes``, ``gpu_bytes``; the measure is RSS
+    (``probes.rss_of`` says why). A process kind whose set of processes changed mid-load (a stub
+    that died and came back) is read over its samples that are complete."""
     series: dict[str, dict[int, list[float]]] = {}
     req: dict[int, float] = {}
     for s in samples:
@@ -120,7 +118,7 @@ def process_growth(samples: list[dict], after_t: float) -> dict[str, Slope]:
             continue
         req[s["sample"]] = float(s["requests"])
         key = "worker" if s["process"] == "worker" else f"stub {s.get('model') or '?'}"
-        value = s.get("uss_bytes") if s.get("uss_bytes") is not None else s.get("rss_bytes")
+        value = s.get("rss_bytes")
         if value is not None:
             series.setdefault(key, {}).setdefault(s["sample"], []).append(float(value))
         if s.get("gpu_bytes") is not None:

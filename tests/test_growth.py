@@ -79,11 +79,11 @@ def test_the_templates_leak_is_leaking_at_one_mib_a_request_and_fails_the_run(tm
     stub = m[m.process == "stub"]
     assert set(zip(stub.model, stub.instance)) == {("numpy", "numpy_0_0")}
     for k, per_cycle in stub.groupby("cycle"):
-        uss = per_cycle.sort_values("sample").uss_bytes.to_numpy(float)
-        assert len(uss) >= 8, per_cycle.to_string()
-        assert (np.diff(uss) > 0).all(), per_cycle.to_string()  # 10 MiB more at each tenth of the load
-        assert uss[-1] - uss[0] > 80 * MIB  # ~100 requests x 1 MiB
-        assert (m[(m.cycle == k) & (m.process == "worker")].uss_bytes > 0).all()
+        rss = per_cycle.sort_values("sample").rss_bytes.to_numpy(float)
+        assert len(rss) >= 8, per_cycle.to_string()
+        assert (np.diff(rss) > 0).all(), per_cycle.to_string()  # 10 MiB more at each tenth of the load
+        assert rss[-1] - rss[0] > 80 * MIB  # ~100 requests x 1 MiB
+        assert (m[(m.cycle == k) & (m.process == "worker")].rss_bytes > 0).all()
 
 
 @pytest.mark.parametrize("workload", [(), STEADY], ids=["fixed-count", "steady"])
@@ -146,8 +146,8 @@ def test_a_leak_in_two_instances_is_read_as_their_sum(tmp_path, runtime):
     assert instances == ["memo_leak_two_instances_0_0", "memo_leak_two_instances_0_1"], instances
     assert stub.groupby("instance").pid.nunique().eq(1).all()
     for name, g in stub.groupby("instance"):
-        uss = g.sort_values("sample").uss_bytes.to_numpy(float)
-        assert uss[-1] - uss[0] < 0.95 * 64 * 1024 * 1000, f"{name} kept (nearly) all: no sum to read"
+        rss = g.sort_values("sample").rss_bytes.to_numpy(float)
+        assert rss[-1] - rss[0] < 0.95 * 64 * 1024 * 1000, f"{name} kept (nearly) all: no sum to read"
 
 
 def test_a_model_that_scores_each_query_against_all_earlier_ones_is_slowing(tmp_path, runtime):

@@ -21,7 +21,7 @@ MESSAGES = [
                 "2.51.0"),
     P.CycleDone({"cycle": 4, "outcome": "load_failed"}),
     P.Samples(3, ({"sample": 0, "t_s": 0.25, "requests": 812.0, "process": "stub", "model": "numpy",
-                   "instance": "numpy_0_0", "pid": 4321, "rss_bytes": 41_000_000, "uss_bytes": 29_000_000,
+                   "instance": "numpy_0_0", "pid": 4321, "rss_bytes": 41_000_000,
                    "gpu_bytes": None},)),
     P.Fatal("RuntimeError: boom", "Traceback ..."),
     P.Refused("model m: input X has 2 dims, the data 3"),

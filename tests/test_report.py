@@ -272,9 +272,9 @@ def write_growth(root: Path, memory: bool = True, cycles: int = 5) -> Path:
                         slowdown_pct=10.0 * c, slowdown_low_pct=5.0 * c)
         store.write("cycles", [dataclasses.replace(row, schema_version=11)], "2.51.0", f"c{c:06d}", date="2026-12-01")
         if memory:
-            rows = [MemoryRow(run_id, c, s, s * 1.0, s * tp, "worker", None, None, 100, 9e7, 3e7, None, "ci")
+            rows = [MemoryRow(run_id, c, s, s * 1.0, s * tp, "worker", None, None, 100, 3e7, None, "ci")
                     for s in range(6)]
-            rows += [MemoryRow(run_id, c, s, s * 1.0, s * tp, "stub", "numpy", "numpy_0_0", 200, 5e7, 2e7 + s * tp * 1e6,
+            rows += [MemoryRow(run_id, c, s, s * 1.0, s * tp, "stub", "numpy", "numpy_0_0", 200, 2e7 + s * tp * 1e6,
                                None, "ci") for s in range(6)]
             store.write("memory", rows, "2.51.0", f"c{c:06d}", date="2026-12-01")
     return root
@@ -309,7 +309,7 @@ def test_growth_section_picks_cycles_and_reads_each_process(tmp_path):
     assert rg.plotted(cycles) == [1, 2, 3]  # few cycles: all
     mem = rg.memory(str(root), "grow1", [2])
     assert sorted(set(mem["label"])) == ["stub numpy/numpy_0_0", "worker"] and set(mem["cycle"]) == {2}
-    assert mem.loc[mem["label"] == "worker", "mib"].iloc[0] == pytest.approx(3e7 / 2**20)  # USS where read
+    assert mem.loc[mem["label"] == "worker", "mib"].iloc[0] == pytest.approx(3e7 / 2**20)  # RSS
     lat = rg.latency(Store(root).read("windows"), "grow1", [2])
     assert list(lat["requests_done"]) == [500, 1000, 1500, 2000, 2500]
     png = rg.plots.png(rg.plots.growth_figure(mem, lat.iloc[:0], "t"))  # no windows: the panel says so

@@ -72,19 +72,17 @@ def test_the_warm_up_ends_with_the_first_window_or_a_fifth_of_the_load():
 # ------------------------------------------------------------------ process_growth
 
 
-def _sample(k, process="worker", model=None, instance=None, pid=1, rss=None, uss=None, gpu=None, requests=None):
+def _sample(k, process="worker", model=None, instance=None, pid=1, rss=None, gpu=None, requests=None):
     return dict(sample=k, t=float(k), requests=float(requests if requests is not None else 100 * k),
-                process=process, model=model, instance=instance, pid=pid, rss_bytes=rss, uss_bytes=uss,
-                gpu_bytes=gpu)
+                process=process, model=model, instance=instance, pid=pid, rss_bytes=rss, gpu_bytes=gpu)
 
 
 def test_process_growth_sums_a_models_instances_sample_by_sample():
     samples = []
     for k in range(10):  # 100 requests a sample; each instance keeps 500 B a request
-        samples.append(_sample(k, rss=50 * MIB, uss=20 * MIB))
+        samples.append(_sample(k, rss=50 * MIB))
         for i in (0, 1):
-            samples.append(_sample(k, "stub", "m", f"m_0_{i}", pid=10 + i, rss=40 * MIB + i * MIB,
-                                   uss=10 * MIB + 500 * 100 * k))
+            samples.append(_sample(k, "stub", "m", f"m_0_{i}", pid=10 + i, rss=40 * MIB + i * MIB + 500 * 100 * k))
     got = trends.process_growth(samples, after_t=0.0)
     assert set(got) == {"worker", "stub m"}
     assert got["stub m"].slope == pytest.approx(2 * 500 * 1000)  # both instances: 1 MB per 1,000 requests
@@ -92,22 +90,20 @@ def test_process_growth_sums_a_models_instances_sample_by_sample():
     assert got["stub m"].span == pytest.approx(0.9)  # thousands of requests covered
 
 
-def test_process_growth_prefers_uss_to_rss():
-    # RSS grows (shared pages the server touches too); USS, the process's own, does not
-    samples = [_sample(k, "stub", "m", rss=40 * MIB + 1_000_000 * k, uss=10 * MIB) for k in range(8)]
-    assert trends.process_growth(samples, 0.0)["stub m"].slope == pytest.approx(0.0)
-    # without USS (a process the rig may not read in full): RSS
+def test_process_growth_reads_rss():
     samples = [_sample(k, "stub", "m", rss=40 * MIB + 1_000_000 * k) for k in range(8)]
     assert trends.process_growth(samples, 0.0)["stub m"].slope == pytest.approx(10_000_000)
+    samples = [_sample(k, "stub", "m", rss=None) for k in range(8)]  # nothing read: no slope
+    assert "stub m" not in trends.process_growth(samples, 0.0)
 
 
 def test_process_growth_leaves_out_the_warm_up_and_incomplete_samples_and_adds_the_gpu():
-    samples = [_sample(0, uss=1 * MIB), _sample(1, uss=300 * MIB)]  # the warm-up's jump, before after_t
-    samples += [_sample(k, uss=400 * MIB + 1000 * 100 * k, gpu=1000 + 50 * 100 * k) for k in range(2, 12)]
+    samples = [_sample(0, rss=1 * MIB), _sample(1, rss=300 * MIB)]  # the warm-up's jump, before after_t
+    samples += [_sample(k, rss=400 * MIB + 1000 * 100 * k, gpu=1000 + 50 * 100 * k) for k in range(2, 12)]
     for k in range(2, 12):  # a model of two instances whose second died at sample 6 and came back at 8
-        samples.append(_sample(k, "stub", "m", "m_0_0", pid=10, uss=10 * MIB + 200 * 100 * k))
+        samples.append(_sample(k, "stub", "m", "m_0_0", pid=10, rss=10 * MIB + 200 * 100 * k))
         if k not in (6, 7):
-            samples.append(_sample(k, "stub", "m", "m_0_1", pid=11, uss=10 * MIB + 200 * 100 * k))
+            samples.append(_sample(k, "stub", "m", "m_0_1", pid=11, rss=10 * MIB + 200 * 100 * k))
     got = trends.process_growth(samples, after_t=2.0)
     assert got["worker"].slope == pytest.approx(1000 * 1000)
     assert got["gpu"].slope == pytest.approx(50 * 1000)
@@ -331,9 +327,9 @@ def test_process_memory_reads_its_samples_at_the_loads_end():
     for k in range(12):  # one sample every 0.5 s; the last two after the load's end
         t = t0 + 0.5 * k if k < 11 else t0 + 20.0
         pm.samples.append(dict(sample=k, t=t, process="worker", model=None, instance=None, pid=1,
-                               rss_bytes=60 * MIB, uss_bytes=20 * MIB, gpu_bytes=None))
+                               rss_bytes=60 * MIB, gpu_bytes=None))
         pm.samples.append(dict(sample=k, t=t, process="stub", model="m", instance="m_0_0", pid=2,
-                               rss_bytes=40 * MIB, uss_bytes=10 * MIB + 50 * 1024 * k, gpu_bytes=None))
+                               rss_bytes=40 * MIB + 50 * 1024 * k, gpu_bytes=None))
     sent = []
     ctx = observers.Context(engine=None, spec=None, inputs={}, cycle=3, unload_all=lambda t: None,
                             send=sent.append, windows=windows, t_load=t0, t_load_end=t0 + 10.5)

@@ -314,7 +314,7 @@ def growth_figure(memory: pd.DataFrame, latency: pd.DataFrame, title: str = ""):
         if len(g):
             a.plot(g["requests"], g["mib"], ls=styles[cycle], color=colours[label], marker=".", ms=3,
                    label=f"{label} (cycle {cycle})" if len(cycles) > 1 else label)
-    a.set(xlabel="requests completed", ylabel="MiB (USS, else RSS)", title="Memory per process")
+    a.set(xlabel="requests completed", ylabel="RSS, MiB", title="Memory per process")
     if a.get_legend_handles_labels()[0]:
         a.legend(fontsize=7)
     for cycle, g in (latency.groupby("cycle", sort=True) if len(latency) else ()):

@@ -28,7 +28,7 @@ COLUMNS = ["run_id", "cycle", "started_at", "growth_outcome", "memory_samples", 
            "worker_growth_low_b", "worker_growth_high_b", "stub_growth_per_1k_b", "stub_growth_low_b",
            "stub_growth_high_b", "stub_growth_model", "gpu_growth_per_1k_b", "growth_requests", "growth_by_process",
            "slowdown_pct", "slowdown_low_pct", "workload_s", "throughput"]
-MEMORY_COLUMNS = ["run_id", "cycle", "sample", "requests", "process", "model", "instance", "rss_bytes", "uss_bytes"]
+MEMORY_COLUMNS = ["run_id", "cycle", "sample", "requests", "process", "model", "instance", "rss_bytes"]
 MAX_RUNS_PLOTTED = 6   # the latest runs with memory samples
 ALL_CYCLES_UNDER = 3   # a run of this many cycles or fewer has every cycle plotted
 NOTHING = ("Nothing to show: no cycle here recorded a growth verdict (stores before schema 11 have no memory "
@@ -144,7 +144,7 @@ def plotted(c: pd.DataFrame) -> list[int]:
 
 
 def memory(root: str, run_id: str, cycles: list[int]) -> pd.DataFrame:
-    """The ``memory`` rows of those cycles of a run, with ``mib`` (USS, else RSS, in MiB) and a
+    """The ``memory`` rows of those cycles of a run, with ``mib`` (RSS, in MiB) and a
     ``label`` per process (``worker``, ``stub <model>/<instance>``); empty where the store has none."""
     from rig.errors import RigError
     from rig.store import Store
@@ -159,7 +159,7 @@ def memory(root: str, run_id: str, cycles: list[int]) -> pd.DataFrame:
 def with_labels(m: pd.DataFrame) -> pd.DataFrame:
     """``memory`` rows with ``mib`` and ``label`` (see ``memory``)."""
     m = m.copy()
-    value = _num(m, "uss_bytes").fillna(_num(m, "rss_bytes"))
+    value = _num(m, "rss_bytes")
     m["mib"] = value / 2**20
     m["label"] = ["worker" if p == "worker" else f"stub {mod}/{inst}"
                   for p, mod, inst in zip(m["process"], m.get("model", pd.Series(index=m.index, dtype=object)),
@@ -209,7 +209,7 @@ def growth_section(root: str, cycles: pd.DataFrame, windows: pd.DataFrame) -> Se
         shown += 1
         which = ", ".join(str(c) for c in picked)
         sec.add(Figure(plots.render("growth_figure", mem, lat, f"run {run}, cycle(s) {which}"),
-                       f"Run {run}, cycle(s) {which}: each process's memory (USS, else RSS) against the requests "
+                       f"Run {run}, cycle(s) {which}: each process's memory (RSS) against the requests "
                        "completed in its cycle, and the windows' p50 and p99 against them"))
     if not shown:
         sec.add("No memory samples stored for these runs (the memory table is empty or absent): no figure.")
