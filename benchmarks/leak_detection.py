@@ -53,8 +53,7 @@ def main() -> int:
                          "error %": round(100 * (float(per_req.median()) - leak) / leak, 1),
                          "requests read (median)": int(c.growth_requests.median())})
             print(rows[-1], flush=True)
-    print(pd.DataFrame(rows).to_markdown(index=False) if hasattr(pd.DataFrame, "to_markdown")
-          else pd.DataFrame(rows).to_string(index=False))
+    print(pd.DataFrame(rows).to_string(index=False))
     return 0
 
 
