@@ -143,13 +143,14 @@ def _cycles(args, cfg, allowed: tuple[str, ...]) -> int:
 def cmd_cycle(args) -> int:
     """A single cycle is a reproducer: it records and reports every outcome; soaks judge."""
     from rig.cycle import LOAD_OUTCOMES, OUTCOMES
+    from rig.verdicts import GROWTH_OUTCOMES
 
     cfg = run_config(args)
     if cfg is None:
         return _skipped(args)
     if args.allow_leaks is None and not args.config:
         cfg.thresholds.allow_leaks = True
-    return _cycles(args, cfg, tuple(OUTCOMES) + tuple(LOAD_OUTCOMES))
+    return _cycles(args, cfg, tuple(OUTCOMES) + tuple(LOAD_OUTCOMES) + tuple(GROWTH_OUTCOMES))
 
 
 def cmd_soak(args) -> int:

@@ -211,7 +211,7 @@ def test_a_soak_killed_mid_upload_leaves_no_partial_object_and_resumes(s3, kille
     # a killed run has ended: compacted over S3 with --run (the merged object, then the units removed)
     p = killed["compact"]
     assert p.returncode == 0 and "compacted 1 run(s)" in p.stdout, p.stdout + p.stderr
-    assert sorted(k.rsplit("/", 1)[-1] for k in killed["after_compact"] if run in k) == [f"{run}-merged.parquet"] * 3
+    assert sorted(k.rsplit("/", 1)[-1] for k in killed["after_compact"] if run in k) == [f"{run}-merged.parquet"] * 4  # runs, cycles, windows, memory
     # --resume finds the run's local work folder again and finishes the run (exit 1: exit_timeout)
     p = killed["resume"]
     assert p.returncode == 1 and "resuming: 1 cycle(s) stored, 1 to go" in p.stdout, p.stdout + p.stderr
@@ -221,7 +221,7 @@ def test_a_soak_killed_mid_upload_leaves_no_partial_object_and_resumes(s3, kille
     assert sorted(cycles.cycle) == [1, 2] and set(cycles.outcome) == {"exit_timeout"}
     assert sorted(store.read("windows", run).cycle.unique()) == [1, 2]
     assert sorted(k.rsplit("/", 1)[-1] for k in _objects(s3["client"], "a/") if run in k and "/plots/" not in k) \
-        == [f"{run}-merged.parquet"] * 3
+        == [f"{run}-merged.parquet"] * 4
 
 
 def test_report_gate_and_check_over_the_uri_answer_as_over_a_folder(s3, runs, killed):

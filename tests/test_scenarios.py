@@ -3,6 +3,8 @@ with the fault presets and retention policies, refused combinations in one line,
 column, the report's table; and end to end on real cores, each scenario's known verdicts with its
 negative control clean."""
 
+import re
+
 import pandas as pd
 import pytest
 from helpers import cycle_row, cycles, rig
@@ -146,4 +148,6 @@ def test_a_run_given_only_retain_is_filed_under_its_scenario_and_the_report_tabl
     assert list(c.scenario) == ["retained-response"] and c.control.isna().all()
     report = rig("report", str(results))
     assert report.returncode == 0, report.stderr
-    assert "| retained-response | 2.51.0 | capi | 1 | exit_timeout 1 | ok 1 | exit_timeout / ok | 1/1 |" in report.stdout
+    # (its growth: not_measured, a handful of requests; not held against it)
+    assert re.search(r"\| retained-response \| 2\.51\.0 \| capi \| 1 \| exit_timeout 1 \| ok 1 \| (ok|not_measured) 1 "
+                     r"\| exit_timeout / ok / ok \| 1/1 \|", report.stdout), report.stdout
