@@ -25,16 +25,16 @@ from rig.evidence import read_markers, summarize_markers, triton_error  # noqa: 
 from rig.fleet import NODE_WAIT_S, RELEASE_WAIT_S
 from rig import inputs as inputs_mod
 from rig.errors import RigError
-from rig.outputs import merge_checks, output_is, reference_output
+from rig.outputs import merge_checks, reference_output
 from rig.repository import repository_models
-from rig.protocol import CycleDone, Partial, Samples
+from rig.sequential import sequential_requests
+from rig.messages import CycleDone, Partial, Samples
 from rig.text import top_messages
 from rig.verdicts import (LEGACY_LOAD, LOAD_OUTCOMES, OUTCOMES, RAISED_AND_HELD, UNANSWERED,  # noqa: F401
                           MAX_MEMORY_GROWTH_B, MAX_SLOWDOWN_PCT, LoadOutcome, Outcome, classify, classify_growth,
                           classify_load, growth_reasons, raised_and_held, upgrade_legacy)
 
 GRACE_AFTER_STOP_S = 5.0
-MAX_CONSECUTIVE_ERRORS = 3
 
 
 @dataclasses.dataclass
@@ -96,96 +96,6 @@ class InputsRefused(RigError):
     refuses the run in one line, as it does before a run where it can."""
 
 
-SEQUENTIAL_CHUNKS = 10  # the fixed count's requests read as this many windows (not stored) for its trend
-
-
-def _sequential_requests(engine: Engine, spec: CycleSpec, inputs: dict, retain: str,
-                         kept: Retained, checks: dict, tick: Callable[[], None] | None = None) -> dict:
-    """``spec.requests`` requests, one at a time, the models in turn; ``inputs``: model -> its
-    entries, each model's k-th request carrying entry k mod N. The requests are read as up to
-    ``SEQUENTIAL_CHUNKS`` windows of equal counts (``windows``: the trend's, never stored), and
-    ``tick()`` is called as each begins and once at the end (the observers sample there)."""
-    errors = 0
-    timeouts = 0
-    bad = 0
-    first_error = None
-    messages: dict[str, int] = {}
-    t0 = time.monotonic()
-    n = spec.requests
-    sent = 0
-    consecutive = 0
-    turns = dict.fromkeys(spec.models, 0)
-    per_chunk = max(10, -(-n // SEQUENTIAL_CHUNKS))
-    done_ns: list[int] = []   # each request's end (monotonic ns), and its latency
-    lat_ns: list[int] = []
-    ok: list[bool] = []
-    starts: list[int] = []    # each chunk's start, once its observers' tick is over (not the load's time)
-    for i in range(n):
-        if i % per_chunk == 0:
-            if tick is not None:
-                tick()
-            starts.append(time.monotonic_ns())
-        model = spec.models[i % len(spec.models)]
-        entries = inputs[model]
-        entry = entries[turns[model] % len(entries)]
-        turns[model] += 1
-        sent += 1
-        t_req = time.monotonic_ns()
-        try:
-            r = engine.infer(model, entry, timeout_s=spec.request_timeout)
-        except EngineError as e:
-            done_ns.append(time.monotonic_ns())
-            lat_ns.append(done_ns[-1] - t_req)
-            ok.append(False)
-            errors += 1
-            consecutive += 1
-            first_error = first_error or str(e)
-            messages[str(e)] = messages.get(str(e), 0) + 1
-            timeouts += e.code == "TIMEOUT"
-            if e.code == "TIMEOUT" or consecutive >= MAX_CONSECUTIVE_ERRORS:
-                break  # the model stopped answering (a dead stub, a stuck execute): stop sending
-            continue
-        done_ns.append(time.monotonic_ns())
-        lat_ns.append(done_ns[-1] - t_req)
-        ok.append(True)
-        consecutive = 0
-        if checks.get(model) and not output_is(checks[model], r.outputs()):
-            bad += 1
-        if i == n - 1:
-            kept.keep(r, retain)
-        else:
-            r.release()
-    wall = time.monotonic() - t0
-    if tick is not None:
-        tick()
-    return {"requests": sent, "errors": errors, "timeouts": timeouts, "bad_outputs": bad, "lane": "sequential",
-            "throughput": (sent - errors) / wall if wall > 0 else None, "detail": first_error,
-            "error_messages": top_messages([messages]),
-            "windows": _chunks(int(t0 * 1e9), starts, done_ns, lat_ns, ok, per_chunk)}
-
-
-def _chunks(t0_ns: int, starts: list[int], done_ns: list[int], lat_ns: list[int], ok: list[bool],
-            per_chunk: int) -> list[dict]:
-    """The fixed count's requests as windows of ``per_chunk`` requests each, each from its start
-    (``starts``: after its tick) to its last request's end (the trend's figures: start and length
-    in s, requests, errors, throughput, p50 and p99 in us, ``monotonic_end``)."""
-    import numpy as np
-
-    out = []
-    for c, k in enumerate(range(0, len(done_ns), per_chunk)):
-        start = starts[c] if c < len(starts) else done_ns[k - 1]
-        end = done_ns[min(k + per_chunk, len(done_ns)) - 1]
-        good = np.array([v for v, g in zip(lat_ns[k:k + per_chunk], ok[k:k + per_chunk]) if g], float) / 1000
-        length = (end - start) / 1e9
-        out.append({"window": len(out) + 1, "start_s": (start - t0_ns) / 1e9, "length_s": length,
-                    "requests": int(good.size), "errors": int(len(ok[k:k + per_chunk]) - good.size),
-                    "throughput": good.size / length if length > 0 else None,
-                    "p50_us": float(np.percentile(good, 50)) if good.size else None,
-                    "p99_us": float(np.percentile(good, 99)) if good.size else None,
-                    "monotonic_end": end / 1e9})
-    return out
-
-
 def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
               phase: Callable[[str, float], None],
               workload: Callable | None = None,
@@ -220,6 +130,103 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
         log_file=str(Path(spec.log_dir) / f"triton-c{cycle:06d}.log") if spec.log_dir else None)
 
     phase("start", spec.startup_timeout + 10)
+    engine, t0 = _start(make_engine, spec, options, held, evidence, row, phase)
+    if engine is None:
+        return CycleDone(row)
+    row["start_latency_s"] = time.monotonic() - t0
+    version = engine.server_version()  # the core's own word
+    if not summarize_markers(read_markers(evidence), None)["finalize_expected"] \
+            and _has_python_models(spec.model_repository, spec.models):
+        row["detail"] = ("no finalize evidence: the backend stubs did not run the rig's hook "
+                         "(a custom EXECUTION_ENV_PATH?); finalize columns read 0")
+
+    metas = {m: engine.model_metadata(m) for m in spec.models}
+    inputs = _entries(spec, metas)
+    checks: dict = {}
+    reference = {"requests": 0, "errors": 0, "timeouts": 0, "messages": {}}
+    for m in spec.models:  # every response under load is held to its metadata and first answer(s)
+        ok, notes, checks[m], failed = _reference(engine, spec, m, inputs[m], metas[m], reference)
+        if m == spec.models[0]:
+            row["outputs_ok"] = None if failed else ok
+        for note in notes:
+            row["detail"] = f"{row['detail']}; {note}" if row.get("detail") else note
+    pids = [os.getpid()] + [p.pid for p in probes.stubs_of(os.getpid())]
+    regions = probes.shm_regions_mapped(pids)
+
+    kept = Retained()
+    ctx = observers_mod.Context(engine, spec, inputs, cycle, lambda timeout: _unload_all(engine, timeout), send)
+    _load(ctx, row, watchers, phase, workload, kept, checks)
+    _add_reference(row, reference)
+    regions |= _probe_after_load(engine, spec, row, pids)
+
+    # The scene a scenario's client sets for the stop (rig.observers, rig.clientside)
+    if any(o.sets_scene for o in watchers):
+        phase("client", 60 + spec.startup_timeout + 2 * spec.request_timeout)
+    for o in watchers:
+        o.before_stop(ctx, row)
+
+    phase("stop", spec.exit_timeout + 60)
+    t_ret, before = _stop(engine, spec, row, evidence, reload, unload_first)
+    _judge(row, spec)
+    if partial is not None:  # a crash or hang in teardown must not lose what stop did, nor hide
+        partial(Partial(dict(row), tuple(sorted(regions))))  # the shared memory it would leave
+
+    # What a careful user's process does next: drop its references, let the models unload,
+    # then free the server. (Freeing it first, or dropping the last response right after
+    # ServerDelete, crashed core 2.51 with a double free: docs/measurements/lifecycle.md.)
+    phase("release", spec.exit_timeout + 60)
+    kept.clear()
+    row.update(_released(spec, evidence, t_ret, watchers))
+    row["finalize_before_stop"] = before["finalize_before_stop"]
+    for o in watchers:  # counted before the server is freed: a request lost is one with no word by now
+        o.released(ctx, row)
+    row["cleanup"] = "ok" if reload else _teardown(engine, phase, spec)
+    row["stubs_killed"] = probes.kill_processes(probes.stubs_of(os.getpid()))
+    leaked = probes.shm_regions_present(regions)
+    row["shm_regions_leaked"] = len(leaked)
+    probes.remove_shm_regions(leaked)
+    _judge(row, spec)
+    for note in (raised_and_held(row), UNANSWERED if row.get("timeouts") else None,
+                 "; ".join(growth_reasons(row, spec.max_memory_growth, spec.max_slowdown)) or None):
+        if note:
+            row["detail"] = f"{row['detail']}; {note}" if row.get("detail") else note
+    return CycleDone(row, version)
+
+
+def _load(ctx: observers_mod.Context, row: dict, watchers: list, phase: Callable[[str, float], None],
+          workload: Callable | None, kept: Retained, checks: dict) -> None:
+    """The cycle's load: the workload (or the fixed count of requests), its observers told as it
+    starts and ends, its figures and its trend over its windows into the row."""
+    spec = ctx.spec
+    ctx.t_load = time.monotonic()
+    ctx.paced = workload is None  # the fixed count ticks its observers; a workload's load does not
+    for o in watchers:
+        o.load_started(ctx)
+    if workload is not None:
+        # a fleet's node waits for its round, then the master's length (up to the same bound)
+        fleet = 2 * NODE_WAIT_S + RELEASE_WAIT_S if spec.workload.get("master") else 0.0
+        # the last window waits up to the request timeout for requests still in flight
+        phase("infer", float(spec.workload.get("seconds", 2.0)) * 3 + 60 + fleet + 2 * spec.request_timeout)
+        out = workload(ctx.engine, spec, ctx.inputs, kept, ctx.cycle, checks)
+    else:
+        phase("infer", 60 + spec.requests * 0.1 + 2 * spec.request_timeout)
+        out = sequential_requests(ctx.engine, spec, ctx.inputs, spec.retain, kept, checks,
+                                   tick=lambda: [o.tick(ctx) for o in watchers])
+    ctx.windows = out.pop("windows", None) or []
+    _merge(row, out)
+    ctx.t_load_end = time.monotonic()
+    row["workload_s"] = ctx.t_load_end - ctx.t_load
+    row.update(trends.window_trend(ctx.windows))
+    for o in watchers:
+        o.load_ended(ctx, row)
+
+
+def _start(make_engine: Callable[[], Engine], spec: CycleSpec, options: ServerOptions, held: Held | None,
+           evidence: Path, row: dict, phase: Callable[[str, float], None]) -> tuple[Engine | None, float]:
+    """Start the server (with ``held``, its models' load) and wait until it and the models say
+    ready; (the engine, when the start began). A start that fails is the cycle's verdict
+    (``load_failed``), its server freed (or kept for the next load): (None, ...)."""
+    reload = held is not None
     reloading = reload and held.engine is not None
     engine = held.engine if reloading else make_engine()
     t0 = time.monotonic()
@@ -249,50 +256,31 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
                 held.engine = None
             row["cleanup"] = _teardown(engine, phase, spec)
         row["stubs_killed"] = probes.kill_processes(probes.stubs_of(os.getpid()))
-        return CycleDone(row)
-    row["start_latency_s"] = time.monotonic() - t0
-    version = engine.server_version()  # the core's own word
-    if not summarize_markers(read_markers(evidence), None)["finalize_expected"] \
-            and _has_python_models(spec.model_repository, spec.models):
-        row["detail"] = ("no finalize evidence: the backend stubs did not run the rig's hook "
-                         "(a custom EXECUTION_ENV_PATH?); finalize columns read 0")
+        return None, t0
+    return engine, t0
 
-    metas = {m: engine.model_metadata(m) for m in spec.models}
-    inputs = _entries(spec, metas)
-    checks: dict = {}
-    reference = {"requests": 0, "errors": 0, "timeouts": 0, "messages": {}}
-    for m in spec.models:  # every response under load is held to its metadata and first answer(s)
-        ok, notes, checks[m], failed = _reference(engine, spec, m, inputs[m], metas[m], reference)
-        if m == spec.models[0]:
-            row["outputs_ok"] = None if failed else ok
-        for note in notes:
-            row["detail"] = f"{row['detail']}; {note}" if row.get("detail") else note
-    pids = [os.getpid()] + [p.pid for p in probes.stubs_of(os.getpid())]
-    regions = probes.shm_regions_mapped(pids)
 
-    kept = Retained()
-    ctx = observers_mod.Context(engine, spec, inputs, cycle, lambda timeout: _unload_all(engine, timeout), send)
-    _load(ctx, row, watchers, phase, workload, kept, checks)
-    _add_reference(row, reference)
+def _probe_after_load(engine: Engine, spec: CycleSpec, row: dict, pids: list[int]) -> set[str]:
+    """What the load left: stubs that died during it, the stubs' and the worker's memory, fds and
+    threads, GPU memory, /dev/shm, whether all still say ready; the shared-memory regions the
+    stubs map now."""
     stubs = probes.stubs_of(os.getpid())
     died = sorted(set(pids[1:]) - {p.pid for p in stubs})
     if died:
         note = f"stub pid(s) {', '.join(map(str, died))} died during the workload"
         row["detail"] = f"{note}; {row['detail']}" if row.get("detail") else note
-    regions |= probes.shm_regions_mapped([p.pid for p in stubs])
     row["stub_rss_bytes"] = probes.total_rss(stubs)
     stats = probes.process_stats()
     row.update(worker_rss_bytes=stats["rss_bytes"], worker_fds=stats["fds"],
                worker_threads=stats["threads"], gpu_memory_bytes=probes.gpu().memory_used(),
                shm_bytes=probes.dev_shm_bytes(), ready_after_load=_all_ready(engine, spec.models))
+    return probes.shm_regions_mapped([p.pid for p in stubs])
 
-    # The scene a scenario's client sets for the stop (rig.observers, rig.clientside)
-    if any(o.sets_scene for o in watchers):
-        phase("client", 60 + spec.startup_timeout + 2 * spec.request_timeout)
-    for o in watchers:
-        o.before_stop(ctx, row)
 
-    phase("stop", spec.exit_timeout + 60)
+def _stop(engine: Engine, spec: CycleSpec, row: dict, evidence: Path, reload: bool,
+          unload_first: bool) -> tuple[float, dict]:
+    """The stop (with ``reload``: the models' unload), timed; the finalize markers seen by the
+    time it returned go into the row. Returns (when it returned, those markers)."""
     t_stop = time.monotonic()
     if reload:  # the server stays up: this cycle's stop is the models' unload
         unload_err, err = _unload_all(engine, spec.exit_timeout, "exit timeout expired: "), None
@@ -304,20 +292,15 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     row["stop_latency_s"] = t_ret - t_stop
     row["stubs_alive_after_stop"] = len(probes.stubs_of(os.getpid()))
     before = summarize_markers(read_markers(evidence), t_ret)
-
     row.update(before)
     row["finalize_after_stop"] = 0
-    row["outcome"] = classify(row)
-    row["load_outcome"] = classify_load(row)
-    row["growth_outcome"] = classify_growth(row, spec.max_memory_growth, spec.max_slowdown)
-    if partial is not None:  # a crash or hang in teardown must not lose what stop did, nor hide
-        partial(Partial(dict(row), tuple(sorted(regions))))  # the shared memory it would leave
+    return t_ret, before
 
-    # What a careful user's process does next: drop its references, let the models unload,
-    # then free the server. (Freeing it first, or dropping the last response right after
-    # ServerDelete, crashed core 2.51 with a double free: docs/measurements/lifecycle.md.)
-    phase("release", spec.exit_timeout + 60)
-    kept.clear()
+
+def _released(spec: CycleSpec, evidence: Path, t_ret: float, watchers: list) -> dict:
+    """Once the references are dropped: wait (up to the exit timeout, at least
+    ``GRACE_AFTER_STOP_S``) for every finalize, the stubs' exit and the observers' requests;
+    the finalize markers then."""
     deadline = time.monotonic() + max(GRACE_AFTER_STOP_S, spec.exit_timeout)
     while time.monotonic() < deadline:
         s = summarize_markers(read_markers(evidence), t_ret)
@@ -325,52 +308,14 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
                 and not probes.stubs_of(os.getpid()) and all(o.settled() for o in watchers):
             break
         time.sleep(0.02)
-    after = summarize_markers(read_markers(evidence), t_ret)
-    row.update(after)
-    row["finalize_before_stop"] = before["finalize_before_stop"]
-    for o in watchers:  # counted before the server is freed: a request lost is one with no word by now
-        o.released(ctx, row)
-    row["cleanup"] = "ok" if reload else _teardown(engine, phase, spec)
-    row["stubs_killed"] = probes.kill_processes(probes.stubs_of(os.getpid()))
-    leaked = probes.shm_regions_present(regions)
-    row["shm_regions_leaked"] = len(leaked)
-    probes.remove_shm_regions(leaked)
+    return summarize_markers(read_markers(evidence), t_ret)
+
+
+def _judge(row: dict, spec: CycleSpec) -> None:
+    """The cycle's three verdicts from its row (``rig.verdicts``)."""
     row["outcome"] = classify(row)
     row["load_outcome"] = classify_load(row)
     row["growth_outcome"] = classify_growth(row, spec.max_memory_growth, spec.max_slowdown)
-    for note in (raised_and_held(row), UNANSWERED if row.get("timeouts") else None,
-                 "; ".join(growth_reasons(row, spec.max_memory_growth, spec.max_slowdown)) or None):
-        if note:
-            row["detail"] = f"{row['detail']}; {note}" if row.get("detail") else note
-    return CycleDone(row, version)
-
-
-def _load(ctx: observers_mod.Context, row: dict, watchers: list, phase: Callable[[str, float], None],
-          workload: Callable | None, kept: Retained, checks: dict) -> None:
-    """The cycle's load: the workload (or the fixed count of requests), its observers told as it
-    starts and ends, its figures and its trend over its windows into the row."""
-    spec = ctx.spec
-    ctx.t_load = time.monotonic()
-    ctx.paced = workload is None  # the fixed count ticks its observers; a workload's load does not
-    for o in watchers:
-        o.load_started(ctx)
-    if workload is not None:
-        # a fleet's node waits for its round, then the master's length (up to the same bound)
-        fleet = 2 * NODE_WAIT_S + RELEASE_WAIT_S if spec.workload.get("master") else 0.0
-        # the last window waits up to the request timeout for requests still in flight
-        phase("infer", float(spec.workload.get("seconds", 2.0)) * 3 + 60 + fleet + 2 * spec.request_timeout)
-        out = workload(ctx.engine, spec, ctx.inputs, kept, ctx.cycle, checks)
-    else:
-        phase("infer", 60 + spec.requests * 0.1 + 2 * spec.request_timeout)
-        out = _sequential_requests(ctx.engine, spec, ctx.inputs, spec.retain, kept, checks,
-                                   tick=lambda: [o.tick(ctx) for o in watchers])
-    ctx.windows = out.pop("windows", None) or []
-    _merge(row, out)
-    ctx.t_load_end = time.monotonic()
-    row["workload_s"] = ctx.t_load_end - ctx.t_load
-    row.update(trends.window_trend(ctx.windows))
-    for o in watchers:
-        o.load_ended(ctx, row)
 
 
 def _all_ready(engine: Engine, models: list[str]) -> bool | None:

@@ -26,7 +26,7 @@ from typing import Callable, Protocol
 
 from rig import clientside, probes, trends
 from rig.engines.base import Engine
-from rig.protocol import Samples
+from rig.messages import Samples
 from rig.repository import repository_models
 from rig.unpatched import original
 

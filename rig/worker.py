@@ -23,7 +23,7 @@ from rig.repository import LEAK_PREFIX
 from rig import cycle as cycle_mod
 from rig import engines
 from rig.hook import crashlib
-from rig.protocol import CycleStart, Fatal, Message, Phase, Refused, Window
+from rig.messages import CycleStart, Fatal, Message, Phase, Refused, Window
 from rig.runtime import Runtime
 
 

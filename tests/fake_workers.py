@@ -29,7 +29,7 @@ REPORT_DEADLINE_S = 30  # the deadline of each phase a reporting fake worker ann
 # leave a process the probes take for a backend stub (argv[0] is the stub's name) in its group.
 PREAMBLE = f'''
 import json, os, signal, subprocess, sys, time
-from rig.protocol import CycleDone, CycleStart, Fatal, Partial, Phase, Window
+from rig.messages import CycleDone, CycleStart, Fatal, Partial, Phase, Window
 _args = sys.argv[1:]
 SPEC_PATH = _args[_args.index("--spec") + 1]
 SPEC = json.load(open(SPEC_PATH))

@@ -155,7 +155,7 @@ def test_a_worker_can_be_rerun_by_hand_from_its_spec(tmp_path, runtime):
     """pyperf's habit: the worker is the same program with a flag; its spec reproduces a cycle."""
     import json
 
-    from rig import protocol
+    from rig import messages as protocol
 
     res = tmp_path / "r"
     assert rig("cycle", "--results", str(res)).returncode == 0

@@ -1,4 +1,4 @@
-"""rig.protocol: the worker's messages, one JSON line each, and the rows typed by their
+"""rig.messages and rig.protocol: the worker's messages, one JSON line each, and the rows typed by their
 dataclasses' own annotations (no Triton, no worker: pure functions)."""
 
 from __future__ import annotations
@@ -9,22 +9,23 @@ import json
 import numpy as np
 import pytest
 
+from rig import messages as M
 from rig import protocol as P
 
 MESSAGES = [
-    P.CycleStart(3, 12.5),
-    P.Phase("stop", 90.0, 13.0),
-    P.Window({"cycle": 3, "window": 2, "throughput": 1500.0, "p99_us": 812.0, "mode": "closed"}),
-    P.Partial({"cycle": 3, "outcome": "clean", "stop_latency_s": 0.25, "stubs_alive_after_stop": 1},
+    M.CycleStart(3, 12.5),
+    M.Phase("stop", 90.0, 13.0),
+    M.Window({"cycle": 3, "window": 2, "throughput": 1500.0, "p99_us": 812.0, "mode": "closed"}),
+    M.Partial({"cycle": 3, "outcome": "clean", "stop_latency_s": 0.25, "stubs_alive_after_stop": 1},
               ("triton_python_backend_shm_region_1", "triton_python_backend_shm_region_2")),
-    P.CycleDone({"cycle": 3, "outcome": "clean", "load_outcome": "ok", "requests": 100, "outputs_ok": True},
+    M.CycleDone({"cycle": 3, "outcome": "clean", "load_outcome": "ok", "requests": 100, "outputs_ok": True},
                 "2.51.0"),
-    P.CycleDone({"cycle": 4, "outcome": "load_failed"}),
-    P.Samples(3, ({"sample": 0, "t_s": 0.25, "requests": 812.0, "process": "stub", "model": "numpy",
+    M.CycleDone({"cycle": 4, "outcome": "load_failed"}),
+    M.Samples(3, ({"sample": 0, "t_s": 0.25, "requests": 812.0, "process": "stub", "model": "numpy",
                    "instance": "numpy_0_0", "pid": 4321, "rss_bytes": 41_000_000,
                    "gpu_bytes": None},)),
-    P.Fatal("RuntimeError: boom", "Traceback ..."),
-    P.Refused("model m: input X has 2 dims, the data 3"),
+    M.Fatal("RuntimeError: boom", "Traceback ..."),
+    M.Refused("model m: input X has 2 dims, the data 3"),
 ]
 
 
@@ -33,12 +34,12 @@ def test_every_message_survives_one_line(msg):
     line = msg.encode()
     assert "\n" not in line
     assert json.loads(line)["type"] == msg.KIND.value
-    assert P.decode(line) == msg
-    assert P.decode(line.encode()) == msg, "bytes off the pipe read the same"
+    assert M.decode(line) == msg
+    assert M.decode(line.encode()) == msg, "bytes off the pipe read the same"
 
 
 def test_every_kind_has_its_message():
-    assert {m.KIND for m in MESSAGES} == set(P.Kind)
+    assert {m.KIND for m in MESSAGES} == set(M.Kind)
 
 
 @pytest.mark.parametrize("line", [
@@ -52,15 +53,15 @@ def test_every_kind_has_its_message():
     '{"type": "cycle", "row": {"cycle": 1, "requests": "many"}}',
 ])
 def test_a_line_that_is_not_a_message_decodes_to_none(line):
-    assert P.decode(line) is None
+    assert M.decode(line) is None
 
 
 def test_rows_keep_only_cycle_row_fields_typed_as_the_row():
     line = json.dumps({"type": "partial", "shm_regions": ["r1"],
                        "row": {"cycle": 2.0, "stubs_killed": 1.0, "start_latency_s": 1, "outputs_ok": None,
                                "stop_error": "Exit timeout", "not_a_field": 5}})
-    msg = P.decode(line)
-    assert msg == P.Partial({"cycle": 2, "stubs_killed": 1, "start_latency_s": 1.0, "outputs_ok": None,
+    msg = M.decode(line)
+    assert msg == M.Partial({"cycle": 2, "stubs_killed": 1, "start_latency_s": 1.0, "outputs_ok": None,
                              "stop_error": "Exit timeout"}, ("r1",))
     assert type(msg.row["cycle"]) is int and type(msg.row["start_latency_s"]) is float
 
@@ -77,7 +78,7 @@ def test_typed_row_uses_the_dataclass_types():
 
 
 def test_window_row_from_a_window_message():
-    msg = P.decode(P.Window({"cycle": 2, "window": 1, "throughput": 10, "concurrency": 4.0, "requests": 40.0,
+    msg = M.decode(M.Window({"cycle": 2, "window": 1, "throughput": 10, "concurrency": 4.0, "requests": 40.0,
                              "mode": "open", "junk": 1}).encode())
     w = P.window_row("run", "capi", "m", msg.figures)
     assert (w.run_id, w.cycle, w.window, w.tool, w.mode, w.concurrency, w.requests, w.errors) == \

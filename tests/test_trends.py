@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from rig import clientside, observers, trends
-from rig.protocol import Samples
+from rig.messages import Samples
 from rig.verdicts import MAX_MEMORY_GROWTH_B, MIN_GROWTH_B, WORKER_FLOOR_B_PER_S, classify_growth
 
 MIB = 1 << 20

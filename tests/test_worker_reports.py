@@ -15,7 +15,8 @@ from fake_workers import gone, prepared, run, stub_pid
 from rig import orchestrator
 from rig.cycle import OUTCOMES, CycleSpec
 from rig.orchestrator import rows as parent_rows
-from rig.protocol import CycleRow, Partial, WindowRow
+from rig.protocol import CycleRow, WindowRow
+from rig.messages import Partial
 
 
 # ---------------------------------------------------------------- workers that report

@@ -8,7 +8,8 @@ from rig import probes
 from rig.fleet import node_name
 from rig.orchestrator.prepare import Prepared
 from rig.scenarios import name_of
-from rig.protocol import CYCLE_FIELDS, CycleResult, CycleRow, Partial, now_iso, typed_row
+from rig.protocol import CYCLE_FIELDS, CycleResult, CycleRow, now_iso, typed_row
+from rig.messages import Partial
 
 
 def blank_row(p: Prepared, cycle: int) -> dict:

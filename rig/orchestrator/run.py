@@ -21,8 +21,9 @@ from rig.fleet import node_name
 from rig.orchestrator.prepare import Prepared, check_run_inputs
 from rig.orchestrator.rows import blank_row, finish_row, lost_cycle
 from rig.procs import python_m
-from rig.protocol import (CycleDone, CycleResult, CycleStart, Fatal, MemoryRow, Message, Partial, Phase, Refused,
-                          Samples, Window, WindowRow, decode, typed_row, window_row)
+from rig.messages import (CycleDone, CycleStart, Fatal, Message, Partial, Phase, Refused, Samples, Window,
+                          decode)
+from rig.protocol import CycleResult, MemoryRow, WindowRow, typed_row, window_row
 
 
 class WorkerHandle:
@@ -74,7 +75,7 @@ class WorkerHandle:
 
     def read(self, timeout: float) -> list[Message]:
         """Messages that arrived within ``timeout`` seconds (possibly none); a line that is not
-        one (``protocol.decode``: the worker's own output, garbage) is ignored."""
+        one (``messages.decode``: the worker's own output, garbage) is ignored."""
         if self.eof:
             time.sleep(min(timeout, 0.05))
             return []
