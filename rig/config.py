@@ -75,6 +75,8 @@ class RunConfig:
     instances: int = 1
     max_batch_size: int = 0
     dynamic_batching: bool = False
+    decoupled: bool = False           # the template model sends its responses through each request's sender
+    model_shape: str | None = None    # a model shape (rig.shapes): sets the four above; a scenario's, one it runs in
     fault: str = "none"               # one of FAULT_PRESETS (the template model's)
     execute_delay_ms: float = 0.0
     cycles: int = 1
@@ -129,6 +131,8 @@ class RunConfig:
             from rig import scenarios
 
             scenarios.apply(self)
+        elif self.model_shape is not None:
+            self._model_shape()
         elif self.control:
             raise RigError("--control runs a scenario's negative control: give --scenario NAME too "
                            "(`rig scenarios` lists them)")
@@ -145,6 +149,24 @@ class RunConfig:
             raise RigError("thresholds.max_memory_growth (bytes per 1,000 requests) and thresholds.max_slowdown (%) "
                            "must be >= 0")
         return self
+
+    def _model_shape(self) -> None:
+        """The template model served in ``model_shape`` (rig.shapes): its batching, instances and
+        transaction policy; a model repository's own, or a shape given twice, refused in one line."""
+        from rig import shapes
+
+        if self.model_repository:
+            raise RigError(f"--model-shape {self.model_shape} shapes the rig's template model, and "
+                           "--model-repository runs your own (its config.pbtxt says its shape): drop one")
+        shape = shapes.parse(self.model_shape)
+        set_ = (self.instances, self.max_batch_size, self.dynamic_batching, self.decoupled)
+        if set_ != (1, 0, False, False) and set_ != (shape.instances, shape.max_batch_size,
+                                                     shape.dynamic_batching, shape.decoupled):
+            raise RigError(f"--model-shape {self.model_shape} sets the model's batching and instances: drop "
+                           "--instances, --max-batch-size and --dynamic-batching (or --model-shape)")
+        self.instances, self.max_batch_size = shape.instances, shape.max_batch_size
+        self.dynamic_batching, self.decoupled = shape.dynamic_batching, shape.decoupled
+        self.model_shape = shape.name
 
     def _inputs(self) -> None:
         """``input_data`` zero, random or a file (made absolute: the worker runs elsewhere; a

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from rig.quiet import Quiet
 from rig import clientside, observers as observers_mod, probes, trends
 from rig.engines.base import Engine, EngineError, ServerOptions
 from rig.engines.retention import Retained
@@ -129,10 +130,21 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
                                 for m in repository_models(Path(spec.model_repository))),
         log_file=str(Path(spec.log_dir) / f"triton-c{cycle:06d}.log") if spec.log_dir else None)
 
-    phase("start", spec.startup_timeout + 10)
-    engine, t0 = _start(make_engine, spec, options, held, evidence, row, phase)
-    if engine is None:
-        return CycleDone(row)
+    quiet = Quiet().enter()  # beside other cells of a matrix: start and load one at a time (rig.quiet)
+    try:
+        phase("start", spec.startup_timeout + 10)
+        engine, t0 = _start(make_engine, spec, options, held, evidence, row, phase)
+        if engine is None:
+            return CycleDone(row)
+        return _cycle_after_start(engine, t0, spec, cycle, row, evidence, watchers, phase, workload, partial,
+                                  send, reload, unload_first, quiet)
+    finally:
+        quiet.leave()
+
+
+def _cycle_after_start(engine, t0, spec, cycle, row, evidence, watchers, phase, workload, partial, send,
+                       reload, unload_first, quiet) -> CycleDone:
+    """``run_cycle`` once the server is up: the load, the client's scene, the stop, the release."""
     row["start_latency_s"] = time.monotonic() - t0
     version = engine.server_version()  # the core's own word
     if not summarize_markers(read_markers(evidence), None)["finalize_expected"] \
@@ -165,6 +177,7 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     for o in watchers:
         o.before_stop(ctx, row)
 
+    quiet.leave()
     phase("stop", spec.exit_timeout + 60)
     t_ret, before = _stop(engine, spec, row, evidence, reload, unload_first)
     _judge(row, spec)

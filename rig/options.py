@@ -59,6 +59,10 @@ def add_cycle_options(p: argparse.ArgumentParser, cycles_default_help: str) -> N
                    "fault and retention, or models of its own; recorded in each cycle's `scenario`")
     c.add_argument("--control", action="store_true", default=None,
                    help="with --scenario: its negative control, the same model and client without the fault")
+    c.add_argument("--model-shape", metavar="SHAPE",
+                   help="how the model is served: unbatched, batched (max_batch_size 8, dynamic batching), "
+                   "instances-2, decoupled, or several joined with commas; with --scenario, one of the shapes "
+                   "it runs in (`rig scenarios` says which; default its first); recorded in each cycle's `shape`")
     c.add_argument("--stop-strategy", choices=STOP_STRATEGIES)
     c.add_argument("--restart", choices=RESTART_MODES,
                    help="how the server restarts between cycles: fresh-process (a new worker per cycle), "
@@ -94,13 +98,16 @@ def add_cycle_options(p: argparse.ArgumentParser, cycles_default_help: str) -> N
                    "exit_timeout, ...), of the load (ok, errors, timeouts, ...) and of the growth (leaking, "
                    "slowing); a kind left unnamed keeps its default (soak: clean, ok and ok; cycle: any, it "
                    "records and reports)")
+    t.add_argument("--junit", metavar="FILE",
+                   help="also write what was judged as JUnit XML for CI (Jenkins, GitLab, GitHub Actions): a test "
+                   "case per threshold and per cycle; its folder must exist (checked before the run)")
 
 
 OVERRIDES = {  # config key -> option dest (a subcommand without the option leaves the key alone)
     "runtime": "runtime", "engine": "engine", "model": "model", "model_repository": "model_repository",
     "model_size": "model_size", "instances": "instances", "max_batch_size": "max_batch_size",
     "dynamic_batching": "dynamic_batching", "fault": "fault", "execute_delay_ms": "execute_delay_ms",
-    "cycles": "cycles", "requests": "requests", "retain": "retain", "scenario": "scenario", "control": "control", "exit_timeout": "exit_timeout",
+    "cycles": "cycles", "requests": "requests", "retain": "retain", "scenario": "scenario", "control": "control", "model_shape": "model_shape", "exit_timeout": "exit_timeout",
     "stop_strategy": "stop_strategy", "restart": "restart", "startup_timeout": "startup_timeout",
     "request_timeout": "request_timeout", "results": "results", "node": "node",
     "input_data": "input_data", "shapes": "shape",
@@ -145,6 +152,10 @@ def run_config(args):
     in one line). An option that cannot apply is refused in one line, never ignored."""
     from rig import config
 
+    if getattr(args, "junit", None) is not None:  # before anything runs: a night never ends unable to write it
+        from rig import junit
+
+        junit.check_path(args.junit)
     if getattr(args, "resume", None):
         kept = [option(d) for d in (*OVERRIDES.values(), "rate") if d not in ("cycles", "results")
                 and getattr(args, d, None) is not None] + (["--config"] if args.config else [])

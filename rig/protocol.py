@@ -59,6 +59,10 @@ Schema history (``schema_version`` column):
      fall, the larger, and its interval's lower bound), ``p50_us_per_1k`` and ``trend_windows``.
      The table ``memory``: every process's memory through the load, one row per process and sample
      (``MemoryRow``).
+  12: cycles: ``shape``, the model shape the cycle served (``rig.shapes``: unbatched, batched,
+     instances-2, decoupled, joined with commas where several apply; a scenario's, the template
+     model's, or read from a repository's config.pbtxt); null in older files (read: unbatched
+     where a scenario ran).
 """
 
 from __future__ import annotations
@@ -74,7 +78,7 @@ def now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-SCHEMA_VERSION = 11  # see the history above
+SCHEMA_VERSION = 12  # see the history above
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,6 +155,7 @@ class CycleRow:
     timeouts: int | None = None       # requests with no final response within the request timeout (in errors too)
     scenario: str | None = None       # the lifecycle scenario (rig.scenarios): baseline, retained-response, ...
     control: bool | None = None       # the scenario's negative control (its fault off)
+    shape: str | None = None          # the model shape served (rig.shapes): unbatched, batched, instances-2, ...
     stub_crashes: int | None = None   # stubs that died of a signal of their own (rig/hook/crash.c)
     in_flight: int | None = None      # requests outstanding when stop() was called (stop-in-flight)
     in_flight_answered: int | None = None

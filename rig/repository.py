@@ -55,6 +55,7 @@ class ModelSpec:
     instances: int = 1
     max_batch_size: int = 0
     dynamic_batching: bool = False
+    decoupled: bool = False           # responses through each request's sender (model_transaction_policy)
     fault: str = "none"               # one of FAULTS
     execute_delay_ms: float = 0.0     # a slow model on purpose (positive control of latency)
     load_sleep_s: float | None = None  # overrides the fault's initialize sleep (load-slow: load_slow_s)
@@ -74,6 +75,8 @@ def render(spec: ModelSpec, repository: Path) -> Path:
         raise RigError("model size and instances must be >= 1 and max_batch_size >= 0")
     tdir = templates_dir()
     params = {"size": str(spec.size), **FAULTS[spec.fault]}
+    if spec.decoupled:
+        params["decoupled"] = "1"
     if spec.execute_delay_ms:
         params["execute_delay_ms"] = str(spec.execute_delay_ms)
     if spec.load_sleep_s is not None and "load_sleep_s" in params:
@@ -85,6 +88,7 @@ def render(spec: ModelSpec, repository: Path) -> Path:
     config = template.format(
         name=spec.model_name, max_batch_size=spec.max_batch_size, size=spec.size, instances=spec.instances,
         dynamic_batching="dynamic_batching { }" if spec.dynamic_batching and spec.max_batch_size > 0 else "",
+        policy="model_transaction_policy { decoupled: true }" if spec.decoupled else "",
         parameters=",\n".join(f'  {{ key: "{k}" value: {{ string_value: "{v}" }} }}' for k, v in params.items()))
     mdir = Path(repository) / spec.model_name
     (mdir / "1").mkdir(parents=True, exist_ok=True)

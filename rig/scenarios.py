@@ -33,15 +33,14 @@ class Scenario:
     fault: str = "none"           # the template model's fault preset (rig.repository.FAULTS)
     retain: str = "none"          # what the client keeps referenced across stop()
     repository: str | None = None  # a repository of its own: models/scenarios/<repository>/
-    # The verdicts it gives (lifecycle, load), measured here (docs/measurements/scenarios.md):
-    # ``expected`` on every core and engine measured, unless ``known`` says otherwise for one:
-    # (Triton version or "*", engine or "*", verdicts).
+    # The verdicts that show its class of bug (lifecycle, load), where it shows: what `rig scenarios`
+    # lists. What it gives on each core, API and shape is data (rig.known: rig/known_verdicts.csv).
     expected: tuple[str, str] = ("clean", "ok")
-    known: tuple[tuple[str, str, tuple[str, str]], ...] = ()
-    measured: tuple[str, ...] = ("2.51.0", "2.48.0")  # the cores its verdicts were measured on
-    engines: tuple[str, ...] = ("capi", "tritonserver")  # and the engines
+    engines: tuple[str, ...] = ("capi", "tritonserver")  # the engines it runs through
     control: tuple[str, str] = ("clean", "ok")  # its negative control's
     growth: str = "ok"            # the growth verdict it gives (verdicts.GROWTH_OUTCOMES); its control's is ok
+    # The model shapes it runs in (rig.shapes), the first its default: those that can move its verdict.
+    shapes: tuple[str, ...] = ("unbatched",)
     workload: bool = False        # needs load running (``--workload``) to show
     client: str = "none"          # what the client does around stop() (rig.clientside.CLIENTS)
     restart: str | None = None    # a restart mode of its own (reload)
@@ -50,45 +49,57 @@ class Scenario:
     requests: int | None = None   # requests per cycle when no workload runs (default: the run's)
     in_flight: int = IN_FLIGHT    # stop-in-flight: requests outstanding at stop()
 
-    def expected_for(self, engine: str, version: str | None = None) -> tuple[str, str] | None:
-        """The verdicts known for this core and engine; None where not measured (``version``
-        None: those measured on most cores)."""
-        for v, e, verdicts in self.known:
-            if v in (version, "*") and e in (engine, "*"):
-                return verdicts
-        if engine not in self.engines or (version is not None and version not in self.measured):
-            return None
-        return self.expected
+    def expected_for(self, engine: str, version: str, shape: str | None = None,
+                     control: bool = False) -> tuple[str, str] | None:
+        """The verdicts known for this core, engine and shape (rig.known); None where none are."""
+        from rig import known
+
+        k = known.lookup(self.name, control, shape or self.shapes[0], engine, version)
+        return k.verdicts if k else None
+
+    @property
+    def template(self) -> bool:
+        """Made from the template model (its fault preset), not from models of its own."""
+        return self.repository is None
+
+
+ALL_SHAPES = ("unbatched", "batched", "instances-2", "decoupled")
 
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("retained-response", ("server#8755",),
              "the client keeps the last response object across stop()", retain="last-response",
-             expected=("exit_timeout", "ok")),
+             expected=("exit_timeout", "ok"),
+             shapes=ALL_SHAPES),
     Scenario("retained-array", ("server#8755",),
              "the client keeps a numpy array over the last response's output across stop()",
-             retain="last-array", expected=("exit_timeout", "ok")),
+             retain="last-array", expected=("exit_timeout", "ok"),
+             shapes=ALL_SHAPES),
     Scenario("execute-raises", ("server#7481",),
              "the model raises in execute for every third request (shared memory counted before and after)",
-             fault="execute-raises", expected=("exit_timeout", "errors"), workload=True,
-             known=(("2.48.0", "*", ("clean", "errors")),)),
+             fault="execute-raises", expected=("exit_timeout", "errors"), workload=True, shapes=ALL_SHAPES),
     Scenario("stub-exits", ("server#8604", "server#7230"),
              "the model's stub calls os._exit on its third request", fault="stub-exits",
-             expected=("exit_timeout", "errors"), known=(("2.48.0", "*", ("exit_timeout", "timeouts")),)),
+             expected=("exit_timeout", "errors"),
+             shapes=ALL_SHAPES),
     Scenario("sender-kept", ("server#7626",),
              "a decoupled model keeps each request's response sender on self and never sends the final flag",
-             repository="sender-kept", expected=("exit_timeout", "timeouts"), workload=True),
+             repository="sender-kept", expected=("exit_timeout", "timeouts"), workload=True,
+             shapes=("decoupled", "decoupled,instances-2")),
     Scenario("sender-after-return", ("python_backend QA: response sender after return",),
              "a non-decoupled model returns None from execute and closes the request from a thread "
              "with the final flag alone, no response", repository="sender-after-return",
-             expected=("exit_timeout", "timeouts"), workload=True),
+             expected=("exit_timeout", "timeouts"), workload=True,
+             shapes=("unbatched", "instances-2")),
     Scenario("stop-while-loading", ("core#324",),
              "stop() while a model's initialize is still running: the models unloaded, loaded again from a "
              "thread, stop() once a load is under way (the template's initialize sleeps 5 s past the exit timeout)",
-             fault="load-slow", client="stop-while-loading", expected=("exit_timeout", "ok")),
+             fault="load-slow", client="stop-while-loading", expected=("exit_timeout", "ok"),
+             shapes=("unbatched", "instances-2")),
     Scenario("stop-in-flight", ("L0_lifecycle test_shutdown_dynamic",),
              f"stop() with {IN_FLIGHT} requests in flight and queued (125 ms each): every one answered or "
-             "failed, none lost", fault="slow-execute", client="stop-in-flight", requests=10),
+             "failed, none lost", fault="slow-execute", client="stop-in-flight", requests=10,
+             shapes=ALL_SHAPES),
     Scenario("bls-in-flight", ("python_backend#325",),
              "stop() with a request in flight to a BLS model whose request to a second model "
              "(1.5 s) is outstanding", repository="bls-in-flight", client="stop-in-flight", in_flight=1,
@@ -96,30 +107,37 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("refused-request", ("found here: a refused request is never deleted",),
              f"{REFUSED} requests per model with an input the model does not have, each refused at "
              "submission, then stop()", client="refused-request", client_is_fault=True,
-             known=(("*", "tritonserver", ("exit_timeout", "ok")),)),
+             shapes=("unbatched", "batched")),
     Scenario("metrics", ("server#8662", "server#8663"),
              "the model makes pb_utils.MetricFamily counters in initialize and increments them in execute",
-             repository="metrics", expected=("stub_crashed", "ok")),
+             repository="metrics", expected=("stub_crashed", "ok"),
+             shapes=("unbatched", "instances-2")),
     Scenario("reload", ("server#6223",),
              "one server; the models unloaded and loaded again every cycle (--restart reload), the template "
              "writing 1 MiB to /dev/shm in each initialize (its control: no leak); RSS, fds, stubs and "
-             "/dev/shm per reload", fault="leaks-per-load", restart="reload"),
+             "/dev/shm per reload", fault="leaks-per-load", restart="reload",
+             shapes=("unbatched", "instances-2")),
     Scenario("memory", ("server#8218",),
              "the worker's RSS and Python allocations (tracemalloc) sampled over 5,000 requests a cycle: "
              "growth per 1,000 requests", client="memory", has_control=False, requests=5000),
     Scenario("finalize-raises", (),
-             "the model's finalize raises", fault="finalize-raises", expected=("finalize_error", "ok")),
+             "the model's finalize raises", fault="finalize-raises", expected=("finalize_error", "ok"),
+             shapes=("unbatched", "instances-2", "decoupled")),
     Scenario("finalize-sleeps", (),
              "the model's finalize sleeps for an hour", fault="finalize-sleeps",
-             expected=("exit_timeout", "ok")),
+             expected=("exit_timeout", "ok"),
+             shapes=("unbatched", "instances-2")),
     Scenario("load-fails", (),
-             "the model's initialize raises", fault="load-fails", expected=("load_failed", "not_measured")),
+             "the model's initialize raises", fault="load-fails", expected=("load_failed", "not_measured"),
+             shapes=("unbatched", "instances-2")),
     Scenario("leaks-memory", ("server#8218",),
              "the model keeps 1 MiB more on every request (its stub's memory grows with the requests)",
-             fault="leaks-memory", growth="leaking"),
+             fault="leaks-memory", growth="leaking",
+             shapes=("unbatched", "batched", "instances-2")),
     Scenario("slows-down", (),
              "each execute of the model sleeps 100 us longer than the one before (it gets slower with every "
-             "request)", fault="slows-down", growth="slowing"),
+             "request)", fault="slows-down", growth="slowing",
+             shapes=("unbatched", "batched")),
 )}
 # Fault presets and retention policies with no scenario of their own (a hang while loading takes
 # the whole startup timeout: run it with --fault load-hangs when that is what you want).
@@ -168,9 +186,10 @@ def apply(cfg) -> None:
         clashes.append(f"--restart {cfg.restart}")
     if s.client == "stop-while-loading" and cfg.stop_strategy != "stop":
         clashes.append(f"--stop-strategy {cfg.stop_strategy}")
+    shape = _shape_of(cfg, s, users_models, clashes)
     if clashes:
         sets = ("its own models" if s.repository else "its client and restart mode" if users_models
-                else "the fault and retention")
+                else "the fault, retention and model shape")
         raise RigError(f"{', '.join(clashes)} cannot combine with --scenario {s.name}, which sets {sets}: drop them")
     cfg.fault, cfg.retain = want_fault, want_retain
     cfg.client = "none" if cfg.control and s.client_is_fault else s.client
@@ -180,6 +199,34 @@ def apply(cfg) -> None:
         cfg.requests = s.requests
     if s.repository is not None:
         cfg.model_repository = str(repository_of(s))
+    cfg.model_shape = shape
+    if s.template and not users_models:
+        from rig import shapes
+
+        sh = shapes.parse(shape)
+        cfg.instances, cfg.max_batch_size = sh.instances, sh.max_batch_size
+        cfg.dynamic_batching, cfg.decoupled = sh.dynamic_batching, sh.decoupled
+
+
+def _shape_of(cfg, s: Scenario, users_models: bool, clashes: list[str]) -> str | None:
+    """The model shape ``cfg`` runs scenario ``s`` in: the one asked for (``--model-shape``), one
+    of those it runs in, or its first; None over a user's own models (their config says)."""
+    if users_models:
+        if cfg.model_shape:
+            clashes.append(f"--model-shape {cfg.model_shape}")
+        return None
+    if cfg.model_shape is None:
+        return s.shapes[0]
+    from rig import shapes
+
+    name = shapes.parse(cfg.model_shape).name
+    if name not in s.shapes:
+        raise RigError(f"--model-shape {cfg.model_shape}: scenario {s.name} runs in {', '.join(s.shapes)} "
+                       "(the shapes that can move its verdict)")
+    template_set = (cfg.instances, cfg.max_batch_size, cfg.dynamic_batching, cfg.decoupled)
+    if s.template and template_set != (1, 0, False, False):
+        clashes.append("--instances/--max-batch-size/--dynamic-batching")
+    return name
 
 
 def repository_of(s: Scenario) -> Path:
@@ -188,13 +235,19 @@ def repository_of(s: Scenario) -> Path:
     return templates_dir() / "scenarios" / str(s.repository)
 
 
-def materialize(source: Path, dest: Path, control: bool) -> Path:
+def materialize(source: Path, dest: Path, control: bool, shape: str | None = None) -> Path:
     """A scenario's repository copied to ``dest`` with every model's ``fault`` parameter set to
-    ``off`` (its negative control) or left ``on``."""
+    ``off`` (its negative control) or left ``on``, and served with the instances ``shape`` names
+    (its other parts are the models' own: a shape a scenario runs in never asks for others)."""
+    from rig import shapes
+
+    instances = shapes.parse(shape).instances if shape else 1
     shutil.copytree(source, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
     value = "off" if control else "on"
     for cfg in dest.glob("*/config.pbtxt"):
         text = cfg.read_text()
         new = re.sub(r'(key:\s*"fault"\s*,?\s*value:\s*\{\s*string_value:\s*)"\w+"', rf'\1"{value}"', text)
+        if instances > 1:
+            new = shapes.with_instances(new, instances)
         cfg.write_text(new)
     return dest

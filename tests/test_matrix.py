@@ -36,15 +36,37 @@ def test_engines_list():
         cmd.parse_engines("capi,onnx")
 
 
-def test_runtimes_all_sorted_by_version_and_unknown_refused():
-    known = {"0.5.0": "2.41.0", "0.5.9": "2.47.0", "0.5.10": "2.48.0", "0.7.0": "2.51.0"}
-    assert cmd.parse_runtimes("all", ["0.7.0", "0.5.10", "0.5.9"], known) == ["0.5.9", "0.5.10", "0.7.0"]
+def test_runtimes_all_is_every_core_once_and_installed_is_what_is_here():
+    known = {"0.5.0": "2.41.0", "0.5.4": "2.44.0", "0.5.6": "2.44.0", "0.5.9": "2.47.0", "0.5.10": "2.48.0",
+             "0.6.0": "2.51.0", "0.7.0": "2.51.0"}
+    # every core once, by version: the runtime installed here for it, else the newest that bundles it
+    assert cmd.parse_runtimes("all", ["0.6.0", "0.5.10", "0.5.4"], known) == ["0.5.0", "0.5.4", "0.5.9", "0.5.10",
+                                                                              "0.6.0"]
+    assert cmd.parse_runtimes("all", [], known) == ["0.5.0", "0.5.6", "0.5.9", "0.5.10", "0.7.0"]
+    assert cmd.parse_runtimes("installed", ["0.7.0", "0.5.10", "0.5.9"], known) == ["0.5.9", "0.5.10", "0.7.0"]
     # known but not installed: kept (the matrix installs it); embedded-X is X; repeats once
     assert cmd.parse_runtimes("embedded-0.5.0,0.5.0,container", ["0.7.0"], known) == ["0.5.0", "container"]
     with pytest.raises(RigError, match="unknown runtime '9.9.9'"):
         cmd.parse_runtimes("0.7.0,9.9.9", ["0.7.0"], known)
     with pytest.raises(RigError, match="no embedded runtime is installed"):
-        cmd.parse_runtimes("all", [], known)
+        cmd.parse_runtimes("installed", [], known)
+
+
+def test_shards_split_the_cells_once_each_whatever_the_matrix_holds():
+    from rig.commands.matrix_plan import cell_key, parse_shard, take_shard
+
+    cells = [{"scenario": f"s{i}", "control": c, "shape": "unbatched", "runtime": r, "engine": e}
+             for i in range(9) for c in (False, True) for r in ("0.5.10", "0.7.0") for e in ("capi", "tritonserver")]
+    shares = [take_shard(cells, (k, 4)) for k in range(4)]
+    keys = [cell_key(c) for share in shares for c in share]
+    assert sorted(keys) == sorted(cell_key(c) for c in cells) and len(set(keys)) == len(cells)
+    assert all(len(share) > 0 for share in shares)
+    # a cell's shard is its own: the same with another matrix around it
+    assert take_shard(cells[:5], (1, 4)) == [c for c in shares[1] if c in cells[:5]]
+    assert take_shard(cells, None) == cells and parse_shard("3/4") == (3, 4)
+    for bad in ("4/4", "-1/4", "1/0", "a/b", "1"):
+        with pytest.raises(RigError, match="--shard"):
+            parse_shard(bad)
 
 
 def test_soak_options_pass_through_to_every_cell():
@@ -188,55 +210,63 @@ def _scenario(name, **kw):
     return Scenario(name, ("server#1",), "what it does", **kw)
 
 
-def test_scenario_cells_per_runtime_and_engine_controls_apart_and_skips():
-    from rig import scenarios
+def test_scenario_cells_per_shape_runtime_and_engine_controls_apart_and_skips(tmp_path):
+    from rig import known, scenarios
 
+    path = tmp_path / "known.csv"  # the verdicts known, as data: per scenario, control, shape, engine and core
+    known.write({("execute-raises", False, "unbatched", "capi", "2.51.0"): known.Known("exit_timeout", "errors", "ok", 3, "r1"),
+                 ("execute-raises", False, "unbatched", "capi", "2.48.0"): known.Known("clean", "errors", "ok", 3, "r1"),
+                 ("execute-raises", False, "batched", "capi", "2.51.0"): known.Known("clean", "errors", "ok", 3, "r1"),
+                 ("execute-raises", True, "unbatched", "capi", "2.48.0"): known.Known("clean", "ok", "ok", 3, "r1"),
+                 ("leaks-memory", False, "unbatched", "capi", "2.48.0"): known.Known("clean", "ok", "leaking", 3, "r1")},
+                path)
     plan = [{"spec": "0.7.0", "triton": "2.51.0", "engines": [("capi", "asked"), ("tritonserver", "asked")]},
             {"spec": "0.5.10", "triton": "2.48.0", "engines": [("capi", "asked")]}]
     capi_only = _scenario("capi-only", expected=("exit_timeout", "ok"), engines=("capi",))
     no_control = _scenario("measures", has_control=False)
-    cells = cmd.scenario_cells([scenarios.get("execute-raises"), capi_only, no_control], plan)
-    key = [(c["scenario"], c["control"], c["runtime"], c["engine"]) for c in cells]
-    assert key[:6] == [("execute-raises", False, "0.7.0", "capi"), ("execute-raises", False, "0.7.0", "tritonserver"),
-                       ("execute-raises", False, "0.5.10", "capi"), ("execute-raises", True, "0.7.0", "capi"),
-                       ("execute-raises", True, "0.7.0", "tritonserver"), ("execute-raises", True, "0.5.10", "capi")]
+    raises = scenarios.get("execute-raises")
+    cells = cmd.scenario_cells([raises, capi_only, no_control], plan, path)
+    key = [(c["scenario"], c["control"], c["shape"], c["runtime"], c["engine"]) for c in cells]
+    assert key[:4] == [("execute-raises", False, "unbatched", "0.7.0", "capi"),
+                       ("execute-raises", False, "unbatched", "0.7.0", "tritonserver"),
+                       ("execute-raises", False, "unbatched", "0.5.10", "capi"),
+                       ("execute-raises", False, "batched", "0.7.0", "capi")]
+    assert len([k for k in key if k[0] == "execute-raises"]) == 2 * len(raises.shapes) * 3  # control apart, each shape
     by = {k: c for k, c in zip(key, cells)}
-    assert by["execute-raises", False, "0.7.0", "capi"]["expected"] == ("exit_timeout", "errors")
-    assert by["execute-raises", False, "0.5.10", "capi"]["expected"] == ("clean", "errors")  # a core of its own
-    assert by["execute-raises", True, "0.5.10", "capi"]["expected"] == ("clean", "ok")
-    skipped = by["capi-only", False, "0.7.0", "tritonserver"]
+    assert by["execute-raises", False, "unbatched", "0.7.0", "capi"]["expected"] == ("exit_timeout", "errors")
+    assert by["execute-raises", False, "unbatched", "0.5.10", "capi"]["expected"] == ("clean", "errors")  # its core
+    assert by["execute-raises", False, "batched", "0.7.0", "capi"]["expected"] == ("clean", "errors")  # its shape
+    assert by["execute-raises", True, "unbatched", "0.5.10", "capi"]["expected"] == ("clean", "ok")
+    # nothing known there (another engine, shape or core): unjudged, never assumed
+    assert by["execute-raises", False, "unbatched", "0.7.0", "tritonserver"]["expected"] is None
+    assert by["execute-raises", False, "decoupled", "0.5.10", "capi"]["expected"] is None
+    skipped = by["capi-only", False, "unbatched", "0.7.0", "tritonserver"]
     assert skipped["status"] == "skipped" and skipped["reason"] == "scenario capi-only runs over capi only, not tritonserver"
-    assert by["capi-only", True, "0.7.0", "tritonserver"]["status"] == "skipped"
-    assert "status" not in by["capi-only", False, "0.7.0", "capi"]
-    assert [k for k in key if k[0] == "measures"] == [("measures", False, "0.7.0", "capi"),
-                                                       ("measures", False, "0.7.0", "tritonserver"),
-                                                       ("measures", False, "0.5.10", "capi")]  # no control
-    assert by["measures", False, "0.5.10", "capi"]["expected"] == ("clean", "ok")
-    assert {c["growth"] for c in cells} == {"ok"}
-    leak = cmd.scenario_cells([scenarios.get("leaks-memory")], plan[1:])
-    assert [(c["control"], c["growth"]) for c in leak] == [(False, "leaking"), (True, "ok")]  # a control's: ok
-    unknown = cmd.scenario_cells([scenarios.get("retained-response")], [{"spec": "0.5.0", "triton": "2.41.0",
-                                                                         "engines": [("capi", "asked")]}])
-    assert [c["expected"] for c in unknown] == [None, ("clean", "ok")]  # not measured there; its control is known
+    assert by["capi-only", True, "unbatched", "0.7.0", "tritonserver"]["status"] == "skipped"
+    assert "status" not in by["capi-only", False, "unbatched", "0.7.0", "capi"]
+    assert [k for k in key if k[0] == "measures"] == [("measures", False, "unbatched", "0.7.0", "capi"),
+                                                       ("measures", False, "unbatched", "0.7.0", "tritonserver"),
+                                                       ("measures", False, "unbatched", "0.5.10", "capi")]  # no control
+    leak = cmd.scenario_cells([scenarios.get("leaks-memory")], plan[1:], path)
+    assert [(c["control"], c["shape"], c["growth"]) for c in leak][:2] == [(False, "unbatched", "leaking"),
+                                                                        (False, "batched", None)]
 
 
-def test_a_scenario_cell_allows_its_verdicts_only_and_leaks_only_with_the_fault_on():
+def test_a_scenario_cell_records_every_verdict_and_leaks_only_with_the_fault_on():
+    """The soak of a scenario cell allows every verdict: the matrix judges the stored ones against
+    the known (a finding is not a failed soak); a control still fails on a leak."""
     from rig.verdicts import GROWTH_OUTCOMES, LOAD_OUTCOMES, OUTCOMES
 
-    cell = {"scenario": "stub-exits", "control": False, "runtime": "0.7.0", "engine": "capi",
+    cell = {"scenario": "stub-exits", "control": False, "shape": "batched", "runtime": "0.7.0", "engine": "capi",
             "expected": ("exit_timeout", "errors")}
     argv = cmd.scenario_argv(["--exit-timeout", "3"], cell, 2, "R", cmd.SCENARIO_LOAD)
     assert argv[:8] == ["soak", "--exit-timeout", "3", "--workload", "steady", "--workload-seconds", "2", "--users"]
     assert argv[argv.index("--scenario") + 1] == "stub-exits" and "--control" not in argv and "--retain" not in argv
-    assert argv[argv.index("--allow-outcomes") + 1] == "exit_timeout,errors" and argv[-1] == "--allow-leaks"
+    assert argv[argv.index("--model-shape") + 1] == "batched"
+    assert argv[argv.index("--allow-outcomes") + 1].split(",") == [*OUTCOMES, *LOAD_OUTCOMES, *GROWTH_OUTCOMES]
+    assert argv[-1] == "--allow-leaks"
     control = cmd.scenario_argv([], {**cell, "control": True, "expected": ("clean", "ok")}, 2, "R", ())
     assert "--control" in control and "--allow-leaks" not in control
-    assert control[control.index("--allow-outcomes") + 1] == "clean,ok"
-    unknown = cmd.scenario_argv([], {**cell, "expected": None}, 2, "R", ())
-    assert unknown[unknown.index("--allow-outcomes") + 1].split(",") == [*OUTCOMES, *LOAD_OUTCOMES, *GROWTH_OUTCOMES]
-    leak = cmd.scenario_argv([], {**cell, "scenario": "leaks-memory", "expected": ("clean", "ok"), "growth": "leaking"},
-                             2, "R", ())
-    assert leak[leak.index("--allow-outcomes") + 1] == "clean,ok,leaking"  # its growth verdict allowed too
 
 
 def test_scenario_cells_judged_by_their_stored_verdicts_and_tabled():
@@ -249,7 +279,7 @@ def test_scenario_cells_judged_by_their_stored_verdicts_and_tabled():
     assert good["status"] == "pass" and good["as_expected"] == 2
     # the soak skips a load it did not measure; the matrix holds every cycle to the pair
     odd = row("pass", [("exit_timeout", "ok"), ("exit_timeout", "not_measured")], ("exit_timeout", "ok"))
-    assert odd["status"] == "fail" and odd["reason"] == "verdicts exit_timeout / not_measured 1, exit_timeout / ok 1; "                                                         "expected exit_timeout / ok"
+    assert odd["status"] == "finding" and odd["reason"] == "verdicts exit_timeout / not_measured 1, exit_timeout / ok 1; "                                                         "expected exit_timeout / ok"
     failed = row("fail", [("clean", "ok")] * 2, ("clean", "ok"), control=True, reason="leaks: 1 stub(s)")
     assert failed["status"] == "fail" and failed["as_expected"] == 2
     unjudged = row("pass", [("exit_timeout", "ok")], None)
@@ -258,16 +288,16 @@ def test_scenario_cells_judged_by_their_stored_verdicts_and_tabled():
                "control": False, "status": "skipped", "reason": "scenario capi-only runs over capi only, not tritonserver",
                "expected": ("clean", "ok")}
     table = M.format_scenarios([good, odd, failed, unjudged, skipped]).splitlines()
-    assert table[0] == ("| scenario | runtime | Triton | engine | outcomes | load | growth | expected | as expected "
-                        "| status |")
-    assert table[2] == ("| retained-response | 0.7.0 | 2.51.0 | capi | exit_timeout 2 | ok 2 | - | exit_timeout / ok / ok | "
-                        "yes (2/2) | pass |")
-    assert table[3].endswith("| exit_timeout / ok / ok | no (1/2) | fail: verdicts exit_timeout / not_measured 1, "
+    assert table[0] == ("| scenario | shape | runtime | Triton | engine | outcomes | load | growth | expected | "
+                        "as expected | status |")
+    assert table[2] == ("| retained-response | - | 0.7.0 | 2.51.0 | capi | exit_timeout 2 | ok 2 | - | "
+                        "exit_timeout / ok / ok | yes (2/2) | pass |")
+    assert table[3].endswith("| exit_timeout / ok / ok | no (1/2) | finding: verdicts exit_timeout / not_measured 1, "
                              "exit_timeout / ok 1 |")
     assert table[4].startswith("| retained-response (control) |") and "| yes (2/2) | fail: leaks: 1 stub(s) |" in table[4]
     assert table[5].endswith("| not known | not known for this core | unjudged: nothing known for Triton 2.51.0 "
-                             "through capi: verdicts recorded, not judged |")
-    assert table[6] == ("| capi-only | 0.7.0 | 2.51.0 | tritonserver | - | - | - | - | - | skipped: scenario "
+                             "through capi in shape unbatched: verdicts recorded, not judged |")
+    assert table[6] == ("| capi-only | - | 0.7.0 | 2.51.0 | tritonserver | - | - | - | - | - | skipped: scenario "
                         "capi-only runs over capi only, not tritonserver |")
     assert M.exit_status([good, unjudged, skipped]) == 0 and M.exit_status([good, odd]) == 1
 
@@ -286,7 +316,7 @@ def test_a_scenario_cell_holds_every_cycle_to_its_growth_verdict():
     leak = row(["leaking", "leaking"], "leaking")
     assert leak["status"] == "pass" and leak["as_expected"] == 2 and leak["growth_outcomes"] == {"leaking": 2}
     mixed = row(["leaking", "ok"], "leaking")
-    assert mixed["status"] == "fail" and mixed["reason"] == "growth ok 1 (expected leaking)" and mixed["as_expected"] == 1
+    assert mixed["status"] == "finding" and mixed["reason"] == "growth ok 1 (expected leaking)" and mixed["as_expected"] == 1
     control = row(["leaking", "ok"], "ok", "fail", "growth outcomes not allowed: leaking=1", control=True)
     assert control["status"] == "fail" and control["as_expected"] == 1  # the soak's own reason stands
     assert row(["leaking", "ok"], "ok", control=True)["reason"] == "growth leaking 1 (expected ok)"
@@ -295,9 +325,9 @@ def test_a_scenario_cell_holds_every_cycle_to_its_growth_verdict():
     both = M.judge_scenario({**row(["slowing"], "leaking"), "status": "pass", "verdicts": [("exit_timeout", "ok")]})
     assert both["reason"] == "verdicts exit_timeout / ok 1; expected clean / ok; growth slowing 1 (expected leaking)"
     table = M.format_scenarios([leak, mixed, control]).splitlines()
-    assert table[2] == ("| leaks-memory | 0.7.0 | 2.51.0 | capi | clean 2 | ok 2 | leaking 2 | clean / ok / leaking | "
+    assert table[2] == ("| leaks-memory | - | 0.7.0 | 2.51.0 | capi | clean 2 | ok 2 | leaking 2 | clean / ok / leaking | "
                         "yes (2/2) | pass |")
-    assert table[3].endswith("| leaking 1, ok 1 | clean / ok / leaking | no (1/2) | fail: growth ok 1 (expected leaking) |")
+    assert table[3].endswith("| leaking 1, ok 1 | clean / ok / leaking | no (1/2) | finding: growth ok 1 (expected leaking) |")
     assert table[4].startswith("| leaks-memory (control) |") and "| clean / ok / ok | no (1/2) |" in table[4]
     plain = {"runtime": "0.7.0", "engine": "capi", "retain": "none", "status": "fail", "reason": "",
              **M.cell_figures([{"outcome": "clean", "load_outcome": "ok", "growth_outcome": "leaking",

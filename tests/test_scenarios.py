@@ -89,8 +89,37 @@ def test_rig_scenarios_lists_every_scenario_with_its_report_and_verdicts():
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("| ")][2:]
     assert [ln.split(" | ")[0][2:] for ln in lines] == list(scenarios.SCENARIOS)
     assert "| retained-response | the client keeps the last response object across stop() | server#8755 | " \
-           "exit_timeout / ok | 2.51.0, 2.48.0; capi, tritonserver | clean / ok | --retain last-response |" in proc.stdout
-    assert "exit_timeout / errors (2.48.0 exit_timeout / timeouts)" in proc.stdout  # a core of its own
+           "exit_timeout / ok | unbatched, batched, instances-2, decoupled | " in proc.stdout
+    # where its verdicts are known is read from the data (rig/known_verdicts.csv), not code
+    from rig import known
+
+    versions = sorted({k[4] for k in known.table() if k[0] == "retained-response" and not k[1]}, key=known._version_key)
+    assert f"| {', '.join(versions)}; " in lines[0]
+
+
+def test_rig_scenarios_accept_records_a_reviewed_runs_verdicts_as_data(tmp_path):
+    """`rig scenarios --accept RESULTS` writes each scenario cell's verdicts, per shape, engine and
+    core, into the known-verdicts file; a cell whose cycles disagree is named and left out."""
+    from rig import known
+    from rig.store import Store
+
+    store = Store(str(tmp_path / "R"))
+    rows = [cycle_row(i, scenario="execute-raises", control=False, shape="batched", outcome="clean",
+                      load_outcome="errors", growth_outcome="ok") for i in (1, 2)]
+    rows += [cycle_row(3, scenario="stub-exits", control=False, shape="unbatched", outcome="exit_timeout",
+                       load_outcome="errors"),
+             cycle_row(4, scenario="stub-exits", control=False, shape="unbatched", outcome="clean",
+                       load_outcome="errors")]
+    store.write("cycles", rows, "2.51.0", "run")
+    path = tmp_path / "known.csv"
+    proc = rig("scenarios", "--accept", str(tmp_path / "R"), "--known-file", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert "1 cell(s) recorded as known" in proc.stdout and "left out: stub-exits unbatched capi 2.51.0" in proc.stdout
+    got = known.lookup("execute-raises", False, "batched", "capi", "2.51.0", path)
+    assert got.verdicts == ("clean", "errors") and got.growth == "ok" and got.cycles == 2
+    assert known.lookup("stub-exits", False, "unbatched", "capi", "2.51.0", path) is None
+    empty = rig("scenarios", "--accept", str(tmp_path / "nothing"), "--known-file", str(path))
+    assert empty.returncode == 2 and empty.stderr.count("\n") == 1 and "holds no scenario cycles" in empty.stderr
 
 
 def test_report_table_counts_verdicts_against_the_known_ones():

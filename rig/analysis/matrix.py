@@ -23,7 +23,10 @@ from rig.verdicts import NOT_MEASURED
 # died or outlived its time; machine: the machine failed it (exit 4).
 # unjudged: a scenario's cell ran, and nothing is known of its verdicts on that core and engine
 # (recorded, not judged: it never fails the matrix).
-STATUSES = ("pass", "fail", "skipped", "error", "crashed", "timeout", "machine", "unjudged")
+# finding: a scenario's cell gave verdicts other than those known for its core, API and shape
+# (rig.known): the core behaves otherwise than it did when reviewed; it fails the matrix until
+# someone reviews it (and accepts the new verdicts: rig scenarios --accept).
+STATUSES = ("pass", "fail", "skipped", "error", "crashed", "timeout", "machine", "unjudged", "finding")
 
 # What a retention policy is expected to do to stop(): a response or array kept across stop()
 # holds its model, so stop() waits out exit_timeout (server#8755). The matrix allows it for
@@ -90,7 +93,8 @@ def judge_scenario(row: dict) -> dict:
         return row
     if want is None:
         row.update(status="unjudged", reason=f"nothing known for Triton {row.get('triton_version') or '?'} "
-                   f"through {row.get('engine')}: verdicts recorded, not judged")
+                   f"through {row.get('engine')} in shape {row.get('shape') or 'unbatched'}: verdicts recorded, "
+                   "not judged")
     elif not got or row["as_expected"] < len(got):
         bad = []
         if any(tuple(v) != tuple(want) for v in got):
@@ -99,7 +103,7 @@ def judge_scenario(row: dict) -> dict:
         wrong = _counts([g for g in growths if not growth_held(g, growth)])
         if wrong:
             bad.append(f"growth {', '.join(f'{k} {v}' for k, v in sorted(wrong.items()))} (expected {growth})")
-        row.update(status="fail", reason="; ".join(bad) or "no cycle stored")
+        row.update(status="finding" if got else "fail", reason="; ".join(bad) or "no cycle stored")
     return row
 
 
@@ -192,17 +196,18 @@ def format_scenarios(rows: list[dict]) -> str:
     """The scenario cells as a Markdown table: scenario (its control marked), runtime and Triton
     version, engine, the verdicts counted (lifecycle, load, growth), those expected there (the
     three), whether every cycle gave them."""
-    head = ["scenario", "runtime", "Triton", "engine", "outcomes", "load", "growth", "expected", "as expected",
-            "status"]
+    head = ["scenario", "shape", "runtime", "Triton", "engine", "outcomes", "load", "growth", "expected",
+            "as expected", "status"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
         outcomes = ", ".join(f"{k} {v}" for k, v in sorted((r.get("outcomes") or {}).items())) or "-"
         loads = ", ".join(f"{k} {v}" for k, v in sorted((r.get("load_outcomes") or {}).items())) or "-"
         want = r.get("expected")
         expected = "-" if r["status"] == "skipped" else " / ".join((*want, r.get("growth") or "ok")) if want \
-            else "not known"
+            else "not known"  # unjudged
         name = r.get("scenario") or "-"
-        cells = [name + (" (control)" if r.get("control") else ""), r["runtime"], r.get("triton_version") or "-",
+        cells = [name + (" (control)" if r.get("control") else ""), r.get("shape") or "-", r["runtime"],
+                 r.get("triton_version") or "-",
                  r.get("engine") or "-", outcomes, loads, _tally(r.get("growth_outcomes")), expected,
                  _as_expected(r), _status(r, short=True)]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
@@ -227,7 +232,7 @@ def exit_status(rows: list[dict]) -> int:
     ran = [r for r in rows if r["status"] != "skipped"]
     if not ran:
         return Exit.SKIPPED
-    if any(r["status"] in ("fail", "error", "crashed", "timeout") for r in ran):
+    if any(r["status"] in ("fail", "error", "crashed", "timeout", "finding") for r in ran):
         return Exit.FAILED
     if any(r["status"] == "machine" for r in ran):
         return Exit.MACHINE

@@ -17,16 +17,14 @@ only its cell down: that cell is a row with the reason. A runtime or engine that
 from __future__ import annotations
 
 import argparse
-import re
-import signal
-import subprocess
-import threading
-import time
+import os
+from pathlib import Path
 
-from rig import procs
 from rig.errors import Exit, RigError
 from rig.commands.matrix_plan import (_OWN, _plan, cell_argv, parse_engines, parse_retain, parse_runtimes,  # noqa: F401
-                                      parse_scenarios, passthrough, scenario_argv, scenario_cells)
+                                      parse_scenarios, parse_shard, passthrough, scenario_argv, scenario_cells,
+                                      take_shard)
+from rig.commands.matrix_run import Job, _run_cell, classify, run_jobs  # noqa: F401
 from rig.options import add_cycle_options, add_target_options, run_config
 # Options a bench cell takes from the matrix's (the server and the model; no lifecycle, no load).
 _BENCH_DESTS = ("model", "model_repository", "model_size", "instances", "max_batch_size", "dynamic_batching",
@@ -63,6 +61,17 @@ def add_parser(sub) -> None:
     m.add_argument("--bench", action="store_true", help="also run a short bench per runtime and engine")
     m.add_argument("--bench-concurrency", default="1,4", metavar="LIST",
                    help="the bench's points (default 1,4; 3 windows of 1 s each, one repeat)")
+    m.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="cells run side by side, up to N at a time (default 1); each cycle's start and load still "
+                   "run one at a time across them (rig.quiet), the stops and exit timeouts overlap; benches always "
+                   "run alone")
+    m.add_argument("--shard", metavar="K/N",
+                   help="run shard K of N (K from 0, as a Kubernetes Indexed Job's completion index): a fixed share "
+                   "of the cells, so that N nodes given K = 0..N-1 into one store run every cell once")
+    m.add_argument("--known-file", metavar="FILE",
+                   help="the verdicts known per scenario, shape, engine and core (default the rig's own, "
+                   "rig/known_verdicts.csv; `rig scenarios --accept RESULTS` writes one)")
+    m.add_argument("--junit", metavar="FILE", help="also write the cells as JUnit XML (one test case per cell)")
     m.add_argument("--cell-timeout", type=float, metavar="S",
                    help="seconds a cell may run before it is killed and recorded 'timeout' (default from "
                    "cycles, startup and exit timeouts)")
@@ -98,6 +107,18 @@ def run(args) -> int:
     if args.scenarios is not None:
         refuse_with_scenarios(args)
         scens = parse_scenarios(args.scenarios)
+    shard = parse_shard(args.shard)
+    if args.jobs < 1:
+        raise RigError(f"--jobs {args.jobs}: give 1 or more (cells side by side)")
+    if args.known_file:
+        if not Path(args.known_file).is_file():
+            raise RigError(f"--known-file {args.known_file} does not exist: give a file `rig scenarios --accept` "
+                           "wrote, or drop it for the rig's own")
+        os.environ["RIG_KNOWN_VERDICTS"] = str(Path(args.known_file).resolve())  # the cells read it too
+    if args.junit:
+        from rig import junit
+
+        junit.check_path(args.junit)
     retains = parse_retain(args.retain)
     engines = parse_engines(args.engines)
     installed = [r["package_version"] for r in runtime.list_embedded()]
@@ -121,25 +142,77 @@ def run(args) -> int:
     results = str(cfg.results)
     timeout = args.cell_timeout or cycles * (cfg.startup_timeout + cfg.exit_timeout + cfg.request_timeout
                                               + cfg.workload.seconds + 30) + 120
-    for v in specs:  # fetch what is missing first: a version that cannot be fetched stops here
+    if scens is None and any(r != "none" for r in retains):
+        print(f"retain {', '.join(r for r in retains if r != 'none')}: exit_timeout is allowed (a reference kept "
+              "across stop() holds its model: the expected outcome); the table shows every outcome", flush=True)
+    _install_missing(specs, installed, shard)
+    plan = _plan(specs, engines, retains if scens is None else ["none"])
+    rows, jobs = _skipped_rows(plan, scens), []
+    if scens is not None:
+        cells = take_shard(scenario_cells(scens, plan), shard)
+        rows += [c for c in cells if c.get("status") == "skipped"]
+        for cell in (c for c in cells if c.get("status") != "skipped"):
+            jobs.append(_scenario_job(cell, base, cycles, results, loads.get(cell["scenario"], ())))
+    else:
+        plain = [{"runtime": p["spec"], "triton_version": p["triton"], "engine": engine, "why": why, "retain": retain}
+                 for p in plan for engine, why in p["engines"] for retain in retains]
+        for cell in take_shard(plain, shard):
+            allowed = matrix.allowed_for(cell["retain"], base_allowed)
+            label = (f"runtime {cell['runtime']} (Triton {cell['triton_version']}), engine {cell['engine']}, "
+                     f"retain {cell['retain']}")
+            jobs.append(Job(label, cell_argv(base, cell["runtime"], cell["engine"], cell["retain"], cycles, results,
+                                             allowed), {k: v for k, v in cell.items() if k != "why"},
+                            start_line=f"{label}: soak, {cycles} cycle(s) ({cell['why']})"))
+    bench_jobs = _bench_jobs(args, plan, results, shard) if args.bench else []
+    total = len(jobs) + len(bench_jobs)
+    for i, job in enumerate([*jobs, *bench_jobs], 1):
+        job.label = f"[{i}/{total}] {job.label}"
+        job.start_line = f"[{i}/{total}] {job.start_line}" if job.start_line else ""
+    where = f"shard {shard[0]}/{shard[1]}: " if shard else ""
+    print(f"{where}{len(jobs)} cell(s) to run{f', {args.jobs} side by side' if args.jobs > 1 else ''}"
+          f"{f', {len(bench_jobs)} bench(es) after them, alone' if bench_jobs else ''}", flush=True)
+    logs = Path(results) / "logs" / f"matrix-{os.getpid()}" if "://" not in results else None
+    judge = matrix.judge_scenario if scens is not None else (lambda row: row)
+    rows += run_jobs(jobs, args.jobs, timeout, results, logs, judge, matrix._status)
+    bench_rows = run_jobs(bench_jobs, 1, timeout, results, None, lambda row: row, matrix._status)
+    print()
+    print(matrix.format_table(rows) if scens is None else matrix.format_scenarios(rows))
+    _say_unjudged_and_findings(rows)
+    if bench_rows:
+        print()
+        print(matrix.format_bench(bench_rows))
+    if args.junit:
+        from rig import junit
+
+        junit.write(args.junit, [junit.matrix_suite(rows + bench_rows)])
+        print(f"\njunit: {args.junit}")
+    from rig.text import redact
+
+    print(f"\nresults: {redact(results)} (compare them: rig report {redact(results)}"
+          f"{f'; the grid: rig report --conformance {redact(results)}' if scens is not None else ''})")
+    return matrix.exit_status(rows + bench_rows)
+
+
+def _install_missing(specs: list[str], installed: list[str], shard) -> None:
+    """Fetch what is missing first, once (a version that cannot be fetched stops here; one unpacked
+    yet unusable here, with no stub for this Python, is a row that says why)."""
+    from rig import runtime
+
+    for v in specs:
         if v != "container" and v not in installed:
             print(f"runtime {v} is not installed: installing it (nvidia-pytriton {v}, Triton "
                   f"{runtime.PYTRITON_CORE.get(v, '?')})", flush=True)
             try:
                 runtime.install_embedded(v, log=lambda m: print(f"  {m}", flush=True))
-            except RigError:  # unpacked, yet unusable here (no stub for this Python): a row says why
+            except RigError as e:
                 if v not in [r["package_version"] for r in runtime.list_embedded()]:
-                    raise
-    if scens is None and any(r != "none" for r in retains):
-        print(f"retain {', '.join(r for r in retains if r != 'none')}: exit_timeout is allowed (a reference kept "
-              "across stop() holds its model: the expected outcome); the table shows every outcome", flush=True)
-    plan = _plan(specs, engines, retains if scens is None else ["none"])
-    rows, bench_rows = [], []
-    cells = scenario_cells(scens, plan) if scens is not None else []
-    to_run = [c for c in cells if c.get("status") != "skipped"]
-    total = len(to_run) + sum(len(p["engines"]) * (len(retains) if scens is None else 0) for p in plan) + (
-        sum(len(p["engines"]) for p in plan) if args.bench else 0)
-    counter = iter(range(1, total + 1))
+                    if shard is None:
+                        raise
+                    print(f"  runtime {v}: {e}", flush=True)  # a shard goes on: its row says why
+
+
+def _skipped_rows(plan: list[dict], scens) -> list[dict]:
+    rows = []
     for p in plan:
         for skipped in p["skipped"]:
             if scens is not None:
@@ -147,65 +220,46 @@ def run(args) -> int:
             rows.append(skipped)
             print(f"runtime {skipped['runtime']}, engine {skipped['engine']}: skipped: {skipped['reason']}",
                   flush=True)
-        if scens is not None:
-            continue
-        for engine, why in p["engines"]:
-            for retain in retains:
-                allowed = matrix.allowed_for(retain, base_allowed)
-                label = (f"[{next(counter)}/{total}] runtime {p['spec']} (Triton {p['triton']}), engine {engine}, "
-                         f"retain {retain}")
-                print(f"{label}: soak, {cycles} cycle(s) ({why})", flush=True)
-                argv = cell_argv(base, p["spec"], engine, retain, cycles, results, allowed)
-                row = _run_cell(argv, timeout)
-                row.update(runtime=p["spec"], engine=engine, retain=retain)
-                _figures(row, results, "cycles", p["triton"])
-                rows.append(row)
-                print(f"{label}: {matrix._status(row)}", flush=True)
-    for cell in cells:
-        name = cell["scenario"] + (" (control)" if cell["control"] else "")
-        where = f"runtime {cell['runtime']} (Triton {cell['triton_version']}), engine {cell['engine']}"
-        if cell.get("status") == "skipped":
-            print(f"{name}, {where}: skipped: {cell['reason']}", flush=True)
-            rows.append(cell)
-            continue
-        label = f"[{next(counter)}/{total}] {name}, {where}"
-        want = " / ".join((*cell["expected"], cell.get("growth") or "ok")) if cell["expected"] \
-            else "nothing known here: recorded, not judged"
-        load = loads.get(cell["scenario"], ())
-        print(f"{label}: soak, {cycles} cycle(s), expected {want}{' under ' + ' '.join(load) if load else ''} "
-              f"({cell['why']})", flush=True)
-        row = _run_cell(scenario_argv(base, cell, cycles, results, load), timeout)
-        row.update({k: v for k, v in cell.items() if k != "why"}, retain="-")
-        _figures(row, results, "cycles", cell["triton_version"])
-        matrix.judge_scenario(row)
-        rows.append(row)
-        print(f"{label}: {matrix._status(row)}", flush=True)
-    if args.bench:
-        for p in plan:
-            for engine, _ in p["engines"]:
-                label = f"[{next(counter)}/{total}] runtime {p['spec']} (Triton {p['triton']}), engine {engine}"
-                print(f"{label}: bench at concurrency {args.bench_concurrency}", flush=True)
-                argv = ["bench", *_bench_words(args), "--runtime", p["spec"], "--engine", engine,
-                        "--concurrency", args.bench_concurrency, "--windows", "3", "--window-seconds", "1",
-                        "--repeats", "1", "--results", results]
-                row = _run_cell(argv, timeout)
-                row.update(runtime=p["spec"], engine=engine, retain="-")
-                _figures(row, results, "windows", p["triton"])
-                bench_rows.append(row)
-                print(f"{label}: {matrix._status(row)}", flush=True)
-    print()
-    print(matrix.format_table(rows) if scens is None else matrix.format_scenarios(rows))
+    return rows
+
+
+def _scenario_job(cell: dict, base: list[str], cycles: int, results: str, load: tuple[str, ...]) -> Job:
+    name = cell["scenario"] + (" (control)" if cell["control"] else "")
+    label = f"{name} [{cell['shape']}], runtime {cell['runtime']} (Triton {cell['triton_version']}), " \
+            f"engine {cell['engine']}"
+    want = " / ".join((*cell["expected"], cell.get("growth") or "ok")) if cell["expected"] \
+        else "nothing known here: recorded, not judged"
+    start = (f"{label}: soak, {cycles} cycle(s), expected {want}{' under ' + ' '.join(load) if load else ''} "
+             f"({cell['why']})")
+    row = {k: v for k, v in cell.items() if k != "why"}
+    row["retain"] = "-"
+    return Job(label, scenario_argv(base, cell, cycles, results, load), row, start_line=start)
+
+
+def _bench_jobs(args, plan: list[dict], results: str, shard) -> list[Job]:
+    jobs = []
+    cells = take_shard([{"runtime": p["spec"], "triton_version": p["triton"], "engine": engine, "retain": "bench"}
+                        for p in plan for engine, _ in p["engines"]], shard)
+    for c in cells:
+        label = f"runtime {c['runtime']} (Triton {c['triton_version']}), engine {c['engine']}"
+        argv = ["bench", *_bench_words(args), "--runtime", c["runtime"], "--engine", c["engine"],
+                "--concurrency", args.bench_concurrency, "--windows", "3", "--window-seconds", "1",
+                "--repeats", "1", "--results", results]
+        jobs.append(Job(label, argv, {**c, "retain": "-"}, table="windows",
+                        start_line=f"{label}: bench at concurrency {args.bench_concurrency}"))
+    return jobs
+
+
+def _say_unjudged_and_findings(rows: list[dict]) -> None:
     unjudged = [r for r in rows if r["status"] == "unjudged"]
     if unjudged:
-        print(f"\n{len(unjudged)} cell(s) ran where nothing is known of their scenario's verdicts (that core or "
-              "engine was never measured): recorded, not judged (`rig scenarios` says where each was measured)")
-    if bench_rows:
-        print()
-        print(matrix.format_bench(bench_rows))
-    from rig.text import redact
-
-    print(f"\nresults: {redact(results)} (compare them: rig report {redact(results)})")
-    return matrix.exit_status(rows + bench_rows)
+        print(f"\n{len(unjudged)} cell(s) ran where nothing is known of their scenario's verdicts (that core, "
+              "engine or shape was never reviewed): recorded, not judged (review them: rig report --conformance "
+              "RESULTS; accept them: rig scenarios --accept RESULTS)")
+    findings = [r for r in rows if r["status"] == "finding"]
+    for r in findings:
+        print(f"FINDING: {r['scenario']}{' (control)' if r.get('control') else ''} [{r.get('shape')}] on Triton "
+              f"{r.get('triton_version')} through {r.get('engine')}: {r.get('reason')}")
 
 
 def _check_scenarios(args, probe: list[str], cfg, scens: list) -> dict[str, tuple[str, ...]]:
@@ -236,98 +290,3 @@ def _check_scenarios(args, probe: list[str], cfg, scens: list) -> dict[str, tupl
 def _bench_words(args) -> list[str]:
     keep = set(_BENCH_DESTS)
     return passthrough(args, skip=tuple(a.dest for a in args.soak_actions if a.dest not in keep))
-
-
-def _run_cell(argv: list[str], timeout: float) -> dict:
-    """Run ``python -m rig ARGV`` in its own process group, its lines shown indented; the row's
-    status from its exit status and what it printed."""
-    from rig.procs import python_m
-
-    cmd = [*python_m("rig"), *argv]
-    lines: list[str] = []
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                            start_new_session=True)
-
-    def pump():
-        for line in proc.stdout:
-            lines.append(line.rstrip("\n"))
-            print(f"    {line.rstrip()}", flush=True)
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    started = time.monotonic()
-    try:
-        rc = proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        procs.end_group(proc)
-        reader.join(5)
-        return {"status": "timeout", "reason": f"killed after {time.monotonic() - started:.0f} s "
-                f"(--cell-timeout {timeout:.0f})", "run_id": _run_id(lines)}
-    except KeyboardInterrupt:
-        procs.end_group(proc)
-        raise
-    reader.join(5)
-    return classify(rc, lines)
-
-
-_RUN_ID = re.compile(r"^results: .*\(run_id (\S+)\)\s*$")
-
-
-def _run_id(lines: list[str]) -> str | None:
-    for line in reversed(lines):
-        m = _RUN_ID.match(line)
-        if m:
-            return m.group(1)
-    return None
-
-
-def classify(rc: int, lines: list[str]) -> dict:
-    """A cell's status from its exit status and output: `rig soak`'s codes, a signal, or another."""
-    run_id = _run_id(lines)
-    fails = [ln[len("FAIL: "):] for ln in lines if ln.startswith("FAIL: ")]
-    errors = [ln[len("rig: error: "):] for ln in lines if ln.startswith("rig: error: ")]
-    skips = [ln[len("rig: skipped: "):] for ln in lines if ln.startswith("rig: skipped: ")]
-    last = next((ln for ln in reversed(lines) if ln.strip()), "no output")
-    row = {"run_id": run_id, "exit": rc}
-    if rc == Exit.OK and run_id:
-        return {**row, "status": "pass", "reason": ""}
-    if rc == Exit.FAILED and run_id:
-        return {**row, "status": "fail", "reason": "; ".join(fails) or last}
-    if rc == Exit.USAGE:
-        return {**row, "status": "error", "reason": errors[-1] if errors else last}
-    if rc == Exit.SKIPPED:
-        return {**row, "status": "skipped", "reason": skips[-1] if skips else last}
-    if rc == Exit.MACHINE:
-        return {**row, "status": "machine", "reason": errors[-1] if errors else last}
-    if rc < 0:
-        try:
-            name = signal.Signals(-rc).name
-        except ValueError:
-            name = f"signal {-rc}"
-        return {**row, "status": "crashed", "reason": f"the soak process died of {name} ({last[:120]})"}
-    return {**row, "status": "crashed", "reason": f"the soak process exited {rc} ({last[:120]})"}
-
-
-def _figures(row: dict, results: str, table: str, triton: str) -> None:
-    """Add the cell's figures, read back from the store (what was stored, not what was printed)."""
-    from rig.analysis import matrix
-    from rig.store import Store
-
-    row.setdefault("triton_version", triton)
-    if not row.get("run_id"):
-        return
-    try:
-        frame = Store(results).read(table, row["run_id"])
-    except Exception as e:  # a store the cell could not finish: the row keeps its status
-        row["reason"] = (row.get("reason") or "") + f" (its results do not read back: {e})"
-        return
-    if frame is None or not len(frame):
-        return
-    if table == "cycles":
-        figs = matrix.cell_figures(frame)
-        row.update({k: v for k, v in figs.items() if k != "triton_version"})
-        row["triton_version"] = figs["triton_version"] or triton
-    else:
-        row["points"] = matrix.bench_figures(frame)
-        versions = sorted(set(frame["triton_version"].astype(str)))
-        row["triton_version"] = ", ".join(versions) or triton

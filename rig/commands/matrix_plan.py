@@ -11,7 +11,8 @@ from rig.config import ENGINES, RETAIN
 from rig.errors import RigError
 
 # Options of `rig soak` the matrix sets per cell or has no use for (each cell is a whole soak).
-_OWN = {"runtime", "engine", "retain", "skip_ok", "locust_web_port", "scenario", "control"}
+_OWN = {"runtime", "engine", "retain", "skip_ok", "locust_web_port", "scenario", "control", "model_shape",
+        "junit"}
 
 
 def _list(text: str, what: str) -> list[str]:
@@ -42,39 +43,74 @@ def parse_scenarios(text: str) -> list:
     return [scenarios.get(x) for x in items]
 
 
-def scenario_cells(scens: list, plan: list[dict]) -> list[dict]:
-    """The scenario axis over the plan (``_plan``): per scenario, then its control, one cell per
-    runtime and engine, in that order. A cell is a row: ``scenario``, ``control``, ``runtime``,
-    ``triton_version``, ``engine``, ``why`` (why this engine), ``expected`` (the verdicts known
-    there, or None), ``growth`` (the growth verdict expected); a scenario not measured through an engine is a row 'skipped' that says so."""
+def scenario_cells(scens: list, plan: list[dict], known_path: str | None = None) -> list[dict]:
+    """The scenario axis over the plan (``_plan``): per scenario, then its control, per model shape
+    it runs in (``Scenario.shapes``), one cell per runtime and engine, in that order. A cell is a
+    row: ``scenario``, ``control``, ``shape``, ``runtime``, ``triton_version``, ``engine``, ``why``
+    (why this engine), ``expected`` (the lifecycle and load verdicts known there: rig.known, or
+    None: unjudged), ``growth`` (the growth verdict known there); a scenario not run through an
+    engine is a row 'skipped' that says so."""
+    from rig import known
+
     cells = []
     for s in scens:
         for control in (False, True) if s.has_control else (False,):
-            for p in plan:
-                for engine, why in p["engines"]:
-                    cell = {"scenario": s.name, "control": control, "runtime": p["spec"],
-                            "triton_version": p["triton"], "engine": engine, "why": why,
-                            "expected": s.control if control else s.expected_for(engine, p["triton"]),
-                            "growth": "ok" if control else s.growth}
-                    if engine not in s.engines:
-                        cell.update(status="skipped", reason=f"scenario {s.name} runs over "
-                                    f"{', '.join(s.engines)} only, not {engine}")
-                    cells.append(cell)
+            for shape in s.shapes:
+                for p in plan:
+                    for engine, why in p["engines"]:
+                        k = known.lookup(s.name, control, shape, engine, p["triton"], known_path)
+                        cell = {"scenario": s.name, "control": control, "shape": shape, "runtime": p["spec"],
+                                "triton_version": p["triton"], "engine": engine, "why": why,
+                                "expected": k.verdicts if k else None, "growth": k.growth if k else None}
+                        if engine not in s.engines:
+                            cell.update(status="skipped", reason=f"scenario {s.name} runs over "
+                                        f"{', '.join(s.engines)} only, not {engine}")
+                        cells.append(cell)
     return cells
 
 
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """``K/N``: this node runs shard K (0 <= K < N, a Kubernetes Indexed Job's completion index) of N."""
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not m or int(m.group(2)) < 1 or int(m.group(1)) >= int(m.group(2)):
+        raise RigError(f"--shard {text!r}: give K/N with 0 <= K < N (K: this node's index from 0, as a "
+                       "Kubernetes Indexed Job's JOB_COMPLETION_INDEX; N: the number of nodes)")
+    return int(m.group(1)), int(m.group(2))
+
+
+def cell_key(cell: dict) -> str:
+    """A cell's identity, the same on every node and in every run of the same matrix."""
+    return "|".join(str(cell.get(k)) for k in ("scenario", "control", "shape", "runtime", "engine", "retain"))
+
+
+def shard_of(key: str, n: int) -> int:
+    """The shard a cell belongs to: a stable hash of its identity (the same on every node, whatever
+    else the matrix holds), so N nodes given K = 0..N-1 run every cell exactly once."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % n
+
+
+def take_shard(cells: list[dict], shard: tuple[int, int] | None) -> list[dict]:
+    if shard is None:
+        return cells
+    k, n = shard
+    return [c for c in cells if shard_of(cell_key(c), n) == k]
+
+
 def scenario_argv(base: list[str], cell: dict, cycles: int, results: str, load: tuple[str, ...]) -> list[str]:
-    """`rig soak` words of a scenario cell: its verdicts the only ones allowed, its growth verdict
-    among them (every verdict where none is known, to record them); leaks allowed where the fault is on (a stop that waits out
-    exit_timeout leaves the stubs the rig kills: the scenario's, judged by its verdicts), never
-    for a control, which must be clean."""
+    """`rig soak` words of a scenario cell: every verdict allowed (the matrix judges the cell by
+    its stored verdicts against the known ones, rig.analysis.matrix.judge_scenario), leaks
+    allowed where the fault is on (a stop that waits out exit_timeout leaves the stubs the rig
+    kills: the scenario's, judged by its verdicts), never for a control, which must be clean."""
     from rig.verdicts import GROWTH_OUTCOMES, LOAD_OUTCOMES, OUTCOMES
 
-    want = cell["expected"]
-    growth = (cell["growth"],) if cell.get("growth") not in (None, "ok") else ()  # ok: the soak's default
-    allowed = (*want, *growth) if want is not None else (*OUTCOMES, *LOAD_OUTCOMES, *GROWTH_OUTCOMES)
+    allowed = (*OUTCOMES, *LOAD_OUTCOMES, *GROWTH_OUTCOMES)
     argv = ["soak", *base, *load, "--runtime", cell["runtime"], "--engine", cell["engine"],
-            "--scenario", cell["scenario"], *(["--control"] if cell["control"] else []),
+            "--scenario", cell["scenario"], "--model-shape", cell["shape"],
+            *(["--control"] if cell["control"] else []),
             "--cycles", str(cycles), "--results", results, "--allow-outcomes", ",".join(allowed)]
     if not cell["control"] and "--allow-leaks" not in base:
         argv.append("--allow-leaks")
@@ -93,14 +129,35 @@ def _version_key(v: str):
     return tuple(int(x) if x.isdigit() else 0 for x in re.split(r"[.\-]", v))
 
 
+def newest_per_core(known: dict[str, str], installed: list[str]) -> list[str]:
+    """One runtime per Triton core, ordered by core: the one installed here where there is one
+    (the newest of them), else the newest nvidia-pytriton release that bundles it."""
+    by_core: dict[str, list[str]] = {}
+    for v, core in known.items():
+        by_core.setdefault(core, []).append(v)
+    for v in installed:
+        if v not in known:
+            by_core.setdefault(f"?{v}", []).append(v)
+    out = []
+    for core, versions in sorted(by_core.items(), key=lambda kv: _version_key(kv[0].lstrip("?"))):
+        mine = [v for v in versions if v in installed]
+        out.append(max(mine or versions, key=_version_key))
+    return out
+
+
 def parse_runtimes(text: str, installed: list[str], known: dict[str, str]) -> list[str]:
-    """The runtimes to run, in order: ``all`` expands to the installed embedded ones; a version
-    neither installed nor known to bundle a core is refused (``rig runtime install`` it first)."""
+    """The runtimes to run, in order: ``all`` is every embedded core (``newest_per_core``: one
+    runtime per Triton version, installed first where missing); ``installed`` every embedded
+    runtime installed here; a version neither installed nor known to bundle a core is refused
+    (``rig runtime install`` it first)."""
     out: list[str] = []
     for item in _list(text, "runtimes"):
         if item == "all":
+            out.extend(newest_per_core(known, installed))
+            continue
+        if item == "installed":
             if not installed:
-                raise RigError("--runtimes all: no embedded runtime is installed here (rig runtime install)")
+                raise RigError("--runtimes installed: no embedded runtime is installed here (rig runtime install)")
             out.extend(sorted(installed, key=_version_key))
             continue
         v = item[len("embedded-"):] if item.startswith("embedded-") else item

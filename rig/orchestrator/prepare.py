@@ -82,7 +82,8 @@ def prepare(cfg: RunConfig, command: str, store: Recorder, run_id: str | None = 
                        "writable folder") from None
     lock = lock_run(work, run_id)
     if cfg.scenario and scenarios.get(cfg.scenario).repository:  # its own models, the fault on or off
-        repo = scenarios.materialize(Path(cfg.model_repository), work / "models", cfg.control)
+        repo = scenarios.materialize(Path(cfg.model_repository), work / "models", cfg.control,
+                                     cfg.model_shape)
         names = repository.repository_models(repo)
         label = ",".join(names)
     elif cfg.model_repository:
@@ -97,7 +98,7 @@ def prepare(cfg: RunConfig, command: str, store: Recorder, run_id: str | None = 
         repo = work / "models"
         spec = repository.ModelSpec(kind=cfg.model, size=cfg.model_size, instances=cfg.instances,
                                     max_batch_size=cfg.max_batch_size, dynamic_batching=cfg.dynamic_batching,
-                                    fault=cfg.fault, execute_delay_ms=cfg.execute_delay_ms,
+                                    decoupled=cfg.decoupled, fault=cfg.fault, execute_delay_ms=cfg.execute_delay_ms,
                                     load_sleep_s=repository.load_slow_s(cfg.exit_timeout)
                                     if cfg.fault == "load-slow" else None)
         repository.render(spec, repo)

@@ -19,8 +19,25 @@ def blank_row(p: Prepared, cycle: int) -> dict:
                restart=p.config.restart, stop_strategy=p.config.stop_strategy, started_at=now_iso(),
                host=node_name(p.config.node), scenario=p.config.scenario
                or name_of(p.config.fault, p.config.retain, p.config.restart, p.config.client),
-               control=p.config.control if p.config.scenario else None)
+               control=p.config.control if p.config.scenario else None, shape=model_shape(p))
     return row
+
+
+def model_shape(p: Prepared) -> str | None:
+    """The model shape a cycle serves: the scenario's or the template's, else read from the first
+    model's config.pbtxt (None where it does not read)."""
+    from rig import shapes
+    from rig.repository import parse_pbtxt
+
+    cfg = p.config
+    if cfg.model_shape:
+        return cfg.model_shape
+    if not cfg.model_repository:
+        return shapes.Shape(cfg.max_batch_size, cfg.dynamic_batching, cfg.instances, cfg.decoupled).name
+    try:
+        return shapes.of_config(parse_pbtxt((p.repository / p.models[0] / "config.pbtxt").read_text()))
+    except (OSError, ValueError, IndexError, TypeError):
+        return None
 
 
 def finish_row(p: Prepared, row: dict, wall: float | None, reported: str | None = None) -> CycleRow:

@@ -8,6 +8,8 @@ same file serves the healthy model and the positive controls of a soak:
   leak_bytes (bytes kept per request),
   slowdown_us (each execute sleeps this many microseconds more than the one before: a model that
   gets slower with every request),
+  decoupled (1: the model is decoupled, and sends each request's one response through its sender with
+  the final flag, returning None from execute),
   leak_per_load_bytes (each initialize writes a file of that size to /dev/shm and never removes it:
   a leak that outlives the stub; named rig-leak-<the server's pid>-..., which the rig's worker
   removes when it exits).
@@ -38,6 +40,7 @@ class TritonPythonModel:
         self.raise_every = int(params.get("raise_every", "0"))
         self.leak_bytes = int(params.get("leak_bytes", "0"))
         self.slowdown_s = float(params.get("slowdown_us", "0")) / 1e6
+        self.decoupled = params.get("decoupled", "0") == "1"
         self.leaked = []
         self.executed = 0
         if int(params.get("leak_per_load_bytes", "0")):
@@ -68,8 +71,12 @@ class TritonPythonModel:
             y = np.matmul(x, self.weight).astype(np.float32)
             if self.leak_bytes:
                 self.leaked.append(bytearray(self.leak_bytes))
-            responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUTPUT", y)]))
-        return responses
+            response = pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUTPUT", y)])
+            if self.decoupled:
+                request.get_response_sender().send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            else:
+                responses.append(response)
+        return None if self.decoupled else responses
 
     def finalize(self):
         if self.finalize_mode == "raise":

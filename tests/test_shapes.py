@@ -1,0 +1,104 @@
+"""Model shapes (rig.shapes) and the verdicts known per shape (rig.known): pure functions, then a
+real cycle in each shape the template model serves."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import rig
+
+from rig import config, known, scenarios, shapes
+from rig.errors import RigError
+from rig.repository import ModelSpec, parse_pbtxt, render
+
+
+@pytest.mark.parametrize("name", ["unbatched", "batched", "max-batch", "instances-2", "decoupled",
+                                  "decoupled,instances-2", "batched,instances-3"])
+def test_a_shape_name_reads_back_as_itself(name):
+    assert shapes.parse(name).name == name
+
+
+def test_a_models_config_says_its_shape_whatever_its_batch_size():
+    def of(text):
+        return shapes.of_config(parse_pbtxt(text))
+
+    assert of('name: "m" max_batch_size: 0') == "unbatched"
+    assert of("max_batch_size: 4\ndynamic_batching { max_queue_delay_microseconds: 100 }") == "batched"
+    assert of("max_batch_size: 16") == "max-batch"  # a batch dimension, one request an execute
+    assert of("max_batch_size: 0\ninstance_group [ { count: 2 kind: KIND_CPU } ]") == "instances-2"
+    assert of("instance_group [ { count: 1 }, { count: 2 } ]") == "instances-3"
+    assert of("model_transaction_policy { decoupled: true }\nmax_batch_size: 0") == "decoupled"
+    assert of("model_transaction_policy { decoupled: false }") == "unbatched"
+    with pytest.raises(RigError, match="unknown model shape 'wide'"):
+        shapes.parse("wide")
+
+
+def test_instances_rewritten_in_a_config_or_a_group_added():
+    assert "count: 2" in shapes.with_instances('instance_group [ { count: 1 kind: KIND_CPU } ]', 2)
+    added = shapes.with_instances('name: "m"\nbackend: "python"\n', 2)
+    assert shapes.of_config(parse_pbtxt(added)) == "instances-2"
+
+
+def test_the_template_renders_each_shape(tmp_path):
+    for name in ("batched", "instances-2", "decoupled"):
+        sh = shapes.parse(name)
+        mdir = render(ModelSpec(name=f"m{len(name)}", instances=sh.instances, max_batch_size=sh.max_batch_size,
+                                dynamic_batching=sh.dynamic_batching, decoupled=sh.decoupled), tmp_path)
+        assert shapes.of_config(parse_pbtxt((mdir / "config.pbtxt").read_text())) == name
+
+
+def test_a_scenario_runs_in_its_shapes_only_and_sets_the_template_to_it():
+    cfg = config.RunConfig(scenario="execute-raises", model_shape="batched")
+    cfg.validate()
+    assert (cfg.max_batch_size, cfg.dynamic_batching, cfg.instances, cfg.decoupled, cfg.model_shape) == \
+        (8, True, 1, False, "batched")
+    default = config.RunConfig(scenario="sender-kept")
+    default.validate()
+    assert default.model_shape == "decoupled"  # its own models' shape, its first
+    with pytest.raises(RigError, match="scenario load-fails runs in unbatched, instances-2"):
+        config.RunConfig(scenario="load-fails", model_shape="decoupled").validate()
+    with pytest.raises(RigError, match="cannot combine with --scenario execute-raises"):
+        config.RunConfig(scenario="execute-raises", model_shape="batched", instances=3).validate()
+    plain = config.RunConfig(model_shape="decoupled,instances-2")
+    plain.validate()
+    assert (plain.instances, plain.decoupled) == (2, True)
+    with pytest.raises(RigError, match="--model-repository runs your own"):
+        config.RunConfig(model_shape="batched", model_repository="/tmp").validate()
+    assert all(s.shapes and len(set(s.shapes)) == len(s.shapes) for s in scenarios.SCENARIOS.values())
+
+
+def test_known_verdicts_are_data_read_back_as_written(tmp_path):
+    path = tmp_path / "k.csv"
+    rows = {("execute-raises", False, "batched", "capi", "2.51.0"): known.Known("clean", "errors", "ok", 3, "r1"),
+            ("execute-raises", True, "batched", "capi", "2.9.0"): known.Known("clean", "ok", "ok", 3, "r1"),
+            ("execute-raises", True, "batched", "capi", "2.10.0"): known.Known("clean", "ok", "ok", 3, "r1")}
+    known.write(rows, path)
+    assert known.table(path) == rows
+    lines = [ln for ln in path.read_text().splitlines() if not ln.startswith("#")]
+    assert lines[0] == ",".join(known.FIELDS) and "2.9.0" in lines[2] and "2.10.0" in lines[3]  # by version
+    assert known.lookup("execute-raises", False, "batched", "capi", "2.51.0", path).verdicts == ("clean", "errors")
+    assert known.lookup("execute-raises", False, "unbatched", "capi", "2.51.0", path) is None
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n")
+    with pytest.raises(RigError, match="not a known-verdicts file"):
+        known.table(bad)
+
+
+def test_the_rigs_own_known_verdicts_name_real_scenarios_shapes_and_engines():
+    for (name, control, shape, engine, version), k in known.table().items():
+        s = scenarios.get(name)
+        assert shape in s.shapes and engine in s.engines and version.count(".") == 2, (name, shape, engine)
+        assert not control or s.has_control
+        assert k.cycles >= 1 and k.run_id
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", ["decoupled", "batched", "instances-2"])
+def test_a_cycle_in_each_template_shape_answers_and_records_it(tmp_path, runtime, shape):
+    proc = rig("cycle", "--model-shape", shape, "--requests", "20", "--exit-timeout", "3", "--runtime", runtime.name,
+               "--results", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    from rig.store import Store
+
+    row = Store(str(tmp_path)).read("cycles").iloc[0]
+    assert row["shape"] == shape and row["outcome"] == "clean" and row["load_outcome"] == "ok"
+    assert row["errors"] == 0 and row["requests"] >= 20
