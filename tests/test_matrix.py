@@ -240,6 +240,7 @@ def test_scenario_cells_per_shape_runtime_and_engine_controls_apart_and_skips(tm
     # nothing known there (another engine, shape or core): unjudged, never assumed
     assert by["execute-raises", False, "unbatched", "0.7.0", "tritonserver"]["expected"] is None
     assert by["execute-raises", False, "decoupled", "0.5.10", "capi"]["expected"] is None
+    assert by["execute-raises", True, "decoupled", "0.5.10", "capi"]["expected"] == ("clean", "ok")  # its contract
     skipped = by["capi-only", False, "unbatched", "0.7.0", "tritonserver"]
     assert skipped["status"] == "skipped" and skipped["reason"] == "scenario capi-only runs over capi only, not tritonserver"
     assert by["capi-only", True, "unbatched", "0.7.0", "tritonserver"]["status"] == "skipped"
@@ -424,14 +425,15 @@ def test_scenarios_and_their_controls_into_one_store_and_the_report_tables_them(
     cells, each as expected, in one store whose `rig report` shows them with the control rows."""
     results = tmp_path / "r"
     proc = _rig("matrix", "--scenarios", "retained-response,finalize-raises", "--runtimes", "0.7.0", "--engines",
-                "capi", "--cycles", "2", "--exit-timeout", "3", "--results", str(results))
+                "capi", "--cycles", "2", "--exit-timeout", "3", "--shapes", "first", "--jobs", "2",
+                "--results", str(results))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     rows = [r for r in _table_rows(proc.stdout) if not r[0].startswith("scenario")]
-    assert [(r[0], r[2], r[3], r[7], r[8], r[9]) for r in rows] == [
-        ("retained-response", "2.51.0", "capi", "exit_timeout / ok / ok", "yes (2/2)", "pass"),
-        ("retained-response (control)", "2.51.0", "capi", "clean / ok / ok", "yes (2/2)", "pass"),
-        ("finalize-raises", "2.51.0", "capi", "finalize_error / ok / ok", "yes (2/2)", "pass"),
-        ("finalize-raises (control)", "2.51.0", "capi", "clean / ok / ok", "yes (2/2)", "pass")]
+    assert [(r[0], r[1], r[3], r[4], r[8], r[9], r[10]) for r in rows] == [
+        ("retained-response", "unbatched", "2.51.0", "capi", "exit_timeout / ok / ok", "yes (2/2)", "pass"),
+        ("retained-response (control)", "unbatched", "2.51.0", "capi", "clean / ok / ok", "yes (2/2)", "pass"),
+        ("finalize-raises", "unbatched", "2.51.0", "capi", "finalize_error / ok / ok", "yes (2/2)", "pass"),
+        ("finalize-raises (control)", "unbatched", "2.51.0", "capi", "clean / ok / ok", "yes (2/2)", "pass")]
     report = _rig("report", str(results), "--out", str(tmp_path / "r.html"))
     assert report.returncode == 0, report.stderr
     section = report.stdout.split("## Scenarios")[1].split("\n## ")[0]
@@ -453,3 +455,38 @@ def test_scenarios_and_their_controls_into_one_store_and_the_report_tables_them(
     assert all(r[LEFT.index("ready after load")] == "2/2" for r in left)
     assert "n<3: a slope needs 3 cycles" in section
     assert "finalize-raises (control)" in (tmp_path / "r.html").read_text()
+
+
+def _cells(results) -> dict:
+    """Each stored cell's verdicts, cycle by cycle: {(scenario, control, shape, core, engine): [...]}."""
+    from rig.store import Store
+
+    f = Store(str(results)).read("cycles")
+    out: dict = {}
+    for key, g in f.sort_values(["run_id", "cycle"]).groupby(["scenario", "control", "shape", "triton_version",
+                                                               "engine"]):
+        out[key] = sorted(zip(g["outcome"], g["load_outcome"], g["growth_outcome"]))
+    return out
+
+
+@pytest.mark.slow
+def test_two_shards_into_one_store_equal_one_unsharded_run(tmp_path):
+    """`--shard 0/2` and `--shard 1/2`, run as two processes at once into one store, give the same
+    cells with the same verdicts as one unsharded run, each cell once."""
+    import subprocess
+    import sys
+
+    words = ["matrix", "--scenarios", "finalize-raises,load-fails", "--runtimes", "0.7.0", "--engines", "capi",
+             "--cycles", "1", "--exit-timeout", "3"]
+    shards = [subprocess.Popen([sys.executable, "-m", "rig", *words, "--shard", f"{k}/2", "--results",
+                                str(tmp_path / "sharded")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True) for k in range(2)]
+    whole = _rig(*words, "--jobs", "2", "--results", str(tmp_path / "whole"))
+    outs = [p.communicate(timeout=600)[0] for p in shards]
+    assert whole.returncode == 0, whole.stdout[-3000:]
+    assert [p.returncode for p in shards] == [0, 0], outs
+    counts = [int(re.search(r"shard \d/2: (\d+) cell\(s\) to run", o).group(1)) for o in outs]
+    assert sum(counts) == 10 and min(counts) >= 1  # 3 shapes x 2 + 2 x 2, split between the nodes
+    sharded, unsharded = _cells(tmp_path / "sharded"), _cells(tmp_path / "whole")
+    assert sharded == unsharded and len(sharded) == 10
+    assert all(len(v) == 1 for v in sharded.values())  # every cell once

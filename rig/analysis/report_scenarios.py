@@ -21,7 +21,7 @@ from rig.analysis import stats
 from rig.analysis.matrix import growth_held
 from rig.analysis.report_html import Section, Table
 
-KEYS = ["scenario", "control", "triton_version", "engine"]
+KEYS = ["scenario", "control", "shape", "triton_version", "engine"]
 # The cycles' columns the tables read (rig.analysis.report reads them beside its own).
 COLUMNS = ["scenario", "control", "run_id", "cycle", "started_at", "outcome", "load_outcome", "growth_outcome",
            "stop_latency_s",
@@ -101,17 +101,26 @@ def slope(values) -> float | str:
     return FEW if fit is None else fit[0]
 
 
-def _want(known, control: bool, engine: str, version: str) -> tuple[tuple[str, str] | None, str]:
-    """The verdicts the row should give, and what the expected column says where none are known."""
-    if known is None:
-        return None, "unknown scenario (not in this rig's registry)"
+def _want(scenario, control: bool, shape: str, engine: str, version: str) -> tuple[tuple[str, str] | None, str, str]:
+    """The verdicts the row should give (the known ones: rig.known; a control's, where none are
+    known, its contract: clean), its growth verdict, and what the expected column says where none
+    are known."""
+    from rig import known
+
+    if scenario is None:
+        return None, "ok", "unknown scenario (not in this rig's registry)"
+    k = known.lookup(scenario.name, control, shape, engine, version)
+    if k is not None:
+        return k.verdicts, k.growth, ""
     if control:
-        return known.control, ""
-    want = known.expected_for(engine, version)
-    if want is None:
-        how = f"through {engine}" if engine not in known.engines else "on this core"
-        return None, f"not measured {how}"
-    return want, ""
+        return scenario.control, "ok", ""
+    how = f"through {engine}" if engine not in scenario.engines else f"on this core in shape {shape}"
+    return None, scenario.growth, f"not known {how}"
+
+
+def _shape_order(scenario, shape: str) -> int:
+    shapes = scenario.shapes if scenario is not None else ()
+    return shapes.index(shape) if shape in shapes else len(shapes)
 
 
 def _ready(g: pd.DataFrame) -> str:
@@ -131,25 +140,27 @@ def rows(cycles: pd.DataFrame) -> pd.DataFrame:
     c["control"] = c["control"].fillna(False).astype(bool) if "control" in c else False
     for k in ("triton_version", "engine"):
         c[k] = c[k].astype("string").fillna("-") if k in c else "-"
+    c["shape"] = c["shape"].astype("string").fillna("unbatched") if "shape" in c else "unbatched"
     out = []
-    for (name, control, version, engine), g in c.groupby(KEYS, sort=False, dropna=False):
+    for (name, control, shape, version, engine), g in c.groupby(KEYS, sort=False, dropna=False):
         g = _in_order(g)
         known = scenarios.SCENARIOS.get(name)
         if name == "baseline":
-            want, why = ("clean", "ok"), ""
+            want, want_growth, why = ("clean", "ok"), "ok", ""
         else:
-            want, why = _want(known, bool(control), str(engine), str(version))
+            want, want_growth, why = _want(known, bool(control), str(shape), str(engine), str(version))
         load = g["load_outcome"] if "load_outcome" in g else pd.Series(None, index=g.index, dtype=object)
         growth = g["growth_outcome"] if "growth_outcome" in g else pd.Series(None, index=g.index, dtype=object)
         growth = growth.astype(object).where(growth.notna(), None)
-        want_growth = "ok" if control or known is None else known.growth
         got = list(zip(g["outcome"], load))
         held = [growth_held(x, want_growth) for x in growth]
         stop = _num(g, "stop_latency_s")
         exp, before = _num(g, "finalize_expected").fillna(0), _num(g, "finalize_before_stop").fillna(0)
         flight = {k: _num(g, f"in_flight{k}") for k in ("", "_answered", "_failed", "_lost")}
         row = {
-            "scenario": name + (" (control)" if control else ""), "Triton": version, "engine": engine,
+            "scenario": name + (" (control)" if control else "")
+            + ("" if known is not None and shape == known.shapes[0] or shape == "unbatched" else f" [{shape}]"),
+            "Triton": version, "engine": engine,
             "cycles": len(g), "outcomes": _counts(g["outcome"]), "load": _counts(load),
             "growth": _counts(growth),
             "expected": " / ".join((*want, want_growth)) if want else why,
@@ -172,7 +183,8 @@ def rows(cycles: pd.DataFrame) -> pd.DataFrame:
         for shown, col in PER_1K.items():
             s = _num(g, col)
             row[shown] = float(s.median()) if s.notna().any() else NOT_RECORDED
-        row["_order"] = (_order(name), bool(control), _version_key(version), str(engine))
+        row["_order"] = (_order(name), bool(control), _shape_order(known, str(shape)), _version_key(version),
+                         str(engine))
         out.append(row)
     table = pd.DataFrame(out)
     table = table.iloc[sorted(range(len(table)), key=lambda i: table["_order"].iat[i])].drop(columns="_order")

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from rig.errors import Exit, RigError
 from rig.commands.matrix_plan import (_OWN, _plan, cell_argv, parse_engines, parse_retain, parse_runtimes,  # noqa: F401
-                                      parse_scenarios, parse_shard, passthrough, scenario_argv, scenario_cells,
-                                      take_shard)
+                                      parse_scenarios, parse_shapes, parse_shard, passthrough, scenario_argv,
+                                      scenario_cells, take_shard)
 from rig.commands.matrix_run import Job, _run_cell, classify, run_jobs  # noqa: F401
 from rig.options import add_cycle_options, add_target_options, run_config
 # Options a bench cell takes from the matrix's (the server and the model; no lifecycle, no load).
@@ -61,6 +61,10 @@ def add_parser(sub) -> None:
     m.add_argument("--bench", action="store_true", help="also run a short bench per runtime and engine")
     m.add_argument("--bench-concurrency", default="1,4", metavar="LIST",
                    help="the bench's points (default 1,4; 3 windows of 1 s each, one repeat)")
+    m.add_argument("--shapes", default="all", metavar="LIST",
+                   help="with --scenarios: the model shapes to run each scenario in, of those it runs in (`rig "
+                   "scenarios` says which): all, first (each its own default), or a list (unbatched,batched,"
+                   "instances-2,decoupled) (default all)")
     m.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="cells run side by side, up to N at a time (default 1); each cycle's start and load still "
                    "run one at a time across them (rig.quiet), the stops and exit timeouts overlap; benches always "
@@ -108,6 +112,7 @@ def run(args) -> int:
         refuse_with_scenarios(args)
         scens = parse_scenarios(args.scenarios)
     shard = parse_shard(args.shard)
+    only_shapes = parse_shapes(args.shapes)
     if args.jobs < 1:
         raise RigError(f"--jobs {args.jobs}: give 1 or more (cells side by side)")
     if args.known_file:
@@ -149,7 +154,7 @@ def run(args) -> int:
     plan = _plan(specs, engines, retains if scens is None else ["none"])
     rows, jobs = _skipped_rows(plan, scens), []
     if scens is not None:
-        cells = take_shard(scenario_cells(scens, plan), shard)
+        cells = take_shard(scenario_cells(scens, plan, only_shapes=only_shapes), shard)
         rows += [c for c in cells if c.get("status") == "skipped"]
         for cell in (c for c in cells if c.get("status") != "skipped"):
             jobs.append(_scenario_job(cell, base, cycles, results, loads.get(cell["scenario"], ())))

@@ -43,25 +43,42 @@ def parse_scenarios(text: str) -> list:
     return [scenarios.get(x) for x in items]
 
 
-def scenario_cells(scens: list, plan: list[dict], known_path: str | None = None) -> list[dict]:
+def parse_shapes(text: str) -> list[str] | None:
+    """``--shapes``: all (None: every shape each scenario runs in), first (each scenario's own
+    default: ["first"]), or a list of shape names (``rig.shapes``)."""
+    from rig import shapes
+
+    items = _list(text, "shapes")
+    if items in (["all"], ["first"]):
+        return None if items == ["all"] else ["first"]
+    return [shapes.parse(x).name for x in items]
+
+
+def scenario_cells(scens: list, plan: list[dict], known_path: str | None = None,
+                   only_shapes: list[str] | None = None) -> list[dict]:
     """The scenario axis over the plan (``_plan``): per scenario, then its control, per model shape
     it runs in (``Scenario.shapes``), one cell per runtime and engine, in that order. A cell is a
     row: ``scenario``, ``control``, ``shape``, ``runtime``, ``triton_version``, ``engine``, ``why``
     (why this engine), ``expected`` (the lifecycle and load verdicts known there: rig.known, or
-    None: unjudged), ``growth`` (the growth verdict known there); a scenario not run through an
+    None: unjudged; a control with none known: its contract, clean), ``growth`` (the growth
+    verdict known there); a scenario not run through an
     engine is a row 'skipped' that says so."""
     from rig import known
 
     cells = []
     for s in scens:
         for control in (False, True) if s.has_control else (False,):
-            for shape in s.shapes:
+            wanted = (s.shapes[:1] if only_shapes == ["first"] else
+                      [x for x in s.shapes if only_shapes is None or x in only_shapes])
+            for shape in wanted:
                 for p in plan:
                     for engine, why in p["engines"]:
                         k = known.lookup(s.name, control, shape, engine, p["triton"], known_path)
+                        # a control with nothing known is held to its contract (clean): the rig's own check
+                        want, growth = (k.verdicts, k.growth) if k else (s.control, "ok") if control else (None, None)
                         cell = {"scenario": s.name, "control": control, "shape": shape, "runtime": p["spec"],
                                 "triton_version": p["triton"], "engine": engine, "why": why,
-                                "expected": k.verdicts if k else None, "growth": k.growth if k else None}
+                                "expected": want, "growth": growth}
                         if engine not in s.engines:
                             cell.update(status="skipped", reason=f"scenario {s.name} runs over "
                                         f"{', '.join(s.engines)} only, not {engine}")
