@@ -131,7 +131,7 @@ def _cycles(args, cfg, allowed: tuple[str, ...]) -> int:
 
     status, tally, run_id, reasons = soak.execute(
         cfg, args.command, resume=getattr(args, "resume", None), cycles_given=args.cycles is not None,
-        allowed=allowed, log=_log)
+        allowed=allowed, log=_log, junit=args.junit)
     if args.command == "soak" or len(tally.rows) > 1:
         print(soak.summary_table(tally))
     for reason in reasons:

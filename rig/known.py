@@ -98,10 +98,11 @@ def accept(cycles, path: str | Path | None = None, require_unanimous: bool = Tru
     replacing the row there. A cell whose cycles disagree is left out unless
     ``require_unanimous`` is false (then the most common verdicts stand); the reasons come back.
     Returns (rows written, cells left out with why)."""
-    from rig.analysis.verdict import records
-
+    rows_in = cycles.to_dict("records") if hasattr(cycles, "to_dict") else [
+        r if isinstance(r, dict) else dataclasses.asdict(r) for r in cycles]
     cells: dict[Key, list] = {}
-    for r in records(cycles):
+    for r in rows_in:
+        r = {k: (None if v != v else v) for k, v in r.items()}  # NaN, as pandas reads a missing figure: None
         if not r.get("scenario") or r.get("scenario") == "baseline" or not r.get("triton_version"):
             continue
         key = (str(r["scenario"]), bool(r.get("control")), str(r.get("shape") or "unbatched"), str(r["engine"]),

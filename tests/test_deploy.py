@@ -3,8 +3,11 @@ parses, its build context holds what it copies and none of the local state, its 
 command are a rig command over files in the image, hadolint passes, its CuPy wheel follows the
 base image's CUDA major, results go to a volume; the nightly CronJob validates against the
 Kubernetes schemas, asks for an L4 GPU and /dev/shm, takes its credentials from a Secret, and its
-scripts run a real night here (soaks into one store, report, gate); benchmarks/gpu_check.sh
-skips plainly without a GPU and, on the numpy model, prints its figures from the store."""
+scripts run a real night here (soaks into one store, report, gate); the conformance Indexed Job
+validates too, its shards (completions, parallelism, --shard K/N with K the completion index)
+agree, it runs the CronJob's image into the CronJob's store, and its script's rig line parses;
+benchmarks/gpu_check.sh skips plainly without a GPU and, on the numpy model, prints its figures
+from the store."""
 
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ import tomllib
 
 DOCKERFILE = ROOT / "Dockerfile"
 CRONJOB = ROOT / "deploy" / "k8s" / "nightly-cronjob.yaml"
+INDEXED_JOB = ROOT / "deploy" / "k8s" / "conformance-indexed-job.yaml"
 CUPY_SCRIPT = ROOT / "deploy" / "docker" / "cupy-package.sh"
 GPU_CHECK = ROOT / "benchmarks" / "gpu_check.sh"
 BIN = Path(sys.executable).parent
@@ -272,14 +276,18 @@ def test_each_tag_soaks_on_an_l4_gpu_with_shared_memory_then_the_gate_runs(cronj
     assert _env(gate)["RIG_RESULTS"] == _env(soaks[0])["RIG_RESULTS"]
 
 
-def test_credentials_come_from_a_secret_never_from_a_command_line(cronjob):
-    pod = _pod(cronjob)
-    for c in [*pod["initContainers"], *pod["containers"]]:
+def _credentials_from_a_secret(containers: list[dict]) -> None:
+    for c in containers:
         creds = {e["name"]: e for e in c["env"] if e["name"].startswith("AWS_") and "KEY" in e["name"]}
         assert set(creds) == {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}, c["name"]
         assert all("secretKeyRef" in e["valueFrom"] for e in creds.values())
         text = json.dumps([c.get("command"), c.get("args")])
         assert not re.search(r"AKIA|access_key|secret_key|AWS_SECRET|:[^@/\s]+@", text), c["name"]
+
+
+def test_credentials_come_from_a_secret_never_from_a_command_line(cronjob):
+    pod = _pod(cronjob)
+    _credentials_from_a_secret([*pod["initContainers"], *pod["containers"]])
 
 
 def _rig_lines(script: str) -> list[str]:
@@ -304,6 +312,102 @@ def test_the_cronjob_scripts_are_bash_and_their_rig_lines_parse(cronjob):
             args = build_parser().parse_args(argv[:cut])
             seen.add(args.command)
     assert seen == {"soak", "report", "gate"}
+
+
+# ---------------------------------------------------------------- the conformance Indexed Job
+
+@pytest.fixture(scope="module")
+def indexed_job() -> dict:
+    yaml = pytest.importorskip("yaml", reason="PyYAML comes with kubernetes-validate (test extra)")
+    (doc,) = list(yaml.safe_load_all(INDEXED_JOB.read_text()))
+    return doc
+
+
+def _shard_script(job: dict) -> str:
+    (c,) = job["spec"]["template"]["spec"]["containers"]
+    script, positional = _script(c)
+    assert positional == []
+    return script
+
+
+@pytest.mark.parametrize("version", ["1.29.0", "1.37.0"])  # backoffLimitPerIndex: beta (on) from 1.29, GA 1.33
+def test_the_indexed_job_validates_against_the_kubernetes_schemas(indexed_job, version):
+    kv = pytest.importorskip("kubernetes_validate", reason="kubernetes-validate is in the test extra")
+    kv.validate(indexed_job, version, strict=True)
+
+
+def test_the_schema_check_rejects_a_broken_indexed_job(indexed_job):
+    """Positive control: a wrong type and an unknown field are caught here too."""
+    kv = pytest.importorskip("kubernetes_validate", reason="kubernetes-validate is in the test extra")
+    bad = copy.deepcopy(indexed_job)
+    bad["spec"]["completions"] = "four"
+    with pytest.raises(kv.ValidationError):
+        kv.validate(bad, "1.37.0", strict=True)
+    bad = copy.deepcopy(indexed_job)
+    bad["spec"]["shards"] = 4
+    with pytest.raises(kv.ValidationError):
+        kv.validate(bad, "1.37.0", strict=True)
+
+
+def _shard_argv(script: str, env: dict[str, str], index: int) -> list[str]:
+    """The script's one rig line, as bash expands it in the pod of completion index ``index``."""
+    (line,) = _rig_lines(script)
+    values = {**env, "JOB_COMPLETION_INDEX": str(index), "junit": f"/work/junit-{index}.xml"}
+    return shlex.split(re.sub(r"\$\{?(\w+)\}?", lambda m: values[m.group(1)], line))[1:]
+
+
+def test_each_index_runs_its_own_shard_of_one_matrix_with_the_cronjobs_image_and_store(indexed_job, cronjob):
+    from rig.cli import build_parser
+
+    spec = indexed_job["spec"]
+    assert spec["completionMode"] == "Indexed"
+    n = spec["completions"]
+    assert n == spec["parallelism"] and n > 1
+    (c,) = spec["template"]["spec"]["containers"]
+    (gate,) = _pod(cronjob)["containers"]  # the CronJob's candidate image, the one its gate runs
+    assert c["image"] == gate["image"]
+    assert _env(c)["RIG_RESULTS"] == _env(gate)["RIG_RESULTS"] and _env(c)["RIG_RESULTS"].startswith("s3://")
+    script = _shard_script(indexed_job)
+    assert '--shard "${JOB_COMPLETION_INDEX}/' in script  # K is the index Kubernetes gives each pod
+    for index in range(n):
+        argv = _shard_argv(script, _env(c), index)
+        args = build_parser().parse_args(argv)  # the real parser: every option exists and parses
+        assert args.command == "matrix" and args.shard == f"{index}/{n}", argv
+        assert (args.scenarios, args.runtimes, args.engines, args.cycles) == ("all", "all", "capi,tritonserver", 3)
+        assert args.results == _env(gate)["RIG_RESULTS"] and args.junit == f"/work/junit-{index}.xml"
+    (mount,) = [m for m in c["volumeMounts"] if m["mountPath"] == "/dev/shm"]
+    (shm,) = [v for v in spec["template"]["spec"]["volumes"] if v["name"] == mount["name"]]
+    assert shm["emptyDir"]["medium"] == "Memory"
+
+
+def test_the_indexed_job_takes_its_credentials_from_a_secret(indexed_job):
+    _credentials_from_a_secret(indexed_job["spec"]["template"]["spec"]["containers"])
+
+
+def test_a_shard_uploads_its_junit_file_and_exits_with_the_matrixs_status(indexed_job, tmp_path):
+    """The script's own glue, run here by bash with a stand-in `rig` on PATH (the matrix itself is
+    `rig matrix`'s tests' business): the shard's status is the matrix's, and the JUnit file it
+    wrote lands beside the reports, named by the Job's run and the shard's index."""
+    script = _shard_script(indexed_job)
+    r = subprocess.run(["bash", "-n", "-c", script], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    stand_in = tmp_path / "bin" / "rig"
+    stand_in.parent.mkdir()
+    stand_in.write_text('#!/bin/bash\necho "$@" > "$ARGS"\nwhile [ "$1" != --junit ]; do shift; done\n'
+                        'echo "<testsuites/>" > "$2"\nexit 1\n')
+    stand_in.chmod(0o755)
+    work, reports = tmp_path / "work", tmp_path / "reports"
+    work.mkdir()
+    reports.mkdir()
+    env = {**os.environ, "PATH": f"{stand_in.parent}{os.pathsep}{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+           "ARGS": str(tmp_path / "args"), "RIG_RESULTS": str(tmp_path / "results"), "RIG_REPORTS": str(reports),
+           "JOB_COMPLETION_INDEX": "2", "JOB_UID": "uid-1"}
+    r = subprocess.run(["bash", "-c", script.replace("/work/", f"{work}/")], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "--shard 2/4 " in (tmp_path / "args").read_text()
+    assert (reports / "conformance-uid-1-junit-2-of-4.xml").read_text() == "<testsuites/>\n"
+    assert "shard 2/4: rig matrix exited 1" in r.stdout
 
 
 # ---------------------------------------------------------------- benchmarks/gpu_check.sh

@@ -54,7 +54,7 @@ VALUES = {  # a valid value for each option that takes one
     "--min-finalize-success": "0.75", "--allow-outcomes": "clean,exit_timeout", "--resume": None,
     "--skip-ok": None, "--allow-leaks": None, "--dynamic-batching": None,
     "--locust-master": "127.0.0.1:5557", "--node": "n1", "--input-data": "zero", "--shape": "X:2,3",
-    "--scenario": "stub-exits", "--control": None,
+    "--scenario": "stub-exits", "--control": None, "--model-shape": "decoupled,instances-2",
 }
 
 # option -> (extra arguments, where the value lands in the effective config)
@@ -74,6 +74,7 @@ APPLIES = {
     "--retain": ((), lambda c: c.retain == "last-response"),
     "--scenario": ((), lambda c: c.scenario == "stub-exits" and c.fault == "stub-exits"),
     "--control": (("--scenario", "stub-exits"), lambda c: c.control is True and c.fault == "none"),
+    "--model-shape": ((), lambda c: c.model_shape == "decoupled,instances-2" and c.instances == 2 and c.decoupled),
     "--stop-strategy": ((), lambda c: c.stop_strategy == "unload-then-stop"),
     "--restart": (("--cycles", "2"), lambda c: c.restart == "same-process"),
     "--exit-timeout": ((), lambda c: c.exit_timeout == 9),
@@ -107,6 +108,7 @@ ELSEWHERE = {
     "--config": "test_cli.py::test_allow_outcomes_is_a_key_of_the_config_file_too (a TOML file's keys)",
     "--resume": "test_cli.py::test_a_resumed_run_refuses_options_it_would_ignore; test_soak (resume runs)",
     "--skip-ok": "test_skip_ok_turns_a_skip_into_success below",
+    "--junit": "test_junit.py (a bad path refused in one line before the run; a real soak's file validated)",
 }
 
 

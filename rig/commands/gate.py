@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import time
 
 from rig.errors import Exit, RigError
 from rig.text import redact
@@ -33,6 +34,7 @@ one-sided), so noise between runs of one configuration rarely fails it:
                     its first response, p99 of the candidate's merged HDR histograms at a point,
                     above N microseconds (a bound of the candidate alone; a candidate with no
                     streaming windows is not judged, and a line says so)
+--junit FILE also writes each check as a JUnit XML test case, for CI.
 Exit status: 0 pass, 1 regression, 2 bad input."""
 
 
@@ -53,6 +55,9 @@ def add_parser(sub) -> None:
     p.add_argument("--max-first-response-p99-us", type=float, default=None, metavar="N",
                    help="streaming (decoupled) models: fail where the candidate's time to the first "
                    "response, p99 at a point, exceeds N microseconds (default: not judged)")
+    p.add_argument("--junit", metavar="FILE",
+                   help="also write the gate's checks as JUnit XML for CI (a test case per check, the reason as "
+                   "its failure); its folder must exist (checked before anything is read)")
     p.set_defaults(func=run)
 
 
@@ -234,7 +239,43 @@ def idle_note(a: set[str], b: set[str]) -> str:
             "on some machines (README, \"CPU idle states\"), so those figures do not compare")
 
 
+def junit_checks(reasons: list[str], ca, wa, cb, wb, args, streaming) -> list:
+    """The gate's checks as JUnit test cases (``rig.junit``, ``GATE_CHECKS``): each failed with
+    the reasons ``verdict.gate`` gave, skipped where a side has nothing it reads, with its threshold
+    as its output."""
+    from rig import junit
+    from rig.analysis import frames, verdict
+
+    not_judged = {}
+    for key, name in (("load_outcome", "new load outcomes"), ("growth_outcome", "new growth outcomes")):
+        if key not in cb or not cb[key].notna().any():
+            not_judged[name] = "the candidate's cycles have no such verdict (stored before it was recorded)"
+    if not frames.finalize_counts(ca)[1] or not frames.finalize_counts(cb)[1]:
+        not_judged["finalize success"] = "a side has no cycle that expected a finalize"
+    if not ca["stop_latency_s"].notna().any() or not cb["stop_latency_s"].notna().any():
+        not_judged["stop latency p95"] = "a side has no stop latency"
+    if not len(wa) or not len(wb):
+        not_judged["throughput"] = "a side has no measurement windows"
+    bound = args.max_first_response_p99_us
+    if bound is None:
+        not_judged["first response p99"] = "no --max-first-response-p99-us given"
+    elif streaming is None:
+        not_judged["first response p99"] = "the candidate has no streaming (decoupled) model's windows"
+    new = "fails on a verdict the candidate has and the baseline never had"
+    figures = {"new lifecycle outcomes": new + " (but clean)", "new load outcomes": new + " (but ok)",
+               "new growth outcomes": new + " (leaking, slowing)",
+               "finalize success": f"fails on a drop above {args.max_finalize_drop:g} (absolute), when significant",
+               "stop latency p95": f"fails on a ratio above {args.max_stop_regression:g} (candidate/baseline), "
+                                   "when significant",
+               "throughput": f"fails on a drop above {args.max_throughput_drop:.0%} (at least "
+                             f"{verdict.ONE_RUN_DROP:.0%} where a side holds one run) at a point both sides "
+                             "measured, when significant",
+               "first response p99": "not bounded" if bound is None else f"fails above {bound:,.0f} us at a point"}
+    return junit.judged(reasons, junit.GATE_CHECKS, "gate", not_judged, figures)
+
+
 def run(args) -> int:
+    from rig import junit
     from rig.analysis import stats, verdict
 
     if args.baseline == args.candidate:
@@ -247,6 +288,9 @@ def run(args) -> int:
     bound = getattr(args, "max_first_response_p99_us", None)
     if bound is not None and not bound > 0:
         raise RigError("--max-first-response-p99-us is a time in microseconds, above 0")
+    if args.junit is not None:  # before anything is read
+        junit.check_path(args.junit)
+    started = (junit.now(), time.monotonic())
     stats.preload("scipy.stats")  # while the cycles are read
     from rig.store import where as wh
 
@@ -281,4 +325,12 @@ def run(args) -> int:
         print(f"FAIL: {r}")
     if not reasons:
         print("PASS: no significant regression beyond the thresholds")
+    if args.junit is not None:
+        suite = junit.suite(f"rig gate {args.baseline} -> {args.candidate}",
+                            junit_checks(reasons, ca, wa, cb, wb, args, sb), time=time.monotonic() - started[1],
+                            timestamp=started[0], properties={"baseline": la, "candidate": lb,
+                                                              "results": redact(args.results),
+                                                              "where": "; ".join(args.where) or None})
+        junit.write(args.junit, [suite])
+        print(f"JUnit XML: {args.junit}")
     return Exit.FAILED if reasons else Exit.OK
