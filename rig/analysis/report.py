@@ -14,7 +14,7 @@ import dataclasses
 
 import pandas as pd
 
-from rig.analysis import plots
+from rig.analysis import conformance, plots
 from rig.analysis import report_differences as differences
 from rig.analysis import report_growth
 from rig.analysis import report_html as rh
@@ -22,6 +22,7 @@ from rig.analysis import report_parts as parts
 from rig.analysis import report_scenarios
 from rig.config import RunConfig
 from rig.errors import RigError
+from rig.protocol import CycleRow
 from rig.text import redact
 
 DIMS = ("triton_version", "engine", "model", "retain", "stop_strategy", "restart")
@@ -35,6 +36,8 @@ CYCLE_COLUMNS = ["run_id", "cycle", "engine", "model", "retain", "outcome", "loa
                  "scenario", "control", "finalize_after_stop"]
 CYCLE_COLUMNS += [c for c in report_scenarios.COLUMNS if c not in CYCLE_COLUMNS]  # the scenario tables'
 CYCLE_COLUMNS += [c for c in report_growth.COLUMNS if c not in CYCLE_COLUMNS]  # growth and slowdown
+CYCLE_COLUMNS += [c for c in conformance.COLUMNS if c not in CYCLE_COLUMNS  # the conformance grid's (shape: schema 12)
+                  and c in {f.name for f in dataclasses.fields(CycleRow)}]
 TABLES = ("runs", "cycles", "windows")
 DEFAULTS = {k: getattr(RunConfig, k) for k in ("retain", "stop_strategy", "restart")}  # the rig's own defaults
 
@@ -217,10 +220,27 @@ def build(data: Data, baseline: str | None = None, max_histograms: int = 8) -> t
     perf = parts.performance_section(data, pts, gkeys, max_histograms) if len(windows) else None
     streams = parts.streaming_section(data.root, windows, gkeys) if len(windows) else None
     scenario_table = report_scenarios.scenarios_section(cycles) if len(cycles) else None
+    grid = conformance_section(cycles) if len(cycles) else None
     growth = report_growth.growth_section(data.root, cycles, windows) if len(cycles) else None
-    for s in (scenario_table, life, perf, growth, streams, diffs, trend):
+    for s in (scenario_table, grid, life, perf, growth, streams, diffs, trend):
         if s is not None:
             sections.append(s)
     if diffs is not None:
         summary += getattr(diffs, "headlines", [])
     return rh.markdown(title, summary, sections), rh.page(title, summary, sections)
+
+
+def conformance_section(cycles: pd.DataFrame) -> rh.Section | None:
+    """The conformance grid (``rig.analysis.conformance``) where the scenario cycles come from more
+    than one core or model shape; in the Markdown summary, a line that points to it."""
+    if not conformance.spans_cores_or_shapes(cycles):
+        return None
+    table = conformance.build(cycles)
+    if not table.cells:
+        return None
+    counts = ", ".join(f"{n} {j}" for j, n in table.counts.items())
+    return rh.Section("Conformance").add(
+        f"Each scenario's verdicts per core, API and model shape against the known ones: {counts}.",
+        rh.Html(conformance.to_html(table),
+                markdown="The grid is in the HTML page; `rig report --conformance RESULTS` prints it here."))
+

@@ -1,8 +1,9 @@
 """The report's two renderings: Markdown for a CI log and one self-contained HTML page (inline
 CSS, figures as base64 PNG data URIs, no scripts or fonts from elsewhere: it opens offline).
 
-A report is a list of ``Section``s; a section holds blocks: text, a table (a DataFrame), or a
-figure (PNG bytes). Pure functions from those to strings.
+A report is a list of ``Section``s; a section holds blocks: text, a table (a DataFrame), a
+figure (PNG bytes), or a fragment rendered elsewhere (``Html``: its HTML for the page, its
+Markdown for the summary). Pure functions from those to strings.
 """
 
 from __future__ import annotations
@@ -29,9 +30,15 @@ class Table:
 
 
 @dataclasses.dataclass
+class Html:
+    html: str           # a fragment for the page, as it is (the caller escaped it)
+    markdown: str = ""  # what the Markdown summary shows in its place (empty: nothing)
+
+
+@dataclasses.dataclass
 class Section:
     title: str
-    blocks: list = dataclasses.field(default_factory=list)  # str | Table | Figure
+    blocks: list = dataclasses.field(default_factory=list)  # str | Table | Figure | Html
 
     def add(self, *blocks) -> "Section":
         self.blocks.extend(b for b in blocks if b is not None)
@@ -79,6 +86,8 @@ def markdown(title: str, summary: list[str], sections: list[Section]) -> str:
                 if b.caption:
                     out += [f"**{b.caption}**", ""]
                 out += [markdown_table(b.frame), ""]
+            elif isinstance(b, Html) and b.markdown:
+                out += [b.markdown.rstrip(), ""]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -93,6 +102,9 @@ td:first-child,th:first-child{text-align:left}caption{caption-side:top;text-alig
 tr.flag td{background:#fdecea}figure{margin:8px 0 18px;background:#fff;padding:8px;border:1px solid #dde1e6;display:inline-block}
 img{max-width:100%;height:auto;display:block}figcaption{font-size:12px;color:#5b6570}
 .note{color:#5b6570;font-size:12.5px}
+h3{font-size:15px;margin:18px 0 6px}.conformance td a{color:inherit;text-decoration:none}
+.cf-grid td{text-align:left;white-space:nowrap}.cf-grid td.finding{background:#fdecea}.cf-grid td.as-known{background:#edf7ee}
+.cf-grid td.unjudged{background:#f4f5f7}.cf-figures td{text-align:left}tr:target td{background:#fff5c2}
 """
 
 
@@ -131,6 +143,8 @@ def page(title: str, summary: list[str], sections: list[Section]) -> str:
                 parts.append(_html_table(b))
             elif isinstance(b, Figure):
                 parts.append(_html_figure(b))
+            elif isinstance(b, Html):
+                parts.append(b.html)
         parts.append("</section>")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>{html.escape(title)}</title>"

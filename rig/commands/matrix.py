@@ -33,6 +33,10 @@ DEFAULT_CYCLES = 3
 # The load a scenario that needs one (``Scenario.workload``) runs under when the matrix is given no
 # --workload: the load its verdicts were measured under (docs/guide/scenarios.md).
 SCENARIO_LOAD = ("--workload", "steady", "--workload-seconds", "2", "--users", "2")
+# The timeouts of a scenario matrix where none is given (_scenario_timeouts): each no longer than
+# its verdict needs.
+SCENARIO_EXIT_TIMEOUT = 5
+SCENARIO_REQUEST_TIMEOUT = 5.0
 
 
 def add_parser(sub) -> None:
@@ -139,6 +143,8 @@ def run(args) -> int:
     cfg = run_config(cli.build_parser().parse_args(probe))
     if cfg is None:  # the run is skipped on this machine (the cupy model without a GPU)
         return Exit.SKIPPED
+    if scens is not None:
+        base += _scenario_timeouts(args, cfg)
     loads = _check_scenarios(args, probe, cfg, scens) if scens is not None else {}
     cycles = cfg.cycles
     if cycles < 1:
@@ -196,6 +202,24 @@ def run(args) -> int:
     print(f"\nresults: {redact(results)} (compare them: rig report {redact(results)}"
           f"{f'; the grid: rig report --conformance {redact(results)}' if scens is not None else ''})")
     return matrix.exit_status(rows + bench_rows)
+
+
+def _scenario_timeouts(args, cfg) -> list[str]:
+    """The timeouts a scenario's verdicts need, where neither the command line nor the config
+    sets them: ``SCENARIO_EXIT_TIMEOUT`` (a clean stop takes 2-4 s: the core polls its models once
+    a second, two instances one tick more; a held model waits it out) and
+    ``SCENARIO_REQUEST_TIMEOUT`` (a request its stub will never answer is unanswered after 5 s as
+    after 30). ``cfg`` is updated to them (the cells' time limit)."""
+    from rig.config import RunConfig
+
+    words = []
+    if args.exit_timeout is None and cfg.exit_timeout == RunConfig.exit_timeout:
+        words += ["--exit-timeout", str(SCENARIO_EXIT_TIMEOUT)]
+        cfg.exit_timeout = SCENARIO_EXIT_TIMEOUT
+    if args.request_timeout is None and cfg.request_timeout == RunConfig.request_timeout:
+        words += ["--request-timeout", str(SCENARIO_REQUEST_TIMEOUT)]
+        cfg.request_timeout = SCENARIO_REQUEST_TIMEOUT
+    return words
 
 
 def _install_missing(specs: list[str], installed: list[str], shard) -> None:

@@ -52,24 +52,26 @@ def run_jobs(jobs: list[Job], parallel: int, timeout: float, results: str, log_d
     if log_dir is not None:
         log_dir.mkdir(parents=True, exist_ok=True)
     bar = _Bar(len(jobs))
+    pool = ThreadPoolExecutor(max_workers=parallel)
     try:
-        with ThreadPoolExecutor(max_workers=parallel) as pool:
-            futures = {}
-            for i, job in enumerate(jobs):
-                log = (log_dir / f"cell-{i + 1:04d}.log") if log_dir is not None else None
-                futures[pool.submit(_run_cell, job.argv, timeout, env, log)] = (i, log)
-            for fut in as_completed(futures):
-                i, log = futures[fut]
-                row = _finish(jobs[i], fut.result(), results, done)
-                if log is not None:
-                    row["log"] = str(log)
-                rows[i] = row
-                bar.advance(f"{jobs[i].label}: {status(row)}", row)
-    except KeyboardInterrupt:
+        futures = {}
+        for i, job in enumerate(jobs):
+            log = (log_dir / f"cell-{i + 1:04d}.log") if log_dir is not None else None
+            futures[pool.submit(_run_cell, job.argv, timeout, env, log)] = (i, log)
+        for fut in as_completed(futures):
+            i, log = futures[fut]
+            row = _finish(jobs[i], fut.result(), results, done)
+            if log is not None:
+                row["log"] = str(log)
+            rows[i] = row
+            bar.advance(f"{jobs[i].label}: {status(row)}", row)
+    except BaseException:  # Ctrl-C, SIGTERM: no cell still queued starts, those running are ended
+        pool.shutdown(wait=False, cancel_futures=True)
         _end_all()
         raise
     finally:
         bar.close()
+    pool.shutdown(wait=True)
     return rows  # type: ignore[return-value]
 
 
@@ -111,9 +113,11 @@ class _Bar:
 
 
 _LIVE: set[subprocess.Popen] = set()
+_ENDING = threading.Event()
 
 
 def _end_all() -> None:
+    _ENDING.set()
     for proc in list(_LIVE):
         procs.end_group(proc)
 
@@ -125,6 +129,8 @@ def _run_cell(argv: list[str], timeout: float, env: dict | None = None, log: Pat
 
     cmd = [*python_m("rig"), *argv]
     lines: list[str] = []
+    if _ENDING.is_set():  # the matrix is being interrupted: start nothing more
+        return {"status": "error", "reason": "not run: the matrix was interrupted", "run_id": None}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                             start_new_session=True, env={**os.environ, **(env or {})})
     _LIVE.add(proc)

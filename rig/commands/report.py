@@ -1,5 +1,8 @@
 """`rig report RESULTS`: lifecycle, performance, differences from a baseline and nightly
-trends of a results folder, as a Markdown summary on stdout and one self-contained HTML page."""
+trends of a results folder, as a Markdown summary on stdout and one self-contained HTML page.
+`rig report --conformance RESULTS`: the conformance grid alone (every scenario per core, API and
+model shape against its known verdicts, ``rig.analysis.conformance``), in Markdown on stdout or
+``--output FILE``."""
 
 from __future__ import annotations
 
@@ -17,13 +20,24 @@ def add_parser(sub) -> None:
     p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                    help="keep rows where a column of runs, cycles or windows equals VALUE, or one of "
                    "V1,V2,... (repeatable: all must hold), e.g. engine=capi, retain=none, run_id=A,B")
-    p.add_argument("--out", default="report.html", help="the HTML page (default report.html)")
-    p.add_argument("--max-histograms", type=int, default=8, metavar="N",
+    p.add_argument("--out", help="the HTML page (default report.html)")
+    p.add_argument("--max-histograms", type=int, metavar="N",
                    help="points whose HDR histograms are merged exactly (the busiest; default 8)")
+    p.add_argument("--conformance", action="store_true",
+                   help="print only the conformance grid (Markdown): each lifecycle scenario and its control per "
+                   "core, API and model shape, judged against the known verdicts (rig/known_verdicts.csv)")
+    p.add_argument("--output", metavar="FILE",
+                   help="with --conformance: write the grid to FILE (atomically) instead of stdout")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    if args.conformance:
+        return conformance(args)
+    if args.output is not None:
+        from rig.errors import RigError
+
+        raise RigError("--output writes the conformance grid: give it with --conformance (the HTML page is --out)")
     import gc
     import warnings
 
@@ -31,7 +45,8 @@ def run(args) -> int:
     from rig.errors import RigError
     from rig.store import where
 
-    if args.max_histograms < 0:
+    max_histograms = 8 if args.max_histograms is None else args.max_histograms
+    if max_histograms < 0:
         raise RigError("--max-histograms must be 0 or more")
     # Figures draw in a process of their own (forked now, before reading starts threads) while
     # this one reads and computes: matplotlib's import and drawing are a third of a report.
@@ -45,12 +60,12 @@ def run(args) -> int:
         data = report.select(report.load(args.results, where.keys(args.where)), args.where)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # empty groups' medians: shown as '-'
-            md, page = report.build(data, baseline=args.baseline, max_histograms=args.max_histograms)
+            md, page = report.build(data, baseline=args.baseline, max_histograms=max_histograms)
     finally:
         plots.stop_renderer()
         if collecting:
             gc.enable()
-    out = Path(args.out)
+    out = Path(args.out or "report.html")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")
     print(md)
@@ -59,3 +74,70 @@ def run(args) -> int:
     # (scipy's and pandas' modules, the tables read): 0.3 s of a 5 s report.
     gc.freeze()
     return 0
+
+
+def conformance(args) -> int:
+    """The conformance grid of the results' scenario cycles, on stdout or in ``--output``."""
+    import dataclasses
+
+    from rig.analysis import conformance as cf
+    from rig.errors import RigError
+    from rig.protocol import CycleRow
+    from rig.store import Store, where
+    from rig.text import redact
+
+    given = [o for o, v in (("--out", args.out), ("--baseline", args.baseline),
+                            ("--max-histograms", args.max_histograms)) if v is not None]
+    if given:
+        raise RigError(f"{', '.join(given)} cannot combine with --conformance, which prints the grid alone "
+                       "(--output FILE writes it to a file)")
+    store = Store.open(args.results)
+    names = {f.name for f in dataclasses.fields(CycleRow)} | {"triton_version", "date"}
+    clauses = where.parse(args.where)
+    for key, _ in clauses:
+        where.check(key, names)
+    columns = list(dict.fromkeys([*(c for c in cf.COLUMNS if c in names), *(k for k, _ in clauses)]))
+    cycles = store.read("cycles", columns=columns)
+    for key, values in clauses:
+        shown = where.present((cycles,), key)
+        cycles = cycles[where.match(cycles[key], values)]
+        if cycles.empty:
+            raise RigError(f"--where {key}={','.join(values)} matches nothing in {redact(str(args.results))} "
+                           f"(present: {shown})")
+    table = cf.build(cycles)
+    if not table.cells:
+        raise RigError(f"{redact(str(args.results))} holds no scenario cycles: run rig matrix --scenarios all "
+                       f"(or rig soak --scenario NAME) with --results {redact(str(args.results))}")
+    counts = ", ".join(f"{n} {j}" for j, n in table.counts.items())
+    text = (f"# Conformance: {redact(str(args.results))}\n\n{len(table.cells)} cell(s): {counts}.\n\n"
+            + cf.to_markdown(table))
+    if args.output is None:
+        print(text, end="")
+        return 0
+    write_atomically(Path(args.output), text)
+    print(f"conformance: {Path(args.output).resolve()}")
+    return 0
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """``text`` into ``path`` whole or not at all: a temporary file beside it, renamed over it."""
+    import os
+    import tempfile
+
+    from rig.errors import RigError
+
+    if path.is_dir():
+        raise RigError(f"--output {path} is a folder: give a file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as e:  # a parent that is a file, a folder not writable: the path given is wrong
+        raise RigError(f"--output {path}: cannot write there ({e.strerror or e})") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+

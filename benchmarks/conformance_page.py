@@ -1,0 +1,138 @@
+"""The published conformance page, docs/conformance.md, generated from the reference run's store
+kept in the repository (docs/conformance/store/: the scenario cycles only, the columns the grid
+reads, one Parquet file per core and date).
+
+    python benchmarks/conformance_page.py                 # regenerate the page from the kept store
+    python benchmarks/conformance_page.py --from RESULTS  # keep RESULTS' scenario cycles as the store, then regenerate
+
+RESULTS is the --results of a reviewed `rig matrix --scenarios all ...` run. The page is a pure
+function of the kept store and rig/known_verdicts.csv: tests/test_conformance.py regenerates it
+and compares it with the page byte for byte.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from rig.analysis import conformance as cf  # noqa: E402
+from rig.errors import RigError  # noqa: E402
+
+STORE = ROOT / "docs" / "conformance" / "store"
+PAGE = ROOT / "docs" / "conformance.md"
+MATRIX = "rig matrix --scenarios all --runtimes all --engines capi,tritonserver --cycles 3 --results R"
+# What the kept store holds of each cycle: the grid's columns, those every stored cycle must have
+# (the store reads a file without them as foreign), and those an older row's verdicts are re-read from.
+VERDICT_INPUTS = ("stop_error", "finalize_errors", "requests", "errors")
+
+
+def kept_columns() -> list[str]:
+    from rig.protocol import CycleRow
+    from rig.store import arrow_schema
+
+    schema = arrow_schema(CycleRow)
+    required = [f.name for f in schema if not f.nullable]
+    return [c for c in dict.fromkeys([*required, *cf.COLUMNS, *VERDICT_INPUTS]) if c in schema.names]
+
+
+def keep_store(results: str | Path, store: Path = STORE) -> tuple[int, int]:
+    """Replace ``store`` with the scenario cycles of ``results`` (``kept_columns`` only), one
+    merged file per core and date. Returns (cycles kept, bytes written)."""
+    import pyarrow as pa
+
+    from rig.protocol import CycleRow
+    from rig.store import Store, arrow_schema
+
+    columns = kept_columns()
+    cycles = Store.open(results).read("cycles", columns=[*columns, "triton_version", "date"])
+    cycles = cycles[cycles["scenario"].notna() & (cycles["scenario"] != "baseline")]
+    if cycles.empty:
+        raise RigError(f"{results} holds no scenario cycles: give the --results of rig matrix --scenarios all")
+    if store.exists():
+        foreign = [p.name for p in store.iterdir() if p.name != "cycles"]
+        if foreign:
+            raise RigError(f"{store} holds more than a kept store ({', '.join(sorted(foreign))}): remove it by hand")
+        shutil.rmtree(store)
+    schema = pa.schema([arrow_schema(CycleRow).field(c) for c in columns])
+    out = Store(store)
+    for (version, date), part in cycles.groupby(["triton_version", "date"], sort=True):
+        part = part.sort_values(["run_id", "cycle"], kind="stable")
+        tbl = pa.Table.from_pandas(part[columns], schema=schema, preserve_index=False).replace_schema_metadata(None)
+        folder = f"{out.base}/cycles/triton_version={str(version).replace('/', '_')}/date={date}"
+        out.put(tbl, folder, "conformance-merged.parquet")
+    return len(cycles), sum(p.stat().st_size for p in store.rglob("*.parquet"))
+
+
+def page(store: str | Path = STORE, known_path: str | Path | None = None) -> str:
+    """The page's text: a title, what the grid shows and how it was made, the legend, the grids."""
+    from rig.store import Store
+
+    columns = [c for c in cf.COLUMNS if c in kept_columns() or c == "triton_version"]
+    cycles = Store.open(store).read("cycles", columns=[*columns, "date"])
+    table = cf.build(cycles, known_path)
+    if not table.cells:
+        raise RigError(f"{store} holds no scenario cycles")
+    versions = sorted({c.triton_version for c in table.cells}, key=cf.version_key)
+    apis = list(dict.fromkeys(g.engine for g in table.grids))
+    shapes = list(dict.fromkeys(g.shape for g in sorted(table.grids, key=lambda g: cf.shape_order(g.shape))))
+    dates = sorted(set(cycles["date"].astype(str)))
+    runs = sorted({r for c in table.cells for r in c.run_ids})
+    counts = ", ".join(f"{n} {j}" for j, n in table.counts.items())
+    when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+    intro = [
+        "# Conformance",
+        "",
+        "What each [lifecycle scenario](guide/scenarios.md) and its negative control gave on each Triton core, "
+        "through each API and in each model shape, judged against the verdicts it is known to give "
+        "(`rig/known_verdicts.csv`, written by `rig scenarios --accept RESULTS` from a reviewed run). One grid per "
+        "API and shape: a row per scenario, a column per core in version order, each cell the verdicts its "
+        "cycles gave, linked to its figures (cycles, the three verdicts counted, stop p50, finalize, the runs) "
+        "in the table under the grid; *changed in* names the cores where a scenario's verdicts changed.",
+        "",
+        f"This page is generated from the reference run kept in `docs/conformance/store/` ({len(cycles):,} "
+        f"scenario cycles from {len(runs):,} run(s), {when}; Triton {', '.join(versions)}; "
+        f"{', '.join(f'`{a}`' for a in apis)}; {', '.join(shapes)}): {counts}. To reproduce it, run the matrix "
+        "and keep its scenario cycles as the store, which regenerates the page:",
+        "",
+        "```sh",
+        MATRIX,
+        "python benchmarks/conformance_page.py --from R",
+        "```",
+        "",
+        "`rig report --conformance R` prints the same grids for any results folder (the HTML page of "
+        "`rig report R` shows them too where its scenarios ran on more than one core or shape).",
+        "",
+    ]
+    return "\n".join(intro) + "\n" + cf.to_markdown(table, level=2)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--from", dest="source", metavar="RESULTS",
+                    help="keep this results folder's scenario cycles as the store first")
+    ap.add_argument("--store", type=Path, default=STORE, help="the kept store (default docs/conformance/store)")
+    ap.add_argument("--output", type=Path, default=PAGE, help="the page (default docs/conformance.md)")
+    args = ap.parse_args(argv)
+    try:
+        if args.source:
+            n, size = keep_store(args.source, args.store)
+            print(f"kept {n:,} scenario cycle(s) in {args.store} ({size / 1024:,.0f} KiB)")
+        text = page(args.store)
+        from rig.commands.report import write_atomically
+
+        write_atomically(args.output, text)
+    except RigError as e:
+        print(f"conformance_page: error: {e}", file=sys.stderr)
+        return 2
+    print(f"page: {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,446 @@
+"""The conformance table: every lifecycle scenario (and its negative control) on every Triton core,
+through each API and in each model shape, its cycles' verdicts judged against the ones it is
+known to give (``rig.known``: ``rig/known_verdicts.csv``).
+
+A *cell* is one (engine, shape, scenario, control, Triton version): its cycles' three verdicts
+counted (lifecycle, load, growth), the verdicts most of them gave, stop p50, finalize figures, the
+runs it came from, and its judgement: ``as known`` (every cycle gave the known verdicts),
+``finding`` (some cycle gave others) or ``unjudged`` (nothing is known for the cell). A growth
+verdict a cycle did not measure (``not_measured``, or none in a store before schema 11) is never
+held against it, as in ``rig.analysis.matrix.growth_held``.
+
+*Changed in*: for each scenario row of one API and shape, the cores in version order (numeric:
+2.9 < 2.10 < 2.48.0), and every core whose verdicts (the cell's majority) differ from the core's
+before it.
+
+``build`` makes the table from a cycles frame (``Store.read("cycles")``); ``findings`` lists the
+cells that differ from the known verdicts (for ``rig gate`` and ``rig matrix``); ``to_markdown``
+and ``to_html`` render one compact grid per API and shape (rows: scenarios, columns: cores, each
+cell a verdict mark linked to its figures in a table below the grid). Pure: no Triton, no store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import re
+import statistics
+from collections import Counter
+from pathlib import Path
+
+from rig import known as known_verdicts
+from rig import scenarios
+from rig.analysis.matrix import growth_held
+from rig.analysis.verdict import records
+from rig.verdicts import NOT_MEASURED
+
+# The cycles' columns the table reads (``shape`` from schema 12; a row without one is unbatched).
+COLUMNS = ["run_id", "cycle", "scenario", "control", "shape", "engine", "triton_version", "outcome", "load_outcome",
+           "growth_outcome", "stop_latency_s", "finalize_expected", "finalize_before_stop", "finalize_after_stop"]
+UNBATCHED = "unbatched"
+AS_KNOWN, FINDING, UNJUDGED = "as known", "finding", "unjudged"
+SIGNS = {AS_KNOWN: "✓", FINDING: "✗", UNJUDGED: "?"}
+NEVER_RUN = "¹"   # the mark of a cell with no cycle stored
+SKIPPED = "²"     # the mark of a cell skipped, with why
+NO_CHANGE = "—"
+ENGINE_ORDER = ("capi", "tritonserver")
+SHAPE_ORDER = ("unbatched", "batched", "instances-2", "decoupled")
+API_NAMES = {"capi": "C API (`capi`)", "tritonserver": "official Python API (`tritonserver`)"}
+# How a load or growth verdict other than ok is written after the lifecycle's, in a grid's cell
+SHORT = {"errors": "errors", "timeouts": "timeouts", "wrong_outputs": "wrong outputs",
+         "nothing_completed": "nothing completed", "not_measured": "no load", "leaking": "leaking",
+         "slowing": "slowing"}
+
+Verdicts = tuple[str, str, str]  # lifecycle, load, growth
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One scenario (or its control) on one core, through one API, in one model shape."""
+
+    engine: str
+    shape: str
+    scenario: str
+    control: bool
+    triton_version: str
+    cycles: int
+    lifecycle: dict            # verdict -> cycles
+    load: dict
+    growth: dict               # cycles that recorded a growth verdict only
+    verdicts: Verdicts         # the verdicts most cycles gave (load none: not_measured; growth none: ok)
+    agreeing: int              # cycles that gave ``verdicts``
+    known: Verdicts | None     # the verdicts known for the cell (None: nothing known)
+    judgement: str             # AS_KNOWN | FINDING | UNJUDGED
+    differing: int             # cycles whose verdicts differ from the known ones
+    stop_p50: float | None
+    finalize_before: int
+    finalize_expected: int
+    finalize_after: int
+    run_ids: tuple[str, ...]
+    got: dict = dataclasses.field(default_factory=dict)  # "lifecycle / load / growth" -> cycles
+
+    @property
+    def key(self) -> tuple[str, str, str, bool, str]:
+        return self.engine, self.shape, self.scenario, self.control, self.triton_version
+
+    @property
+    def anchor(self) -> str:
+        """The id of the cell's row in its figures table (the grid's link points to it)."""
+        return anchor(*self.key)
+
+    @property
+    def label(self) -> str:
+        return row_label(self.scenario, self.control)
+
+
+@dataclasses.dataclass(frozen=True)
+class Grid:
+    """One API and shape: a row per scenario (its control a row of its own), a column per core."""
+
+    engine: str
+    shape: str
+    cores: tuple[str, ...]                      # in version order
+    rows: tuple[tuple[str, bool], ...]          # (scenario, control) in the registry's order
+    cells: dict                                 # (scenario, control, version) -> Cell
+    changed: dict                               # (scenario, control) -> the cores where the verdicts changed
+    skipped: dict                               # (scenario, control, version) -> why it was skipped
+
+
+@dataclasses.dataclass(frozen=True)
+class Conformance:
+    cells: tuple[Cell, ...]
+    grids: tuple[Grid, ...]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        c = Counter(cell.judgement for cell in self.cells)
+        return {j: c.get(j, 0) for j in SIGNS}
+
+
+def version_key(v) -> tuple:
+    """Triton versions in numeric order (2.9 < 2.10 < 2.48.0 < 2.51.0); a part that is not a number
+    (``rc1``) sorts after the numbers at its place."""
+    parts = re.split(r"[.\-+]", str(v))
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts)
+
+
+def shape_of(value) -> str:
+    """A stored cycle's shape: none (a row before schema 12) is ``unbatched``."""
+    return str(value) if value not in (None, "") else UNBATCHED
+
+
+def row_label(scenario: str, control: bool) -> str:
+    return scenario + (" (control)" if control else "")
+
+
+def anchor(engine: str, shape: str, scenario: str, control: bool, version: str) -> str:
+    text = f"cf-{engine}-{shape}-{scenario}{'-control' if control else ''}-{version}"
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def _triple(r: dict) -> Verdicts:
+    return (str(r["outcome"]), str(r.get("load_outcome") or NOT_MEASURED), str(r.get("growth_outcome") or "ok"))
+
+
+def _holds(r: dict, want: Verdicts) -> bool:
+    return (str(r["outcome"]), str(r.get("load_outcome") or NOT_MEASURED)) == want[:2] \
+        and growth_held(r.get("growth_outcome"), want[2])
+
+
+def _count(values) -> dict[str, int]:
+    return dict(sorted(Counter(v for v in values if v is not None).items()))
+
+
+def _cell(key, rows: list[dict], known: dict) -> Cell:
+    engine, shape, scenario, control, version = key
+    verdicts = [_triple(r) for r in rows]
+    top, agreeing = known_verdicts.majority(verdicts)
+    k = known.get((scenario, control, shape, engine, version))  # rig.known.lookup's key
+    want = None if k is None else (k.lifecycle, k.load, k.growth or "ok")
+    if want is None and control and scenario in scenarios.SCENARIOS:  # a control's contract, as the matrix holds it
+        want = (*scenarios.SCENARIOS[scenario].control, "ok")
+    differing = 0 if want is None else sum(not _holds(r, want) for r in rows)
+    judgement = UNJUDGED if want is None else FINDING if differing else AS_KNOWN
+    stops = sorted(float(r["stop_latency_s"]) for r in rows if r.get("stop_latency_s") is not None)
+
+    def total(col):
+        return sum(int(r.get(col) or 0) for r in rows)
+
+    return Cell(engine, shape, scenario, control, version, len(rows),
+                _count(str(r["outcome"]) for r in rows), _count(r.get("load_outcome") for r in rows),
+                _count(r.get("growth_outcome") for r in rows), top, agreeing, want, judgement, differing,
+                statistics.median(stops) if stops else None, total("finalize_before_stop"),
+                total("finalize_expected"), total("finalize_after_stop"),
+                tuple(sorted({str(r["run_id"]) for r in rows if r.get("run_id") is not None})),
+                {" / ".join(v): n for v, n in sorted(Counter(verdicts).items())})
+
+
+def cells(frame, known_path: str | Path | None = None) -> list[Cell]:
+    """Every scenario cell of a cycles frame (or records), judged against the known verdicts
+    (``known_path``: the known-verdicts file; None: ``rig.known.default_path()``). Cycles with no
+    scenario, ``baseline`` ones and those without a Triton version are left out."""
+    if hasattr(frame, "columns"):  # only the columns read: a whole cycles frame is 80 of them
+        frame = frame[[c for c in COLUMNS if c in frame.columns]]
+    groups: dict[tuple, list[dict]] = {}
+    for r in records(frame):
+        name = r.get("scenario")
+        if not name or name == "baseline" or not r.get("triton_version") or not r.get("outcome"):
+            continue
+        key = (str(r.get("engine") or "-"), shape_of(r.get("shape")), str(name), bool(r.get("control")),
+               str(r["triton_version"]))
+        groups.setdefault(key, []).append(r)
+    known = known_verdicts.table(known_path)
+    return [_cell(key, rows, known) for key, rows in sorted(groups.items(), key=lambda kv: _cell_order(kv[0]))]
+
+
+def _scenario_order(name: str) -> tuple:
+    names = list(scenarios.SCENARIOS)
+    return (names.index(name), "") if name in names else (len(names), name)
+
+
+def engine_order(engine: str) -> tuple:
+    return (ENGINE_ORDER.index(engine), "") if engine in ENGINE_ORDER else (len(ENGINE_ORDER), engine)
+
+
+def shape_order(shape: str) -> tuple:
+    return (SHAPE_ORDER.index(shape), "") if shape in SHAPE_ORDER else (len(SHAPE_ORDER), shape)
+
+
+def _cell_order(key) -> tuple:
+    engine, shape, scenario, control, version = key
+    return engine_order(engine), shape_order(shape), _scenario_order(scenario), control, version_key(version)
+
+
+def same_verdicts(a: Verdicts, b: Verdicts) -> bool:
+    """Whether two cells' verdicts are the same: lifecycle and load equal, growth equal unless
+    either side did not measure it."""
+    return a[:2] == b[:2] and (a[2] == b[2] or NOT_MEASURED in (a[2], b[2]))
+
+
+def changed_in(cell_list) -> dict[tuple[str, bool, str, str], list[str]]:
+    """For each (scenario, control, engine, shape): the cores, in version order, whose verdicts
+    (each cell's majority) differ from those of the core before it; empty where none do."""
+    series: dict[tuple, list[Cell]] = {}
+    for c in cell_list:
+        series.setdefault((c.scenario, c.control, c.engine, c.shape), []).append(c)
+    out = {}
+    for key, cs in series.items():
+        cs = sorted(cs, key=lambda c: version_key(c.triton_version))
+        out[key] = [b.triton_version for a, b in zip(cs, cs[1:]) if not same_verdicts(a.verdicts, b.verdicts)]
+    return out
+
+
+def build(frame, known_path: str | Path | None = None, skipped=None) -> Conformance:
+    """The conformance table of a cycles frame: its cells, and one grid per API and shape.
+    ``skipped``: cells that were not run, with why (dicts with ``scenario``, ``control``,
+    ``engine``, ``shape``, ``triton_version``, ``reason``; the store records none of them, the
+    matrix knows them)."""
+    cs = cells(frame, known_path)
+    changes = changed_in(cs)
+    skips: dict[tuple, str] = {}
+    for s in skipped or ():
+        key = (str(s.get("engine") or "-"), shape_of(s.get("shape")), str(s["scenario"]), bool(s.get("control")),
+               str(s.get("triton_version") or "-"))
+        skips[key] = str(s.get("reason") or "skipped")
+    grids = []
+    for engine, shape in sorted({(c.engine, c.shape) for c in cs} | {k[:2] for k in skips},
+                                key=lambda es: (engine_order(es[0]), shape_order(es[1]))):
+        mine = [c for c in cs if (c.engine, c.shape) == (engine, shape)]
+        mine_skips = {k[2:]: why for k, why in skips.items() if k[:2] == (engine, shape)}
+        cores = sorted({c.triton_version for c in mine} | {k[2] for k in mine_skips}, key=version_key)
+        rows = sorted({(c.scenario, c.control) for c in mine} | {k[:2] for k in mine_skips},
+                      key=lambda r: (_scenario_order(r[0]), r[1]))
+        grids.append(Grid(engine, shape, tuple(cores), tuple(rows),
+                          {(c.scenario, c.control, c.triton_version): c for c in mine},
+                          {r: tuple(changes.get((*r, engine, shape), ())) for r in rows}, mine_skips))
+    return Conformance(tuple(cs), tuple(grids))
+
+
+def findings(frame, known_path: str | Path | None = None) -> list[dict]:
+    """Every cell whose cycles gave verdicts other than the known ones: a dict each with the
+    cell's key, the known verdicts, the verdicts its cycles gave (counted), the runs, and
+    ``reason``, one line that says it."""
+    table = frame if isinstance(frame, Conformance) else build(frame, known_path)
+    out = []
+    for c in table.cells:
+        if c.judgement != FINDING:
+            continue
+        got = ", ".join(f"{n}x {v}" for v, n in c.got.items())
+        out.append({"scenario": c.scenario, "control": c.control, "shape": c.shape, "engine": c.engine,
+                    "triton_version": c.triton_version, "cycles": c.cycles, "differing": c.differing,
+                    "known": c.known, "got": dict(c.got), "run_ids": list(c.run_ids),
+                    "reason": f"{c.label}, {c.shape}, {c.engine}, Triton {c.triton_version}: {c.differing}/{c.cycles} "
+                              f"cycle(s) differ from the known {' / '.join(c.known)} (got {got})"})
+    return out
+
+
+# --- rendering ------------------------------------------------------------------------------------
+
+def mark(c: Cell) -> str:
+    """A cell's mark in a grid: its sign, the lifecycle's verdict most cycles gave, the load's and
+    the growth's after it where not ok (growth: where measured), and ``n/N`` where cycles disagree."""
+    life, load, growth = c.verdicts
+    text = life
+    if load != "ok":
+        text += " · " + SHORT.get(load, load)
+    if growth not in ("ok", NOT_MEASURED):
+        text += " · " + SHORT.get(growth, growth)
+    if c.agreeing < c.cycles:
+        text += f" {c.agreeing}/{c.cycles}"
+    return f"{SIGNS[c.judgement]} {text}"
+
+
+def upstream(scenario: str) -> str:
+    s = scenarios.SCENARIOS.get(scenario)
+    if s is None:
+        return "—"
+    return ", ".join(s.upstream) or "the rig's own"
+
+
+def changed_text(cores) -> str:
+    return "changed in " + ", ".join(cores) if cores else NO_CHANGE
+
+
+def legend() -> list[str]:
+    """The legend's lines (Markdown; the HTML escapes them)."""
+    return [
+        f"{SIGNS[AS_KNOWN]} as known: every cycle gave the verdicts known for that scenario, shape, API and core "
+        "(rig/known_verdicts.csv); "
+        f"{SIGNS[FINDING]} finding: some cycle gave others (its figures say which); "
+        f"{SIGNS[UNJUDGED]} unjudged: nothing is known for that cell yet (recorded, not judged; a control with nothing known is held to its contract, clean).",
+        "A mark is the lifecycle verdict most of the cell's cycles gave, then the load's (· errors, · timeouts, "
+        "· wrong outputs, · nothing completed, · no load) where not ok, and the growth's (· leaking, · slowing) "
+        "where measured and not ok; n/N where the cycles disagree. Each mark links to the cell's figures below "
+        "its grid.",
+        f"{NEVER_RUN} never run: no cycle of that scenario on that core, API and shape in the results; "
+        f"{SKIPPED} skipped, with why. changed in: the cores whose verdicts differ from those of the core before "
+        f"(versions in numeric order); {NO_CHANGE}: the same on every core shown.",
+    ]
+
+
+def _grid_title(g: Grid) -> str:
+    return f"{API_NAMES.get(g.engine, g.engine)}, {g.shape}"
+
+
+def _footnotes(g: Grid) -> list[str]:
+    notes = []
+    if any((*r, v) not in g.cells and (*r, v) not in g.skipped for r in g.rows for v in g.cores):
+        notes.append(f"{NEVER_RUN} never run: no cycle stored for that scenario on that core.")
+    for (name, control, version), why in sorted(g.skipped.items(), key=lambda kv: (_scenario_order(kv[0][0]),
+                                                                                  kv[0][1], version_key(kv[0][2]))):
+        notes.append(f"{SKIPPED} {row_label(name, control)} on {version}: skipped, {why}")
+    return notes
+
+
+def _grid_rows(g: Grid) -> tuple[list[str], list[list[tuple[str, str | None, str]]]]:
+    """The grid's header and rows; each cell (text, link target or None, judgement class)."""
+    head = ["scenario", *g.cores, "changed in", "upstream"]
+    out = []
+    for name, control in g.rows:
+        row = [(row_label(name, control), None, "")]
+        for v in g.cores:
+            c = g.cells.get((name, control, v))
+            if c is not None:
+                row.append((mark(c), c.anchor, c.judgement.replace(" ", "-")))
+            elif (name, control, v) in g.skipped:
+                row.append((f"skipped{SKIPPED}", None, "skipped"))
+            else:
+                row.append((NEVER_RUN, None, "never-run"))
+        row.append((changed_text(g.changed.get((name, control))), None, ""))
+        row.append((upstream(name), None, ""))
+        out.append(row)
+    return head, out
+
+
+FIGURES = ["cell", "cycles", "lifecycle", "load", "growth", "known", "judgement", "stop p50 s",
+           "finalize before stop", "runs"]
+
+
+def _counts_text(d: dict) -> str:
+    return ", ".join(f"{k} {n}" for k, n in d.items()) or "—"
+
+
+def _figure_rows(g: Grid) -> list[tuple[str, list[str]]]:
+    out = []
+    for name, control in g.rows:
+        for v in g.cores:
+            c = g.cells.get((name, control, v))
+            if c is None:
+                continue
+            fin = "—" if not c.finalize_expected else f"{c.finalize_before}/{c.finalize_expected}" + (
+                f", {c.finalize_after} after" if c.finalize_after else "")
+            out.append((c.anchor, [f"{c.label}, {v}", str(c.cycles), _counts_text(c.lifecycle), _counts_text(c.load),
+                                   _counts_text(c.growth), " / ".join(c.known) if c.known else "—",
+                                   c.judgement + (f" ({c.differing}/{c.cycles} differ)" if c.differing else ""),
+                                   "—" if c.stop_p50 is None else f"{c.stop_p50:.3f}", fin, ", ".join(c.run_ids)]))
+    return out
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def to_markdown(table: Conformance, level: int = 2) -> str:
+    """The legend, then per API and shape a heading (``level``, the legend's too), its grid, its
+    footnotes and its cells' figures (each row an anchor the grid links to)."""
+    h = "#" * level
+    lines = [f"{h} Legend", "", *(line for text in legend() for line in (text, ""))]
+    for g in table.grids:
+        head, rows = _grid_rows(g)
+        lines += [f"{h} {_grid_title(g)}", "", "| " + " | ".join(_md(x) for x in head) + " |",
+                  "|" + " --- |" * len(head)]
+        for row in rows:
+            lines.append("| " + " | ".join(_md(t) if to is None else f"[{_md(t)}](#{to})" for t, to, _ in row) + " |")
+        lines.append("")
+        notes = _footnotes(g)
+        if notes:
+            lines += [*(n + "  " for n in notes[:-1]), notes[-1], ""]
+        lines += [f"**Figures: {_grid_title(g)}**", "", "| " + " | ".join(FIGURES) + " |", "|" + " --- |" * len(FIGURES)]
+        for aid, cols in _figure_rows(g):
+            cols = [f'<a id="{aid}"></a>{_md(cols[0])}', *(_md(x) for x in cols[1:])]
+            lines.append("| " + " | ".join(cols) + " |")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _inline(text: str) -> str:
+    """Markdown's backticks as <code>, the rest escaped."""
+    parts = html.escape(text).split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def to_html(table: Conformance, level: int = 3) -> str:
+    """The same as ``to_markdown``, as an HTML fragment (for the report's page): each mark an
+    ``<a href="#id">`` to its row in the figures table, which carries that ``id``."""
+    out = ['<div class="conformance">']
+    out += [f'<p class="note">{_inline(text)}</p>' for text in legend()]
+    for g in table.grids:
+        head, rows = _grid_rows(g)
+        out.append(f"<h{level}>{_inline(_grid_title(g))}</h{level}>")
+        out.append('<table class="cf-grid"><thead><tr>' + "".join(f"<th>{html.escape(x)}</th>" for x in head)
+                   + "</tr></thead><tbody>")
+        for row in rows:
+            tds = []
+            for text, to, cls in row:
+                body = html.escape(text) if to is None else f'<a href="#{to}">{html.escape(text)}</a>'
+                tds.append(f'<td class="{cls}">{body}</td>' if cls else f"<td>{body}</td>")
+            out.append("<tr>" + "".join(tds) + "</tr>")
+        out.append("</tbody></table>")
+        out += [f'<p class="note">{html.escape(n)}</p>' for n in _footnotes(g)]
+        out.append(f'<table class="cf-figures"><caption>Figures: {_inline(_grid_title(g))}</caption><thead><tr>'
+                   + "".join(f"<th>{html.escape(x)}</th>" for x in FIGURES) + "</tr></thead><tbody>")
+        for aid, cols in _figure_rows(g):
+            out.append(f'<tr id="{aid}">' + "".join(f"<td>{html.escape(x)}</td>" for x in cols) + "</tr>")
+        out.append("</tbody></table>")
+    out.append("</div>")
+    return "\n".join(out) + "\n"
+
+
+def spans_cores_or_shapes(frame) -> bool:
+    """Whether the scenario cycles of a cycles frame come from more than one core or model shape
+    (the report shows the grid then)."""
+    if "scenario" not in frame or "triton_version" not in frame:
+        return False
+    c = frame[frame["scenario"].notna() & (frame["scenario"] != "baseline") & frame["triton_version"].notna()]
+    shapes = c["shape"].fillna(UNBATCHED) if "shape" in c else None
+    return c["triton_version"].nunique() > 1 or (shapes is not None and shapes.nunique() > 1)

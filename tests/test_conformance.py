@@ -1,0 +1,342 @@
+"""The conformance table (rig.analysis.conformance): cells judged against the known verdicts,
+"changed in" across cores in numeric version order, findings; its grids in Markdown and HTML;
+`rig report --conformance`; the report page's section in a real headless Chromium; and the
+published page, docs/conformance.md, regenerated from its kept store byte for byte.
+
+The kept stores are real: tests/data/conformance/store holds the scenario cycles of ten real
+soaks through the C API (finalize-raises and its control on Triton 2.41.0, 2.48.0 and 2.51.0,
+stub-exits on 2.48.0 and 2.51.0, finalize-raises in shape instances-2 on 2.48.0 and 2.51.0; some
+stored before the shape column, read as unbatched), kept by benchmarks/conformance_page.py
+--from RESULTS.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rig.analysis import conformance as cf
+from rig.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "tests" / "data" / "conformance" / "store"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import conformance_page  # noqa: E402
+
+KNOWN_HEAD = "scenario,control,shape,engine,triton_version,lifecycle,load,growth,cycles,run_id\n"
+
+
+def _known(tmp_path: Path, *rows: str) -> Path:
+    p = tmp_path / "known.csv"
+    p.write_text(KNOWN_HEAD + "".join(r + "\n" for r in rows))
+    return p
+
+
+def _cycles(scenario: str, version: str, outcome: str = "clean", load: str | None = "ok", growth: str | None = "ok",
+            n: int = 1, control: bool = False, engine: str = "capi", shape: str | None = None, run_id: str = "r1",
+            stop: float = 2.0, **kw) -> list[dict]:
+    return [{"run_id": run_id, "cycle": i + 1, "scenario": scenario, "control": control, "shape": shape,
+             "engine": engine, "triton_version": version, "outcome": outcome, "load_outcome": load,
+             "growth_outcome": growth, "stop_latency_s": stop, "finalize_expected": 1, "finalize_before_stop": 1,
+             "finalize_after_stop": 0, **kw} for i in range(n)]
+
+
+def _frame(*groups: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame([r for g in groups for r in g])
+
+
+# --- pure: order, judgement, changed in, findings --------------------------------------------------
+
+def test_versions_in_numeric_order():
+    assert sorted(["2.51.0", "2.10", "2.48.0", "2.9", "2.48.0-rc1"], key=cf.version_key) == \
+        ["2.9", "2.10", "2.48.0", "2.48.0-rc1", "2.51.0"]
+
+
+def test_cells_judged_as_known_finding_or_unjudged(tmp_path):
+    known = _known(tmp_path, "finalize-raises,0,unbatched,capi,2.51.0,finalize_error,ok,ok,3,m1",
+                   "finalize-raises,1,unbatched,capi,2.51.0,clean,ok,ok,3,m1",
+                   "stub-exits,0,unbatched,capi,2.51.0,exit_timeout,errors,ok,3,m1")
+    frame = _frame(_cycles("finalize-raises", "2.51.0", "finalize_error", n=3),
+                   # a growth verdict not measured is never held against a cycle
+                   _cycles("finalize-raises", "2.51.0", "clean", growth="not_measured", n=2, control=True),
+                   _cycles("finalize-raises", "2.51.0", "clean", growth=None, control=True, run_id="r2"),
+                   # one cycle of three differs: a finding
+                   _cycles("stub-exits", "2.51.0", "exit_timeout", "errors", n=2),
+                   _cycles("stub-exits", "2.51.0", "exit_timeout", "timeouts", run_id="r3"),
+                   _cycles("finalize-raises", "2.41.0", "finalize_error"),      # nothing known: unjudged
+                   _cycles("baseline", "2.51.0"), _cycles(None, "2.51.0"))     # not scenarios: left out
+    cells = {(c.scenario, c.control, c.triton_version): c for c in cf.cells(frame, known)}
+    assert set(cells) == {("finalize-raises", False, "2.51.0"), ("finalize-raises", True, "2.51.0"),
+                          ("stub-exits", False, "2.51.0"), ("finalize-raises", False, "2.41.0")}
+    assert cells["finalize-raises", False, "2.51.0"].judgement == cf.AS_KNOWN
+    control = cells["finalize-raises", True, "2.51.0"]
+    assert control.judgement == cf.AS_KNOWN and control.run_ids == ("r1", "r2") and control.cycles == 3
+    assert control.growth == {"not_measured": 2}  # counted where recorded
+    stub = cells["stub-exits", False, "2.51.0"]
+    assert stub.judgement == cf.FINDING and stub.differing == 1 and stub.verdicts == ("exit_timeout", "errors", "ok")
+    assert stub.agreeing == 2 and cf.mark(stub) == "✗ exit_timeout · errors 2/3"
+    old = cells["finalize-raises", False, "2.41.0"]
+    assert old.judgement == cf.UNJUDGED and old.known is None and cf.mark(old) == "? finalize_error"
+    found = cf.findings(frame, known)
+    assert [(f["scenario"], f["triton_version"], f["differing"]) for f in found] == [("stub-exits", "2.51.0", 1)]
+    assert found[0]["reason"] == ("stub-exits, unbatched, capi, Triton 2.51.0: 1/3 cycle(s) differ from the known "
+                                  "exit_timeout / errors / ok (got 2x exit_timeout / errors / ok, "
+                                  "1x exit_timeout / timeouts / ok)")
+    assert cf.findings(_frame(_cycles("finalize-raises", "2.51.0", "finalize_error")), known) == []
+
+
+def test_a_row_without_a_shape_is_unbatched_and_each_shape_is_judged_apart(tmp_path):
+    known = _known(tmp_path, "sender-kept,0,decoupled,capi,2.51.0,exit_timeout,timeouts,ok,3,m1",
+                   "sender-kept,0,unbatched,capi,2.51.0,clean,ok,ok,3,m1")
+    frame = _frame(_cycles("sender-kept", "2.51.0", "exit_timeout", "timeouts", shape="decoupled"),
+                   _cycles("sender-kept", "2.51.0", "exit_timeout", "timeouts", shape=None, run_id="r2"),
+                   _cycles("sender-kept", "2.51.0", "clean", shape="decoupled,instances-2", run_id="r3"))
+    t = cf.build(frame, known)
+    assert [(g.engine, g.shape) for g in t.grids] == [("capi", "unbatched"), ("capi", "decoupled"),
+                                                      ("capi", "decoupled,instances-2")]
+    by_shape = {c.shape: c.judgement for c in t.cells}
+    assert by_shape == {"unbatched": cf.FINDING, "decoupled": cf.AS_KNOWN, "decoupled,instances-2": cf.UNJUDGED}
+    assert len({c.anchor for c in t.cells}) == 3
+
+
+def test_changed_in_names_every_core_whose_verdicts_differ_from_the_one_before():
+    frame = _frame(_cycles("execute-raises", "2.51.0", "exit_timeout", "errors"),
+                   _cycles("execute-raises", "2.9", "clean", "errors"),
+                   _cycles("execute-raises", "2.10", "clean", "errors"),
+                   _cycles("execute-raises", "2.48.0", "clean", "errors"),
+                   # several changes, all named; the majority of a cell's cycles is its verdict
+                   _cycles("stub-exits", "2.44.0", "exit_timeout", "errors", n=2),
+                   _cycles("stub-exits", "2.44.0", "clean", "errors", run_id="r2"),
+                   _cycles("stub-exits", "2.48.0", "exit_timeout", "timeouts"),
+                   _cycles("stub-exits", "2.51.0", "exit_timeout", "errors"),
+                   # a growth not measured on one core is no change; one through another API is its own
+                   _cycles("leaks-memory", "2.48.0", growth="leaking"),
+                   _cycles("leaks-memory", "2.51.0", growth="not_measured"),
+                   _cycles("leaks-memory", "2.44.0", growth="ok", engine="tritonserver"),
+                   _cycles("leaks-memory", "2.48.0", growth="leaking", engine="tritonserver"))
+    changes = cf.changed_in(cf.cells(frame))
+    assert changes[("execute-raises", False, "capi", "unbatched")] == ["2.51.0"]
+    assert changes[("stub-exits", False, "capi", "unbatched")] == ["2.48.0", "2.51.0"]
+    assert changes[("leaks-memory", False, "capi", "unbatched")] == []
+    assert changes[("leaks-memory", False, "tritonserver", "unbatched")] == ["2.48.0"]
+    grid = cf.build(frame).grids[0]
+    assert grid.cores == ("2.9", "2.10", "2.44.0", "2.48.0", "2.51.0")
+    md = cf.to_markdown(cf.build(frame))
+    assert "| changed in 2.51.0 | server#7481 |" in md
+    assert "| changed in 2.48.0, 2.51.0 | server#8604, server#7230 |" in md
+    assert re.search(r"\| leaks-memory \|.*\| — \| server#8218 \|", md)
+    assert cf.changed_text([]) == "—" and cf.changed_text(["2.44.0", "2.48.0"]) == "changed in 2.44.0, 2.48.0"
+
+
+# --- the grids -------------------------------------------------------------------------------------
+
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.ids, self.hrefs = [], []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a:
+            self.ids.append(a["id"])
+        if tag == "a" and a.get("href", "").startswith("#"):
+            self.hrefs.append(a["href"][1:])
+
+
+def test_grid_rows_columns_marks_footnotes_and_links_in_both_renderings(tmp_path):
+    known = _known(tmp_path, "finalize-raises,0,unbatched,capi,2.51.0,finalize_error,ok,ok,3,m1")
+    frame = _frame(_cycles("finalize-raises", "2.51.0", "finalize_error", n=3, stop=2.5),
+                   _cycles("finalize-raises", "2.48.0", "clean", control=True),
+                   _cycles("stub-exits", "2.48.0", "exit_timeout", "timeouts"),
+                   _cycles("stop-in-flight", "2.51.0", "requests_lost", engine="tritonserver"))
+    skipped = [{"scenario": "stub-exits", "control": False, "engine": "capi", "shape": None,
+                "triton_version": "2.51.0", "reason": "no stub for this Python"}]
+    t = cf.build(frame, known, skipped=skipped)
+    md = cf.to_markdown(t)
+    capi = md.split("## C API (`capi`), unbatched")[1].split("## official Python API")[0]
+    rows = [line for line in capi.split("**Figures")[0].splitlines() if line.startswith("| ") and "---" not in line]
+    assert rows[0] == "| scenario | 2.48.0 | 2.51.0 | changed in | upstream |"
+    # registry order (stub-exits before finalize-raises), the control its own row
+    assert [r.split(" | ")[0] for r in rows[1:4]] == ["| stub-exits", "| finalize-raises", "| finalize-raises (control)"]
+    assert rows[1].split(" | ")[2] == "skipped²" and "² stub-exits on 2.51.0: skipped, no stub for this Python" in capi
+    assert rows[2].split(" | ")[1] == "¹" and "¹ never run: no cycle stored" in capi
+    assert "[✓ finalize_error](#cf-capi-unbatched-finalize-raises-2-51-0)" in rows[2]
+    assert "| the rig's own |" in rows[2]
+    figures = capi.split("**Figures:")[1]
+    assert ('| <a id="cf-capi-unbatched-finalize-raises-2-51-0"></a>finalize-raises, 2.51.0 | 3 | finalize_error 3 '
+            '| ok 3 | ok 3 | finalize_error / ok / ok | as known | 2.500 | 3/3 | r1 |') in figures
+    assert "## official Python API (`tritonserver`), unbatched" in md and "? requests_lost" in md
+    # every link has its anchor, in Markdown and in HTML
+    targets = re.findall(r"\]\(#([^)]+)\)", md)
+    assert len(targets) == 4 and all(f'<a id="{a}"></a>' in md for a in targets)
+    page = _Links()
+    page.feed(cf.to_html(t))
+    assert sorted(page.hrefs) == sorted(targets) and set(page.hrefs) <= set(page.ids)
+    assert len(page.ids) == len(set(page.ids))
+    assert '<td class="as-known"><a href="#cf-capi-unbatched-finalize-raises-2-51-0">✓ finalize_error</a></td>' \
+        in cf.to_html(t)
+
+
+def test_the_grid_spans_cores_or_shapes():
+    one = _frame(_cycles("finalize-raises", "2.51.0"), _cycles("finalize-raises", "2.51.0", control=True))
+    assert not cf.spans_cores_or_shapes(one)
+    assert cf.spans_cores_or_shapes(_frame(_cycles("finalize-raises", "2.51.0"), _cycles("finalize-raises", "2.48.0")))
+    assert cf.spans_cores_or_shapes(_frame(_cycles("finalize-raises", "2.51.0"),
+                                           _cycles("finalize-raises", "2.51.0", shape="batched")))
+    # baseline cycles on another core do not count
+    assert not cf.spans_cores_or_shapes(_frame(_cycles("finalize-raises", "2.51.0"), _cycles("baseline", "2.48.0")))
+    assert not cf.spans_cores_or_shapes(_frame(_cycles("finalize-raises", "2.51.0")).drop(columns="shape"))
+
+
+def test_the_report_section_only_across_cores_or_shapes():
+    from rig.analysis import report, report_html
+
+    assert report.conformance_section(_frame(_cycles("finalize-raises", "2.51.0"))) is None
+    s = report.conformance_section(_frame(_cycles("finalize-raises", "2.51.0"), _cycles("finalize-raises", "2.48.0")))
+    assert s.title == "Conformance"
+    md = report_html.markdown("t", [], [s])
+    assert "rig report --conformance RESULTS" in md and "<table" not in md
+    assert 'class="cf-grid"' in report_html.page("t", [], [s])
+
+
+# --- rig report --conformance ---------------------------------------------------------------------
+
+def _report(capsys, *args) -> tuple[int, str, str]:
+    rc = main(["report", *map(str, args)])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_report_conformance_prints_the_grid_or_writes_it(capsys, tmp_path):
+    rc, out, err = _report(capsys, "--conformance", FIXTURE)
+    assert rc == 0, err
+    assert out.startswith(f"# Conformance: {FIXTURE}\n\n10 cell(s): ")
+    grid = out.split("## C API (`capi`), unbatched")[1]
+    assert "| scenario | 2.41.0 | 2.48.0 | 2.51.0 | changed in | upstream |" in grid
+    # stub-exits' load verdict changed between 2.48.0 and 2.51.0 (errors, not timeouts): as known on each
+    assert re.search(r"\| stub-exits \| ¹ \| \[✓ exit_timeout · timeouts\]\(#[^)]+\) \| "
+                     r"\[✓ exit_timeout · errors\]\(#[^)]+\) \| changed in 2.51.0 \|", grid), grid
+    assert re.search(r"\| finalize-raises \| \[\? finalize_error\]\(#[^)]+\) \| \[✓ finalize_error\]", grid)
+    target = tmp_path / "out" / "grid.md"
+    rc, said, err = _report(capsys, "--conformance", FIXTURE, "--output", target)
+    assert rc == 0 and said.strip() == f"conformance: {target.resolve()}" and target.read_text() == out
+    assert [p.name for p in target.parent.iterdir()] == ["grid.md"]  # no temporary file left
+    rc, only, _ = _report(capsys, "--conformance", FIXTURE, "--where", "triton_version=2.41.0")
+    assert rc == 0 and "| 2.48.0 |" not in only and "2 cell(s)" in only
+
+
+def _no_scenarios(root: Path) -> Path:
+    from helpers import cycle_row
+
+    from rig.store import Store
+
+    Store(root).write("cycles", [cycle_row(1)], "2.51.0", "c000001")
+    return root
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--conformance", "{plain}"], "holds no scenario cycles"),
+    (["--conformance", "{missing}"], "no results folder"),
+    (["--conformance", "{fixture}", "--out", "{tmp}/r.html"], "--out cannot combine with --conformance"),
+    (["--conformance", "{fixture}", "--baseline", "2.48.0"], "--baseline cannot combine with --conformance"),
+    (["--conformance", "{fixture}", "--max-histograms", "8"], "--max-histograms cannot combine with --conformance"),
+    (["{fixture}", "--output", "{tmp}/g.md"], "--output writes the conformance grid"),
+    (["--conformance", "{fixture}", "--where", "engine=tritonserver"], "matches nothing"),
+    (["--conformance", "{fixture}", "--where", "colour=red"], "no such column"),
+    (["--conformance", "{fixture}", "--output", "{tmp}"], "is a folder"),
+])
+def test_report_conformance_bad_input_is_one_line_and_exit_2(capsys, tmp_path, args, says):
+    paths = {"plain": _no_scenarios(tmp_path / "plain"), "missing": tmp_path / "nope", "fixture": FIXTURE,
+             "tmp": tmp_path}
+    rc, out, err = _report(capsys, *[a.format(**paths) for a in args])
+    assert rc == 2
+    assert len(err.strip().splitlines()) == 1 and err.startswith("rig: error: ") and says in err, err
+    assert not (tmp_path / "g.md").exists() and not (tmp_path / "r.html").exists()
+
+
+# --- the published page ---------------------------------------------------------------------------
+
+def test_the_published_page_is_its_kept_store_regenerated():
+    store, page = conformance_page.STORE, conformance_page.PAGE
+    if not (store / "cycles").is_dir():
+        pytest.skip(f"no kept store at {store.relative_to(ROOT)} yet: keep a reviewed matrix run's with "
+                    "python benchmarks/conformance_page.py --from RESULTS")
+    text = conformance_page.page(store)
+    assert page.exists(), "docs/conformance.md is missing: python benchmarks/conformance_page.py"
+    assert text == page.read_text(encoding="utf-8"), (
+        "docs/conformance.md differs from its kept store and rig/known_verdicts.csv: regenerate it with "
+        "python benchmarks/conformance_page.py (and review the difference)")
+
+
+def test_keeping_a_store_keeps_its_scenario_cycles_and_refuses_a_foreign_folder(tmp_path, capsys):
+    kept = tmp_path / "kept"
+    n, size = conformance_page.keep_store(FIXTURE, kept)
+    assert n == 10 and 0 < size < 100_000
+    assert conformance_page.page(kept) == conformance_page.page(FIXTURE)
+    assert conformance_page.keep_store(FIXTURE, kept)[0] == 10  # replaces a kept store
+    (kept / "notes.txt").write_text("mine")
+    assert conformance_page.main(["--from", str(FIXTURE), "--store", str(kept),
+                                  "--output", str(tmp_path / "p.md")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "holds more than a kept store (notes.txt)" in err
+    assert (kept / "notes.txt").exists() and not (tmp_path / "p.md").exists()
+
+
+# --- the report's page in a real browser ----------------------------------------------------------
+
+def _browser():
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if not chromium or not driver:
+        pytest.skip("no chromium and chromedriver here (.ci/run installs Debian's chromium, chromium-driver)")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.skip("selenium is not installed (pip install -e .[test])")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1600"):
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(driver), options=opts)
+
+
+@pytest.mark.slow
+def test_the_report_page_shows_the_grid_and_each_mark_leads_to_its_figures(capsys, tmp_path):
+    page = tmp_path / "report.html"
+    rc, md, err = _report(capsys, FIXTURE, "--out", page)
+    assert rc == 0, err
+    assert "## Conformance" in md
+    drv = _browser()
+    try:
+        drv.get(page.resolve().as_uri())
+        assert "Conformance" in [h.text for h in drv.find_elements("css selector", "h2")]
+        grid = drv.find_element("css selector", ".conformance table.cf-grid")
+        assert [th.text for th in grid.find_elements("css selector", "th")][:4] == ["scenario", "2.41.0", "2.48.0",
+                                                                                   "2.51.0"]
+        links = drv.find_elements("css selector", ".cf-grid a")
+        assert len(links) == 10
+        missing = drv.execute_script(
+            "return [...document.querySelectorAll('.cf-grid a')].map(a => a.getAttribute('href').slice(1))"
+            ".filter(id => !document.getElementById(id) || document.getElementById(id).tagName !== 'TR')")
+        assert missing == []
+        link = next(a for a in links if a.text == "✓ exit_timeout · errors")
+        target = link.get_attribute("href").split("#")[1]
+        link.click()
+        assert drv.execute_script("return location.hash") == f"#{target}"
+        row = drv.find_element("css selector", ":target")
+        assert row.get_attribute("id") == target and row.text.startswith("stub-exits, 2.51.0 1 exit_timeout 1 errors 1")
+        assert drv.execute_script("const r = document.getElementById(arguments[0]).getBoundingClientRect();"
+                                  "return r.top >= 0 && r.top < window.innerHeight", target)
+        errors = [e for e in drv.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+        assert not errors, errors
+    finally:
+        drv.quit()
