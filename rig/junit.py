@@ -49,6 +49,7 @@ GATE_CHECKS = (
     ("stop latency p95", "stop p95 "),
     ("throughput", "throughput at "),
     ("first response p99", "first response p99 at "),
+    ("conformance", "conformance: "),
 )
 OTHER = "other reasons"  # the case of reasons no prefix claims
 

@@ -340,3 +340,31 @@ def test_the_report_page_shows_the_grid_and_each_mark_leads_to_its_figures(capsy
         assert not errors, errors
     finally:
         drv.quit()
+
+
+def test_rig_gate_fails_on_a_scenario_cell_that_differs_from_the_known_verdicts(tmp_path):
+    """A candidate's scenario cell whose verdicts differ from those known for its scenario,
+    shape, engine and core is a finding: `rig gate` fails on it and says which, in its output
+    and as the JUnit case `conformance`; as known, that check passes."""
+    from helpers import rig as run_rig
+
+    from rig import known
+
+    store = tmp_path / "store"
+    shutil.copytree(Path(__file__).parent / "data" / "conformance" / "store", store)
+    table = dict(known.table())
+    key = ("stub-exits", False, "unbatched", "capi", "2.51.0")
+    path = tmp_path / "known.csv"
+    known.write({**table, key: known.Known("exit_timeout", "timeouts", "ok", 3, "test")}, path)
+    words = ["gate", str(store), "--baseline", "2.48.0", "--candidate", "2.51.0", "--junit", str(tmp_path / "g.xml")]
+    moved = run_rig(*words, env={"RIG_KNOWN_VERDICTS": str(path)})
+    assert moved.returncode == 1, moved.stderr
+    assert ("FAIL: conformance: stub-exits, unbatched, capi, Triton 2.51.0: 1/1 cycle(s) differ from the known "
+            "exit_timeout / timeouts / ok (got 1x exit_timeout / errors / not_measured)") in moved.stdout
+    xml = (tmp_path / "g.xml").read_text()
+    assert re.search(r'<testcase name="conformance" classname="gate"[^>]*>\s*<failure', xml)
+    assert known.lookup(*key).verdicts == ("exit_timeout", "errors")  # the rig's own: as known
+    same = run_rig(*words)
+    assert "FAIL: conformance" not in same.stdout
+    assert not re.search(r'<testcase name="conformance" classname="gate"[^>]*>\s*<failure',
+                         (tmp_path / "g.xml").read_text())

@@ -67,7 +67,8 @@ def _shorten(names, n: int = 5) -> str:
 
 
 CYCLE_COLUMNS = ["run_id", "cycle", "outcome", "load_outcome", "growth_outcome", "finalize_expected", "finalize_before_stop", "stop_latency_s",
-                 "engine", "model", "retain", "stop_strategy", "restart", "triton_version", "date"]
+                 "engine", "model", "retain", "stop_strategy", "restart", "triton_version", "date", "scenario", "control",
+                 "shape"]  # the last three: the conformance check (the verdicts known per scenario cell)
 WINDOW_COLUMNS = ["run_id", "cycle", "window", "tool", "mode", "concurrency", "rate", "stable", "requests",
                   "errors", "throughput", "mean_us", "triton_version", "date",
                   "first_p50_us", "first_p99_us", "gap_p50_us", "gap_p99_us", "responses",
@@ -239,11 +240,21 @@ def idle_note(a: set[str], b: set[str]) -> str:
             "on some machines (README, \"CPU idle states\"), so those figures do not compare")
 
 
+def conformance_reasons(candidate) -> list[str]:
+    """The candidate's scenario cells whose verdicts differ from those known for their scenario,
+    shape, engine and core (``rig.known``): findings, each a reason the gate fails on."""
+    from rig.analysis import conformance
+
+    if "scenario" not in candidate or not candidate["scenario"].notna().any():
+        return []
+    return [f"conformance: {f['reason']}" for f in conformance.findings(candidate)]
+
+
 def junit_checks(reasons: list[str], ca, wa, cb, wb, args, streaming) -> list:
     """The gate's checks as JUnit test cases (``rig.junit``, ``GATE_CHECKS``): each failed with
     the reasons ``verdict.gate`` gave, skipped where a side has nothing it reads, with its threshold
     as its output."""
-    from rig import junit
+    from rig import junit, scenarios
     from rig.analysis import frames, verdict
 
     not_judged = {}
@@ -256,6 +267,8 @@ def junit_checks(reasons: list[str], ca, wa, cb, wb, args, streaming) -> list:
         not_judged["stop latency p95"] = "a side has no stop latency"
     if not len(wa) or not len(wb):
         not_judged["throughput"] = "a side has no measurement windows"
+    if "scenario" not in cb or not cb["scenario"].isin(list(scenarios.SCENARIOS)).any():
+        not_judged["conformance"] = "the candidate ran no lifecycle scenario"
     bound = args.max_first_response_p99_us
     if bound is None:
         not_judged["first response p99"] = "no --max-first-response-p99-us given"
@@ -270,7 +283,8 @@ def junit_checks(reasons: list[str], ca, wa, cb, wb, args, streaming) -> list:
                "throughput": f"fails on a drop above {args.max_throughput_drop:.0%} (at least "
                              f"{verdict.ONE_RUN_DROP:.0%} where a side holds one run) at a point both sides "
                              "measured, when significant",
-               "first response p99": "not bounded" if bound is None else f"fails above {bound:,.0f} us at a point"}
+               "first response p99": "not bounded" if bound is None else f"fails above {bound:,.0f} us at a point",
+               "conformance": "fails on a scenario cell whose verdicts differ from the known ones (rig/known_verdicts.csv)"}
     return junit.judged(reasons, junit.GATE_CHECKS, "gate", not_judged, figures)
 
 
@@ -321,6 +335,7 @@ def run(args) -> int:
                            max_stop_regression=args.max_stop_regression,
                            max_throughput_drop=args.max_throughput_drop,
                            max_first_response_p99_us=bound, candidate_streaming=sb)
+    reasons += conformance_reasons(cb)
     for r in reasons:
         print(f"FAIL: {r}")
     if not reasons:
