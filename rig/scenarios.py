@@ -62,8 +62,18 @@ class Scenario:
         """Made from the template model (its fault preset), not from models of its own."""
         return self.repository is None
 
+    @property
+    def shared_control(self) -> bool:
+        """Its negative control is the plain template model under the default client and load:
+        the ``template`` scenario's cell, one a shape for every scenario so made (a matrix runs it
+        once, not once a scenario)."""
+        return (self.has_control and self.template and self.restart is None and not self.workload
+                and self.requests is None and (self.client == "none" or self.client_is_fault)
+                and self.name != TEMPLATE)
+
 
 ALL_SHAPES = ("unbatched", "batched", "instances-2", "decoupled")
+TEMPLATE = "template"  # the plain template: the shared negative control (Scenario.shared_control)
 
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
@@ -138,6 +148,9 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              "each execute of the model sleeps 100 us longer than the one before (it gets slower with every "
              "request)", fault="slows-down", growth="slowing",
              shapes=("unbatched", "batched")),
+    Scenario(TEMPLATE, (), "the template model with no fault, no retention and no client: the negative control of "
+             "every scenario made from it (the same model and client without the fault), run once a shape",
+             has_control=False, shapes=ALL_SHAPES),
 )}
 # Fault presets and retention policies with no scenario of their own (a hang while loading takes
 # the whole startup timeout: run it with --fault load-hangs when that is what you want).

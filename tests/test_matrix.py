@@ -243,7 +243,11 @@ def test_scenario_cells_per_shape_runtime_and_engine_controls_apart_and_skips(tm
     assert by["execute-raises", True, "decoupled", "0.5.10", "capi"]["expected"] == ("clean", "ok")  # its contract
     skipped = by["capi-only", False, "unbatched", "0.7.0", "tritonserver"]
     assert skipped["status"] == "skipped" and skipped["reason"] == "scenario capi-only runs over capi only, not tritonserver"
-    assert by["capi-only", True, "unbatched", "0.7.0", "tritonserver"]["status"] == "skipped"
+    # a control that is the plain template (no client, no load of its own) is the template's cell, once
+    assert ("capi-only", True, "unbatched", "0.7.0", "capi") not in by
+    assert by["template", False, "unbatched", "0.7.0", "tritonserver"]["expected"] == ("clean", "ok")  # a contract
+    assert len([k for k in key if k[0] == "template"]) == 3 and "status" not in by["template", False, "unbatched",
+                                                                                     "0.7.0", "tritonserver"]
     assert "status" not in by["capi-only", False, "unbatched", "0.7.0", "capi"]
     assert [k for k in key if k[0] == "measures"] == [("measures", False, "unbatched", "0.7.0", "capi"),
                                                        ("measures", False, "unbatched", "0.7.0", "tritonserver"),
@@ -429,11 +433,11 @@ def test_scenarios_and_their_controls_into_one_store_and_the_report_tables_them(
                 "--results", str(results))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     rows = [r for r in _table_rows(proc.stdout) if not r[0].startswith("scenario")]
+    # the two controls are one: the plain template (each scenario's model and client without the fault)
     assert [(r[0], r[1], r[3], r[4], r[8], r[9], r[10]) for r in rows] == [
         ("retained-response", "unbatched", "2.51.0", "capi", "exit_timeout / ok / ok", "yes (2/2)", "pass"),
-        ("retained-response (control)", "unbatched", "2.51.0", "capi", "clean / ok / ok", "yes (2/2)", "pass"),
-        ("finalize-raises", "unbatched", "2.51.0", "capi", "finalize_error / ok / ok", "yes (2/2)", "pass"),
-        ("finalize-raises (control)", "unbatched", "2.51.0", "capi", "clean / ok / ok", "yes (2/2)", "pass")]
+        ("template", "unbatched", "2.51.0", "capi", "clean / ok / ok", "yes (2/2)", "pass"),
+        ("finalize-raises", "unbatched", "2.51.0", "capi", "finalize_error / ok / ok", "yes (2/2)", "pass")]
     report = _rig("report", str(results), "--out", str(tmp_path / "r.html"))
     assert report.returncode == 0, report.stderr
     section = report.stdout.split("## Scenarios")[1].split("\n## ")[0]
@@ -442,19 +446,18 @@ def test_scenarios_and_their_controls_into_one_store_and_the_report_tables_them(
                       for part in section.split("**What the cycles left")]
     assert [r[:6] + r[7:9] for r in verdicts] == [
         ["retained-response", "2.51.0", "capi", "2", "exit_timeout 2", "ok 2", "exit_timeout / ok / ok", "2/2"],
-        ["retained-response (control)", "2.51.0", "capi", "2", "clean 2", "ok 2", "clean / ok / ok", "2/2"],
         ["finalize-raises", "2.51.0", "capi", "2", "finalize_error 2", "ok 2", "finalize_error / ok / ok", "2/2"],
-        ["finalize-raises (control)", "2.51.0", "capi", "2", "clean 2", "ok 2", "clean / ok / ok", "2/2"]]
+        ["template", "2.51.0", "capi", "2", "clean 2", "ok 2", "clean / ok / ok", "2/2"]]
     assert not any("leaking" in r[6] or "slowing" in r[6] for r in verdicts)  # the growth verdicts
-    assert [r[-1] for r in verdicts] == ["server#8755", "server#8755", "the rig's own control", "the rig's own control"]
-    assert [r[10] for r in verdicts] == ["0/2", "2/2", "2/2", "2/2"]  # finalize before stop
+    assert [r[-1] for r in verdicts] == ["server#8755", "the rig's own control", "the rig's own control"]
+    assert [r[10] for r in verdicts] == ["0/2", "2/2", "2/2"]  # finalize before stop
     assert all(r[3] == "0" and r[4] == "0" for r in left)  # no stub killed, no shared memory left
     from rig.analysis.report_scenarios import LEFT
     slopes = LEFT.index("worker RSS B/cycle")
     assert all(r[slopes:slopes + 3] == ["n<3"] * 3 for r in left)  # worker RSS, /dev/shm, stub RSS: two cycles each
     assert all(r[LEFT.index("ready after load")] == "2/2" for r in left)
     assert "n<3: a slope needs 3 cycles" in section
-    assert "finalize-raises (control)" in (tmp_path / "r.html").read_text()
+    assert "template" in (tmp_path / "r.html").read_text()
 
 
 def _cells(results) -> dict:
@@ -486,7 +489,7 @@ def test_two_shards_into_one_store_equal_one_unsharded_run(tmp_path):
     assert whole.returncode == 0, whole.stdout[-3000:]
     assert [p.returncode for p in shards] == [0, 0], outs
     counts = [int(re.search(r"shard \d/2: (\d+) cell\(s\) to run", o).group(1)) for o in outs]
-    assert sum(counts) == 10 and min(counts) >= 1  # 3 shapes x 2 + 2 x 2, split between the nodes
+    assert sum(counts) == 8 and min(counts) >= 1  # 3 shapes + 2, and their shared control (the template) in 3
     sharded, unsharded = _cells(tmp_path / "sharded"), _cells(tmp_path / "whole")
-    assert sharded == unsharded and len(sharded) == 10
+    assert sharded == unsharded and len(sharded) == 8
     assert all(len(v) == 1 for v in sharded.values())  # every cell once

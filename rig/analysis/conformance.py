@@ -157,7 +157,8 @@ def _cell(key, rows: list[dict], known: dict) -> Cell:
     top, agreeing = known_verdicts.majority(verdicts)
     k = known.get((scenario, control, shape, engine, version))  # rig.known.lookup's key
     want = None if k is None else (k.lifecycle, k.load, k.growth or "ok")
-    if want is None and control and scenario in scenarios.SCENARIOS:  # a control's contract, as the matrix holds it
+    if want is None and (control or scenario == scenarios.TEMPLATE) and scenario in scenarios.SCENARIOS:
+        # a control's contract (the template is every template scenario's control), as the matrix holds it
         want = (*scenarios.SCENARIOS[scenario].control, "ok")
     differing = 0 if want is None else sum(not _holds(r, want) for r in rows)
     judgement = UNJUDGED if want is None else FINDING if differing else AS_KNOWN
@@ -307,7 +308,7 @@ def legend() -> list[str]:
         f"{SIGNS[AS_KNOWN]} as known: every cycle gave the verdicts known for that scenario, shape, API and core "
         "(rig/known_verdicts.csv); "
         f"{SIGNS[FINDING]} finding: some cycle gave others (its figures say which); "
-        f"{SIGNS[UNJUDGED]} unjudged: nothing is known for that cell yet (recorded, not judged; a control with nothing known is held to its contract, clean).",
+        f"{SIGNS[UNJUDGED]} unjudged: nothing is known for that cell yet (recorded, not judged; a control with nothing known is held to its contract, clean). The control of a scenario made from the plain template model (no client, no load of its own) is the `template` row: the same model and client without the fault, run once a shape.",
         "A mark is the lifecycle verdict most of the cell's cycles gave, then the load's (· errors, · timeouts, "
         "· wrong outputs, · nothing completed, · no load) where not ok, and the growth's (· leaking, · slowing) "
         "where measured and not ok; n/N where the cycles disagree. Each mark links to the cell's figures below "

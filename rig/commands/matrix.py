@@ -69,10 +69,10 @@ def add_parser(sub) -> None:
                    help="with --scenarios: the model shapes to run each scenario in, of those it runs in (`rig "
                    "scenarios` says which): all, first (each its own default), or a list (unbatched,batched,"
                    "instances-2,decoupled) (default all)")
-    m.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="cells run side by side, up to N at a time (default 1); each cycle's start and load still "
-                   "run one at a time across them (rig.quiet), the stops and exit timeouts overlap; benches always "
-                   "run alone")
+    m.add_argument("--jobs", default="auto", metavar="N",
+                   help="cells run side by side, up to N at a time; each cycle's start and load still run one at a "
+                   "time across them (rig.quiet), the stops and exit timeouts overlap; benches always run alone "
+                   "(default auto: with --scenarios, twice the CPUs this process may use, at most 8; else 1)")
     m.add_argument("--shard", metavar="K/N",
                    help="run shard K of N (K from 0, as a Kubernetes Indexed Job's completion index): a fixed share "
                    "of the cells, so that N nodes given K = 0..N-1 into one store run every cell once")
@@ -117,8 +117,7 @@ def run(args) -> int:
         scens = parse_scenarios(args.scenarios)
     shard = parse_shard(args.shard)
     only_shapes = parse_shapes(args.shapes)
-    if args.jobs < 1:
-        raise RigError(f"--jobs {args.jobs}: give 1 or more (cells side by side)")
+    args.jobs = parse_jobs(args.jobs, scens is not None)
     if args.known_file:
         if not Path(args.known_file).is_file():
             raise RigError(f"--known-file {args.known_file} does not exist: give a file `rig scenarios --accept` "
@@ -202,6 +201,20 @@ def run(args) -> int:
     print(f"\nresults: {redact(results)} (compare them: rig report {redact(results)}"
           f"{f'; the grid: rig report --conformance {redact(results)}' if scens is not None else ''})")
     return matrix.exit_status(rows + bench_rows)
+
+
+def parse_jobs(text: str, scenarios: bool) -> int:
+    """``--jobs``: a count, or ``auto`` (scenario cells: twice the CPUs this process may run on, at
+    most 8: most of a lifecycle cell waits; other cells, which measure speed: 1)."""
+    if str(text) == "auto":
+        return min(8, 2 * len(os.sched_getaffinity(0))) if scenarios else 1
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise RigError(f"--jobs {text}: give a count of 1 or more (cells side by side), or auto")
+    return n
 
 
 def _scenario_timeouts(args, cfg) -> list[str]:

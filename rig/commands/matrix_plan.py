@@ -61,25 +61,37 @@ def scenario_cells(scens: list, plan: list[dict], known_path: str | None = None,
     row: ``scenario``, ``control``, ``shape``, ``runtime``, ``triton_version``, ``engine``, ``why``
     (why this engine), ``expected`` (the lifecycle and load verdicts known there: rig.known, or
     None: unjudged; a control with none known: its contract, clean), ``growth`` (the growth
-    verdict known there); a scenario not run through an
+    verdict known there); the control of a scenario made from the plain template
+    (``Scenario.shared_control``) is the ``template`` scenario's cell, once a shape, runtime and
+    engine; a scenario not run through an
     engine is a row 'skipped' that says so."""
     from rig import known
 
-    cells = []
+    from rig.scenarios import TEMPLATE
+
+    cells, seen = [], set()
     for s in scens:
         for control in (False, True) if s.has_control else (False,):
             wanted = (s.shapes[:1] if only_shapes == ["first"] else
                       [x for x in s.shapes if only_shapes is None or x in only_shapes])
+            # a control that is the plain template is the template's cell, once a shape
+            name, is_control = (TEMPLATE, False) if control and s.shared_control else (s.name, control)
             for shape in wanted:
                 for p in plan:
                     for engine, why in p["engines"]:
-                        k = known.lookup(s.name, control, shape, engine, p["triton"], known_path)
-                        # a control with nothing known is held to its contract (clean): the rig's own check
-                        want, growth = (k.verdicts, k.growth) if k else (s.control, "ok") if control else (None, None)
-                        cell = {"scenario": s.name, "control": control, "shape": shape, "runtime": p["spec"],
+                        if (name, is_control, shape, p["spec"], engine) in seen:
+                            continue
+                        seen.add((name, is_control, shape, p["spec"], engine))
+                        k = known.lookup(name, is_control, shape, engine, p["triton"], known_path)
+                        # a control (the template too) with nothing known is held to its contract: clean
+                        contract = is_control or name == TEMPLATE
+                        want, growth = ((k.verdicts, k.growth) if k else
+                                        (s.control if is_control else ("clean", "ok"), "ok")
+                                        if contract else (None, None))
+                        cell = {"scenario": name, "control": is_control, "shape": shape, "runtime": p["spec"],
                                 "triton_version": p["triton"], "engine": engine, "why": why,
                                 "expected": want, "growth": growth}
-                        if engine not in s.engines:
+                        if name == s.name and engine not in s.engines:  # (the template runs over every one)
                             cell.update(status="skipped", reason=f"scenario {s.name} runs over "
                                         f"{', '.join(s.engines)} only, not {engine}")
                         cells.append(cell)
