@@ -84,7 +84,7 @@ def test_the_schema_check_is_real(schema):
 
 
 def test_a_soak_is_a_case_per_threshold_and_per_cycle_failed_with_the_verdicts_reasons(schema, tmp_path):
-    from rig import soak
+    from rig import soak, soak_junit
     from rig.config import RunConfig
 
     cfg = RunConfig()
@@ -100,7 +100,7 @@ def test_a_soak_is_a_case_per_threshold_and_per_cycle_failed_with_the_verdicts_r
     tally = _tally(rows)
     allowed = soak.allowed_outcomes(cfg, soak.DEFAULT_ALLOWED)
     reasons = soak.judge(tally, cfg, allowed)
-    suite = soak.junit_suite(tally, cfg, allowed, reasons, "soak", {"run_id": "r1", "engine": "capi", "host": "n1"},
+    suite = soak_junit.junit_suite(tally, cfg, allowed, reasons, "soak", {"run_id": "r1", "engine": "capi", "host": "n1"},
                              time_s=12.3456, timestamp=junit.now())
     path = tmp_path / "soak.xml"
     junit.write(str(path), [suite])
