@@ -3,7 +3,8 @@
 (start latency, throughput, the growth and slowdown trends), run one at a time across them; the
 stops, exit timeouts and settling, which wait and barely compute, overlap.
 
-``RIG_QUIET_LOCK`` names the lock file (the matrix sets it for its cells); unset, nothing waits.
+``RIG_QUIET_LOCK`` names the lock file (the matrix sets it for its cells: one a machine, in the
+runtime cache, so that two matrices side by side share it); unset, nothing waits.
 An advisory ``flock``: it goes with the process, so a cell killed mid-load never holds it.
 """
 
