@@ -368,3 +368,21 @@ def test_rig_gate_fails_on_a_scenario_cell_that_differs_from_the_known_verdicts(
     assert "FAIL: conformance" not in same.stdout
     assert not re.search(r'<testcase name="conformance" classname="gate"[^>]*>\s*<failure',
                          (tmp_path / "g.xml").read_text())
+
+
+def test_where_a_shape_moves_a_verdict_is_named_and_where_it_holds_too():
+    def rows(shape, outcome, load="errors", version="2.51.0"):
+        return [{"run_id": f"r-{shape}-{version}", "cycle": i, "scenario": "execute-raises", "control": False,
+                 "shape": shape, "engine": "capi", "triton_version": version, "outcome": outcome,
+                 "load_outcome": load, "growth_outcome": "ok"} for i in (1, 2, 3)]
+
+    frame = pd.DataFrame(rows("unbatched", "exit_timeout") + rows("batched", "clean") + rows("instances-2", "exit_timeout")
+                         + rows("unbatched", "clean", version="2.48.0"))
+    moves = cf.shape_moves(cf.cells(frame))
+    assert len(moves) == 1  # 2.48.0 ran in its default shape only: nothing to compare
+    (m,) = moves
+    assert (m["default"], m["verdicts"], m["moved"], m["same"]) == (
+        "unbatched", ("exit_timeout", "errors", "ok"), {"batched": ("clean", "errors", "ok")}, ["instances-2"])
+    text = cf.shape_moves_markdown(cf.cells(frame))
+    assert "| execute-raises | capi | 2.51.0 | unbatched: exit_timeout / errors / ok | batched: clean / errors / ok " \
+           "| instances-2 |" in text and "Of 1 scenario cell(s)" in text

@@ -231,6 +231,52 @@ def changed_in(cell_list) -> dict[tuple[str, bool, str, str], list[str]]:
     return out
 
 
+def shape_moves(cell_list) -> list[dict]:
+    """Where a shape moves a verdict: for each scenario (and control), API and core whose default
+    shape (the scenario's first) ran beside others, each other shape whose verdicts (the cells'
+    majority) differ from the default's. Rows: scenario, control, engine, triton_version, default
+    (its shape), verdicts (the default's), moved ({shape: verdicts}), same (shapes that gave the
+    default's)."""
+    by: dict[tuple, dict[str, Cell]] = {}
+    for c in cell_list:
+        by.setdefault((c.scenario, c.control, c.engine, c.triton_version), {})[c.shape] = c
+    out = []
+    for (scenario, control, engine, version), shapes in sorted(
+            by.items(), key=lambda kv: (_scenario_order(kv[0][0]), kv[0][1], engine_order(kv[0][2]),
+                                        version_key(kv[0][3]))):
+        s = scenarios.SCENARIOS.get(scenario)
+        default = s.shapes[0] if s is not None else UNBATCHED
+        if default not in shapes or len(shapes) < 2:
+            continue
+        base = shapes[default].verdicts
+        others = sorted((sh for sh in shapes if sh != default), key=shape_order)
+        out.append({"scenario": scenario, "control": control, "engine": engine, "triton_version": version,
+                    "default": default, "verdicts": base,
+                    "moved": {sh: shapes[sh].verdicts for sh in others if not same_verdicts(base, shapes[sh].verdicts)},
+                    "same": [sh for sh in others if same_verdicts(base, shapes[sh].verdicts)]})
+    return out
+
+
+def shape_moves_markdown(cell_list, level: int = 2) -> str:
+    """``shape_moves`` as a Markdown section: the rows where a shape moved a verdict, then how many
+    held."""
+    rows = shape_moves(cell_list)
+    h = "#" * level
+    moved = [r for r in rows if r["moved"]]
+    lines = [f"{h} Where the model shape moves a verdict", "",
+             f"Of {len(rows)} scenario cell(s) run in their default shape and in others on the same core and API, "
+             f"{len(moved)} gave other verdicts in some shape{':' if moved else '.'}", ""]
+    if moved:
+        lines += ["| scenario | API | Triton | default shape: verdicts | moved in | held in |", "| --- | --- | --- | --- | --- | --- |"]
+        for r in moved:
+            lines.append(f"| {_md(row_label(r['scenario'], r['control']))} | {r['engine']} | {r['triton_version']} | "
+                         f"{r['default']}: {' / '.join(r['verdicts'])} | "
+                         + _md("; ".join(f"{sh}: {' / '.join(v)}" for sh, v in r["moved"].items()))
+                         + f" | {', '.join(r['same']) or '—'} |")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
 def build(frame, known_path: str | Path | None = None, skipped=None) -> Conformance:
     """The conformance table of a cycles frame: its cells, and one grid per API and shape.
     ``skipped``: cells that were not run, with why (dicts with ``scenario``, ``control``,
@@ -401,6 +447,8 @@ def to_markdown(table: Conformance, level: int = 2) -> str:
             cols = [f'<a id="{aid}"></a>{_md(cols[0])}', *(_md(x) for x in cols[1:])]
             lines.append("| " + " | ".join(cols) + " |")
         lines.append("")
+    if len({c.shape for c in table.cells}) > 1:
+        lines.append(shape_moves_markdown(table.cells, level))
     return "\n".join(lines).rstrip() + "\n"
 
 
