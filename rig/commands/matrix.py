@@ -72,7 +72,7 @@ def add_parser(sub) -> None:
     m.add_argument("--jobs", default="auto", metavar="N",
                    help="cells run side by side, up to N at a time; each cycle's start and load still run one at a "
                    "time across them (rig.quiet), the stops and exit timeouts overlap; benches always run alone "
-                   "(default auto: with --scenarios, twice the CPUs this process may use, at most 8; else 1)")
+                   "(default auto: with --scenarios, three times the CPUs this process may use, at most 8; else 1)")
     m.add_argument("--shard", metavar="K/N",
                    help="run shard K of N (K from 0, as a Kubernetes Indexed Job's completion index): a fixed share "
                    "of the cells, so that N nodes given K = 0..N-1 into one store run every cell once")
@@ -204,10 +204,10 @@ def run(args) -> int:
 
 
 def parse_jobs(text: str, scenarios: bool) -> int:
-    """``--jobs``: a count, or ``auto`` (scenario cells: twice the CPUs this process may run on, at
+    """``--jobs``: a count, or ``auto`` (scenario cells: three times the CPUs this process may run on, at
     most 8: most of a lifecycle cell waits; other cells, which measure speed: 1)."""
     if str(text) == "auto":
-        return min(8, 2 * len(os.sched_getaffinity(0))) if scenarios else 1
+        return min(8, 3 * len(os.sched_getaffinity(0))) if scenarios else 1
     try:
         n = int(text)
     except ValueError:
