@@ -55,6 +55,11 @@ WORKER_FLOOR_B_PER_S = 262_144
 # out): a stub's first hundred requests touch ~400 KB of fresh pages, which per 1,000 requests of
 # a short load reads as a leak.
 MIN_GROWTH_B = 4 << 20
+# The slowdown's floor: the load's p50 must rise by 5 ms or more over it (its fit's slope times its
+# requests). A fixed count of 100 requests lasts 0.1-0.2 s: one stall of a few ms in its last
+# chunks read as 134 % slower (refused-request, 2.51.0, official bindings, a matrix cell:
+# docs/measurements/conformance.md); the slows-down control rises by 10 ms over the same count.
+MIN_SLOWDOWN_US = 5_000
 # The verdicts a run passes with unless told otherwise (--allow-outcomes), one of each kind; the
 # lifecycle's outcomes that come from the stop itself; the load's verdict where nothing was measured.
 GOOD = ("clean", "ok")
@@ -89,7 +94,8 @@ def growth_reasons(row: dict, max_memory_growth_b: float | None = MAX_MEMORY_GRO
     growth per 1,000 requests is above ``max_memory_growth_b`` over its whole interval (the lower
     bound) and it grew by more than ``MIN_GROWTH_B`` over the requests read (the worker: and by
     more than ``WORKER_FLOOR_B_PER_S`` a second); the load slows where its slowdown's lower bound
-    is above ``max_slowdown_pct``. A threshold given as None is not judged."""
+    is above ``max_slowdown_pct`` and its p50 rose by ``MIN_SLOWDOWN_US`` or more over the load
+    (read off its fit). A threshold given as None is not judged."""
     out = []
     over = row.get("growth_requests") or 0
     for who, key in (("worker", "worker_growth"), (f"stub {row.get('stub_growth_model')}", "stub_growth")):
@@ -101,7 +107,9 @@ def growth_reasons(row: dict, max_memory_growth_b: float | None = MAX_MEMORY_GRO
             continue  # under the rig's own floor
         out.append(f"leaking: {who} +{v / 1000:,.1f} KB per 1,000 requests ({lo / 1000:,.1f}-{hi / 1000:,.1f})")
     s, lo = row.get("slowdown_pct"), row.get("slowdown_low_pct")
-    if max_slowdown_pct is not None and lo is not None and lo > max_slowdown_pct:
+    rise = None if row.get("p50_us_per_1k") is None else row["p50_us_per_1k"] * (row.get("requests") or 0) / 1000
+    if max_slowdown_pct is not None and lo is not None and lo > max_slowdown_pct \
+            and (rise is None or rise >= MIN_SLOWDOWN_US):
         s = lo if s is None else s
         out.append(f"slowing: {s:,.0f} % slower at the load's end than its start (at least {lo:,.0f} %, p50 "
                    f"{row.get('p50_change_pct') or 0:+,.0f} %, throughput "

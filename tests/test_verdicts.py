@@ -145,3 +145,16 @@ def test_cycle_line_of_lost_and_failed_cycles():
     assert line.endswith("| (stop: Exit timeout expired) | (load: ValueError: bad calibration table)")
     lost = cycle_row(6, outcome="finalize_missing", load_outcome="ok", detail="the stub died")
     assert soak.cycle_line(lost).endswith("(the stub died)"), "a lifecycle failure with no stop error: its detail"
+
+
+def test_a_slowdown_over_a_short_load_needs_its_p50_to_rise_by_the_floor():
+    """A 100-request load that lasts 0.18 s read 134 % slower at its end from one stall: its p50 rose
+    by 1.6 ms, under the floor, so not slowing; the slows-down control's 10 ms rise is."""
+    from rig.verdicts import MIN_SLOWDOWN_US, classify_growth
+
+    row = {"outcome": "clean", "requests": 100, "slowdown_pct": 382.0, "slowdown_low_pct": 134.0,
+           "p50_change_pct": 293.0, "throughput_change_pct": -79.0, "stub_growth_low_b": 0.0}
+    assert classify_growth({**row, "p50_us_per_1k": 15_900.0}) == "ok"
+    assert classify_growth({**row, "p50_us_per_1k": 103_000.0}) == "slowing"
+    assert classify_growth({**row, "p50_us_per_1k": MIN_SLOWDOWN_US * 10.0}) == "slowing"  # exactly the floor
+    assert classify_growth({**row, "p50_us_per_1k": None}) == "slowing"  # no fit to read: the bound alone
