@@ -66,3 +66,26 @@ def cycle_row(cycle: int = 1, run_id: str = "r1", **kw):
                 restart="fresh-process", stop_strategy="stop", started_at="2026-01-01T00:00:00+00:00")
     base.update(kw)
     return CycleRow(**base)
+
+
+def browser(height: int = 2200):
+    """Headless Chromium through selenium (a test is skipped, saying why, where either is missing)."""
+    import shutil
+
+    import pytest
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if not chromium or not driver:
+        pytest.skip("no chromium and chromedriver here (.ci/run installs Debian's chromium, chromium-driver)")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.skip("selenium is not installed (pip install -e .[test])")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", f"--window-size=1280,{height}"):
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(driver), options=opts)

@@ -236,10 +236,12 @@ def _env(container: dict) -> dict[str, str]:
     return {e["name"]: e["value"] for e in container["env"] if "value" in e}
 
 
-@pytest.mark.parametrize("version", ["1.27.0", "1.37.0"])  # timeZone is GA from 1.27
-def test_the_cronjob_validates_against_the_kubernetes_schemas(cronjob, version):
+# the CronJob: timeZone is GA from 1.27; the Indexed Job: backoffLimitPerIndex, beta (on) from 1.29, GA 1.33
+@pytest.mark.parametrize("manifest,version", [("cronjob", "1.27.0"), ("cronjob", "1.37.0"),
+                                              ("indexed_job", "1.29.0"), ("indexed_job", "1.37.0")])
+def test_the_manifests_validate_against_the_kubernetes_schemas(manifest, version, request):
     kv = pytest.importorskip("kubernetes_validate", reason="kubernetes-validate is in the test extra")
-    kv.validate(cronjob, version, strict=True)
+    kv.validate(request.getfixturevalue(manifest), version, strict=True)
 
 
 def test_the_schema_check_rejects_a_broken_cronjob(cronjob):
@@ -328,12 +330,6 @@ def _shard_script(job: dict) -> str:
     script, positional = _script(c)
     assert positional == []
     return script
-
-
-@pytest.mark.parametrize("version", ["1.29.0", "1.37.0"])  # backoffLimitPerIndex: beta (on) from 1.29, GA 1.33
-def test_the_indexed_job_validates_against_the_kubernetes_schemas(indexed_job, version):
-    kv = pytest.importorskip("kubernetes_validate", reason="kubernetes-validate is in the test extra")
-    kv.validate(indexed_job, version, strict=True)
 
 
 def test_the_schema_check_rejects_a_broken_indexed_job(indexed_job):

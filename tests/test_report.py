@@ -157,21 +157,9 @@ def test_two_runs_of_one_configuration_differ_in_nothing(capsys, tmp_path, real)
 # --- the page in a real browser ----------------------------------------------------------------
 
 def _browser():
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
-    if not chromium or not driver:
-        pytest.skip("no chromium and chromedriver here (.ci/run installs Debian's chromium, chromium-driver)")
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        pytest.skip("selenium is not installed (pip install -e .[test])")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = chromium
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,2200"):
-        opts.add_argument(a)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(driver), options=opts)
+    from helpers import browser
+
+    return browser(2200)
 
 
 @pytest.mark.slow
