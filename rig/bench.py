@@ -10,7 +10,9 @@ load. ``--repeats N`` measures each point N times; with ``--compare perf-analyze
 runs the whole sweep again for each count of model instances (a fresh repository and server).
 ``--cpu-idle hold`` (the default) keeps the CPUs out of idle for the whole sweep, both tools alike
 (``rig.cpuidle``); the run's row stores how (``runs.cpu_idle``). Windows last 5 s unless
-``--window-seconds`` or the config file says otherwise (``BENCH_WINDOW_S``).
+``--window-seconds`` or the config file says otherwise (``BENCH_WINDOW_S``). ``--cpus 0`` holds
+the sweep to a share of the machine, a node of ``rig capacity`` (``rig.cpushare``: the worker, its
+load and its stubs, and the pollers of the hold; ``runs.cpu_share`` records it).
 
 In the ``windows`` table a repeat is one ``cycle`` number, shared by the rig's windows and
 perf_analyzer's windows of that repeat (``tool`` tells them apart); ``instances`` holds the
@@ -27,7 +29,7 @@ import shlex
 import platform
 import statistics
 
-from rig import config, cpuidle, orchestrator, repository, verdicts
+from rig import config, cpuidle, cpushare, orchestrator, repository, verdicts
 from rig.analysis.sweeps import knee, stable, summarize
 from rig.config import RunConfig
 from rig.errors import Exit, RigError
@@ -159,6 +161,8 @@ def _sweep(p, cfg: RunConfig, args, conc, rates, repeats, counts, hold, log) -> 
         f"model {p.model_label}, {args.windows} windows of {cfg.workload.window_seconds} s per point, "
         f"{repeats} repeat(s)" + (f", instances {','.join(map(str, counts))}" if counts != [None] else ""))
     log(f"cpu idle: {_hold_text(hold)}")
+    share = cpushare.current()  # held by --cpus (options.run_config), a cgroup quota, or the whole machine
+    log(f"node share: {share['cpu_share']:g} CPU(s) ({share['cpus']}; {share['cpu_share_from']})")
     table, cycle = [], 0
     for n in counts:
         repo = _repository(p, n, log)

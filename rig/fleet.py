@@ -133,10 +133,23 @@ class NodeLink:
 
 
 def node_hello(wcfg: dict, classes: list[type], tags: dict) -> dict:
+    from rig.cpushare import current
+
+    share = current()  # the worker's: inherited from the node's --cpus (rig.cpushare)
     return {"node": node_name(wcfg.get("node")), "run_id": tags.get("run_id"),
             "cycle": tags.get("cycle"), "triton_version": tags.get("triton_version"),
             "engine": tags.get("engine"), "model": tags.get("model"),
+            "cpu_share": share["cpu_share"], "cpus": share["cpus"],
             "classes": {c.__name__: [getattr(c, "weight", 1), getattr(c, "fixed_count", 0)] for c in classes}}
+
+
+def share_text(hellos: dict[str, dict]) -> str:
+    """The nodes' shares of their machines, as the master logs them: ``a 1 CPU (0), b 1 CPU (1)``."""
+    def one(h):
+        n = h.get("cpu_share")
+        return "share unknown" if n is None else f"{n:g} CPU{'s' if n != 1 else ''} ({h.get('cpus')})"
+
+    return ", ".join(f"{name} {one(h)}" for name, h in sorted(hellos.items()))
 
 
 def node_figures(hello: dict, summary: dict, rows: list[dict]) -> dict:

@@ -47,6 +47,10 @@ def add_server_options(g) -> None:
                    "the growth verdict and the memory table (default on)")
     g.add_argument("--results", help="results folder (default results/)")
     g.add_argument("--node", help="the name this machine's rows carry in `host` (default the hostname)")
+    g.add_argument("--cpus", metavar="LIST|count:N",
+                   help="hold the run to a share of the machine: CPUs as taskset -c lists them (0, 0,1, 0-3) or "
+                   "count:N (the first N this process may use); the worker, its load and the backend stubs inherit "
+                   "it, and the run's row records it (runs.cpu_share, runs.cpus) (default: all it may use)")
 
 
 def add_cycle_options(p: argparse.ArgumentParser, cycles_default_help: str) -> None:
@@ -163,6 +167,9 @@ def run_config(args):
             raise RigError(f"a resumed run keeps the options it was started with; drop {', '.join(kept)} "
                            "(only --cycles, to run more, and --results, where it is now, may be given)")
     cfg = config.load(args.config, overrides(args))
+    from rig import cpushare
+
+    cpushare.hold(getattr(args, "cpus", None))  # before anything starts: all the run starts inherits it
     if cfg.workload.name == "none" and args.command != "bench":
         if cfg.workload.rate is not None or cfg.workload.master is not None:
             cfg.workload.name = "steady"  # --rate alone: an open loop on the rig's own lane

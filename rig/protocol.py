@@ -63,6 +63,10 @@ Schema history (``schema_version`` column):
      instances-2, decoupled, joined with commas where several apply; a scenario's, the template
      model's, or read from a repository's config.pbtxt); null in older files (read: unbatched
      where a scenario ran).
+  13: runs: the node's share of the machine (``rig.cpushare``): ``cpu_share`` (the CPUs the run
+     could use: its affinity's, or a cgroup quota's where fewer), ``cpus`` (its affinity, as
+     ``0-3,8``) and ``cpu_share_from`` (``--cpus``, ``cgroup``, ``affinity``, ``machine``); null
+     in older files.
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ def now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-SCHEMA_VERSION = 12  # see the history above
+SCHEMA_VERSION = 13  # see the history above
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +108,10 @@ class RunRow:
     stub_numpy_version: str | None = None    # the backend stubs'
     pyarrow_version: str | None = None
     tritonserver_version: str | None = None  # the bindings, with --engine tritonserver only
+    # The node's share of the machine (schema 13; rig.cpushare): --cpus, a cgroup quota, or all of it
+    cpu_share: float | None = None           # CPUs the run could use (a quota's may be fractional)
+    cpus: str | None = None                  # its affinity: 0-3,8
+    cpu_share_from: str | None = None        # --cpus | cgroup | affinity | machine
     schema_version: int = SCHEMA_VERSION
 
 

@@ -175,3 +175,315 @@ def test_bad_input_is_one_line_and_exit_2(results, tmp_path, capsys, folder, ext
 def test_missing_folder_is_exit_2(tmp_path, capsys):
     assert main(["capacity", str(tmp_path / "nope"), "--target-throughput", "1", "--p99-ms", "1"]) == 2
     assert "no results folder" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- the scaling model, shares, the check
+
+from rig import cpushare  # noqa: E402
+from rig.analysis import usl  # noqa: E402
+from rig.protocol import FleetRow  # noqa: E402
+
+LAW = (3000.0, 0.1, 0.01)  # λ, σ, κ of the sweeps below
+
+
+def _usl_sweep(run_id="b1", loads=(1, 2, 4, 8), repeats=3, seed=1, law=LAW, noise=0.03, instances=1):
+    """A sweep whose throughput follows ``law`` (with noise a repeat) and whose latencies follow
+    Little's law (mean in flight / throughput), spread as a gamma distribution."""
+    rng = np.random.default_rng(seed)
+    rows, cycle = [], 0
+    for n in loads:
+        for _ in range(repeats):
+            cycle += 1
+            x = float(usl.throughput(n, *law)) * rng.normal(1, noise)
+            lats = (rng.gamma(4, n / x * 1e6 / 4, 400) + 1).astype(int)
+            rows.append(_window(run_id=run_id, cycle=cycle, point=n, instances=instances, requests=int(x),
+                                latencies=list(lats)))
+    return rows
+
+
+def test_model_fits_the_usl_with_intervals_over_the_repeats(tmp_path):
+    (m,) = capacity.model(_frame(_usl_sweep(), tmp_path), p99_ms=2.0, n_boot=200)
+    fit, ci = m["fit"], m["ci"]
+    assert m["by"] == "usl" and "fits 4 loads" in m["why"]
+    assert fit.lam == pytest.approx(LAW[0], rel=0.1) and ci["lam"][0] <= fit.lam <= ci["lam"][1]
+    assert ci["sigma"][0] <= fit.sigma <= ci["sigma"][1] and ci["kappa"][0] <= fit.kappa <= ci["kappa"][1]
+    assert len(m["boot"]) == 200 and m["n_repeats"] == 12 and m["min_repeats"] == 3
+    # the load at the bound is read from the points' merged p99, the throughput there from the law
+    assert m["how"] in ("within", "not reached") and 1 <= m["load"] <= 8
+    assert m["cap_usl"] == pytest.approx(float(fit.at(m["load"])))
+    assert ci["cap_usl"][0] <= m["cap_usl"] <= ci["cap_usl"][1]
+    got = capacity.nodes(m, 100_000, 0.3)
+    assert got["nodes"] == math.ceil(100_000 / (m["cap_usl"] * 0.7)) and got["low"] <= got["nodes"] <= got["high"]
+
+
+def test_model_is_the_same_for_the_same_seed_and_falls_back_to_the_linear_baseline(tmp_path):
+    w = _frame(_usl_sweep(), tmp_path)
+    a, b = capacity.model(w, 2.0, n_boot=50, seed=7)[0], capacity.model(w, 2.0, n_boot=50, seed=7)[0]
+    assert a["ci"] == b["ci"]
+    (two,) = capacity.model(_frame(_usl_sweep(run_id="b2", loads=(1, 2)), tmp_path / "two"), 2.0, n_boot=20)
+    assert two["by"] == "linear" and "fewer than 3 loads" in two["why"]
+    assert capacity.capacity_of(two) == two["cap_linear"]
+
+
+def test_model_without_repeats_has_no_interval_and_says_so(tmp_path):
+    (m,) = capacity.model(_frame(_usl_sweep(repeats=1), tmp_path), 2.0, n_boot=100)
+    assert m["boot"] == [] and m["ci"]["lam"] == (None, None)
+    text = capacity.format_model(m, [10_000], 0.3, None)
+    assert "no interval: one repeat a load" in text
+
+
+def test_model_says_plainly_when_no_load_met_the_bound(tmp_path):
+    (m,) = capacity.model(_frame(_usl_sweep(), tmp_path), p99_ms=0.01, n_boot=10)
+    assert m["load"] is None and m["by"] is None and m["cap_usl"] is None
+    assert capacity.nodes(m, 1000, 0.3)["nodes"] is None
+    assert "no load measured met it" in capacity.format_model(m, [1000], 0.3, None)
+
+
+def test_format_model_names_the_model_the_nodes_and_what_is_extrapolated(tmp_path):
+    (m,) = capacity.model(_frame(_usl_sweep(), tmp_path), 2.0, n_boot=100)
+    text = capacity.format_model(m, [5_000, 50_000, 5_000_000], 0.3, None)
+    assert "USL: λ" in text and "σ" in text and "κ" in text
+    assert "answer: the USL" in text and "nodes add up linearly (no fleet run of this node: assumed" in text
+    assert "are extrapolations" in text and "rig fleet --nodes 2" in text
+    five = capacity.nodes(m, 5_000_000, 0.3)
+    assert f"{five['nodes']:,} ({five['low']:,}-{five['high']:,})" in text
+
+
+def _runs_row(run_id, command="bench", share=None, cpus=None, config="instances = 1\n\n[workload]\nin_flight = 1\n"):
+    return dataclasses.replace(_run(run_id, command), config=config, cpu_share=share, cpus=cpus,
+                               cpu_share_from=None if share is None else "--cpus")
+
+
+def test_windows_carry_their_runs_share_and_groups_are_per_share(tmp_path):
+    store = Store(tmp_path)
+    store.write("runs", [_runs_row("b1", share=1.0, cpus="0"), _runs_row("b2", share=2.0, cpus="0,1")], "2.51.0", "r")
+    store.write("windows", _sweep(1, {1: (5000, 200)}) + _sweep(1, {1: (9000, 200)}, run_id="b2"), "2.51.0", "w")
+    w = capacity.with_shares(store.read("windows"), store.read("runs"))
+    plan = capacity.plan(w, target=10_000, p99_ms=1.0)
+    assert sorted((r.cpu_share, round(r.throughput)) for r in plan.itertuples()) == [(1.0, 5000), (2.0, 9000)]
+    text = capacity.format_plan(plan, 10_000, 1.0, 0.3)
+    assert "node share 1 CPU:" in text and "node share 2 CPUs:" in text
+
+
+def _fleet(store, run_id, nodes, users, rounds, per_node_tput, p99_lat, share=1.0, version="2.51.0", window_s=5.0):
+    """A measured fleet: each node a soak run (its runs row, its windows per round) and the
+    master's fleet rows."""
+    rows, runs, windows = [], [], []
+    for k in range(nodes):
+        node = "ab"[k]
+        rid = f"{run_id}-{node}"
+        runs.append(_runs_row(rid, command="soak", share=share, cpus=str(k)))
+        for r in range(1, rounds + 1):
+            for i in range(1, 4):
+                windows.append(_window(run_id=rid, cycle=r, window=i, point=None, instances=None,
+                                       requests=int(per_node_tput * window_s), length_s=window_s,
+                                       latencies=[p99_lat] * 300))
+    for r in range(1, rounds + 1):
+        base = dict(run_id=run_id, round=r, started_at="2026-01-01T00:00:00+00:00", seconds=15.0,
+                    locust_requests=None, p50_us=None, max_us=None, detail=None)
+        for k in range(nodes):
+            node = "ab"[k]
+            rows.append(FleetRow(**base, node=node, outcome="ok", users=None, node_run_id=f"{run_id}-{node}",
+                                 node_cycle=r, requests=int(per_node_tput * 15), errors=0, throughput=per_node_tput,
+                                 p99_us=float(p99_lat), histogram=None))
+        rows.append(FleetRow(**base, node="*", outcome="ok", users=users, node_run_id=None, node_cycle=None,
+                             requests=int(per_node_tput * 15 * nodes), errors=0, throughput=per_node_tput * nodes,
+                             p99_us=float(p99_lat), histogram=_hist([p99_lat] * 100)))
+    store.write("runs", runs, version, f"fr-{run_id}")
+    store.write("windows", windows, version, f"fw-{run_id}")
+    store.write("fleet", rows, version, f"f-{run_id}")
+
+
+@pytest.fixture
+def fleet_store(tmp_path):
+    store = Store(tmp_path / "f")
+    store.write("runs", [_runs_row("b1", share=1.0, cpus="0")], "2.51.0", "run")
+    store.write("windows", _usl_sweep(), "2.51.0", "sweep")
+    _fleet(store, "F1", nodes=2, users=4, rounds=2, per_node_tput=4500.0, p99_lat=900)
+    return store
+
+
+def test_fleet_runs_are_measured_from_the_nodes_windows(fleet_store):
+    f = capacity.fleet_runs(fleet_store.read("fleet"), fleet_store.read("runs"), fleet_store.read("windows"))
+    (row,) = f.to_dict("records")
+    assert (row["nodes"], row["users"], row["load"], row["rounds"]) == (2, 4, 2.0, 2)
+    assert (row["triton_version"], row["model"], row["cpu_share"], row["instances"]) == ("2.51.0", "numpy", 1.0, 1)
+    assert row["cpus"] == "a:0, b:1" and row["measured_from"] == "node windows"
+    assert row["throughput"] == pytest.approx(9000) and row["p99_us"] == pytest.approx(900, rel=0.01)
+
+
+def test_check_compares_each_fleet_with_the_prediction_at_its_load(fleet_store):
+    runs, windows = fleet_store.read("runs"), fleet_store.read("windows")
+    w = capacity.with_shares(windows[windows["run_id"] == "b1"], runs)
+    (m,) = capacity.model(w, 2.0, n_boot=100)
+    (c,) = capacity.check([m], capacity.fleet_runs(fleet_store.read("fleet"), runs, windows))
+    per_node = float(m["fit"].at(2.0))
+    assert c["group"] is m and c["predicted_usl"] == pytest.approx(2 * per_node)
+    assert c["error_usl_pct"] == pytest.approx((9000 - 2 * per_node) / (2 * per_node) * 100)
+    assert c["predicted_linear"] == pytest.approx(2 * m["throughput"][1])        # load 2 was measured
+    assert c["predicted_p99_us"] == pytest.approx(m["p99_us"][1])
+    assert c["predicted_usl_ci"][0] <= c["predicted_usl"] <= c["predicted_usl_ci"][1]
+    assert c["within_bound"] and not c["extrapolated"]
+    law = capacity.node_law([c], m)
+    assert law["nodes"] == [2] and law["kappa"] == 0
+    assert law["sigma"] == pytest.approx(max(0.0, c["predicted_usl"] / 9000 - 1), abs=1e-9)
+    text = capacity.format_check([c], 2.0)
+    assert "fleet F1: 2 node(s) (a:0, b:1)" in text and "node share 1 CPU" in text and "error" in text
+
+
+def test_a_fleet_of_another_share_is_not_checked_and_says_why(fleet_store, tmp_path):
+    _fleet(fleet_store, "F2", nodes=2, users=4, rounds=1, per_node_tput=4000.0, p99_lat=900, share=2.0)
+    runs, windows = fleet_store.read("runs"), fleet_store.read("windows")
+    models = capacity.model(capacity.with_shares(windows[windows["run_id"] == "b1"], runs), 2.0, n_boot=0)
+    checked = capacity.check(models, capacity.fleet_runs(fleet_store.read("fleet"), runs, windows))
+    other = next(c for c in checked if c["run_id"] == "F2")
+    assert other["group"] is None and "node share" in other["why"]
+    assert "not checked: no bench sweep of the same" in capacity.format_check(checked, 2.0)
+
+
+def test_command_check_prints_predictions_errors_and_a_plot(fleet_store, capsys, tmp_path):
+    png = tmp_path / "cap.png"
+    code = main(["capacity", str(fleet_store.root), "--target-throughput", "9000,90000", "--p99-ms", "2",
+                 "--check", "--bootstrap", "50", "--plot", str(png)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "node share 1 CPU (0)" in out and "USL: λ" in out and "target infer/s" in out
+    assert "checked against measured fleets" in out and "fleet F1" in out
+    assert "nodes add up as fitted over fleet runs of 2 node(s)" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_command_check_alone_needs_no_target(fleet_store, capsys):
+    assert main(["capacity", str(fleet_store.root), "--p99-ms", "2", "--check", "--bootstrap", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "checked against measured fleets" in out and "target infer/s" not in out
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--check"], "holds no `rig fleet` runs to check against"),
+    (["--target-throughput", "5,x"], "--target-throughput must be a positive number"),
+    (["--bootstrap", "-1"], "--bootstrap"),
+    (["--plot", "out.svg"], "give a .png file"),
+])
+def test_check_and_model_bad_input_is_one_line_and_exit_2(results, capsys, extra, says):
+    argv = ["capacity", str(results), "--p99-ms", "1", *extra]
+    if "--target-throughput" not in extra:
+        argv += ["--target-throughput", "1000"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_the_target_is_required_without_check(results, capsys):
+    assert main(["capacity", str(results), "--p99-ms", "1"]) == 2
+    assert "--target-throughput must be a positive number" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- a node's share of the machine (rig.cpushare)
+
+@pytest.mark.parametrize("text, want", [("0", [0]), ("0,1", [0, 1]), ("1-3", [1, 2, 3]), ("0,2-3", [0, 2, 3]),
+                                        ("count:2", [0, 1]), (" 3 ", [3])])
+def test_cpus_parse_lists_and_counts(text, want):
+    assert cpushare.parse(text, {0, 1, 2, 3}) == want
+
+
+@pytest.mark.parametrize("text, says", [
+    ("4", "CPU 4 is not one this process may use, a share larger than the machine"),
+    ("0-7", "CPU 4-7 is not one this process may use"),
+    ("count:5", "a share larger than the machine (this process may use 4 CPU(s): 0-3)"),
+    ("count:0", "count:N takes a whole number"), ("a", "give CPUs as a list"), ("3-1", "give CPUs as a list"),
+    ("", "give CPUs as a list"), ("1,1", "names a CPU twice"),
+])
+def test_cpus_bad_input_is_one_line(text, says):
+    with pytest.raises(cpushare.RigError) as e:
+        cpushare.parse(text, {0, 1, 2, 3})
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_share_recorded_is_the_affinity_or_a_smaller_cgroup_quota():
+    assert cpushare.share({0, 1}, None, 2, None) == {"cpu_share": 2.0, "cpus": "0-1", "cpu_share_from": "machine"}
+    assert cpushare.share({1}, None, 2, None)["cpu_share_from"] == "affinity"
+    assert cpushare.share({1}, None, 2, [1]) == {"cpu_share": 1.0, "cpus": "1", "cpu_share_from": "--cpus"}
+    assert cpushare.share({0, 1, 2, 3}, "150000/100000", 4, None) == {"cpu_share": 1.5, "cpus": "0-3",
+                                                                      "cpu_share_from": "cgroup"}
+    assert cpushare.share({0}, "400000/100000", 4, None)["cpu_share"] == 1.0  # the quota allows more than one CPU
+    assert cpushare.cpu_list([5, 0, 1, 2, 7, 8]) == "0-2,5,7-8"
+
+
+def test_a_held_process_and_what_it_starts_keep_the_share():
+    """Real affinity: a child held with ``hold`` starts a grandchild (as the worker starts the
+    stubs), which reports the same CPUs."""
+    import os
+    import subprocess
+    import sys
+
+    cpu = min(os.sched_getaffinity(0))
+    code = ("import os, subprocess, sys; from rig import cpushare; cpushare.hold(sys.argv[1]); "
+            "print(cpushare.current()); print(subprocess.run([sys.executable, '-c', "
+            "'import os; print(sorted(os.sched_getaffinity(0)))'], capture_output=True, text=True).stdout)")
+    out = subprocess.run([sys.executable, "-c", code, str(cpu)], capture_output=True, text=True, check=True).stdout
+    assert f"'cpus': '{cpu}'" in out and "'cpu_share_from': '--cpus'" in out and f"[{cpu}]" in out
+
+
+def test_a_share_larger_than_the_machine_is_refused_before_anything_runs(tmp_path, capsys):
+    import os
+
+    beyond = max(os.sched_getaffinity(0)) + 1
+    for cpus in (str(beyond), f"count:{len(os.sched_getaffinity(0)) + 1}"):
+        assert main(["bench", "--cpus", cpus, "--results", str(tmp_path / "r")]) == 2
+        err = capsys.readouterr().err
+        assert "a share larger than the machine" in err and len(err.strip().splitlines()) == 1, err
+        assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow
+def test_a_bench_held_to_one_cpu_records_its_share_and_its_stubs_keep_it(tmp_path):
+    """A real sweep on the first CPU this process may use: every process of the run (the rig, its
+    worker, the backend stubs the core spawns) is held to it while it runs, the run's row records
+    the share, and the capacity model reads it as a group of its own."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from helpers import ROOT
+    from rig.probes import STUB_NAME
+
+    cpu = min(os.sched_getaffinity(0))
+    res = tmp_path / "r"
+    proc = subprocess.Popen([sys.executable, "-m", "rig", "bench", "--cpus", str(cpu), "--concurrency", "1,2",
+                             "--windows", "2", "--window-seconds", "1", "--repeats", "1", "--cpu-idle", "os",
+                             "--results", str(res)], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, text=True)
+    seen: dict[str, set] = {}
+    while proc.poll() is None:
+        try:
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                kind = "stub" if child.name().startswith(STUB_NAME[:15]) else "other"
+                seen.setdefault(kind, set()).add(tuple(child.cpu_affinity()))
+        except psutil.Error:
+            pass
+        time.sleep(0.2)
+    out = proc.stdout.read()
+    assert proc.returncode == 0, out[-2000:]
+    assert seen.get("stub") == {(cpu,)} and seen.get("other") == {(cpu,)}, seen
+    assert f"node share: 1 CPU(s) ({cpu}; --cpus)" in out
+    (row,) = Store(res).read("runs").to_dict("records")
+    assert (row["cpu_share"], row["cpus"], row["cpu_share_from"]) == (1.0, str(cpu), "--cpus")
+    assert main(["capacity", str(res), "--target-throughput", "1000", "--p99-ms", "1000", "--bootstrap", "0"]) == 0
+
+
+def test_the_usl_over_instances_is_fitted_from_each_counts_capacity(tmp_path):
+    rows = []
+    for k, inst in enumerate((1, 2, 4)):
+        law = (3000.0 * usl.throughput(inst, 1, 0.2, 0.0), 0.1, 0.01)  # each count's λ: instances under Amdahl
+        rows += _usl_sweep(run_id=f"i{inst}", instances=inst, law=law, seed=k)
+    models = capacity.model(_frame(rows, tmp_path), 2.0, n_boot=60)
+    (law,) = capacity.instance_laws(models)
+    assert law["instances"] == [1, 2, 4] and law["fit"].points == 3
+    caps = [capacity.capacity_of(m) for m in models]
+    assert law["fit"].at(4) == pytest.approx(caps[2], rel=0.05)
+    assert law["ci"]["sigma"][0] is not None
+    assert "USL over instances 1, 2, 4" in capacity.format_instance_law(law)

@@ -108,6 +108,9 @@ ELSEWHERE = {
     "--config": "test_cli.py::test_allow_outcomes_is_a_key_of_the_config_file_too (a TOML file's keys)",
     "--resume": "test_cli.py::test_a_resumed_run_refuses_options_it_would_ignore; test_soak (resume runs)",
     "--skip-ok": "test_skip_ok_turns_a_skip_into_success below",
+    "--cpus": "test_capacity.py::test_a_share_larger_than_the_machine_is_refused_before_anything_runs, "
+              "::test_a_held_process_and_what_it_starts_keep_the_share, "
+              "::test_a_bench_held_to_one_cpu_records_its_share_and_its_stubs_keep_it (slow)",
     "--junit": "test_junit.py (a bad path refused in one line before the run; a real soak's file validated)",
 }
 

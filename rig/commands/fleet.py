@@ -178,7 +178,10 @@ class Master:
         self.reports, self.released = {}, set()
         self.current = {name: cid for name, (cid, _) in joined.items()}
         self.running = True
-        self.log(f"round {r}/{self.a.cycles}: {len(joined)} node(s) joined ({', '.join(sorted(joined))}); "
+        from rig.fleet import share_text
+
+        shares = share_text({name: hello for name, (_, hello) in joined.items()})
+        self.log(f"round {r}/{self.a.cycles}: {len(joined)} node(s) joined ({shares}); "
                  f"{self.a.workload_seconds:g} s of load")
         for cid in self.current.values():
             self.runner.send_message("rig_round", {"round": r, "seconds": self.a.workload_seconds,

@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Callable, Protocol
 
-from rig import engines, repository, scenarios
+from rig import cpushare, engines, repository, scenarios
 from rig import runtime as runtime_mod
 from rig.config import RunConfig
 from rig.errors import RigError
@@ -163,5 +163,5 @@ def write_run_row(p: Prepared, command: str, cpu_idle: str | None = None) -> Non
                  cpu=facts["cpu"], gpu=facts["gpu"], engine=p.engine, runtime=p.runtime.name,
                  model=p.model_label, config=p.config.to_toml(), rig_version=rig_version,
                  python_version=platform.python_version(), cpu_idle=cpu_idle,
-                 **package_versions(p.engine, locust, p.runtime.stub_site))
+                 **package_versions(p.engine, locust, p.runtime.stub_site), **cpushare.current())
     p.store.write("runs", [row], p.runtime.triton_version, "run")
