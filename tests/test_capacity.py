@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rig import hdr
-from rig.analysis import capacity
+from rig.analysis import capacity, capacity_fleet, capacity_text
 from rig.cli import main
 from rig.store import Store
 from rig.protocol import RunRow, window_row
@@ -228,7 +228,7 @@ def test_model_is_the_same_for_the_same_seed_and_falls_back_to_the_linear_baseli
 def test_model_without_repeats_has_no_interval_and_says_so(tmp_path):
     (m,) = capacity.model(_frame(_usl_sweep(repeats=1), tmp_path), 2.0, n_boot=100)
     assert m["boot"] == [] and m["ci"]["lam"] == (None, None)
-    text = capacity.format_model(m, [10_000], 0.3, None)
+    text = capacity_text.format_model(m, [10_000], 0.3, None)
     assert "no interval: one repeat a load" in text
 
 
@@ -236,12 +236,12 @@ def test_model_says_plainly_when_no_load_met_the_bound(tmp_path):
     (m,) = capacity.model(_frame(_usl_sweep(), tmp_path), p99_ms=0.01, n_boot=10)
     assert m["load"] is None and m["by"] is None and m["cap_usl"] is None
     assert capacity.nodes(m, 1000, 0.3)["nodes"] is None
-    assert "no load measured met it" in capacity.format_model(m, [1000], 0.3, None)
+    assert "no load measured met it" in capacity_text.format_model(m, [1000], 0.3, None)
 
 
 def test_format_model_names_the_model_the_nodes_and_what_is_extrapolated(tmp_path):
     (m,) = capacity.model(_frame(_usl_sweep(), tmp_path), 2.0, n_boot=100)
-    text = capacity.format_model(m, [5_000, 50_000, 5_000_000], 0.3, None)
+    text = capacity_text.format_model(m, [5_000, 50_000, 5_000_000], 0.3, None)
     assert "USL: λ" in text and "σ" in text and "κ" in text
     assert "answer: the USL" in text and "nodes add up linearly (no fleet run of this node: assumed" in text
     assert "are extrapolations" in text and "rig fleet --nodes 2" in text
@@ -304,7 +304,7 @@ def fleet_store(tmp_path):
 
 
 def test_fleet_runs_are_measured_from_the_nodes_windows(fleet_store):
-    f = capacity.fleet_runs(fleet_store.read("fleet"), fleet_store.read("runs"), fleet_store.read("windows"))
+    f = capacity_fleet.fleet_runs(fleet_store.read("fleet"), fleet_store.read("runs"), fleet_store.read("windows"))
     (row,) = f.to_dict("records")
     assert (row["nodes"], row["users"], row["load"], row["rounds"]) == (2, 4, 2.0, 2)
     assert (row["triton_version"], row["model"], row["cpu_share"], row["instances"]) == ("2.51.0", "numpy", 1.0, 1)
@@ -316,7 +316,7 @@ def test_check_compares_each_fleet_with_the_prediction_at_its_load(fleet_store):
     runs, windows = fleet_store.read("runs"), fleet_store.read("windows")
     w = capacity.with_shares(windows[windows["run_id"] == "b1"], runs)
     (m,) = capacity.model(w, 2.0, n_boot=100)
-    (c,) = capacity.check([m], capacity.fleet_runs(fleet_store.read("fleet"), runs, windows))
+    (c,) = capacity_fleet.check([m], capacity_fleet.fleet_runs(fleet_store.read("fleet"), runs, windows))
     per_node = float(m["fit"].at(2.0))
     assert c["group"] is m and c["predicted_usl"] == pytest.approx(2 * per_node)
     assert c["error_usl_pct"] == pytest.approx((9000 - 2 * per_node) / (2 * per_node) * 100)
@@ -324,10 +324,10 @@ def test_check_compares_each_fleet_with_the_prediction_at_its_load(fleet_store):
     assert c["predicted_p99_us"] == pytest.approx(m["p99_us"][1])
     assert c["predicted_usl_ci"][0] <= c["predicted_usl"] <= c["predicted_usl_ci"][1]
     assert c["within_bound"] and not c["extrapolated"]
-    law = capacity.node_law([c], m)
+    law = capacity_fleet.node_law([c], m)
     assert law["nodes"] == [2] and law["kappa"] == 0
     assert law["sigma"] == pytest.approx(max(0.0, c["predicted_usl"] / 9000 - 1), abs=1e-9)
-    text = capacity.format_check([c], 2.0)
+    text = capacity_text.format_check([c], 2.0)
     assert "fleet F1: 2 node(s) (a:0, b:1)" in text and "node share 1 CPU" in text and "error" in text
 
 
@@ -335,10 +335,10 @@ def test_a_fleet_of_another_share_is_not_checked_and_says_why(fleet_store, tmp_p
     _fleet(fleet_store, "F2", nodes=2, users=4, rounds=1, per_node_tput=4000.0, p99_lat=900, share=2.0)
     runs, windows = fleet_store.read("runs"), fleet_store.read("windows")
     models = capacity.model(capacity.with_shares(windows[windows["run_id"] == "b1"], runs), 2.0, n_boot=0)
-    checked = capacity.check(models, capacity.fleet_runs(fleet_store.read("fleet"), runs, windows))
+    checked = capacity_fleet.check(models, capacity_fleet.fleet_runs(fleet_store.read("fleet"), runs, windows))
     other = next(c for c in checked if c["run_id"] == "F2")
     assert other["group"] is None and "node share" in other["why"]
-    assert "not checked: no bench sweep of the same" in capacity.format_check(checked, 2.0)
+    assert "not checked: no bench sweep of the same" in capacity_text.format_check(checked, 2.0)
 
 
 def test_command_check_prints_predictions_errors_and_a_plot(fleet_store, capsys, tmp_path):
@@ -486,4 +486,4 @@ def test_the_usl_over_instances_is_fitted_from_each_counts_capacity(tmp_path):
     caps = [capacity.capacity_of(m) for m in models]
     assert law["fit"].at(4) == pytest.approx(caps[2], rel=0.05)
     assert law["ci"]["sigma"][0] is not None
-    assert "USL over instances 1, 2, 4" in capacity.format_instance_law(law)
+    assert "USL over instances 1, 2, 4" in capacity_text.format_instance_law(law)

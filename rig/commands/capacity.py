@@ -106,7 +106,7 @@ def run(args) -> int:
         raise RigError(f"{root} holds no windows of `rig bench` runs: run `rig bench --results RESULTS` first")
     windows = select(windows, runs, args.where)
 
-    from rig.analysis import capacity
+    from rig.analysis import capacity, capacity_fleet, capacity_text
 
     windows = capacity.with_shares(windows, runs)
     if goals:
@@ -115,21 +115,21 @@ def run(args) -> int:
     models = capacity.model(windows, args.p99_ms, n_boot=args.bootstrap)
     checked = []
     if args.check:
-        fleets = capacity.fleet_runs(fleet, runs, every)
-        checked = capacity.check(models, fleets)
-    laws = {id(m): capacity.node_law(checked, m) for m in models}
+        fleets = capacity_fleet.fleet_runs(fleet, runs, every)
+        checked = capacity_fleet.check(models, fleets)
+    laws = {id(m): capacity_fleet.node_law(checked, m) for m in models}
     for m in models:
         print()
         print(capacity.node_title(m["triton_version"], m["engine"], m["model"], m["cpu_share"], m["cpus"])
               + (f", {m['instances']} instance(s)" if m["instances"] is not None else "") + ":")
-        print(capacity.format_model(m, goals, args.headroom, laws[id(m)]))
+        print(capacity_text.format_model(m, goals, args.headroom, laws[id(m)]))
     for law in capacity.instance_laws(models):
         print()
         print(capacity.node_title(*(law[k] for k in capacity.NODE)) + ", across instance counts:")
-        print(capacity.format_instance_law(law))
+        print(capacity_text.format_instance_law(law))
     if args.check:
         print()
-        print(capacity.format_check(checked, args.p99_ms))
+        print(capacity_text.format_check(checked, args.p99_ms))
     if args.plot:
         from rig.analysis import capacity_plot
 

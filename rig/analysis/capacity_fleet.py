@@ -1,0 +1,159 @@
+"""`rig capacity --check`: the ``rig fleet`` runs of a store, measured as a bench point is, and
+each compared with what the node's fitted model predicted for that many nodes (its throughput at
+the p99 bound, its p99 at the fleet's load); how nodes add up, fitted from them
+(``rig.analysis.capacity`` fits the nodes themselves)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from rig import hdr
+from rig.analysis.capacity import measured_windows
+
+
+def _toml(text) -> dict:
+    import tomllib
+
+    try:
+        return tomllib.loads(text) if isinstance(text, str) else {}
+    except tomllib.TOMLDecodeError:
+        return {}
+
+
+def fleet_runs(fleet: pd.DataFrame, runs: pd.DataFrame, windows: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per ``rig fleet`` run, over its rounds where every node reported (total ``ok``):
+    its nodes' tags (``triton_version``, ``engine``, ``model``, ``cpu_share``, ``cpus`` as
+    ``a:0,b:1``, ``instances`` and ``in_flight`` from their runs' rows and configs; None where
+    the nodes differ), ``nodes``, ``users``, ``load`` (requests in flight a node: users / nodes x
+    in-flight), ``rounds``, and what was measured: ``throughput`` (each node's requests over
+    seconds in its measured windows, as a bench point's, summed over the nodes; the fleet
+    table's totals where the nodes' windows are not in the store) and ``p99_us`` (their
+    histograms merged)."""
+    cols = ["run_id", "triton_version", "engine", "model", "cpu_share", "cpus", "instances", "in_flight",
+            "nodes", "users", "load", "rounds", "throughput", "p99_us", "measured_from"]
+    if fleet is None or fleet.empty:
+        return pd.DataFrame(columns=cols)
+    out = []
+    by_run = runs.set_index("run_id") if len(runs) else pd.DataFrame()
+    for run_id, f in fleet.groupby("run_id", sort=True):
+        totals = f[(f["node"] == "*") & (f["outcome"] == "ok")]
+        if totals.empty:
+            continue
+        nodes = f[(f["node"] != "*") & f["round"].isin(totals["round"]) & (f["outcome"] == "ok")]
+        tags = []
+        for rid in nodes["node_run_id"].dropna().unique():
+            if rid not in by_run.index:
+                continue
+            r = by_run.loc[rid]
+            r = r.iloc[0] if isinstance(r, pd.DataFrame) else r
+            cfg = _toml(r.get("config"))
+            share = r.get("cpu_share")
+            tags.append({"triton_version": r.get("triton_version"), "engine": r.get("engine"),
+                         "model": r.get("model"), "cpu_share": None if pd.isna(share) else float(share),
+                         "instances": None if cfg.get("model_repository") else cfg.get("instances", 1),
+                         "in_flight": (cfg.get("workload") or {}).get("in_flight", 1),
+                         "node": nodes.loc[nodes["node_run_id"] == rid, "node"].iloc[0], "cpus": r.get("cpus")})
+
+        def same(k):
+            vals = {t[k] for t in tags}
+            return vals.pop() if len(vals) == 1 else None
+
+        n = int(nodes["node"].nunique())
+        users = int(totals["users"].median()) if totals["users"].notna().any() else None
+        in_flight = same("in_flight") or 1
+        measured, source = _fleet_measured(nodes, totals, windows)
+        version = same("triton_version") or (totals["triton_version"].iloc[0] if "triton_version" in totals else None)
+        out.append({"run_id": run_id, "triton_version": version,
+                    "engine": same("engine"), "model": same("model"), "cpu_share": same("cpu_share"),
+                    "cpus": ", ".join(f"{t['node']}:{t['cpus']}" for t in sorted(tags, key=lambda t: t["node"])
+                                      if t["cpus"]) or None,
+                    "instances": same("instances"), "in_flight": in_flight, "nodes": n, "users": users,
+                    "load": users / n * in_flight if users and n else None, "rounds": int(len(totals)),
+                    **measured, "measured_from": source})
+    return pd.DataFrame(out, columns=cols)
+
+
+def _fleet_measured(nodes: pd.DataFrame, totals: pd.DataFrame, windows: pd.DataFrame | None) -> tuple[dict, str]:
+    from rig.analysis.stats import histogram_percentiles
+
+    if windows is not None and len(windows):
+        keys = set(zip(nodes["node_run_id"], nodes["node_cycle"].astype("Int64")))
+        w = windows[[k in keys for k in zip(windows["run_id"], windows["cycle"].astype("Int64"))]]
+        w = w.assign(mode=w["mode"].fillna("closed"), concurrency=w["concurrency"].fillna(0)) if len(w) else w
+        mw = measured_windows(w) if len(w) else w
+        if len(mw) and len(keys) == mw[["run_id", "cycle"]].drop_duplicates().shape[0]:
+            names = nodes[["node_run_id", "node"]].drop_duplicates().rename(columns={"node_run_id": "run_id"})
+            per_node = mw.merge(names, on="run_id")
+            tput = sum(g["requests"].sum() / g["length_s"].sum() for _, g in per_node.groupby("node")
+                       if g["length_s"].sum() > 0)
+            h = hdr.merge(mw["histogram"].tolist()) if "histogram" in mw else None
+            return {"throughput": float(tput), "p99_us": histogram_percentiles(h, (99,))["p99_us"]}, "node windows"
+    h = hdr.merge(totals["histogram"].tolist())
+    return ({"throughput": float(totals["throughput"].median()),
+             "p99_us": histogram_percentiles(h, (99,))["p99_us"] if h is not None else None}, "fleet totals")
+
+
+def check(models: list[dict], fleets: pd.DataFrame) -> list[dict]:
+    """Each fleet run beside the prediction of the group it matches (the same Triton version,
+    engine, model, node share and instance count): the throughput of its nodes at its load (a
+    node's, by the group's law and by the linear baseline's interpolation, times the nodes:
+    what nodes that share nothing would do) with its interval, the p99 at that load, and the
+    errors in % of the prediction (measured - predicted). ``at_bound``: the fleet ran at the
+    whole load the model puts at the p99 bound. A fleet no group matches is a row that says why."""
+    import numpy as np
+
+    from rig.analysis import usl
+
+    rows = []
+    for f in fleets.to_dict("records"):
+        match = [m for m in models if all(m[k] == f[k] for k in ("triton_version", "engine", "model", "cpu_share"))
+                 and (m["instances"] is None or f["instances"] is None or m["instances"] == f["instances"])]
+        row = {**f, "group": None, "why": None}
+        if not match:
+            row["why"] = ("no bench sweep of the same Triton version, engine, model, node share and instances"
+                          if f["model"] is not None and f["cpu_share"] is not None
+                          else "its nodes differ in version, model or share (or ran before shares were recorded)")
+            rows.append(row)
+            continue
+        m = match[0]
+        load, n = f["load"], f["nodes"]
+        law = m["fit"]
+        per_usl = float(law.at(load)) if law is not None and load else None
+        band = usl.interval([float(usl.throughput(load, *b["params"])) for b in m["boot"] if b["params"]])
+        per_lin = float(np.interp(load, m["loads"], m["throughput"])) if load else None
+        p99 = usl.p99_at(load, m["loads"], m["p99_us"]) if load else None
+        whole = math.floor(m["load"] + 1e-9) if m["load"] else None
+
+        def err(measured, predicted):
+            return None if measured is None or not predicted else (measured - predicted) / predicted * 100
+
+        row.update(group=m, by=m["by"], predicted_usl=n * per_usl if per_usl else None,
+                   predicted_usl_ci=tuple(n * v for v in band) if band[0] is not None else (None, None),
+                   predicted_linear=n * per_lin if per_lin else None, predicted_p99_us=p99,
+                   error_usl_pct=err(f["throughput"], n * per_usl if per_usl else None),
+                   error_linear_pct=err(f["throughput"], n * per_lin if per_lin else None),
+                   error_p99_pct=err(f["p99_us"], p99 if p99 is not None and math.isfinite(p99) else None),
+                   within_bound=f["p99_us"] is not None and f["p99_us"] <= m["p99_ms"] * 1000,
+                   at_bound=whole is not None and whole >= 1 and abs(load - whole) < 1e-9,
+                   extrapolated=law is not None and load is not None and not law.n_min <= load <= law.n_max)
+        rows.append(row)
+    return rows
+
+
+def node_law(checked: list[dict], m: dict) -> dict | None:
+    """How nodes add up, fitted over the fleet runs of ``m``'s node: each run's efficiency
+    (measured over the nodes x one node's prediction at the run's load, by ``m``'s model) and
+    ``usl.fit_nodes``. {sigma, kappa, nodes: the counts measured}; None where no run matches."""
+    from rig.analysis import usl
+
+    key = "predicted_usl" if m["by"] == "usl" else "predicted_linear"
+    runs = [c for c in checked if c.get("group") is m and c.get(key) and c.get("throughput")]
+    if not runs:
+        return None
+    got = usl.fit_nodes([c["nodes"] for c in runs], [c["throughput"] / c[key] for c in runs])
+    return None if got is None else {"sigma": got[0], "kappa": got[1], "nodes": sorted({c["nodes"] for c in runs})}
+
+
+# ---------------------------------------------------------------- as text
