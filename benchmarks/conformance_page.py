@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from rig.analysis import conformance as cf  # noqa: E402
+from rig.analysis import conformance_text as cft  # noqa: E402
 from rig.errors import RigError  # noqa: E402
 
 STORE = ROOT / "docs" / "conformance" / "store"
@@ -109,7 +110,7 @@ def page(store: str | Path = STORE, known_path: str | Path | None = None) -> str
         "`rig report R` shows them too where its scenarios ran on more than one core or shape).",
         "",
     ]
-    return "\n".join(intro) + "\n" + cf.to_markdown(table, level=2)
+    return "\n".join(intro) + "\n" + cft.to_markdown(table, level=2)
 
 
 def main(argv=None) -> int:

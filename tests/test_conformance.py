@@ -22,6 +22,7 @@ import pandas as pd
 import pytest
 
 from rig.analysis import conformance as cf
+from rig.analysis import conformance_text as cft
 from rig.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,9 +82,9 @@ def test_cells_judged_as_known_finding_or_unjudged(tmp_path):
     assert control.growth == {"not_measured": 2}  # counted where recorded
     stub = cells["stub-exits", False, "2.51.0"]
     assert stub.judgement == cf.FINDING and stub.differing == 1 and stub.verdicts == ("exit_timeout", "errors", "ok")
-    assert stub.agreeing == 2 and cf.mark(stub) == "✗ exit_timeout · errors 2/3"
+    assert stub.agreeing == 2 and cft.mark(stub) == "✗ exit_timeout · errors 2/3"
     old = cells["finalize-raises", False, "2.41.0"]
-    assert old.judgement == cf.UNJUDGED and old.known is None and cf.mark(old) == "? finalize_error"
+    assert old.judgement == cf.UNJUDGED and old.known is None and cft.mark(old) == "? finalize_error"
     found = cf.findings(frame, known)
     assert [(f["scenario"], f["triton_version"], f["differing"]) for f in found] == [("stub-exits", "2.51.0", 1)]
     assert found[0]["reason"] == ("stub-exits, unbatched, capi, Triton 2.51.0: 1/3 cycle(s) differ from the known "
@@ -128,11 +129,11 @@ def test_changed_in_names_every_core_whose_verdicts_differ_from_the_one_before()
     assert changes[("leaks-memory", False, "tritonserver", "unbatched")] == ["2.48.0"]
     grid = cf.build(frame).grids[0]
     assert grid.cores == ("2.9", "2.10", "2.44.0", "2.48.0", "2.51.0")
-    md = cf.to_markdown(cf.build(frame))
+    md = cft.to_markdown(cf.build(frame))
     assert "| changed in 2.51.0 | server#7481 |" in md
     assert "| changed in 2.48.0, 2.51.0 | server#8604, server#7230 |" in md
     assert re.search(r"\| leaks-memory \|.*\| — \| server#8218 \|", md)
-    assert cf.changed_text([]) == "—" and cf.changed_text(["2.44.0", "2.48.0"]) == "changed in 2.44.0, 2.48.0"
+    assert cft.changed_text([]) == "—" and cft.changed_text(["2.44.0", "2.48.0"]) == "changed in 2.44.0, 2.48.0"
 
 
 # --- the grids -------------------------------------------------------------------------------------
@@ -159,7 +160,7 @@ def test_grid_rows_columns_marks_footnotes_and_links_in_both_renderings(tmp_path
     skipped = [{"scenario": "stub-exits", "control": False, "engine": "capi", "shape": None,
                 "triton_version": "2.51.0", "reason": "no stub for this Python"}]
     t = cf.build(frame, known, skipped=skipped)
-    md = cf.to_markdown(t)
+    md = cft.to_markdown(t)
     capi = md.split("## C API (`capi`), unbatched")[1].split("## official Python API")[0]
     rows = [line for line in capi.split("**Figures")[0].splitlines() if line.startswith("| ") and "---" not in line]
     assert rows[0] == "| scenario | 2.48.0 | 2.51.0 | changed in | upstream |"
@@ -177,11 +178,11 @@ def test_grid_rows_columns_marks_footnotes_and_links_in_both_renderings(tmp_path
     targets = re.findall(r"\]\(#([^)]+)\)", md)
     assert len(targets) == 4 and all(f'<a id="{a}"></a>' in md for a in targets)
     page = _Links()
-    page.feed(cf.to_html(t))
+    page.feed(cft.to_html(t))
     assert sorted(page.hrefs) == sorted(targets) and set(page.hrefs) <= set(page.ids)
     assert len(page.ids) == len(set(page.ids))
     assert '<td class="as-known"><a href="#cf-capi-unbatched-finalize-raises-2-51-0">✓ finalize_error</a></td>' \
-        in cf.to_html(t)
+        in cft.to_html(t)
 
 
 def test_the_grid_spans_cores_or_shapes():
@@ -371,6 +372,6 @@ def test_where_a_shape_moves_a_verdict_is_named_and_where_it_holds_too():
     (m,) = moves
     assert (m["default"], m["verdicts"], m["moved"], m["same"]) == (
         "unbatched", ("exit_timeout", "errors", "ok"), {"batched": ("clean", "errors", "ok")}, ["instances-2"])
-    text = cf.shape_moves_markdown(cf.cells(frame))
+    text = cft.shape_moves_markdown(cf.cells(frame))
     assert "| execute-raises | capi | 2.51.0 | unbatched: exit_timeout / errors / ok | batched: clean / errors / ok " \
            "| instances-2 |" in text and "Of 1 scenario cell(s)" in text

@@ -14,7 +14,7 @@ import dataclasses
 
 import pandas as pd
 
-from rig.analysis import conformance, plots
+from rig.analysis import conformance, conformance_text, plots
 from rig.analysis import report_differences as differences
 from rig.analysis import report_growth
 from rig.analysis import report_html as rh
@@ -241,6 +241,6 @@ def conformance_section(cycles: pd.DataFrame) -> rh.Section | None:
     counts = ", ".join(f"{n} {j}" for j, n in table.counts.items())
     return rh.Section("Conformance").add(
         f"Each scenario's verdicts per core, API and model shape against the known ones: {counts}.",
-        rh.Html(conformance.to_html(table),
+        rh.Html(conformance_text.to_html(table),
                 markdown="The grid is in the HTML page; `rig report --conformance RESULTS` prints it here."))
 

@@ -81,6 +81,7 @@ def conformance(args) -> int:
     import dataclasses
 
     from rig.analysis import conformance as cf
+    from rig.analysis import conformance_text as cft
     from rig.errors import RigError
     from rig.protocol import CycleRow
     from rig.store import Store, where
@@ -110,7 +111,7 @@ def conformance(args) -> int:
                        f"(or rig soak --scenario NAME) with --results {redact(str(args.results))}")
     counts = ", ".join(f"{n} {j}" for j, n in table.counts.items())
     text = (f"# Conformance: {redact(str(args.results))}\n\n{len(table.cells)} cell(s): {counts}.\n\n"
-            + cf.to_markdown(table))
+            + cft.to_markdown(table))
     if args.output is None:
         print(text, end="")
         return 0
