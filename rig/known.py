@@ -79,6 +79,23 @@ def lookup(scenario: str, control: bool, shape: str, engine: str, triton_version
     return table(path).get((scenario, bool(control), shape, engine, str(triton_version)))
 
 
+def expected(scenario, control: bool, shape: str, engine: str, triton_version: str,
+             path: str | Path | None = None) -> Known | None:
+    """What a cell is held to: the verdicts known for it, else, for a control (and the template,
+    every template scenario's control), its contract: clean, ok, ok; None where neither (unjudged).
+    ``scenario``: a ``rig.scenarios.Scenario``."""
+    k = lookup(scenario.name, control, shape, engine, triton_version, path)
+    return contract(scenario, control) if k is None else k
+
+
+def contract(scenario, control: bool) -> Known | None:
+    """A control's contract (the template's too: it is every template scenario's control): clean,
+    ok, ok; None for a scenario itself."""
+    if control or scenario.name == "template":
+        return Known(*(scenario.control if control else ("clean", "ok")), "ok", 0, "contract")
+    return None
+
+
 def cores(path: str | Path | None = None) -> set[tuple[str, str]]:
     """The (engine, Triton version) pairs some verdict is known for."""
     return {(k[3], k[4]) for k in table(path)}

@@ -155,10 +155,9 @@ def _cell(key, rows: list[dict], known: dict) -> Cell:
     verdicts = [_triple(r) for r in rows]
     top, agreeing = known_verdicts.majority(verdicts)
     k = known.get((scenario, control, shape, engine, version))  # rig.known.lookup's key
+    if k is None and scenario in scenarios.SCENARIOS:  # a control's contract, as the matrix holds it
+        k = known_verdicts.contract(scenarios.SCENARIOS[scenario], control)
     want = None if k is None else (k.lifecycle, k.load, k.growth or "ok")
-    if want is None and (control or scenario == scenarios.TEMPLATE) and scenario in scenarios.SCENARIOS:
-        # a control's contract (the template is every template scenario's control), as the matrix holds it
-        want = (*scenarios.SCENARIOS[scenario].control, "ok")
     differing = 0 if want is None else sum(not _holds(r, want) for r in rows)
     judgement = UNJUDGED if want is None else FINDING if differing else AS_KNOWN
     stops = sorted(float(r["stop_latency_s"]) for r in rows if r.get("stop_latency_s") is not None)

@@ -67,7 +67,7 @@ def scenario_cells(scens: list, plan: list[dict], known_path: str | None = None,
     engine is a row 'skipped' that says so."""
     from rig import known
 
-    from rig.scenarios import TEMPLATE
+    from rig.scenarios import SCENARIOS, TEMPLATE
 
     cells, seen = [], set()
     for s in scens:
@@ -82,12 +82,9 @@ def scenario_cells(scens: list, plan: list[dict], known_path: str | None = None,
                         if (name, is_control, shape, p["spec"], engine) in seen:
                             continue
                         seen.add((name, is_control, shape, p["spec"], engine))
-                        k = known.lookup(name, is_control, shape, engine, p["triton"], known_path)
-                        # a control (the template too) with nothing known is held to its contract: clean
-                        contract = is_control or name == TEMPLATE
-                        want, growth = ((k.verdicts, k.growth) if k else
-                                        (s.control if is_control else ("clean", "ok"), "ok")
-                                        if contract else (None, None))
+                        k = known.expected(s if name == s.name else SCENARIOS[name], is_control, shape, engine,
+                                           p["triton"], known_path)
+                        want, growth = (k.verdicts, k.growth) if k else (None, None)
                         cell = {"scenario": name, "control": is_control, "shape": shape, "runtime": p["spec"],
                                 "triton_version": p["triton"], "engine": engine, "why": why,
                                 "expected": want, "growth": growth}
