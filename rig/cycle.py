@@ -71,6 +71,8 @@ class CycleSpec:
     max_memory_growth: float | None = MAX_MEMORY_GROWTH_B  # bytes per 1,000 requests, any process kind
     max_slowdown: float | None = MAX_SLOWDOWN_PCT           # % slower at the load's end than its start
     sample_memory: bool = True
+    # The phases holding the quiet lock in a matrix (rig.quiet): not those a fault only waits in
+    quiet: list = dataclasses.field(default_factory=lambda: ["start", "load"])
 
 
 class Held:
@@ -130,12 +132,15 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
                                 for m in repository_models(Path(spec.model_repository))),
         log_file=str(Path(spec.log_dir) / f"triton-c{cycle:06d}.log") if spec.log_dir else None)
 
-    quiet = Quiet().enter()  # beside other cells of a matrix: start and load one at a time (rig.quiet)
+    quiet = Quiet()  # beside other cells of a matrix: start and load one at a time (rig.quiet)
     try:
+        if "start" in spec.quiet:
+            quiet.enter()
         phase("start", spec.startup_timeout + 10)
         engine, t0 = _start(make_engine, spec, options, held, evidence, row, phase)
         if engine is None:
             return CycleDone(row)
+        (quiet.enter if "load" in spec.quiet else quiet.leave)()  # a load that only waits overlaps
         return _cycle_after_start(engine, t0, spec, cycle, row, evidence, watchers, phase, workload, partial,
                                   send, reload, unload_first, quiet)
     finally:

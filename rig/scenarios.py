@@ -48,6 +48,10 @@ class Scenario:
     has_control: bool = True      # a negative control exists (memory measures, it has no fault to leave out)
     requests: int | None = None   # requests per cycle when no workload runs (default: the run's)
     in_flight: int = IN_FLIGHT    # stop-in-flight: requests outstanding at stop()
+    # The phases ("start", "load") in which the faulted model only waits (an initialize that
+    # sleeps, requests the model never answers): a matrix cell holds no quiet lock over them
+    # (rig.quiet), so that cells side by side overlap the waiting; its control holds it throughout.
+    waits: tuple[str, ...] = ()
 
     def expected_for(self, engine: str, version: str, shape: str | None = None,
                      control: bool = False) -> tuple[str, str] | None:
@@ -90,21 +94,21 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              fault="execute-raises", expected=("exit_timeout", "errors"), workload=True, shapes=ALL_SHAPES),
     Scenario("stub-exits", ("server#8604", "server#7230"),
              "the model's stub calls os._exit on its third request", fault="stub-exits",
-             expected=("exit_timeout", "errors"),
+             expected=("exit_timeout", "errors"), waits=("load",),
              shapes=ALL_SHAPES),
     Scenario("sender-kept", ("server#7626",),
              "a decoupled model keeps each request's response sender on self and never sends the final flag",
-             repository="sender-kept", expected=("exit_timeout", "timeouts"), workload=True,
+             repository="sender-kept", expected=("exit_timeout", "timeouts"), workload=True, waits=("load",),
              shapes=("decoupled", "decoupled,instances-2")),
     Scenario("sender-after-return", ("python_backend QA: response sender after return",),
              "a non-decoupled model returns None from execute and closes the request from a thread "
              "with the final flag alone, no response", repository="sender-after-return",
-             expected=("exit_timeout", "timeouts"), workload=True,
+             expected=("exit_timeout", "timeouts"), workload=True, waits=("load",),
              shapes=("unbatched", "instances-2")),
     Scenario("stop-while-loading", ("core#324",),
              "stop() while a model's initialize is still running: the models unloaded, loaded again from a "
              "thread, stop() once a load is under way (the template's initialize sleeps 5 s past the exit timeout)",
-             fault="load-slow", client="stop-while-loading", expected=("exit_timeout", "ok"),
+             fault="load-slow", client="stop-while-loading", expected=("exit_timeout", "ok"), waits=("start",),
              shapes=("unbatched", "instances-2")),
     Scenario("stop-in-flight", ("L0_lifecycle test_shutdown_dynamic",),
              f"stop() with {IN_FLIGHT} requests in flight and queued (125 ms each): every one answered or "
@@ -113,7 +117,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("bls-in-flight", ("python_backend#325",),
              "stop() with a request in flight to a BLS model whose request to a second model "
              "(1.5 s) is outstanding", repository="bls-in-flight", client="stop-in-flight", in_flight=1,
-             requests=4),
+             requests=4, waits=("load",)),
     Scenario("refused-request", ("found here: a refused request is never deleted",),
              f"{REFUSED} requests per model with an input the model does not have, each refused at "
              "submission, then stop()", client="refused-request", client_is_fault=True,

@@ -51,6 +51,7 @@ class WorkerHandle:
             input_data=p.config.input_data, shapes=inputs["shapes"], optional_inputs=inputs["optional"],
             client=p.config.client,
             in_flight_at_stop=scenarios.get(p.config.scenario).in_flight if p.config.scenario else IN_FLIGHT,
+            quiet=_quiet_phases(p.config),
             max_memory_growth=p.config.thresholds.max_memory_growth, max_slowdown=p.config.thresholds.max_slowdown,
             sample_memory=p.config.memory_samples)
         (p.work_dir / "logs").mkdir(parents=True, exist_ok=True)
@@ -112,6 +113,13 @@ class WorkerHandle:
             os.close(self._r)
         except OSError:
             pass
+
+
+def _quiet_phases(config) -> list[str]:
+    """The phases that hold the quiet lock (``CycleSpec.quiet``): all but those a scenario's
+    faulted model only waits in (``Scenario.waits``); a control holds it throughout."""
+    waits = scenarios.get(config.scenario).waits if config.scenario and not config.control else ()
+    return [ph for ph in ("start", "load") if ph not in waits]
 
 
 def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult], None],
