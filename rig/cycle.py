@@ -126,11 +126,11 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
         model_repository=spec.model_repository, backend_directory=spec.runtime.get("backend_dir"),
         exit_timeout_s=spec.exit_timeout, model_control="explicit" if explicit else "none",
         startup_models=("*",) if explicit else (),
-        # The in-process API's default (strict) unless a model has no config.pbtxt to be strict
-        # about: then Triton asks the model to complete it (auto_complete_config), ~1 s a model.
+        # Strict (the API's default) unless a model has no config.pbtxt: then it completes it, ~1 s
         strict_model_config=all((Path(spec.model_repository) / m / "config.pbtxt").exists()
                                 for m in repository_models(Path(spec.model_repository))),
-        log_file=str(Path(spec.log_dir) / f"triton-c{cycle:06d}.log") if spec.log_dir else None)
+        log_file=str(Path(spec.log_dir) / f"triton-c{cycle:06d}.log") if spec.log_dir else None,
+        backend_config=(("python", "shm-region-prefix-name", probes.own_shm_prefix()),))
 
     quiet = Quiet()  # beside other cells of a matrix: start and load one at a time (rig.quiet)
     try:

@@ -13,6 +13,14 @@ SHM_DIR = Path("/dev/shm")
 SHM_PREFIX = "triton_python_backend_shm_region"
 
 
+def own_shm_prefix() -> str:
+    """The Python backend's region names for a server in this process (its
+    ``shm-region-prefix-name``): older backends (2.42.0 and before, at least) number their regions
+    from 1 in each server, so two servers on one host, cells of a matrix side by side or a fleet's
+    nodes, made and removed each other's regions; this process's id makes them its own."""
+    return f"{SHM_PREFIX}_rig{os.getpid()}_"
+
+
 def _is_stub(p: psutil.Process) -> bool:
     try:
         return p.name().startswith(STUB_NAME[:15]) or any(STUB_NAME in a for a in p.cmdline()[:1])
