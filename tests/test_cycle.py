@@ -29,6 +29,9 @@ def test_retain_none_is_clean(tmp_path, runtime):
     assert 0 < r.start_latency_s < startup_timeout
     assert 0 < r.stop_latency_s < exit_timeout, "nothing held the model: the stop did not wait out the exit timeout"
     assert str(r.triton_version) == runtime.triton_version
+    # the backend's regions are named for the worker: servers side by side never share a name
+    log = next(res.glob("_work/*/logs/triton-c000001.log")).read_text()
+    assert f'"shm-region-prefix-name":"triton_python_backend_shm_region_rig{r.worker_pid}_"' in log
     for col in ("run_id", "cycle", "triton_version", "engine", "model", "retain", "outcome",
                 "start_latency_s", "stop_latency_s", "finalize_expected", "finalize_before_stop",
                 "finalize_after_stop", "stubs_alive_after_stop"):
