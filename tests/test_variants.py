@@ -1,0 +1,50 @@
+"""Variants of the lifecycle scenarios' classes, written the way other teams write models
+(``tests/corpus/variants/``: other names, inputs, shapes and ways of going wrong), each run as a
+user would run their own repository, with the options its scenario's cells run with. Each must
+land in the verdicts the conformance table (``rig/known_verdicts.csv``) gives its class for the
+core, API and model shape it ran in: the table is about a class of bug, not about the rig's own
+models.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import ROOT, cycles, rig
+from rig import known
+from rig.commands.matrix import SCENARIO_LOAD
+from rig.engines.official import loader
+
+VARIANTS = ROOT / "tests" / "corpus" / "variants"
+_OFFICIAL = loader.bindings_library() is not None
+ENGINES = [pytest.param("capi", marks=pytest.mark.slow),
+           pytest.param("tritonserver", marks=[pytest.mark.slow, pytest.mark.official, pytest.mark.skipif(
+               not _OFFICIAL, reason="the tritonserver bindings are not installed here; run these tests in "
+                                     "the sandbox: bash tests/sandbox/official.sh")])]
+
+CASES = [  # (the variant, the scenario whose class it is, what its scenario's cells add)
+    ("sigkill_batched", "stub-exits", ()),                       # SIGKILL, not os._exit; batched
+    ("raises_two_instances", "execute-raises", SCENARIO_LOAD),   # RuntimeError per instance
+    ("keeps_senders", "sender-kept", SCENARIO_LOAD),             # senders in a dict, one token each
+    ("finalize_keyerror", "finalize-raises", ()),                # two instances
+    ("finalize_joins_forever", "finalize-sleeps", ()),           # joins a thread that never ends
+    ("initialize_missing_file", "load-fails", ()),               # np.load of a missing file
+    ("retained_by_batcher", "retained-array", ("--retain", "last-array")),  # the client keeps it
+]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("variant, scenario, extra", CASES, ids=[c[0] for c in CASES])
+def test_a_variant_lands_in_the_tables_verdict_for_its_class(tmp_path, engine, variant, scenario, extra):
+    res = tmp_path / "results"
+    p = rig("soak", "--model-repository", str(VARIANTS / variant), "--engine", engine, "--cycles", "1",
+            "--exit-timeout", "5", "--request-timeout", "5", *extra, "--results", str(res), timeout=400)
+    assert p.returncode in (0, 1), p.stdout[-2000:] + p.stderr[-2000:]
+    assert "Traceback" not in p.stderr
+    for row in cycles(res).to_dict("records"):
+        shape, core = row["shape"], str(row["triton_version"])
+        k = known.lookup(scenario, False, shape, engine, core)
+        assert k is not None, f"the table knows nothing of {scenario} [{shape}] on {core}"
+        got = (row["outcome"], row["load_outcome"] or "not_measured")
+        assert got == k.verdicts, f"{variant} gave {got}; the table gives {scenario} [{shape}] {k.verdicts}: " \
+                                  f"{row['detail']}"
