@@ -136,8 +136,9 @@ def load(core_library: str | None):
         elif missing:
             raise EngineError(
                 f"the tritonserver {bindings_version()} bindings do not fit this core "
-                f"({_core_version(core)}, {core_library}): it lacks {shown}; use a newer runtime "
-                "or bindings of the core's own release", "UNSUPPORTED")
+                f"({_core_version(core)}, {core_library}): it lacks {shown}; use a newer runtime, "
+                "or bindings that fit it (the 2.70.0 wheel, whose placeholder library answers what a core "
+                "lacks, runs over 2.44.0 and newer: docs/measurements/lifecycle.md)", "UNSUPPORTED")
     try:
         import tritonserver
     except Exception as e:  # noqa: BLE001 - ImportError, OSError, garbled binding errors
