@@ -6,6 +6,8 @@ and naming the run it came from.
 A cell of the conformance table is judged against the row for its scenario, control, shape,
 engine and core: the same verdicts are as known, others are a finding. Where no row exists the
 cell is unjudged (recorded, never failed) until someone reviews a run and accepts it.
+A field may name alternatives, ``exit_timeout|clean``: an intermittent cell, where each cycle
+gives one of them (``--accept RESULTS --intermittent`` records a cell whose cycles disagree so).
 Pure reading and writing of that file; no Triton here.
 """
 
@@ -22,6 +24,7 @@ from pathlib import Path
 
 from rig.errors import RigError
 
+ANY = "|"  # between a field's alternatives: an intermittent cell
 FIELDS = ("scenario", "control", "shape", "engine", "triton_version", "lifecycle", "load", "growth",
           "cycles", "run_id")
 
@@ -101,6 +104,26 @@ def cores(path: str | Path | None = None) -> set[tuple[str, str]]:
     return {(k[3], k[4]) for k in table(path)}
 
 
+def admits(known: str | None, got: str | None) -> bool:
+    """Whether the verdict ``got`` is one the known field names (one of its alternatives)."""
+    return got is not None and known is not None and got in str(known).split(ANY)
+
+
+def holds(got, want) -> bool:
+    """Whether a cycle's (lifecycle, load) verdicts hold against those known (``Known.verdicts``):
+    each is the one known, or one of its alternatives where the cell is intermittent."""
+    return len(got) >= 2 and len(want) >= 2 and admits(want[0], got[0]) and admits(want[1], got[1])
+
+
+def intermittent(known: "Known | None") -> bool:
+    return known is not None and any(ANY in f for f in (known.lifecycle, known.load, known.growth))
+
+
+def _alternatives(values) -> str:
+    """A field's alternatives, the most often seen first."""
+    return ANY.join(v for v, _ in Counter(values).most_common())
+
+
 def majority(verdicts: list[tuple[str, str, str]]) -> tuple[tuple[str, str, str], int] | None:
     """The verdicts most cycles gave, and how many gave them."""
     if not verdicts:
@@ -109,12 +132,14 @@ def majority(verdicts: list[tuple[str, str, str]]) -> tuple[tuple[str, str, str]
     return top, n
 
 
-def accept(cycles, path: str | Path | None = None, require_unanimous: bool = True) -> tuple[int, list[str]]:
+def accept(cycles, path: str | Path | None = None, require_unanimous: bool = True,
+           intermittent_ok: bool = False) -> tuple[int, list[str]]:
     """Write the verdicts of every scenario cell in ``cycles`` (a frame or records of the stored
     cycles) into the known-verdicts file: one row per scenario, control, shape, engine and core,
     replacing the row there. A cell whose cycles disagree is left out unless
-    ``require_unanimous`` is false (then the most common verdicts stand); the reasons come back.
-    Returns (rows written, cells left out with why)."""
+    ``require_unanimous`` is false (then the most common verdicts stand) or ``intermittent_ok``
+    (then each field names every verdict its cycles gave: ``exit_timeout|clean``); the reasons
+    come back. Returns (rows written, cells left out with why)."""
     rows_in = cycles.to_dict("records") if hasattr(cycles, "to_dict") else [
         r if isinstance(r, dict) else dataclasses.asdict(r) for r in cycles]
     cells: dict[Key, list] = {}
@@ -131,7 +156,9 @@ def accept(cycles, path: str | Path | None = None, require_unanimous: bool = Tru
         verdicts = [(str(r["outcome"]), str(r.get("load_outcome") or "not_measured"),
                      str(r.get("growth_outcome") or "ok")) for r in rows]
         top, n = majority(verdicts)
-        if n < len(verdicts) and require_unanimous:
+        if n < len(verdicts) and intermittent_ok:
+            top = tuple(_alternatives(v[i] for v in verdicts) for i in range(3))
+        elif n < len(verdicts) and require_unanimous:
             left_out.append(f"{key[0]}{' (control)' if key[1] else ''} {key[2]} {key[3]} {key[4]}: its cycles "
                             f"disagree ({', '.join(str(c) + 'x ' + ' / '.join(v) for v, c in Counter(verdicts).items())})")
             continue

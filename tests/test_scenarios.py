@@ -122,6 +122,40 @@ def test_rig_scenarios_accept_records_a_reviewed_runs_verdicts_as_data(tmp_path)
     assert empty.returncode == 2 and empty.stderr.count("\n") == 1 and "holds no scenario cycles" in empty.stderr
 
 
+def test_an_intermittent_cell_is_recorded_with_every_verdict_and_either_is_as_known(tmp_path):
+    """`--accept R --intermittent`: a cell whose cycles disagree is recorded with each verdict its
+    cycles gave (``exit_timeout|clean``); a cycle giving any one of them is as known, another is a
+    finding, in the matrix's judgement and in the grid alike."""
+    from rig import known
+    from rig.analysis import conformance as cf
+    from rig.analysis.matrix import judge_scenario
+    from rig.store import Store
+
+    store = Store(str(tmp_path / "R"))
+    outcomes = ("exit_timeout", "clean", "clean")
+    rows = [cycle_row(i, scenario="execute-raises", control=False, shape="instances-2", engine="tritonserver",
+                      outcome=o, load_outcome="errors", growth_outcome="ok") for i, o in enumerate(outcomes, 1)]
+    store.write("cycles", rows, "2.51.0", "run")
+    path = tmp_path / "known.csv"
+    plain = rig("scenarios", "--accept", str(tmp_path / "R"), "--known-file", str(path))
+    assert "left out: execute-raises instances-2 tritonserver 2.51.0" in plain.stdout
+    proc = rig("scenarios", "--accept", str(tmp_path / "R"), "--intermittent", "--known-file", str(path))
+    assert proc.returncode == 0 and "1 cell(s) recorded" in proc.stdout, proc.stdout + proc.stderr
+    k = known.lookup("execute-raises", False, "instances-2", "tritonserver", "2.51.0", path)
+    assert k.verdicts == ("clean|exit_timeout", "errors") and known.intermittent(k)
+    assert known.holds(("exit_timeout", "errors"), k.verdicts) and known.holds(("clean", "errors"), k.verdicts)
+    assert not known.holds(("finalize_error", "errors"), k.verdicts)
+    assert not known.holds(("clean", "ok"), k.verdicts)
+    row = judge_scenario({"status": "pass", "expected": k.verdicts, "growth": "ok",
+                          "verdicts": [("clean", "errors"), ("exit_timeout", "errors")]})
+    assert row["status"] == "pass" and row["as_expected"] == 2
+    row = judge_scenario({"status": "pass", "expected": k.verdicts, "growth": "ok",
+                          "verdicts": [("clean", "errors"), ("stub_crashed", "errors")]})
+    assert row["status"] == "finding"
+    cell, = cf.cells(pd.DataFrame([r.__dict__ for r in rows]).assign(triton_version="2.51.0"), path)
+    assert cell.judgement == cf.AS_KNOWN
+
+
 def test_report_table_counts_verdicts_against_the_known_ones():
     rows = [cycle_row(i, scenario="retained-response", control=False, outcome="exit_timeout", load_outcome="ok",
                       stop_latency_s=3.0, finalize_expected=1, finalize_before_stop=0)

@@ -15,6 +15,7 @@ import statistics
 
 from rig.analysis.verdict import finalize_success, records
 from rig.errors import Exit
+from rig.known import admits, holds
 from rig.verdicts import NOT_MEASURED
 
 # pass: the soak ran and held its thresholds; fail: it crossed one (exit 1); skipped: the cell
@@ -72,8 +73,9 @@ def cell_figures(cycles) -> dict:
 
 def growth_held(got: str | None, want: str | None) -> bool:
     """Whether a cycle's growth verdict ``got`` holds against the one expected (``want``; None: ok):
-    a cycle with none (stored before schema 11) or ``not_measured`` is not held against the cell."""
-    return got in (None, NOT_MEASURED) or got == (want or "ok")
+    a cycle with none (stored before schema 11) or ``not_measured`` is not held against the cell;
+    an intermittent cell's ``want`` names alternatives (rig.known.admits)."""
+    return got in (None, NOT_MEASURED) or admits(want or "ok", got)
 
 
 def judge_scenario(row: dict) -> dict:
@@ -88,7 +90,7 @@ def judge_scenario(row: dict) -> dict:
     growths = list(row.get("growths") or [None] * len(got))
     growths += [None] * (len(got) - len(growths))
     row["as_expected"] = None if want is None else sum(
-        tuple(v) == tuple(want) and growth_held(g, growth) for v, g in zip(got, growths))
+        holds(v, want) and growth_held(g, growth) for v, g in zip(got, growths))
     if row["status"] != "pass":
         return row
     if want is None:
@@ -97,7 +99,7 @@ def judge_scenario(row: dict) -> dict:
                    "not judged")
     elif not got or row["as_expected"] < len(got):
         bad = []
-        if any(tuple(v) != tuple(want) for v in got):
+        if any(not holds(v, want) for v in got):
             shown = ", ".join(f"{k} {v}" for k, v in sorted(_pairs(got).items()))
             bad.append(f"verdicts {shown}; expected {' / '.join(want)}")
         wrong = _counts([g for g in growths if not growth_held(g, growth)])

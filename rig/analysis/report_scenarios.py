@@ -19,6 +19,7 @@ import pandas as pd
 from rig import scenarios
 from rig.analysis import stats
 from rig.analysis.matrix import growth_held
+from rig.known import holds
 from rig.analysis.report_html import Section, Table
 
 KEYS = ["scenario", "control", "shape", "triton_version", "engine"]
@@ -163,7 +164,7 @@ def rows(cycles: pd.DataFrame) -> pd.DataFrame:
             "growth": _counts(growth),
             "expected": " / ".join((*want, want_growth)) if want else why,
             "as expected": "not judged" if want is None
-            else f"{sum(x == want and h for x, h in zip(got, held))}/{len(got)}",
+            else f"{sum(holds(x, want) and h for x, h in zip(got, held))}/{len(got)}",
             "stop p50 s": stop.median() if stop.notna().any() else NOT_RECORDED,
             "finalize before stop": f"{int(before.sum())}/{int(exp.sum())}" if exp.sum() else NOT_RECORDED,
             "upstream": (", ".join(known.upstream) or "the rig's own control") if known

@@ -16,6 +16,9 @@ def add_parser(sub) -> None:
                    help="after reviewing a matrix run (rig report --conformance RESULTS): record the verdicts its "
                    "scenario cells gave as the known ones, per scenario, shape, engine and core (a cell whose "
                    "cycles disagree is left out and named)")
+    p.add_argument("--intermittent", action="store_true",
+                   help="with --accept: record a cell whose cycles disagree as intermittent, each verdict its cycles "
+                   "gave (exit_timeout|clean: any one of them is as known), instead of leaving it out")
     p.add_argument("--known-file", metavar="FILE",
                    help="the known-verdicts file to read or write (default the rig's own, rig/known_verdicts.csv; "
                    "or RIG_KNOWN_VERDICTS)")
@@ -50,7 +53,7 @@ def rows() -> list[dict]:
     return out
 
 
-def accept(results: str, path: str | None) -> int:
+def accept(results: str, path: str | None, intermittent: bool = False) -> int:
     from rig import known
     from rig.errors import RigError
     from rig.store import Store
@@ -59,7 +62,7 @@ def accept(results: str, path: str | None) -> int:
     if frame is None or not len(frame) or "scenario" not in frame or not frame["scenario"].notna().any():
         raise RigError(f"{results} holds no scenario cycles to accept: run rig matrix --scenarios ... --results "
                        f"{results} first")
-    written, left_out = known.accept(frame, path)
+    written, left_out = known.accept(frame, path, intermittent_ok=intermittent)
     for why in left_out:
         print(f"left out: {why}")
     print(f"{written} cell(s) recorded as known in {path or known.default_path()}")
@@ -72,7 +75,7 @@ def run(args) -> int:
 
         os.environ["RIG_KNOWN_VERDICTS"] = args.known_file
     if args.accept:
-        return accept(args.accept, args.known_file)
+        return accept(args.accept, args.known_file, args.intermittent)
     table = rows()
     keys = list(table[0])
     if args.markdown:
