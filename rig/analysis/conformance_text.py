@@ -10,7 +10,10 @@ from rig import scenarios
 from rig.analysis.conformance import (API_NAMES, AS_KNOWN, FINDING, NEVER_RUN, NO_CHANGE, SHORT, SIGNS, SKIPPED,
                                       UNJUDGED, Cell, Conformance, Grid, _scenario_order, row_label, shape_moves,
                                       version_key)
+from rig.known import ANY
 from rig.verdicts import NOT_MEASURED
+
+INTERMITTENT = "~"  # the mark of a cell known to be intermittent (rig.known: exit_timeout|clean)
 
 
 def mark(c: Cell) -> str:
@@ -24,6 +27,8 @@ def mark(c: Cell) -> str:
         text += " · " + SHORT.get(growth, growth)
     if c.agreeing < c.cycles:
         text += f" {c.agreeing}/{c.cycles}"
+    if c.known and any(ANY in v for v in c.known):
+        text += f" {INTERMITTENT}"
     return f"{SIGNS[c.judgement]} {text}"
 
 
@@ -47,8 +52,9 @@ def legend() -> list[str]:
         f"{SIGNS[UNJUDGED]} unjudged: nothing is known for that cell yet (recorded, not judged; a control with nothing known is held to its contract, clean). The control of a scenario made from the plain template model (no client, no load of its own) is the `template` row: the same model and client without the fault, run once a shape.",
         "A mark is the lifecycle verdict most of the cell's cycles gave, then the load's (· errors, · timeouts, "
         "· wrong outputs, · nothing completed, · no load) where not ok, and the growth's (· leaking, · slowing) "
-        "where measured and not ok; n/N where the cycles disagree. Each mark links to the cell's figures below "
-        "its grid.",
+        "where measured and not ok; n/N where the cycles disagree; "
+        f"{INTERMITTENT} intermittent: the cell is known to give either of two verdicts (exit_timeout|clean in its "
+        "figures), each cycle one of them. Each mark links to the cell's figures below its grid.",
         f"{NEVER_RUN} never run: no cycle of that scenario on that core, API and shape in the results; "
         f"{SKIPPED} skipped, with why. changed in: the cores whose verdicts differ from those of the core before "
         f"(versions in numeric order); {NO_CHANGE}: the same on every core shown.",
