@@ -115,8 +115,9 @@ def holds(got, want) -> bool:
     return len(got) >= 2 and len(want) >= 2 and admits(want[0], got[0]) and admits(want[1], got[1])
 
 
-def intermittent(known: "Known | None") -> bool:
-    return known is not None and any(ANY in f for f in (known.lifecycle, known.load, known.growth))
+def intermittent(fields) -> bool:
+    """Whether known verdicts (``Known.verdicts``, or any fields of a row) name alternatives."""
+    return any(ANY in str(f) for f in fields or ())
 
 
 def _alternatives(values) -> str:

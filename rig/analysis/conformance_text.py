@@ -10,7 +10,7 @@ from rig import scenarios
 from rig.analysis.conformance import (API_NAMES, AS_KNOWN, FINDING, NEVER_RUN, NO_CHANGE, SHORT, SIGNS, SKIPPED,
                                       UNJUDGED, Cell, Conformance, Grid, _scenario_order, row_label, shape_moves,
                                       version_key)
-from rig.known import ANY
+from rig.known import intermittent
 from rig.verdicts import NOT_MEASURED
 
 INTERMITTENT = "~"  # the mark of a cell known to be intermittent (rig.known: exit_timeout|clean)
@@ -27,7 +27,7 @@ def mark(c: Cell) -> str:
         text += " · " + SHORT.get(growth, growth)
     if c.agreeing < c.cycles:
         text += f" {c.agreeing}/{c.cycles}"
-    if c.known and any(ANY in v for v in c.known):
+    if intermittent(c.known):
         text += f" {INTERMITTENT}"
     return f"{SIGNS[c.judgement]} {text}"
 
