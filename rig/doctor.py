@@ -84,6 +84,14 @@ def report() -> str:
         ok = runtime.python_tag() in r["stubs"]
         why = "" if ok else f" (no stub for Python {runtime.python_tag()}: unusable with this interpreter)"
         lines.append(f"runtime     {r['name']}: Triton {r['triton_version']}{why}")
+    from rig.build.builder import describe
+
+    for b in runtime.list_built():
+        ok = runtime.python_tag() in b["pythons"] and b["current"]
+        why = "" if ok else (f" (built for Python {', '.join(b['pythons'])}: unusable with this interpreter)"
+                             if b["current"] else " (an older recipe: rig runtime build --force)")
+        lines.append(f"runtime     {b['name']}: Triton {b['triton_version']} built from source{why}")
+        lines.append(f"            {describe(b)}")
     if not installed:
         lines.append(f"runtime     embedded: none installed (`rig runtime install` adds {runtime.DEFAULT_EMBEDDED}; "
                      "the first cycle installs it too)")

@@ -58,8 +58,8 @@ class Runtime:
     the same folder serves the rig's engines and perf_analyzer in C API mode.
     """
 
-    name: str                 # "embedded-0.7.0" or "container"
-    kind: str                 # "embedded" | "container"
+    name: str                 # "embedded-0.7.0", "built-2.67.0" or "container"
+    kind: str                 # "embedded" | "built" | "container"
     triton_version: str       # e.g. "2.51.0" (the core's own word wins at run time)
     server_dir: str           # has lib/libtritonserver.so and backends/
     core_library: str
@@ -304,12 +304,51 @@ def list_embedded() -> list[dict]:
     return out
 
 
+# ---------------------------------------------------------------- built from source
+
+def is_built_spec(spec: str) -> bool:
+    """``built-2.67.0`` or a Triton version (``2.67.0``): a runtime `rig runtime build` makes."""
+    v = spec[len("built-"):] if spec.startswith("built-") else spec
+    return spec.startswith("built-") or (v.startswith("2.") and v.count(".") == 2)
+
+
+def built_runtime(spec: str) -> Runtime:
+    """A runtime built here from source, for the running interpreter."""
+    from rig.build import builder
+
+    v = spec[len("built-"):] if spec.startswith("built-") else spec
+    root = builder.built_root(v)
+    m = builder.manifest(root)
+    if not m:
+        have = ", ".join(r["triton_version"] for r in builder.list_built()) or "none"
+        raise RigError(f"runtime {spec!r} is not built here (built: {have}): run `rig runtime build "
+                       f"{shlex.quote(v)}` (add --sources DIR for a folder of git bundles)")
+    py = python_tag()
+    if not builder.is_built(root, py):
+        why = (f"it was built for Python {', '.join(sorted(m.get('pythons', {})))} only"
+               if m.get("recipe") == builder.RECIPE else "it was built by an older recipe")
+        raise RigError(f"runtime built-{v} is not usable with Python {py}: {why}; "
+                       f"`rig runtime build {shlex.quote(v)}` with this interpreter builds what it needs")
+    sdir = root / f"py{py}"
+    return Runtime(name=f"built-{v}", kind="built", triton_version=m.get("triton_version", v),
+                   server_dir=str(sdir), core_library=str(sdir / "lib" / "libtritonserver.so"),
+                   backend_dir=str(sdir / "backends"),
+                   library_path=tuple([*_python_libdir(), str(root / "lib")]))
+
+
+def list_built() -> list[dict]:
+    from rig.build import builder
+
+    return builder.list_built()
+
+
 def resolve(spec: str | None, auto_install: bool = True, log=lambda msg: None) -> Runtime:
     """Turn what the user typed into a runtime.
 
     ``None``/``auto``: the container's Triton where there is one, else the embedded default
     (installed on first use). ``container``; ``embedded`` (the default version);
-    ``embedded-0.6.0`` or ``0.6.0``: that embedded runtime, which must be installed.
+    ``embedded-0.6.0`` or ``0.6.0``: that embedded runtime, which must be installed;
+    ``2.67.0`` or ``built-2.67.0``: the runtime `rig runtime build 2.67.0` made.
     """
     if spec in (None, "", "auto"):
         if container_home() is not None:
@@ -323,6 +362,8 @@ def resolve(spec: str | None, auto_install: bool = True, log=lambda msg: None) -
         return container_runtime()
     if spec == "embedded":
         spec = DEFAULT_EMBEDDED
+    if is_built_spec(spec):
+        return built_runtime(spec)
     version = spec[len("embedded-"):] if spec.startswith("embedded-") else spec
     root = _embedded_root(version)
     if not (root / "wheel").is_dir():

@@ -129,7 +129,8 @@ def run(args) -> int:
         junit.check_path(args.junit)
     retains = parse_retain(args.retain)
     engines = parse_engines(args.engines)
-    installed = [r["package_version"] for r in runtime.list_embedded()]
+    installed = [r["package_version"] for r in runtime.list_embedded()] + \
+        [b["name"] for b in runtime.list_built() if b["current"]]
     specs = parse_runtimes(args.runtimes, installed, runtime.PYTRITON_CORE)
     # Every cell's options, checked once as `rig soak` checks them (bad input: one line, nothing run).
     base = passthrough(args)
@@ -241,7 +242,7 @@ def _install_missing(specs: list[str], installed: list[str], shard) -> None:
     from rig import runtime
 
     for v in specs:
-        if v != "container" and v not in installed:
+        if v != "container" and not v.startswith("built-") and v not in installed:
             print(f"runtime {v} is not installed: installing it (nvidia-pytriton {v}, Triton "
                   f"{runtime.PYTRITON_CORE.get(v, '?')})", flush=True)
             try:

@@ -173,17 +173,34 @@ def newest_per_core(known: dict[str, str], installed: list[str]) -> list[str]:
 
 def parse_runtimes(text: str, installed: list[str], known: dict[str, str]) -> list[str]:
     """The runtimes to run, in order: ``all`` is every embedded core (``newest_per_core``: one
-    runtime per Triton version, installed first where missing); ``installed`` every embedded
-    runtime installed here; a version neither installed nor known to bundle a core is refused
-    (``rig runtime install`` it first)."""
+    runtime per Triton version, installed first where missing), then every core built here from
+    source that no embedded one bundles; ``installed`` every runtime installed or built here;
+    ``2.67.0`` or ``built-2.67.0`` a built one; a version neither installed nor known to bundle a
+    core is refused (``rig runtime install`` or ``rig runtime build`` it first)."""
     out: list[str] = []
+    built = [v for v in installed if v.startswith("built-")]
+    installed = [v for v in installed if not v.startswith("built-")]
     for item in _list(text, "runtimes"):
         if item == "all":
-            out.extend(newest_per_core(known, installed))
+            embedded = newest_per_core(known, installed)
+            out.extend(embedded)
+            # then every core built from source that no embedded runtime bundles, oldest first
+            cores = {known.get(v) for v in embedded}
+            out.extend(sorted((b for b in built if b[len("built-"):] not in cores),
+                              key=lambda b: _version_key(b[len("built-"):])))
+            continue
+        if item.startswith("built-") or re.fullmatch(r"2\.\d+\.\d+", item):
+            name = item if item.startswith("built-") else f"built-{item}"
+            if name not in built:
+                raise RigError(f"runtime {item!r} is not built here (built: {', '.join(built) or 'none'}): "
+                               f"rig runtime build {name[len('built-'):]}")
+            out.append(name)
             continue
         if item == "installed":
-            if not installed:
-                raise RigError("--runtimes installed: no embedded runtime is installed here (rig runtime install)")
+            out.extend(sorted(built, key=lambda b: _version_key(b[len("built-"):])))
+            if not installed and not built:
+                raise RigError("--runtimes installed: no runtime is installed or built here (rig runtime install, "
+                               "rig runtime build)")
             out.extend(sorted(installed, key=_version_key))
             continue
         v = item[len("embedded-"):] if item.startswith("embedded-") else item

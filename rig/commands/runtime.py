@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rig.build.builder import describe
 from rig.errors import Exit, RigError
 
 
@@ -11,7 +12,16 @@ def add_parser(sub, parser_class) -> None:
     ri = rs.add_parser("install", help="unpack an embedded runtime from the nvidia-pytriton wheel")
     ri.add_argument("version", nargs="?", default=None, help="nvidia-pytriton version (default the rig's pin)")
     ri.add_argument("--force", action="store_true")
-    rs.add_parser("list", help="the runtimes installed here")
+    rb = rs.add_parser("build", help="build a Triton release (2.51.0 to 2.73.0) for CPU from source")
+    rb.add_argument("version", help="a release (2.67.0) or its branch (r26.03)")
+    rb.add_argument("--sources", metavar="DIR", help="a folder of git bundles (core.bundle, ...); default: GitHub")
+    rb.add_argument("--ref", action="append", metavar="COMPONENT=BRANCH",
+                    help="build a component from another branch (core, common, backend, python_backend)")
+    rb.add_argument("--jobs", type=int, default=None, help="parallel compile jobs (default: ninja's)")
+    rb.add_argument("--python", metavar="PATH", help="build the backend stub for this interpreter (default: the "
+                    "rig's); a core built before is reused")
+    rb.add_argument("--force", action="store_true", help="build again even if built")
+    rs.add_parser("list", help="the runtimes installed or built here")
     r.set_defaults(func=run)
 
 
@@ -23,6 +33,12 @@ def run(args) -> int:
                                       log=lambda m: print(m, flush=True))
         print(f"installed {rt.name}: Triton {rt.triton_version} in {rt.server_dir}")
         return Exit.OK
+    if args.runtime_command == "build":
+        from rig.build import Request, build, releases
+
+        build(Request(version=args.version, sources=args.sources, refs=releases.parse_refs(args.ref),
+                      force=args.force, jobs=args.jobs, python=args.python), out=lambda m: print(m, flush=True))
+        return Exit.OK
     if args.runtime_command == "list":
         rows = runtime.list_embedded()
         home = runtime.container_home()
@@ -30,7 +46,12 @@ def run(args) -> int:
             print(f"container  Triton {runtime.container_runtime().triton_version}  {home}")
         for r in rows:
             print(f"{r['name']:<16} Triton {r['triton_version']:<8} stubs {','.join(r['stubs']) or '-':<24} {r['path']}")
-        if not rows and not home:
+        built = runtime.list_built()
+        for b in built:
+            print(f"{b['name']:<16} Triton {b['triton_version']:<8} stubs {','.join(b['pythons']) or '-':<24} {b['path']}")
+            print(f"{'':<16} {describe(b)}")
+        if not rows and not home and not built:
             print(f"no runtime installed; `rig runtime install` adds the default ({runtime.DEFAULT_EMBEDDED})")
         return Exit.OK
     raise RigError("say `rig runtime install [VERSION]` or `rig runtime list`")
+

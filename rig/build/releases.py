@@ -1,0 +1,75 @@
+"""Triton versions and the release branches they are built from (pure functions).
+
+A Triton release ``2.N.0`` ships as the NGC image ``YY.MM``, built from the release branches
+``rYY.MM`` of core, common, backend and python_backend: ``r24.10`` is 2.51.0 and every month
+since adds one (``r26.03`` is 2.67.0, the version of server#8755).
+"""
+
+from __future__ import annotations
+
+import re
+
+from rig.errors import RigError
+
+# The first release with a source build here (the last one the PyPI wheels bundle, 2.51.0, so a
+# built core can be held against its embedded twin) and the newest one shipped (NGC 26.09).
+FIRST = (24, 10, 51)
+NEWEST_MINOR = 73
+
+# The repositories of one runtime, in the order they are fetched.
+COMPONENTS = ("core", "common", "backend", "python_backend")
+
+
+def _releases() -> dict[str, str]:
+    """Every release from r24.10 to the newest: version → branch. One month shipped no new
+    minor: 25.07 was 2.59.1, a patch of 25.06's 2.59.0 (r25.02 = 2.55.0, r26.03 = 2.67.0 and
+    r26.07 = 2.71.0 are the branches' own TRITON_VERSION files in shared/triton-src/server)."""
+    out = {}
+    months = FIRST[0] * 12 + FIRST[1] - 1
+    minor = FIRST[2]
+    while minor <= NEWEST_MINOR:
+        branch = f"r{months // 12:02d}.{months % 12 + 1:02d}"
+        if branch == PATCH_MONTH[0]:
+            out[PATCH_MONTH[1]] = branch
+        else:
+            out[f"2.{minor}.0"] = branch
+            minor += 1
+        months += 1
+    return out
+
+
+PATCH_MONTH = ("r25.07", "2.59.1")
+RELEASES = _releases()
+BRANCHES = {b: v for v, b in RELEASES.items()}
+
+
+def known_range() -> str:
+    first, last = next(iter(RELEASES)), list(RELEASES)[-1]
+    return f"{first} to {last} (release branches {RELEASES[first]} to {RELEASES[last]})"
+
+
+def parse(spec: str) -> tuple[str, str]:
+    """``2.67.0``, ``2.67`` or ``r26.03`` → (``2.67.0``, ``r26.03``); anything else is refused."""
+    text = spec.strip().removeprefix("v")
+    if text in BRANCHES:
+        return BRANCHES[text], text
+    if re.fullmatch(r"2\.\d+", text):
+        text += ".0"
+    if text in RELEASES:
+        return text, RELEASES[text]
+    if re.fullmatch(r"2\.\d+\.\d+|r\d\d\.\d\d", text):
+        raise RigError(f"unknown Triton version {spec!r}: a source build knows {known_range()}; "
+                       f"older cores come from PyPI (rig runtime install)")
+    raise RigError(f"unknown Triton version {spec!r}: say a release such as 2.67.0 or its "
+                   f"branch r26.03 (known: {known_range()})")
+
+
+def parse_refs(items: list[str] | None) -> dict[str, str]:
+    """``--ref core=main`` (repeatable) → {"core": "main"}."""
+    out: dict[str, str] = {}
+    for item in items or ():
+        name, sep, ref = item.partition("=")
+        if not sep or not ref or name not in COMPONENTS:
+            raise RigError(f"--ref {item!r}: say COMPONENT=BRANCH, COMPONENT one of {', '.join(COMPONENTS)}")
+        out[name] = ref
+    return out
