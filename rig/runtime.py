@@ -66,6 +66,7 @@ class Runtime:
     backend_dir: str
     library_path: tuple[str, ...] = ()   # LD_LIBRARY_PATH entries a worker needs
     stub_site: str | None = None         # numpy<2 for the backend stubs (embedded cores)
+    bindings: str | None = None          # a folder with this core's own tritonserver bindings (built cores)
 
     @property
     def backend_python_dir(self) -> str:
@@ -83,6 +84,8 @@ class Runtime:
         env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
         if self.stub_site:
             env["RIG_STUB_SITE"] = self.stub_site  # read by stubs only (rig/hook/evidence.py)
+        if self.bindings:  # the bindings of the core's own version, ahead of any installed ones
+            env["PYTHONPATH"] = self.bindings + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         return env
 
     def to_dict(self) -> dict:
@@ -330,10 +333,12 @@ def built_runtime(spec: str) -> Runtime:
         raise RigError(f"runtime built-{v} is not usable with Python {py}: {why}; "
                        f"`rig runtime build {shlex.quote(v)}` with this interpreter builds what it needs")
     sdir = root / f"py{py}"
+    bindings = sdir / "bindings"
     return Runtime(name=f"built-{v}", kind="built", triton_version=m.get("triton_version", v),
                    server_dir=str(sdir), core_library=str(sdir / "lib" / "libtritonserver.so"),
                    backend_dir=str(sdir / "backends"),
-                   library_path=tuple([*_python_libdir(), str(root / "lib")]))
+                   library_path=tuple([*_python_libdir(), str(root / "lib")]),
+                   bindings=str(bindings) if (bindings / "tritonserver").is_dir() else None)
 
 
 def list_built() -> list[dict]:

@@ -64,7 +64,8 @@ def _own_environment(runtime: Runtime, spec_path: str, result_fd: int) -> None:
     bindir = os.path.dirname(sys.executable)
     if all(p in have for p in runtime.library_path) \
             and (not runtime.stub_site or os.environ.get("RIG_STUB_SITE") == runtime.stub_site) \
-            and bindir in os.environ.get("PATH", "").split(os.pathsep):
+            and bindir in os.environ.get("PATH", "").split(os.pathsep) \
+            and (not runtime.bindings or runtime.bindings in os.environ.get("PYTHONPATH", "").split(os.pathsep)):
         return
     env = runtime.worker_env()
     env["RIG_WORKER_ENV"] = "1"  # once: never a loop

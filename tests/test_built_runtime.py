@@ -63,7 +63,9 @@ def test_an_interrupted_build_leaves_nothing_that_looks_finished(built, tmp_path
     import time
 
     env = dict(os.environ, RIG_HOME=str(tmp_path), PYTHONPATH=str(ROOT))
-    cache = Path.home() / ".cache" / "triton-soak-rig" / "build-tools"
+    from rig.runtime import cache_dir
+
+    cache = cache_dir().parent / "build-tools"
     if cache.exists():  # reuse the cmake and ninja already fetched
         (tmp_path / "build-tools").symlink_to(cache)
     proc = subprocess.Popen([sys.executable, "-m", "rig", "runtime", "build", VERSION, "--sources", str(BUNDLES)],

@@ -192,8 +192,15 @@ def build(req: Request, out=print, progress: bool | None = None) -> dict:
 def _build_locked(req: Request, version: str, branch: str, py: str, sources: Sources, out, show: bool) -> dict:
     refs = {}
     why = {}
+    if not req.refs and not sources.has_release(branch, releases.COMPONENTS):
+        newest = max((h for n in releases.COMPONENTS for h in sources.heads(n) if h in releases.BRANCHES),
+                     default=None)
+        raise RigError(f"{sources.describe()} has no {branch} branch of any of {', '.join(releases.COMPONENTS)}: "
+                       f"Triton {version} is not there (its newest release: "
+                       f"{releases.BRANCHES.get(newest, 'none')}{f' ({newest})' if newest else ''}); "
+                       "fetch it, or build from GitHub without --sources")
     for name in releases.COMPONENTS:
-        refs[name], why[name] = sources.pick(name, branch, req.refs.get(name))
+        refs[name], why[name] = sources.pick(name, branch, req.refs.get(name), nearest=True)
     work = builds_dir() / version
     stamp = {"recipe": RECIPE, "refs": refs, "sources": sources.describe()}
     if (work / "stamp.json").exists() and json.loads((work / "stamp.json").read_text()) != stamp:
@@ -249,7 +256,9 @@ def _build_locked(req: Request, version: str, branch: str, py: str, sources: Sou
             _run(recipe.backend_configure(cmake, ninja, src, pbuild, shim, version, refs, python), log)
             done("configure python backend")
             step("build python backend")
-            _run([ninja, "-C", str(pbuild), *jobs], log, bar.tick)
+            # the two targets only: "all" also compiles common's unit tests
+            _run([ninja, "-C", str(pbuild), *jobs, "triton-python-backend", "triton-python-backend-stub"],
+                 log, bar.tick)
             done("build python backend")
 
             step("assemble and check")
@@ -352,6 +361,9 @@ def _assemble(version, branch, refs, commits, notes, sources, work, timings, t0,
         if utils:
             shutil.copy2(utils[0], pb / utils[0].name)
         os.symlink("../lib", staging / f"py{py}" / "lib")
+        bindings = _official_bindings(version, py, staging / f"py{py}" / "bindings", log)
+        if bindings:
+            notes.append(bindings)
         (staging / "TRITON_VERSION").write_text(version + "\n")
         carried = _carry_libraries(staging, log)
         api = _check_core(staging / "lib" / "libtritonserver.so", log)
@@ -388,6 +400,27 @@ def _assemble(version, branch, refs, commits, notes, sources, work, timings, t0,
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _official_bindings(version: str, py: str, dest: Path, log) -> str | None:
+    """The PyPI ``tritonserver`` bindings of this very version, where PyPI has them for this
+    Python (2.70.0 and later, CPython 3.12): the official engine then runs over its own core."""
+    tag = "cp" + py.replace(".", "")
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
+                               "--no-deps", "--only-binary=:all:", "--python-version", py, "--implementation", "cp",
+                               "--abi", tag, "--platform", "manylinux_2_39_x86_64", "-d", tmp,
+                               f"tritonserver=={version}"], capture_output=True, text=True, timeout=600)
+        wheels = sorted(Path(tmp).glob("tritonserver-*.whl"))
+        if proc.returncode != 0 or not wheels:
+            log(f"no tritonserver {version} bindings for Python {py} on PyPI: {proc.stderr.strip()[-300:]}")
+            return None
+        import zipfile
+
+        with zipfile.ZipFile(wheels[0]) as zf:
+            zf.extractall(dest)
+    log(f"official bindings: {wheels[0].name} into {dest}")
+    return f"official bindings: {wheels[0].name} from PyPI (the official engine runs over this core with them)"
 
 
 # Libraries every Linux the runtime runs on has, in versions at least as new as here's: not carried.

@@ -61,8 +61,10 @@ class Sources:
             self._heads[name] = sorted(set(names))
         return self._heads[name]
 
-    def pick(self, name: str, branch: str, override: str | None = None) -> tuple[str, str]:
-        """(ref to build, why) for one repository; a release branch it lacks is refused."""
+    def pick(self, name: str, branch: str, override: str | None = None,
+             nearest: bool = False) -> tuple[str, str]:
+        """(ref to build, why) for one repository. A release branch it lacks is refused, unless
+        ``nearest`` (the release is there, in other repositories): then main, said loudly."""
         if override:
             if override not in self.heads(name):
                 raise RigError(f"--ref {name}={override}: {self.describe()} has no such branch of {name} "
@@ -72,8 +74,14 @@ class Sources:
             return branch, "release branch"
         if name in FALLBACK_TO_MAIN and "main" in self.heads(name):
             return "main", f"no {branch} branch of {name}: main, as upstream's build takes"
+        if nearest and "main" in self.heads(name):
+            return "main", (f"no {branch} branch of {name} in {self.describe()}: built from its main "
+                            f"(the nearest there), so this is not exactly the release's {name}")
         raise RigError(f"{self.describe()} has no {branch} branch of {name} (it has {_span(self.heads(name))}); "
                        f"fetch it, or build from another branch with --ref {name}=BRANCH")
+
+    def has_release(self, branch: str, names) -> bool:
+        return any(branch in self.heads(n) for n in names)
 
     def fetch(self, name: str, ref: str, dest: Path, log) -> str:
         """Check ``ref`` of ``name`` out into ``dest``; returns the commit."""
