@@ -4,6 +4,7 @@ reads, one Parquet file per core and date).
 
     python benchmarks/conformance_page.py                 # regenerate the page from the kept store
     python benchmarks/conformance_page.py --from RESULTS  # keep RESULTS' scenario cycles as the store, then regenerate
+    python benchmarks/conformance_page.py --from RESULTS --add   # add RESULTS' cores (and engines) to it
 
 RESULTS is the --results of a reviewed `rig matrix --scenarios all ...` run. The page is a pure
 function of the kept store and rig/known_verdicts.csv: tests/test_conformance.py regenerates it
@@ -42,9 +43,11 @@ def kept_columns() -> list[str]:
     return [c for c in dict.fromkeys([*required, *cf.COLUMNS, *VERDICT_INPUTS]) if c in schema.names]
 
 
-def keep_store(results: str | Path, store: Path = STORE) -> tuple[int, int]:
+def keep_store(results: str | Path, store: Path = STORE, add: bool = False) -> tuple[int, int]:
     """Replace ``store`` with the scenario cycles of ``results`` (``kept_columns`` only), one
-    merged file per core and date. Returns (cycles kept, bytes written)."""
+    merged file per core and date. With ``add``, the store keeps its cycles of every core (and
+    engine) that ``results`` does not hold. Returns (cycles kept, bytes written)."""
+    import pandas as pd
     import pyarrow as pa
 
     from rig.protocol import CycleRow
@@ -55,6 +58,11 @@ def keep_store(results: str | Path, store: Path = STORE) -> tuple[int, int]:
     cycles = cycles[cycles["scenario"].notna() & (cycles["scenario"] != "baseline")]
     if cycles.empty:
         raise RigError(f"{results} holds no scenario cycles: give the --results of rig matrix --scenarios all")
+    if add and store.exists():
+        kept = Store.open(store).read("cycles", columns=[*columns, "triton_version", "date"])
+        new = set(zip(cycles["triton_version"], cycles["engine"]))
+        kept = kept[[k not in new for k in zip(kept["triton_version"], kept["engine"])]]
+        cycles = pd.concat([kept, cycles], ignore_index=True)
     if store.exists():
         foreign = [p.name for p in store.iterdir() if p.name != "cycles"]
         if foreign:
@@ -68,6 +76,16 @@ def keep_store(results: str | Path, store: Path = STORE) -> tuple[int, int]:
         folder = f"{out.base}/cycles/triton_version={str(version).replace('/', '_')}/date={date}"
         out.put(tbl, folder, "conformance-merged.parquet")
     return len(cycles), sum(p.stat().st_size for p in store.rglob("*.parquet"))
+
+
+def build_lines(versions: list[str]) -> list[str]:
+    """The builds a reproduction needs first: every core no PyPI wheel bundles (rig runtime build)."""
+    from rig.runtime import PYTRITON_CORE
+
+    built = [v for v in versions if v not in PYTRITON_CORE.values()]
+    if not built:
+        return []
+    return [f"for v in {' '.join(built)}; do rig runtime build $v --sources ../shared/triton-src; done"]
 
 
 def page(store: str | Path = STORE, known_path: str | Path | None = None) -> str:
@@ -102,6 +120,7 @@ def page(store: str | Path = STORE, known_path: str | Path | None = None) -> str
         "and keep its scenario cycles as the store, which regenerates the page:",
         "",
         "```sh",
+        *build_lines(versions),
         MATRIX,
         "python benchmarks/conformance_page.py --from R",
         "```",
@@ -117,12 +136,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--from", dest="source", metavar="RESULTS",
                     help="keep this results folder's scenario cycles as the store first")
+    ap.add_argument("--add", action="store_true",
+                    help="with --from: add its cores (each core and engine it holds replaces the store's) "
+                         "instead of replacing the store")
     ap.add_argument("--store", type=Path, default=STORE, help="the kept store (default docs/conformance/store)")
     ap.add_argument("--output", type=Path, default=PAGE, help="the page (default docs/conformance.md)")
     args = ap.parse_args(argv)
     try:
         if args.source:
-            n, size = keep_store(args.source, args.store)
+            n, size = keep_store(args.source, args.store, add=args.add)
             print(f"kept {n:,} scenario cycle(s) in {args.store} ({size / 1024:,.0f} KiB)")
         text = page(args.store)
         from rig.commands.report import write_atomically

@@ -91,7 +91,7 @@ def report() -> str:
         why = "" if ok else (f" (built for Python {', '.join(b['pythons'])}: unusable with this interpreter)"
                              if b["current"] else " (an older recipe: rig runtime build --force)")
         lines.append(f"runtime     {b['name']}: Triton {b['triton_version']} built from source{why}")
-        lines.append(f"            {describe(b)}")
+        lines.append(f"runtime       {describe(b)}")
     if not installed:
         lines.append(f"runtime     embedded: none installed (`rig runtime install` adds {runtime.DEFAULT_EMBEDDED}; "
                      "the first cycle installs it too)")

@@ -64,6 +64,12 @@ def test_recipe_reads_pins_and_drops_the_boost_hash():
     assert recipe.pinned(text, "googletest") is None
     out = recipe.python_backend_patch(text)
     assert "URL_HASH" not in out and "URL ${TRITON_BOOST_URL}" in out
+    assert recipe.python_backend_patch(out) == out  # a resumed build patches nothing twice
+    # r25.08 and older fix the URL itself
+    old = text.replace("URL ${TRITON_BOOST_URL}", "URL https://archives.boost.io/release/1.79.0/source/boost_1_79_0.tar.gz")
+    out = recipe.python_backend_patch(old)
+    assert "archives.boost.io" not in out and "URL ${TRITON_BOOST_URL}" in out
+    assert out.count("ExternalProject_Add(") == 1 and "boostorg" in out
 
 
 def test_flags_are_cpu_with_metrics_stats_logging_ensembles():

@@ -48,7 +48,7 @@ def test_runtimes_all_is_every_core_once_and_installed_is_what_is_here():
     assert cmd.parse_runtimes("embedded-0.5.0,0.5.0,container", ["0.7.0"], known) == ["0.5.0", "container"]
     with pytest.raises(RigError, match="unknown runtime '9.9.9'"):
         cmd.parse_runtimes("0.7.0,9.9.9", ["0.7.0"], known)
-    with pytest.raises(RigError, match="no embedded runtime is installed"):
+    with pytest.raises(RigError, match="no runtime is installed or built here"):
         cmd.parse_runtimes("installed", [], known)
 
 

@@ -293,7 +293,8 @@ def _fetch_all(sources: Sources, refs: dict[str, str], src: Path, notes: list[st
     patched = recipe.python_backend_patch(text)
     if patched != text:
         cml.write_text(patched)
-        notes.append("python_backend: the Boost download's SHA256 pin removed; the system's Boost headers used")
+    if recipe.BOOST_MARK in patched:
+        notes.append("python_backend: its Boost download (URL and SHA256 pin) replaced by the system's Boost headers")
     for name in ("pybind11", "dlpack"):
         want = recipe.pinned(text, name)
         dest = src / name
@@ -492,6 +493,7 @@ def describe(b: dict) -> str:
     m = b["manifest"]
     refs = ", ".join(f"{k} {v}@{m.get('commits', {}).get(k, '?')[:8]}" for k, v in m.get("refs", {}).items())
     stale = "" if b["current"] else "; built by an older recipe: rebuild with --force"
+    stale += "".join(f"; NOTE {n}" for n in m.get("adaptations", []) if "not exactly" in n)
     return (f"from {m.get('sources', '?')} ({refs}); {m.get('compiler', '?')}; "
             f"{m.get('build_seconds', 0) / 60:.1f} min on {m.get('cpus', '?')} CPUs, {m.get('size_mb', 0):.0f} MB; "
             f"CPU only, {len(m.get('differs_from_ngc', []))} differences from the NGC image in "

@@ -86,9 +86,19 @@ def pinned(cmakelists: str, name: str) -> str | None:
     return tag.group(1) if tag else None
 
 
+BOOST_MARK = "# rig: the system's Boost headers (TRITON_BOOST_URL), no download"
+
+
 def python_backend_patch(cmakelists: str) -> str:
-    """The Python backend downloads Boost by URL with a pinned SHA256: use the system's headers."""
-    return re.sub(r"^\s*URL_HASH\s+SHA256=\w+\s*$\n?", "", cmakelists, flags=re.M)
+    """The Python backend downloads Boost by URL with a pinned SHA256 (r25.08 and older: a
+    fixed URL): point it at ${TRITON_BOOST_URL}, the system's headers. Idempotent."""
+    m = re.search(r"ExternalProject_Add\(\s*boostorg\b(.*?)\n\)", cmakelists, re.S)
+    if not m or BOOST_MARK in cmakelists:
+        return cmakelists
+    block = re.sub(r"^\s*URL_HASH\s+SHA256=\w+\s*$\n?", "", m.group(1), flags=re.M)
+    block = re.sub(r"^(\s*)URL\s+\S+", lambda u: f"{u.group(1)}URL ${{TRITON_BOOST_URL}}", block,
+                   count=1, flags=re.M)
+    return (cmakelists[:m.start(1)] + block + "\n)\n" + BOOST_MARK + cmakelists[m.end():])
 
 
 def _defs(flags: dict[str, str]) -> list[str]:
