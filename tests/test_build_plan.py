@@ -141,3 +141,13 @@ def test_cli_refusals_are_one_line(tmp_path):
     assert "needs g++, git, protobuf-compiler" in lines[0] and "apt-get install -y" in lines[0]
     p = rig("soak", "--runtime", "2.60.0", "--cycles", "1", env=env, timeout=120)
     assert p.returncode == 2 and "rig runtime build 2.60.0" in p.stderr
+
+
+def test_common_logging_of_r25_09_and_older_gets_its_own_json_class():
+    cc = ('#define TRITONJSON_STATUSTYPE uint8_t\n#define TRITONJSON_STATUSRETURN(M)\n'
+          '#include "triton/common/logging.h"\n#include "triton/common/triton_json.h"\n')
+    out = recipe.common_logging_patch(cc, "class TritonJson {")
+    assert out.index("#define TritonJson TritonJsonOfLoggingOnly") < out.index('#include "triton/common/triton_json.h"')
+    assert recipe.common_logging_patch(out, "class TritonJson {") == out  # once only
+    # r25.10 and later made TritonJson a template over its status type: left as it is
+    assert recipe.common_logging_patch(cc, "template <typename StatusType>\nclass TritonJsonImpl {") == cc

@@ -288,6 +288,16 @@ def _fetch_all(sources: Sources, refs: dict[str, str], src: Path, notes: list[st
             sources.fetch(name, refs[name], dest, log)
         commits[name] = subprocess.run(["git", "-C", str(dest), "rev-parse", "HEAD"], capture_output=True,
                                        text=True).stdout.strip()
+    logging_cc = src / "common" / "src" / "logging.cc"
+    header = src / "common" / "include" / "triton" / "common" / "triton_json.h"
+    if logging_cc.exists() and header.exists():
+        text = logging_cc.read_text()
+        patched = recipe.common_logging_patch(text, header.read_text())
+        if patched != text:
+            logging_cc.write_text(patched)
+        if recipe.JSON_MARK in patched:
+            notes.append("common: TritonJson renamed in src/logging.cc, whose status type clashed with the "
+                         "core's (fixed upstream in r25.10)")
     cml = src / "python_backend" / "CMakeLists.txt"
     text = cml.read_text()
     patched = recipe.python_backend_patch(text)
@@ -367,7 +377,7 @@ def _assemble(version, branch, refs, commits, notes, sources, work, timings, t0,
             notes.append(bindings)
         (staging / "TRITON_VERSION").write_text(version + "\n")
         carried = _carry_libraries(staging, log)
-        api = _check_core(staging / "lib" / "libtritonserver.so", log)
+        api = _check_core(staging / "lib" / "libtritonserver.so", version, log)
         work_mb = _dir_mb(work)
         m = {
             "kind": "built", "recipe": RECIPE, "triton_version": version, "branch": branch,
@@ -460,17 +470,55 @@ def _first_line(args: list[str]) -> str:
         return "unknown"
 
 
-def _check_core(lib: Path, log) -> str:
-    """Load the built core in a fresh process and ask its C API version: every library it links
-    resolves here, or the build is refused."""
-    code = ("import ctypes,sys; l=ctypes.CDLL(sys.argv[1]); a=ctypes.c_uint32(); b=ctypes.c_uint32();"
-            "e=l.TRITONSERVER_ApiVersion(ctypes.byref(a),ctypes.byref(b)); print(f'{a.value}.{b.value}')")
-    proc = subprocess.run([sys.executable, "-c", code, str(lib)], capture_output=True, text=True, timeout=60)
-    log(f"core check: {proc.stdout.strip()} {proc.stderr.strip()}")
-    if proc.returncode != 0:
+CHECK = """
+import ctypes, json, sys, tempfile
+from ctypes import POINTER, byref, c_char_p, c_size_t, c_uint32, c_void_p
+lib = ctypes.CDLL(sys.argv[1])
+a, b = c_uint32(), c_uint32()
+lib.TRITONSERVER_ApiVersion(byref(a), byref(b))
+for name, args in {"TRITONSERVER_ServerOptionsNew": [POINTER(c_void_p)],
+                   "TRITONSERVER_ServerOptionsSetModelRepositoryPath": [c_void_p, c_char_p],
+                   "TRITONSERVER_ServerOptionsSetExitTimeout": [c_void_p, c_uint32],
+                   "TRITONSERVER_ServerNew": [POINTER(c_void_p), c_void_p],
+                   "TRITONSERVER_ServerMetadata": [c_void_p, POINTER(c_void_p)],
+                   "TRITONSERVER_MessageSerializeToJson": [c_void_p, POINTER(c_char_p), POINTER(c_size_t)],
+                   "TRITONSERVER_ServerStop": [c_void_p], "TRITONSERVER_ServerDelete": [c_void_p]}.items():
+    getattr(lib, name).argtypes = args
+    getattr(lib, name).restype = c_void_p
+opts, server, msg = c_void_p(), c_void_p(), c_void_p()
+with tempfile.TemporaryDirectory() as repo:
+    assert not lib.TRITONSERVER_ServerOptionsNew(byref(opts))
+    lib.TRITONSERVER_ServerOptionsSetModelRepositoryPath(opts, repo.encode())
+    lib.TRITONSERVER_ServerOptionsSetExitTimeout(opts, 5)
+    assert not lib.TRITONSERVER_ServerNew(byref(server), opts), "ServerNew failed"
+    assert not lib.TRITONSERVER_ServerMetadata(server, byref(msg))
+    base, size = c_char_p(), c_size_t()
+    lib.TRITONSERVER_MessageSerializeToJson(msg, byref(base), byref(size))
+    meta = json.loads(ctypes.string_at(base, size.value) or b"null")
+    lib.TRITONSERVER_ServerStop(server)
+    lib.TRITONSERVER_ServerDelete(server)
+print(json.dumps({"api": f"{a.value}.{b.value}", "metadata": meta}))
+"""
+
+
+def _check_core(lib: Path, version: str, log) -> str:
+    """Start the built core in a fresh process over an empty repository and ask its metadata:
+    every library it links resolves, and it reports its version as JSON, or the build is refused."""
+    env = dict(os.environ, LD_LIBRARY_PATH=os.pathsep.join(filter(None, [str(lib.parent),
+                                                                         os.environ.get("LD_LIBRARY_PATH")])))
+    proc = subprocess.run([sys.executable, "-c", CHECK, str(lib)], capture_output=True, text=True, timeout=120,
+                          env=env)
+    log(f"core check: {proc.stdout.strip()}\n{proc.stderr.strip()[-2000:]}")
+    try:
+        got = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RigError(f"the built core does not load ({last}); see {log.path}")
-    return proc.stdout.strip()
+        raise RigError(f"the built core does not start ({last}); see {log.path}") from None
+    meta = got.get("metadata") or {}
+    if meta.get("version") != version:
+        raise RigError(f"the built core started but its metadata says {json.dumps(meta)[:120]} where version "
+                       f"{version} was expected; see {log.path}")
+    return got["api"]
 
 
 def list_built() -> list[dict]:

@@ -101,6 +101,25 @@ def python_backend_patch(cmakelists: str) -> str:
     return (cmakelists[:m.start(1)] + block + "\n)\n" + BOOST_MARK + cmakelists[m.end():])
 
 
+JSON_MARK = "// rig: TritonJson renamed in this file (the ABI clash upstream fixed in common r25.10)"
+
+
+def common_logging_patch(logging_cc: str, triton_json_h: str) -> str:
+    """common r25.09 and older: logging.cc includes TritonJson with its own status type (uint8_t)
+    while the core's files use triton::core::Status. The class's inline functions then share a
+    name and differ in their return type: the linker keeps one for all, and here (GCC 12) it kept
+    logging's, so every JSON message of the core came back empty (measured on 2.60.0:
+    TRITONSERVER_ServerMetadata serialized to 0 bytes). Upstream fixed it in r25.10 (common
+    da18f28: TritonJson became a template over its status type); this renames the class in that one
+    file instead. Idempotent; later branches are left as they are."""
+    if JSON_MARK in logging_cc or "TritonJsonImpl" in triton_json_h:
+        return logging_cc
+    anchor = '#include "triton/common/triton_json.h"'
+    if "#define TRITONJSON_STATUSTYPE uint8_t" not in logging_cc or anchor not in logging_cc:
+        return logging_cc
+    return logging_cc.replace(anchor, f"{JSON_MARK}\n#define TritonJson TritonJsonOfLoggingOnly\n{anchor}", 1)
+
+
 def _defs(flags: dict[str, str]) -> list[str]:
     return [f"-D{k}={v}" for k, v in flags.items()]
 
