@@ -379,6 +379,9 @@ def _assemble(version, branch, refs, commits, notes, sources, work, timings, t0,
         carried = _carry_libraries(staging, log)
         api = _check_core(staging / "lib" / "libtritonserver.so", version, log)
         work_mb = _dir_mb(work)
+        # this step is still running: its time so far (the others hold their durations)
+        timings = {k: (round(time.monotonic() - v, 1) if k == "assemble and check" else v)
+                   for k, v in timings.items()}
         m = {
             "kind": "built", "recipe": RECIPE, "triton_version": version, "branch": branch,
             "refs": refs, "commits": commits, "sources": sources.describe(),
@@ -452,7 +455,9 @@ def _carry_libraries(staging: Path, log) -> list[str]:
         resolved = dict(re.findall(r"^\s*(\S+) => (/\S+)", subprocess.run(
             ["ldd", str(binary)], capture_output=True, text=True).stdout, flags=re.M))
         for name in needed:
-            if any(name.startswith(b) for b in BASE_LIBRARIES) or name in carried:
+            # the backend links the core by name: never carry what the runtime itself provides
+            if any(name.startswith(b) for b in BASE_LIBRARIES) or name in carried \
+                    or (staging / "lib" / name).exists():
                 continue
             path = resolved.get(name)
             if path is None:
