@@ -338,6 +338,8 @@ def built_runtime(spec: str) -> Runtime:
                    server_dir=str(sdir), core_library=str(sdir / "lib" / "libtritonserver.so"),
                    backend_dir=str(sdir / "backends"),
                    library_path=tuple([*_python_libdir(), str(root / "lib")]),
+                   # a stub built with pybind11 < 2.12 needs numpy<2 (builds before that field: r24.10's)
+                   stub_site=stub_site() if m.get("stub_numpy1", m.get("branch") == "r24.10") else None,
                    bindings=str(bindings) if (bindings / "tritonserver").is_dir() else None)
 
 

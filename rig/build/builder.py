@@ -391,8 +391,13 @@ def _assemble(version, branch, refs, commits, notes, sources, work, timings, t0,
             "core_flags": recipe.CORE_FLAGS, "backend_flags": recipe.BACKEND_FLAGS,
             "pythons": {py: python}, "api_version": api, "adaptations": notes, "carried_libraries": carried,
             "differs_from_ngc": list(recipe.DIFFERS_FROM_NGC), "step_seconds": timings,
+            "pybind11": _pybind11_version(work / "src" / "pybind11"),
             "build_seconds": round(time.monotonic() - t0, 1), "work_mb": round(work_mb, 1),
         }
+        # pybind11 before 2.12 (python_backend r24.10) knows numpy 1 only: its stub, given numpy 2,
+        # answers every output with zeros (measured on 2.51.0), so it gets numpy<2 as the PyPI cores' do
+        m["stub_numpy1"] = tuple(int(x) for x in m["pybind11"].split(".")[:2]) < (2, 12) \
+            if m["pybind11"] != "unknown" else False
         m["size_mb"] = round(_dir_mb(staging), 1)
         if reuse is not None:
             m["step_seconds"] = {**old.get("step_seconds", {}), **timings}
@@ -466,6 +471,17 @@ def _carry_libraries(staging: Path, log) -> list[str]:
             carried.append(name)
     log("carried libraries: " + ", ".join(carried))
     return carried
+
+
+def _pybind11_version(src: Path) -> str:
+    header = src / "include" / "pybind11" / "detail" / "common.h"
+    try:
+        text = header.read_text()
+        major = re.search(r"#define PYBIND11_VERSION_MAJOR (\d+)", text).group(1)
+        minor = re.search(r"#define PYBIND11_VERSION_MINOR (\d+)", text).group(1)
+        return f"{major}.{minor}"
+    except (OSError, AttributeError):
+        return "unknown"
 
 
 def _first_line(args: list[str]) -> str:
