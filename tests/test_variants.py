@@ -32,12 +32,33 @@ CASES = [  # (the variant, the scenario whose class it is, what its scenario's c
     ("retained_by_batcher", "retained-array", ("--retain", "last-array")),  # the client keeps it
 ]
 
+def _built(version: str) -> bool:
+    from rig import runtime
+    from rig.errors import RigError
+
+    try:
+        runtime.resolve(version, auto_install=False)
+        return True
+    except RigError:
+        return False
+
+
+# the embedded default, and server#8755's own version built from source (.ci/run builds it;
+# elsewhere: rig runtime build 2.67.0 --sources DIR, with --python for the sandbox's 3.12)
+RUNTIMES = [pytest.param(None, id="embedded"),
+            pytest.param("2.67.0", id="built-2.67.0", marks=pytest.mark.skipif(
+                not _built("2.67.0"), reason="Triton 2.67.0 is not built here for this Python: "
+                                             "rig runtime build 2.67.0 --sources DIR"))]
+
+
+@pytest.mark.parametrize("core", RUNTIMES)
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("variant, scenario, extra", CASES, ids=[c[0] for c in CASES])
-def test_a_variant_lands_in_the_tables_verdict_for_its_class(tmp_path, engine, variant, scenario, extra):
+def test_a_variant_lands_in_the_tables_verdict_for_its_class(tmp_path, engine, variant, scenario, extra, core):
     res = tmp_path / "results"
+    chosen = ("--runtime", core) if core else ()
     p = rig("soak", "--model-repository", str(VARIANTS / variant), "--engine", engine, "--cycles", "1",
-            "--exit-timeout", "5", "--request-timeout", "5", *extra, "--results", str(res), timeout=400)
+            "--exit-timeout", "5", "--request-timeout", "5", *chosen, *extra, "--results", str(res), timeout=400)
     assert p.returncode in (0, 1), p.stdout[-2000:] + p.stderr[-2000:]
     assert "Traceback" not in p.stderr
     for row in cycles(res).to_dict("records"):
