@@ -211,6 +211,7 @@ def _build_locked(req: Request, version: str, branch: str, py: str, sources: Sou
     reuse = None if req.force else (built_root(version) / "lib" / "libtritonserver.so")
     if reuse is not None and not (old.get("recipe") == RECIPE and old.get("refs") == refs and reuse.exists()):
         reuse = None
+    resumed = (work / "build").exists()  # an earlier attempt's trees: ninja goes on from them
     work.mkdir(parents=True, exist_ok=True)
     (work / "stamp.json").write_text(json.dumps(stamp))
     log = _Log(builds_dir() / f"{version}.log")
@@ -264,6 +265,9 @@ def _build_locked(req: Request, version: str, branch: str, py: str, sources: Sou
             step("assemble and check")
             m = _assemble(version, branch, refs, commits, notes, sources, work, timings, t0, log,
                           py, python, reuse, old)
+            if resumed:  # its times are the last attempt's only: say so
+                m["resumed"] = True
+                (built_root(version) / "runtime.json").write_text(json.dumps(m, indent=1))
             done("assemble and check")
     except KeyboardInterrupt:
         log("interrupted")
@@ -564,6 +568,6 @@ def describe(b: dict) -> str:
     stale = "" if b["current"] else "; built by an older recipe: rebuild with --force"
     stale += "".join(f"; NOTE {n}" for n in m.get("adaptations", []) if "not exactly" in n)
     return (f"from {m.get('sources', '?')} ({refs}); {m.get('compiler', '?')}; "
-            f"{m.get('build_seconds', 0) / 60:.1f} min on {m.get('cpus', '?')} CPUs, {m.get('size_mb', 0):.0f} MB; "
+            f"{m.get('build_seconds', 0) / 60:.1f} min{' (resumed)' if m.get('resumed') else ''} on {m.get('cpus', '?')} CPUs, {m.get('size_mb', 0):.0f} MB; "
             f"CPU only, {len(m.get('differs_from_ngc', []))} differences from the NGC image in "
             f"{b['path']}/runtime.json{stale}")
