@@ -38,7 +38,7 @@ def main() -> int:
         cells = [f"{t[s] / 60:.1f} min" if isinstance(t.get(s), (int, float)) and t[s] >= 60 else
                  f"{t[s]:.0f} s" if isinstance(t.get(s), (int, float)) else "-" for s in steps]
         print(f"| {m['triton_version']} | {m['branch']} | " + " | ".join(cells)
-              + f" | {m['build_seconds'] / 60:.1f} min | {m['work_mb']:.0f} MB | {m['size_mb']:.0f} MB | {m['cpus']} |")
+              + f" | {m['build_seconds'] / 60:.1f} min{' (resumed)' if m.get('resumed') else ''} | {m['work_mb']:.0f} MB | {m['size_mb']:.0f} MB | {m['cpus']} |")
     return 0
 
 
