@@ -30,7 +30,7 @@ from rig.probes import STUB_NAME
 RECIPE = 1
 
 STEPS = ("sources", "configure core", "build core", "configure python backend",
-         "build python backend", "assemble and check")
+         "build python backend", "python bindings", "assemble and check")
 
 
 @dataclasses.dataclass
@@ -262,9 +262,14 @@ def _build_locked(req: Request, version: str, branch: str, py: str, sources: Sou
                  log, bar.tick)
             done("build python backend")
 
+            step("python bindings")
+            compiled = _compile_bindings(src, work / "build" / f"bindings-py{py}", python,
+                                         reuse.parent if reuse else bld / "core", log)
+            done("python bindings")
+
             step("assemble and check")
             m = _assemble(version, branch, refs, commits, notes, sources, work, timings, t0, log,
-                          py, python, reuse, old)
+                          py, python, reuse, old, compiled)
             if resumed:  # its times are the last attempt's only: say so
                 m["resumed"] = True
                 (built_root(version) / "runtime.json").write_text(json.dumps(m, indent=1))
@@ -350,7 +355,7 @@ def _dir_mb(path: Path) -> float:
 
 
 def _assemble(version, branch, refs, commits, notes, sources, work, timings, t0, log,
-              py, python, reuse, old) -> dict:
+              py, python, reuse, old, compiled) -> dict:
     root = built_root(version)
     staging = Path(tempfile.mkdtemp(prefix=f".built-{version}-", dir=runtimes_dir()))
     os.chmod(staging, 0o755)
@@ -376,9 +381,17 @@ def _assemble(version, branch, refs, commits, notes, sources, work, timings, t0,
         if utils:
             shutil.copy2(utils[0], pb / utils[0].name)
         os.symlink("../lib", staging / f"py{py}" / "lib")
-        bindings = _official_bindings(version, py, staging / f"py{py}" / "bindings", log)
+        dest = staging / f"py{py}" / "bindings"
+        bindings = _official_bindings(version, py, dest, log)
         if bindings:
             notes.append(bindings)
+        elif compiled is not None:
+            shutil.copytree(compiled, dest / "tritonserver", symlinks=True)
+            info = dest / f"tritonserver-{version}.dist-info"
+            info.mkdir()
+            (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: tritonserver\nVersion: {version}\n")
+            notes.append(f"official bindings: compiled here from core/python of {refs['core']} for Python {py} "
+                         "(PyPI has none of this version for it)")
         (staging / "TRITON_VERSION").write_text(version + "\n")
         carried = _carry_libraries(staging, log)
         api = _check_core(staging / "lib" / "libtritonserver.so", version, log)
@@ -423,6 +436,26 @@ def _assemble(version, branch, refs, commits, notes, sources, work, timings, t0,
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _compile_bindings(src: Path, out: Path, python: str, core_dir: Path, log) -> Path | None:
+    """The in-process Python API of this core's own branch (core/python: the ``tritonserver``
+    package and its one pybind11 module), compiled for ``python`` against the built core. None
+    where the branch has no such sources."""
+    cc = src / "core" / "python" / "tritonserver" / "_c" / "tritonserver_pybind.cc"
+    if not cc.exists():
+        log("no core/python bindings in this branch")
+        return None
+    info = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['include']); "
+                           "print(sysconfig.get_config_var('EXT_SUFFIX'))"], capture_output=True, text=True)
+    include, suffix = info.stdout.split()[:2]
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(cc.parent.parent, out, ignore=shutil.ignore_patterns("CMakeLists.txt", "*.cc"))
+    core_lib = core_dir / "libtritonserver.so"
+    _run(["g++", "-O2", "-shared", "-fPIC", "-std=c++17", "-fvisibility=hidden", f"-I{include}",
+          f"-I{src / 'pybind11' / 'include'}", f"-I{src / 'core' / 'include'}", str(cc),
+          "-o", str(out / "_c" / f"triton_bindings{suffix}"), f"-L{core_lib.parent}", "-ltritonserver"], log)
+    return out
 
 
 def _official_bindings(version: str, py: str, dest: Path, log) -> str | None:

@@ -32,8 +32,9 @@ DIFFERS_FROM_NGC = (
     "1.0, RapidJSON), not the versions the image builds from third_party",
     "compiled by Debian 12's GCC 12 against glibc 2.36 (the image: its Ubuntu's GCC and glibc)",
     "the backend stub is built for the Python that ran the build, not the image's Python 3.12",
-    "the in-process Python bindings (core/python, the tritonserver package) are not built: the "
-    "official engine takes them from PyPI (2.70.0 and later)",
+    "the in-process Python bindings (the tritonserver package): PyPI's wheel where it has this version "
+    "for this Python (2.70.0 and later, CPython 3.12), else compiled here from core/python of the same "
+    "branch with g++ directly (the image's wheel is built by its CMake)",
 )
 
 # Debian 12 ships no CMake config files for protobuf or re2, which the CMakeLists find in CONFIG
