@@ -200,25 +200,35 @@ def stub_site(log=lambda msg: None) -> str | None:
     except ImportError:
         pass
     site = cache_dir().parent / f"stub-site-py{python_tag()}"
-    if (site / ".complete").exists():
-        return str(site)
-    site.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".stub-site-", dir=site.parent))
-    log("installing numpy<2 for the backend stubs of the embedded core ...")
-    proc = subprocess.run([*python_m("pip"), "install", "-q", "--disable-pip-version-check",
-                           "--no-deps", "--only-binary=:all:", "--target", str(tmp), "numpy<2"],
+    if not (site / ".complete").exists():
+        log("installing numpy<2 for the backend stubs of the embedded core ...")
+    pip_install_into(site, ["numpy<2"], "numpy<2 for the backend stubs",
+                     "or run the rig in an environment with numpy<2")
+    return str(site)
+
+
+def pip_install_into(folder: Path, requirements: list[str], what: str, hint: str) -> Path:
+    """Wheels from PyPI into a cache folder of their own, once: installed beside it and renamed
+    into place when complete (``.complete``), so a process that finds it finds all of it."""
+    if (folder / ".complete").exists():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    proc = subprocess.run([*python_m("pip"), "install", "-q", "--disable-pip-version-check", "--no-deps",
+                           "--only-binary=:all:", "--target", str(tmp), *requirements],
                           capture_output=True, text=True)
     if proc.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         last = (proc.stderr.strip().splitlines() or ["pip failed"])[-1]
-        raise RigError(f"could not install numpy<2 for the backend stubs ({last}); "
-                       "or run the rig in an environment with numpy<2")
-    (tmp / ".complete").write_text("numpy<2\n")
+        raise RigError(f"could not install {what} ({last}); {hint}")
+    (tmp / ".complete").write_text(" ".join(requirements) + "\n")
+    if folder.exists() and not (folder / ".complete").exists():
+        shutil.rmtree(folder, ignore_errors=True)  # an older, unfinished one
     try:
-        os.rename(tmp, site)
-    except OSError:
+        os.rename(tmp, folder)
+    except OSError:  # another process finished first
         shutil.rmtree(tmp, ignore_errors=True)
-    return str(site)
+    return folder
 
 
 def _embedded_from_root(version: str, root: Path, py: str | None = None) -> Runtime:

@@ -111,20 +111,10 @@ def tools(cache: Path, log) -> tuple[str, str]:
     if found():
         return found()
     log("installing cmake and ninja from PyPI into " + str(target))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(str(target) + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                           "--only-binary=:all:", "--target", str(tmp), "cmake>=3.31.8,<5", "ninja"],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        last = (proc.stderr.strip().splitlines() or ["pip failed"])[-1]
-        raise RigError(f"could not install cmake and ninja from PyPI ({last}); "
-                       "a source build needs them (pip install 'cmake>=3.31.8' ninja)")
-    (tmp / ".complete").write_text("cmake ninja\n")
-    shutil.rmtree(target, ignore_errors=True)
-    os.rename(tmp, target)
+    from rig.runtime import pip_install_into
+
+    pip_install_into(target, ["cmake>=3.31.8,<5", "ninja"], "cmake and ninja from PyPI",
+                     "a source build needs them (pip install 'cmake>=3.31.8' ninja)")
     if not found():
         raise RigError(f"cmake and ninja installed from PyPI into {target}, but their binaries are not "
                        "where expected; remove that folder and try again")
