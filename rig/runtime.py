@@ -327,19 +327,19 @@ def is_built_spec(spec: str) -> bool:
 
 def built_runtime(spec: str) -> Runtime:
     """A runtime built here from source, for the running interpreter."""
-    from rig.build import builder
+    from rig.build import cache
 
     v = spec[len("built-"):] if spec.startswith("built-") else spec
-    root = builder.built_root(v)
-    m = builder.manifest(root)
+    root = cache.built_root(v)
+    m = cache.manifest(root)
     if not m:
-        have = ", ".join(r["triton_version"] for r in builder.list_built()) or "none"
+        have = ", ".join(r["triton_version"] for r in cache.list_built()) or "none"
         raise RigError(f"runtime {spec!r} is not built here (built: {have}): run `rig runtime build "
                        f"{shlex.quote(v)}` (add --sources DIR for a folder of git bundles)")
     py = python_tag()
-    if not builder.is_built(root, py):
+    if not cache.is_built(root, py):
         why = (f"it was built for Python {', '.join(sorted(m.get('pythons', {})))} only"
-               if m.get("recipe") == builder.RECIPE else "it was built by an older recipe")
+               if m.get("recipe") == cache.RECIPE else "it was built by an older recipe")
         raise RigError(f"runtime built-{v} is not usable with Python {py}: {why}; "
                        f"`rig runtime build {shlex.quote(v)}` with this interpreter builds what it needs")
     sdir = root / f"py{py}"
@@ -354,9 +354,9 @@ def built_runtime(spec: str) -> Runtime:
 
 
 def list_built() -> list[dict]:
-    from rig.build import builder
+    from rig.build import cache
 
-    return builder.list_built()
+    return cache.list_built()
 
 
 def resolve(spec: str | None, auto_install: bool = True, log=lambda msg: None) -> Runtime:

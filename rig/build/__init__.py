@@ -2,9 +2,11 @@
 
 ``releases`` maps versions to release branches, ``sources`` fetches them (GitHub or git
 bundles), ``preflight`` checks the machine, ``recipe`` holds the CMake flags and Debian 12's
-adaptations, ``builder`` runs the steps and lays the result out as a runtime.
+adaptations, ``builder`` runs the steps (``runner`` each command), ``assemble`` lays the result out
+as a runtime and checks it, ``cache`` finds and describes the runtimes built.
 """
 
-from rig.build.builder import Request, build, built_root, is_built, list_built, manifest
+from rig.build.builder import Request, build
+from rig.build.cache import built_root, is_built, list_built, manifest
 
 __all__ = ["Request", "build", "built_root", "is_built", "list_built", "manifest"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rig.build.builder import describe
+from rig.build.cache import describe
 from rig.errors import Exit, RigError
 
 
