@@ -21,7 +21,7 @@ from rig.build import preflight, recipe, releases
 from rig.build.assemble import assemble, compile_bindings
 from rig.build.cache import RECIPE, builds_dir, built_root, is_built, manifest, python_tag, runtimes_dir
 from rig.build.runner import Log, Progress, run
-from rig.build.sources import Sources
+from rig.build.sources import Sources, git
 from rig.errors import RigError
 
 @dataclasses.dataclass
@@ -218,10 +218,8 @@ def _fetch_all(sources: Sources, refs: dict[str, str], src: Path, notes: list[st
 
 def _clone_bundle_at(sources: Sources, name: str, want: str | None, dest: Path, notes, log) -> None:
     """A bundle holds named refs; the pinned commit is checked out if the bundle has it."""
-    from rig.build.sources import _git
-
-    _git(["git", "clone", "-q", "--no-checkout", sources.url(name), str(dest)], log)
-    _git(["git", "-C", str(dest), "fetch", "-q", "origin", "+refs/heads/*:refs/remotes/origin/*",
+    git(["git", "clone", "-q", "--no-checkout", sources.url(name), str(dest)], log)
+    git(["git", "-C", str(dest), "fetch", "-q", "origin", "+refs/heads/*:refs/remotes/origin/*",
           "+refs/tags/*:refs/tags/*"], log)
     ok = want and subprocess.run(["git", "-C", str(dest), "cat-file", "-e", f"{want}^{{commit}}"],
                                  capture_output=True).returncode == 0
@@ -230,4 +228,4 @@ def _clone_bundle_at(sources: Sources, name: str, want: str | None, dest: Path, 
         fallback = have[-1] if have else "HEAD"
         notes.append(f"{name}: the pinned {want} is not in {sources.url(name)}; built with {fallback}")
         want = fallback
-    _git(["git", "-C", str(dest), "checkout", "-q", want], log)
+    git(["git", "-C", str(dest), "checkout", "-q", want], log)

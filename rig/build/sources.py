@@ -89,10 +89,10 @@ class Sources:
         args = ["git", "clone", "-q", "--no-checkout", url, str(dest)]
         if self.folder is None and name not in THIRD_PARTY:
             args[3:3] = ["--depth", "1", "--branch", ref]
-        _git(args, log)
-        _git(["git", "-C", str(dest), "checkout", "-q", ref if self.folder or name in THIRD_PARTY
+        git(args, log)
+        git(["git", "-C", str(dest), "checkout", "-q", ref if self.folder or name in THIRD_PARTY
               else "HEAD"], log)
-        return _git(["git", "-C", str(dest), "rev-parse", "HEAD"], log).strip()
+        return git(["git", "-C", str(dest), "rev-parse", "HEAD"], log).strip()
 
 
 def _span(names: list[str]) -> str:
@@ -102,7 +102,7 @@ def _span(names: list[str]) -> str:
     return ", ".join(parts + others) or "none"
 
 
-def _git(args: list[str], log) -> str:
+def git(args: list[str], log) -> str:
     log("$ " + " ".join(args))
     proc = subprocess.run(args, capture_output=True, text=True, timeout=1800)
     if proc.stdout.strip():
