@@ -23,7 +23,7 @@ RUN python3 -c "import tritonserver" 2>/dev/null || \
       if [ -f "$1" ]; then python3 -m pip install "$1"; \
       else echo "note: no tritonserver wheel in this image; --engine capi still works"; fi; }
 
-# A C compiler for the rig's native load generator (rig/engines/capi/_fastpath.c), if the image lacks one.
+# A C compiler for the rig's native load generator (rig/worker/engines/capi/_fastpath.c), if the image lacks one.
 RUN command -v cc >/dev/null || { apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/*; }
 
@@ -39,7 +39,7 @@ COPY . .
 RUN cupy="$(sh deploy/docker/cupy-package.sh)" \
     && echo "CuPy for this image's CUDA ${CUDA_VERSION:-?}: $cupy" \
     && python3 -m pip install . "$cupy" "nvidia-ml-py>=12" "pyelftools>=0.29" \
-    && python3 -c "from rig.engines.capi import lane; print(lane.build())" \
+    && python3 -c "from rig.worker.engines.capi import lane; print(lane.build())" \
     && rig doctor && ! rig doctor | grep '^conflict'
 
 # Results land in the working directory (the nightly config's `results = "results"`, so

@@ -64,7 +64,7 @@ def fold(script_lines, depth):
 
 
 def _start(tool, conc, work):
-    from rig import perf_analyzer, repository, runtime
+    from rig.parent import perf_analyzer, repository, runtime
     rt = runtime.resolve(None)
     repo = Path(work) / "models"
     repository.render(repository.ModelSpec(), repo)

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from rig.analysis import conformance as cf  # noqa: E402
 from rig.analysis import conformance_text as cft  # noqa: E402
-from rig.errors import RigError  # noqa: E402
+from rig.common.errors import RigError  # noqa: E402
 
 STORE = ROOT / "docs" / "conformance" / "store"
 PAGE = ROOT / "docs" / "conformance.md"
@@ -35,7 +35,7 @@ VERDICT_INPUTS = ("stop_error", "finalize_errors", "requests", "errors")
 
 
 def kept_columns() -> list[str]:
-    from rig.protocol import CycleRow
+    from rig.contract.rows import CycleRow
     from rig.store import arrow_schema
 
     schema = arrow_schema(CycleRow)
@@ -50,7 +50,7 @@ def keep_store(results: str | Path, store: Path = STORE, add: bool = False) -> t
     import pandas as pd
     import pyarrow as pa
 
-    from rig.protocol import CycleRow
+    from rig.contract.rows import CycleRow
     from rig.store import Store, arrow_schema
 
     columns = kept_columns()
@@ -80,7 +80,7 @@ def keep_store(results: str | Path, store: Path = STORE, add: bool = False) -> t
 
 def build_lines(versions: list[str]) -> list[str]:
     """The builds a reproduction needs first: every core no PyPI wheel bundles (rig runtime build)."""
-    from rig.runtime import PYTRITON_CORE
+    from rig.parent.runtime import PYTRITON_CORE
 
     built = [v for v in versions if v not in PYTRITON_CORE.values()]
     if not built:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The rig's native load generator (rig.engines.capi.lane) against perf_analyzer, side by side.
+"""The rig's native load generator (rig.worker.engines.capi.lane) against perf_analyzer, side by side.
 
 For each concurrency, in one run and alternating so both share the machine's noise:
 perf_analyzer in C API mode (its own process, its own server), then a worker process of this
@@ -37,7 +37,7 @@ GOAL_P50_C1 = 1.25
 # ---------------------------------------------------------------- worker (hosts the core)
 
 def _measure(engine, model, inputs, lanes_in_flight, warmup_s, measure_s):
-    from rig.engines.capi import lane as fastpath
+    from rig.worker.engines.capi import lane as fastpath
 
     lanes = [fastpath.Lane(engine, model, inputs, in_flight=k) for k in lanes_in_flight]
     try:
@@ -69,9 +69,9 @@ def _measure(engine, model, inputs, lanes_in_flight, warmup_s, measure_s):
 
 
 def worker(args) -> int:
-    from rig import runtime
-    from rig.engines.base import ServerOptions
-    from rig.engines.capi import CapiEngine
+    from rig.parent import runtime
+    from rig.worker.engines.base import ServerOptions
+    from rig.worker.engines.capi import CapiEngine
 
     rt = runtime.Runtime.from_dict(json.loads(args.worker_runtime))
     c = args.worker
@@ -159,9 +159,9 @@ def main(argv=None) -> int:
     if args.worker is not None:
         return worker(args)
 
-    from rig import repository, runtime
-    from rig.engines.capi import lane as fastpath
-    from rig.perf_analyzer import PerfAnalyzerError, ensure_perf_analyzer, run_perf_analyzer
+    from rig.parent import repository, runtime
+    from rig.worker.engines.capi import lane as fastpath
+    from rig.parent.perf_analyzer import PerfAnalyzerError, ensure_perf_analyzer, run_perf_analyzer
 
     ok, why = fastpath.available()
     if not ok:

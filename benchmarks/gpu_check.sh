@@ -26,8 +26,8 @@ out="${1:-results/gpu-check-$(date -u +%Y%m%dT%H%M%S)}"
 # The GPU's name from NVML (the rig's probe), else from nvidia-smi; CuPy's verdict as the rig gives it.
 probe=$("$py" - <<'EOF'
 import shutil, subprocess
-from rig.preflight import cupy_usable
-from rig.probes import Gpu
+from rig.parent.preflight import cupy_usable
+from rig.common.probes import Gpu
 
 gpu = Gpu()
 name, why = (gpu.name, "") if gpu.available else ("", gpu.why)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rig.repository import ModelSpec, render
+from rig.parent.repository import ModelSpec, render
 
 
 def repository(leak: int, where: Path) -> Path:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rig import runtime
+from rig.parent import runtime
 
 ROOT = Path(__file__).resolve().parent.parent
 

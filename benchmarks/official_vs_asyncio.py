@@ -14,7 +14,7 @@ host's speed, which on a shared VM swings for seconds at a time, falls on both a
   once with ``inputs=`` and once over an ``InferenceRequest`` built once
   (``inference_request=``, the way the rig's lane sends);
 - a process like the rig's worker (Locust imported, so gevent-patched), where each slice is
-  the rig's workload itself: ``rig.load.runner.run_locust``, the function the worker runs,
+  the rig's workload itself: ``rig.worker.load.runner.run_locust``, the function the worker runs,
   with its Locust users, lanes, sink, windows and the check of every response against the
   reference answer; its figure is what the rig would store (requests / the windows' time).
 The one idle meanwhile does nothing: its server waits.
@@ -26,7 +26,7 @@ Slower, and each run falls in whatever spell of the host it meets.
 Both print the figures, the medians of the paired ratios (rig / each plain loop, taken side by
 side: the figure that noisy neighbours disturb least), and the rig's median over each plain
 loop's best. The CPUs idle as the kernel lets them; ``--cpu-idle hold`` keeps them out of idle
-for the whole run, for all alike (``rig.cpuidle``).
+for the whole run, for all alike (``rig.common.cpuidle``).
 Needs the tritonserver bindings (CPython 3.12, glibc 2.39+): run it inside the sandbox.
 """
 
@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PLAIN_SLICES = r"""
 import asyncio, json, sys, time
 import numpy as np
-from rig.engines.official import loader
+from rig.worker.engines.official import loader
 core, backends, repo, size = sys.argv[1:5]
 ts = loader.load(core)
 server = ts.Server(ts.Options(model_repository=repo, backend_directory=backends, exit_timeout=10))
@@ -81,11 +81,11 @@ server.stop()
 
 RIG_SLICES = r"""
 import json, sys, time
-from rig.load.runner import run_locust  # imports Locust: gevent patches this process, as the worker's
-from rig.engines.base import ServerOptions
-from rig.engines.official.engine import OfficialEngine
-from rig.inputs import inputs_for
-from rig.outputs import reference_output
+from rig.worker.load.runner import run_locust  # imports Locust: gevent patches this process, as the worker's
+from rig.worker.engines.base import ServerOptions
+from rig.worker.engines.official.engine import OfficialEngine
+from rig.worker.inputs import inputs_for
+from rig.worker.outputs import reference_output
 core, backends, repo, size = sys.argv[1:5]
 engine = OfficialEngine(core)
 engine.start(ServerOptions(model_repository=repo, backend_directory=backends, exit_timeout_s=10))
@@ -142,8 +142,8 @@ class Child:
 
 
 def measure_slices(a, cpu_idle: str) -> int:
-    from rig import repository, runtime
-    from rig.engines.official import loader
+    from rig.parent import repository, runtime
+    from rig.worker.engines.official import loader
 
     rt = runtime.resolve(a.runtime)
     points = [int(x) for x in a.concurrency.split(",")]
@@ -260,7 +260,7 @@ def main() -> int:
         a.repeats = 12 if a.mode == "slices" else 4
     if a.repeats < 1 or a.slice_seconds <= 0 or a.window_seconds <= 0 or a.windows < 2:
         ap.error("--repeats must be at least 1, --windows at least 2, and the seconds above 0")
-    from rig import cpuidle
+    from rig.common import cpuidle
 
     with cpuidle.Hold(a.cpu_idle) as hold:
         print(f"cpu idle: {hold.method}{f' ({hold.detail})' if hold.detail else ''}", flush=True)
@@ -268,8 +268,8 @@ def main() -> int:
 
 
 def measure_runs(a, cpu_idle: str) -> int:
-    from rig import repository, runtime
-    from rig.engines.official import loader
+    from rig.parent import repository, runtime
+    from rig.worker.engines.official import loader
 
     rt = runtime.resolve(a.runtime)
     points = [int(x) for x in a.concurrency.split(",")]

@@ -36,9 +36,9 @@ EXIT_TIMEOUT = 5
 def _capi(model: str, seconds: float, gap_s: float | None, unanswered: bool) -> dict:
     import numpy as np
 
-    from rig import runtime
-    from rig.engines.base import EngineError, ServerOptions
-    from rig.engines.capi import CapiEngine
+    from rig.parent import runtime
+    from rig.worker.engines.base import EngineError, ServerOptions
+    from rig.worker.engines.capi import CapiEngine
 
     rt = runtime.resolve(None)
     eng = CapiEngine(rt.core_library)
@@ -72,8 +72,8 @@ def _official(model: str, seconds: float, in_flight: int, unanswered: bool) -> d
 
     import numpy as np
 
-    from rig import runtime
-    from rig.engines.official import loader
+    from rig.parent import runtime
+    from rig.worker.engines.official import loader
 
     rt = runtime.resolve(None)
     loader.preload(rt.core_library)
@@ -150,7 +150,7 @@ def _trial(name: str, seconds: float, env: dict) -> tuple[str, str]:
         except ProcessLookupError:
             pass
         p.wait()
-        from rig import probes
+        from rig.common import probes
 
         probes.remove_shm_regions(probes.orphaned_shm_regions())  # what the killed stubs left
         out.seek(0)
@@ -169,8 +169,8 @@ def main() -> int:
         model, fn = TRIALS[a.child]
         print(json.dumps(fn(model, a.seconds)), flush=True)
         os._exit(0)  # a server whose stop failed may hang the interpreter's exit: the figure is out
-    from rig import runtime
-    from rig.engines.official import loader
+    from rig.parent import runtime
+    from rig.worker.engines.official import loader
 
     rt = runtime.resolve(None, log=print)
     official = loader.bindings_library() is not None

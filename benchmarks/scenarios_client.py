@@ -44,7 +44,7 @@ from scenarios_client_trial import LEAK_PREFIX, MODEL, Trial, markers, slope
 
 
 def stop_while_loading(t: Trial) -> dict:
-    from rig import probes
+    from rig.common import probes
 
     t.start(explicit=True, load_sleep_s=t.a.load_sleep)
     box: dict = {}
@@ -138,8 +138,8 @@ def refused_request(t: Trial) -> dict:
 
     import numpy as np
 
-    from rig import probes
-    from rig.engines.base import EngineError
+    from rig.common import probes
+    from rig.worker.engines.base import EngineError
 
     t.start(explicit=False)
     t.eng.infer(MODEL, t.x()).release()
@@ -184,7 +184,7 @@ def _shm_bytes(pattern: str) -> int:
 
 def _ours_present(seen: set[str], now: set[str]) -> set[str]:
     """Backend regions this trial's processes ever mapped that are still in /dev/shm."""
-    from rig import probes
+    from rig.common import probes
 
     seen |= now
     return probes.shm_regions_present(seen)
@@ -198,7 +198,7 @@ def _meminfo(key: str) -> int:
 
 
 def reload(t: Trial) -> dict:
-    from rig import probes
+    from rig.common import probes
 
     t.start(explicit=True, leak=t.a.leak)
     rows, seen = [], set()
@@ -229,7 +229,7 @@ def reload(t: Trial) -> dict:
 def memory(t: Trial) -> dict:
     import tracemalloc
 
-    from rig import probes
+    from rig.common import probes
 
     t.start(explicit=False)
     x = t.x()
@@ -270,7 +270,7 @@ def child(a) -> None:
 # ---------------------------------------------------------------- the parent: trials in fresh processes
 
 def trial(argv: list[str], env: dict, timeout: float) -> dict:
-    from rig import probes
+    from rig.common import probes
 
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         p = subprocess.Popen([sys.executable, __file__, *argv, "--child"], stdout=out, stderr=err, env=env,
@@ -319,8 +319,8 @@ def main() -> int:
     a = ap.parse_args()
     if a.child:
         child(a)
-    from rig import runtime
-    from rig.engines.official import loader
+    from rig.parent import runtime
+    from rig.worker.engines.official import loader
 
     rt = runtime.resolve(a.runtime, log=print)
     engines = ["capi", "tritonserver"] if a.engine == "auto" else a.engine.split(",")

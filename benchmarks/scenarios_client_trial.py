@@ -85,8 +85,8 @@ def slope(xs, ys) -> float | None:
 
 class Trial:
     def __init__(self, a):
-        from rig import runtime
-        from rig.engines.base import ServerOptions
+        from rig.parent import runtime
+        from rig.worker.engines.base import ServerOptions
 
         self.a = a
         self.rt = runtime.resolve(a.runtime)
@@ -95,11 +95,11 @@ class Trial:
         self.marks.mkdir()
         self.ServerOptions = ServerOptions
         if a.engine == "capi":
-            from rig.engines.capi import CapiEngine
+            from rig.worker.engines.capi import CapiEngine
 
             self.eng = CapiEngine(self.rt.core_library)
         else:
-            from rig.engines.official.engine import OfficialEngine
+            from rig.worker.engines.official.engine import OfficialEngine
 
             self.eng = OfficialEngine(self.rt.core_library)
 
@@ -132,11 +132,11 @@ class Trial:
         return {"INPUT": np.ones(4, np.float32)}
 
     def stubs(self):
-        from rig import probes
+        from rig.common import probes
 
         return probes.stubs_of(os.getpid())
 
     def regions(self) -> set[str]:
-        from rig import probes
+        from rig.common import probes
 
         return probes.shm_regions_mapped([os.getpid()] + [p.pid for p in self.stubs()])

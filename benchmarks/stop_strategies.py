@@ -14,8 +14,8 @@ import argparse
 import statistics
 import tempfile
 
-from rig import config
-from rig.soak import execute
+from rig.parent import config
+from rig.commands.soak import execute
 
 
 def main() -> int:

@@ -8,7 +8,7 @@
 What it builds: ``--runs`` runs over 4 Triton versions and one date per run (a nightly run), each
 with ``--cycles-per-run`` cycles of ``--windows-per-cycle`` windows, values drawn like a real soak
 (mostly ``clean`` cycles, stop latencies near 2 s, p50 near 100 us, a histogram column of real
-size: real HDR histograms, about 600 characters each (``rig.hdr``), drawn from 400 so that
+size: real HDR histograms, about 600 characters each (``rig.common.hdr``), drawn from 400 so that
 compression gains little). ``--unit-runs`` of them are
 written the way the rig writes them, one file per unit through ``Store.write`` (400 files per
 run), and then compacted by ``Store.compact`` (timed); the others are written already compacted
@@ -38,7 +38,7 @@ import pyarrow as pa
 
 from rig.store import MERGED, TABLES, Store, arrow_schema
 
-from rig.protocol import CycleRow, RunRow, WindowRow
+from rig.contract.rows import CycleRow, RunRow, WindowRow
 
 VERSIONS = ["2.48.0", "2.49.0", "2.50.0", "2.51.0"]
 OUTCOMES = np.array(["clean", "exit_timeout", "finalize_missing", "hung", "infer_error"])
@@ -46,9 +46,9 @@ OUTCOME_P = [0.95, 0.02, 0.015, 0.01, 0.005]
 
 
 def histogram_pool(slowdown: float, n: int, rng) -> dict[str, np.ndarray]:
-    """``n`` real windows' latency histograms (HDR, as the rig stores them: ``rig.hdr``; about 600
+    """``n`` real windows' latency histograms (HDR, as the rig stores them: ``rig.common.hdr``; about 600
     characters each) and their percentiles, drawn around a p50 of 100 us times ``slowdown``."""
-    from rig import hdr
+    from rig.common import hdr
 
     out: dict[str, list] = {k: [] for k in ("histogram", "p50_us", "p90_us", "p99_us", "p999_us", "max_us", "mean_us")}
     for _ in range(n):

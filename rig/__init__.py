@@ -5,18 +5,18 @@ Public API: ``RunConfig`` and ``load_config`` (what to run), ``Store`` (the Parq
 They are imported on first use: a worker, which hosts Triton, never needs pyarrow.
 """
 
-from rig.version import __version__
+from rig.common.version import __version__
 
 __all__ = ["RunConfig", "Store", "load_config", "run", "__version__"]
 
 
 def __getattr__(name):
     if name == "RunConfig":
-        from rig.config import RunConfig
+        from rig.parent.config import RunConfig
 
         return RunConfig
     if name == "load_config":
-        from rig.config import load
+        from rig.parent.config import load
 
         return load
     if name == "Store":
@@ -28,6 +28,6 @@ def __getattr__(name):
 
 def run(cfg, command: str = "soak", **kwargs):
     """Run cycles as ``rig soak`` does; returns (exit status, tally, run_id, reasons)."""
-    from rig.soak import execute
+    from rig.commands.soak import execute
 
     return execute(cfg, command, **kwargs)

@@ -6,15 +6,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rig import cpuidle
-from rig.config import ARRIVALS
-from rig.errors import Exit, RigError
-from rig.options import OVERRIDES, add_cycle_options, add_server_options, add_target_options, run_config
+from rig.common import cpuidle
+from rig.parent.config import ARRIVALS
+from rig.common.errors import Exit, RigError
+from rig.parent.options import (OVERRIDES, Parser, add_cycle_options, add_server_options, add_target_options,
+                                run_config)
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, not usage + traceback
-        raise RigError(f"{message} (see `{self.prog} --help`)")
+_Parser = Parser  # one line, not usage + traceback
 
 
 def _bench_options(p: argparse.ArgumentParser) -> None:
@@ -105,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _show_defaults(p: argparse.ArgumentParser) -> None:
     """Append each option's default (the config's, which the option overrides) to its help."""
-    from rig.config import RunConfig
+    from rig.parent.config import RunConfig
 
     cfg = RunConfig()
     defaults = {}
@@ -126,8 +125,8 @@ def _show_defaults(p: argparse.ArgumentParser) -> None:
 
 def _cycles(args, cfg, allowed: tuple[str, ...]) -> int:
     """``allowed``: the outcomes that pass unless the run's config names others."""
-    from rig import soak
-    from rig.text import redact
+    from rig.commands import soak
+    from rig.common.text import redact
 
     status, tally, run_id, reasons = soak.execute(
         cfg, args.command, resume=getattr(args, "resume", None), cycles_given=args.cycles is not None,
@@ -142,8 +141,8 @@ def _cycles(args, cfg, allowed: tuple[str, ...]) -> int:
 
 def cmd_cycle(args) -> int:
     """A single cycle is a reproducer: it records and reports every outcome; soaks judge."""
-    from rig.cycle import LOAD_OUTCOMES, OUTCOMES
-    from rig.verdicts import GROWTH_OUTCOMES
+    from rig.worker.cycle import LOAD_OUTCOMES, OUTCOMES
+    from rig.contract.verdicts import GROWTH_OUTCOMES
 
     cfg = run_config(args)
     if cfg is None:
@@ -154,7 +153,7 @@ def cmd_cycle(args) -> int:
 
 
 def cmd_soak(args) -> int:
-    from rig import soak
+    from rig.commands import soak
 
     cfg = run_config(args)
     if cfg is None:
@@ -163,7 +162,7 @@ def cmd_soak(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from rig import bench
+    from rig.commands import bench
 
     args.instance_list = bench.instance_counts(args.instances)
     args.instances = args.instance_list[0] if args.instance_list else None
@@ -178,14 +177,14 @@ def _skipped(args) -> Exit:
 
 
 def cmd_doctor(args) -> int:
-    from rig import doctor
+    from rig.commands import doctor
 
     print(doctor.report())
     return Exit.OK
 
 
 def cmd_worker(args) -> int:
-    from rig import worker
+    from rig.worker import main as worker
 
     return worker.main(args.spec, args.result_fd)
 

@@ -21,6 +21,6 @@ def repo_root():
 @pytest.fixture(scope="session")
 def runtime():
     """The embedded default runtime (installed on first use, as the rig does)."""
-    from rig import runtime as rt
+    from rig.parent import runtime as rt
 
     return rt.resolve(None, log=print)

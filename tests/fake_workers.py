@@ -2,7 +2,7 @@
 
 Each fake worker is a small Python file run in place of ``python -m rig worker`` (through
 ``Prepared.worker_argv``), with the same arguments (``--spec FILE --result-fd N``) and the same
-protocol: ``rig.protocol``'s messages, one JSON line each on the result pipe. No Triton core is
+protocol: ``rig.contract.rows``'s messages, one JSON line each on the result pipe. No Triton core is
 started: what is tested is what the parent makes of a worker that reports, hangs, dies or talks
 nonsense, and that the run goes on. Deadlines are announced by the fakes (a ``Phase`` message)
 or set by the config, and kept short.
@@ -18,9 +18,9 @@ import types
 
 import psutil
 
-from rig import orchestrator
-from rig.config import RunConfig
-from rig.runtime import Runtime
+from rig.parent import orchestrator
+from rig.parent.config import RunConfig
+from rig.parent.runtime import Runtime
 from rig.store import Store
 
 REPORT_DEADLINE_S = 30  # the deadline of each phase a reporting fake worker announces
@@ -29,7 +29,7 @@ REPORT_DEADLINE_S = 30  # the deadline of each phase a reporting fake worker ann
 # leave a process the probes take for a backend stub (argv[0] is the stub's name) in its group.
 PREAMBLE = f'''
 import json, os, signal, subprocess, sys, time
-from rig.messages import CycleDone, CycleStart, Fatal, Partial, Phase, Window
+from rig.contract.messages import CycleDone, CycleStart, Fatal, Partial, Phase, Window
 _args = sys.argv[1:]
 SPEC_PATH = _args[_args.index("--spec") + 1]
 SPEC = json.load(open(SPEC_PATH))

@@ -58,7 +58,7 @@ def cycle_row(cycle: int = 1, run_id: str = "r1", **kw):
     figure unset) unless ``kw`` says otherwise."""
     import dataclasses
 
-    from rig.protocol import CycleRow
+    from rig.contract.rows import CycleRow
 
     base = {f.name: None for f in dataclasses.fields(CycleRow)}
     base.pop("schema_version")

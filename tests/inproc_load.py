@@ -10,8 +10,8 @@ import pytest
 def test_record_many_matches_hdrh_value_by_value():
     import numpy as np
 
-    from rig import hdr
-    from rig.load import record_many
+    from rig.common import hdr
+    from rig.worker.load import record_many
 
     HDR_MAX_US = hdr.HIGHEST_US
 
@@ -31,7 +31,7 @@ def test_bulk_locust_stats_equal_locust_own_logging():
     import numpy as np
     from locust.stats import RequestStats
 
-    from rig.load import log_to_locust
+    from rig.worker.load import log_to_locust
 
     ms = np.concatenate([np.random.default_rng(5).lognormal(1.5, 1.2, 3000), [0.2, 99.5, 150.0, 4321.0, 12345.6]])
     own, bulk = RequestStats(), RequestStats()
@@ -49,8 +49,8 @@ def test_bulk_locust_stats_equal_locust_own_logging():
 def test_hub_monitor_catches_a_block_without_waking():
     import gevent
 
-    from rig.load import HubMonitor
-    from rig.unpatched import original
+    from rig.worker.load import HubMonitor
+    from rig.worker.unpatched import original
 
     hub = HubMonitor()
     gevent.sleep(0.01)

@@ -12,8 +12,8 @@ import pandas as pd
 
 
 def test_a_window_keeps_stream_columns_null_unless_a_request_streamed():
-    from rig.load.windows import Window
-    from rig.protocol import SCHEMA_VERSION, WindowRow
+    from rig.worker.load.windows import Window
+    from rig.contract.rows import SCHEMA_VERSION, WindowRow
 
     w = Window(1, 0.0)
     w.record(np.array([90_000_000, 91_000_000]), 0)
@@ -29,17 +29,17 @@ def test_a_window_keeps_stream_columns_null_unless_a_request_streamed():
     row = w.row(1.0)
     assert row["responses"] == 6 and row["responses_per_request"] == 2.0
     assert abs(row["first_p50_us"] - 30_000) <= 30 and abs(row["gap_p99_us"] - 30_000) <= 30
-    from rig import hdr
+    from rig.common import hdr
     assert hdr.merge([row["first_response_histogram"]]).get_total_count() == 3
     assert hdr.merge([row["gap_histogram"]]).get_total_count() == 4
 
 
 def test_the_sink_carries_a_lanes_stream_into_its_window():
-    from rig.load.lanes import TaskLane
-    from rig.load.sink import Sink
-    from rig.load.windows import Window
+    from rig.worker.load.lanes import TaskLane
+    from rig.worker.load.sink import Sink
+    from rig.worker.load.windows import Window
 
-    class Streaming(TaskLane):  # a lane (rig.engines.base.Lane) whose drains carry a stream
+    class Streaming(TaskLane):  # a lane (rig.worker.engines.base.Lane) whose drains carry a stream
         kind = "native"
 
         def __init__(self):
@@ -67,7 +67,7 @@ def test_the_sink_carries_a_lanes_stream_into_its_window():
 
 def test_streaming_frames_merge_exactly_and_the_verdict_holds_the_bound():
     from rig.analysis import frames, verdict
-    from rig.load.windows import Window
+    from rig.worker.load.windows import Window
 
     rows = []
     for i, (first, gaps, counts) in enumerate([([20e6, 40e6], [30e6], [2, 0]), ([30e6], [30e6, 30e6], [3])]):

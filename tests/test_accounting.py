@@ -154,7 +154,7 @@ def test_failed_requests_keep_their_latency_and_message(tmp_path, runtime, load)
 
     from hdrh.histogram import HdrHistogram
 
-    from rig import hdr
+    from rig.common import hdr
 
     repo = repository(tmp_path, "quarter", FAILS_EVERY_4TH_SLOWLY)
     res = tmp_path / "r"

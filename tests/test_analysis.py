@@ -13,10 +13,10 @@ import pytest
 from hdrh.histogram import HdrHistogram
 from scipy import stats as sps
 
-from rig import hdr
+from rig.common import hdr
 from rig.analysis import frames, stats, verdict
 from rig.store import Store
-from rig.protocol import CycleRow, window_row
+from rig.contract.rows import CycleRow, window_row
 
 
 # ================================================================ stats

@@ -9,9 +9,9 @@ import re
 import pytest
 
 from helpers import rig
-from rig import perf_analyzer as pa
+from rig.parent import perf_analyzer as pa
 from rig.cli import main
-from rig.errors import RigError
+from rig.common.errors import RigError
 from rig.store import Store
 
 
@@ -136,7 +136,7 @@ def test_a_repository_of_two_models_is_benched_on_one(tmp_path):
     four users on ``b`` see almost no request of 20 ms (a stall of the machine may make a few),
     where spread over both (the control, --all-models) two users wait on ``a`` all along: its one
     instance, busy with them, answers one request per 20 ms (and no more)."""
-    from rig import repository
+    from rig.parent import repository
 
     repo = tmp_path / "repo"
     repository.render(repository.ModelSpec(name="a", execute_delay_ms=20), repo)

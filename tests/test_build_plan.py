@@ -13,8 +13,8 @@ from helpers import ROOT, rig
 from rig.build import preflight, recipe, releases
 from rig.build.sources import Sources
 from rig.commands.matrix_plan import parse_runtimes
-from rig.errors import RigError
-from rig.runtime import PYTRITON_CORE
+from rig.common.errors import RigError
+from rig.parent.runtime import PYTRITON_CORE
 
 BUNDLES = Path(os.environ.get("RIG_TRITON_SOURCES") or ROOT.parent / "shared" / "triton-src")
 

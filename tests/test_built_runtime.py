@@ -26,7 +26,7 @@ BUNDLES = Path(os.environ.get("RIG_TRITON_SOURCES") or ROOT.parent / "shared" / 
 def built():
     """The built runtime's manifest; built here if the cache lacks it and the machine can."""
     from rig.build import builder, preflight
-    from rig.errors import RigError
+    from rig.common.errors import RigError
 
     if not builder.is_built(builder.built_root(VERSION)):
         if os.environ.get("RIG_TEST_BUILD") == "0":
@@ -63,7 +63,7 @@ def test_an_interrupted_build_leaves_nothing_that_looks_finished(built, tmp_path
     import time
 
     env = dict(os.environ, RIG_HOME=str(tmp_path), PYTHONPATH=str(ROOT))
-    from rig.runtime import cache_dir
+    from rig.parent.runtime import cache_dir
 
     cache = cache_dir().parent / "build-tools"
     if cache.exists():  # reuse the cmake and ninja already fetched

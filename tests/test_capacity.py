@@ -8,11 +8,11 @@ import math
 import numpy as np
 import pytest
 
-from rig import hdr
+from rig.common import hdr
 from rig.analysis import capacity, capacity_fleet, capacity_text
 from rig.cli import main
 from rig.store import Store
-from rig.protocol import RunRow, window_row
+from rig.contract.rows import RunRow, window_row
 
 
 def _hist(latencies_us) -> str:
@@ -179,9 +179,9 @@ def test_missing_folder_is_exit_2(tmp_path, capsys):
 
 # ---------------------------------------------------------------- the scaling model, shares, the check
 
-from rig import cpushare  # noqa: E402
+from rig.common import cpushare  # noqa: E402
 from rig.analysis import usl  # noqa: E402
-from rig.protocol import FleetRow  # noqa: E402
+from rig.contract.rows import FleetRow  # noqa: E402
 
 LAW = (3000.0, 0.1, 0.01)  # λ, σ, κ of the sweeps below
 
@@ -379,7 +379,7 @@ def test_the_target_is_required_without_check(results, capsys):
     assert "--target-throughput must be a positive number" in capsys.readouterr().err
 
 
-# ---------------------------------------------------------------- a node's share of the machine (rig.cpushare)
+# ---------------------------------------------------------------- a node's share of the machine (rig.common.cpushare)
 
 @pytest.mark.parametrize("text, want", [("0", [0]), ("0,1", [0, 1]), ("1-3", [1, 2, 3]), ("0,2-3", [0, 2, 3]),
                                         ("count:2", [0, 1]), (" 3 ", [3])])
@@ -418,7 +418,7 @@ def test_a_held_process_and_what_it_starts_keep_the_share():
     import sys
 
     cpu = min(os.sched_getaffinity(0))
-    code = ("import os, subprocess, sys; from rig import cpushare; cpushare.hold(sys.argv[1]); "
+    code = ("import os, subprocess, sys; from rig.common import cpushare; cpushare.hold(sys.argv[1]); "
             "print(cpushare.current()); print(subprocess.run([sys.executable, '-c', "
             "'import os; print(sorted(os.sched_getaffinity(0)))'], capture_output=True, text=True).stdout)")
     out = subprocess.run([sys.executable, "-c", code, str(cpu)], capture_output=True, text=True, check=True).stdout
@@ -449,7 +449,7 @@ def test_a_bench_held_to_one_cpu_records_its_share_and_its_stubs_keep_it(tmp_pat
     import psutil
 
     from helpers import ROOT
-    from rig.probes import STUB_NAME
+    from rig.common.probes import STUB_NAME
 
     cpu = min(os.sched_getaffinity(0))
     res = tmp_path / "r"

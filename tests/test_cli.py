@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rig import cli, options
+from rig import cli
+
+from rig.parent import options
 
 
 def run(capsys, *argv):
@@ -23,7 +25,7 @@ def test_a_workload_option_without_a_workload_is_refused(capsys, tmp_path, optio
 
 
 def test_rate_alone_means_an_open_loop():
-    from rig import config
+    from rig.parent import config
 
     args = cli.build_parser().parse_args(["cycle", "--rate", "50"])
     cfg = options.run_config(args)
@@ -54,7 +56,8 @@ def test_help_shows_defaults(capsys):
 
 
 def test_allow_outcomes_is_a_key_of_the_config_file_too(tmp_path, capsys):
-    from rig import config, soak
+    from rig.parent import config
+    from rig.commands import soak
 
     f = tmp_path / "n.toml"
     f.write_text('[thresholds]\nallow_outcomes = "clean,exit_timeout"\n')
@@ -87,11 +90,11 @@ def test_an_option_that_cannot_apply_is_refused_in_one_line(capsys, tmp_path, ar
 
 
 def test_the_exit_codes_the_readme_and_help_give_are_the_codes():
-    """One table of exit statuses (rig.errors.Exit): the README's and `rig --help`'s say the same."""
+    """One table of exit statuses (rig.common.errors.Exit): the README's and `rig --help`'s say the same."""
     import re
     from pathlib import Path
 
-    from rig.errors import Exit
+    from rig.common.errors import Exit
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     section = readme.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
@@ -114,8 +117,11 @@ def test_doctor_says_what_is_usable_here_and_why_not():
     from importlib.metadata import version
 
     from helpers import rig
-    from rig import cpuidle, engines, probes, runtime
-    from rig.preflight import cupy_usable
+    from rig.parent import runtime
+    from rig.common import cpuidle
+    from rig.worker import engines
+    from rig.common import probes
+    from rig.parent.preflight import cupy_usable
 
     p = rig("doctor", timeout=120)
     assert p.returncode == 0 and p.stderr == "", p.stderr

@@ -1,4 +1,4 @@
-"""What a scenario's client does around stop() (rig.clientside) and ``--restart reload``: the
+"""What a scenario's client does around stop() (rig.worker.clientside) and ``--restart reload``: the
 figures each records in the cycle's row, on a real core (slow), and the pure parts (fast)."""
 
 from pathlib import Path
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from helpers import cycles, rig
 
-from rig import clientside
+from rig.worker import clientside
 
 MIB = 1 << 20
 
@@ -91,7 +91,7 @@ def test_refused_requests_are_counted_apart_from_the_load(tmp_path):
 def test_the_cycle_line_says_what_the_client_saw():
     from helpers import cycle_row
 
-    from rig.soak import cycle_line
+    from rig.commands.soak import cycle_line
 
     line = cycle_line(cycle_row(1, outcome="requests_lost", in_flight=8, in_flight_answered=6, in_flight_failed=1,
                                 in_flight_lost=1, refused=100, loading_at_stop=1, stub_crashes=2))

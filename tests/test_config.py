@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rig.config import RunConfig, from_toml_text, load
-from rig.errors import RigError
+from rig.parent.config import RunConfig, from_toml_text, load
+from rig.common.errors import RigError
 
 
 def test_file_then_overrides(tmp_path):
@@ -42,8 +42,8 @@ def test_bad_files(tmp_path, text, words):
 
 def test_bench_windows_default_to_perf_analyzers_interval_unless_told(tmp_path):
     """bench's windows: --window-seconds, else the config file's, else 5 s (not the soak's 1 s)."""
-    from rig.bench import BENCH_WINDOW_S, window_length
-    from rig.config import file_sets
+    from rig.commands.bench import BENCH_WINDOW_S, window_length
+    from rig.parent.config import file_sets
 
     sets, dashed, other = tmp_path / "a.toml", tmp_path / "b.toml", tmp_path / "c.toml"
     sets.write_text("[workload]\nwindow_seconds = 0.5\n")
@@ -117,8 +117,8 @@ def test_stored_config_is_validated_too():
 def test_outcomes_and_option_values_are_literals_the_config_enforces():
     import typing
 
-    from rig import config as config_mod
-    from rig.cycle import OUTCOMES, Outcome
+    from rig.parent import config as config_mod
+    from rig.worker.cycle import OUTCOMES, Outcome
 
     assert tuple(OUTCOMES) == typing.get_args(Outcome)
     assert config_mod.RETAIN == ("none", "last-response", "last-array")

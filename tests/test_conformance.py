@@ -216,7 +216,7 @@ def _report(capsys, *args) -> tuple[int, str, str]:
 
 
 def test_report_conformance_prints_the_grid_or_writes_it(capsys, tmp_path, monkeypatch):
-    from rig import known
+    from rig.parent import known
 
     shipped = known.default_path().read_text().splitlines(keepends=True)  # less one row: a cell unjudged
     own = tmp_path / "known.csv"
@@ -343,7 +343,7 @@ def test_rig_gate_fails_on_a_scenario_cell_that_differs_from_the_known_verdicts(
     and as the JUnit case `conformance`; as known, that check passes."""
     from helpers import rig as run_rig
 
-    from rig import known
+    from rig.parent import known
 
     store = tmp_path / "store"
     shutil.copytree(Path(__file__).parent / "data" / "conformance" / "store", store)

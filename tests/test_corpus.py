@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from helpers import ROOT, cycles, rig
-from rig.engines.official import loader
+from rig.worker.engines.official import loader
 
 CORPUS = ROOT / "tests" / "corpus"
 SOAK = ("--cycles", "1", "--workload", "steady", "--users", "2", "--workload-seconds", "2",

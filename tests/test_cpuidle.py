@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from rig import cpuidle
+from rig.common import cpuidle
 
 
 @pytest.mark.parametrize("mode, driver, qos, method", [
@@ -74,7 +74,7 @@ def test_os_mode_starts_nothing():
 @pytest.mark.slow
 def test_pollers_die_with_a_killed_parent():
     """SIGKILL of the process that holds (a killed bench) leaves no poller spinning."""
-    code = ("import sys, time\nfrom rig import cpuidle\n"
+    code = ("import sys, time\nfrom rig.common import cpuidle\n"
             "h = cpuidle.Hold('hold').__enter__()\n"
             "print(h.method, *h.pids, flush=True)\ntime.sleep(60)\n")
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
@@ -140,7 +140,7 @@ def test_a_cpu_quota_keeps_the_pollers_from_starting():
     """In a real cgroup with a CPU quota, the hold starts nothing and says why."""
     path = _quota_cgroup(f"rig-test-{os.getpid()}")
     code = ("import os, sys\nopen(sys.argv[1] + '/cgroup.procs', 'w').write(str(os.getpid()))\n"
-            "from rig import cpuidle\nwith cpuidle.Hold('hold') as h:\n    print(h.method, len(h.pids), h.detail)\n")
+            "from rig.common import cpuidle\nwith cpuidle.Hold('hold') as h:\n    print(h.method, len(h.pids), h.detail)\n")
     try:
         out = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, timeout=60)
     finally:

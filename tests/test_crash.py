@@ -1,4 +1,4 @@
-"""The backend stubs' crash recorder (rig/hook/crash.c, built by rig/hook/crashlib.py, armed by
+"""The backend stubs' crash recorder (rig/worker/hook/crash.c, built by rig/worker/hook/crashlib.py, armed by
 the evidence hook): a process that arms it and dies of a signal of its own leaves a crash
 marker and still dies of that signal; one that exits (cleanly, by os._exit, or killed by the
 rig's SIGKILL) leaves none. End to end (slow): the `metrics` scenario's stub segfaults after
@@ -18,11 +18,13 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, cycles, rig
 
-from rig import evidence, scenarios
-from rig.errors import RigError
-from rig.hook import crashlib
+from rig.worker import evidence
 
-HOOK = ROOT / "rig" / "hook" / "evidence.py"
+from rig.parent import scenarios
+from rig.common.errors import RigError
+from rig.worker.hook import crashlib
+
+HOOK = ROOT / "rig" / "worker" / "hook" / "evidence.py"
 
 
 @pytest.fixture(scope="module")

@@ -113,7 +113,7 @@ def test_outputs_are_checked_when_clean(tmp_path, runtime):
 
 @pytest.mark.slow
 def test_cupy_model_runs_on_a_gpu_or_skips_with_a_reason(tmp_path):
-    from rig.preflight import cupy_usable
+    from rig.parent.preflight import cupy_usable
 
     ok, why = cupy_usable()
     res = tmp_path / "r"
@@ -158,7 +158,7 @@ def test_a_worker_can_be_rerun_by_hand_from_its_spec(tmp_path, runtime):
     """pyperf's habit: the worker is the same program with a flag; its spec reproduces a cycle."""
     import json
 
-    from rig import messages as protocol
+    from rig.contract import messages as protocol
 
     res = tmp_path / "r"
     assert rig("cycle", "--results", str(res)).returncode == 0
@@ -189,7 +189,7 @@ def test_paths_with_spaces_work(tmp_path, runtime):
     assert p.returncode == 0, p.stdout + p.stderr
     assert cycles(res).outcome.iloc[0] == "clean"
     repo = tmp_path / "my models"
-    from rig import repository
+    from rig.parent import repository
 
     repository.render(repository.ModelSpec(), repo)
     p = rig("cycle", "--model-repository", str(repo), "--results", str(res), "--startup-timeout", "30")

@@ -113,7 +113,7 @@ def test_every_copied_path_is_in_the_build_context_and_local_state_is_not(docker
         assert (ROOT / src).exists(), src
         assert src == "." or src in context_files, f"{src} is excluded by .dockerignore"
     # what `pip install .` and the RUN steps read
-    needed = ["pyproject.toml", "README.md", "rig/cli.py", "rig/engines/capi/_fastpath.c", "rig/analysis/frames.py",
+    needed = ["pyproject.toml", "README.md", "rig/cli.py", "rig/worker/engines/capi/_fastpath.c", "rig/analysis/frames.py",
               "models/numpy/1/model.py", "models/cupy/1/model.py", "workloads/nightly.toml",
               "deploy/docker/cupy-package.sh"]
     assert [n for n in needed if n not in context_files] == []
@@ -126,7 +126,7 @@ def test_every_copied_path_is_in_the_build_context_and_local_state_is_not(docker
 
 def test_entrypoint_and_command_are_a_rig_soak_over_the_nightly_config_in_the_image(dockerfile, context_files):
     from rig.cli import build_parser
-    from rig.config import load
+    from rig.parent.config import load
 
     (entrypoint,) = [json.loads(v) for v in _instructions(dockerfile, "ENTRYPOINT")]
     (cmd,) = [json.loads(v) for v in _instructions(dockerfile, "CMD")]
@@ -419,7 +419,7 @@ def test_gpu_check_is_an_executable_strict_bash_script():
 
 
 def test_gpu_check_says_plainly_that_it_skipped_without_a_gpu():
-    from rig.probes import Gpu
+    from rig.common.probes import Gpu
 
     if Gpu().available or shutil.which("nvidia-smi"):
         pytest.skip("a GPU is here: benchmarks/gpu_check.sh runs for real (see the README)")

@@ -1,4 +1,4 @@
-"""Tests of the native load generator (rig.engines.capi.lane) on the real core and real stubs.
+"""Tests of the native load generator (rig.worker.engines.capi.lane) on the real core and real stubs.
 
 The core must be loaded by a process whose LD_LIBRARY_PATH was set before it started, so each
 case runs in a child interpreter (``runtime.worker_env()``) that prints one JSON line of
@@ -17,10 +17,10 @@ import types
 import numpy as np
 import pytest
 
-from rig import runtime
-from rig.engines.capi import lane as fastpath
-from rig.errors import RigError
-from rig.procs import kill_group
+from rig.parent import runtime
+from rig.worker.engines.capi import lane as fastpath
+from rig.common.errors import RigError
+from rig.common.procs import kill_group
 
 OK, WHY = fastpath.available()
 if not OK:
@@ -41,11 +41,11 @@ CHILD = textwrap.dedent(r'''
     import json, os, sys, time
     from pathlib import Path
     import numpy as np
-    from rig import repository, runtime
-    from rig.engines.capi import lane as fastpath
-    from rig.engines.base import EngineError, ServerOptions
-    from rig.engines.capi import CapiEngine
-    from rig.procs import group_shm_regions
+    from rig.parent import repository, runtime
+    from rig.worker.engines.capi import lane as fastpath
+    from rig.worker.engines.base import EngineError, ServerOptions
+    from rig.worker.engines.capi import CapiEngine
+    from rig.common.procs import group_shm_regions
 
     scenario, work, exit_timeout = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
     rt = runtime.Runtime.from_dict(json.loads(sys.argv[4]))
@@ -124,7 +124,7 @@ CHILD = textwrap.dedent(r'''
         resp.release()
         # Let the model unload before the server is freed: on core 2.51 freeing it while the
         # model is still going away crashes the process (the order the rig's cycle follows).
-        from rig import probes
+        from rig.common import probes
         deadline = time.monotonic() + 15
         while probes.stubs_of(os.getpid()) and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -175,7 +175,7 @@ CHILD = textwrap.dedent(r'''
                     "first": seq[:6], "kinds": kinds, "counts": [seq.count(list(k)) for k in kinds],
                     "cycled": all(seq[k] == seq[k % 3] for k in range(len(seq)))}
 
-        from rig.load.lanes import PyLane
+        from rig.worker.load.lanes import PyLane
         out["native_1"] = run(lambda k: fastpath.NativeLane(engine, "echo", entries, in_flight=k), 1)
         out["native_3"] = run(lambda k: fastpath.NativeLane(engine, "echo", entries, in_flight=k), 3)
         out["native_dict"] = run(lambda k: fastpath.NativeLane(engine, "echo", entries[1], in_flight=k), 2, 1)

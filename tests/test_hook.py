@@ -8,7 +8,7 @@ import subprocess
 import sys
 import sysconfig
 
-from rig.hook import evidence
+from rig.worker.hook import evidence
 
 
 def test_the_pth_line_runs_nothing_in_an_ordinary_python_process(tmp_path):
@@ -65,7 +65,7 @@ def test_a_stub_runs_the_hook_only_when_no_one_else_may_write_it(tmp_path):
 
 
 def test_preflight_ignores_a_writable_hook_file_and_keeps_out_of_system_interpreters(tmp_path, monkeypatch):
-    from rig import preflight
+    from rig.parent import preflight
 
     hook = tmp_path / "hook" / "evidence.py"
     hook.parent.mkdir()
@@ -92,12 +92,12 @@ def test_preflight_ignores_a_writable_hook_file_and_keeps_out_of_system_interpre
 def test_a_stub_that_runs_the_hook_arms_the_crash_recorder(tmp_path):
     """The whole chain in a stub: the .pth line runs the hook file, which arms the library named
     in RIG_CRASH_LIB; the stub then dies of SIGSEGV as it would have, and leaves its marker
-    (rig/hook/crash.c; the recorder's own tests are in test_crash.py)."""
+    (rig/worker/hook/crash.c; the recorder's own tests are in test_crash.py)."""
     import shutil
     import signal
 
-    from rig.evidence import read_markers
-    from rig.hook import crashlib
+    from rig.worker.evidence import read_markers
+    from rig.worker.hook import crashlib
 
     site = tmp_path / "site"
     site.mkdir()

@@ -22,7 +22,7 @@ _SHM_BEFORE: set = set()
 
 @pytest.fixture(scope="module", autouse=True)
 def _shm_before():
-    from rig import probes
+    from rig.common import probes
 
     _SHM_BEFORE.update(probes.orphaned_shm_regions())
 
@@ -154,7 +154,7 @@ def test_files_in_the_working_folder_named_like_modules_shadow_nothing(tmp_path,
         (tmp_path / f"{name}.py").write_text(f"raise SystemExit('the user\\'s {name}.py was imported')\n")
     # ... while the user's locustfile still opens its files relative to the folder it was started in
     (tmp_path / "data.txt").write_text("inputs")
-    (tmp_path / "wl.py").write_text("from rig.load import TritonUser\n"
+    (tmp_path / "wl.py").write_text("from rig.worker.load import TritonUser\n"
                                     "assert open('data.txt').read() == 'inputs'\n\n\n"
                                     "class Reader(TritonUser):\n    pass\n")
     # the console script, as users run it (``python -m rig`` would put the folder first itself)
@@ -169,7 +169,7 @@ def test_a_second_install_of_a_runtime_waits_for_the_first_and_takes_its_result(
     waits, then runs from what the first installed (it neither downloads again nor removes it)."""
     import fcntl
 
-    from rig import runtime as rt
+    from rig.parent import runtime as rt
 
     version = runtime.name[len("embedded-"):]
     real = Path(runtime.server_dir).parent  # the installed runtime's folder in the real cache
@@ -181,7 +181,7 @@ def test_a_second_install_of_a_runtime_waits_for_the_first_and_takes_its_result(
     with open(home / "runtimes" / f".install-{version}.lock", "a") as held:  # "the first" process
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)
         second = subprocess.Popen(
-            [sys.executable, "-c", "from rig import runtime as rt; import sys; "
+            [sys.executable, "-c", "from rig.parent import runtime as rt; import sys; "
              f"r = rt.install_embedded({version!r}, log=lambda m: print(m, flush=True)); "
              "print('triton', r.triton_version, r.server_dir)"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
@@ -199,7 +199,7 @@ def test_a_second_install_of_a_runtime_waits_for_the_first_and_takes_its_result(
 def test_zz_after_all_of_them_no_stub_and_no_shared_memory_of_the_rig_is_left(tmp_path_factory):
     """Runs last in this module: whatever the faults above did, the rig left nothing behind
     (stubs of this test session's runs: their models live under its temporary folder)."""
-    from rig import probes
+    from rig.common import probes
 
     orphans = probes.orphaned_stubs(str(tmp_path_factory.getbasetemp()))
     assert not orphans, f"stub processes left without a parent: {[p.pid for p in orphans]}"

@@ -40,11 +40,11 @@ CHILD = textwrap.dedent(r'''
     import json, os, sys, threading, time
     from pathlib import Path
     import numpy as np
-    from rig import repository, runtime
-    from rig.engines.capi import lane as fastpath
-    from rig.engines.base import EngineError, ServerOptions
-    from rig.engines.capi import CapiEngine
-    from rig.procs import group_shm_regions
+    from rig.parent import repository, runtime
+    from rig.worker.engines.capi import lane as fastpath
+    from rig.worker.engines.base import EngineError, ServerOptions
+    from rig.worker.engines.capi import CapiEngine
+    from rig.common.procs import group_shm_regions
 
     scenario, work, exit_timeout = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
     rt = runtime.Runtime.from_dict(json.loads(sys.argv[4]))
@@ -127,7 +127,7 @@ CHILD = textwrap.dedent(r'''
         for n in range(AT_LEAST):
             engine.infer("numpy", {"INPUT": X}).release()
         out["infer"] = {"n": n + 1, "peak": engine.peak}
-        from rig.load.lanes import PyLane
+        from rig.worker.load.lanes import PyLane
         for k in (1, 2):
             engine.reset_peak()
             lane = PyLane(engine, "numpy", {"INPUT": X}, in_flight=k)

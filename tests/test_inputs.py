@@ -289,7 +289,7 @@ def test_perf_analyzer_gets_the_same_entries(tmp_path, runtime):
     """``rig bench --compare perf-analyzer``: perf_analyzer sends the very bytes the rig sends
     (a file of its own format, written from the rig's checked entries): every request the model
     saw, from either tool, is one of the file's entries."""
-    from rig import perf_analyzer as pa
+    from rig.parent import perf_analyzer as pa
 
     try:
         pa.ensure_perf_analyzer(log=print)

@@ -11,9 +11,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from rig import inputs
-from rig.engines.base import ModelMetadata, TensorSpec
-from rig.errors import RigError
+from rig.worker import inputs
+from rig.worker.engines.base import ModelMetadata, TensorSpec
+from rig.common.errors import RigError
 from test_inputs import _b64, _floats, _wire
 
 
@@ -139,7 +139,7 @@ def test_perf_analyzers_file_reads_back_as_the_same_entries(tmp_path):
 
 
 def test_a_config_pbtxt_tells_the_inputs_the_server_will_report(tmp_path):
-    from rig.repository import config_inputs
+    from rig.parent.repository import config_inputs
 
     d = tmp_path / "m"
     d.mkdir()
@@ -168,7 +168,7 @@ def test_a_config_pbtxt_tells_the_inputs_the_server_will_report(tmp_path):
 
 
 def test_several_entries_hold_responses_to_what_their_answers_share():
-    from rig.outputs import merge_checks
+    from rig.worker.outputs import merge_checks
 
     one = {"name": "OUT", "datatype": "FP32", "shape": (4,), "size": 16, "bytes": b"x" * 16}
     assert merge_checks([one]) is one, "one entry: its exact check"
@@ -179,7 +179,7 @@ def test_several_entries_hold_responses_to_what_their_answers_share():
 
 
 def test_input_data_and_shapes_in_the_config_file(tmp_path, monkeypatch):
-    from rig import config
+    from rig.parent import config
 
     (tmp_path / "d.json").write_text('{"data": [{"X": [1]}]}')
     monkeypatch.chdir(tmp_path)

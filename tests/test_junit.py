@@ -1,4 +1,4 @@
-"""``--junit FILE``: JUnit XML for CI. The builders (rig/junit.py) on rows as the store keeps them,
+"""``--junit FILE``: JUnit XML for CI. The builders (rig/parent/junit.py) on rows as the store keeps them,
 every file validated against the Jenkins xUnit schema kept in tests/data/junit/junit-10.xsd (its
 header says where it comes from); a bad path refused in one line before anything runs; then a
 real soak, a soak interrupted as a nightly job's timeout interrupts it, and a real gate, each
@@ -18,7 +18,7 @@ import pytest
 from helpers import ROOT, cycle_row, rig, spawn
 from stores import real_results  # noqa: F401  (the session's store, a fixture)
 
-from rig import junit
+from rig.parent import junit
 
 XSD = ROOT / "tests" / "data" / "junit" / "junit-10.xsd"
 
@@ -67,7 +67,7 @@ def _keep_sigterm():
 # ---------------------------------------------------------------- the builders
 
 def _tally(rows):
-    from rig import soak
+    from rig.commands import soak
 
     tally = soak.Tally()
     for r in rows:
@@ -84,8 +84,8 @@ def test_the_schema_check_is_real(schema):
 
 
 def test_a_soak_is_a_case_per_threshold_and_per_cycle_failed_with_the_verdicts_reasons(schema, tmp_path):
-    from rig import soak, soak_junit
-    from rig.config import RunConfig
+    from rig.commands import soak, soak_junit
+    from rig.parent.config import RunConfig
 
     cfg = RunConfig()
     cfg.thresholds.max_stop_latency_s = 2.0
@@ -252,7 +252,7 @@ def test_every_matrix_status_has_its_case_and_an_unknown_one_never_passes():
     ("empty", "needs a file name"),
 ])
 def test_a_path_that_cannot_be_written_is_one_line(tmp_path, case, says):
-    from rig.errors import RigError
+    from rig.common.errors import RigError
 
     (tmp_path / "file").write_text("x")
     path = {"missing folder": "/nonexistent/dir/x.xml", "a folder": str(tmp_path),

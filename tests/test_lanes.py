@@ -1,4 +1,4 @@
-"""The one ``Lane`` protocol (rig.engines.base): every lane implements all of it, and the
+"""The one ``Lane`` protocol (rig.worker.engines.base): every lane implements all of it, and the
 request-timeout scan that the Python-side lanes share. Pure: no core, no Locust."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import time
 import numpy as np
 import pytest
 
-from rig.engines.base import Deadlines, EngineError, Lane, timeout_message
-from rig.engines.capi.lane import NativeLane
-from rig.engines.official.lane import OfficialLane
-from rig.load.lanes import PyLane, TaskLane
+from rig.worker.engines.base import Deadlines, EngineError, Lane, timeout_message
+from rig.worker.engines.capi.lane import NativeLane
+from rig.worker.engines.official.lane import OfficialLane
+from rig.worker.load.lanes import PyLane, TaskLane
 
 LANES = [NativeLane, OfficialLane, PyLane, TaskLane]
 METHODS = sorted(n for n, v in vars(Lane).items() if inspect.isfunction(v) and not n.startswith("_"))
@@ -28,7 +28,7 @@ def test_the_protocol_names_what_callers_use():
 @pytest.mark.parametrize("cls", LANES, ids=lambda c: c.__name__)
 def test_every_lane_implements_all_of_it(cls):
     missing = [m for m in METHODS if not callable(getattr(cls, m, None))]
-    assert not missing, f"{cls.__name__} lacks {missing} of rig.engines.base.Lane"
+    assert not missing, f"{cls.__name__} lacks {missing} of rig.worker.engines.base.Lane"
     for name, kind in ATTRIBUTES.items():
         if name == "in_flight" and name not in vars(cls):
             continue  # set per instance

@@ -43,3 +43,38 @@ def test_a_command_imported_from_the_store_breaks_the_rule(tmp_path):
     assert "the store owns compaction: it never imports a command BROKEN" in out
     # the line it names is the one added (the chain may name others of the store's too)
     assert re.search(rf"rig\.store -> rig\.commands\.compact \([^)]*\bl\.{line}\b", out), proc.stdout[-3000:]
+
+
+def test_a_worker_module_importing_the_parent_breaks_the_rule(tmp_path):
+    """An import that climbs from the worker's side to the parent's is caught twice: by the layers
+    and by the contract that keeps the worker from the parent, the results and the commands."""
+    shutil.copytree(ROOT / "rig", tmp_path / "rig", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    shutil.copy(ROOT / ".importlinter", tmp_path / ".importlinter")
+    cycle = tmp_path / "rig" / "worker" / "cycle.py"
+    cycle.write_text(cycle.read_text() + "from rig.parent import config  # deliberate: the worker climbs\n")
+    proc = _lint(tmp_path)
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    out = " ".join(proc.stdout.split())
+    assert "never imports the parent, the results or the commands BROKEN" in out
+    assert re.search(r"cli BROKEN", out), out[-3000:]
+    assert "rig.worker.cycle -> rig.parent.config" in out
+
+
+def test_the_root_holds_only_the_entry_points():
+    """Every other module lives in the package of its side (common, contract, worker, parent, ...),
+    and every package is in a layer of .importlinter."""
+    assert sorted(p.name for p in (ROOT / "rig").glob("*.py")) == ["__init__.py", "__main__.py", "cli.py"]
+    packages = sorted(p.name for p in (ROOT / "rig").iterdir() if (p / "__init__.py").exists())
+    layers = (ROOT / ".importlinter").read_text().split("[importlinter:contract:layers]")[1].split("\n\n")[0]
+    in_layers = set(re.findall(r"rig\.(\w+)", layers.split("layers =", 1)[1]))
+    assert set(packages) <= in_layers, f"packages in no layer: {sorted(set(packages) - in_layers)}"
+
+
+def test_no_import_cycle_in_the_rig():
+    """No module of rig/ imports, directly or through others, a module that imports it back
+    (a package and its own modules included)."""
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph("rig")
+    cycles = sorted({tuple(sorted((m, n))) for m in graph.modules for n in graph.find_modules_directly_imported_by(m)
+                     if graph.chain_exists(importer=n, imported=m)})
+    assert cycles == [], cycles

@@ -1,4 +1,4 @@
-"""Locust behind a fence: every use of Locust's internals is in rig/load/locust_api.py, and
+"""Locust behind a fence: every use of Locust's internals is in rig/worker/load/locust_api.py, and
 the installed Locust still has each of them (``locust_api.check()``, which ``rig doctor`` runs
 too). A new Locust that changes one fails here, naming what changed and the rig feature that
 depends on it; docs/dev/testing.md says how to check a new version."""
@@ -14,7 +14,7 @@ import pytest
 
 from helpers import ROOT
 
-FENCE = ROOT / "rig" / "load" / "locust_api.py"
+FENCE = ROOT / "rig" / "worker" / "load" / "locust_api.py"
 # Locust's internal modules and names that only the fence may use (its public API, User,
 # LoadTestShape, Environment, events, task, constant, stays where it is needed).
 INTERNAL = re.compile(r"locust\.(runners|stats|util|argument_parser|rpc|event)\b|\._send_stats\b|"
@@ -39,12 +39,12 @@ def test_no_module_outside_the_fence_touches_locusts_internals():
         for k, line in enumerate(path.read_text().splitlines(), 1):
             if INTERNAL.search(line):
                 hits.append(f"{path.relative_to(ROOT)}:{k}: {line.strip()}")
-    assert not hits, "Locust's internals outside rig/load/locust_api.py:\n" + "\n".join(hits)
+    assert not hits, "Locust's internals outside rig/worker/load/locust_api.py:\n" + "\n".join(hits)
 
 
 @pytest.mark.slow
 def test_the_installed_locust_has_everything_the_rig_relies_on():
-    out = _in_child("import json, locust; from rig.load import locust_api\n"
+    out = _in_child("import json, locust; from rig.worker.load import locust_api\n"
                     "print(json.dumps({'version': locust.__version__, 'problems': locust_api.check()}))")
     assert not out["problems"], (f"Locust {out['version']} changed what the rig relies on (see "
                                  "docs/dev/testing.md, Locust):\n" + "\n".join(out["problems"]))
@@ -54,7 +54,7 @@ def test_the_installed_locust_has_everything_the_rig_relies_on():
 def test_a_change_is_named_with_the_feature_that_depends_on_it():
     """The check itself: two internals taken away, each named with its feature (a probe that
     needs one of them fails too)."""
-    out = _in_child("import json, locust.runners, locust.stats; from rig.load import locust_api\n"
+    out = _in_child("import json, locust.runners, locust.stats; from rig.worker.load import locust_api\n"
                     "del locust.runners.CONNECT_RETRY_COUNT\n"
                     "del locust.stats.StatsEntry._cache_response_times\n"
                     "print(json.dumps(locust_api.check()))")

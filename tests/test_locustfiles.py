@@ -11,7 +11,7 @@ pytestmark = pytest.mark.slow
 
 FAILING_CHECK = '''
 from locust import task
-from rig.load import TritonUser
+from rig.worker.load import TritonUser
 
 
 class Strict(TritonUser):
@@ -23,7 +23,7 @@ class Strict(TritonUser):
 
 TWO_USERS_AND_A_SHAPE = '''
 from locust import LoadTestShape, task
-from rig.load import TritonUser
+from rig.worker.load import TritonUser
 
 
 class Lanes(TritonUser):  # no tasks of its own: the engine's fast lane
@@ -89,7 +89,7 @@ def test_lane_users_task_users_and_a_shape_together(tmp_path, runtime):
     ("def broken(:\n", "SyntaxError"),
     ("import no_such_module_here\n", "ModuleNotFoundError: No module named 'no_such_module_here'"),
     ("from locust import HttpUser, task\nclass U(HttpUser):\n    @task\n    def t(self): pass\n",
-     "must subclass rig.load.TritonUser"),
+     "must subclass rig.worker.load.TritonUser"),
 ])
 def test_a_bad_locustfile_is_one_line(tmp_path, text, says):
     f = tmp_path / "bad.py"
@@ -122,7 +122,7 @@ import logging, sys
 logging.basicConfig(stream=sys.stdout, level=logging.WARNING, format="%(name)s: %(message)s")
 from locust import User, constant, task
 from locust.env import Environment
-import rig.load.runner  # installs the filter
+import rig.worker.load.runner  # installs the filter
 
 class Idle(User):
     wait_time = constant(1)

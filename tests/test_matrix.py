@@ -14,7 +14,7 @@ import pytest
 from helpers import rig
 from rig.analysis import matrix as M
 from rig.commands import matrix as cmd
-from rig.errors import RigError
+from rig.common.errors import RigError
 
 RUNTIMES = {"0.5.0": "2.41.0", "0.5.10": "2.48.0", "0.7.0": "2.51.0"}
 
@@ -162,7 +162,7 @@ def test_bad_input_is_one_line_and_exit_2(capsys):
 # ---------------------------------------------------------------- fast: the scenario axis
 
 def test_scenarios_list_and_all():
-    from rig import scenarios
+    from rig.parent import scenarios
 
     assert [s.name for s in cmd.parse_scenarios("all")] == list(scenarios.SCENARIOS)
     assert [s.name for s in cmd.parse_scenarios("finalize-raises, retained-response,finalize-raises")] == [
@@ -205,13 +205,13 @@ def test_a_scenario_that_cannot_combine_with_the_cells_options_is_named(capsys, 
 
 
 def _scenario(name, **kw):
-    from rig.scenarios import Scenario
+    from rig.parent.scenarios import Scenario
 
     return Scenario(name, ("server#1",), "what it does", **kw)
 
 
 def test_scenario_cells_per_shape_runtime_and_engine_controls_apart_and_skips(tmp_path):
-    from rig import known, scenarios
+    from rig.parent import known, scenarios
 
     path = tmp_path / "known.csv"  # the verdicts known, as data: per scenario, control, shape, engine and core
     known.write({("execute-raises", False, "unbatched", "capi", "2.51.0"): known.Known("exit_timeout", "errors", "ok", 3, "r1"),
@@ -260,7 +260,7 @@ def test_scenario_cells_per_shape_runtime_and_engine_controls_apart_and_skips(tm
 def test_a_scenario_cell_records_every_verdict_and_leaks_only_with_the_fault_on():
     """The soak of a scenario cell allows every verdict: the matrix judges the stored ones against
     the known (a finding is not a failed soak); a control still fails on a leak."""
-    from rig.verdicts import GROWTH_OUTCOMES, LOAD_OUTCOMES, OUTCOMES
+    from rig.contract.verdicts import GROWTH_OUTCOMES, LOAD_OUTCOMES, OUTCOMES
 
     cell = {"scenario": "stub-exits", "control": False, "shape": "batched", "runtime": "0.7.0", "engine": "capi",
             "expected": ("exit_timeout", "errors")}

@@ -13,8 +13,8 @@ from test_official_engine import ENGINE, official
 
 
 def _built(version: str):
-    from rig import runtime
-    from rig.errors import RigError
+    from rig.parent import runtime
+    from rig.common.errors import RigError
 
     try:
         return runtime.resolve(version, auto_install=False)

@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 
 from helpers import cycles, rig
-from rig.engines.official import loader
+from rig.worker.engines.official import loader
 
 W = np.arange(16, dtype=np.float32).reshape(4, 4)
 ENGINE = ("--engine", "tritonserver")
@@ -63,7 +63,7 @@ def test_loop_runs_on_a_real_thread_and_wakes_greenlets_under_gevent():
     it wakes a waiting greenlet while the hub keeps running others."""
     code = textwrap.dedent("""
         import locust, asyncio, threading, time, gevent
-        from rig.engines.official.loop import LoopThread, Signal
+        from rig.worker.engines.official.loop import LoopThread, Signal
         loop = LoopThread()
         seen, done = {}, Signal()
         ticks = []
@@ -191,8 +191,8 @@ def _engine_script(runtime, repo, body: str, **options) -> str:
     code = textwrap.dedent(f"""
         import gc, os, sys, time, traceback
         import numpy as np
-        from rig.engines.base import EngineError, ServerOptions
-        from rig.engines.official import OfficialEngine
+        from rig.worker.engines.base import EngineError, ServerOptions
+        from rig.worker.engines.official import OfficialEngine
         W = np.arange(16, dtype=np.float32).reshape(4, 4)
         e = OfficialEngine({runtime.core_library!r})
         e.start(ServerOptions(**{opts!r}))
@@ -294,8 +294,8 @@ def test_lane_keeps_requests_in_flight_under_gevent(runtime, repo):
     every completion is counted, and the server stops cleanly after the lane."""
     code = textwrap.dedent(f"""
         import locust, gevent, time, numpy as np
-        from rig.engines.base import ServerOptions
-        from rig.engines.official import OfficialEngine
+        from rig.worker.engines.base import ServerOptions
+        from rig.worker.engines.official import OfficialEngine
         e = OfficialEngine({runtime.core_library!r})
         e.start(ServerOptions(model_repository={str(repo / 'models')!r}, backend_directory={runtime.backend_dir!r},
                               exit_timeout_s=5))
@@ -341,7 +341,7 @@ def test_bindings_that_do_not_fit_the_core_are_refused_in_one_line(tmp_path, run
                    "void* TRITONSERVER_ApiVersion(uint32_t* a, uint32_t* b) { *a = 1; *b = 1; return 0; }\n")
     lib = tmp_path / "libtritonserver.so"
     subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
-    code = ("from rig.engines.official import loader\n"
+    code = ("from rig.worker.engines.official import loader\n"
             f"try:\n    loader.load({str(lib)!r})\nexcept Exception as e:\n    print(type(e).__name__, e)\n")
     p = _in_child(runtime, code)
     print(p.stdout)

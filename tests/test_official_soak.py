@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from helpers import cycles, rig
-from rig.config import RunConfig
+from rig.parent.config import RunConfig
 from test_official_engine import ENGINE, official
 
 

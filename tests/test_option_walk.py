@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from rig import cli, options
-from rig.errors import Exit
+from rig import cli
+
+from rig.parent import options
+from rig.common.errors import Exit
 
 ROOT = Path(__file__).resolve().parent.parent
 REPO = "--model-repository"
@@ -172,7 +174,7 @@ def test_an_option_that_applies_reaches_the_run(command, option, tmp_path):
 
 
 def test_skip_ok_turns_a_skip_into_success(capsys):
-    from rig.preflight import cupy_usable
+    from rig.parent.preflight import cupy_usable
 
     if cupy_usable()[0]:
         pytest.skip("this machine has CuPy and a GPU: the cupy model runs, nothing is skipped")
@@ -182,9 +184,9 @@ def test_skip_ok_turns_a_skip_into_success(capsys):
 
 
 def test_bench_reads_every_option_it_offers():
-    """bench's own options (points, windows, comparison) are read by rig/bench.py; the ones it
+    """bench's own options (points, windows, comparison) are read by rig/commands/bench.py; the ones it
     shares with soak go through the same config as above."""
-    source = (ROOT / "rig" / "bench.py").read_text() + (ROOT / "rig" / "cli.py").read_text()
+    source = (ROOT / "rig" / "commands" / "bench.py").read_text() + (ROOT / "rig" / "cli.py").read_text()
     shared = set(REFUSED) | set(APPLIES) | set(ELSEWHERE)
     for option, action in _options("bench").items():
         if option in shared:

@@ -1,5 +1,5 @@
 """A cycle's two verdicts from its figures, and the finalize evidence they rest on: the markers the
-hook leaves (rig/hook/evidence.py, run as a stub would run it) read back and counted."""
+hook leaves (rig/worker/hook/evidence.py, run as a stub would run it) read back and counted."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from rig import cycle
+from rig.worker import cycle
 
-HOOK = Path(cycle.__file__).resolve().parent / "hook" / "evidence.py"
+HOOK = Path(cycle.__file__).resolve().parent / "hook" / "evidence.py"  # rig/worker/hook
 
 
 @pytest.mark.parametrize("row, outcome", [
@@ -113,7 +113,7 @@ def test_summarize_counts_instances_and_splits_at_the_stop():
         _marker(10, "m_0", "finalize_end", 1.0),                            # at the stop: before
         _marker(10, "m_1", "finalize_end", 0.5, "RuntimeError: boom"),
         _marker(11, "m_0", "finalize_end", 1.5),                            # after the stop
-        {"pid": 11, "phase": "crash", "signal": 11, "t_mono": 1.6},         # then it died (rig/hook/crash.c)
+        {"pid": 11, "phase": "crash", "signal": 11, "t_mono": 1.6},         # then it died (rig/worker/hook/crash.c)
     ]
     assert cycle.summarize_markers(markers, 1.0, crash_recorder=True) == {
         "finalize_expected": 3, "finalize_before_stop": 2, "finalize_after_stop": 1, "finalize_errors": 1,
@@ -135,7 +135,7 @@ def test_read_markers_skips_what_it_cannot_read(tmp_path):
 
 
 def test_markers_from_the_real_hook_with_a_finalize_that_raises(tmp_path):
-    """The hook (rig/hook/evidence.py) instruments any TritonPythonModel: run it as a stub would
+    """The hook (rig/worker/hook/evidence.py) instruments any TritonPythonModel: run it as a stub would
     (its own interpreter, RIG_EVIDENCE_DIR set) and read back what it left."""
     code = textwrap.dedent(f"""
         import time
@@ -177,7 +177,7 @@ def test_markers_from_the_real_hook_with_a_finalize_that_raises(tmp_path):
 
 
 def test_finalize_markers_count_only_from_this_cycles_own_stubs():
-    from rig.evidence import summarize_markers
+    from rig.worker.evidence import summarize_markers
 
     mine = [{"pid": 10, "instance": "m_0", "phase": "init", "t_mono": 1.0},
             {"pid": 10, "instance": "m_0", "phase": "finalize_end", "t_mono": 2.0}]

@@ -18,11 +18,11 @@ def test_wheel_contents(tmp_path, repo_root):
     assert p.returncode == 0, p.stderr[-2000:]
     wheel = next(tmp_path.glob("*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    for needed in ("rig/engines/capi/_fastpath.c", "rig/hook/evidence.py", "rig/hook/crash.c", "rig/_models/numpy/config.pbtxt.tmpl",
+    for needed in ("rig/worker/engines/capi/_fastpath.c", "rig/worker/hook/evidence.py", "rig/worker/hook/crash.c", "rig/_models/numpy/config.pbtxt.tmpl",
                    "rig/_models/numpy/1/model.py", "rig/_models/cupy/config.pbtxt.tmpl", "rig/_models/cupy/1/model.py",
                    "rig/_workloads/steady.py", "rig/_workloads/checked.py", "rig/_workloads/nightly.toml",
-                   "rig/analysis/plots.py", "rig/analysis/sweeps.py", "rig/repository.py", "rig/load/users.py",
-                   "rig/engines/official/engine.py", "rig/store/where.py", "rig/orchestrator/run.py",
+                   "rig/analysis/plots.py", "rig/analysis/sweeps.py", "rig/parent/repository.py", "rig/worker/load/users.py",
+                   "rig/worker/engines/official/engine.py", "rig/store/where.py", "rig/parent/orchestrator/run.py",
                    "rig/_models/scenarios/sender-kept/chat_stream/config.pbtxt",
                    "rig/_models/scenarios/sender-kept/chat_stream/1/model.py"):
         assert needed in names, needed

@@ -11,12 +11,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from helpers import cycle_row
-from rig.protocol import CycleRow, RunRow, WindowRow
+from rig.contract.rows import CycleRow, RunRow, WindowRow
 from rig.store import Store
 
 
 def test_window_row_fills_what_a_window_message_lacks():
-    from rig.protocol import window_row
+    from rig.contract.rows import window_row
 
     w = window_row("r9", "capi", "numpy", {"cycle": "3", "window": None, "throughput": None, "p50_us": 120.0,
                             "requests": 10.0, "unknown": 1})

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from rig import repository
-from rig import perf_analyzer as pa
-from rig.errors import RigError
+from rig.parent import repository
+from rig.parent import perf_analyzer as pa
+from rig.common.errors import RigError
 
 LATENCIES = ("p50_us", "p90_us", "p95_us", "p99_us", "avg_us")
 

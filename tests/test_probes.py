@@ -14,7 +14,7 @@ import uuid
 import psutil
 import pytest
 
-from rig import probes
+from rig.common import probes
 
 
 def _fake_stub(**popen) -> subprocess.Popen:
@@ -91,7 +91,7 @@ def test_gpu_says_why_when_there_is_none():
 
 
 def test_redact_hides_the_credentials_a_uri_or_option_carries():
-    from rig.text import redact
+    from rig.common.text import redact
 
     text = ('results = "s3://AKIA:pw0@minio:9000/b/p?access_key=AKIA1&secret_key=a/b+c'
             '&session_token=T0KEN9&region=eu"')

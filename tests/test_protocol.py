@@ -1,4 +1,4 @@
-"""rig.messages and rig.protocol: the worker's messages, one JSON line each, and the rows typed by their
+"""rig.contract.messages and rig.contract.rows: the worker's messages, one JSON line each, and the rows typed by their
 dataclasses' own annotations (no Triton, no worker: pure functions)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from rig import messages as M
-from rig import protocol as P
+from rig.contract import messages as M
+from rig.contract import rows as P
 
 MESSAGES = [
     M.CycleStart(3, 12.5),

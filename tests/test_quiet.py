@@ -1,4 +1,4 @@
-"""The quiet lock (rig.quiet) and which phases of a cycle hold it (Scenario.waits)."""
+"""The quiet lock (rig.worker.quiet) and which phases of a cycle hold it (Scenario.waits)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import threading
 import time
 from types import SimpleNamespace
 
-from rig import scenarios
-from rig.orchestrator.run import _quiet_phases
-from rig.quiet import Quiet
+from rig.parent import scenarios
+from rig.parent.orchestrator.run import _quiet_phases
+from rig.worker.quiet import Quiet
 
 
 def test_a_second_holder_waits_until_the_first_leaves(tmp_path):

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from stores import real_results  # noqa: F401  (the session's store, a fixture)
 
-from rig import hdr
+from rig.common import hdr
 from rig.cli import main
 from rig.store import Store
-from rig.protocol import CycleRow, RunRow, WindowRow
+from rig.contract.rows import CycleRow, RunRow, WindowRow
 
 
 def report(capsys, *args) -> tuple[int, str, str]:
@@ -235,7 +235,7 @@ def write_growth(root: Path, memory: bool = True, cycles: int = 5) -> Path:
     import dataclasses
     import json
 
-    from rig.protocol import MemoryRow
+    from rig.contract.rows import MemoryRow
 
     from helpers import cycle_row
 

@@ -1,4 +1,4 @@
-"""Lifecycle scenarios (rig.scenarios, `rig scenarios`, `--scenario`, `--control`): one vocabulary
+"""Lifecycle scenarios (rig.parent.scenarios, `rig scenarios`, `--scenario`, `--control`): one vocabulary
 with the fault presets and retention policies, refused combinations in one line, the `scenario`
 column, the report's table; and end to end on real cores, each scenario's known verdicts with its
 negative control clean."""
@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from helpers import cycle_row, cycles, rig
 
-from rig import config, scenarios
+from rig.parent import config, scenarios
 from rig.analysis import report_scenarios
-from rig.errors import RigError
-from rig.repository import FAULTS
+from rig.common.errors import RigError
+from rig.parent.repository import FAULTS
 
 
 def test_one_vocabulary_with_the_fault_presets_and_retention_policies():
@@ -91,7 +91,7 @@ def test_rig_scenarios_lists_every_scenario_with_its_report_and_verdicts():
     assert "| retained-response | the client keeps the last response object across stop() | server#8755 | " \
            "exit_timeout / ok | unbatched, batched, instances-2, decoupled | " in proc.stdout
     # where its verdicts are known is read from the data (rig/known_verdicts.csv), not code
-    from rig import known
+    from rig.parent import known
 
     versions = sorted({k[4] for k in known.table() if k[0] == "retained-response" and not k[1]}, key=known._version_key)
     assert f"| {', '.join(versions)}; " in lines[0]
@@ -100,7 +100,7 @@ def test_rig_scenarios_lists_every_scenario_with_its_report_and_verdicts():
 def test_rig_scenarios_accept_records_a_reviewed_runs_verdicts_as_data(tmp_path):
     """`rig scenarios --accept RESULTS` writes each scenario cell's verdicts, per shape, engine and
     core, into the known-verdicts file; a cell whose cycles disagree is named and left out."""
-    from rig import known
+    from rig.parent import known
     from rig.store import Store
 
     store = Store(str(tmp_path / "R"))
@@ -126,7 +126,7 @@ def test_an_intermittent_cell_is_recorded_with_every_verdict_and_either_is_as_kn
     """`--accept R --intermittent`: a cell whose cycles disagree is recorded with each verdict its
     cycles gave (``exit_timeout|clean``); a cycle giving any one of them is as known, another is a
     finding, in the matrix's judgement and in the grid alike."""
-    from rig import known
+    from rig.parent import known
     from rig.analysis import conformance as cf
     from rig.analysis.matrix import judge_scenario
     from rig.store import Store

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rig import bench
+from rig.commands import bench
 from rig.analysis.sweeps import stable
-from rig.errors import RigError
-from rig.schedule import arrival_times
+from rig.common.errors import RigError
+from rig.worker.load.schedule import arrival_times
 
 
 def test_constant_arrivals_are_evenly_spaced_inside_the_span():

@@ -1,4 +1,4 @@
-"""Model shapes (rig.shapes) and the verdicts known per shape (rig.known): pure functions, then a
+"""Model shapes (rig.parent.shapes) and the verdicts known per shape (rig.parent.known): pure functions, then a
 real cycle in each shape the template model serves."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from helpers import rig
 
-from rig import config, known, scenarios, shapes
-from rig.errors import RigError
-from rig.repository import ModelSpec, parse_pbtxt, render
+from rig.parent import config, known, scenarios, shapes
+from rig.common.errors import RigError
+from rig.parent.repository import ModelSpec, parse_pbtxt, render
 
 
 @pytest.mark.parametrize("name", ["unbatched", "batched", "max-batch", "instances-2", "decoupled",

@@ -119,7 +119,7 @@ def test_kill_9_then_resume(tmp_path, runtime):
     before = cycles(res)
     assert len(before) >= 2 and sorted(before.cycle) == list(range(1, len(before) + 1))
     run_id = pd.read_parquet(res / "runs").run_id[0]
-    from rig import probes
+    from rig.common import probes
 
     work = str(res / "_work" / run_id)
     p = rig("soak", "--resume", run_id, "--results", str(res), timeout=600)

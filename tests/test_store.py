@@ -11,7 +11,7 @@ from stores import real_results  # noqa: F401  (the session's store, a fixture)
 
 from rig.store import TABLES, Store, arrow_schema
 
-from rig.protocol import CycleRow
+from rig.contract.rows import CycleRow
 
 
 def _cycle(run_id="r1", cycle=1, **kw):
@@ -106,7 +106,7 @@ def test_cycles_of_schema_5_read_as_two_verdicts(tmp_path):
 
 
 def test_open_refuses_what_is_no_results_folder_in_one_line(tmp_path):
-    from rig.errors import RigError
+    from rig.common.errors import RigError
 
     (tmp_path / "empty").mkdir()
     (tmp_path / "foreign").mkdir()
@@ -125,7 +125,7 @@ def test_open_refuses_what_is_no_results_folder_in_one_line(tmp_path):
 
 
 def test_where_clauses_parse_and_match_as_one():
-    from rig.errors import RigError
+    from rig.common.errors import RigError
     from rig.store import where
 
     assert where.parse(["engine=capi", " run_id = A, B "]) == [("engine", ["capi"]), ("run_id", ["A", "B"])]
@@ -148,12 +148,12 @@ def test_where_clauses_parse_and_match_as_one():
 def test_a_real_runs_histograms_are_hdrhistograms_standard_encoding(real_results):
     """Windows written by real soaks: each ``histogram`` decodes with HdrHistogram's own decoder as
     it is stored, to the window's count and percentiles; base64 of it (before schema 8) still
-    decodes through ``rig.hdr``."""
+    decodes through ``rig.common.hdr``."""
     import base64
 
     from hdrh.histogram import HdrHistogram
 
-    from rig import hdr
+    from rig.common import hdr
 
     w = Store(real_results["root"]).read("windows", run_id=real_results["none_a"])
     w = w[w.histogram.notna()]

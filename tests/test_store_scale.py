@@ -19,9 +19,9 @@ import pytest
 
 from helpers import ROOT, cycle_row, rig
 from rig.cli import main
-from rig.preflight import lock_run
+from rig.parent.preflight import lock_run
 from rig.store import KEYS, MERGED, Store
-from rig.protocol import RunRow, window_row
+from rig.contract.rows import RunRow, window_row
 
 
 def run_row(run_id: str) -> RunRow:
@@ -223,7 +223,7 @@ def test_a_file_uri_reads_what_its_path_reads(tmp_path):
 
 
 def test_a_uri_with_credentials_never_shows_them():
-    from rig.errors import RigError
+    from rig.common.errors import RigError
 
     with pytest.raises(RigError) as e:
         Store("nosuchscheme://AKIAXXX:topsecret@bucket/p?secret_key=alsosecret")
@@ -242,7 +242,7 @@ def test_filters_prune_and_project(tmp_path):
 
     few = store.read("windows", columns=["histogram"], filter=(pc.field("cycle") <= 2) & (pc.field("date") == "2026-01-01"))
     assert list(few.columns) == ["histogram"] and len(few) == 2 * 3 * 2 + 2 * 3  # runs 0 (two tools) and 3
-    from rig.errors import RigError
+    from rig.common.errors import RigError
 
     with pytest.raises(RigError, match="no column 'speed'"):
         store.read("cycles", speed=1)

@@ -30,7 +30,7 @@ import pandas as pd
 import pytest
 
 from helpers import ROOT, cycles, rig
-from rig.engines.official import loader
+from rig.worker.engines.official import loader
 
 CORPUS = ROOT / "tests" / "corpus"
 MODEL = CORPUS / "streams_tokens" / "streams_tokens"
@@ -119,7 +119,7 @@ def test_a_request_answered_by_the_final_flag_alone_counts_as_answered(tmp_path,
     assert int(w.requests.sum()) == row.requests > 0 and int(w.bad_outputs.fillna(0).sum()) == 0
     assert row.errors == 0 and row.timeouts == 0
     # The reference request before the load has no output to hold the load to: its verdict is
-    # rig.outputs' (see the report of this change), never a failed or unanswered request.
+    # rig.worker.outputs' (see the report of this change), never a failed or unanswered request.
     assert row.load_outcome == "ok", row.detail
     assert (w.responses == 0).all() and (w.responses_per_request == 0.0).all()
     assert w.gap_histogram.isna().all() and w.gap_p50_us.isna().all()
@@ -135,11 +135,11 @@ CHILD = textwrap.dedent(r'''
     import json, os, shutil, sys, time
     from pathlib import Path
     import numpy as np
-    from rig import repository, runtime
-    from rig.engines.capi import lane as fastpath
-    from rig.engines.base import ServerOptions
-    from rig.engines.capi import CapiEngine
-    from rig.load.lanes import PyLane
+    from rig.parent import repository, runtime
+    from rig.worker.engines.capi import lane as fastpath
+    from rig.worker.engines.base import ServerOptions
+    from rig.worker.engines.capi import CapiEngine
+    from rig.worker.load.lanes import PyLane
 
     scenario, work, exit_timeout = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
     rt = runtime.Runtime.from_dict(json.loads(sys.argv[4]))
@@ -228,8 +228,8 @@ OFFICIAL_CHILD = textwrap.dedent(r'''
     import json, shutil, sys, time
     from pathlib import Path
     import numpy as np
-    from rig.engines.base import ServerOptions
-    from rig.engines.official import OfficialEngine
+    from rig.worker.engines.base import ServerOptions
+    from rig.worker.engines.official import OfficialEngine
 
     work, core, backends = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
     repo = work / "repo"

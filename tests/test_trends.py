@@ -1,5 +1,5 @@
-"""The growth verdict's pure parts, no core: the slopes and trends (rig.trends), the verdict
-itself (verdicts.classify_growth) and the cycle's observers (rig.observers). The same behaviour
+"""The growth verdict's pure parts, no core: the slopes and trends (rig.common.trends), the verdict
+itself (verdicts.classify_growth) and the cycle's observers (rig.worker.observers). The same behaviour
 on a real core, through the rig as users run it: tests/test_growth.py."""
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ import types
 import numpy as np
 import pytest
 
-from rig import clientside, observers, trends
-from rig.messages import Samples
-from rig.verdicts import MAX_MEMORY_GROWTH_B, MIN_GROWTH_B, WORKER_FLOOR_B_PER_S, classify_growth
+from rig.worker import clientside, observers
+
+from rig.common import trends
+from rig.contract.messages import Samples
+from rig.contract.verdicts import MAX_MEMORY_GROWTH_B, MIN_GROWTH_B, WORKER_FLOOR_B_PER_S, classify_growth
 
 MIB = 1 << 20
 

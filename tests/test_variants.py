@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 from helpers import ROOT, cycles, rig
-from rig import known
+from rig.parent import known
 from rig.commands.matrix import SCENARIO_LOAD
-from rig.engines.official import loader
+from rig.worker.engines.official import loader
 
 VARIANTS = ROOT / "tests" / "corpus" / "variants"
 _OFFICIAL = loader.bindings_library() is not None
@@ -33,8 +33,8 @@ CASES = [  # (the variant, the scenario whose class it is, what its scenario's c
 ]
 
 def _built(version: str) -> bool:
-    from rig import runtime
-    from rig.errors import RigError
+    from rig.parent import runtime
+    from rig.common.errors import RigError
 
     try:
         runtime.resolve(version, auto_install=False)
@@ -66,7 +66,7 @@ def test_a_variant_lands_in_the_tables_verdict_for_its_class(tmp_path, engine, v
         k = known.lookup(scenario, False, shape, engine, core)
         assert k is not None, f"the table knows nothing of {scenario} [{shape}] on {core}"
         got = (row["outcome"], row["load_outcome"] or "not_measured")
-        # an intermittent cell (exit_timeout|clean, rig.known) admits either: through the official
+        # an intermittent cell (exit_timeout|clean, rig.parent.known) admits either: through the official
         # bindings on 2.51.0 execute-raises in two instances is one (docs/measurements/conformance.md)
         assert known.holds(got, k.verdicts), \
             f"{variant} gave {got}; the table gives {scenario} [{shape}] {k.verdicts}: {row['detail']}"

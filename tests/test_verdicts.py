@@ -8,9 +8,9 @@ import collections
 import pytest
 
 from helpers import cycle_row
-from rig import soak
-from rig.config import RunConfig, Thresholds
-from rig.errors import RigError
+from rig.commands import soak
+from rig.parent.config import RunConfig, Thresholds
+from rig.common.errors import RigError
 
 
 def test_tally_figures():
@@ -150,7 +150,7 @@ def test_cycle_line_of_lost_and_failed_cycles():
 def test_a_slowdown_over_a_short_load_needs_its_p50_to_rise_by_the_floor():
     """A 100-request load that lasts 0.18 s read 134 % slower at its end from one stall: its p50 rose
     by 1.6 ms, under the floor, so not slowing; the slows-down control's 10 ms rise is."""
-    from rig.verdicts import MIN_SLOWDOWN_US, classify_growth
+    from rig.contract.verdicts import MIN_SLOWDOWN_US, classify_growth
 
     row = {"outcome": "clean", "requests": 100, "slowdown_pct": 382.0, "slowdown_low_pct": 134.0,
            "p50_change_pct": 293.0, "throughput_change_pct": -79.0, "stub_growth_low_b": 0.0}

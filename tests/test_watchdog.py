@@ -1,4 +1,4 @@
-"""The parent's watchdog (rig.orchestrator.run_cycles / WorkerHandle) on fake workers
+"""The parent's watchdog (rig.parent.orchestrator.run_cycles / WorkerHandle) on fake workers
 (``fake_workers``) that hang, die or talk nonsense: the cycle is recorded ``hung`` or
 ``crashed``, what the worker left is killed and counted, and the run goes on."""
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from fake_workers import gone, prepared, run, stub_pid
-from rig import orchestrator
-from rig.cycle import OUTCOMES, CycleSpec
-from rig.orchestrator import rows as parent_rows
-from rig.protocol import CycleRow, WindowRow
-from rig.messages import Partial
+from rig.parent import orchestrator
+from rig.worker.cycle import OUTCOMES, CycleSpec
+from rig.parent.orchestrator import rows as parent_rows
+from rig.contract.rows import CycleRow, WindowRow
+from rig.contract.messages import Partial
 
 
 # ---------------------------------------------------------------- workers that report
@@ -88,7 +88,7 @@ def test_the_worker_finds_this_rig_first_on_its_path(tmp_path):
         report(CYCLES[0], detail=os.environ["PYTHONPATH"].split(os.pathsep)[0])
     ''')
     (row,) = run(p, [1]).rows
-    assert row.detail == str(Path(orchestrator.__file__).resolve().parents[2])
+    assert row.detail == str(Path(orchestrator.__file__).resolve().parents[3])  # rig/parent/orchestrator -> the checkout
 
 
 def test_the_core_reporting_another_version_is_noted(tmp_path):

@@ -7,7 +7,7 @@ import pytest
 
 from helpers import cycles, rig, spawn
 from rig.analysis.sweeps import stable
-from rig.schedule import arrival_times
+from rig.worker.load.schedule import arrival_times
 
 
 DELAY_MS = 20  # the model's execute delay in the latency tests
@@ -160,7 +160,7 @@ class TritonPythonModel:
 
 @pytest.mark.slow
 def test_workload_spreads_over_a_users_models_bytes_included(tmp_path, runtime):
-    from rig import repository
+    from rig.parent import repository
 
     repo = tmp_path / "repo"
     (repo / "strlen" / "1").mkdir(parents=True)

@@ -10,7 +10,7 @@ error of the cycle. Without a ``LoadTestShape`` the run holds ``--users`` users 
 import numpy as np
 from locust import task
 
-from rig.load import TritonUser
+from rig.worker.load import TritonUser
 
 
 class CheckedUser(TritonUser):

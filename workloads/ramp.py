@@ -1,6 +1,6 @@
 """ramp: from one user to ``--users``, linearly over the first 80 % of the run, then hold."""
 
-from rig.load import RigShape, TritonUser
+from rig.worker.load import RigShape, TritonUser
 
 
 class Ramp(TritonUser):

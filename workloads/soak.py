@@ -1,6 +1,6 @@
 """soak: the steady load, meant for long runs (the nightly soak's workload)."""
 
-from rig.load import RigShape, TritonUser
+from rig.worker.load import RigShape, TritonUser
 
 
 class Soak(TritonUser):

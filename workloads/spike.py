@@ -1,6 +1,6 @@
 """spike: a quarter of ``--users``, with all of them in the middle fifth of the run."""
 
-from rig.load import RigShape, TritonUser
+from rig.worker.load import RigShape, TritonUser
 
 
 class Spike(TritonUser):

@@ -1,6 +1,6 @@
 """step: four equal steps up to ``--users``."""
 
-from rig.load import RigShape, TritonUser
+from rig.worker.load import RigShape, TritonUser
 
 
 class Step(TritonUser):

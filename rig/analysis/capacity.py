@@ -18,7 +18,7 @@ import math
 
 import pandas as pd
 
-from rig import hdr
+from rig.common import hdr
 
 GROUP = ["triton_version", "engine", "model", "cpu_share", "instances"]
 NODE = GROUP[:4]  # what a node is: version, engine, model and its share of a machine

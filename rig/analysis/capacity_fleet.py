@@ -9,7 +9,7 @@ import math
 
 import pandas as pd
 
-from rig import hdr
+from rig.common import hdr
 from rig.analysis.capacity import measured_windows
 
 

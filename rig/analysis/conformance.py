@@ -1,6 +1,6 @@
 """The conformance table: every lifecycle scenario (and its negative control) on every Triton core,
 through each API and in each model shape, its cycles' verdicts judged against the ones it is
-known to give (``rig.known``: ``rig/known_verdicts.csv``).
+known to give (``rig.parent.known``: ``rig/known_verdicts.csv``).
 
 A *cell* is one (engine, shape, scenario, control, Triton version): its cycles' three verdicts
 counted (lifecycle, load, growth), the verdicts most of them gave, stop p50, finalize figures, the
@@ -27,11 +27,11 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
-from rig import known as known_verdicts
-from rig import scenarios
+from rig.parent import known as known_verdicts
+from rig.parent import scenarios
 from rig.analysis.matrix import growth_held
 from rig.analysis.verdict import records
-from rig.verdicts import NOT_MEASURED
+from rig.contract.verdicts import NOT_MEASURED
 
 # The cycles' columns the table reads (``shape`` from schema 12; a row without one is unbatched).
 COLUMNS = ["run_id", "cycle", "scenario", "control", "shape", "engine", "triton_version", "outcome", "load_outcome",
@@ -154,7 +154,7 @@ def _cell(key, rows: list[dict], known: dict) -> Cell:
     engine, shape, scenario, control, version = key
     verdicts = [_triple(r) for r in rows]
     top, agreeing = known_verdicts.majority(verdicts)
-    k = known.get((scenario, control, shape, engine, version))  # rig.known.lookup's key
+    k = known.get((scenario, control, shape, engine, version))  # rig.parent.known.lookup's key
     if k is None and scenario in scenarios.SCENARIOS:  # a control's contract, as the matrix holds it
         k = known_verdicts.contract(scenarios.SCENARIOS[scenario], control)
     want = None if k is None else (k.lifecycle, k.load, k.growth or "ok")
@@ -176,7 +176,7 @@ def _cell(key, rows: list[dict], known: dict) -> Cell:
 
 def cells(frame, known_path: str | Path | None = None) -> list[Cell]:
     """Every scenario cell of a cycles frame (or records), judged against the known verdicts
-    (``known_path``: the known-verdicts file; None: ``rig.known.default_path()``). Cycles with no
+    (``known_path``: the known-verdicts file; None: ``rig.parent.known.default_path()``). Cycles with no
     scenario, ``baseline`` ones and those without a Triton version are left out."""
     if hasattr(frame, "columns"):  # only the columns read: a whole cycles frame is 80 of them
         frame = frame[[c for c in COLUMNS if c in frame.columns]]

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import html
 
-from rig import scenarios
+from rig.parent import scenarios
 from rig.analysis.conformance import (API_NAMES, AS_KNOWN, FINDING, NEVER_RUN, NO_CHANGE, SHORT, SIGNS, SKIPPED,
                                       UNJUDGED, Cell, Conformance, Grid, _scenario_order, row_label, shape_moves,
                                       version_key)
-from rig.known import intermittent
-from rig.verdicts import NOT_MEASURED
+from rig.parent.known import intermittent
+from rig.contract.verdicts import NOT_MEASURED
 
-INTERMITTENT = "~"  # the mark of a cell known to be intermittent (rig.known: exit_timeout|clean)
+INTERMITTENT = "~"  # the mark of a cell known to be intermittent (rig.parent.known: exit_timeout|clean)
 
 
 def mark(c: Cell) -> str:

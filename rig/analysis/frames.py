@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rig import hdr
+from rig.common import hdr
 from rig.analysis import stats
 from rig.analysis.stored_histograms import attach_histograms, histograms, latest  # noqa: F401 - frames' API too
 

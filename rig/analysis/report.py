@@ -20,10 +20,10 @@ from rig.analysis import report_growth
 from rig.analysis import report_html as rh
 from rig.analysis import report_parts as parts
 from rig.analysis import report_scenarios
-from rig.config import RunConfig
-from rig.errors import RigError
-from rig.protocol import CycleRow
-from rig.text import redact
+from rig.parent.config import RunConfig
+from rig.common.errors import RigError
+from rig.contract.rows import CycleRow
+from rig.common.text import redact
 
 DIMS = ("triton_version", "engine", "model", "retain", "stop_strategy", "restart")
 WINDOW_COLUMNS = ["run_id", "cycle", "window", "engine", "model", "tool", "mode", "concurrency", "rate",

@@ -1,8 +1,8 @@
 """`rig report`'s "Growth and slowdown" section: per run, the growth verdicts (``growth_outcome``,
-``rig.verdicts.GROWTH_OUTCOMES``) counted, each process kind's median growth per 1,000 requests
+``rig.contract.verdicts.GROWTH_OUTCOMES``) counted, each process kind's median growth per 1,000 requests
 with the median of its intervals (``growth_by_process``, else the worker's and the stubs'
 columns), the median slowdown within a cycle's load, and the trend across the run's cycles
-(``rig.trends.run_trend`` over the load run so far, each cycle's throughput and its windows'
+(``rig.common.trends.run_trend`` over the load run so far, each cycle's throughput and its windows'
 median p50); then a figure per run: every process's memory against the requests completed (the
 ``memory`` table) and the windows' p50/p99 against them, for a few of its cycles (``plotted``).
 
@@ -18,7 +18,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from rig import trends
+from rig.common import trends
 from rig.analysis import plots
 from rig.analysis.report_html import Figure, Section, Table
 
@@ -88,7 +88,7 @@ def cycle_p50(windows: pd.DataFrame) -> pd.DataFrame:
 
 
 def run_trend(c: pd.DataFrame, p50: pd.DataFrame) -> dict:
-    """``rig.trends.run_trend`` of one run's cycles (in the order they ran): each at the load run
+    """``rig.common.trends.run_trend`` of one run's cycles (in the order they ran): each at the load run
     so far (cumulative ``workload_s``), its throughput and its windows' median p50."""
     c = _in_order(c).merge(p50, on=["run_id", "cycle"], how="left") if len(p50) else _in_order(c).assign(p50_us=np.nan)
     load = _num(c, "workload_s").fillna(0).cumsum().to_numpy()
@@ -146,7 +146,7 @@ def plotted(c: pd.DataFrame) -> list[int]:
 def memory(root: str, run_id: str, cycles: list[int]) -> pd.DataFrame:
     """The ``memory`` rows of those cycles of a run, with ``mib`` (RSS, in MiB) and a
     ``label`` per process (``worker``, ``stub <model>/<instance>``); empty where the store has none."""
-    from rig.errors import RigError
+    from rig.common.errors import RigError
     from rig.store import Store
 
     try:

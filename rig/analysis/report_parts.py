@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rig import hdr
+from rig.common import hdr
 from rig.analysis import frames, plots, stats, sweeps
 from rig.analysis.report_html import Figure, Section, Table
 

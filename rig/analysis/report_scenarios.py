@@ -1,4 +1,4 @@
-"""`rig report`'s scenario tables: for each lifecycle scenario (``rig.scenarios``) and its
+"""`rig report`'s scenario tables: for each lifecycle scenario (``rig.parent.scenarios``) and its
 negative control, by Triton version and engine, the verdicts counted (lifecycle, load, growth)
 against the ones the scenario is known to give (its growth verdict: ``Scenario.growth``; a
 control's and the baseline's ok; a cycle with none, or not_measured, is not held against it), stop latency, finalize, the upstream report (the first table); what
@@ -16,10 +16,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rig import scenarios
+from rig.parent import scenarios
 from rig.analysis import stats
 from rig.analysis.matrix import growth_held
-from rig.known import holds
+from rig.parent.known import holds
 from rig.analysis.report_html import Section, Table
 
 KEYS = ["scenario", "control", "shape", "triton_version", "engine"]
@@ -103,10 +103,10 @@ def slope(values) -> float | str:
 
 
 def _want(scenario, control: bool, shape: str, engine: str, version: str) -> tuple[tuple[str, str] | None, str, str]:
-    """The verdicts the row should give (the known ones: rig.known; a control's, where none are
+    """The verdicts the row should give (the known ones: rig.parent.known; a control's, where none are
     known, its contract: clean), its growth verdict, and what the expected column says where none
     are known."""
-    from rig import known
+    from rig.parent import known
 
     if scenario is None:
         return None, "ok", "unknown scenario (not in this rig's registry)"

@@ -1,6 +1,6 @@
 """Statistics over stored results: intervals, tests, exact latency histograms, change points.
 
-Pure functions over plain numbers and merged HDR histograms (``rig.hdr``); the heavy lifting is
+Pure functions over plain numbers and merged HDR histograms (``rig.common.hdr``); the heavy lifting is
 scipy.stats (Wilson, bootstrap, Mann-Whitney, Fisher, linear regression), hdrhistogram and
 ruptures. Every function accepts degenerate input (no values, one value, all values equal) and
 answers with ``None`` or a zero-width interval instead of raising.

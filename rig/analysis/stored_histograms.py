@@ -1,7 +1,7 @@
 """Which windows' HDR histograms to read, read from the store only for them: a point's latest
 windows, run by run, each read pruned to the run's own files and partitions. The windows are read
 without their heavy histogram columns first (``frames``, ``rig report``, ``rig gate``); these fill
-them in where a figure needs them (``rig.hdr`` decodes and merges them)."""
+them in where a figure needs them (``rig.common.hdr`` decodes and merges them)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 
-from rig.load.stability import stable  # noqa: F401 - re-exported: the worker applies it live
+from rig.common.stability import stable  # noqa: F401 - re-exported: the worker applies it live
 
 
 def summarize(windows: list[dict]) -> dict:

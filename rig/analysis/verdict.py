@@ -34,7 +34,7 @@ from typing import Iterable
 
 import numpy as np
 
-from rig import verdicts
+from rig.contract import verdicts
 from rig.analysis import stats
 
 ALPHA = 0.05
@@ -71,7 +71,7 @@ def soak(cycles, allowed: Iterable[str], max_stop_latency_s: float | None = None
     lifecycle's, the load's, the growth's: ``leaking`` and ``slowing`` fail unless named), the
     longest stop above ``max_stop_latency_s``, finalize success (over finalizes) below
     ``min_finalize_success``, stubs the rig killed or shared memory left unless ``allow_leaks``,
-    and a run whose cycles slowed across it (``run_trend``: ``rig.trends.run_trend``) by more
+    and a run whose cycles slowed across it (``run_trend``: ``rig.common.trends.run_trend``) by more
     than ``max_slowdown`` % over the whole interval. A threshold left None is not checked; a
     figure no cycle has is not judged."""
     rows = records(cycles)

@@ -18,8 +18,8 @@ from pathlib import Path
 from rig.build import preflight, recipe
 from rig.build.cache import RECIPE, built_root, runtimes_dir
 from rig.build.runner import run
-from rig.errors import RigError
-from rig.probes import STUB_NAME
+from rig.common.errors import RigError
+from rig.common.probes import STUB_NAME
 
 
 def _dir_mb(path: Path) -> float:

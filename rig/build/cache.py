@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rig.errors import RigError
-from rig.probes import STUB_NAME
+from rig.common.errors import RigError
+from rig.common.probes import STUB_NAME
 
 # Bump when the recipe changes what a build produces: a runtime built by an older recipe is rebuilt.
 RECIPE = 1
@@ -30,7 +30,7 @@ def python_tag(python: str | None = None) -> str:
 
 
 def runtimes_dir() -> Path:
-    from rig.runtime import cache_dir
+    from rig.contract.runtime import cache_dir
     return cache_dir()
 
 

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rig.errors import RigError
+from rig.common.errors import RigError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +111,7 @@ def tools(cache: Path, log) -> tuple[str, str]:
     if found():
         return found()
     log("installing cmake and ninja from PyPI into " + str(target))
-    from rig.runtime import pip_install_into
+    from rig.common.wheels import pip_install_into
 
     pip_install_into(target, ["cmake>=3.31.8,<5", "ninja"], "cmake and ninja from PyPI",
                      "a source build needs them (pip install 'cmake>=3.31.8' ninja)")

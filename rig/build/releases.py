@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from rig.errors import RigError
+from rig.common.errors import RigError
 
 # The first release with a source build here (the last one the PyPI wheels bundle, 2.51.0, so a
 # built core can be held against its embedded twin) and the newest one shipped (NGC 26.09).

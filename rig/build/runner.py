@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from rig.build.cache import STEPS
-from rig.errors import RigError
+from rig.common.errors import RigError
 
 
 class Log:

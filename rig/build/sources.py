@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from rig.errors import RigError
+from rig.common.errors import RigError
 
 GITHUB = "https://github.com/triton-inference-server/{name}.git"
 # Third-party repositories the Python backend pins (its CMakeLists names them).

@@ -43,7 +43,7 @@ def add_parser(sub) -> None:
 
 def targets(text: str | None) -> list[float]:
     """``--target-throughput 5000,50000``: positive infer/s, in the order given."""
-    from rig.errors import RigError
+    from rig.common.errors import RigError
 
     try:
         vals = [float(v) for v in str(text).split(",") if v.strip()] if text is not None else []
@@ -62,7 +62,7 @@ def _finite_positive(v: float) -> bool:
 def select(windows, runs, where: list[str]):
     """Windows kept by the ``--where`` clauses (``rig.store.where``): a column of windows, else of
     runs (through the run ids)."""
-    from rig.errors import RigError
+    from rig.common.errors import RigError
     from rig.store import where as wh
 
     for key, values in wh.parse(where):
@@ -78,8 +78,8 @@ def select(windows, runs, where: list[str]):
 
 
 def run(args) -> int:
-    from rig.errors import RigError
-    from rig.text import redact
+    from rig.common.errors import RigError
+    from rig.common.text import redact
 
     goals = targets(args.target_throughput) if args.target_throughput is not None or not args.check else []
     if not _finite_positive(args.p99_ms):

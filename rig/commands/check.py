@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rig.errors import Exit, RigError
-from rig.text import redact
+from rig.common.errors import Exit, RigError
+from rig.common.text import redact
 
 
 def add_parser(sub) -> None:

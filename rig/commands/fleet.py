@@ -1,4 +1,4 @@
-"""``rig fleet``: the master of a distributed run (Locust's distributed mode, ``rig.fleet``).
+"""``rig fleet``: the master of a distributed run (Locust's distributed mode, ``rig.contract.fleet``).
 
 It hosts no server. Each round it waits for its nodes (``rig soak --locust-master HOST:PORT``)
 to join, drives one load shape across them, collects every node's figures, ends the round, and
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from rig.errors import Exit, RigError
+from rig.common.errors import Exit, RigError
 
 
 def add_parser(sub) -> None:
@@ -40,7 +40,7 @@ def add_parser(sub) -> None:
 
 
 def _check(a) -> None:
-    from rig.fleet import NODE_WAIT_S
+    from rig.contract.fleet import NODE_WAIT_S
 
     if a.nodes < 1 or a.cycles < 1:
         raise RigError("--nodes and --cycles must be >= 1")
@@ -62,7 +62,7 @@ class Master:
     def __init__(self, a, log):
         from locust.env import Environment
 
-        from rig.load.users import load_workload, size_shape
+        from rig.worker.load.users import load_workload, size_shape
 
         self.a, self.log = a, log
         self.shape = size_shape(load_workload(a.workload).shape, a.users, a.workload_seconds)
@@ -137,7 +137,7 @@ class Master:
         """The shape's ticks (Locust's own shape loop would stop the workers at its end)."""
         import gevent
 
-        from rig.load.locust_api import active_workers
+        from rig.worker.load.locust_api import active_workers
 
         def active():
             return active_workers(self.runner)
@@ -160,8 +160,8 @@ class Master:
 
         from time import monotonic as now
 
-        from rig.fleet import NODE_WAIT_S
-        from rig.load.locust_api import stop_load, worker_connected, worker_lost
+        from rig.contract.fleet import NODE_WAIT_S
+        from rig.worker.load.locust_api import stop_load, worker_connected, worker_lost
 
         self.round = r
         want = self.a.nodes if expect is None else len(expect)
@@ -178,7 +178,6 @@ class Master:
         self.reports, self.released = {}, set()
         self.current = {name: cid for name, (cid, _) in joined.items()}
         self.running = True
-        from rig.fleet import share_text
 
         shares = share_text({name: hello for name, (_, hello) in joined.items()})
         self.log(f"round {r}/{self.a.cycles}: {len(joined)} node(s) joined ({shares}); "
@@ -225,9 +224,9 @@ class Master:
 
 
 def _rows(fleet_id: str, r: int, started: str, a, joined, reports, missing_at, absent, users: int):
-    from rig import hdr
-    from rig.fleet import figures
-    from rig.protocol import FleetRow
+    from rig.common import hdr
+    from rig.contract.fleet import figures
+    from rig.contract.rows import FleetRow
 
     rows, hists = [], []
     base = dict(run_id=fleet_id, round=r, started_at=started, seconds=a.workload_seconds, locust_requests=None)
@@ -269,10 +268,10 @@ def _rows(fleet_id: str, r: int, started: str, a, joined, reports, missing_at, a
 def run(a) -> int:
     import dataclasses
 
-    from rig.orchestrator import new_run_id
+    from rig.parent.orchestrator import new_run_id
     from rig.store import Store
-    from rig.protocol import now_iso
-    from rig.text import redact
+    from rig.contract.rows import now_iso
+    from rig.common.text import redact
 
     _check(a)
     log = _log
@@ -337,3 +336,12 @@ def run(a) -> int:
 
 def _log(msg: str) -> None:
     print(msg, file=sys.stdout, flush=True)
+
+
+def share_text(hellos: dict[str, dict]) -> str:
+    """The nodes' shares of their machines, as the master logs them: ``a 1 CPU (0), b 1 CPU (1)``."""
+    def one(h):
+        n = h.get("cpu_share")
+        return "share unknown" if n is None else f"{n:g} CPU{'s' if n != 1 else ''} ({h.get('cpus')})"
+
+    return ", ".join(f"{name} {one(h)}" for name, h in sorted(hellos.items()))

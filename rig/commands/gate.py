@@ -2,7 +2,7 @@
 both sides and the reasons; exit 0 pass, 1 regression, 2 bad input.
 
 Each of a cycle's three verdicts is judged apart: a lifecycle outcome (but clean), a load outcome
-(but ok) or a growth outcome (``leaking`` or ``slowing``: ``rig.verdicts.GROWTH_OUTCOMES``) that
+(but ok) or a growth outcome (``leaking`` or ``slowing``: ``rig.contract.verdicts.GROWTH_OUTCOMES``) that
 the candidate has and the baseline never had fails the gate (``rig.analysis.verdict.gate``); a
 growth verdict ``not_measured``, or none (a cycle stored before schema 11), never fails it."""
 
@@ -12,8 +12,8 @@ import argparse
 import dataclasses
 import time
 
-from rig.errors import Exit, RigError
-from rig.text import redact
+from rig.common.errors import Exit, RigError
+from rig.common.text import redact
 
 DESCRIPTION = """\
 Compare a candidate with a baseline from one results folder. A and B are each a Triton
@@ -90,7 +90,7 @@ def load(results: str, keys=(), sides=()):
     ``--where`` the table has) and its store; RigError for a missing, empty or foreign one.
     Where every one of ``sides`` names a Triton version the table has, only those versions'
     partitions are read. Windows are read per side (``side_windows``)."""
-    from rig.protocol import CycleRow
+    from rig.contract.rows import CycleRow
     from rig.store import Store
 
     store = Store.open(results)
@@ -130,7 +130,7 @@ def side_windows(store, results: str, cycles, versions: set[str] | None, filtere
 def where(cycles, filters: list[str]):
     """Cycles kept by the ``--where`` clauses (``rig.store.where``: ``KEY=A,B`` any of them, as
     ``rig report`` and ``rig capacity`` read it)."""
-    from rig.protocol import CycleRow
+    from rig.contract.rows import CycleRow
     from rig.store import where as wh
 
     names = [f.name for f in dataclasses.fields(CycleRow)] + ["triton_version", "date"]
@@ -242,7 +242,7 @@ def idle_note(a: set[str], b: set[str]) -> str:
 
 def conformance_reasons(candidate) -> list[str]:
     """The candidate's scenario cells whose verdicts differ from those known for their scenario,
-    shape, engine and core (``rig.known``): findings, each a reason the gate fails on."""
+    shape, engine and core (``rig.parent.known``): findings, each a reason the gate fails on."""
     from rig.analysis import conformance
 
     if "scenario" not in candidate or not candidate["scenario"].notna().any():
@@ -251,10 +251,11 @@ def conformance_reasons(candidate) -> list[str]:
 
 
 def junit_checks(reasons: list[str], ca, wa, cb, wb, args, streaming) -> list:
-    """The gate's checks as JUnit test cases (``rig.junit``, ``GATE_CHECKS``): each failed with
+    """The gate's checks as JUnit test cases (``rig.parent.junit``, ``GATE_CHECKS``): each failed with
     the reasons ``verdict.gate`` gave, skipped where a side has nothing it reads, with its threshold
     as its output."""
-    from rig import junit, scenarios
+    from rig.parent import junit
+    from rig.parent import scenarios
     from rig.analysis import frames, verdict
 
     not_judged = {}
@@ -289,7 +290,7 @@ def junit_checks(reasons: list[str], ca, wa, cb, wb, args, streaming) -> list:
 
 
 def run(args) -> int:
-    from rig import junit
+    from rig.parent import junit
     from rig.analysis import stats, verdict
 
     if args.baseline == args.candidate:

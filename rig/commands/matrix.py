@@ -2,7 +2,7 @@
 same soak (and a short bench with --bench) against each Triton runtime and each engine that runs
 over it, into one results store, with a summary table and an exit status.
 
-`rig matrix --scenarios LIST|all`: the lifecycle scenarios (``rig.scenarios``) as the axis instead
+`rig matrix --scenarios LIST|all`: the lifecycle scenarios (``rig.parent.scenarios``) as the axis instead
 of retention: each scenario a cell per runtime x engine, its negative control a cell of its own,
 each `rig soak --scenario NAME [--control]`. A cell passes when every cycle gives the verdicts the
 scenario is known to give on that core and engine (its control: its control's), and the growth
@@ -20,12 +20,12 @@ import argparse
 import os
 from pathlib import Path
 
-from rig.errors import Exit, RigError
+from rig.common.errors import Exit, RigError
 from rig.commands.matrix_plan import (_OWN, _plan, cell_argv, parse_engines, parse_retain, parse_runtimes,  # noqa: F401
                                       parse_scenarios, parse_shapes, parse_shard, passthrough, scenario_argv,
                                       scenario_cells, take_shard)
 from rig.commands.matrix_run import Job, _run_cell, classify, run_jobs  # noqa: F401
-from rig.options import add_cycle_options, add_target_options, run_config
+from rig.parent.options import add_cycle_options, add_target_options, run_config, soak_parser
 # Options a bench cell takes from the matrix's (the server and the model; no lifecycle, no load).
 _BENCH_DESTS = ("model", "model_repository", "model_size", "instances", "max_batch_size", "dynamic_batching",
                 "execute_delay_ms", "exit_timeout", "startup_timeout", "request_timeout", "in_flight")
@@ -71,7 +71,7 @@ def add_parser(sub) -> None:
                    "instances-2,decoupled) (default all)")
     m.add_argument("--jobs", default="auto", metavar="N",
                    help="cells run side by side, up to N at a time; each cycle's start and load still run one at a "
-                   "time across them (rig.quiet), the stops and exit timeouts overlap; benches always run alone "
+                   "time across them (rig.worker.quiet), the stops and exit timeouts overlap; benches always run alone "
                    "(default auto: with --scenarios, three times the CPUs this process may use, at most 8; else 1)")
     m.add_argument("--shard", metavar="K/N",
                    help="run shard K of N (K from 0, as a Kubernetes Indexed Job's completion index): a fixed share "
@@ -108,7 +108,8 @@ def refuse_with_scenarios(args) -> None:
 
 
 def run(args) -> int:
-    from rig import cli, runtime, soak
+    from rig.parent import runtime
+    from rig.commands import soak
     from rig.analysis import matrix
 
     scens = None
@@ -124,7 +125,7 @@ def run(args) -> int:
                            "wrote, or drop it for the rig's own")
         os.environ["RIG_KNOWN_VERDICTS"] = str(Path(args.known_file).resolve())  # the cells read it too
     if args.junit:
-        from rig import junit
+        from rig.parent import junit
 
         junit.check_path(args.junit)
     retains = parse_retain(args.retain)
@@ -140,7 +141,7 @@ def run(args) -> int:
         probe += ["--cycles", str(args.cycles if args.cycles is not None else DEFAULT_CYCLES)]
     for opt, value in (("--results", args.results), ("--allow-outcomes", args.allow_outcomes)):
         probe += [opt, value] if value is not None else []
-    cfg = run_config(cli.build_parser().parse_args(probe))
+    cfg = run_config(soak_parser().parse_args(probe[1:]))
     if cfg is None:  # the run is skipped on this machine (the cupy model without a GPU)
         return Exit.SKIPPED
     if scens is not None:
@@ -193,11 +194,11 @@ def run(args) -> int:
         print()
         print(matrix.format_bench(bench_rows))
     if args.junit:
-        from rig import junit
+        from rig.parent import junit
 
         junit.write(args.junit, [junit.matrix_suite(rows + bench_rows)])
         print(f"\njunit: {args.junit}")
-    from rig.text import redact
+    from rig.common.text import redact
 
     print(f"\nresults: {redact(results)} (compare them: rig report {redact(results)}"
           f"{f'; the grid: rig report --conformance {redact(results)}' if scens is not None else ''})")
@@ -224,7 +225,7 @@ def _scenario_timeouts(args, cfg) -> list[str]:
     a second, two instances one tick more; a held model waits it out) and
     ``SCENARIO_REQUEST_TIMEOUT`` (a request its stub will never answer is unanswered after 5 s as
     after 30). ``cfg`` is updated to them (the cells' time limit)."""
-    from rig.config import RunConfig
+    from rig.parent.config import RunConfig
 
     words = []
     if args.exit_timeout is None and cfg.exit_timeout == RunConfig.exit_timeout:
@@ -239,7 +240,7 @@ def _scenario_timeouts(args, cfg) -> list[str]:
 def _install_missing(specs: list[str], installed: list[str], shard) -> None:
     """Fetch what is missing first, once (a version that cannot be fetched stops here; one unpacked
     yet unusable here, with no stub for this Python, is a row that says why)."""
-    from rig import runtime
+    from rig.parent import runtime
 
     for v in specs:
         if v != "container" and not v.startswith("built-") and v not in installed:
@@ -308,7 +309,6 @@ def _say_unjudged_and_findings(rows: list[dict]) -> None:
 def _check_scenarios(args, probe: list[str], cfg, scens: list) -> dict[str, tuple[str, ...]]:
     """Each scenario's cells checked as `rig soak` checks them, before anything runs (bad input:
     one line naming the scenario); the load each runs under where it needs one and none is given."""
-    from rig import cli
 
     clash = [k for k, v in (("scenario", cfg.scenario), ("retain", cfg.retain != "none" and cfg.retain),
                             ("fault", cfg.fault != "none" and cfg.fault), ("model_repository", cfg.model_repository),
@@ -321,7 +321,7 @@ def _check_scenarios(args, probe: list[str], cfg, scens: list) -> dict[str, tupl
         load = SCENARIO_LOAD if s.workload and cfg.workload.name == "none" and args.requests is None else ()
         for control in (False, True) if s.has_control else (False,):
             try:
-                run_config(cli.build_parser().parse_args([*probe, *load, "--scenario", s.name,
+                run_config(soak_parser().parse_args([*probe[1:], *load, "--scenario", s.name,
                                                           *(["--control"] if control else [])]))
             except RigError as e:
                 raise RigError(f"--scenarios {s.name}{' (its control)' if control else ''}: {e}") from None

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 import shlex
 
-from rig.config import ENGINES, RETAIN
-from rig.errors import RigError
+from rig.parent.config import ENGINES, RETAIN
+from rig.common.errors import RigError
 
 # Options of `rig soak` the matrix sets per cell or has no use for (each cell is a whole soak).
 _OWN = {"runtime", "engine", "retain", "skip_ok", "locust_web_port", "scenario", "control", "model_shape",
@@ -34,8 +34,8 @@ def parse_retain(text: str) -> list[str]:
 
 
 def parse_scenarios(text: str) -> list:
-    """The scenarios to run (``rig.scenarios.Scenario``s), in the registry's order for ``all``."""
-    from rig import scenarios
+    """The scenarios to run (``rig.parent.scenarios.Scenario``s), in the registry's order for ``all``."""
+    from rig.parent import scenarios
 
     items = _list(text, "scenarios")
     if items == ["all"]:
@@ -45,8 +45,8 @@ def parse_scenarios(text: str) -> list:
 
 def parse_shapes(text: str) -> list[str] | None:
     """``--shapes``: all (None: every shape each scenario runs in), first (each scenario's own
-    default: ["first"]), or a list of shape names (``rig.shapes``)."""
-    from rig import shapes
+    default: ["first"]), or a list of shape names (``rig.parent.shapes``)."""
+    from rig.parent import shapes
 
     items = _list(text, "shapes")
     if items in (["all"], ["first"]):
@@ -59,15 +59,15 @@ def scenario_cells(scens: list, plan: list[dict], known_path: str | None = None,
     """The scenario axis over the plan (``_plan``): per scenario, then its control, per model shape
     it runs in (``Scenario.shapes``), one cell per runtime and engine, in that order. A cell is a
     row: ``scenario``, ``control``, ``shape``, ``runtime``, ``triton_version``, ``engine``, ``why``
-    (why this engine), ``expected`` (the lifecycle and load verdicts known there: rig.known, or
+    (why this engine), ``expected`` (the lifecycle and load verdicts known there: rig.parent.known, or
     None: unjudged; a control with none known: its contract, clean), ``growth`` (the growth
     verdict known there); the control of a scenario made from the plain template
     (``Scenario.shared_control``) is the ``template`` scenario's cell, once a shape, runtime and
     engine; a scenario not run through an
     engine is a row 'skipped' that says so."""
-    from rig import known
+    from rig.parent import known
 
-    from rig.scenarios import SCENARIOS, TEMPLATE
+    from rig.parent.scenarios import SCENARIOS, TEMPLATE
 
     cells, seen = [], set()
     for s in scens:
@@ -131,7 +131,7 @@ def scenario_argv(base: list[str], cell: dict, cycles: int, results: str, load: 
     its stored verdicts against the known ones, rig.analysis.matrix.judge_scenario), leaks
     allowed where the fault is on (a stop that waits out exit_timeout leaves the stubs the rig
     kills: the scenario's, judged by its verdicts), never for a control, which must be clean."""
-    from rig.verdicts import GROWTH_OUTCOMES, LOAD_OUTCOMES, OUTCOMES
+    from rig.contract.verdicts import GROWTH_OUTCOMES, LOAD_OUTCOMES, OUTCOMES
 
     allowed = (*OUTCOMES, *LOAD_OUTCOMES, *GROWTH_OUTCOMES)
     argv = ["soak", *base, *load, "--runtime", cell["runtime"], "--engine", cell["engine"],
@@ -205,7 +205,7 @@ def parse_runtimes(text: str, installed: list[str], known: dict[str, str]) -> li
             continue
         v = item[len("embedded-"):] if item.startswith("embedded-") else item
         if v == "embedded":
-            from rig.runtime import DEFAULT_EMBEDDED
+            from rig.parent.runtime import DEFAULT_EMBEDDED
 
             v = DEFAULT_EMBEDDED
         if v != "container" and v not in installed and v not in known:
@@ -237,8 +237,8 @@ def cell_argv(base: list[str], runtime: str, engine: str, retain: str, cycles: i
 
 def _plan(specs: list[str], engines: list[str], retains: list[str]) -> list[dict]:
     """Per runtime: the engines that run over it (name, why) and the rows of those that cannot."""
-    from rig import engines as eng
-    from rig import runtime
+    from rig.worker import engines as eng
+    from rig.parent import runtime
 
     plan = []
     for spec in specs:

@@ -4,7 +4,7 @@ its figures read back from the store.
 
 Cells run one after another, their lines shown indented; with ``--jobs N`` up to N side by
 side, each cell's lines in a log file of its own and a progress bar (a line per cell off a
-terminal). Side by side, each cycle's start and load hold the quiet lock (``rig.quiet``): the
+terminal). Side by side, each cycle's start and load hold the quiet lock (``rig.worker.quiet``): the
 parts of a cycle whose figures the machine's load can move run one at a time across cells; the
 stops, exit timeouts and settling, which wait, overlap."""
 
@@ -23,8 +23,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Callable
 
-from rig import procs
-from rig.errors import Exit
+from rig.common import procs
+from rig.common.errors import Exit
 
 
 @dataclasses.dataclass
@@ -78,7 +78,7 @@ def quiet_lock_path() -> Path:
     """One lock a machine: every matrix here shares it (two halves of one table, the official one
     in the sandbox, which sees the same runtime cache at the same path, included), so their cells'
     loads never overlap either."""
-    from rig.runtime import cache_dir
+    from rig.parent.runtime import cache_dir
 
     base = cache_dir().parent
     try:
@@ -138,7 +138,7 @@ def _end_all() -> None:
 def _run_cell(argv: list[str], timeout: float, env: dict | None = None, log: Path | None = None) -> dict:
     """Run ``python -m rig ARGV`` in its own process group, its lines shown indented (or written
     to ``log``); the row's status from its exit status and what it printed."""
-    from rig.procs import python_m
+    from rig.common.procs import python_m
 
     cmd = [*python_m("rig"), *argv]
     lines: list[str] = []

@@ -35,14 +35,14 @@ def run(args) -> int:
     if args.conformance:
         return conformance(args)
     if args.output is not None:
-        from rig.errors import RigError
+        from rig.common.errors import RigError
 
         raise RigError("--output writes the conformance grid: give it with --conformance (the HTML page is --out)")
     import gc
     import warnings
 
     from rig.analysis import plots, report, stats
-    from rig.errors import RigError
+    from rig.common.errors import RigError
     from rig.store import where
 
     max_histograms = 8 if args.max_histograms is None else args.max_histograms
@@ -82,10 +82,10 @@ def conformance(args) -> int:
 
     from rig.analysis import conformance as cf
     from rig.analysis import conformance_text as cft
-    from rig.errors import RigError
-    from rig.protocol import CycleRow
+    from rig.common.errors import RigError
+    from rig.contract.rows import CycleRow
     from rig.store import Store, where
-    from rig.text import redact
+    from rig.common.text import redact
 
     given = [o for o, v in (("--out", args.out), ("--baseline", args.baseline),
                             ("--max-histograms", args.max_histograms)) if v is not None]
@@ -125,7 +125,7 @@ def write_atomically(path: Path, text: str) -> None:
     import os
     import tempfile
 
-    from rig.errors import RigError
+    from rig.common.errors import RigError
 
     if path.is_dir():
         raise RigError(f"--output {path} is a folder: give a file")

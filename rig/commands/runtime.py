@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rig.build.cache import describe
-from rig.errors import Exit, RigError
+from rig.common.errors import Exit, RigError
 
 
 def add_parser(sub, parser_class) -> None:
@@ -26,7 +26,7 @@ def add_parser(sub, parser_class) -> None:
 
 
 def run(args) -> int:
-    from rig import runtime
+    from rig.parent import runtime
 
     if args.runtime_command == "install":
         rt = runtime.install_embedded(args.version or runtime.DEFAULT_EMBEDDED, force=args.force,

@@ -1,9 +1,9 @@
 """`rig scenarios`: the lifecycle scenarios the rig reproduces, what each does, the upstream
-report it stands for and the verdicts it is known to give (``rig.scenarios``)."""
+report it stands for and the verdicts it is known to give (``rig.parent.scenarios``)."""
 
 from __future__ import annotations
 
-from rig.errors import Exit
+from rig.common.errors import Exit
 
 
 def add_parser(sub) -> None:
@@ -26,8 +26,8 @@ def add_parser(sub) -> None:
 
 
 def rows() -> list[dict]:
-    from rig import known
-    from rig.scenarios import SCENARIOS
+    from rig.parent import known
+    from rig.parent.scenarios import SCENARIOS
 
     out = []
     cores = known.table()
@@ -54,8 +54,8 @@ def rows() -> list[dict]:
 
 
 def accept(results: str, path: str | None, intermittent: bool = False) -> int:
-    from rig import known
-    from rig.errors import RigError
+    from rig.parent import known
+    from rig.common.errors import RigError
     from rig.store import Store
 
     frame = Store(results).read("cycles")

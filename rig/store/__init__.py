@@ -4,7 +4,7 @@ pyarrow filesystem URI). Layout (hive partitions, readable with ``pandas.read_pa
     DIR/<table>/triton_version=<v>/date=<yyyy-mm-dd>/<run_id>-<unit>.parquet
 
 Each unit (a run's row, a cycle, a cycle's windows) is its own file, written whole (a folder: under
-a hidden temporary name, renamed into place; an object store: one upload, see ``rig.storefs``), so a
+a hidden temporary name, renamed into place; an object store: one upload, see ``rig.store.fs``), so a
 SIGKILL never leaves a half-written file where readers look (names starting with ``.`` or ``_`` are
 skipped) and two soaks never touch the same file. A finished run's units are merged into
 ``<run_id>-merged.parquet``, one per table and partition (``compact``: ``rig.store.compaction``), so
@@ -12,7 +12,7 @@ that reading stays fast as nights add up. ``triton_version`` and ``date`` come f
 the files. ``Store.open`` opens a results store for reading (the one check that it is one);
 ``rig.store.where`` is the one ``--where KEY=VALUE`` of the commands that read it.
 
-The rows' types and their schema history: ``rig.protocol``.
+The rows' types and their schema history: ``rig.contract.rows``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import datetime as dt
 import logging
 import os
 import re
-import typing
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -32,44 +31,12 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from rig import storefs
-from rig.protocol import CycleRow, FleetRow, MemoryRow, RunRow, WindowRow
-from rig.errors import RigError
-from rig.text import redact
+from rig.store import fs as storefs
+from rig.store.schema import KEYS, MERGED, PARTITIONS, TABLES, arrow_schema, unit_of  # noqa: F401 - the store's names
+from rig.common.errors import RigError
+from rig.common.text import redact
 
-PARTITIONS = ("triton_version", "date")
-_ARROW_OF = {int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_()}
-
-
-def arrow_schema(row_type: type) -> pa.Schema:
-    """The Arrow schema of a row dataclass: ``X | None`` fields are nullable, others not."""
-    hints = typing.get_type_hints(row_type)
-    fields = []
-    for f in dataclasses.fields(row_type):
-        hint = hints[f.name]
-        args = typing.get_args(hint)
-        nullable = type(None) in args
-        base = next(a for a in args if a is not type(None)) if args else hint
-        fields.append(pa.field(f.name, _ARROW_OF[base], nullable=nullable))
-    return pa.schema(fields)
-
-
-TABLES = {"runs": RunRow, "cycles": CycleRow, "windows": WindowRow, "fleet": FleetRow, "memory": MemoryRow}
-
-
-KEYS = {"runs": ("run_id",), "cycles": ("run_id", "cycle"), "windows": ("run_id", "cycle", "window", "tool"),
-        "fleet": ("run_id", "round", "node"), "memory": ("run_id", "cycle", "sample", "pid")}
-MERGED = "merged"  # the unit of a run's compacted file: <run_id>-merged.parquet, one per table and partition
 _log = logging.getLogger("rig.store")
-_RUN_ID = re.compile(r"(\d{8}T\d{6}-[0-9a-f]+)-(.+)$")  # orchestrator.new_run_id's
-
-
-def unit_of(path: str) -> tuple[str, str]:
-    """(run_id, unit) of ``.../<run_id>-<unit>.parquet`` (a unit may hold a dash: ``pa-c000001``)."""
-    stem = path.rsplit("/", 1)[-1][: -len(".parquet")]
-    m = _RUN_ID.match(stem)
-    run, _, unit = (m.group(1), "", m.group(2)) if m else stem.rpartition("-")
-    return run, unit
 
 
 def today() -> str:
@@ -84,7 +51,7 @@ def _two_verdicts(df):
     """Cycles stored before schema 6 carry one verdict: split it into two (``verdicts.upgrade_legacy``)."""
     if "outcome" not in df.columns or "load_outcome" not in df.columns or not df["load_outcome"].isna().any():
         return df
-    from rig.verdicts import upgrade_legacy
+    from rig.contract.verdicts import upgrade_legacy
 
     old = df["load_outcome"].isna() & df["outcome"].notna()
     cols = [c for c in _VERDICT_INPUTS if c in df.columns]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-from rig.store import KEYS, MERGED, TABLES, arrow_schema, unit_of
+from rig.store.schema import KEYS, MERGED, TABLES, arrow_schema, unit_of
 
 
 def _lock(store, run_id: str):

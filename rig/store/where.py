@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from rig.errors import RigError
+from rig.common.errors import RigError
 
 EXAMPLE = "--where engine=capi, or KEY=A,B for any of them"
 

@@ -1,0 +1,352 @@
+"""``rig bench``: sweep concurrency (closed loop) or arrival rate (open loop), as perf_analyzer does.
+
+Each measurement is one cycle in a fresh worker (start, load for ``windows`` x
+``window_seconds``, stop, verify), stored like a soak cycle, with its windows. A point holds its
+concurrency steady (users x in-flight, no shape) on one model: the repository's first, the one
+perf_analyzer measures, unless ``--target-model`` names another or ``--all-models`` spreads the
+load. ``--repeats N`` measures each point N times; with ``--compare perf-analyzer``, perf_analyzer
+(C API mode, same runtime, repository and model) runs beside each repeat, in alternating order
+(rig then perf_analyzer, then the other way round), so drift falls on both. ``--instances 1,2,4``
+runs the whole sweep again for each count of model instances (a fresh repository and server).
+``--cpu-idle hold`` (the default) keeps the CPUs out of idle for the whole sweep, both tools alike
+(``rig.common.cpuidle``); the run's row stores how (``runs.cpu_idle``). Windows last 5 s unless
+``--window-seconds`` or the config file says otherwise (``BENCH_WINDOW_S``). ``--cpus 0`` holds
+the sweep to a share of the machine, a node of ``rig capacity`` (``rig.common.cpushare``: the worker, its
+load and its stubs, and the pollers of the hold; ``runs.cpu_share`` records it).
+
+In the ``windows`` table a repeat is one ``cycle`` number, shared by the rig's windows and
+perf_analyzer's windows of that repeat (``tool`` tells them apart); ``instances`` holds the
+instance count. perf_analyzer's rows are its own last (stable) windows, with their real request
+counts, lengths and HDR histograms, read from its profile export. A point's figure per repeat is
+the median over its last 3 windows; the table gives medians over repeats.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import shlex
+import platform
+import statistics
+
+from rig.parent import config, orchestrator, repository
+
+from rig.common import cpuidle, cpushare
+
+from rig.contract import verdicts
+from rig.analysis.sweeps import knee, stable, summarize
+from rig.parent.config import RunConfig
+from rig.common.errors import Exit, RigError
+from rig.parent.preflight import check_workload, without_spaces
+from rig.contract.rows import CycleResult, window_row
+from rig.common.text import num, redact
+
+SHAPED = ("ramp", "step", "spike")  # built-in workloads whose users change during a run
+# perf_analyzer's -s: its stability rule loosened so that it measures its 3 windows and stops, as
+# the rig records the rule per window (``stable``) rather than enforcing it; at its default (10)
+# a noisy machine fails most short points after 10 windows, and picks calm stretches for the rest.
+PA_STABILITY_PCT = 100
+# A bench window's default length: perf_analyzer's own default measurement interval. A soak's
+# windows are 1 s, but a bench figure decides a comparison, and on a shared VM a vCPU's speed
+# swings by up to 1.7x for seconds at a time (measured here: docs/measurements/speed.md, "Measured: the rig beside
+# perf_analyzer"): a 1 s window falls wholly in one state, so which tool a slow spell hit decided
+# a point; 5 s windows average over the spells, for both tools alike.
+BENCH_WINDOW_S = 5.0
+
+
+def _points(text: str | None, kind) -> list:
+    if not text:
+        return []
+    try:
+        vals = [kind(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise RigError(f"points must be comma-separated numbers (got {text!r})") from None
+    if not vals or any(v <= 0 for v in vals):
+        raise RigError(f"points must be positive numbers (got {text!r})")
+    return vals
+
+
+def instance_counts(text: str | None) -> list[int]:
+    """``--instances 1,2,4``: the model instance counts to sweep (empty: the config's one)."""
+    try:
+        counts = _points(text, int)
+    except RigError:
+        raise RigError(f"--instances takes whole numbers >= 1, e.g. 1,2,4 (got {text!r})") from None
+    if len(set(counts)) != len(counts):
+        raise RigError(f"--instances lists a count twice ({text}): give each once")
+    return counts
+
+
+def window_length(given: float | None, config_path: str | None, configured: float) -> float:
+    """A bench window's seconds: ``--window-seconds``, else the config file's
+    ``workload.window_seconds``, else ``BENCH_WINDOW_S`` (not the soak's 1 s default)."""
+    if given is not None or config.file_sets(config_path, "workload", "window_seconds"):
+        return configured
+    return BENCH_WINDOW_S
+
+
+def _check_workload(cfg: RunConfig) -> None:
+    """A point holds users x in-flight requests throughout: no shape, no users with tasks."""
+    name = cfg.workload.name
+    if name in SHAPED:
+        raise RigError(f"--workload {name} changes the users during a run, and a bench point holds its "
+                       f"concurrency steady: drop --workload (steady), or run `rig soak --workload {shlex.quote(str(name))}`")
+    if name.endswith(".py"):
+        info = check_workload(name)
+        if info.get("shape"):
+            raise RigError(f"workload {name}: its LoadTestShape {info['shape']} would change the users "
+                           "during a point; bench holds each point's concurrency steady: drop the shape")
+        if info.get("task_users"):
+            raise RigError(f"workload {name}: user(s) {', '.join(info['task_users'])} have tasks (one request "
+                           "at a time, not --in-flight): a bench point needs users without tasks of their own")
+
+
+def _target(p: orchestrator.Prepared, args) -> orchestrator.Prepared:
+    if args.all_models:
+        return p
+    name = args.target_model or p.models[0]
+    if name not in p.models:
+        raise RigError(f"--target-model {name}: not a model of the repository ({', '.join(p.models)})")
+    label = name if p.config.model_repository else p.model_label
+    return dataclasses.replace(p, models=[name], model_label=label)
+
+
+def _repository(p: orchestrator.Prepared, n: int | None, log):
+    """The repository with ``n`` instances of the template model (a user's repository as it is)."""
+    cfg = p.config
+    if n is None or n == cfg.instances:
+        return p.repository
+    spec = repository.ModelSpec(kind=cfg.model, size=cfg.model_size, instances=n,
+                                max_batch_size=cfg.max_batch_size, dynamic_batching=cfg.dynamic_batching,
+                                fault=cfg.fault, execute_delay_ms=cfg.execute_delay_ms)
+    repo = p.work_dir / f"models-i{n}"
+    repository.render(spec, repo)
+    return without_spaces(repo, f"{p.run_id}-i{n}", log)
+
+
+def run(cfg: RunConfig, args, log=print) -> int:
+    conc = _points(args.concurrency, int)
+    rates = _points(args.rates, float)
+    if conc and rates:
+        raise RigError("give either --concurrency or --rates, not both")
+    if not conc and not rates:
+        conc = [1, 2, 4, 8]
+    in_flight = max(1, cfg.workload.in_flight)
+    uneven = [c for c in conc if c % in_flight]
+    if uneven:
+        raise RigError(f"--in-flight {in_flight} does not divide the point(s) {', '.join(map(str, uneven))}: "
+                       "a point is the requests in flight, users x in-flight")
+    if args.windows < 1:
+        raise RigError("--windows must be >= 1")
+    repeats = args.repeats
+    if repeats < 1:
+        raise RigError("--repeats must be >= 1")
+    counts = [None] if cfg.model_repository else (getattr(args, "instance_list", None) or [cfg.instances])
+    if conc:
+        _check_workload(cfg)
+    cfg.workload.window_seconds = window_length(args.window_seconds, args.config, cfg.workload.window_seconds)
+    from rig.commands.soak import results_store
+
+    p = _target(orchestrator.prepare(cfg, "bench", results_store(cfg.results), log=log), args)
+    orchestrator.check_run_inputs(p)  # against the model(s) this sweep loads, before any point
+    with cpuidle.Hold(args.cpu_idle) as hold:
+        orchestrator.write_run_row(p, "bench", cpu_idle=hold.method)
+        return _sweep(p, cfg, args, conc, rates, repeats, counts, hold, log)
+
+
+def _sweep(p, cfg: RunConfig, args, conc, rates, repeats, counts, hold, log) -> int:
+    pa = None
+    if args.compare == "perf-analyzer":
+        from rig.parent import perf_analyzer as pa
+
+        pa.ensure_perf_analyzer(log=log)
+        pa_inputs = pa_input_options(p)
+    log(f"bench {p.run_id}: {p.runtime.name} (Triton {p.runtime.triton_version}), engine {p.engine}, "
+        f"model {p.model_label}, {args.windows} windows of {cfg.workload.window_seconds} s per point, "
+        f"{repeats} repeat(s)" + (f", instances {','.join(map(str, counts))}" if counts != [None] else ""))
+    log(f"cpu idle: {_hold_text(hold)}")
+    share = cpushare.current()  # held by --cpus (options.run_config), a cgroup quota, or the whole machine
+    log(f"node share: {share['cpu_share']:g} CPU(s) ({share['cpus']}; {share['cpu_share_from']})")
+    table, cycle = [], 0
+    for n in counts:
+        repo = _repository(p, n, log)
+        swept = []
+        for point in conc or rates:
+            got: dict[str, list[dict]] = {"rig": [], "perf_analyzer": []}
+            for r in range(1, repeats + 1):
+                cycle += 1
+                order = ("rig", "perf_analyzer") if r % 2 else ("perf_analyzer", "rig")
+                for tool in order:
+                    if tool == "perf_analyzer" and pa is None:
+                        continue
+                    where = (f"  [{'' if n is None else f'i{n} '}{'c' if conc else 'r'}{point:g} "
+                             f"repeat {r}/{repeats}] {tool:<13}")
+                    if tool == "rig":
+                        fig = _rig_once(p, cfg, args, repo, cycle, point, bool(conc), n)
+                    else:
+                        fig = _pa_once(pa, p, cfg, repo, cycle, point, bool(conc), n, pa_inputs)
+                    if fig.get("throughput") is not None:
+                        got[tool].append(fig)
+                    log(f"{where} {_progress(fig)}")
+            row = point_medians(point, n, got["rig"], got["perf_analyzer"])
+            swept.append(row)
+            table.append(row)
+            if args.p99_bound_ms and row["p99_us"] and row["p99_us"] > args.p99_bound_ms * 1000:
+                log(f"p99 {row['p99_us']:.0f} us > bound {args.p99_bound_ms} ms: sweep stopped")
+                break
+        k = knee(swept, open_loop=not conc)
+        if k:
+            log(f"knee{f' ({n} instance(s))' if len(counts) > 1 else ''}: {k['point']:g} "
+                f"({_f(k['throughput'], '{:,.0f}')} infer/s, p99 {_f(k['p99_us'])} us)")
+    log(format_table(table, pa is not None, repeats, closed=bool(conc)))
+    p.store.compact(p.run_id, owner=True)  # its files merged: one per table and partition
+    _plots(p, counts, log)
+    p.store.compact(p.run_id, owner=True)  # its files merged: one per table and partition
+    log(f"results: {redact(str(cfg.results))}/windows (run_id {p.run_id})")
+    return Exit.OK
+
+
+def _hold_text(hold) -> str:
+    if hold.method == "pm_qos":
+        return "held awake for every tool (PM QoS request of 0 us)"
+    if hold.method == "poll":
+        return f"held awake for every tool ({len(hold.pids)} idle-priority pollers, one per CPU)"
+    if hold.detail:
+        return f"left to the kernel: --cpu-idle hold failed, {hold.detail}"
+    return "left to the kernel (--cpu-idle os): figures depend on wake-up costs, see docs/guide/workloads.md, CPU idle states"
+
+
+def _rig_once(p, cfg: RunConfig, args, repo, cycle: int, point, closed: bool, n: int | None) -> dict:
+    c = copy.deepcopy(cfg)
+    c.workload.seconds = args.windows * cfg.workload.window_seconds
+    if closed:
+        c.workload.name = "steady" if cfg.workload.name in ("none", "soak") else cfg.workload.name
+        c.workload.users = max(1, point // max(1, cfg.workload.in_flight))
+        c.workload.rate = None
+    else:
+        c.workload.rate = point
+        c.workload.name = "steady"
+    c.restart = "fresh-process"
+    if n is not None:
+        c.instances = n
+    pi = dataclasses.replace(p, config=c, repository=repo)
+    results: list[CycleResult] = []
+    orchestrator.run_cycles(pi, [cycle], results.append)
+    if not results:
+        return {"throughput": None, "outcome": "missing"}
+    res = results[0]
+    res = CycleResult(res.row, tuple(dataclasses.replace(w, instances=n) for w in res.windows))
+    orchestrator.record(p, res)
+    fig = summarize([dataclasses.asdict(w) for w in res.windows])
+    fig["outcome"] = res.row.outcome
+    if res.row.outcome not in verdicts.GOOD:
+        fig["note"] = f"{res.row.outcome}: {(res.row.detail or res.row.stop_error or '')[:100]}"
+    return fig
+
+
+def pa_input_options(p) -> dict:
+    """perf_analyzer's ``input_data`` and ``shapes`` for the data the rig sends (``p.inputs``,
+    from ``preflight.check_inputs``). Where the rig checked its entries before the run, they go
+    over as a file in perf_analyzer's format, written into the run's work folder (every shape
+    explicit, every value as raw bytes), so both tools send the same bytes: zero and random too
+    (perf_analyzer's zero sends random strings to a BYTES input, and its random its own values).
+    Otherwise the user's choice as given: zero, random or the file, with ``--shape``."""
+    import json
+
+    from rig.worker import inputs as inputs_mod
+
+    info = p.inputs or {}
+    model = p.models[0]
+    metas, entries = info.get("metas"), info.get("entries")
+    if metas and entries and model in entries:
+        path = p.work_dir / "perf_analyzer-input.json"
+        path.write_text(json.dumps(inputs_mod.perf_analyzer_file(metas[model], entries[model])))
+        return {"input_data": str(path)}
+    if p.config.input_data == "random" and not info.get("shapes"):
+        return {}  # the default of both tools: perf_analyzer's command as it always was
+    return {"input_data": p.config.input_data, "shapes": dict(info.get("shapes") or {})}
+
+
+def _pa_once(pa, p, cfg: RunConfig, repo, cycle: int, point, closed: bool, n: int | None,
+             inputs: dict | None = None) -> dict:
+    """perf_analyzer at one point, with the rig's inputs (``pa_input_options``); its windows
+    stored as ``tool = perf_analyzer`` rows."""
+    try:
+        kw = {"concurrency": [int(point)]} if closed else {"rate": [point]}
+        got = pa.run_perf_analyzer(p.runtime, str(repo), p.models[0], stability_pct=PA_STABILITY_PCT,
+                                   measurement_ms=int(cfg.workload.window_seconds * 1000),
+                                   **(inputs or {}), **kw)[0]
+    except RigError as e:
+        return {"throughput": None, "note": f"perf_analyzer failed: {e}"}
+    windows = got.get("windows") or []
+    if not windows:
+        return {"throughput": None, "note": "perf_analyzer left no profile export (its windows): not stored"}
+    tags = {"cycle": cycle, "tool": "perf_analyzer", "mode": "closed" if closed else "open",
+            "concurrency": int(point) if closed else None, "rate": None if closed else float(point),
+            "instances": n, "host": p.config.node or platform.node()}
+    rows = [window_row(p.run_id, p.engine, p.model_label,
+                       {**w, **tags, "stable": stable(windows[:i + 1])}) for i, w in enumerate(windows)]
+    p.store.write("windows", rows, p.runtime.triton_version, f"pa-c{cycle:06d}")
+    return summarize([dataclasses.asdict(r) for r in rows])
+
+
+def _median(figs: list[dict], key: str):
+    vals = [f[key] for f in figs if f.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def point_medians(point, instances, rig: list[dict], pa: list[dict]) -> dict:
+    """A point's row of the table: medians over repeats, the rig's and perf_analyzer's, and the
+    ratios of the medians (rig / perf_analyzer)."""
+    row = {"point": point, "instances": instances, "repeats": len(rig), "pa_repeats": len(pa),
+           "stable": sum(1 for f in rig if f.get("stable")),
+           "hub_block_max_ms": max((f.get("hub_block_max_ms") or 0 for f in rig), default=None)}
+    for key in ("throughput", "p50_us", "p99_us"):
+        row[key], row[f"pa_{key}"] = _median(rig, key), _median(pa, key)
+    for key, out in (("throughput", "throughput_x"), ("p99_us", "p99_x"), ("p50_us", "p50_x")):
+        a, b = row[key], row[f"pa_{key}"]
+        row[out] = a / b if a is not None and b else None
+    return row
+
+
+def format_table(rows: list[dict], with_pa: bool, repeats: int, closed: bool = True) -> str:
+    """The sweep's table: per point (and instance count), medians over repeats."""
+    head = (f"{'inst':>4} {'point':>7} {'n':>3} {'infer/s':>10} {'p50 us':>8} {'p99 us':>8} "
+            f"{'hub ms':>7} {'stable':>6}")
+    if with_pa:
+        head += f" | {'PA n':>4} {'PA infer/s':>10} {'PA p50':>7} {'PA p99':>7} | {'tput x':>6} {'p99 x':>6}"
+    lines = [f"{'concurrency' if closed else 'rate'} points, medians over {repeats} repeat(s) "
+             "(each: median of its last 3 windows); x = rig / perf_analyzer", head]
+    for r in rows:
+        line = (f"{'-' if r['instances'] is None else r['instances']:>4} {r['point']:>7g} {r['repeats']:>3} "
+                f"{_f(r['throughput'], '{:,.0f}'):>10} {_f(r['p50_us']):>8} {_f(r['p99_us']):>8} "
+                f"{_f(r['hub_block_max_ms'], '{:.1f}'):>7} {r['stable']:>3}/{r['repeats']:<2}")
+        if with_pa:
+            line += (f" | {r['pa_repeats']:>4} {_f(r['pa_throughput'], '{:,.0f}'):>10} {_f(r['pa_p50_us']):>7} "
+                     f"{_f(r['pa_p99_us']):>7} | {_f(r['throughput_x'], '{:.2f}'):>6} {_f(r['p99_x'], '{:.2f}'):>6}")
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _progress(fig: dict) -> str:
+    if fig.get("throughput") is None:
+        return fig.get("note") or "no figures"
+    text = (f"{_f(fig['throughput'], '{:,.0f}')} infer/s, p50 {_f(fig.get('p50_us'))} us, "
+            f"p99 {_f(fig.get('p99_us'))} us")
+    return f"{text}   [{fig['note']}]" if fig.get("note") else text
+
+
+def _plots(p, counts: list, log) -> None:
+    try:
+        from rig.analysis import plots
+    except ImportError:
+        return
+    w = p.store.read("windows", p.run_id)
+    for n in counts:
+        part = w if n is None or len(counts) == 1 else w[w["instances"] == n]
+        name = f"{p.run_id}-bench.png" if len(counts) == 1 else f"{p.run_id}-bench-i{n}.png"
+        log(f"plot: {p.store.publish(plots.bench_figure(part, p.store.plot_path(name)))}")
+
+
+def _f(v, fmt="{:.0f}") -> str:
+    return num(v, fmt)

@@ -1,0 +1,131 @@
+"""``rig doctor``: what is usable here, and why not where not."""
+
+from __future__ import annotations
+
+import importlib
+import platform
+import sys
+
+from rig.worker import engines
+
+from rig.parent import runtime
+from rig.common.errors import RigError
+
+# Import name → distribution name, for the rig's own run-time dependencies.
+DEPENDENCIES = {"numpy": "numpy", "pandas": "pandas", "pyarrow": "pyarrow", "locust": "locust",
+                "hdrh": "hdrhistogram", "psutil": "psutil", "rich": "rich", "matplotlib": "matplotlib"}
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def _pins_on(dist: str) -> list[str]:
+    """Installed packages that cap ``dist`` from above, e.g. tritonserver's numpy<2."""
+    from importlib.metadata import distributions
+
+    from packaging.requirements import Requirement
+
+    out = []
+    for d in distributions():
+        for text in d.requires or ():
+            req = Requirement(text)
+            if req.name.lower() == dist and "<" in str(req.specifier) and not req.marker:
+                out.append(f"{d.metadata['Name']} {d.version} needs {dist}{req.specifier}")
+    return out
+
+
+def dependency_problems() -> list[str]:
+    """One line per run-time dependency that does not import here, naming the conflict."""
+    problems = []
+    for module, dist in DEPENDENCIES.items():
+        try:
+            importlib.import_module(module)
+        except Exception as e:  # noqa: BLE001 - ImportError, or a library refusing its neighbours
+            first = (str(e).strip().splitlines() or [type(e).__name__])[-1]
+            line = f"{dist} {_version(dist)} does not import: {first}"
+            pins = _pins_on("numpy") if "numpy" in first.lower() else []
+            if pins:
+                line += f" ({'; '.join(pins)}): pip install -e '.[official]' installs versions that fit"
+            problems.append(line)
+    return problems
+
+
+def _idle_line() -> str:
+    import os
+
+    from rig.common import cpuidle
+
+    method, why = cpuidle.plan("hold")
+    held = {"pm_qos": "holds the CPUs awake with a PM QoS request of 0 us",
+            "poll": f"holds the CPUs awake with {len(os.sched_getaffinity(0))} idle-priority pollers "
+                    "(no cpuidle driver, or PM QoS closed to this user)"}.get(method, f"cannot hold the CPUs awake: {why}")
+    return f"driver {cpuidle.idle_driver() or 'unknown'}: rig bench {held}"
+
+
+def report() -> str:
+    lines = [f"python      {platform.python_version()} ({sys.executable})"]
+    problems = dependency_problems()
+    lines += [f"conflict    {p}" for p in problems]
+    home = runtime.container_home()
+    if home:
+        try:
+            rt = runtime.container_runtime()
+            lines.append(f"runtime     container: Triton {rt.triton_version} in {home}")
+        except RigError as e:
+            lines.append(f"runtime     container: unusable: {e}")
+    else:
+        lines.append("runtime     container: none (/opt/tritonserver missing, TRITON_HOME unset)")
+    installed = runtime.list_embedded()
+    for r in installed:
+        ok = runtime.python_tag() in r["stubs"]
+        why = "" if ok else f" (no stub for Python {runtime.python_tag()}: unusable with this interpreter)"
+        lines.append(f"runtime     {r['name']}: Triton {r['triton_version']}{why}")
+    from rig.build.cache import describe
+
+    for b in runtime.list_built():
+        ok = runtime.python_tag() in b["pythons"] and b["current"]
+        why = "" if ok else (f" (built for Python {', '.join(b['pythons'])}: unusable with this interpreter)"
+                             if b["current"] else " (an older recipe: rig runtime build --force)")
+        lines.append(f"runtime     {b['name']}: Triton {b['triton_version']} built from source{why}")
+        lines.append(f"runtime       {describe(b)}")
+    if not installed:
+        lines.append(f"runtime     embedded: none installed (`rig runtime install` adds {runtime.DEFAULT_EMBEDDED}; "
+                     "the first cycle installs it too)")
+    ok, why = engines.official_probe()
+    if ok:
+        try:
+            rt = runtime.resolve(None, auto_install=False)
+            ok, why = engines.official_probe(rt)
+            why = f"over {rt.name}: {why}"
+        except RigError as e:
+            why += f"; no runtime to pair it with ({e})"
+    lines.append(f"engine      tritonserver: {'usable' if ok else 'unusable'}: {why}")
+    lines.append("engine      capi: usable wherever a runtime's core loads (ctypes over tritonserver.h)")
+    from rig.common.probes import Gpu
+
+    gpu = Gpu()
+    lines.append(f"gpu         {'NVML: ' + gpu.name if gpu.available else 'none: ' + gpu.why}")
+    lines.append(f"cpu idle    {_idle_line()}")
+    if not problems:
+        from rig.parent.preflight import cupy_usable
+
+        ok, why = cupy_usable()
+        lines.append(f"cupy        {'usable' if ok else 'unusable'}: {why}"
+                     + ("" if ok else " (the cupy model is skipped)"))
+    try:
+        import locust
+
+        from rig.worker.load import locust_api
+
+        lines.append(f"locust      {locust.__version__}")
+        # the internals the rig relies on (rig/worker/load/locust_api.py): one line each that changed
+        lines += [f"locust      {p}" for p in locust_api.check()]
+    except ImportError as e:
+        lines.append(f"locust      missing: {e}")
+    return "\n".join(lines)

@@ -1,0 +1,232 @@
+"""``rig cycle`` and ``rig soak``: prepare, run cycles with live progress, summarise, judge (and,
+with ``--junit FILE``, write what was judged as JUnit XML for CI: ``rig.commands.soak_junit``)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import time
+from typing import Callable
+
+from rig.parent import orchestrator
+
+from rig.store import fs as storefs
+
+from rig.contract import verdicts
+from rig.parent.config import RunConfig, from_toml_text
+from rig.common.errors import Exit, RigError
+from rig.store import Store
+from rig.contract.rows import CycleResult, CycleRow, WindowRow, typed_row
+from rig.common.text import redact
+from rig.commands.tally import Tally, cycle_line, growth_lines, growth_parts, summary_table  # noqa: F401
+
+DEFAULT_ALLOWED = verdicts.GOOD  # a verdict of each kind (verdicts.OUTCOMES, verdicts.LOAD_OUTCOMES)
+
+
+def allowed_outcomes(cfg: RunConfig, default: tuple[str, ...]) -> tuple[str, ...]:
+    """The verdicts that do not fail the run, of every kind: ``allow_outcomes`` of the config (the
+    option, or the key in [thresholds]), else ``default``. The vocabularies are apart
+    (``cycle.OUTCOMES``, the lifecycle's; ``cycle.LOAD_OUTCOMES``, the load's;
+    ``verdicts.GROWTH_OUTCOMES``, the growth's), so one list names them all; a kind the list does
+    not name keeps its default (clean; ok; ok: the growth's ``leaking`` and ``slowing`` fail). The names of schema
+    5 and before still work: ``infer_error`` allows every failed load, ``wrong_output`` wrong
+    outputs."""
+    from rig.worker.cycle import LOAD_OUTCOMES, OUTCOMES
+
+    text = cfg.thresholds.allow_outcomes
+    if text is None:
+        return default
+    named = [x.strip() for x in text.split(",") if x.strip()]
+    legacy = {"infer_error": ("errors", "timeouts", "nothing_completed"), "wrong_output": ("wrong_outputs",)}
+    growth = verdicts.GROWTH_OUTCOMES
+    unknown = [x for x in named if x not in OUTCOMES and x not in LOAD_OUTCOMES and x not in growth and x not in legacy]
+    if unknown:
+        raise RigError(f"unknown outcome(s) {', '.join(unknown)}: choose from the lifecycle's "
+                       f"{', '.join(OUTCOMES)}, the load's {', '.join(LOAD_OUTCOMES)} and the growth's "
+                       f"{', '.join(growth)}")
+    allowed = [y for x in named for y in legacy.get(x, (x,))]
+    if not any(x in OUTCOMES for x in allowed):
+        allowed += [x for x in default if x in OUTCOMES]
+    if not any(x in LOAD_OUTCOMES for x in allowed):
+        allowed += [x for x in default if x in LOAD_OUTCOMES]
+    return tuple(dict.fromkeys(allowed))
+
+
+def judge(tally: Tally, cfg: RunConfig, allowed: tuple[str, ...]) -> list[str]:
+    """Reasons the run fails its thresholds (empty: it passes): ``rig.analysis.verdict.soak``."""
+    from rig.analysis import verdict
+
+    t = cfg.thresholds
+    return verdict.soak(tally.rows, allowed, max_stop_latency_s=t.max_stop_latency_s,
+                        min_finalize_success=t.min_finalize_success, allow_leaks=t.allow_leaks,
+                        run_trend=tally.run_trend(), max_slowdown=t.max_slowdown)
+
+
+class Progress:
+    """A live progress bar on a terminal; one line per cycle elsewhere (CI logs)."""
+
+    def __init__(self, total: int, label: str, tally: Tally, out=sys.stdout):
+        self.tally = tally
+        self.out = out
+        self.live = out.isatty()
+        self._bar = None
+        if self.live:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, \
+                TextColumn, TimeElapsedColumn
+
+            self._bar = RichProgress(TextColumn("[bold]{task.description}"), BarColumn(),
+                                     MofNCompleteColumn(), TimeElapsedColumn(),
+                                     TextColumn("{task.fields[figures]}"), transient=False)
+            self._task = self._bar.add_task(label, total=total, figures="starting ...")
+            self._bar.start()
+
+    def figures(self, phase: str = "") -> str:
+        t = self.tally
+        last = t.stop_latencies[-1] if t.stop_latencies else None
+        fs = t.finalize_success
+        tput = next((r.throughput for r in reversed(t.rows) if r.throughput), None)
+        parts = [f"{tput:,.0f} infer/s" if tput else "", f"last stop {last:.2f}s" if last is not None else "",
+                 f"finalize {fs:.0%}" if fs is not None else "",
+                 " ".join(f"{k}={v}" for k, v in sorted(t.outcomes.items())),
+                 "load " + " ".join(f"{k}={v}" for k, v in sorted(t.load_outcomes.items())) if t.load_outcomes else "",
+                 "growth " + " ".join(f"{k}={v}" for k, v in sorted(t.growth_outcomes.items()))
+                 if set(t.growth_outcomes) - {"ok", "not_measured"} else "",
+                 phase]
+        return "  ".join(p for p in parts if p)
+
+    def window(self, w: WindowRow):
+        """Live figures of the cycle in flight, from its latest measurement window."""
+        if self._bar and w.throughput:
+            live = f"[cycle {w.cycle}: {w.throughput:,.0f} infer/s p99 {w.p99_us or 0:,.0f} us]"
+            self._bar.update(self._task, figures=self.figures(live))
+
+    def phase(self, cycle: int, phase: str):
+        if self._bar:
+            self._bar.update(self._task, figures=self.figures(f"[cycle {cycle}: {phase}]"))
+
+    def cycle_done(self, row: CycleRow):
+        if self._bar:
+            self._bar.update(self._task, advance=1, figures=self.figures())
+        else:
+            print(cycle_line(row), file=self.out, flush=True)
+
+    def close(self):
+        if self._bar:
+            self._bar.stop()
+
+
+def results_store(results) -> Store:
+    """The store a run writes to (a folder or a pyarrow filesystem URI), checked reachable
+    (``storefs.check_writable``): what ``orchestrator.prepare`` records into."""
+    store = Store(results)
+    storefs.check_writable(store)
+    return store
+
+
+def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_given: bool = False,
+            allowed: tuple[str, ...] = DEFAULT_ALLOWED, log: Callable[[str], None] = print,
+            on_window: Callable[[WindowRow], None] | None = None,
+            junit: str | None = None) -> tuple[int, Tally, str, list[str]]:
+    """Run (or resume) a cycle/soak; returns (exit status, tally, run_id, reasons it failed).
+    ``junit``: a file to write the judged run to as JUnit XML (checked beforehand:
+    ``rig.parent.junit.check_path``), interrupted runs too."""
+    from rig.commands import soak_junit
+    from rig.parent.junit import now
+
+    started = (now(), time.monotonic())
+    stored_rows: list[CycleRow] = []
+    store = results_store(cfg.results)
+    if resume:
+        stored = store.run_row(resume)
+        if stored is None:
+            raise RigError(f"no run {resume!r} in {redact(str(cfg.results))}/runs: check --results and the run id")
+        results, cycles = cfg.results, cfg.cycles
+        given_cycles = cycles_given
+        cfg = from_toml_text(stored["config"])
+        cfg.results = results  # where it is now, not where it was
+        if given_cycles:
+            if cycles < cfg.cycles:
+                raise RigError(f"run {resume} was started for {cfg.cycles} cycles; --cycles may only add more")
+            cfg.cycles = cycles
+        # One read of what the killed run stored: which cycles are done, and their figures.
+        df = store.read("cycles", resume)
+        if store.damaged:
+            log(f"skipped {len(store.damaged)} damaged file(s) in {redact(str(cfg.results))} (their cycles run again): "
+                f"{store.damaged[0]}")
+        df = df.astype(object).where(df.notna(), None)
+        stored_rows = [typed_row(CycleRow, rec) for rec in df.to_dict("records")]
+        from rig.common import probes
+
+        left = probes.orphaned_stubs(str(store.work_dir(resume)))  # its models are rendered there
+        if left:
+            log(f"killed {probes.kill_processes(left)} backend stub(s) the killed run left running")
+        stale = probes.orphaned_shm_regions()
+        if stale:
+            probes.remove_shm_regions(stale)
+            log(f"removed {len(stale)} shared-memory region(s) no live process maps (left by the killed run)")
+    allowed = allowed_outcomes(cfg, allowed)
+    p = orchestrator.prepare(cfg, command, store, run_id=resume, log=log)
+    if not resume:
+        orchestrator.write_run_row(p, command)
+    log(f"run {p.run_id}: {p.runtime.name} (Triton {p.runtime.triton_version}), engine {p.engine}, "
+        f"model {p.model_label}, retain {cfg.retain}, stop {cfg.stop_strategy}, "
+        f"restart {cfg.restart}, results in {store.root}/")
+    log(f"engine {p.engine}: {p.engine_reason.split(';')[0]}")
+    if cfg.workload.name != "none" and cfg.workload.web_port:
+        log(f"Locust's web UI: http://127.0.0.1:{cfg.workload.web_port}/ while each cycle's workload runs")
+    done = {r.cycle for r in stored_rows}
+    todo = [k for k in range(1, cfg.cycles + 1) if k not in done]
+    if resume:
+        log(f"resuming: {len(done)} cycle(s) stored, {len(todo)} to go")
+    tally = Tally(list(stored_rows))
+    progress = Progress(len(todo), f"{command} {p.run_id}", tally) if command == "soak" else None
+
+    def collect_window(w: WindowRow):
+        if progress:
+            progress.window(w)
+        if on_window:
+            on_window(w)
+
+    def on_cycle(result: CycleResult):
+        row = result.row
+        tally.add(row, result.windows)
+        orchestrator.record(p, result)
+        if progress:
+            progress.cycle_done(row)
+        else:
+            log(cycle_line(row))
+
+    try:
+        orchestrator.run_cycles(p, todo, on_cycle, on_window=collect_window,
+                                on_phase=progress.phase if progress else None)
+    except KeyboardInterrupt:
+        if progress:
+            progress.close()
+            progress = None
+        resume_with = f"rig soak --resume {p.run_id} --results {shlex.quote(redact(str(cfg.results)))}"
+        log(f"interrupted after {len(tally.rows)} stored cycle(s); continue with: {resume_with}")
+        if junit:
+            try:
+                soak_junit.write(junit, tally, cfg, allowed, judge(tally, cfg, allowed), command, p, started,
+                             interrupted=f"interrupted after {len(tally.rows)} stored cycle(s) of {cfg.cycles}; "
+                             f"continue with: {resume_with}")
+                log(f"JUnit XML: {junit}")
+            except OSError as e:  # the interruption is what the night ends with, not this
+                log(f"JUnit XML: {junit} not written ({e.strerror or e})")
+        raise
+    finally:
+        if progress:
+            progress.close()
+    reasons = judge(tally, cfg, allowed)
+    if junit:  # before compaction and the plot: what was judged reaches CI whatever follows
+        soak_junit.write(junit, tally, cfg, allowed, reasons, command, p, started)
+        log(f"JUnit XML: {junit}")
+    if command == "soak":  # its files merged: one per table and partition (a cycle run is one already)
+        store.compact(p.run_id, owner=True)
+    if command == "soak" and tally.rows and not os.environ.get("RIG_NO_PLOT"):  # a matrix's cells: its report plots
+        from rig.analysis import plots
+
+        path = plots.soak_figure(store.read("cycles", p.run_id), store.plot_path(f"{p.run_id}-soak.png"))
+        log(f"plot: {store.publish(path)}")
+    return (Exit.FAILED if reasons else Exit.OK), tally, p.run_id, reasons

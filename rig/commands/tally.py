@@ -1,0 +1,194 @@
+"""A run's cycles as people read them: the running tally (``Tally``) behind the progress bar, the
+summary and the JUnit XML, one line per cycle (``cycle_line``) and the summary table."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+from rig.common.text import num
+from rig.contract import verdicts
+from rig.contract.rows import CycleRow, WindowRow
+
+
+@dataclasses.dataclass
+class Tally:
+    """Running figures of a run, for the progress bar and the summary."""
+
+    rows: list[CycleRow] = dataclasses.field(default_factory=list)
+    p50_us: dict = dataclasses.field(default_factory=dict)  # cycle -> the median p50 of its windows
+
+    def add(self, row: CycleRow, windows: tuple[WindowRow, ...] = ()):
+        self.rows.append(row)
+        p50 = [w.p50_us for w in windows if w.p50_us is not None and w.tool == "rig"]
+        if p50:
+            import statistics
+
+            self.p50_us[row.cycle] = statistics.median(p50)
+
+    def run_trend(self) -> dict:
+        """The trend across the run's cycles, in order: throughput and p50 against the load run so
+        far (``rig.common.trends.run_trend``); empty with fewer than 4 measured cycles."""
+        from rig.common import trends
+
+        rows = sorted((r for r in self.rows if r.throughput and r.workload_s), key=lambda r: r.cycle)
+        if len(rows) < trends.MIN_POINTS:
+            return {}
+        load, at = [], 0.0
+        for r in rows:
+            at += r.workload_s
+            load.append(at)
+        return trends.run_trend(load, [r.throughput for r in rows],
+                                [self.p50_us.get(r.cycle, float("nan")) for r in rows])
+
+    @property
+    def outcomes(self) -> collections.Counter:
+        return collections.Counter(r.outcome for r in self.rows)
+
+    @property
+    def load_outcomes(self) -> collections.Counter:
+        return collections.Counter(r.load_outcome for r in self.rows if r.load_outcome)
+
+    @property
+    def growth_outcomes(self) -> collections.Counter:
+        return collections.Counter(r.growth_outcome for r in self.rows if r.growth_outcome)
+
+    @property
+    def finalize_success(self) -> float | None:
+        expected = sum(r.finalize_expected or 0 for r in self.rows)
+        if not expected:
+            return None
+        return sum(r.finalize_before_stop or 0 for r in self.rows) / expected
+
+    @property
+    def stop_latencies(self) -> list[float]:
+        return [r.stop_latency_s for r in self.rows if r.stop_latency_s is not None]
+
+    @property
+    def leaks(self) -> tuple[int, int]:
+        return (sum(r.stubs_killed or 0 for r in self.rows), sum(r.shm_regions_leaked or 0 for r in self.rows))
+
+
+def cycle_line(r: CycleRow) -> str:
+    """The one-line human summary of a cycle."""
+    f = num
+    parts = [f"cycle {r.cycle}: {r.outcome}", f"load {r.load_outcome or '-'}",
+             *([f"growth {r.growth_outcome}"] if r.growth_outcome else []), f"start {f(r.start_latency_s)} s",
+             f"stop {f(r.stop_latency_s)} s",
+             f"finalize {f(r.finalize_before_stop, '{}')}/{f(r.finalize_expected, '{}')} before stop, "
+             f"{f(r.finalize_after_stop, '{}')} after"]
+    if r.finalize_errors:
+        parts.append(f"{r.finalize_errors} finalize raised")
+    parts.append(f"stubs alive after stop {f(r.stubs_alive_after_stop, '{}')}")
+    if r.stubs_killed:
+        parts.append(f"stubs killed {r.stubs_killed}")
+    if r.shm_regions_leaked:
+        parts.append(f"shm leaked {r.shm_regions_leaked}")
+    if r.stub_crashes:
+        parts.append(f"stub crashes {r.stub_crashes}")
+    if r.in_flight:  # what a scenario's client saw (rig.worker.clientside)
+        parts.append(f"in flight at stop {r.in_flight}: {r.in_flight_answered or 0} answered, "
+                     f"{r.in_flight_failed or 0} failed, {r.in_flight_lost or 0} lost")
+    if r.refused:
+        parts.append(f"{r.refused} refused at submission")
+    if r.loading_at_stop:
+        parts.append(f"{r.loading_at_stop} loading at stop")
+    if r.ready_after_load is False:
+        parts.append("not ready after the load")
+    if r.cleanup and r.cleanup != "ok":
+        parts.append(f"cleanup {r.cleanup}")
+    if r.throughput:
+        parts.append(f"{r.throughput:,.0f} infer/s")
+    if r.errors:
+        parts.append(f"{r.errors} request errors" + (f" ({r.timeouts} unanswered)" if r.timeouts else ""))
+    parts.extend(growth_parts(r))
+    if r.bad_outputs:
+        parts.append(f"{r.bad_outputs} wrong outputs")
+    # Each verdict's reason, the stop's first: the load's own words must not hide the stop's.
+    if r.outcome in verdicts.STOP_FAILED and r.stop_error:
+        parts.append(f"(stop: {r.stop_error[:160]})")
+    first = _first_message(r) if r.load_outcome not in (None, *verdicts.GOOD, verdicts.NOT_MEASURED) else None
+    if first:
+        parts.append(f"(load: {first[:160]})")
+    elif r.outcome not in (*verdicts.GOOD, *verdicts.STOP_FAILED) and (r.detail or r.stop_error):
+        parts.append(f"({(r.detail or r.stop_error)[:160]})")
+    if r.growth_outcome in ("leaking", "slowing"):  # what passed its threshold, as the worker noted it
+        notes = [n for n in (r.detail or "").split("; ") if n.startswith(("leaking: ", "slowing: "))]
+        if notes:
+            parts.append(f"({'; '.join(notes)[:240]})")
+    return " | ".join(parts)
+
+
+def growth_parts(r: CycleRow) -> list[str]:
+    """What the growth verdict read: the process that grew most per 1,000 requests, and the load's
+    slowdown, each where it was measured."""
+    out = []
+    if r.stub_growth_per_1k_b is not None:  # where the models live; the worker's is in the row
+        out.append(f"stub {r.stub_growth_model} {r.stub_growth_per_1k_b / 1000:+,.1f} KB/1k req")
+    if r.slowdown_pct is not None and (r.slowdown_low_pct or 0) > 0:  # the noise of a clean load is left out
+        out.append(f"{r.slowdown_pct:+,.0f} % slower at the end (at least {r.slowdown_low_pct:+,.0f} %)")
+    return out
+
+
+def _first_message(r: CycleRow) -> str | None:
+    """The load's most frequent error message, else the cycle's detail."""
+    import json
+
+    if r.error_messages:
+        try:
+            top = [m for m in json.loads(r.error_messages) if m != "(other messages)"]
+            if top:
+                return top[0]
+        except ValueError:
+            pass
+    return r.detail
+
+
+def summary_table(tally: Tally) -> str:
+    import statistics
+
+    lat = tally.stop_latencies
+    fs = tally.finalize_success
+    stubs, shm = tally.leaks
+    tput = [r.throughput for r in tally.rows if r.throughput]
+    over = [r.overhead_s for r in tally.rows if r.overhead_s is not None]
+    lines = [f"cycles        {len(tally.rows)}",
+             "outcomes      " + ", ".join(f"{k}={v}" for k, v in sorted(tally.outcomes.items())) + "  (lifecycle)",
+             "load          " + (", ".join(f"{k}={v}" for k, v in sorted(tally.load_outcomes.items())) or "-"),
+             *(["growth        " + ", ".join(f"{k}={v}" for k, v in sorted(tally.growth_outcomes.items()))
+                + "  (memory per 1k requests, slowdown over each load)"] if tally.growth_outcomes else []),
+             "finalize      " + ("-" if fs is None else f"{fs:.1%} before stop returned")]
+    if lat:
+        q = sorted(lat)
+        lines.append(f"stop latency  min {q[0]:.3f}  median {statistics.median(q):.3f}  max {q[-1]:.3f} s")
+    if tput:
+        lines.append(f"throughput    median {statistics.median(tput):,.0f} infer/s")
+    if over:
+        lines.append(f"rig overhead  median {statistics.median(over):.3f} s per cycle "
+                     "(beyond start, workload and stop)")
+    lines.append(f"leaks         {stubs} stub(s) killed, {shm} shared-memory region(s) removed")
+    lines.extend(growth_lines(tally))
+    return "\n".join(lines)
+
+
+def growth_lines(tally: Tally) -> list[str]:
+    """The growth figures of the run: each process kind's median growth per 1,000 requests, the
+    median slowdown within a cycle, and the trend across the cycles (``Tally.run_trend``)."""
+    import statistics
+
+    lines = []
+    for label, key in (("worker", "worker_growth_per_1k_b"), ("stubs", "stub_growth_per_1k_b")):
+        vals = [getattr(r, key) for r in tally.rows if getattr(r, key) is not None]
+        if vals:
+            lines.append(f"memory        {label}: median {statistics.median(vals) / 1000:+,.1f} KB per 1,000 requests "
+                         f"(max {max(vals) / 1000:+,.1f})")
+    slow = [r.slowdown_pct for r in tally.rows if r.slowdown_pct is not None]
+    if slow:
+        lines.append(f"slowdown      within a cycle: median {statistics.median(slow):+,.1f} % (max {max(slow):+,.1f} %)")
+    trend = tally.run_trend()
+    if trend.get("slowdown_pct") is not None:
+        per_min = trend.get("pct_per_min")
+        lines.append(f"              across {trend['cycles']} cycles: {trend['slowdown_pct']:+,.1f} % slower at the end "
+                     f"(at least {trend['slowdown_low_pct']:+,.1f} %" + (f"; {per_min:+,.2f} % per minute of load)"
+                                                                       if per_min is not None else ")"))
+    return lines

@@ -1,0 +1,65 @@
+"""The runtime a cycle spec names: a plain value (``Runtime``), written into the spec as a dict and
+read back by the worker, which loads its core; and where runtimes live on disk (``cache_dir``).
+Finding, installing and building runtimes is the parent's (``rig.parent.runtime``, ``rig.build``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from pathlib import Path
+
+
+def cache_dir() -> Path:
+    """Where embedded runtimes live: ``$RIG_HOME`` or ``~/.cache/triton-soak-rig``."""
+    base = os.environ.get("RIG_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "triton-soak-rig")
+    return Path(base) / "runtimes"
+
+
+def python_tag() -> str:
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Runtime:
+    """A Triton install the rig can host in-process.
+
+    ``server_dir`` follows perf_analyzer's layout (``lib/libtritonserver.so``, ``backends/``), so
+    the same folder serves the rig's engines and perf_analyzer in C API mode.
+    """
+
+    name: str                 # "embedded-0.7.0", "built-2.67.0" or "container"
+    kind: str                 # "embedded" | "built" | "container"
+    triton_version: str       # e.g. "2.51.0" (the core's own word wins at run time)
+    server_dir: str           # has lib/libtritonserver.so and backends/
+    core_library: str
+    backend_dir: str
+    library_path: tuple[str, ...] = ()   # LD_LIBRARY_PATH entries a worker needs
+    stub_site: str | None = None         # numpy<2 for the backend stubs (embedded cores)
+    bindings: str | None = None          # a folder with this core's own tritonserver bindings (built cores)
+
+    def worker_env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """Environment for a process that loads this core (LD_LIBRARY_PATH is read at exec)."""
+        env = dict(os.environ if base is None else base)
+        paths = list(self.library_path)
+        if env.get("LD_LIBRARY_PATH"):
+            paths.append(env["LD_LIBRARY_PATH"])
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(paths)
+        # The stubs embed the interpreter: they must find numpy where this rig runs.
+        bindir = os.path.dirname(sys.executable)
+        env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+        if self.stub_site:
+            env["RIG_STUB_SITE"] = self.stub_site  # read by stubs only (rig/worker/hook/evidence.py)
+        if self.bindings:  # the bindings of the core's own version, ahead of any installed ones
+            env["PYTHONPATH"] = self.bindings + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        return env
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Runtime":
+        d = dict(d)
+        d["library_path"] = tuple(d.get("library_path", ()))
+        return cls(**d)

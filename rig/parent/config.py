@@ -1,0 +1,289 @@
+"""The effective configuration of a run: defaults < TOML file < command-line options.
+
+Every key of the file is a field of ``RunConfig`` (sections ``[thresholds]`` and ``[workload]``
+hold the nested ones); an unknown key, a wrong type or a bad value is one ``RigError`` line,
+raised before anything starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import typing
+from pathlib import Path
+
+from rig.worker.engines.base import EngineName
+from rig.common.errors import RigError
+from rig.parent.repository import FAULTS, KINDS
+from rig.common.text import redact
+from rig.contract.verdicts import MAX_MEMORY_GROWTH_B, MAX_SLOWDOWN_PCT
+
+# Each vocabulary of the options, defined here once: the command line's choices, the TOML file's
+# checks and the matrix's lists all read these.
+Retain = typing.Literal["none", "last-response", "last-array"]
+StopStrategy = typing.Literal["stop", "unload-then-stop"]
+RestartMode = typing.Literal["fresh-process", "same-process", "reload"]
+Arrivals = typing.Literal["poisson", "constant"]
+RETAIN = typing.get_args(Retain)
+STOP_STRATEGIES = typing.get_args(StopStrategy)
+RESTART_MODES = typing.get_args(RestartMode)
+ENGINES = typing.get_args(EngineName)
+ARRIVALS = typing.get_args(Arrivals)
+MODELS = KINDS                    # the rig's template models (rig.parent.repository renders them)
+FAULT_PRESETS = tuple(FAULTS)     # the template model's fault injection presets
+# The built-in workloads: locustfiles in workloads/ (a path to a user's locustfile also serves)
+from rig.contract.spec import WORKLOADS  # noqa: E402
+
+
+@dataclasses.dataclass
+class Thresholds:
+    """Exit status of a soak: 1 when any is crossed (0 where unset)."""
+
+    max_stop_latency_s: float | None = None
+    min_finalize_success: float | None = None    # 0..1
+    allow_leaks: bool = False                    # stubs or shared memory left behind
+    allow_outcomes: str | None = None            # comma-separated; None: clean (soak), any (cycle)
+    # The growth verdict (verdicts.classify_growth): leaking past this many bytes per 1,000 requests
+    # in any process kind, slowing past this % slower at the load's end than its start
+    max_memory_growth: float = MAX_MEMORY_GROWTH_B
+    max_slowdown: float = MAX_SLOWDOWN_PCT
+
+
+@dataclasses.dataclass
+class WorkloadConfig:
+    """Sustained load inside each cycle (Locust); ``name`` none = a fixed count of requests."""
+
+    name: str = "none"                # none | steady | ramp | step | spike | soak (workloads/) | FILE.py
+    seconds: float = 2.0              # per cycle
+    users: int = 1                    # closed loop: Locust users
+    in_flight: int = 1                # closed loop: requests in flight per user
+    rate: float | None = None         # open loop: arrivals per second
+    arrivals: Arrivals = "poisson"    # open loop
+    window_seconds: float = 1.0
+    seed: int = 0
+    web_port: int | None = None       # serve Locust's web UI on 127.0.0.1:PORT during the load
+    master: str | None = None         # HOST:PORT of a `rig fleet` master: each cycle's load joins it
+
+
+@dataclasses.dataclass
+class RunConfig:
+    runtime: str | None = None        # auto | container | embedded-<v> | <v>
+    engine: EngineName = "auto"
+    model: str = "numpy"              # numpy | cupy (templates), ignored with model_repository
+    model_repository: str | None = None
+    model_size: int = 4
+    instances: int = 1
+    max_batch_size: int = 0
+    dynamic_batching: bool = False
+    decoupled: bool = False           # the template model sends its responses through each request's sender
+    model_shape: str | None = None    # a model shape (rig.parent.shapes): sets the four above; a scenario's, one it runs in
+    fault: str = "none"               # one of FAULT_PRESETS (the template model's)
+    execute_delay_ms: float = 0.0
+    cycles: int = 1
+    requests: int = 100               # per cycle, when no workload runs
+    retain: Retain = "none"
+    scenario: str | None = None       # a lifecycle scenario (rig.parent.scenarios): sets fault and retain, or its own models
+    control: bool = False             # the scenario's negative control: the same without its fault
+    client: str = "none"              # what the client does around stop(): set by the scenario (rig.worker.clientside)
+    exit_timeout: int = 30
+    stop_strategy: StopStrategy = "stop"
+    restart: RestartMode = "fresh-process"
+    startup_timeout: float = 120.0
+    request_timeout: float = 30.0     # a request unanswered this long ends the cycle's workload
+    input_data: str = "random"        # random | zero | FILE.json (perf_analyzer's format)
+    shapes: str | list | None = None  # variable dimensions: "NAME:d1,d2 NAME2:d" (or a list of such)
+    results: str = "results"
+    node: str | None = None           # the name rows carry in `host` (default the hostname)
+    memory_samples: bool = True       # sample every process's memory through the load (rig.worker.observers)
+    thresholds: Thresholds = dataclasses.field(default_factory=Thresholds)
+    workload: WorkloadConfig = dataclasses.field(default_factory=WorkloadConfig)
+
+    def validate(self) -> "RunConfig":
+        def one_of(name, value, allowed):
+            if value not in allowed:
+                raise RigError(f"{name} must be one of {', '.join(allowed)} (got {value!r})")
+
+        one_of("engine", self.engine, ENGINES)
+        one_of("retain", self.retain, RETAIN)
+        one_of("stop_strategy", self.stop_strategy, STOP_STRATEGIES)
+        one_of("restart", self.restart, RESTART_MODES)
+        if self.workload.name.endswith(".py"):
+            path = Path(self.workload.name).expanduser()
+            if not path.is_file():
+                raise RigError(f"workload file {path} does not exist: give a locustfile, or one of "
+                               f"{', '.join(WORKLOADS)}")
+            self.workload.name = str(path.resolve())  # the worker runs elsewhere
+            if self.workload.rate is not None:
+                raise RigError("--rate drives the rig's own open-loop lane; a locustfile workload is "
+                               "closed loop (its users send the requests): drop one of the two")
+        else:
+            one_of("workload.name", self.workload.name, ("none",) + WORKLOADS)
+        one_of("workload.arrivals", self.workload.arrivals, ARRIVALS)
+        w = self.workload
+        if w.seconds <= 0 or w.window_seconds <= 0 or w.users < 1 or w.in_flight < 1 \
+                or (w.rate is not None and w.rate <= 0):
+            raise RigError("workload seconds, window_seconds and rate must be > 0; users and in_flight >= 1")
+        if w.master is not None:
+            from rig.contract.fleet import parse_master
+
+            parse_master(w.master)
+        if self.scenario is not None:
+            from rig.parent import scenarios
+
+            scenarios.apply(self)
+        elif self.model_shape is not None:
+            self._model_shape()
+        elif self.control:
+            raise RigError("--control runs a scenario's negative control: give --scenario NAME too "
+                           "(`rig scenarios` lists them)")
+        if self.model_repository is None:
+            one_of("model", self.model, MODELS)
+            one_of("fault", self.fault, FAULT_PRESETS)
+        self._inputs()
+        if self.cycles < 1 or self.requests < 0 or self.exit_timeout < 0:
+            raise RigError("cycles must be >= 1, requests >= 0 and exit_timeout >= 0")
+        t = self.thresholds
+        if t.min_finalize_success is not None and not 0 <= t.min_finalize_success <= 1:
+            raise RigError("thresholds.min_finalize_success is a fraction between 0 and 1")
+        if t.max_memory_growth < 0 or t.max_slowdown < 0:
+            raise RigError("thresholds.max_memory_growth (bytes per 1,000 requests) and thresholds.max_slowdown (%) "
+                           "must be >= 0")
+        return self
+
+    def _model_shape(self) -> None:
+        """The template model served in ``model_shape`` (rig.parent.shapes): its batching, instances and
+        transaction policy; a model repository's own, or a shape given twice, refused in one line."""
+        from rig.parent import shapes
+
+        if self.model_repository:
+            raise RigError(f"--model-shape {self.model_shape} shapes the rig's template model, and "
+                           "--model-repository runs your own (its config.pbtxt says its shape): drop one")
+        shape = shapes.parse(self.model_shape)
+        set_ = (self.instances, self.max_batch_size, self.dynamic_batching, self.decoupled)
+        if set_ != (1, 0, False, False) and set_ != (shape.instances, shape.max_batch_size,
+                                                     shape.dynamic_batching, shape.decoupled):
+            raise RigError(f"--model-shape {self.model_shape} sets the model's batching and instances: drop "
+                           "--instances, --max-batch-size and --dynamic-batching (or --model-shape)")
+        self.instances, self.max_batch_size = shape.instances, shape.max_batch_size
+        self.dynamic_batching, self.decoupled = shape.dynamic_batching, shape.decoupled
+        self.model_shape = shape.name
+
+    def _inputs(self) -> None:
+        """``input_data`` zero, random or a file (made absolute: the worker runs elsewhere; a
+        relative path is the user's working folder's), ``shapes`` in its canonical text."""
+        from rig.worker.inputs import GENERATED, format_shapes, parse_shapes
+
+        if self.input_data not in GENERATED:
+            path = Path(self.input_data).expanduser()
+            if not path.is_file():
+                raise RigError(f"--input-data {self.input_data}: no such file (give zero, random, or a JSON "
+                               "file in perf_analyzer's format)")
+            self.input_data = str(path.resolve())
+        self.shapes = format_shapes(parse_shapes(self.shapes)) or None
+
+    def to_toml(self) -> str:
+        """The effective config as TOML text (stored with every run)."""
+        lines, nested = [], []
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if dataclasses.is_dataclass(v):
+                nested.append((f.name, v))
+            elif v is not None:
+                lines.append(f"{f.name} = {_toml_value(v)}")
+        for name, sub in nested:
+            lines.append(f"\n[{name}]")
+            for f in dataclasses.fields(sub):
+                v = getattr(sub, f.name)
+                if v is not None:
+                    lines.append(f"{f.name} = {_toml_value(v)}")
+        return redact("\n".join(lines) + "\n")  # no credential of a results URI is stored
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _coerce(where: str, hint, value):
+    if typing.get_origin(hint) is typing.Literal:
+        if value not in typing.get_args(hint):
+            raise RigError(f"{where} must be one of {', '.join(typing.get_args(hint))} (got {value!r})")
+        return value
+    args = typing.get_args(hint)
+    allowed = [a for a in args if a is not type(None)] if args else [hint]
+    if value is None and type(None) in args:
+        return None
+    for t in allowed:
+        if t is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if t is int and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if t in (str, bool) and isinstance(value, t):
+            return value
+        if t is list and isinstance(value, list) and all(isinstance(x, str) for x in value):
+            return list(value)
+    names = " or ".join(getattr(t, "__name__", str(t)) for t in allowed)
+    raise RigError(f"{where} must be {names} (got {value!r})")
+
+
+def _apply(obj, data: dict, where: str) -> None:
+    hints = typing.get_type_hints(type(obj))
+    fields = {f.name for f in dataclasses.fields(obj)}
+    for key, value in data.items():
+        name = key.replace("-", "_")
+        if name not in fields:
+            raise RigError(f"{where}: unknown key {key!r} (known: {', '.join(sorted(fields))})")
+        current = getattr(obj, name)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, dict):
+                raise RigError(f"{where}: {key} must be a table [{key}]")
+            _apply(current, value, f"{where} [{key}]")
+        else:
+            setattr(obj, name, _coerce(f"{where}: {key}", hints[name], value))
+
+
+def load(path: str | None, overrides: dict | None = None) -> RunConfig:
+    """Defaults, then the TOML file (if any), then the non-None overrides (dotted keys allowed)."""
+    cfg = RunConfig()
+    if path:
+        p = Path(path)
+        if not p.is_file():
+            raise RigError(f"config file {path} does not exist")
+        try:
+            data = tomllib.loads(p.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise RigError(f"config file {path} is not valid TOML: {e}") from None
+        _apply(cfg, data, str(path))
+    nested: dict = {}
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if "." in key:
+            section, sub = key.split(".", 1)
+            nested.setdefault(section, {})[sub] = value
+        else:
+            nested[key] = value
+    _apply(cfg, nested, "option")
+    return cfg.validate()
+
+
+def file_sets(path: str | None, section: str, key: str) -> bool:
+    """Whether the TOML config file at ``path`` sets ``[section] key`` itself (a command whose
+    default differs from the config's, such as bench's window length, yields to the file)."""
+    if not path:
+        return False
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+    table = data.get(section)
+    return isinstance(table, dict) and any(k.replace("-", "_") == key for k in table)
+
+
+def from_toml_text(text: str) -> RunConfig:
+    cfg = RunConfig()
+    _apply(cfg, tomllib.loads(text), "stored config")
+    return cfg.validate()

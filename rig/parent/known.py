@@ -1,0 +1,194 @@
+"""The verdicts each lifecycle scenario is known to give, per core, API and model shape: data, not
+code. ``rig/known_verdicts.csv`` holds them, one row per scenario (or its control) x shape x
+engine x Triton version, each written from a reviewed run (``rig scenarios --accept RESULTS``)
+and naming the run it came from.
+
+A cell of the conformance table is judged against the row for its scenario, control, shape,
+engine and core: the same verdicts are as known, others are a finding. Where no row exists the
+cell is unjudged (recorded, never failed) until someone reviews a run and accepts it.
+A field may name alternatives, ``exit_timeout|clean``: an intermittent cell, where each cycle
+gives one of them (``--accept RESULTS --intermittent`` records a cell whose cycles disagree so).
+Pure reading and writing of that file; no Triton here.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import os
+import tempfile
+from collections import Counter
+from functools import lru_cache
+from pathlib import Path
+
+from rig.common.errors import RigError
+
+ANY = "|"  # between a field's alternatives: an intermittent cell
+FIELDS = ("scenario", "control", "shape", "engine", "triton_version", "lifecycle", "load", "growth",
+          "cycles", "run_id")
+
+
+def default_path() -> Path:
+    """``RIG_KNOWN_VERDICTS`` or the file shipped with the rig."""
+    return Path(os.environ.get("RIG_KNOWN_VERDICTS") or Path(__file__).with_name("known_verdicts.csv"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Known:
+    lifecycle: str
+    load: str
+    growth: str
+    cycles: int
+    run_id: str
+
+    @property
+    def verdicts(self) -> tuple[str, str]:
+        return self.lifecycle, self.load
+
+
+Key = tuple[str, bool, str, str, str]  # scenario, control, shape, engine, triton_version
+
+
+def _bool(text: str) -> bool:
+    return str(text).strip().lower() in ("1", "true", "yes")
+
+
+@lru_cache(maxsize=8)
+def _read(path: str, mtime: float) -> dict[Key, Known]:
+    out: dict[Key, Known] = {}
+    with open(path, newline="") as f:
+        reader = csv.DictReader(line for line in f if not line.startswith("#"))
+        missing = [k for k in FIELDS if k not in (reader.fieldnames or ())]
+        if missing:
+            raise RigError(f"{path}: not a known-verdicts file (it lacks the column(s) {', '.join(missing)}); "
+                           "write one with rig scenarios --accept RESULTS")
+        for r in reader:
+            key = (r["scenario"], _bool(r["control"]), r["shape"], r["engine"], r["triton_version"])
+            out[key] = Known(r["lifecycle"], r["load"], r["growth"] or "ok", int(r["cycles"] or 0), r["run_id"])
+    return out
+
+
+def table(path: str | Path | None = None) -> dict[Key, Known]:
+    p = Path(path) if path else default_path()
+    if not p.exists():
+        return {}
+    return _read(str(p), p.stat().st_mtime)
+
+
+def lookup(scenario: str, control: bool, shape: str, engine: str, triton_version: str,
+           path: str | Path | None = None) -> Known | None:
+    """The verdicts known for this cell; None where none is (unjudged)."""
+    return table(path).get((scenario, bool(control), shape, engine, str(triton_version)))
+
+
+def expected(scenario, control: bool, shape: str, engine: str, triton_version: str,
+             path: str | Path | None = None) -> Known | None:
+    """What a cell is held to: the verdicts known for it, else, for a control (and the template,
+    every template scenario's control), its contract: clean, ok, ok; None where neither (unjudged).
+    ``scenario``: a ``rig.parent.scenarios.Scenario``."""
+    k = lookup(scenario.name, control, shape, engine, triton_version, path)
+    return contract(scenario, control) if k is None else k
+
+
+def contract(scenario, control: bool) -> Known | None:
+    """A control's contract (the template's too: it is every template scenario's control): clean,
+    ok, ok; None for a scenario itself."""
+    if control or scenario.name == "template":
+        return Known(*(scenario.control if control else ("clean", "ok")), "ok", 0, "contract")
+    return None
+
+
+def cores(path: str | Path | None = None) -> set[tuple[str, str]]:
+    """The (engine, Triton version) pairs some verdict is known for."""
+    return {(k[3], k[4]) for k in table(path)}
+
+
+def admits(known: str | None, got: str | None) -> bool:
+    """Whether the verdict ``got`` is one the known field names (one of its alternatives)."""
+    return got is not None and known is not None and got in str(known).split(ANY)
+
+
+def holds(got, want) -> bool:
+    """Whether a cycle's (lifecycle, load) verdicts hold against those known (``Known.verdicts``):
+    each is the one known, or one of its alternatives where the cell is intermittent."""
+    return len(got) >= 2 and len(want) >= 2 and admits(want[0], got[0]) and admits(want[1], got[1])
+
+
+def intermittent(fields) -> bool:
+    """Whether known verdicts (``Known.verdicts``, or any fields of a row) name alternatives."""
+    return any(ANY in str(f) for f in fields or ())
+
+
+def _alternatives(values) -> str:
+    """A field's alternatives, the most often seen first."""
+    return ANY.join(v for v, _ in Counter(values).most_common())
+
+
+def majority(verdicts: list[tuple[str, str, str]]) -> tuple[tuple[str, str, str], int] | None:
+    """The verdicts most cycles gave, and how many gave them."""
+    if not verdicts:
+        return None
+    (top, n), = Counter(verdicts).most_common(1)
+    return top, n
+
+
+def accept(cycles, path: str | Path | None = None, require_unanimous: bool = True,
+           intermittent_ok: bool = False) -> tuple[int, list[str]]:
+    """Write the verdicts of every scenario cell in ``cycles`` (a frame or records of the stored
+    cycles) into the known-verdicts file: one row per scenario, control, shape, engine and core,
+    replacing the row there. A cell whose cycles disagree is left out unless
+    ``require_unanimous`` is false (then the most common verdicts stand) or ``intermittent_ok``
+    (then each field names every verdict its cycles gave: ``exit_timeout|clean``); the reasons
+    come back. Returns (rows written, cells left out with why)."""
+    rows_in = cycles.to_dict("records") if hasattr(cycles, "to_dict") else [
+        r if isinstance(r, dict) else dataclasses.asdict(r) for r in cycles]
+    cells: dict[Key, list] = {}
+    for r in rows_in:
+        r = {k: (None if v != v else v) for k, v in r.items()}  # NaN, as pandas reads a missing figure: None
+        if not r.get("scenario") or r.get("scenario") == "baseline" or not r.get("triton_version"):
+            continue
+        key = (str(r["scenario"]), bool(r.get("control")), str(r.get("shape") or "unbatched"), str(r["engine"]),
+               str(r["triton_version"]))
+        cells.setdefault(key, []).append(r)
+    current = dict(table(path))
+    left_out, written = [], 0
+    for key, rows in sorted(cells.items()):
+        verdicts = [(str(r["outcome"]), str(r.get("load_outcome") or "not_measured"),
+                     str(r.get("growth_outcome") or "ok")) for r in rows]
+        top, n = majority(verdicts)
+        if n < len(verdicts) and intermittent_ok:
+            top = tuple(_alternatives(v[i] for v in verdicts) for i in range(3))
+        elif n < len(verdicts) and require_unanimous:
+            left_out.append(f"{key[0]}{' (control)' if key[1] else ''} {key[2]} {key[3]} {key[4]}: its cycles "
+                            f"disagree ({', '.join(str(c) + 'x ' + ' / '.join(v) for v, c in Counter(verdicts).items())})")
+            continue
+        run_ids = sorted({str(r["run_id"]) for r in rows})
+        current[key] = Known(*top, cycles=len(verdicts), run_id=",".join(run_ids))
+        written += 1
+    write(current, path)
+    return written, left_out
+
+
+def write(rows: dict[Key, Known], path: str | Path | None = None) -> Path:
+    """The file, sorted, written whole and atomically (a half-written file is never read)."""
+    p = Path(path) if path else default_path()
+    buf = io.StringIO()
+    buf.write("# The verdicts each lifecycle scenario is known to give per core, API and model shape (rig/parent/known.py).\n"
+              "# Written by `rig scenarios --accept RESULTS` from a reviewed run; run_id names the run.\n")
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(FIELDS)
+    for key in sorted(rows, key=lambda k: (k[0], k[1], k[2], k[3], _version_key(k[4]))):
+        k = rows[key]
+        w.writerow([key[0], int(key[1]), key[2], key[3], key[4], k.lifecycle, k.load, k.growth, k.cycles, k.run_id])
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.")
+    with os.fdopen(fd, "w") as f:
+        f.write(buf.getvalue())
+    os.replace(tmp, p)
+    _read.cache_clear()
+    return p
+
+
+def _version_key(v: str):
+    return tuple(int(x) if x.isdigit() else 0 for x in v.replace("-", ".").split("."))

@@ -1,0 +1,92 @@
+"""A cycle's row as the parent completes it: the run's tags, what only the parent sees (the wall
+time, the rig's overhead, a hang or a crash and what it left), typed as ``CycleRow``; and
+``record``, which hands a cycle's result to the store."""
+
+from __future__ import annotations
+
+from rig.common import probes
+from rig.contract.fleet import node_name
+from rig.parent.orchestrator.prepare import Prepared
+from rig.parent.scenarios import name_of
+from rig.contract.rows import CYCLE_FIELDS, CycleResult, CycleRow, now_iso, typed_row
+from rig.contract.messages import Partial
+
+
+def blank_row(p: Prepared, cycle: int) -> dict:
+    """A row of ``cycle`` with the run's tags and nothing measured."""
+    row = dict.fromkeys(CYCLE_FIELDS)
+    row.update(run_id=p.run_id, cycle=cycle, engine=p.engine, model=p.model_label, retain=p.config.retain,
+               restart=p.config.restart, stop_strategy=p.config.stop_strategy, started_at=now_iso(),
+               host=node_name(p.config.node), scenario=p.config.scenario
+               or name_of(p.config.fault, p.config.retain, p.config.restart, p.config.client),
+               control=p.config.control if p.config.scenario else None, shape=model_shape(p))
+    return row
+
+
+def model_shape(p: Prepared) -> str | None:
+    """The model shape a cycle serves: the scenario's or the template's, else read from the first
+    model's config.pbtxt (None where it does not read)."""
+    from rig.parent import shapes
+    from rig.parent.repository import parse_pbtxt
+
+    cfg = p.config
+    if cfg.model_shape:
+        return cfg.model_shape
+    if not cfg.model_repository:
+        return shapes.Shape(cfg.max_batch_size, cfg.dynamic_batching, cfg.instances, cfg.decoupled).name
+    try:
+        return shapes.of_config(parse_pbtxt((p.repository / p.models[0] / "config.pbtxt").read_text()))
+    except (OSError, ValueError, IndexError, TypeError):
+        return None
+
+
+def finish_row(p: Prepared, row: dict, wall: float | None, reported: str | None = None) -> CycleRow:
+    """The ``CycleRow`` of a cycle the parent saw take ``wall`` seconds; ``reported``: the
+    Triton version the core itself reported, where it differs from the one results are filed
+    under."""
+    if reported and reported != p.runtime.triton_version:
+        note = f"the core reports Triton {reported}; results are filed under {p.runtime.triton_version}"
+        row["detail"] = f"{row['detail']}; {note}" if row.get("detail") else note
+    row = {k: row.get(k) for k in CYCLE_FIELDS if k != "schema_version"}
+    row["cycle_wall_s"], row["host"] = wall, node_name(p.config.node)
+    if wall is not None:
+        row["overhead_s"] = (wall - (row.get("start_latency_s") or 0) - (row.get("stop_latency_s") or 0)
+                             - (row.get("workload_s") or 0))
+    for k in ("stop_error", "detail"):
+        if row.get(k) is not None:
+            row[k] = str(row[k])[:2000]
+    return typed_row(CycleRow, row)
+
+
+def lost_cycle(p: Prepared, cycle: int, partial: Partial | None, outcome: str, cleanup: str,
+               what: str, stubs: int, leaked: int, pid: int) -> dict:
+    """The row of a cycle whose worker hung or died. If stop had already been measured (the
+    worker sent a ``Partial``), the stop's outcome stands and the failure goes to ``cleanup``."""
+    row = blank_row(p, cycle)
+    if partial:
+        row.update({k: v for k, v in partial.row.items() if k in row})
+        row.update(cleanup=cleanup, detail=what)
+        # Its shared-memory regions, which the parent no longer sees mapped by a live process
+        left = probes.shm_regions_present(set(partial.shm_regions))
+        probes.remove_shm_regions(left)
+        leaked += len(left)
+        # The worker died before its teardown: the stubs alive after stop were never released
+        # by it. Some exit on their own once their parent is gone, before the parent can kill
+        # them; a leak that a crash hides is still a leak, so count them either way.
+        stubs = max(stubs, int(partial.row.get("stubs_alive_after_stop") or 0))
+    else:
+        row.update(outcome=outcome, load_outcome="not_measured", growth_outcome="not_measured", detail=what)
+    row.update(stubs_killed=(row.get("stubs_killed") or 0) + stubs,
+               shm_regions_leaked=(row.get("shm_regions_leaked") or 0) + leaked, worker_pid=pid)
+    return row
+
+
+def record(p: Prepared, result: CycleResult) -> None:
+    """Store one cycle, for soak, cycle and bench alike: its windows first, then its row, so a
+    row in ``cycles`` means its windows are stored."""
+    row = result.row
+    if result.windows:
+        p.store.write("windows", list(result.windows), p.runtime.triton_version, f"c{row.cycle:06d}")
+    if result.memory:
+        p.store.write("memory", list(result.memory), p.runtime.triton_version, f"c{row.cycle:06d}")
+    p.store.write("cycles", [row], p.runtime.triton_version, f"c{row.cycle:06d}")

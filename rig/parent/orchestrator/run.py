@@ -1,0 +1,229 @@
+"""The workers of a run and their watchdog: ``WorkerHandle`` (one worker process in its own
+process group, and the pipe it reports on in ``rig.contract.rows`` messages) and ``run_cycles``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import select
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable
+
+from rig.common import probes, procs
+
+from rig.parent import scenarios
+from rig.contract.spec import IN_FLIGHT
+from rig.contract.spec import CycleSpec
+from rig.common.errors import RigError
+from rig.contract.fleet import node_name
+from rig.parent.orchestrator.prepare import Prepared, check_run_inputs
+from rig.parent.orchestrator.rows import blank_row, finish_row, lost_cycle
+from rig.common.procs import python_m
+from rig.contract.messages import (CycleDone, CycleStart, Fatal, Message, Partial, Phase, Refused, Samples, Window,
+                          decode)
+from rig.contract.rows import CycleResult, MemoryRow, WindowRow, typed_row, window_row
+
+
+class WorkerHandle:
+    """One worker process in its own process group, and the pipe it reports on."""
+
+    def __init__(self, p: Prepared, cycles: list[int], index: int):
+        # The worker (and the stubs it starts) run in the run's work folder, never in the user's:
+        # a file there named like a module (numpy.py) would shadow it in a stub. Paths absolute.
+        work = p.work_dir.resolve()
+        if p.inputs is None:
+            check_run_inputs(p)
+        inputs = p.inputs
+        spec = CycleSpec(
+            run_id=p.run_id, engine=p.engine, runtime=p.runtime.to_dict(),
+            model_repository=os.path.abspath(p.repository), models=p.models, model_label=p.model_label,
+            requests=p.config.requests, retain=p.config.retain, exit_timeout=p.config.exit_timeout,
+            stop_strategy=p.config.stop_strategy, restart=p.config.restart,
+            startup_timeout=p.config.startup_timeout, request_timeout=p.config.request_timeout,
+            evidence_dir=str(work / "evidence"),
+            log_dir=str(work / "logs"), cycles=cycles,
+            workload={**dataclasses.asdict(p.config.workload), "node": p.config.node}
+            if p.config.workload.name != "none" else None,
+            hook=os.path.abspath(p.hook) if p.hook else p.hook,
+            check=p.config.model_size if not p.config.model_repository else 0, cwd=os.getcwd(),
+            input_data=p.config.input_data, shapes=inputs["shapes"], optional_inputs=inputs["optional"],
+            client=p.config.client,
+            in_flight_at_stop=scenarios.get(p.config.scenario).in_flight if p.config.scenario else IN_FLIGHT,
+            quiet=_quiet_phases(p.config),
+            max_memory_growth=p.config.thresholds.max_memory_growth, max_slowdown=p.config.thresholds.max_slowdown,
+            sample_memory=p.config.memory_samples)
+        (p.work_dir / "logs").mkdir(parents=True, exist_ok=True)
+        self.spec_path = work / f"spec-{index:04d}.json"
+        self.spec_path.write_text(json.dumps(dataclasses.asdict(spec), indent=1))
+        self.log_path = p.work_dir / "logs" / f"worker-{index:04d}.log"
+        env = p.runtime.worker_env()
+        root = str(Path(__file__).resolve().parents[3])  # the folder that holds the rig package
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        r, w = os.pipe()
+        with open(self.log_path, "wb") as logf:
+            self.proc = subprocess.Popen(
+                [*(p.worker_argv or [*python_m("rig"), "worker"]),
+                 "--spec", str(self.spec_path), "--result-fd", str(w)],
+                pass_fds=(w,), start_new_session=True, env=env, stdout=logf, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, cwd=work)
+        os.close(w)
+        self.pgid = self.proc.pid
+        self._r = r
+        self._buf = b""
+        self.eof = False
+
+    def read(self, timeout: float) -> list[Message]:
+        """Messages that arrived within ``timeout`` seconds (possibly none); a line that is not
+        one (``messages.decode``: the worker's own output, garbage) is ignored."""
+        if self.eof:
+            time.sleep(min(timeout, 0.05))
+            return []
+        ready, _, _ = select.select([self._r], [], [], max(0.0, timeout))
+        if not ready:
+            return []
+        chunk = os.read(self._r, 1 << 16)
+        if not chunk:
+            self.eof = True
+            return []
+        self._buf += chunk
+        *lines, self._buf = self._buf.split(b"\n")
+        return [msg for msg in map(decode, lines) if msg is not None]
+
+    def kill(self) -> tuple[int, int]:
+        """SIGKILL the whole group; returns (stubs killed, shared-memory regions leaked)."""
+        stubs = len(probes.stubs_in_group(self.pgid))
+        return stubs, len(procs.kill_group(self.pgid, self.proc))
+
+    def reap_leftovers(self) -> int:
+        """After the worker exited: kill what it left in its group (stubs it never reaped)."""
+        left = probes.stubs_in_group(self.pgid)
+        return probes.kill_processes(left)
+
+    def log_tail(self, n: int = 600) -> str:
+        try:
+            data = self.log_path.read_bytes()[-n:]
+            return data.decode(errors="replace").strip().replace("\n", " | ")
+        except OSError:
+            return ""
+
+    def close(self):
+        try:
+            os.close(self._r)
+        except OSError:
+            pass
+
+
+def _quiet_phases(config) -> list[str]:
+    """The phases that hold the quiet lock (``CycleSpec.quiet``): all but those a scenario's
+    faulted model only waits in (``Scenario.waits``); a control holds it throughout."""
+    waits = scenarios.get(config.scenario).waits if config.scenario and not config.control else ()
+    return [ph for ph in ("start", "load") if ph not in waits]
+
+
+def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult], None],
+               on_window: Callable[[WindowRow], None] | None = None,
+               on_phase: Callable[[int, str], None] | None = None) -> None:
+    """Run the given cycle numbers in workers. Each cycle's ``CycleResult`` (its row and its
+    windows) goes to ``on_cycle`` as soon as it is known; ``on_window`` sees each window's row
+    as it arrives (progress), ``on_phase`` each phase."""
+    pending = list(cycles)
+    windows: dict[int, list[WindowRow]] = {}
+    memory: dict[int, list[MemoryRow]] = {}
+
+    def finish(row: dict, wall: float | None, reported: str | None = None) -> None:
+        done = finish_row(p, row, wall, reported)
+        on_cycle(CycleResult(done, tuple(windows.pop(done.cycle, ())), tuple(memory.pop(done.cycle, ()))))
+    index = 0
+    while pending:
+        index += 1
+        batch = pending[:1] if p.config.restart == "fresh-process" else list(pending)
+        w = WorkerHandle(p, batch, index)
+        current: int | None = None
+        t_cycle = time.monotonic()
+        deadline = time.monotonic() + p.config.startup_timeout + 60
+        phase = "spawn"
+        partial: Partial | None = None  # the current cycle's row once its stop returned
+        fatal: str | None = None        # the error the worker reported before it exits
+        try:
+            while True:
+                for msg in w.read(min(0.5, max(0.0, deadline - time.monotonic()))):
+                    if isinstance(msg, CycleStart):
+                        current, t_cycle = msg.cycle, time.monotonic()
+                        partial = None
+                    elif isinstance(msg, Phase):
+                        phase = msg.phase
+                        deadline = time.monotonic() + msg.timeout_s
+                        if on_phase and current is not None:
+                            on_phase(current, phase)
+                    elif isinstance(msg, Window):
+                        wrow = window_row(p.run_id, p.engine, p.model_label,
+                                          {**msg.figures, "host": node_name(p.config.node)})
+                        windows.setdefault(wrow.cycle, []).append(wrow)
+                        if on_window:
+                            on_window(wrow)
+                    elif isinstance(msg, Samples):
+                        host = node_name(p.config.node)
+                        memory[msg.cycle] = [typed_row(MemoryRow, {**r, "run_id": p.run_id, "cycle": msg.cycle,
+                                                                   "host": host}) for r in msg.rows]
+                    elif isinstance(msg, CycleDone):
+                        row = blank_row(p, msg.row["cycle"])
+                        row.update(msg.row)
+                        if row.get("outcome") == "load_failed" and "stub" in str(row.get("detail")).lower():
+                            # a stub that died while loading: its last words are in the worker's log
+                            tail = w.log_tail(400)
+                            if tail:
+                                row["detail"] = f"{row['detail']}; the stub's last output: {tail}"
+                        if p.config.restart == "fresh-process":
+                            try:
+                                w.proc.wait(30)
+                            except subprocess.TimeoutExpired:
+                                pass
+                            extra = w.reap_leftovers()
+                            row["stubs_killed"] = (row.get("stubs_killed") or 0) + extra
+                        finish(row, time.monotonic() - t_cycle, msg.triton_version)
+                        if row["cycle"] in pending:
+                            pending.remove(row["cycle"])
+                        current = None
+                        deadline = time.monotonic() + p.config.startup_timeout + 60
+                    elif isinstance(msg, Partial):
+                        partial = msg
+                    elif isinstance(msg, Fatal):
+                        fatal = msg.error
+                    elif isinstance(msg, Refused):  # the inputs do not fit a model: bad input, no cycle stored
+                        raise RigError(msg.error)
+                if w.proc.poll() is not None and w.eof:
+                    break
+                if w.proc.poll() is not None:
+                    # Drain what is left in the pipe, then decide.
+                    continue
+                if time.monotonic() > deadline:
+                    stubs, leaked = w.kill()
+                    cyc = current if current is not None else (pending[0] if pending else None)
+                    if cyc is not None:
+                        row = lost_cycle(p, cyc, partial, "hung", "hung",
+                                         f"phase {phase} ran past its deadline; worker group killed",
+                                         stubs, leaked, w.proc.pid)
+                        finish(row, time.monotonic() - t_cycle)
+                        pending.remove(cyc)
+                    break
+            rc = w.proc.wait()
+            # A worker that ends (even with status 0) before reporting a cycle of its batch has
+            # lost that cycle: record it, never spawn another worker for it.
+            if pending and pending[0] in batch:
+                cyc = current if current is not None else pending[0]
+                stubs, leaked = w.kill()
+                how = (f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}")
+                row = lost_cycle(p, cyc, partial, "crashed", f"crashed: {how}",
+                                 f"worker {how} in phase {phase}: {fatal or w.log_tail()}",
+                                 stubs, leaked, w.proc.pid)
+                finish(row, time.monotonic() - t_cycle)
+                pending.remove(cyc)
+        except BaseException:
+            w.kill()
+            raise
+        finally:
+            w.close()

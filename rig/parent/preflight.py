@@ -1,0 +1,181 @@
+"""What is checked and set up before a run starts anything: the run's lock, a model path the
+Python backend can take, a locustfile that loads, the evidence hook, CuPy, the host's facts."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from rig.common.procs import python_m
+from rig.common import probes
+from rig.common.errors import RigError
+
+
+def lock_run(work: Path, run_id: str):
+    """One process per run: a second ``--resume`` of a run still running (or two at once) would
+    run the same cycles and overwrite each other's rows. The lock goes with the process."""
+    import fcntl
+
+    f = open(work / ".lock", "a+")
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        f.close()
+        raise RigError(f"run {run_id} is running in {holder}: wait for it to end (or stop it) "
+                       "before resuming it") from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"pid {os.getpid()}\n")
+    f.flush()
+    return f
+
+
+def without_spaces(repo: Path, run_id: str, log: Callable[[str], None]) -> Path:
+    """The Python backend's stub cannot take a model path with white space in it (it aborts with
+    ``std::invalid_argument: stol`` and the server never becomes ready): serve such a repository
+    through a symbolic link from a path without any."""
+    if not any(ch.isspace() for ch in str(repo)):
+        return repo
+    link = Path(tempfile.gettempdir()) / "triton-soak-rig" / run_id / "models"
+    if any(ch.isspace() for ch in str(link)):
+        raise RigError(f"the model repository's path has a space ({repo}), which the Python backend's "
+                       "stub cannot take, and so does the temporary folder: move the repository")
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(repo, target_is_directory=True)
+    log(f"the model repository's path has a space, which the Python backend's stub cannot take: "
+        f"served through {link}")
+    return link
+
+
+def check_workload(path: str) -> dict:
+    """Load a locustfile in a child process, as the worker will (importing Locust patches the
+    process it runs in, so not this one): its users and shape, or its fault as a ``RigError``."""
+    try:
+        proc = subprocess.run([*python_m("rig.worker.load.check"), path], capture_output=True,
+                              text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        raise RigError(f"workload {path}: loading it took over 120 s") from None
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("{"):
+            info = json.loads(line)
+            if "error" in info:
+                raise RigError(info["error"])
+            return info
+    raise RigError(f"workload {path}: could not be loaded ({(proc.stderr.strip().splitlines() or ['no output'])[-1]})")
+
+
+def hook_file() -> Path:
+    return Path(__file__).resolve().parents[1] / "worker" / "hook" / "evidence.py"
+
+
+def environment_owned() -> bool:
+    """A virtualenv, or an environment the user declared the rig's own (RIG_OWNS_ENVIRONMENT=1,
+    as the Dockerfile's single-purpose image does): the only places the rig adds its .pth."""
+    return sys.prefix != sys.base_prefix or os.environ.get("RIG_OWNS_ENVIRONMENT") == "1"
+
+
+def hook_file_problem(path: Path) -> str | None:
+    """Why the hook file must not run in the stubs (None: it may)."""
+    try:
+        st = path.stat()
+    except OSError as e:
+        return f"cannot read it ({e.strerror})"
+    if st.st_uid not in (0, os.getuid()):
+        return f"it is owned by uid {st.st_uid}, neither root nor this user"
+    if st.st_mode & 0o022:
+        return f"it is group- or world-writable (mode {stat.filemode(st.st_mode)})"
+    return None
+
+
+def ensure_evidence_hook(log: Callable[[str], None]) -> str | None:
+    """Backend stubs read the .pth files of this interpreter's site-packages (see rig/worker/hook).
+    Returns the hook file the stubs may run, or None (finalize evidence will be missing)."""
+    import sysconfig
+
+    from rig.worker.hook import evidence
+
+    missing = "finalize evidence will be missing (finalize_* columns empty)"
+    path = hook_file()
+    problem = hook_file_problem(path)
+    if problem:
+        log(f"warning: ignoring the evidence hook {path}: {problem}; {missing}. Reinstall the rig, "
+            "or make the file yours and not writable by others (chmod go-w)")
+        return None
+    site = sysconfig.get_paths()["purelib"]
+    if evidence.pth_installed(site):
+        return str(path)
+    if not environment_owned():
+        log(f"warning: not adding {evidence.PTH_NAME} to {site}, a system interpreter's site-packages, "
+            f"by itself: {missing}. Run the rig from a virtualenv, or set RIG_OWNS_ENVIRONMENT=1 to let it")
+        return None
+    if evidence.install_pth(site) is None:
+        log(f"warning: cannot write {evidence.PTH_NAME} into {site}: {missing}; run the rig from a "
+            "writable environment (a virtualenv)")
+        return None
+    return str(path)
+
+
+def cupy_usable() -> tuple[bool, str]:
+    try:
+        import cupy
+    except ImportError as e:
+        return False, f"CuPy is not installed ({e})"
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:  # noqa: BLE001 - CUDARuntimeError when no driver/device
+        return False, f"no CUDA device ({e})"
+    return (n > 0), (f"{n} CUDA device(s)" if n else "no CUDA device")
+
+
+def host_facts() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    gpu = probes.Gpu()
+    return {"host": platform.node(), "cpu": f"{cpu} x{os.cpu_count()}",
+            "gpu": getattr(gpu, "name", None) if gpu.available else None}
+
+
+def check_inputs(repository: Path, models: list[str], input_data: str, shapes: str | None) -> dict:
+    """The run's inputs (``--input-data``, ``--shape``) checked before anything starts, against
+    what each model's config.pbtxt declares: a bad file or a shape that does not fit is one
+    ``RigError`` line naming the input. Only where every model of the repository has a
+    config.pbtxt this reader can take are the declared inputs what the server will report (the
+    run is then strict; without one, Triton completes configs at load time): otherwise the worker
+    checks them against the server's metadata, before its first request.
+    Returns ``{"shapes", "optional", "metas", "entries"}``: the parsed shapes, each model's
+    optional inputs, and (where checked here) each model's metadata and entries, else None."""
+    from rig.worker import inputs
+    from rig.parent import repository as repo_mod
+
+    parsed = inputs.parse_shapes(shapes)
+    out = {"shapes": parsed, "optional": {}, "metas": None, "entries": None}
+    data = None if input_data in inputs.GENERATED else inputs.read_data(input_data)
+    if input_data == "random" and not parsed:
+        return out  # the default: nothing given to check
+    repo = Path(repository)
+    declared = {m: repo_mod.config_inputs(repo / m) for m in repo_mod.repository_models(repo)}
+    if any(d is None for d in declared.values()) or any(m not in declared for m in models):
+        return out
+    metas = {m: declared[m].meta for m in models}
+    out["optional"] = {m: sorted(declared[m].optional) for m in models if declared[m].optional}
+    out["entries"] = inputs.build(metas, input_data, parsed, data, out["optional"])
+    out["metas"] = metas
+    return out

@@ -1,0 +1,271 @@
+"""Lifecycle scenarios: the known classes of Triton lifecycle bugs, each a model plus what the
+client does, named after the upstream report, with the outcome it is known to give.
+
+One vocabulary: a scenario is built from the rig's own building blocks, the template model's
+fault presets (``--fault``, ``rig.parent.repository.FAULTS``) and the retention policies (``--retain``),
+or from a model repository of its own (``models/scenarios/<name>/``, whose models read a
+``fault`` parameter: ``on``, or ``off`` for the negative control); and, where the class lies in
+what the client does, a client behaviour around ``stop()`` (``rig.worker.clientside``) or a restart mode
+(``--restart reload``). ``rig soak --scenario NAME`` runs one; ``--control`` runs its negative
+control (the same model and client without the fault). A scenario made by its client alone also
+runs over a model repository of the user's own (``--model-repository``): the same client around
+their models, the same class of bug in another model's shape.
+Every cycle records the scenario it ran under (``cycles.scenario``; a run given ``--fault`` or
+``--retain`` alone is filed under the scenario built from exactly those).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+from pathlib import Path
+
+from rig.contract.spec import IN_FLIGHT
+from rig.worker.clientside import REFUSED
+from rig.common.errors import RigError
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    name: str
+    upstream: tuple[str, ...]     # the reports it reproduces: "server#8755", "core#324", ... (none: a control of the rig's own)
+    what: str                     # what the model or the client does, in one line
+    fault: str = "none"           # the template model's fault preset (rig.parent.repository.FAULTS)
+    retain: str = "none"          # what the client keeps referenced across stop()
+    repository: str | None = None  # a repository of its own: models/scenarios/<repository>/
+    # The verdicts that show its class of bug (lifecycle, load), where it shows: what `rig scenarios`
+    # lists. What it gives on each core, API and shape is data (rig.parent.known: rig/known_verdicts.csv).
+    expected: tuple[str, str] = ("clean", "ok")
+    engines: tuple[str, ...] = ("capi", "tritonserver")  # the engines it runs through
+    control: tuple[str, str] = ("clean", "ok")  # its negative control's
+    growth: str = "ok"            # the growth verdict it gives (verdicts.GROWTH_OUTCOMES); its control's is ok
+    # The model shapes it runs in (rig.parent.shapes), the first its default: those that can move its verdict.
+    shapes: tuple[str, ...] = ("unbatched",)
+    workload: bool = False        # needs load running (``--workload``) to show
+    client: str = "none"          # what the client does around stop() (rig.worker.clientside.CLIENTS)
+    restart: str | None = None    # a restart mode of its own (reload)
+    client_is_fault: bool = False  # the client is the fault: its control runs without it
+    has_control: bool = True      # a negative control exists (memory measures, it has no fault to leave out)
+    requests: int | None = None   # requests per cycle when no workload runs (default: the run's)
+    in_flight: int = IN_FLIGHT    # stop-in-flight: requests outstanding at stop()
+    # The phases ("start", "load") in which the faulted model only waits (an initialize that
+    # sleeps, requests the model never answers): a matrix cell holds no quiet lock over them
+    # (rig.worker.quiet), so that cells side by side overlap the waiting; its control holds it throughout.
+    waits: tuple[str, ...] = ()
+
+    def expected_for(self, engine: str, version: str, shape: str | None = None,
+                     control: bool = False) -> tuple[str, str] | None:
+        """The verdicts known for this core, engine and shape (rig.parent.known); None where none are."""
+        from rig.parent import known
+
+        k = known.lookup(self.name, control, shape or self.shapes[0], engine, version)
+        return k.verdicts if k else None
+
+    @property
+    def template(self) -> bool:
+        """Made from the template model (its fault preset), not from models of its own."""
+        return self.repository is None
+
+    @property
+    def shared_control(self) -> bool:
+        """Its negative control is the plain template model under the default client and load:
+        the ``template`` scenario's cell, one a shape for every scenario so made (a matrix runs it
+        once, not once a scenario)."""
+        return (self.has_control and self.template and self.restart is None and not self.workload
+                and self.requests is None and (self.client == "none" or self.client_is_fault)
+                and self.name != TEMPLATE)
+
+
+ALL_SHAPES = ("unbatched", "batched", "instances-2", "decoupled")
+TEMPLATE = "template"  # the plain template: the shared negative control (Scenario.shared_control)
+
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
+    Scenario("retained-response", ("server#8755",),
+             "the client keeps the last response object across stop()", retain="last-response",
+             expected=("exit_timeout", "ok"),
+             shapes=ALL_SHAPES),
+    Scenario("retained-array", ("server#8755",),
+             "the client keeps a numpy array over the last response's output across stop()",
+             retain="last-array", expected=("exit_timeout", "ok"),
+             shapes=ALL_SHAPES),
+    Scenario("execute-raises", ("server#7481",),
+             "the model raises in execute for every third request (shared memory counted before and after)",
+             fault="execute-raises", expected=("exit_timeout", "errors"), workload=True, shapes=ALL_SHAPES),
+    Scenario("stub-exits", ("server#8604", "server#7230"),
+             "the model's stub calls os._exit on its third request", fault="stub-exits",
+             expected=("exit_timeout", "errors"), waits=("load",),
+             shapes=ALL_SHAPES),
+    Scenario("sender-kept", ("server#7626",),
+             "a decoupled model keeps each request's response sender on self and never sends the final flag",
+             repository="sender-kept", expected=("exit_timeout", "timeouts"), workload=True, waits=("load",),
+             shapes=("decoupled", "decoupled,instances-2")),
+    Scenario("sender-after-return", ("python_backend QA: response sender after return",),
+             "a non-decoupled model returns None from execute and closes the request from a thread "
+             "with the final flag alone, no response", repository="sender-after-return",
+             expected=("exit_timeout", "timeouts"), workload=True, waits=("load",),
+             shapes=("unbatched", "instances-2")),
+    Scenario("stop-while-loading", ("core#324",),
+             "stop() while a model's initialize is still running: the models unloaded, loaded again from a "
+             "thread, stop() once a load is under way (the template's initialize sleeps 5 s past the exit timeout)",
+             fault="load-slow", client="stop-while-loading", expected=("exit_timeout", "ok"), waits=("start",),
+             shapes=("unbatched", "instances-2")),
+    Scenario("stop-in-flight", ("L0_lifecycle test_shutdown_dynamic",),
+             f"stop() with {IN_FLIGHT} requests in flight and queued (125 ms each): every one answered or "
+             "failed, none lost", fault="slow-execute", client="stop-in-flight", requests=10,
+             shapes=ALL_SHAPES),
+    Scenario("bls-in-flight", ("python_backend#325",),
+             "stop() with a request in flight to a BLS model whose request to a second model "
+             "(1.5 s) is outstanding", repository="bls-in-flight", client="stop-in-flight", in_flight=1,
+             requests=4, waits=("load",)),
+    Scenario("refused-request", ("found here: a refused request is never deleted",),
+             f"{REFUSED} requests per model with an input the model does not have, each refused at "
+             "submission, then stop()", client="refused-request", client_is_fault=True,
+             shapes=("unbatched", "batched")),
+    Scenario("metrics", ("server#8662", "server#8663"),
+             "the model makes pb_utils.MetricFamily counters in initialize and increments them in execute",
+             repository="metrics", expected=("stub_crashed", "ok"),
+             shapes=("unbatched", "instances-2")),
+    Scenario("reload", ("server#6223",),
+             "one server; the models unloaded and loaded again every cycle (--restart reload), the template "
+             "writing 1 MiB to /dev/shm in each initialize (its control: no leak); RSS, fds, stubs and "
+             "/dev/shm per reload", fault="leaks-per-load", restart="reload",
+             shapes=("unbatched", "instances-2")),
+    Scenario("memory", ("server#8218",),
+             "the worker's RSS and Python allocations (tracemalloc) sampled over 5,000 requests a cycle: "
+             "growth per 1,000 requests", client="memory", has_control=False, requests=5000),
+    Scenario("finalize-raises", (),
+             "the model's finalize raises", fault="finalize-raises", expected=("finalize_error", "ok"),
+             shapes=("unbatched", "instances-2", "decoupled")),
+    Scenario("finalize-sleeps", (),
+             "the model's finalize sleeps for an hour", fault="finalize-sleeps",
+             expected=("exit_timeout", "ok"),
+             shapes=("unbatched", "instances-2")),
+    Scenario("load-fails", (),
+             "the model's initialize raises", fault="load-fails", expected=("load_failed", "not_measured"),
+             shapes=("unbatched", "instances-2")),
+    Scenario("leaks-memory", ("server#8218",),
+             "the model keeps 1 MiB more on every request (its stub's memory grows with the requests)",
+             fault="leaks-memory", growth="leaking",
+             shapes=("unbatched", "batched", "instances-2")),
+    Scenario("slows-down", (),
+             "each execute of the model sleeps 100 us longer than the one before (it gets slower with every "
+             "request)", fault="slows-down", growth="slowing",
+             shapes=("unbatched", "batched")),
+    Scenario(TEMPLATE, (), "the template model with no fault, no retention and no client: the negative control of "
+             "every scenario made from it (the same model and client without the fault), run once a shape",
+             has_control=False, shapes=ALL_SHAPES),
+)}
+# Fault presets and retention policies with no scenario of their own (a hang while loading takes
+# the whole startup timeout: run it with --fault load-hangs when that is what you want).
+UNNAMED = ("load-hangs",)
+
+
+def get(name: str) -> Scenario:
+    try:
+        return SCENARIOS[name]
+    except KeyError:
+        raise RigError(f"unknown scenario {name!r}: choose one of {', '.join(SCENARIOS)} "
+                       "(`rig scenarios` lists them with what each does)") from None
+
+
+def name_of(fault: str, retain: str, restart: str = "fresh-process", client: str = "none") -> str | None:
+    """The scenario built from exactly this fault preset, retention policy, restart mode and
+    client; ``baseline`` for none of them; None for a mix no scenario names (the row's
+    ``retain`` and the run's config say it)."""
+    mode = restart if restart == "reload" else None
+    if fault == "none" and retain == "none" and client == "none":
+        return "baseline"
+    for s in SCENARIOS.values():
+        if s.repository is None and (s.fault, s.retain, s.client, s.restart) == (fault, retain, client, mode):
+            return s.name
+    return None
+
+
+def apply(cfg) -> None:
+    """Make ``cfg`` (a ``RunConfig``) run its scenario: the fault and retention it is built from,
+    none of them for its control. A fault, retention or model repository of the user's own cannot
+    combine with a scenario (its own would be lost): refused in one line."""
+    s = get(cfg.scenario)
+    if cfg.control and not s.has_control:
+        raise RigError(f"--scenario {s.name} has no negative control (it measures; it injects no fault): drop --control")
+    # A scenario made by its client (or restart mode) also runs over the user's own models
+    users_models = bool(cfg.model_repository) and s.repository is None and (s.client != "none" or s.restart)
+    want_fault = "none" if cfg.control or users_models else s.fault
+    want_retain = "none" if cfg.control else s.retain
+    clashes = [f"--{k.replace('_', '-')} {v}" for k, v, mine in (("fault", cfg.fault, want_fault),
+                                                                 ("retain", cfg.retain, want_retain))
+               if v not in ("none", mine)]
+    if cfg.model_repository and not users_models \
+            and (s.repository is None or Path(cfg.model_repository) != repository_of(s)):
+        clashes.append("--model-repository")
+    if s.restart and cfg.restart not in ("fresh-process", s.restart):
+        clashes.append(f"--restart {cfg.restart}")
+    if s.client == "stop-while-loading" and cfg.stop_strategy != "stop":
+        clashes.append(f"--stop-strategy {cfg.stop_strategy}")
+    shape = _shape_of(cfg, s, users_models, clashes)
+    if clashes:
+        sets = ("its own models" if s.repository else "its client and restart mode" if users_models
+                else "the fault, retention and model shape")
+        raise RigError(f"{', '.join(clashes)} cannot combine with --scenario {s.name}, which sets {sets}: drop them")
+    cfg.fault, cfg.retain = want_fault, want_retain
+    cfg.client = "none" if cfg.control and s.client_is_fault else s.client
+    if s.restart:
+        cfg.restart = s.restart
+    if s.requests and cfg.requests == type(cfg).requests:  # the default: a count of the user's stands
+        cfg.requests = s.requests
+    if s.repository is not None:
+        cfg.model_repository = str(repository_of(s))
+    cfg.model_shape = shape
+    if s.template and not users_models:
+        from rig.parent import shapes
+
+        sh = shapes.parse(shape)
+        cfg.instances, cfg.max_batch_size = sh.instances, sh.max_batch_size
+        cfg.dynamic_batching, cfg.decoupled = sh.dynamic_batching, sh.decoupled
+
+
+def _shape_of(cfg, s: Scenario, users_models: bool, clashes: list[str]) -> str | None:
+    """The model shape ``cfg`` runs scenario ``s`` in: the one asked for (``--model-shape``), one
+    of those it runs in, or its first; None over a user's own models (their config says)."""
+    if users_models:
+        if cfg.model_shape:
+            clashes.append(f"--model-shape {cfg.model_shape}")
+        return None
+    if cfg.model_shape is None:
+        return s.shapes[0]
+    from rig.parent import shapes
+
+    name = shapes.parse(cfg.model_shape).name
+    if name not in s.shapes:
+        raise RigError(f"--model-shape {cfg.model_shape}: scenario {s.name} runs in {', '.join(s.shapes)} "
+                       "(the shapes that can move its verdict)")
+    template_set = (cfg.instances, cfg.max_batch_size, cfg.dynamic_batching, cfg.decoupled)
+    if s.template and template_set != (1, 0, False, False):
+        clashes.append("--instances/--max-batch-size/--dynamic-batching")
+    return name
+
+
+def repository_of(s: Scenario) -> Path:
+    from rig.parent.repository import templates_dir
+
+    return templates_dir() / "scenarios" / str(s.repository)
+
+
+def materialize(source: Path, dest: Path, control: bool, shape: str | None = None) -> Path:
+    """A scenario's repository copied to ``dest`` with every model's ``fault`` parameter set to
+    ``off`` (its negative control) or left ``on``, and served with the instances ``shape`` names
+    (its other parts are the models' own: a shape a scenario runs in never asks for others)."""
+    from rig.parent import shapes
+
+    instances = shapes.parse(shape).instances if shape else 1
+    shutil.copytree(source, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    value = "off" if control else "on"
+    for cfg in dest.glob("*/config.pbtxt"):
+        text = cfg.read_text()
+        new = re.sub(r'(key:\s*"fault"\s*,?\s*value:\s*\{\s*string_value:\s*)"\w+"', rf'\1"{value}"', text)
+        if instances > 1:
+            new = shapes.with_instances(new, instances)
+        cfg.write_text(new)
+    return dest

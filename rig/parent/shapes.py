@@ -1,0 +1,87 @@
+"""Model shapes: how a model is served (batched or not, how many instances, decoupled or not),
+the axis along which one class of lifecycle bug can give another verdict.
+
+A shape is a name: ``unbatched`` (``max_batch_size: 0``, one instance), ``batched`` (a
+``max_batch_size`` with dynamic batching: the rig's template uses 8; a model of any batch size
+with the dynamic batcher is ``batched``), ``max-batch`` (a batch dimension, no dynamic batcher:
+one request an execute), ``instances-N`` (N instances), ``decoupled``
+(``model_transaction_policy { decoupled: true }``: responses through the request's sender);
+joined with ``,`` where several apply (``decoupled,instances-2``). A scenario says which shapes
+apply to it (``rig.parent.scenarios.Scenario.shapes``); every cycle records the one it ran in
+(``cycles.shape``). Pure: no Triton here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from rig.common.errors import RigError
+
+BATCH = 8  # the batched shape's max_batch_size
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    max_batch_size: int = 0
+    dynamic_batching: bool = False
+    instances: int = 1
+    decoupled: bool = False
+
+    @property
+    def name(self) -> str:
+        parts = []
+        if self.decoupled:
+            parts.append("decoupled")
+        if self.max_batch_size > 0:
+            # any max_batch_size: the dynamic batcher is what puts several requests in one execute
+            parts.append("batched" if self.dynamic_batching else "max-batch")
+        if self.instances > 1:
+            parts.append(f"instances-{self.instances}")
+        return ",".join(parts) or "unbatched"
+
+
+def parse(name: str) -> Shape:
+    """The shape a name stands for (the inverse of ``Shape.name``); unknown words: one line."""
+    fields: dict = {}
+    for part in (p.strip() for p in name.split(",")):
+        if part == "unbatched":
+            continue
+        if part == "decoupled":
+            fields["decoupled"] = True
+        elif part == "batched":
+            fields.update(max_batch_size=BATCH, dynamic_batching=True)
+        elif part == "max-batch":
+            fields.update(max_batch_size=BATCH, dynamic_batching=False)
+        elif m := re.fullmatch(r"instances-(\d+)", part):
+            fields["instances"] = int(m.group(1))
+        else:
+            raise RigError(f"unknown model shape {name!r}: a shape is unbatched, batched, max-batch, instances-N or "
+                           "decoupled "
+                           "(joined with commas: decoupled,instances-2)")
+    return Shape(**fields)
+
+
+def of_config(config: dict) -> str:
+    """The shape of a model from its configuration (a parsed ``config.pbtxt``, as
+    ``rig.parent.repository.read_config`` gives it, or the core's JSON)."""
+    def first(v, default):
+        return (v[0] if isinstance(v, list) and v else v) if v not in (None, []) else default
+
+    groups = config.get("instance_group") or []
+    if isinstance(groups, dict):
+        groups = [groups]
+    instances = sum(int(first(g.get("count"), 1)) for g in groups) if groups else 1
+    policy = first(config.get("model_transaction_policy"), {}) or {}
+    return Shape(max_batch_size=int(first(config.get("max_batch_size"), 0)),
+                 dynamic_batching=config.get("dynamic_batching") is not None,
+                 instances=instances, decoupled=str(first(policy.get("decoupled"), "")).lower() == "true"
+                 or first(policy.get("decoupled"), False) is True).name
+
+
+def with_instances(config_text: str, count: int) -> str:
+    """A ``config.pbtxt``'s text with every instance group's ``count`` set to ``count`` (a group
+    added where it has none)."""
+    if re.search(r"\binstance_group\b", config_text):
+        return re.sub(r"(\binstance_group\s*:?\s*\[[^\]]*?\bcount\s*:\s*)\d+", rf"\g<1>{count}", config_text)
+    return config_text.rstrip("\n") + f"\ninstance_group [ {{ count: {count} kind: KIND_CPU }} ]\n"

@@ -1,0 +1,413 @@
+"""One lifecycle cycle, inside a worker: start → load → workload → retain → stop → verify.
+
+The worker hosts the server; the parent only watches. ``phase`` calls tell the parent which
+phase runs and how long it may take, so a hang costs one cycle. Every cycle ends in a
+``protocol.CycleDone`` (its row: ``CycleRow`` fields), whatever happened, and once stop has
+returned sends a ``protocol.Partial``; the parent adds what only it can see (hung, crashed,
+leftovers after the worker is gone). The verdicts are ``rig.contract.verdicts``' (re-exported here).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from rig.worker.quiet import Quiet
+from rig.worker import observers as observers_mod
+from rig.common import probes, trends
+from rig.worker.engines.base import Engine, EngineError, ServerOptions
+from rig.worker.engines.retention import Retained
+from rig.worker.evidence import read_markers, summarize_markers, triton_error  # noqa: F401 - re-exported
+from rig.contract.fleet import NODE_WAIT_S, RELEASE_WAIT_S
+from rig.worker import inputs as inputs_mod
+from rig.common.errors import RigError
+from rig.worker.outputs import merge_checks, reference_output
+from rig.contract.spec import CycleSpec, repository_models  # noqa: F401 - CycleSpec re-exported
+from rig.worker.sequential import sequential_requests
+from rig.contract.messages import CycleDone, Partial, Samples
+from rig.common.text import top_messages
+from rig.contract.verdicts import (LEGACY_LOAD, LOAD_OUTCOMES, OUTCOMES, RAISED_AND_HELD, UNANSWERED,  # noqa: F401
+                          MAX_MEMORY_GROWTH_B, MAX_SLOWDOWN_PCT, LoadOutcome, Outcome, classify, classify_growth,
+                          classify_load, growth_reasons, raised_and_held, upgrade_legacy)
+
+GRACE_AFTER_STOP_S = 5.0
+
+
+class Held:
+    """``--restart reload``: one server for all of a worker's cycles. Each cycle loads the models
+    (its start), runs its load, and unloads them (its stop); the server stops when the worker's
+    cycles are done (``close``)."""
+
+    def __init__(self) -> None:
+        self.engine: Engine | None = None
+
+    def close(self, phase: Callable[[str, float], None], spec: "CycleSpec") -> None:
+        if self.engine is None:
+            return
+        phase("stop", spec.exit_timeout + 60)
+        self.engine.stop()
+        _teardown(self.engine, phase, spec)
+        probes.kill_processes(probes.stubs_of(os.getpid()))
+        self.engine = None
+
+
+class InputsRefused(RigError):
+    """The run's inputs do not fit a model's metadata, found only once the server reported it
+    (a model without a config.pbtxt the parent could read): the worker says so and the parent
+    refuses the run in one line, as it does before a run where it can."""
+
+
+def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
+              phase: Callable[[str, float], None],
+              workload: Callable | None = None,
+              partial: Callable[[Partial], None] | None = None,
+              held: Held | None = None,
+              send: Callable[[Samples], None] | None = None) -> CycleDone:
+    """Run one cycle; its row holds ``CycleRow`` fields (``outcome`` set). ``held``: the server
+    kept across cycles (``--restart reload``); ``send``: where the memory samples go (the
+    worker's channel). What runs beside the load and around the stop are observers of its
+    phases (``rig.worker.observers``)."""
+    evidence = Path(spec.evidence_dir) / f"c{cycle:06d}"
+    if evidence.exists():  # a cycle cut short by a killed run, now run again
+        shutil.rmtree(evidence, ignore_errors=True)
+    evidence.mkdir(parents=True, exist_ok=True)
+    os.environ["RIG_EVIDENCE_DIR"] = str(evidence)
+    if spec.hook:
+        os.environ["RIG_EVIDENCE_HOOK"] = spec.hook
+    row: dict = {"cycle": cycle, "started_at": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+                 "worker_pid": os.getpid(), "stop_error": None, "detail": None}
+    reload = held is not None
+    unload_first = spec.stop_strategy == "unload-then-stop"
+    watchers = observers_mod.for_spec(spec, sample=spec.sample_memory)
+    explicit = unload_first or reload or any(o.explicit_model_control for o in watchers)
+    options = ServerOptions(
+        model_repository=spec.model_repository, backend_directory=spec.runtime.get("backend_dir"),
+        exit_timeout_s=spec.exit_timeout, model_control="explicit" if explicit else "none",
+        startup_models=("*",) if explicit else (),
+        # Strict (the API's default) unless a model has no config.pbtxt: then it completes it, ~1 s
+        strict_model_config=all((Path(spec.model_repository) / m / "config.pbtxt").exists()
+                                for m in repository_models(Path(spec.model_repository))),
+        log_file=str(Path(spec.log_dir) / f"triton-c{cycle:06d}.log") if spec.log_dir else None,
+        backend_config=(("python", "shm-region-prefix-name", probes.own_shm_prefix()),))
+
+    quiet = Quiet()  # beside other cells of a matrix: start and load one at a time (rig.worker.quiet)
+    try:
+        if "start" in spec.quiet:
+            quiet.enter()
+        phase("start", spec.startup_timeout + 10)
+        engine, t0 = _start(make_engine, spec, options, held, evidence, row, phase)
+        if engine is None:
+            return CycleDone(row)
+        (quiet.enter if "load" in spec.quiet else quiet.leave)()  # a load that only waits overlaps
+        return _cycle_after_start(engine, t0, spec, cycle, row, evidence, watchers, phase, workload, partial,
+                                  send, reload, unload_first, quiet)
+    finally:
+        quiet.leave()
+
+
+def _cycle_after_start(engine, t0, spec, cycle, row, evidence, watchers, phase, workload, partial, send,
+                       reload, unload_first, quiet) -> CycleDone:
+    """``run_cycle`` once the server is up: the load, the client's scene, the stop, the release."""
+    row["start_latency_s"] = time.monotonic() - t0
+    version = engine.server_version()  # the core's own word
+    if not summarize_markers(read_markers(evidence), None)["finalize_expected"] \
+            and _has_python_models(spec.model_repository, spec.models):
+        row["detail"] = ("no finalize evidence: the backend stubs did not run the rig's hook "
+                         "(a custom EXECUTION_ENV_PATH?); finalize columns read 0")
+
+    metas = {m: engine.model_metadata(m) for m in spec.models}
+    inputs = _entries(spec, metas)
+    checks: dict = {}
+    reference = {"requests": 0, "errors": 0, "timeouts": 0, "messages": {}}
+    for m in spec.models:  # every response under load is held to its metadata and first answer(s)
+        ok, notes, checks[m], failed = _reference(engine, spec, m, inputs[m], metas[m], reference)
+        if m == spec.models[0]:
+            row["outputs_ok"] = None if failed else ok
+        for note in notes:
+            row["detail"] = f"{row['detail']}; {note}" if row.get("detail") else note
+    pids = [os.getpid()] + [p.pid for p in probes.stubs_of(os.getpid())]
+    regions = probes.shm_regions_mapped(pids)
+
+    kept = Retained()
+    ctx = observers_mod.Context(engine, spec, inputs, cycle, lambda timeout: _unload_all(engine, timeout), send)
+    _load(ctx, row, watchers, phase, workload, kept, checks)
+    _add_reference(row, reference)
+    regions |= _probe_after_load(engine, spec, row, pids)
+
+    # The scene a scenario's client sets for the stop (rig.worker.observers, rig.worker.clientside)
+    if any(o.sets_scene for o in watchers):
+        phase("client", 60 + spec.startup_timeout + 2 * spec.request_timeout)
+    for o in watchers:
+        o.before_stop(ctx, row)
+
+    quiet.leave()
+    phase("stop", spec.exit_timeout + 60)
+    t_ret, before = _stop(engine, spec, row, evidence, reload, unload_first)
+    _judge(row, spec)
+    if partial is not None:  # a crash or hang in teardown must not lose what stop did, nor hide
+        partial(Partial(dict(row), tuple(sorted(regions))))  # the shared memory it would leave
+
+    # What a careful user's process does next: drop its references, let the models unload,
+    # then free the server. (Freeing it first, or dropping the last response right after
+    # ServerDelete, crashed core 2.51 with a double free: docs/measurements/lifecycle.md.)
+    phase("release", spec.exit_timeout + 60)
+    kept.clear()
+    row.update(_released(spec, evidence, t_ret, watchers))
+    row["finalize_before_stop"] = before["finalize_before_stop"]
+    for o in watchers:  # counted before the server is freed: a request lost is one with no word by now
+        o.released(ctx, row)
+    row["cleanup"] = "ok" if reload else _teardown(engine, phase, spec)
+    row["stubs_killed"] = probes.kill_processes(probes.stubs_of(os.getpid()))
+    leaked = probes.shm_regions_present(regions)
+    row["shm_regions_leaked"] = len(leaked)
+    probes.remove_shm_regions(leaked)
+    _judge(row, spec)
+    for note in (raised_and_held(row), UNANSWERED if row.get("timeouts") else None,
+                 "; ".join(growth_reasons(row, spec.max_memory_growth, spec.max_slowdown)) or None):
+        if note:
+            row["detail"] = f"{row['detail']}; {note}" if row.get("detail") else note
+    return CycleDone(row, version)
+
+
+def _load(ctx: observers_mod.Context, row: dict, watchers: list, phase: Callable[[str, float], None],
+          workload: Callable | None, kept: Retained, checks: dict) -> None:
+    """The cycle's load: the workload (or the fixed count of requests), its observers told as it
+    starts and ends, its figures and its trend over its windows into the row."""
+    spec = ctx.spec
+    ctx.t_load = time.monotonic()
+    ctx.paced = workload is None  # the fixed count ticks its observers; a workload's load does not
+    for o in watchers:
+        o.load_started(ctx)
+    if workload is not None:
+        # a fleet's node waits for its round, then the master's length (up to the same bound)
+        fleet = 2 * NODE_WAIT_S + RELEASE_WAIT_S if spec.workload.get("master") else 0.0
+        # the last window waits up to the request timeout for requests still in flight
+        phase("infer", float(spec.workload.get("seconds", 2.0)) * 3 + 60 + fleet + 2 * spec.request_timeout)
+        out = workload(ctx.engine, spec, ctx.inputs, kept, ctx.cycle, checks)
+    else:
+        phase("infer", 60 + spec.requests * 0.1 + 2 * spec.request_timeout)
+        out = sequential_requests(ctx.engine, spec, ctx.inputs, spec.retain, kept, checks,
+                                   tick=lambda: [o.tick(ctx) for o in watchers])
+    ctx.windows = out.pop("windows", None) or []
+    _merge(row, out)
+    ctx.t_load_end = time.monotonic()
+    row["workload_s"] = ctx.t_load_end - ctx.t_load
+    row.update(trends.window_trend(ctx.windows))
+    for o in watchers:
+        o.load_ended(ctx, row)
+
+
+def _start(make_engine: Callable[[], Engine], spec: CycleSpec, options: ServerOptions, held: Held | None,
+           evidence: Path, row: dict, phase: Callable[[str, float], None]) -> tuple[Engine | None, float]:
+    """Start the server (with ``held``, its models' load) and wait until it and the models say
+    ready; (the engine, when the start began). A start that fails is the cycle's verdict
+    (``load_failed``), its server freed (or kept for the next load): (None, ...)."""
+    reload = held is not None
+    reloading = reload and held.engine is not None
+    engine = held.engine if reloading else make_engine()
+    t0 = time.monotonic()
+    try:
+        if reloading:  # the server is up: this cycle's start is the models' load
+            for m in repository_models(Path(spec.model_repository)):
+                engine.load_model(m)
+        else:
+            if reload:
+                held.engine = engine
+            engine.start(options)
+        deadline = t0 + spec.startup_timeout
+        while not (engine.is_ready() and all(engine.model_ready(m) for m in spec.models)):
+            if time.monotonic() > deadline:
+                raise EngineError(f"not ready after {spec.startup_timeout} s: {engine.model_states()}",
+                                  "UNAVAILABLE")
+            time.sleep(0.005)
+    except EngineError as e:
+        why = triton_error(options.log_file)
+        row.update(outcome="load_failed", load_outcome="not_measured", growth_outcome="not_measured", detail=(f"{e}: {why}" if why and why not in str(e) else str(e))[:2000],
+                   **summarize_markers(read_markers(evidence), None))
+        row["finalize_before_stop"] = row["finalize_after_stop"] = None
+        if reload and _all_ready(engine, []):  # the server stays for the next cycle's load
+            row["cleanup"] = _unload_all(engine, spec.exit_timeout) or "ok"
+        else:
+            if reload:
+                held.engine = None
+            row["cleanup"] = _teardown(engine, phase, spec)
+        row["stubs_killed"] = probes.kill_processes(probes.stubs_of(os.getpid()))
+        return None, t0
+    return engine, t0
+
+
+def _probe_after_load(engine: Engine, spec: CycleSpec, row: dict, pids: list[int]) -> set[str]:
+    """What the load left: stubs that died during it, the stubs' and the worker's memory, fds and
+    threads, GPU memory, /dev/shm, whether all still say ready; the shared-memory regions the
+    stubs map now."""
+    stubs = probes.stubs_of(os.getpid())
+    died = sorted(set(pids[1:]) - {p.pid for p in stubs})
+    if died:
+        note = f"stub pid(s) {', '.join(map(str, died))} died during the workload"
+        row["detail"] = f"{note}; {row['detail']}" if row.get("detail") else note
+    row["stub_rss_bytes"] = probes.total_rss(stubs)
+    stats = probes.process_stats()
+    row.update(worker_rss_bytes=stats["rss_bytes"], worker_fds=stats["fds"],
+               worker_threads=stats["threads"], gpu_memory_bytes=probes.gpu().memory_used(),
+               shm_bytes=probes.dev_shm_bytes(), ready_after_load=_all_ready(engine, spec.models))
+    return probes.shm_regions_mapped([p.pid for p in stubs])
+
+
+def _stop(engine: Engine, spec: CycleSpec, row: dict, evidence: Path, reload: bool,
+          unload_first: bool) -> tuple[float, dict]:
+    """The stop (with ``reload``: the models' unload), timed; the finalize markers seen by the
+    time it returned go into the row. Returns (when it returned, those markers)."""
+    t_stop = time.monotonic()
+    if reload:  # the server stays up: this cycle's stop is the models' unload
+        unload_err, err = _unload_all(engine, spec.exit_timeout, "exit timeout expired: "), None
+    else:
+        unload_err = _unload_all(engine, spec.exit_timeout) if unload_first else None
+        err = engine.stop()
+    t_ret = time.monotonic()
+    row["stop_error"] = "; ".join(e for e in (unload_err, err) if e) or None
+    row["stop_latency_s"] = t_ret - t_stop
+    row["stubs_alive_after_stop"] = len(probes.stubs_of(os.getpid()))
+    before = summarize_markers(read_markers(evidence), t_ret)
+    row.update(before)
+    row["finalize_after_stop"] = 0
+    return t_ret, before
+
+
+def _released(spec: CycleSpec, evidence: Path, t_ret: float, watchers: list) -> dict:
+    """Once the references are dropped: wait (up to the exit timeout, at least
+    ``GRACE_AFTER_STOP_S``) for every finalize, the stubs' exit and the observers' requests;
+    the finalize markers then."""
+    deadline = time.monotonic() + max(GRACE_AFTER_STOP_S, spec.exit_timeout)
+    while time.monotonic() < deadline:
+        s = summarize_markers(read_markers(evidence), t_ret)
+        if s["finalize_before_stop"] + s["finalize_after_stop"] >= s["finalize_expected"] \
+                and not probes.stubs_of(os.getpid()) and all(o.settled() for o in watchers):
+            break
+        time.sleep(0.02)
+    return summarize_markers(read_markers(evidence), t_ret)
+
+
+def _judge(row: dict, spec: CycleSpec) -> None:
+    """The cycle's three verdicts from its row (``rig.contract.verdicts``)."""
+    row["outcome"] = classify(row)
+    row["load_outcome"] = classify_load(row)
+    row["growth_outcome"] = classify_growth(row, spec.max_memory_growth, spec.max_slowdown)
+
+
+def _all_ready(engine: Engine, models: list[str]) -> bool | None:
+    """Whether the server and every model still say ready (None: the server would not answer)."""
+    try:
+        return engine.is_ready() and all(engine.model_ready(m) for m in models)
+    except EngineError:
+        return None
+
+
+def _entries(spec: CycleSpec, metas: dict) -> dict[str, list[dict]]:
+    """Each model's entries (``rig.worker.inputs``), checked against the metadata the server reports.
+    The parent checked them already where every model has a config.pbtxt it could read; here
+    the check is the server's word, and a refusal ends the run (``InputsRefused``)."""
+    try:  # the file is read again here: it may have changed since the parent read it
+        data = None if spec.input_data in inputs_mod.GENERATED else inputs_mod.read_data(spec.input_data)
+        return inputs_mod.build(metas, spec.input_data, spec.shapes, data, spec.optional_inputs)
+    except RigError as e:
+        raise InputsRefused(str(e)) from None
+
+
+def _reference(engine: Engine, spec: CycleSpec, model: str, entries: list[dict], meta,
+               reference: dict) -> tuple:
+    """The reference answers of one model before the load, one request per entry (up to
+    ``MAX_REFERENCE_ENTRIES``), each held to the metadata (the template's also to INPUT @ W);
+    ``(ok, notes, check, failed)``. With one entry the check is its answer's (exact bytes for
+    the template); with several, what they share: responses under load are held to the
+    metadata's promise, since a lane's responses are not matched to the entry they answer."""
+    oks, notes, found = [], [], []
+    failed: dict = {}
+    size = spec.check if model == spec.models[0] else 0
+    for entry in entries[:inputs_mod.MAX_REFERENCE_ENTRIES]:
+        ok, note, check = reference_output(engine, model, entry, size, spec.request_timeout, meta=meta,
+                                           failed=failed)
+        reference["requests"] += 1
+        if failed:  # the reference request is a request of the cycle's load: counted as such
+            reference["errors"] += 1
+            reference["timeouts"] += failed["code"] == "TIMEOUT"
+            reference["messages"][failed["message"]] = reference["messages"].get(failed["message"], 0) + 1
+            notes.append(note)
+            break  # a model that fails one answer is not asked again before the load
+        oks.append(ok)
+        found.append(check)
+        if note and note not in notes:
+            notes.append(note)
+    ok = False if False in oks else (True if oks and all(oks) else None)
+    if len(entries) > 1:
+        asked = min(len(entries), inputs_mod.MAX_REFERENCE_ENTRIES)
+        notes.append(f"{model}: {len(entries)} input entries: responses checked against the metadata, not exact "
+                     f"bytes" + (f" (the first {asked} answered before the load)" if asked < len(entries) else ""))
+    return ok, notes, merge_checks(found), failed
+
+
+def _add_reference(row: dict, reference: dict) -> None:
+    """Count the reference requests' failures into the cycle's totals and messages (they come
+    before the windows, so no window holds them)."""
+    if not reference["errors"]:
+        return
+    row["requests"] = (row.get("requests") or 0) + reference["errors"]
+    row["errors"] = (row.get("errors") or 0) + reference["errors"]
+    row["timeouts"] = (row.get("timeouts") or 0) + reference["timeouts"]
+    messages = json.loads(row["error_messages"]) if row.get("error_messages") else {}
+    row["error_messages"] = top_messages([messages, reference["messages"]])
+
+
+def _has_python_models(repository: str, names: list[str]) -> bool:
+    for name in names:
+        mdir = Path(repository) / name
+        cfg = mdir / "config.pbtxt"
+        text = cfg.read_text() if cfg.exists() else ""
+        if "python" in text or any(mdir.glob("*/model.py")):
+            return True
+    return False
+
+
+_merge = observers_mod.merge  # a workload's figures; its detail joins what is already noted
+
+
+def _unload_all(engine: Engine, timeout_s: float, timed_out: str = "") -> str | None:
+    """Explicit model control: unload every model, then poll quickly until none is left loaded.
+    ``timed_out`` heads the message when they are still loaded after ``timeout_s``."""
+    try:
+        states = engine.model_states()
+        for name, state in states.items():
+            if state in ("READY", "LOADING"):
+                engine.unload_model(name)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not any(s in ("READY", "LOADING", "UNLOADING") for s in engine.model_states().values()):
+                return None
+            time.sleep(0.002)
+        return f"unload: {timed_out}models still loaded after {timeout_s} s: {engine.model_states()}"
+    except EngineError as e:
+        return f"unload: {e}"
+
+
+def _teardown(engine: Engine, phase: Callable[[str, float], None], spec: CycleSpec) -> str:
+    """Free the server in a thread: a ``ServerDelete`` that blocks must not block the cycle."""
+    phase("cleanup", spec.exit_timeout + 60)
+    box: list[str] = []
+    t = threading.Thread(target=_close_quietly, args=(engine, box), daemon=True)
+    t.start()
+    t.join(spec.exit_timeout + 30)
+    if t.is_alive():
+        return f"close still blocked after {spec.exit_timeout + 30} s"
+    return box[0] if box else "ok"
+
+
+def _close_quietly(engine: Engine, box: list) -> None:
+    try:
+        engine.close()
+        box.append("ok")
+    except EngineError as e:
+        box.append(f"close failed: {e}")

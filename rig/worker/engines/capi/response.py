@@ -1,0 +1,123 @@
+"""The capi engine's responses: each holds its ``TRITONSERVER_InferenceResponse`` until released
+(and a zero-copy view of an output holds it for as long as the view lives)."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from ctypes import POINTER, byref, c_char_p, c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
+
+import numpy as np
+
+from rig.worker.engines.base import EngineError, Response
+from rig.worker.engines.capi.core import DATATYPES, NUMPY_OF
+
+
+class CapiResponse(Response):
+    """One response of the core; ``engine``: the capi engine (its ``core``) that made it."""
+
+    def __init__(self, engine, handle: int):
+        self._engine = engine
+        self._handle = handle
+        self._lock = threading.Lock()
+        self._views = 0
+
+    def _raw_outputs(self):
+        core = self._engine.core
+        count = c_uint32()
+        core.call("TRITONSERVER_InferenceResponseOutputCount", self._handle, byref(count))
+        for i in range(count.value):
+            name, dtype, shape, dims = c_char_p(), c_int(), POINTER(c_int64)(), c_uint64()
+            base, size, mtype, mid, userp = c_void_p(), c_size_t(), c_int(), c_int64(), c_void_p()
+            core.call("TRITONSERVER_InferenceResponseOutput", self._handle, i, byref(name),
+                      byref(dtype), byref(shape), byref(dims), byref(base), byref(size),
+                      byref(mtype), byref(mid), byref(userp))
+            yield (name.value.decode(), DATATYPES[dtype.value],
+                   tuple(shape[k] for k in range(dims.value)), base.value, size.value)
+
+    def _array(self, dtype_name, shape, base, size) -> np.ndarray:
+        if dtype_name == "BYTES":
+            raw = ctypes.string_at(base, size) if size else b""
+            items, off = [], 0
+            while off < len(raw):
+                n = int.from_bytes(raw[off:off + 4], "little")
+                items.append(raw[off + 4:off + 4 + n])
+                off += 4 + n
+            return np.array(items, dtype=np.object_).reshape(shape)
+        dt = np.dtype(NUMPY_OF[dtype_name])
+        if not size:
+            return np.zeros(shape, dtype=dt)
+        buf = (ctypes.c_char * size).from_address(base)
+        return np.frombuffer(buf, dtype=dt).reshape(shape)
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        if not self._handle:
+            raise EngineError("response already released", "INVALID_ARG")
+        return {n: self._array(d, s, b, z).copy() for n, d, s, b, z in self._raw_outputs()}
+
+    def output_view(self, name: str) -> np.ndarray:
+        """A zero-copy array whose base owns this response, as a DLPack consumer's would."""
+        for n, d, s, b, z in self._raw_outputs():
+            if n == name:
+                owner = _ResponseOwner(self)
+                arr = self._array(d, s, b, z)
+                return np.asarray(_OwnedBuffer(arr, owner))
+        raise EngineError(f"response has no output {name!r}", "INVALID_ARG")
+
+    def release(self) -> None:
+        with self._lock:
+            if self._views > 0:
+                return  # an array still points into it: it dies with the last one
+            handle, self._handle = self._handle, 0
+        if handle:
+            self._engine.core.check(self._engine.core.lib.TRITONSERVER_InferenceResponseDelete(handle))
+
+    def _add_view(self):
+        with self._lock:
+            self._views += 1
+
+    def _drop_view(self):
+        with self._lock:
+            self._views -= 1
+            last = self._views == 0
+        if last:
+            self.release()
+
+    def __del__(self):
+        try:
+            if self._views == 0:
+                self.release()
+        except Exception:  # noqa: BLE001 - interpreter shutdown; the core may be gone
+            pass
+
+
+class EmptyResponse(Response):
+    """The answer of a request that a decoupled model ended with the final flag alone: answered,
+    with no outputs, holding nothing of the core."""
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        return {}
+
+    def output_view(self, name: str) -> np.ndarray:
+        raise EngineError(f"the request was answered by the final flag alone: no output {name!r}", "NOT_FOUND")
+
+    def release(self) -> None:
+        pass
+
+
+class _ResponseOwner:
+    def __init__(self, response: CapiResponse):
+        self.response = response
+        response._add_view()
+
+    def __del__(self):
+        self.response._drop_view()
+
+
+class _OwnedBuffer:
+    """Exposes an array's memory while holding the response that owns it."""
+
+    def __init__(self, arr: np.ndarray, owner: _ResponseOwner):
+        self._arr = arr
+        self._owner = owner
+        self.__array_interface__ = arr.__array_interface__

@@ -1,0 +1,73 @@
+"""What a cycle reads back after the fact: the finalize markers that the evidence hook
+(``rig/worker/hook/evidence.py``) wrote from inside the backend stubs, the crash markers of the crash
+recorder it arms there (``rig/worker/hook/crash.c``), and Triton's own log."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from rig.worker.hook.crashlib import ENV as CRASH_LIB_ENV
+
+
+def read_markers(evidence_dir: Path) -> list[dict]:
+    out = []
+    if not evidence_dir.is_dir():
+        return out
+    for f in evidence_dir.glob("*.json"):
+        try:
+            out.append(json.loads(f.read_text()))
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def summarize_markers(markers: list[dict], t_stop_returned: float | None,
+                      crash_recorder: bool | None = None) -> dict:
+    """Finalize counts of one cycle. A finalize counts only from a stub process (pid) and
+    instance that initialized in this cycle, so ``finalize_before_stop`` can never exceed
+    ``finalize_expected``, whatever else writes into the folder. ``stub_crashes``: the stubs
+    (pids) that left a crash marker, or None where no recorder was armed (``crash_recorder``;
+    by default whether this process names one to its stubs in ``RIG_CRASH_LIB``)."""
+    if crash_recorder is None:
+        crash_recorder = bool(os.environ.get(CRASH_LIB_ENV))
+    inits = {(m["pid"], m["instance"]) for m in markers if m.get("phase") == "init"}
+    ends = [m for m in markers if m.get("phase") == "finalize_end" and (m["pid"], m["instance"]) in inits]
+    before = after = 0
+    for m in ends:
+        if t_stop_returned is not None and m["t_mono"] <= t_stop_returned:
+            before += 1
+        else:
+            after += 1
+    crashed = {m.get("pid") for m in markers if m.get("phase") == "crash"}
+    return {"finalize_expected": len(inits), "finalize_before_stop": before,
+            "finalize_after_stop": after,
+            "finalize_errors": sum(1 for m in ends if m.get("error")),
+            "stub_crashes": len(crashed) if crash_recorder else None}
+
+
+_NOISE = ("CudaDriverHelper has not been initialized", "Unable to find", "GPU metrics",
+          "failed to get CUDA device count", "No CUDA")
+
+
+def triton_error(log_file: str | None) -> str | None:
+    """The reason Triton's own log gives for a failed load: a model's exception from its
+    ``initialize``, the Python backend's word on a small /dev/shm, ... (its first error line
+    that is not a CPU-only machine's noise), in one line."""
+    if not log_file or not os.path.exists(log_file):
+        return None
+    found = []
+    with open(log_file, errors="replace") as f:
+        for line in f:
+            if not line.startswith("E") or any(n in line for n in _NOISE):
+                continue
+            text = line.split("] ", 1)[-1].strip().strip('"')
+            text = text.split("\\n")[0].strip()  # the log escapes a message's newlines
+            if text:
+                found.append(text)
+    if not found:
+        return None
+    # the model's own failure ("failed to load 'x' ...: <exception>") says the most
+    best = next((t for t in found if "failed to load" in t), found[0])
+    return best[:500]
