@@ -55,6 +55,20 @@ def test_a_model_whose_initialize_raises_gives_its_exception(tmp_path, runtime):
     assert "ValueError: weights file /models/w.bin not found" in r.detail
 
 
+def test_a_bench_over_a_model_that_fails_to_load_ends_in_one_line(tmp_path, runtime):
+    """Every point says why it measured nothing; the bench then ends in one FAIL line and exit
+    status 1: no plot of nothing, no traceback."""
+    _one_model(tmp_path, "bad", RAISES)
+    p = rig("bench", "--model-repository", str(tmp_path / "models"), "--concurrency", "1,2", "--windows", "1",
+            "--window-seconds", "1", "--repeats", "1", "--cpu-idle", "os", "--results", str(tmp_path / "r"))
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "Traceback" not in p.stdout + p.stderr
+    assert p.stdout.count("load_failed") >= 2  # each point's own line
+    last = p.stdout.strip().splitlines()[-1]
+    assert last.startswith("FAIL: no point was measured (load_failed") and "weights file" in last, last
+    assert not list((tmp_path / "r").rglob("*.png"))
+
+
 DIES = '''
 import os, sys
 class TritonPythonModel:

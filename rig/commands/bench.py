@@ -167,7 +167,7 @@ def _sweep(p, cfg: RunConfig, args, conc, rates, repeats, counts, hold, log) -> 
     log(f"cpu idle: {_hold_text(hold)}")
     share = cpushare.current()  # held by --cpus (options.run_config), a cgroup quota, or the whole machine
     log(f"node share: {share['cpu_share']:g} CPU(s) ({share['cpus']}; {share['cpu_share_from']})")
-    table, cycle = [], 0
+    table, cycle, failed = [], 0, []
     for n in counts:
         repo = _repository(p, n, log)
         swept = []
@@ -187,6 +187,8 @@ def _sweep(p, cfg: RunConfig, args, conc, rates, repeats, counts, hold, log) -> 
                         fig = _pa_once(pa, p, cfg, repo, cycle, point, bool(conc), n, pa_inputs)
                     if fig.get("throughput") is not None:
                         got[tool].append(fig)
+                    elif fig.get("note"):
+                        failed.append(fig["note"])
                     log(f"{where} {_progress(fig)}")
             row = point_medians(point, n, got["rig"], got["perf_analyzer"])
             swept.append(row)
@@ -200,9 +202,15 @@ def _sweep(p, cfg: RunConfig, args, conc, rates, repeats, counts, hold, log) -> 
                 f"({_f(k['throughput'], '{:,.0f}')} infer/s, p99 {_f(k['p99_us'])} us)")
     log(format_table(table, pa is not None, repeats, closed=bool(conc)))
     p.store.compact(p.run_id, owner=True)  # its files merged: one per table and partition
-    _plots(p, counts, log)
-    p.store.compact(p.run_id, owner=True)  # its files merged: one per table and partition
+    measured = any(row["repeats"] for row in table)
+    if measured:
+        _plots(p, counts, log)
+        p.store.compact(p.run_id, owner=True)  # the plot's files too
     log(f"results: {redact(str(cfg.results))}/windows (run_id {p.run_id})")
+    if not measured:  # a model that never loads, or never answers: one line, no plot
+        log(f"FAIL: no point was measured ({failed[0] if failed else 'no window came back'}); "
+            "the lines above give each point's outcome")
+        return Exit.FAILED
     return Exit.OK
 
 
@@ -344,6 +352,8 @@ def _plots(p, counts: list, log) -> None:
     w = p.store.read("windows", p.run_id)
     for n in counts:
         part = w if n is None or len(counts) == 1 else w[w["instances"] == n]
+        if part is None or part.empty or "tool" not in part:  # that count measured nothing
+            continue
         name = f"{p.run_id}-bench.png" if len(counts) == 1 else f"{p.run_id}-bench-i{n}.png"
         log(f"plot: {p.store.publish(plots.bench_figure(part, p.store.plot_path(name)))}")
 
