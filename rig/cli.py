@@ -54,7 +54,7 @@ EXIT_STATUSES = (f"exit status: {Exit.OK:d} ok; {Exit.FAILED:d} a threshold cros
                  f"say why); {Exit.USAGE:d} bad input (one line); {Exit.SKIPPED:d} nothing was run (--skip-ok makes "
                  f"it {Exit.OK:d}); {Exit.MACHINE:d} the machine failed the run; {Exit.INTERRUPTED:d} interrupted")
 COMPARE_WITH = ("perf-analyzer",)
-RUNS_TRITON = ("cycle", "soak", "bench", "matrix")  # SIGTERM ends them as Ctrl-C does
+RUNS_TRITON = ("cycle", "soak", "bench", "matrix", "cell")  # SIGTERM ends them as Ctrl-C does
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,10 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
         _show_defaults(sp)
 
     wk = sub.add_parser("worker")  # internal: hosts Triton for the parent; listed nowhere
-    sub._choices_actions = [a for a in sub._choices_actions if a.dest != "worker"]
     wk.add_argument("--spec", required=True)
     wk.add_argument("--result-fd", type=int, default=-1)
     wk.set_defaults(func=cmd_worker)
+    ce = sub.add_parser("cell")  # internal: one cell of `rig matrix` (rig.commands.cell); listed nowhere
+    ce.add_argument("--spec", required=True)
+    ce.add_argument("--result-fd", type=int, default=-1)
+    ce.set_defaults(func=cmd_cell)
+    sub._choices_actions = [a for a in sub._choices_actions if a.dest not in ("worker", "cell")]
     return p
 
 
@@ -187,6 +191,24 @@ def cmd_worker(args) -> int:
     from rig.worker import main as worker
 
     return worker.main(args.spec, args.result_fd)
+
+
+def cmd_cell(args) -> int:
+    from rig.commands import cell
+
+    return cell.main(args.spec, args.result_fd, bench_args=bench_args, log=_log)
+
+
+def bench_args(settings: dict) -> argparse.Namespace:
+    """`rig bench`'s options at their defaults, then ``settings`` (a matrix cell's
+    ``CellSpec.bench``: concurrency, windows, window_seconds, repeats)."""
+    args = build_parser().parse_args(["bench"])
+    unknown = sorted(k for k in settings if not hasattr(args, k))
+    if unknown:
+        raise RigError(f"a bench cell's settings name no option of rig bench: {', '.join(unknown)}")
+    for key, value in settings.items():
+        setattr(args, key, value)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:

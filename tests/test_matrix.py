@@ -69,23 +69,56 @@ def test_shards_split_the_cells_once_each_whatever_the_matrix_holds():
             parse_shard(bad)
 
 
-def test_soak_options_pass_through_to_every_cell():
+def _base(*argv):
+    """The matrix's parsed options and the base config every cell derives from."""
     from rig.cli import build_parser
+    from rig.parent.options import run_config
 
-    args = build_parser().parse_args(["matrix", "--runtimes", "0.7.0", "--exit-timeout", "3", "--workload",
-                                      "steady", "--users", "2", "--allow-leaks", "--cycles", "5",
-                                      "--allow-outcomes", "clean", "--results", "R"])
-    words = cmd.passthrough(args)
-    assert words[words.index("--exit-timeout") + 1] == "3"
-    assert words[words.index("--users") + 1] == "2"
-    assert "--allow-leaks" in words
-    # set per cell, not passed through as given
-    assert not {"--cycles", "--allow-outcomes", "--results", "--runtime", "--retain"} & set(words)
-    argv = cmd.cell_argv(words, "0.5.0", "capi", "last-array", 5, "R", M.allowed_for("last-array", ("clean",)))
-    assert argv[0] == "soak" and argv[argv.index("--allow-outcomes") + 1] == "clean,exit_timeout"
-    # the bench takes the server and model options only
-    bench = cmd._bench_words(args)
-    assert bench == ["--exit-timeout", "3"]
+    args = build_parser().parse_args(["matrix", "--runtimes", "0.7.0", *argv])
+    return args, run_config(cmd.soak_options(args, "0.7.0", "none", cmd.DEFAULT_CYCLES))
+
+
+PLAN = [{"spec": "0.5.0", "triton": "2.41.0", "engines": [("capi", "asked for")], "skipped": []}]
+
+
+def test_every_cell_is_a_typed_config_derived_from_the_matrixs_options():
+    from rig.parent.config import from_toml_text
+
+    args, base = _base("--exit-timeout", "3", "--workload", "steady", "--users", "2", "--allow-leaks", "--cycles", "5",
+                       "--allow-outcomes", "clean", "--results", "s3://u:pw@minio:9000/b")
+    (job,) = cmd._plain_jobs(base, PLAN, ["last-array"], None)
+    spec, cfg = job.spec, from_toml_text(job.spec.config)
+    assert spec.command == "soak" and spec.allowed == ("clean", "ok", "exit_timeout") and spec.bench == {}
+    # the matrix's options, then the cell's own keys
+    assert (cfg.runtime, cfg.engine, cfg.retain, cfg.cycles, cfg.exit_timeout) == ("0.5.0", "capi", "last-array", 5, 3)
+    assert (cfg.workload.name, cfg.workload.users, cfg.thresholds.allow_leaks) == ("steady", 2, True)
+    assert cfg.thresholds.allow_outcomes == "clean,ok,exit_timeout"  # the load's default named with it
+    # the results as given travel beside the text, which redacts a URI's credentials
+    assert spec.results == "s3://u:pw@minio:9000/b" and "pw" not in spec.config
+    assert job.row == {"runtime": "0.5.0", "triton_version": "2.41.0", "engine": "capi", "retain": "last-array"}
+    assert spec.run_id == ""  # named as the cell starts (matrix_run._run_cell)
+    # the bench takes the server and model options only, and its own settings
+    (bench,) = cmd._bench_jobs(args, PLAN, "R", None)
+    b = from_toml_text(bench.spec.config)
+    assert bench.spec.command == "bench" and bench.table == "windows" and bench.spec.results == "R"
+    assert bench.spec.bench == {"concurrency": "1,4", "windows": 3, "window_seconds": 1.0, "repeats": 1}
+    assert (b.runtime, b.engine, b.exit_timeout, b.workload.window_seconds) == ("0.5.0", "capi", 3, 1.0)
+    assert (b.workload.name, b.workload.users, b.cycles, b.thresholds.allow_leaks) == ("none", 1, 1, False)
+    assert b.thresholds.allow_outcomes is None
+
+
+def test_a_config_file_and_its_cycles_reach_every_cell(tmp_path):
+    from rig.parent.config import from_toml_text
+
+    config = tmp_path / "c.toml"
+    config.write_text('cycles = 7\nrequests = 20\n\n[thresholds]\nmax_stop_latency_s = 9.0\n')
+    _, base = _base("--config", str(config))
+    (job,) = cmd._plain_jobs(base, PLAN, ["none"], None)
+    cfg = from_toml_text(job.spec.config)
+    assert (cfg.cycles, cfg.requests, cfg.thresholds.max_stop_latency_s) == (7, 20, 9.0)
+    assert cfg.thresholds.allow_outcomes == "clean,ok" and job.spec.allowed == ("clean", "ok")
+    _, base = _base()
+    assert base.cycles == cmd.DEFAULT_CYCLES
 
 
 def test_retention_allows_exit_timeout_only_where_a_reference_is_kept():
@@ -96,17 +129,40 @@ def test_retention_allows_exit_timeout_only_where_a_reference_is_kept():
 
 # ---------------------------------------------------------------- fast: cells, table, status
 
-def test_classify_a_cell_by_exit_status_and_output():
-    ok = ["cycle 1: clean | ...", "results: /r/cycles (run_id 20260101T000000-abcdef)"]
-    assert cmd.classify(0, ok) == {"run_id": "20260101T000000-abcdef", "exit": 0, "status": "pass", "reason": ""}
-    failed = cmd.classify(1, ["FAIL: outcomes not allowed: hung=1", "FAIL: leaks: 1 stub(s)", ok[1]])
+def test_a_cells_status_is_the_record_it_sent():
+    from rig.commands.matrix_run import cell_status
+    from rig.contract.messages import CellDone, Fatal
+
+    assert cell_status([CellDone(0, "r1")], 0, "r1") == {"run_id": "r1", "exit": 0, "status": "pass", "reason": ""}
+    failed = cell_status([CellDone(1, "r1", ("outcomes not allowed: hung=1", "leaks: 1 stub(s)"))], 1, "r1")
     assert failed["status"] == "fail" and failed["reason"] == "outcomes not allowed: hung=1; leaks: 1 stub(s)"
-    refused = cmd.classify(2, ["rig: error: the tritonserver engine does not load over X"])
-    assert refused["status"] == "error" and refused["reason"].startswith("the tritonserver engine")
-    assert cmd.classify(3, ["rig: skipped: the cupy model needs a CUDA device"])["status"] == "skipped"
-    crashed = cmd.classify(-11, ["cycle 1: clean"])
-    assert crashed["status"] == "crashed" and "SIGSEGV" in crashed["reason"]
-    assert cmd.classify(4, ["rig: error: No space left on device"])["status"] == "machine"
+    refused = cell_status([CellDone(2, None, error="the tritonserver engine does not load over X")], 2, "r1")
+    assert refused == {"run_id": None, "exit": 2, "status": "error",
+                       "reason": "the tritonserver engine does not load over X"}
+    assert cell_status([CellDone(3, None, error="nothing was run")], 3, "r1")["status"] == "skipped"
+    assert cell_status([CellDone(4, "r1", error="No space left on device")], 4, "r1")["status"] == "machine"
+    # no record: how the process ended, the run the matrix named for it, and a Fatal's error
+    crashed = cell_status([], -11, "r1")
+    assert crashed == {"run_id": "r1", "exit": -11, "status": "crashed", "reason": "the cell process died of SIGSEGV"}
+    fatal = cell_status([Fatal("KeyError: 'tool'", "Traceback ...")], 3, "r1")
+    assert fatal["status"] == "crashed" and fatal["reason"] == "the cell process exited 3: KeyError: 'tool'"
+    assert cell_status([CellDone(0, None)], 0, "r1")["status"] == "crashed"  # a pass that names no run
+
+
+def test_the_matrix_reads_no_cells_output():
+    """A cell's status comes from its typed record (CellDone over its pipe), never from the
+    lines it printed: nothing in the matrix's modules parses them."""
+    from pathlib import Path
+
+    from rig.commands import matrix_run
+
+    sources = {p.name: p.read_text() for p in (Path(cmd.__file__).parent).glob("matrix*.py")}
+    assert set(sources) == {"matrix.py", "matrix_plan.py", "matrix_run.py"}
+    for name, text in sources.items():
+        for scraped in ("FAIL: ", "rig: error: ", "rig: skipped: ", "(run_id ", "_RUN_ID", "def classify",
+                        "lines.append", "passthrough", "cell_argv", "scenario_argv", '"soak", *'):
+            assert scraped not in text, f"{name} holds {scraped!r}"
+    assert [f.name for f in matrix_run.dataclasses.fields(matrix_run.Job)][:2] == ["label", "spec"]
 
 
 def _cycle(outcome, stop, before, after=0, version="2.51.0"):
@@ -261,17 +317,38 @@ def test_a_scenario_cell_records_every_verdict_and_leaks_only_with_the_fault_on(
     """The soak of a scenario cell allows every verdict: the matrix judges the stored ones against
     the known (a finding is not a failed soak); a control still fails on a leak."""
     from rig.contract.verdicts import GROWTH_OUTCOMES, LOAD_OUTCOMES, OUTCOMES
+    from rig.parent.config import RunConfig, Thresholds, from_toml_text
 
-    cell = {"scenario": "stub-exits", "control": False, "shape": "batched", "runtime": "0.7.0", "engine": "capi",
-            "expected": ("exit_timeout", "errors")}
-    argv = cmd.scenario_argv(["--exit-timeout", "3"], cell, 2, "R", cmd.SCENARIO_LOAD)
-    assert argv[:8] == ["soak", "--exit-timeout", "3", "--workload", "steady", "--workload-seconds", "2", "--users"]
-    assert argv[argv.index("--scenario") + 1] == "stub-exits" and "--control" not in argv and "--retain" not in argv
-    assert argv[argv.index("--model-shape") + 1] == "batched"
-    assert argv[argv.index("--allow-outcomes") + 1].split(",") == [*OUTCOMES, *LOAD_OUTCOMES, *GROWTH_OUTCOMES]
-    assert argv[-1] == "--allow-leaks"
-    control = cmd.scenario_argv([], {**cell, "control": True, "expected": ("clean", "ok")}, 2, "R", ())
-    assert "--control" in control and "--allow-leaks" not in control
+    every = [*OUTCOMES, *LOAD_OUTCOMES, *GROWTH_OUTCOMES]
+    cell = {"scenario": "stub-exits", "control": False, "shape": "batched", "runtime": "0.7.0",
+            "triton_version": "2.51.0", "engine": "capi", "why": "asked for", "expected": ("exit_timeout", "errors"),
+            "growth": None}
+    base = RunConfig(exit_timeout=3, cycles=2, results="R")
+    job = cmd._scenario_job(cell, base, dict(cmd.SCENARIO_LOAD_KEYS))
+    cfg = from_toml_text(job.spec.config)
+    assert (cfg.scenario, cfg.control, cfg.model_shape, cfg.fault, cfg.retain) == ("stub-exits", False, "batched",
+                                                                                 "stub-exits", "none")
+    assert (cfg.max_batch_size, cfg.dynamic_batching) == (8, True)  # the shape, applied once, by the cell
+    assert (cfg.runtime, cfg.engine, cfg.cycles, cfg.exit_timeout, cfg.results) == ("0.7.0", "capi", 2, 3, "R")
+    assert cfg.thresholds.allow_outcomes.split(",") == every and list(job.spec.allowed) == every
+    assert cfg.thresholds.allow_leaks is True
+    assert (cfg.workload.name, cfg.workload.seconds, cfg.workload.users) == ("steady", 2.0, 2)
+    assert job.row["retain"] == "-" and "why" not in job.row and job.row["expected"] == ("exit_timeout", "errors")
+    assert "expected exit_timeout / errors / ok under the steady workload, 2 user(s), 2 s a cycle" in job.start_line
+    control = cmd._scenario_job({**cell, "control": True, "expected": ("clean", "ok")}, base, {})
+    c = from_toml_text(control.spec.config)
+    assert (c.control, c.fault, c.thresholds.allow_leaks, c.workload.name) == (True, "none", False, "none")
+    given = cmd._scenario_job({**cell, "control": True}, RunConfig(thresholds=Thresholds(allow_leaks=True)), {})
+    assert from_toml_text(given.spec.config).thresholds.allow_leaks is True  # the matrix's --allow-leaks
+    # the same load as `rig soak` options, for a scenario's class run by hand (test_variants.py)
+    assert cmd.SCENARIO_LOAD == ("--workload", "steady", "--workload-seconds", "2", "--users", "2")
+
+
+def test_a_scenario_matrix_shortens_the_timeouts_nobody_set():
+    args, base = _base("--scenarios", "stub-exits", "--request-timeout", "7")
+    assert cmd._scenario_timeouts(args, base) == {"exit_timeout": cmd.SCENARIO_EXIT_TIMEOUT}
+    assert cmd._check_scenarios(args, base, cmd.parse_scenarios("execute-raises,stub-exits")) == {
+        "execute-raises": cmd.SCENARIO_LOAD_KEYS}  # the load, where a scenario needs one and none is given
 
 
 def test_scenario_cells_judged_by_their_stored_verdicts_and_tabled():
@@ -416,11 +493,13 @@ def test_a_retained_response_is_the_expected_outcome_and_a_bench_cell(tmp_path):
 @pytest.mark.slow
 def test_a_cell_that_outlives_its_time_is_a_row_not_a_crash(tmp_path):
     proc = _rig("matrix", "--runtimes", "0.7.0", "--cycles", "1", "--cell-timeout", "1", "--results",
-                str(tmp_path / "r"))
+                str(tmp_path / "r"), "--junit", str(tmp_path / "m.xml"))
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     (row,) = _table_rows(proc.stdout)
     assert row[0] == "0.7.0" and row[9].startswith("timeout: killed after")
     assert "Traceback" not in proc.stdout + proc.stderr
+    assert re.search(r"run_id \d{8}T\d{6}-[0-9a-f]{6}", (tmp_path / "m.xml").read_text()), \
+        "a killed cell still names the run the matrix gave it"
 
 
 @pytest.mark.slow

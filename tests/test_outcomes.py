@@ -188,9 +188,29 @@ def test_finalize_markers_count_only_from_this_cycles_own_stubs():
 
 
 def test_merge_joins_details():
-    row = {"detail": "first"}
-    cycle._merge(row, {"requests": 5, "detail": "second"})
-    assert row == {"detail": "first; second", "requests": 5}
-    row = {"detail": None}
-    cycle._merge(row, {"errors": 0, "detail": None})
-    assert row == {"detail": None, "errors": 0}
+    from rig.contract.rows import CycleDraft, joined
+
+    row = CycleDraft(detail="first")
+    row.merge({"requests": 5, "detail": "second"})
+    assert dict(row) == {"detail": "first; second", "requests": 5}
+    row = CycleDraft(detail=None)
+    row.merge({"errors": 0, "detail": None})
+    assert dict(row) == {"detail": None, "errors": 0}
+    row.note("a cause", first=True)
+    row.note("an effect")
+    assert row["detail"] == "a cause; an effect"
+    assert joined("x", None) == "x" and joined(None, "y") == "y" and joined("x", "y", first=True) == "y; x"
+
+
+def test_a_draft_takes_only_the_rows_fields_each_typed():
+    import pytest
+
+    from rig.contract.rows import CycleDraft
+
+    row = CycleDraft.blank(cycle=3.0, requests="12")
+    assert row["cycle"] == 3 and isinstance(row["cycle"], int) and row["requests"] == 12
+    assert row["outcome"] is None and len(row) == len(row.row().__dataclass_fields__)
+    with pytest.raises(KeyError, match="not a field of CycleRow"):
+        row["stop_latency"] = 1.0  # misspelt: stop_latency_s
+    row.update(outcome="clean", load_outcome="ok")
+    assert row.row().outcome == "clean"

@@ -26,6 +26,8 @@ MESSAGES = [
                    "gpu_bytes": None},)),
     M.Fatal("RuntimeError: boom", "Traceback ..."),
     M.Refused("model m: input X has 2 dims, the data 3"),
+    M.CellDone(1, "20260101T000000-abcdef", ("outcomes not allowed: hung=1", "leaks: 1 stub(s)")),
+    M.CellDone(2, None, error="the tritonserver engine does not load over 2.41.0"),
 ]
 
 
@@ -51,6 +53,9 @@ def test_every_kind_has_its_message():
     '{"type": "window", "figures": [1, 2]}',
     '{"type": "cycle", "row": {"outcome": "clean"}}',       # a row of no cycle
     '{"type": "cycle", "row": {"cycle": 1, "requests": "many"}}',
+    '{"type": "cell_done"}',                                  # a matrix cell's record without its exit status
+    '{"type": "cell_done", "exit": "failed", "run_id": "r"}',
+    '{"type": "cell_done", "exit": 1, "reasons": 5}',
 ])
 def test_a_line_that_is_not_a_message_decodes_to_none(line):
     assert M.decode(line) is None
@@ -84,3 +89,10 @@ def test_window_row_from_a_window_message():
     assert (w.run_id, w.cycle, w.window, w.tool, w.mode, w.concurrency, w.requests, w.errors) == \
         ("run", 2, 1, "rig", "open", 4, 40, 0)
     assert type(w.throughput) is float and type(w.concurrency) is int
+
+
+def test_a_cells_record_reads_back_typed():
+    msg = M.decode('{"type": "cell_done", "exit": 1.0, "run_id": "r1", "reasons": ["leaks: 1 stub(s)"], "junk": 1}')
+    assert msg == M.CellDone(1, "r1", ("leaks: 1 stub(s)",), "")
+    assert type(msg.exit) is int and type(msg.reasons) is tuple
+    assert M.decode('{"type": "cell_done", "exit": 3}') == M.CellDone(3, None, (), "")  # the rest at their defaults

@@ -7,7 +7,7 @@ import time
 from types import SimpleNamespace
 
 from rig.parent import scenarios
-from rig.parent.orchestrator.run import _quiet_phases
+from rig.parent.orchestrator.spec import _quiet_phases
 from rig.worker.quiet import Quiet
 
 

@@ -214,3 +214,16 @@ def test_a_run_given_only_retain_is_filed_under_its_scenario_and_the_report_tabl
     # (its growth: not_measured, a handful of requests; not held against it)
     assert re.search(r"\| retained-response \| 2\.51\.0 \| capi \| 1 \| exit_timeout 1 \| ok 1 \| (ok|not_measured) 1 "
                      r"\| exit_timeout / ok / ok \| 1/1 \|", report.stdout), report.stdout
+
+
+def test_a_scenario_runs_stored_config_reads_back_the_same_in_every_shape():
+    """What a run stores (``RunConfig.to_toml``) is what `rig soak --resume` and a matrix cell read
+    back: every scenario, in every shape it runs in, and its control, give the same config again."""
+    from rig.parent import config, scenarios
+
+    for s in scenarios.SCENARIOS.values():
+        for shape in s.shapes:
+            for control in (False, True) if s.has_control else (False,):
+                made = config.load(None, {"scenario": s.name, "model_shape": shape, "control": control or None})
+                again = config.from_toml_text(made.to_toml())
+                assert again == made, (s.name, shape, control)

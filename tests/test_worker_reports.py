@@ -136,7 +136,9 @@ def test_finish_row_types_and_truncates(tmp_path):
     p = _p(tmp_path)
     row = parent_rows.blank_row(p, 4)
     row.update(outcome="stop_error", stubs_killed=2.0, requests=10.0, detail="x" * 5000, stop_error=RuntimeError("e"),
-               start_latency_s=1, stop_latency_s=None, workload_s=2, outputs_ok=1, not_a_field="dropped")
+               start_latency_s=1, stop_latency_s=None, workload_s=2, outputs_ok=1)
+    with pytest.raises(KeyError):  # a typed record from the start: no field but the row's
+        row.update(not_a_field="refused")
     done = parent_rows.finish_row(p, row, 10.0)
     assert done.stubs_killed == 2 and type(done.stubs_killed) is int and type(done.requests) is int
     assert type(done.start_latency_s) is float and type(done.workload_s) is float and done.outputs_ok is True

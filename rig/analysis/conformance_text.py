@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 
+from rig.common.text import md_cell
 from rig.parent import scenarios
 from rig.analysis.conformance import (API_NAMES, AS_KNOWN, FINDING, NEVER_RUN, NO_CHANGE, SHORT, SIGNS, SKIPPED,
                                       UNJUDGED, Cell, Conformance, Grid, _scenario_order, row_label, shape_moves,
@@ -120,7 +121,7 @@ def _figure_rows(g: Grid) -> list[tuple[str, list[str]]]:
 
 
 def _md(text: str) -> str:
-    return text.replace("|", "\\|")
+    return md_cell(text)
 
 
 def to_markdown(table: Conformance, level: int = 2) -> str:

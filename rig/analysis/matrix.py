@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import statistics
 
+from rig.common.text import md_cell
 from rig.analysis.verdict import finalize_success, records
 from rig.common.errors import Exit
 from rig.parent.known import admits, holds
@@ -157,7 +158,7 @@ def _secs(v) -> str:
 
 def _status(row: dict, short: bool = False) -> str:
     """``status: reason``; ``short``: the reason's first clause, at most 200 characters."""
-    status, reason = row["status"], (row.get("reason") or "").replace("|", "/").replace("\n", " ")
+    status, reason = row["status"], md_cell(row.get("reason") or "")
     if short:  # the first clause, folders left out of paths
         reason = re.sub(r"(?<![\w.])/(?:[^\s/,:()]+/)+", "", reason.split("; ")[0])
         reason = reason if len(reason) <= 200 else reason[:197] + "..."

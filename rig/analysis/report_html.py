@@ -8,6 +8,7 @@ Markdown for the summary). Pure functions from those to strings.
 
 from __future__ import annotations
 
+from rig.common.text import md_cell
 import base64
 import dataclasses
 import html
@@ -69,7 +70,7 @@ def markdown_table(df: pd.DataFrame) -> str:
     if df.empty:
         return "(none)"
     cols = [str(c) for c in df.columns]
-    rows = [[cell(v).replace("|", "\\|") for v in r] for r in df.itertuples(index=False)]
+    rows = [[md_cell(cell(v)) for v in r] for r in df.itertuples(index=False)]
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(" --- " for _ in cols) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines)

@@ -58,10 +58,7 @@ def _sum(rows: list[dict], key: str) -> int:
     return sum(int(r.get(key) or 0) for r in rows)
 
 
-def finalize_success(rows: list[dict]) -> float | None:
-    """Finalizes that ran before stop returned, over finalizes expected (the soak's figure)."""
-    expected = _sum(rows, "finalize_expected")
-    return _sum(rows, "finalize_before_stop") / expected if expected else None
+from rig.contract.verdicts import finalize_success  # noqa: E402,F401 - the one rule, re-exported
 
 
 def soak(cycles, allowed: Iterable[str], max_stop_latency_s: float | None = None,

@@ -124,7 +124,9 @@ def _repository(p: orchestrator.Prepared, n: int | None, log):
     return without_spaces(repo, f"{p.run_id}-i{n}", log)
 
 
-def run(cfg: RunConfig, args, log=print) -> int:
+def run(cfg: RunConfig, args, log=print, run_id: str | None = None) -> int:
+    """The sweep (``run_id``: its run's id, named by the caller before it starts: a matrix cell's;
+    default a new one)."""
     conc = _points(args.concurrency, int)
     rates = _points(args.rates, float)
     if conc and rates:
@@ -147,7 +149,7 @@ def run(cfg: RunConfig, args, log=print) -> int:
     cfg.workload.window_seconds = window_length(args.window_seconds, args.config, cfg.workload.window_seconds)
     from rig.commands.soak import results_store
 
-    p = _target(orchestrator.prepare(cfg, "bench", results_store(cfg.results), log=log), args)
+    p = _target(orchestrator.prepare(cfg, "bench", results_store(cfg.results), run_id=run_id, log=log), args)
     orchestrator.check_run_inputs(p)  # against the model(s) this sweep loads, before any point
     with cpuidle.Hold(args.cpu_idle) as hold:
         orchestrator.write_run_row(p, "bench", cpu_idle=hold.method)

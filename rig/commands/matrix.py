@@ -4,14 +4,16 @@ over it, into one results store, with a summary table and an exit status.
 
 `rig matrix --scenarios LIST|all`: the lifecycle scenarios (``rig.parent.scenarios``) as the axis instead
 of retention: each scenario a cell per runtime x engine, its negative control a cell of its own,
-each `rig soak --scenario NAME [--control]`. A cell passes when every cycle gives the verdicts the
+each a soak of `--scenario NAME [--control]`. A cell passes when every cycle gives the verdicts the
 scenario is known to give on that core and engine (its control: its control's), and the growth
 verdict it gives (``Scenario.growth``; a control's is ok; ``rig.analysis.matrix.judge_scenario``);
 where nothing is known there, it is recorded and said so (``unjudged``), not failed.
 
-Each cell is its own process (`python -m rig soak ...`), so a core that crashes or hangs takes
-only its cell down: that cell is a row with the reason. A runtime or engine that cannot run here
-(no backend stub for this Python, bindings that do not fit the core) is a row that says why.
+Each cell is its own process (`python -m rig cell`: rig.commands.cell), given its typed
+configuration (``rig.contract.cell.CellSpec``) and answering with a typed record over a pipe
+(``CellDone``; docs/dev/matrix-cells.md), so a core that crashes or hangs takes only its cell
+down: that cell is a row with the reason. A runtime or engine that cannot run here (no backend
+stub for this Python, bindings that do not fit the core) is a row that says why.
 """
 
 from __future__ import annotations
@@ -21,18 +23,24 @@ import os
 from pathlib import Path
 
 from rig.common.errors import Exit, RigError
-from rig.commands.matrix_plan import (_OWN, _plan, cell_argv, parse_engines, parse_retain, parse_runtimes,  # noqa: F401
-                                      parse_scenarios, parse_shapes, parse_shard, passthrough, scenario_argv,
-                                      scenario_cells, take_shard)
-from rig.commands.matrix_run import Job, _run_cell, classify, run_jobs  # noqa: F401
-from rig.parent.options import add_cycle_options, add_target_options, run_config, soak_parser
+from rig.commands.matrix_plan import (_OWN, _plan, cell_config, parse_engines, parse_retain,
+                                      parse_runtimes, parse_scenarios, parse_shapes, parse_shard, plain_changes,
+                                      scenario_cells, scenario_changes, soak_options, take_shard)
+from rig.commands.matrix_run import Job, run_jobs
+from rig.contract.cell import CellSpec
+from rig.parent.options import OVERRIDES, add_cycle_options, add_target_options, option, run_config
 # Options a bench cell takes from the matrix's (the server and the model; no lifecycle, no load).
 _BENCH_DESTS = ("model", "model_repository", "model_size", "instances", "max_batch_size", "dynamic_batching",
                 "execute_delay_ms", "exit_timeout", "startup_timeout", "request_timeout", "in_flight")
+# A bench cell's own settings (`rig bench`'s options): 3 windows of 1 s a point, one repeat.
+BENCH_SETTINGS = {"windows": 3, "window_seconds": 1.0, "repeats": 1}
 DEFAULT_CYCLES = 3
 # The load a scenario that needs one (``Scenario.workload``) runs under when the matrix is given no
-# --workload: the load its verdicts were measured under (docs/guide/scenarios.md).
-SCENARIO_LOAD = ("--workload", "steady", "--workload-seconds", "2", "--users", "2")
+# --workload: the load its verdicts were measured under (docs/guide/scenarios.md), as config keys.
+SCENARIO_LOAD_KEYS = {"workload.name": "steady", "workload.seconds": 2.0, "workload.users": 2}
+# The same load as `rig soak` options (a scenario's class run by hand: tests/test_variants.py).
+SCENARIO_LOAD = tuple(w for k, v in SCENARIO_LOAD_KEYS.items() for w in (option(OVERRIDES[k]), f"{v:g}"
+                                                                          if isinstance(v, float) else str(v)))
 # The timeouts of a scenario matrix where none is given (_scenario_timeouts): each no longer than
 # its verdict needs.
 SCENARIO_EXIT_TIMEOUT = 5
@@ -109,9 +117,46 @@ def refuse_with_scenarios(args) -> None:
 
 def run(args) -> int:
     from rig.parent import runtime
-    from rig.commands import soak
-    from rig.analysis import matrix
 
+    scens, shard, only_shapes = _axes(args)
+    retains = parse_retain(args.retain)
+    engines = parse_engines(args.engines)
+    installed = [r["package_version"] for r in runtime.list_embedded()] + \
+        [b["name"] for b in runtime.list_built() if b["current"]]
+    specs = parse_runtimes(args.runtimes, installed, runtime.PYTRITON_CORE)
+    # The base of every cell's config: the matrix's own options, checked once as `rig soak` checks
+    # them (bad input: one line, nothing run); each cell's derives from it (matrix_plan.cell_config).
+    cfg = run_config(soak_options(args, specs[0], retains[0] if scens is None else None, DEFAULT_CYCLES))
+    if cfg is None:  # the run is skipped on this machine (the cupy model without a GPU)
+        return Exit.SKIPPED
+    if scens is not None:
+        for key, value in _scenario_timeouts(args, cfg).items():
+            setattr(cfg, key, value)
+    loads = _check_scenarios(args, cfg, scens) if scens is not None else {}
+    if cfg.cycles < 1:
+        raise RigError("--cycles must be >= 1")
+    timeout = args.cell_timeout or cfg.cycles * (cfg.startup_timeout + cfg.exit_timeout + cfg.request_timeout
+                                                  + cfg.workload.seconds + 30) + 120
+    if scens is None and any(r != "none" for r in retains):
+        print(f"retain {', '.join(r for r in retains if r != 'none')}: exit_timeout is allowed (a reference kept "
+              "across stop() holds its model: the expected outcome); the table shows every outcome", flush=True)
+    _install_missing(specs, installed, shard)
+    plan = _plan(specs, engines, retains if scens is None else ["none"])
+    rows = _skipped_rows(plan, scens)
+    if scens is not None:
+        cells = take_shard(scenario_cells(scens, plan, only_shapes=only_shapes), shard)
+        rows += [c for c in cells if c.get("status") == "skipped"]
+        jobs = [_scenario_job(cell, cfg, loads.get(cell["scenario"], {}), args.cpus)
+                for cell in cells if cell.get("status") != "skipped"]
+    else:
+        jobs = _plain_jobs(cfg, plan, retains, shard, args.cpus)
+    bench_jobs = _bench_jobs(args, plan, str(cfg.results), shard) if args.bench else []
+    return _run_and_table(args, jobs, bench_jobs, rows, timeout, str(cfg.results), scens, shard)
+
+
+def _axes(args) -> tuple:
+    """The matrix's own options checked: the scenarios (what cannot combine with them), the
+    shard, the shapes, --jobs, --known-file (its cells read it too) and --junit's folder."""
     scens = None
     if args.scenarios is not None:
         refuse_with_scenarios(args)
@@ -128,54 +173,14 @@ def run(args) -> int:
         from rig.parent import junit
 
         junit.check_path(args.junit)
-    retains = parse_retain(args.retain)
-    engines = parse_engines(args.engines)
-    installed = [r["package_version"] for r in runtime.list_embedded()] + \
-        [b["name"] for b in runtime.list_built() if b["current"]]
-    specs = parse_runtimes(args.runtimes, installed, runtime.PYTRITON_CORE)
-    # Every cell's options, checked once as `rig soak` checks them (bad input: one line, nothing run).
-    base = passthrough(args)
-    probe = ["soak", *base, "--runtime", specs[0], "--engine", "capi"]
-    probe += ["--retain", retains[0]] if scens is None else []
-    if args.cycles is not None or not args.config:
-        probe += ["--cycles", str(args.cycles if args.cycles is not None else DEFAULT_CYCLES)]
-    for opt, value in (("--results", args.results), ("--allow-outcomes", args.allow_outcomes)):
-        probe += [opt, value] if value is not None else []
-    cfg = run_config(soak_parser().parse_args(probe[1:]))
-    if cfg is None:  # the run is skipped on this machine (the cupy model without a GPU)
-        return Exit.SKIPPED
-    if scens is not None:
-        base += _scenario_timeouts(args, cfg)
-    loads = _check_scenarios(args, probe, cfg, scens) if scens is not None else {}
-    cycles = cfg.cycles
-    if cycles < 1:
-        raise RigError("--cycles must be >= 1")
-    base_allowed = soak.allowed_outcomes(cfg, soak.DEFAULT_ALLOWED)
-    results = str(cfg.results)
-    timeout = args.cell_timeout or cycles * (cfg.startup_timeout + cfg.exit_timeout + cfg.request_timeout
-                                              + cfg.workload.seconds + 30) + 120
-    if scens is None and any(r != "none" for r in retains):
-        print(f"retain {', '.join(r for r in retains if r != 'none')}: exit_timeout is allowed (a reference kept "
-              "across stop() holds its model: the expected outcome); the table shows every outcome", flush=True)
-    _install_missing(specs, installed, shard)
-    plan = _plan(specs, engines, retains if scens is None else ["none"])
-    rows, jobs = _skipped_rows(plan, scens), []
-    if scens is not None:
-        cells = take_shard(scenario_cells(scens, plan, only_shapes=only_shapes), shard)
-        rows += [c for c in cells if c.get("status") == "skipped"]
-        for cell in (c for c in cells if c.get("status") != "skipped"):
-            jobs.append(_scenario_job(cell, base, cycles, results, loads.get(cell["scenario"], ())))
-    else:
-        plain = [{"runtime": p["spec"], "triton_version": p["triton"], "engine": engine, "why": why, "retain": retain}
-                 for p in plan for engine, why in p["engines"] for retain in retains]
-        for cell in take_shard(plain, shard):
-            allowed = matrix.allowed_for(cell["retain"], base_allowed)
-            label = (f"runtime {cell['runtime']} (Triton {cell['triton_version']}), engine {cell['engine']}, "
-                     f"retain {cell['retain']}")
-            jobs.append(Job(label, cell_argv(base, cell["runtime"], cell["engine"], cell["retain"], cycles, results,
-                                             allowed), {k: v for k, v in cell.items() if k != "why"},
-                            start_line=f"{label}: soak, {cycles} cycle(s) ({cell['why']})"))
-    bench_jobs = _bench_jobs(args, plan, results, shard) if args.bench else []
+    return scens, shard, only_shapes
+
+
+def _run_and_table(args, jobs: list[Job], bench_jobs: list[Job], rows: list[dict], timeout: float, results: str,
+                   scens, shard) -> int:
+    """Run the cells (then the benches, alone), print the table (and write --junit): the exit status."""
+    from rig.analysis import matrix
+
     total = len(jobs) + len(bench_jobs)
     for i, job in enumerate([*jobs, *bench_jobs], 1):
         job.label = f"[{i}/{total}] {job.label}"
@@ -219,22 +224,20 @@ def parse_jobs(text: str, scenarios: bool) -> int:
     return n
 
 
-def _scenario_timeouts(args, cfg) -> list[str]:
+def _scenario_timeouts(args, cfg) -> dict:
     """The timeouts a scenario's verdicts need, where neither the command line nor the config
-    sets them: ``SCENARIO_EXIT_TIMEOUT`` (a clean stop takes 2-4 s: the core polls its models once
-    a second, two instances one tick more; a held model waits it out) and
+    sets them, as config keys: ``SCENARIO_EXIT_TIMEOUT`` (a clean stop takes 2-4 s: the core polls
+    its models once a second, two instances one tick more; a held model waits it out) and
     ``SCENARIO_REQUEST_TIMEOUT`` (a request its stub will never answer is unanswered after 5 s as
-    after 30). ``cfg`` is updated to them (the cells' time limit)."""
+    after 30)."""
     from rig.parent.config import RunConfig
 
-    words = []
+    keys: dict = {}
     if args.exit_timeout is None and cfg.exit_timeout == RunConfig.exit_timeout:
-        words += ["--exit-timeout", str(SCENARIO_EXIT_TIMEOUT)]
-        cfg.exit_timeout = SCENARIO_EXIT_TIMEOUT
+        keys["exit_timeout"] = SCENARIO_EXIT_TIMEOUT
     if args.request_timeout is None and cfg.request_timeout == RunConfig.request_timeout:
-        words += ["--request-timeout", str(SCENARIO_REQUEST_TIMEOUT)]
-        cfg.request_timeout = SCENARIO_REQUEST_TIMEOUT
-    return words
+        keys["request_timeout"] = SCENARIO_REQUEST_TIMEOUT
+    return keys
 
 
 def _install_missing(specs: list[str], installed: list[str], shard) -> None:
@@ -267,29 +270,71 @@ def _skipped_rows(plan: list[dict], scens) -> list[dict]:
     return rows
 
 
-def _scenario_job(cell: dict, base: list[str], cycles: int, results: str, load: tuple[str, ...]) -> Job:
+def _scenario_job(cell: dict, base, load: dict, cpus: str | None = None) -> Job:
+    """A scenario cell's job: its config derived from the matrix's ``base`` (``scenario_changes``);
+    ``cpus``: the matrix's --cpus, held by the cell too."""
     name = cell["scenario"] + (" (control)" if cell["control"] else "")
     label = f"{name} [{cell['shape']}], runtime {cell['runtime']} (Triton {cell['triton_version']}), " \
             f"engine {cell['engine']}"
     want = " / ".join((*cell["expected"], cell.get("growth") or "ok")) if cell["expected"] \
         else "nothing known here: recorded, not judged"
-    start = (f"{label}: soak, {cycles} cycle(s), expected {want}{' under ' + ' '.join(load) if load else ''} "
-             f"({cell['why']})")
+    start = f"{label}: soak, {base.cycles} cycle(s), expected {want}{_under(load)} ({cell['why']})"
     row = {k: v for k, v in cell.items() if k != "why"}
     row["retain"] = "-"
-    return Job(label, scenario_argv(base, cell, cycles, results, load), row, start_line=start)
+    changes = scenario_changes(cell, base.cycles, str(base.results), load)
+    try:
+        cfg, text = cell_config(base, changes)
+    except RigError as e:
+        raise RigError(f"--scenarios {name} [{cell['shape']}] over {cell['runtime']}, {cell['engine']}: {e}") from None
+    spec = CellSpec("soak", text, "", label=label, allowed=tuple(cfg.thresholds.allow_outcomes.split(",")),
+                    results=str(cfg.results), cpus=cpus)
+    return Job(label, spec, row, start_line=start)
+
+
+def _under(load: dict) -> str:
+    """`` under the steady workload, 2 user(s), 2 s a cycle`` (a scenario's load), or nothing."""
+    if not load:
+        return ""
+    return (f" under the {load['workload.name']} workload, {load['workload.users']} user(s), "
+            f"{load['workload.seconds']:g} s a cycle")
+
+
+def _plain_jobs(base, plan: list[dict], retains: list[str], shard, cpus: str | None = None) -> list[Job]:
+    """A soak per runtime x engine x retention policy, each its config derived from ``base``."""
+    from rig.analysis import matrix
+    from rig.commands import soak
+    base_allowed = soak.allowed_outcomes(base, soak.DEFAULT_ALLOWED)
+    plain = [{"runtime": p["spec"], "triton_version": p["triton"], "engine": engine, "why": why, "retain": retain}
+             for p in plan for engine, why in p["engines"] for retain in retains]
+    jobs = []
+    for cell in take_shard(plain, shard):
+        allowed = matrix.allowed_for(cell["retain"], base_allowed)
+        label = (f"runtime {cell['runtime']} (Triton {cell['triton_version']}), engine {cell['engine']}, "
+                 f"retain {cell['retain']}")
+        cfg, text = cell_config(base, plain_changes(cell, base.cycles, str(base.results), allowed))
+        spec = CellSpec("soak", text, "", label=label, allowed=allowed, results=str(cfg.results),
+                        cpus=cpus)
+        jobs.append(Job(label, spec, {k: v for k, v in cell.items() if k != "why"},
+                        start_line=f"{label}: soak, {base.cycles} cycle(s) ({cell['why']})"))
+    return jobs
 
 
 def _bench_jobs(args, plan: list[dict], results: str, shard) -> list[Job]:
+    """A short bench per runtime and engine: the matrix's server and model options only
+    (``_BENCH_DESTS``), at --bench-concurrency (``BENCH_SETTINGS``)."""
+    from rig.parent.config import RunConfig
+    given = {key: getattr(args, dest, None) for key, dest in OVERRIDES.items() if dest in _BENCH_DESTS}
+    settings = {"concurrency": args.bench_concurrency, **BENCH_SETTINGS}
     jobs = []
     cells = take_shard([{"runtime": p["spec"], "triton_version": p["triton"], "engine": engine, "retain": "bench"}
                         for p in plan for engine, _ in p["engines"]], shard)
     for c in cells:
         label = f"runtime {c['runtime']} (Triton {c['triton_version']}), engine {c['engine']}"
-        argv = ["bench", *_bench_words(args), "--runtime", c["runtime"], "--engine", c["engine"],
-                "--concurrency", args.bench_concurrency, "--windows", "3", "--window-seconds", "1",
-                "--repeats", "1", "--results", results]
-        jobs.append(Job(label, argv, {**c, "retain": "-"}, table="windows",
+        cfg, text = cell_config(RunConfig(), {**given, "runtime": c["runtime"], "engine": c["engine"],
+                                              "results": results,
+                                              "workload.window_seconds": settings["window_seconds"]})
+        spec = CellSpec("bench", text, "", label=label, bench=settings, results=str(cfg.results))
+        jobs.append(Job(label, spec, {**c, "retain": "-"}, table="windows",
                         start_line=f"{label}: bench at concurrency {args.bench_concurrency}"))
     return jobs
 
@@ -306,9 +351,10 @@ def _say_unjudged_and_findings(rows: list[dict]) -> None:
               f"{r.get('triton_version')} through {r.get('engine')}: {r.get('reason')}")
 
 
-def _check_scenarios(args, probe: list[str], cfg, scens: list) -> dict[str, tuple[str, ...]]:
+def _check_scenarios(args, cfg, scens: list) -> dict[str, dict]:
     """Each scenario's cells checked as `rig soak` checks them, before anything runs (bad input:
-    one line naming the scenario); the load each runs under where it needs one and none is given."""
+    one line naming the scenario); the load each runs under where it needs one and none is given
+    (``SCENARIO_LOAD_KEYS``)."""
 
     clash = [k for k, v in (("scenario", cfg.scenario), ("retain", cfg.retain != "none" and cfg.retain),
                             ("fault", cfg.fault != "none" and cfg.fault), ("model_repository", cfg.model_repository),
@@ -318,18 +364,13 @@ def _check_scenarios(args, probe: list[str], cfg, scens: list) -> dict[str, tupl
                        "own, and the verdicts its cells pass with): drop them from the file")
     loads = {}
     for s in scens:
-        load = SCENARIO_LOAD if s.workload and cfg.workload.name == "none" and args.requests is None else ()
+        load = dict(SCENARIO_LOAD_KEYS) if s.workload and cfg.workload.name == "none" and args.requests is None \
+            else {}
         for control in (False, True) if s.has_control else (False,):
             try:
-                run_config(soak_parser().parse_args([*probe[1:], *load, "--scenario", s.name,
-                                                          *(["--control"] if control else [])]))
+                cell_config(cfg, {**load, "scenario": s.name, "control": control})
             except RigError as e:
                 raise RigError(f"--scenarios {s.name}{' (its control)' if control else ''}: {e}") from None
         if load:
             loads[s.name] = load
     return loads
-
-
-def _bench_words(args) -> list[str]:
-    keep = set(_BENCH_DESTS)
-    return passthrough(args, skip=tuple(a.dest for a in args.soak_actions if a.dest not in keep))

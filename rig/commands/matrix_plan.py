@@ -1,9 +1,11 @@
 """Planning `rig matrix`'s cells: its lists parsed (runtimes, engines, retention, scenarios), the
-plan of runtime x engine x retention (or scenario), and each cell's command line. Pure: nothing
-here runs a cell (``rig.commands.matrix`` runs them and tables them)."""
+plan of runtime x engine x retention (or scenario), and each cell's configuration (``cell_config``:
+the matrix's base config with the cell's keys). Pure: nothing here runs a cell
+(``rig.commands.matrix`` runs them and tables them)."""
 
 from __future__ import annotations
 
+import argparse
 import re
 import shlex
 
@@ -126,21 +128,40 @@ def take_shard(cells: list[dict], shard: tuple[int, int] | None) -> list[dict]:
     return [c for c in cells if shard_of(cell_key(c), n) == k]
 
 
-def scenario_argv(base: list[str], cell: dict, cycles: int, results: str, load: tuple[str, ...]) -> list[str]:
-    """`rig soak` words of a scenario cell: every verdict allowed (the matrix judges the cell by
-    its stored verdicts against the known ones, rig.analysis.matrix.judge_scenario), leaks
-    allowed where the fault is on (a stop that waits out exit_timeout leaves the stubs the rig
-    kills: the scenario's, judged by its verdicts), never for a control, which must be clean."""
+def scenario_changes(cell: dict, cycles: int, results: str, load: dict) -> dict:
+    """The config keys of a scenario cell over the matrix's base config (``cell_config``): its
+    scenario, shape and control; every verdict allowed (the matrix judges the cell by its stored
+    verdicts against the known ones, rig.analysis.matrix.judge_scenario); leaks allowed where the
+    fault is on (a stop that waits out exit_timeout leaves the stubs the rig kills: the
+    scenario's, judged by its verdicts), never for a control, which must be clean (unless the
+    matrix's own options allow them: the base's); ``load``, the workload it runs under where it
+    needs one (``rig.commands.matrix.SCENARIO_LOAD_KEYS``)."""
     from rig.contract.verdicts import GROWTH_OUTCOMES, LOAD_OUTCOMES, OUTCOMES
 
-    allowed = (*OUTCOMES, *LOAD_OUTCOMES, *GROWTH_OUTCOMES)
-    argv = ["soak", *base, *load, "--runtime", cell["runtime"], "--engine", cell["engine"],
-            "--scenario", cell["scenario"], "--model-shape", cell["shape"],
-            *(["--control"] if cell["control"] else []),
-            "--cycles", str(cycles), "--results", results, "--allow-outcomes", ",".join(allowed)]
-    if not cell["control"] and "--allow-leaks" not in base:
-        argv.append("--allow-leaks")
-    return argv
+    return {**load, "runtime": cell["runtime"], "engine": cell["engine"], "scenario": cell["scenario"],
+            "model_shape": cell["shape"], "control": cell["control"], "cycles": cycles, "results": results,
+            "thresholds.allow_outcomes": ",".join((*OUTCOMES, *LOAD_OUTCOMES, *GROWTH_OUTCOMES)),
+            "thresholds.allow_leaks": None if cell["control"] else True}
+
+
+def plain_changes(cell: dict, cycles: int, results: str, allowed: tuple[str, ...]) -> dict:
+    """The config keys of a cell of runtime x engine x retention over the matrix's base config."""
+    return {"runtime": cell["runtime"], "engine": cell["engine"], "retain": cell["retain"], "cycles": cycles,
+            "results": results, "thresholds.allow_outcomes": ",".join(allowed)}
+
+
+def cell_config(base, changes: dict):
+    """A cell's configuration: ``base`` (a ``RunConfig``) with ``changes`` (``config.derive``),
+    validated as the cell will validate it (bad input: one ``RigError`` line, before any cell
+    runs), and the TOML text its ``CellSpec`` carries (the config before validation: a scenario
+    named, applied once by the cell, as `rig soak --scenario` applies it)."""
+    from rig.parent import config
+
+    text = config.derive(base, changes, validate=False).to_toml()
+    cfg = config.from_toml_text(text)
+    if changes.get("results") is not None:
+        cfg.results = changes["results"]  # as given (the text redacts a URI's credentials)
+    return cfg, text
 
 
 def parse_engines(text: str) -> list[str]:
@@ -215,24 +236,20 @@ def parse_runtimes(text: str, installed: list[str], known: dict[str, str]) -> li
     return list(dict.fromkeys(out))
 
 
-def passthrough(args, skip: tuple[str, ...] = ("allow_outcomes", "results", "cycles")) -> list[str]:
-    """The soak options given to the matrix, as command-line words for each cell."""
-    words: list[str] = []
+def soak_options(args, runtime: str, retain: str | None, cycles: int) -> argparse.Namespace:
+    """The soak options the matrix was given, as `rig soak` parses them (its defaults, then each
+    option given; no command-line words), with a first cell's runtime, engine and retention, and
+    ``cycles`` where neither the options nor a config file set them: what ``run_config`` reads
+    the base configuration of every cell from, once."""
+    from rig.parent.options import soak_parser
+
+    ns = soak_parser().parse_args([])
     for action in args.soak_actions:
-        if action.dest in skip or action.dest in _OWN:
-            continue
-        value = getattr(args, action.dest, None)
-        if value is None or value is False:
-            continue
-        opt = action.option_strings[0]
-        words += [opt] if action.nargs == 0 else [opt, str(value)]
-    return words
-
-
-def cell_argv(base: list[str], runtime: str, engine: str, retain: str, cycles: int, results: str,
-              allowed: tuple[str, ...]) -> list[str]:
-    return ["soak", *base, "--runtime", runtime, "--engine", engine, "--retain", retain, "--cycles", str(cycles),
-            "--results", results, "--allow-outcomes", ",".join(allowed)]
+        setattr(ns, action.dest, getattr(args, action.dest, None))
+    ns.runtime, ns.engine, ns.retain = runtime, "capi", retain
+    if ns.cycles is None and not ns.config:
+        ns.cycles = cycles
+    return ns
 
 
 def _plan(specs: list[str], engines: list[str], retains: list[str]) -> list[dict]:

@@ -1,18 +1,21 @@
-"""Running `rig matrix`'s cells: each its own `python -m rig soak|bench ...` process (a core that
-crashes or hangs takes only its cell down), its status from its exit status and what it printed,
-its figures read back from the store.
+"""Running `rig matrix`'s cells: each its own `python -m rig cell` process (a core that crashes or
+hangs takes only its cell down; rig.commands.cell), given its typed configuration
+(``rig.contract.cell.CellSpec``, a JSON file) and answering over a pipe in typed messages
+(``rig.contract.messages``: ``CellDone``, or ``Fatal``); its status from that record, never from
+what it printed; its figures read back from the store (docs/dev/matrix-cells.md).
 
 Cells run one after another, their lines shown indented; with ``--jobs N`` up to N side by
-side, each cell's lines in a log file of its own and a progress bar (a line per cell off a
-terminal). Side by side, each cycle's start and load hold the quiet lock (``rig.worker.quiet``): the
-parts of a cycle whose figures the machine's load can move run one at a time across cells; the
-stops, exit timeouts and settling, which wait, overlap."""
+side, each cell's lines in a log file of its own (its spec beside it) and a progress bar (a line
+per cell off a terminal). Side by side, each cycle's start and load hold the quiet lock
+(``rig.worker.quiet``): the parts of a cycle whose figures the machine's load can move run one at
+a time across cells; the stops, exit timeouts and settling, which wait, overlap."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import re
+import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,12 +28,14 @@ from typing import Callable
 
 from rig.common import procs
 from rig.common.errors import Exit
+from rig.contract.cell import CellSpec
+from rig.contract.messages import CellDone, Fatal, Message, decode
 
 
 @dataclasses.dataclass
 class Job:
     label: str                   # what the progress says of it: "[3/40] retained-response, runtime ..."
-    argv: list[str]              # `rig ...` words
+    spec: CellSpec               # what the cell runs: its typed configuration (its run id named as it starts)
     row: dict                    # the cell's row so far (its plan); the run's status and figures added
     table: str = "cycles"        # where its figures are read back: cycles (a soak) or windows (a bench)
     start_line: str = ""         # printed as it starts (sequential runs)
@@ -39,24 +44,40 @@ class Job:
 def run_jobs(jobs: list[Job], parallel: int, timeout: float, results: str, log_dir: Path | None,
              done: Callable[[dict], None], status: Callable[[dict], str]) -> list[dict]:
     """Run ``jobs`` (``parallel`` at a time) and return their rows in the jobs' order; ``done``
-    sees each finished row first (to judge it), ``status`` says it in a word or two."""
+    sees each finished row first (to judge it), ``status`` says it in a word or two. Each cell's
+    spec is a file beside its log (side by side, with ``log_dir``), else in a folder of its own
+    removed afterwards."""
     rows: list[dict | None] = [None] * len(jobs)
-    if parallel <= 1:
-        for i, job in enumerate(jobs):
-            print(job.start_line or f"{job.label}: running", flush=True)
-            rows[i] = _finish(job, _run_cell(job.argv, timeout), results, done)
-            print(f"{job.label}: {status(rows[i])}", flush=True)
-        return rows  # type: ignore[return-value]
+    logged = parallel > 1 and log_dir is not None
+    if logged:
+        log_dir.mkdir(parents=True, exist_ok=True)  # type: ignore[union-attr]
+    specs = log_dir if logged else Path(tempfile.mkdtemp(prefix="rig-cells-"))
+    try:
+        if parallel <= 1:
+            for i, job in enumerate(jobs):
+                print(job.start_line or f"{job.label}: running", flush=True)
+                rows[i] = _finish(job, _run_cell(job.spec, timeout, spec_path=specs / f"cell-{i + 1:04d}.json"),
+                                  results, done)
+                print(f"{job.label}: {status(rows[i])}", flush=True)
+        else:
+            _side_by_side(jobs, parallel, timeout, results, log_dir if logged else None, specs, done, status, rows)
+    finally:
+        if not logged:
+            shutil.rmtree(specs, ignore_errors=True)
+    return rows  # type: ignore[return-value]
+
+
+def _side_by_side(jobs: list[Job], parallel: int, timeout: float, results: str, log_dir: Path | None,
+                  specs: Path, done: Callable[[dict], None], status: Callable[[dict], str],
+                  rows: list[dict | None]) -> None:
     env = {"RIG_QUIET_LOCK": str(quiet_lock_path()), "RIG_NO_PLOT": "1"}
-    if log_dir is not None:
-        log_dir.mkdir(parents=True, exist_ok=True)
     bar = _Bar(len(jobs))
     pool = ThreadPoolExecutor(max_workers=parallel)
     try:
         futures = {}
         for i, job in enumerate(jobs):
             log = (log_dir / f"cell-{i + 1:04d}.log") if log_dir is not None else None
-            futures[pool.submit(_run_cell, job.argv, timeout, env, log)] = (i, log)
+            futures[pool.submit(_run_cell, job.spec, timeout, env, log, specs / f"cell-{i + 1:04d}.json")] = (i, log)
         for fut in as_completed(futures):
             i, log = futures[fut]
             row = _finish(jobs[i], fut.result(), results, done)
@@ -71,7 +92,6 @@ def run_jobs(jobs: list[Job], parallel: int, timeout: float, results: str, log_d
     finally:
         bar.close()
     pool.shutdown(wait=True)
-    return rows  # type: ignore[return-value]
 
 
 def quiet_lock_path() -> Path:
@@ -135,85 +155,120 @@ def _end_all() -> None:
         procs.end_group(proc)
 
 
-def _run_cell(argv: list[str], timeout: float, env: dict | None = None, log: Path | None = None) -> dict:
-    """Run ``python -m rig ARGV`` in its own process group, its lines shown indented (or written
-    to ``log``); the row's status from its exit status and what it printed."""
-    from rig.common.procs import python_m
+def _run_cell(spec: CellSpec, timeout: float, env: dict | None = None, log: Path | None = None,
+              spec_path: Path | None = None) -> dict:
+    """Run ``python -m rig cell`` on ``spec`` (written to ``spec_path``; None: a file of its own,
+    removed after) in its own session, its lines shown indented (or written to ``log``): for
+    people only. Its run id is named here, as it starts, where the spec has none (run ids keep
+    the order cells ran in). The row's status is what the cell sent over its pipe
+    (``cell_status``); killed past ``timeout``: ``timeout``, naming the run it was given."""
+    from rig.parent.orchestrator import new_run_id
 
-    cmd = [*python_m("rig"), *argv]
-    lines: list[str] = []
     if _ENDING.is_set():  # the matrix is being interrupted: start nothing more
         return {"status": "error", "reason": "not run: the matrix was interrupted", "run_id": None}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                            start_new_session=True, env={**os.environ, **(env or {})})
+    if spec_path is None:
+        with tempfile.TemporaryDirectory(prefix="rig-cell-") as tmp:
+            return _run_cell(spec, timeout, env, log, Path(tmp) / "cell.json")
+    if not spec.run_id:
+        spec = dataclasses.replace(spec, run_id=new_run_id())
+    spec_path.write_text(spec.to_json())
+    r, w = os.pipe()
+    try:
+        proc = subprocess.Popen([*procs.python_m("rig"), "cell", "--spec", str(spec_path), "--result-fd", str(w)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                text=True, bufsize=1, start_new_session=True, pass_fds=(w,),
+                                env={**os.environ, **(env or {})})
+    except BaseException:
+        os.close(r)
+        raise
+    finally:
+        os.close(w)
     _LIVE.add(proc)
     sink = open(log, "w") if log is not None else None
-
-    def pump():
-        for line in proc.stdout:
-            lines.append(line.rstrip("\n"))
-            if sink is not None:
-                sink.write(line)
-            else:
-                print(f"    {line.rstrip()}", flush=True)
-
-    reader = threading.Thread(target=pump, daemon=True)
+    reader = threading.Thread(target=_show, args=(proc, sink), daemon=True)
     reader.start()
     started = time.monotonic()
     try:
-        rc = proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        procs.end_group(proc)
-        reader.join(5)
-        return {"status": "timeout", "reason": f"killed after {time.monotonic() - started:.0f} s "
-                f"(--cell-timeout {timeout:.0f})", "run_id": _run_id(lines), "wall_s": time.monotonic() - started}
+        msgs, timed_out = _collect(proc, r, timeout)
+        if timed_out:
+            procs.end_group(proc)
+            return {"status": "timeout", "reason": f"killed after {time.monotonic() - started:.0f} s "
+                    f"(--cell-timeout {timeout:.0f})", "run_id": spec.run_id, "wall_s": time.monotonic() - started}
+        return {**cell_status(msgs, proc.wait(), spec.run_id), "wall_s": time.monotonic() - started}
     except KeyboardInterrupt:
         procs.end_group(proc)
         raise
     finally:
         _LIVE.discard(proc)
-    reader.join(5)
-    if sink is not None:
-        sink.close()
-    return {**classify(rc, lines), "wall_s": time.monotonic() - started}
+        os.close(r)
+        reader.join(5)
+        if sink is not None:
+            sink.close()
 
 
-_RUN_ID = re.compile(r"^results: .*\(run_id (\S+)\)\s*$")
+def _show(proc: subprocess.Popen, sink) -> None:
+    """The cell's printed lines, shown indented or written to its log: never read for its result."""
+    try:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            if sink is not None:
+                sink.write(line)
+            else:
+                print(f"    {line.rstrip()}", flush=True)
+    except (OSError, ValueError):  # its log closed meanwhile: a process the cell left holds its stdout
+        pass
 
 
-def _run_id(lines: list[str]) -> str | None:
-    for line in reversed(lines):
-        m = _RUN_ID.match(line)
-        if m:
-            return m.group(1)
-    return None
+def _collect(proc: subprocess.Popen, fd: int, timeout: float) -> tuple[list[Message], bool]:
+    """The messages the cell sends over ``fd`` until it exits (and the pipe is drained); True
+    with them where it outlives ``timeout`` seconds. A line that is not a message is ignored."""
+    msgs: list[Message] = []
+    buf, eof = b"", False
+    deadline = time.monotonic() + timeout
+    while True:
+        exited = proc.poll() is not None
+        if exited and (eof or not select.select([fd], [], [], 0)[0]):
+            break  # drained (a process the cell left behind may still hold the pipe open)
+        if not exited and time.monotonic() > deadline:
+            return msgs, True
+        if eof:
+            try:
+                proc.wait(min(0.5, max(0.0, deadline - time.monotonic())))
+            except subprocess.TimeoutExpired:
+                pass
+            continue
+        if select.select([fd], [], [], 0.5)[0]:
+            chunk = os.read(fd, 1 << 16)
+            eof = not chunk
+            *lines, buf = (buf + chunk).split(b"\n")
+            msgs += [m for m in map(decode, lines) if m is not None]
+    tail = decode(buf) if buf.strip() else None
+    return msgs + ([tail] if tail is not None else []), False
 
 
-def classify(rc: int, lines: list[str]) -> dict:
-    """A cell's status from its exit status and output: `rig soak`'s codes, a signal, or another."""
-    run_id = _run_id(lines)
-    fails = [ln[len("FAIL: "):] for ln in lines if ln.startswith("FAIL: ")]
-    errors = [ln[len("rig: error: "):] for ln in lines if ln.startswith("rig: error: ")]
-    skips = [ln[len("rig: skipped: "):] for ln in lines if ln.startswith("rig: skipped: ")]
-    last = next((ln for ln in reversed(lines) if ln.strip()), "no output")
-    row = {"run_id": run_id, "exit": rc}
-    if rc == Exit.OK and run_id:
-        return {**row, "status": "pass", "reason": ""}
-    if rc == Exit.FAILED and run_id:
-        return {**row, "status": "fail", "reason": "; ".join(fails) or last}
-    if rc == Exit.USAGE:
-        return {**row, "status": "error", "reason": errors[-1] if errors else last}
-    if rc == Exit.SKIPPED:
-        return {**row, "status": "skipped", "reason": skips[-1] if skips else last}
-    if rc == Exit.MACHINE:
-        return {**row, "status": "machine", "reason": errors[-1] if errors else last}
+def cell_status(msgs: list[Message], rc: int, run_id: str) -> dict:
+    """A cell's row so far from the record it sent (``CellDone``: `rig soak`'s exit statuses), or,
+    where it sent none, from how its process ended (``Fatal``'s error where it sent one);
+    ``run_id``: the run the matrix named for it."""
+    done = next((m for m in reversed(msgs) if isinstance(m, CellDone)), None)
+    fatal = next((m for m in reversed(msgs) if isinstance(m, Fatal)), None)
+    if done is not None:
+        row = {"run_id": done.run_id, "exit": rc}
+        if done.exit == Exit.OK and done.run_id:
+            return {**row, "status": "pass", "reason": ""}
+        if done.exit == Exit.FAILED and done.run_id:
+            return {**row, "status": "fail", "reason": "; ".join(done.reasons) or "its thresholds failed"}
+        words = {Exit.USAGE: "error", Exit.SKIPPED: "skipped", Exit.MACHINE: "machine"}
+        if done.exit in words:
+            return {**row, "status": words[done.exit], "reason": done.error or f"exit status {done.exit}"}
     if rc < 0:
         try:
-            name = signal.Signals(-rc).name
+            how = f"died of {signal.Signals(-rc).name}"
         except ValueError:
-            name = f"signal {-rc}"
-        return {**row, "status": "crashed", "reason": f"the soak process died of {name} ({last[:120]})"}
-    return {**row, "status": "crashed", "reason": f"the soak process exited {rc} ({last[:120]})"}
+            how = f"died of signal {-rc}"
+    else:
+        how = f"exited {rc}" if done is None else f"exited {rc}, its record says exit status {done.exit}"
+    why = f": {fatal.error}" if fatal is not None else ""
+    return {"run_id": run_id, "exit": rc, "status": "crashed", "reason": f"the cell process {how}{why}"}
 
 
 def _figures(row: dict, results: str, table: str, triton: str) -> None:

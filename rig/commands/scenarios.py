@@ -3,6 +3,7 @@ report it stands for and the verdicts it is known to give (``rig.parent.scenario
 
 from __future__ import annotations
 
+from rig.common.text import md_cell
 from rig.common.errors import Exit
 
 
@@ -82,7 +83,7 @@ def run(args) -> int:
         print("| " + " | ".join(keys) + " |")
         print("| " + " | ".join("---" for _ in keys) + " |")
         for r in table:
-            print("| " + " | ".join(r[k].replace("|", "/") for k in keys) + " |")
+            print("| " + " | ".join(md_cell(r[k]) for k in keys) + " |")
         return Exit.OK
     for r in table:
         print(f"{r['scenario']}  ({r['upstream']}; {r['built from']})")

@@ -127,10 +127,12 @@ def results_store(results) -> Store:
 def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_given: bool = False,
             allowed: tuple[str, ...] = DEFAULT_ALLOWED, log: Callable[[str], None] = print,
             on_window: Callable[[WindowRow], None] | None = None,
-            junit: str | None = None) -> tuple[int, Tally, str, list[str]]:
+            junit: str | None = None, run_id: str | None = None) -> tuple[int, Tally, str, list[str]]:
     """Run (or resume) a cycle/soak; returns (exit status, tally, run_id, reasons it failed).
     ``junit``: a file to write the judged run to as JUnit XML (checked beforehand:
-    ``rig.parent.junit.check_path``), interrupted runs too."""
+    ``rig.parent.junit.check_path``), interrupted runs too. ``run_id``: a new run's id, named
+    by the caller before it starts (a matrix cell's; default a new one); ``resume`` names the
+    run it continues."""
     from rig.commands import soak_junit
     from rig.parent.junit import now
 
@@ -166,7 +168,7 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
             probes.remove_shm_regions(stale)
             log(f"removed {len(stale)} shared-memory region(s) no live process maps (left by the killed run)")
     allowed = allowed_outcomes(cfg, allowed)
-    p = orchestrator.prepare(cfg, command, store, run_id=resume, log=log)
+    p = orchestrator.prepare(cfg, command, store, run_id=resume or run_id, log=log)
     if not resume:
         orchestrator.write_run_row(p, command)
     log(f"run {p.run_id}: {p.runtime.name} (Triton {p.runtime.triton_version}), engine {p.engine}, "

@@ -43,22 +43,19 @@ class Tally:
 
     @property
     def outcomes(self) -> collections.Counter:
-        return collections.Counter(r.outcome for r in self.rows)
+        return collections.Counter(verdicts.tally(self.rows, "outcome"))
 
     @property
     def load_outcomes(self) -> collections.Counter:
-        return collections.Counter(r.load_outcome for r in self.rows if r.load_outcome)
+        return collections.Counter(verdicts.tally(self.rows, "load_outcome"))
 
     @property
     def growth_outcomes(self) -> collections.Counter:
-        return collections.Counter(r.growth_outcome for r in self.rows if r.growth_outcome)
+        return collections.Counter(verdicts.tally(self.rows, "growth_outcome"))
 
     @property
     def finalize_success(self) -> float | None:
-        expected = sum(r.finalize_expected or 0 for r in self.rows)
-        if not expected:
-            return None
-        return sum(r.finalize_before_stop or 0 for r in self.rows) / expected
+        return verdicts.finalize_success(self.rows)
 
     @property
     def stop_latencies(self) -> list[float]:

@@ -31,3 +31,8 @@ def top_messages(counts, n: int = 5) -> str | None:
     for c in counts:
         total.update(c)
     return json.dumps(dict(total.most_common(n))) if total else None
+
+
+def md_cell(value) -> str:
+    """Text made safe for one cell of a Markdown table: its bars escaped, its lines joined."""
+    return str(value).replace("|", "\\|").replace("\r", " ").replace("\n", " ")

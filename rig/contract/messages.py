@@ -1,10 +1,12 @@
 """The worker's messages to the orchestrator (``Kind``; ``CycleStart``, ``Phase``, ``Window``,
-``Partial``, ``CycleDone``, ``Samples``, ``Fatal``, ``Refused``), one JSON line each: ``encode()``
+``Partial``, ``CycleDone``, ``Samples``, ``Fatal``, ``Refused``), and a matrix cell's to the matrix
+(``CellDone``, or ``Fatal``: docs/dev/matrix-cells.md), one JSON line each: ``encode()``
 writes one, ``decode(line)`` reads one back (None: not a message). The rows they carry are
 ``rig.contract.rows``'s (docs/dev/architecture.md, "The worker protocol")."""
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import enum
 import json
@@ -23,6 +25,7 @@ class Kind(str, enum.Enum):
     SAMPLES = "samples"
     FATAL = "fatal"
     REFUSED = "refused"
+    CELL_DONE = "cell_done"
 
 
 class _Message:
@@ -31,6 +34,7 @@ class _Message:
     def encode(self) -> str:
         """This message as one JSON line (no newline): ``{"type": KIND, field: value, ...}``."""
         body = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        body = {k: dict(v) if isinstance(v, collections.abc.Mapping) else v for k, v in body.items()}  # a CycleDraft
         return json.dumps({"type": self.KIND.value, **body}, default=str)
 
 
@@ -113,8 +117,23 @@ class Refused(_Message):
     error: str
 
 
-Message = typing.Union[CycleStart, Phase, Window, Partial, CycleDone, Samples, Fatal, Refused]
-_BY_KIND: dict[str, type] = {c.KIND.value: c for c in (CycleStart, Phase, Window, Partial, CycleDone, Samples, Fatal, Refused)}
+@dataclasses.dataclass(frozen=True)
+class CellDone(_Message):
+    """A matrix cell (`rig cell`, ``rig.contract.cell.CellSpec``) is done: ``exit``, its exit
+    status (``rig.common.errors.Exit``); ``run_id``, the run it stored (None: none was started);
+    ``reasons``, why it failed its thresholds; ``error``, the one line of a usage or machine
+    error, or why it was skipped."""
+
+    KIND = Kind.CELL_DONE
+    exit: int
+    run_id: str | None = None
+    reasons: tuple[str, ...] = ()
+    error: str = ""
+
+
+Message = typing.Union[CycleStart, Phase, Window, Partial, CycleDone, Samples, Fatal, Refused, CellDone]
+_BY_KIND: dict[str, type] = {c.KIND.value: c for c in (CycleStart, Phase, Window, Partial, CycleDone, Samples, Fatal, Refused,
+                                                       CellDone)}
 
 
 def decode(line: str | bytes) -> Message | None:

@@ -71,6 +71,7 @@ Schema history (``schema_version`` column):
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import datetime as dt
 import functools
@@ -359,6 +360,70 @@ def cycle_fields(values: dict) -> dict:
     """The ``CycleRow`` fields of a worker's row (a row so far: any of them), typed as the row's."""
     hints = _hints(CycleRow)
     return {k: _coerce(v, hints[k]) for k, v in values.items() if k in hints}
+
+
+def joined(detail: str | None, note: str | None, first: bool = False) -> str | None:
+    """The one way a note joins a cycle's detail: ``"; "`` between them, the note last (or
+    ``first``: a cause ahead of what it caused); nothing to add leaves the detail as it was."""
+    if not note:
+        return detail
+    if not detail:
+        return note
+    return f"{note}; {detail}" if first else f"{detail}; {note}"
+
+
+class CycleDraft(collections.abc.MutableMapping):
+    """A cycle's row while the worker, then the parent, measure it: ``CycleRow``'s fields and no
+    other (a misspelt one raises ``KeyError`` where it is set), each value made its field's type as
+    it is set (``_coerce``); ``note`` adds to the detail, ``merge`` takes an observer's figures,
+    ``row`` gives the frozen ``CycleRow``. Read and written like the dict it replaces."""
+
+    __slots__ = ("_v",)
+
+    def __init__(self, values=(), **more):
+        self._v: dict = {}
+        self.update(values, **more)
+
+    @classmethod
+    def blank(cls, **values) -> "CycleDraft":
+        """Every field present and null, then ``values``: the parent's rows start so."""
+        draft = cls(dict.fromkeys(CYCLE_FIELDS))
+        draft.update(values)
+        return draft
+
+    def __setitem__(self, key: str, value) -> None:
+        hint = _hints(CycleRow).get(key)
+        if hint is None:
+            raise KeyError(f"{key!r} is not a field of CycleRow (rig/contract/rows.py)")
+        self._v[key] = None if value is None else _coerce(value, hint | None)
+
+    def __getitem__(self, key: str):
+        return self._v[key]
+
+    def __delitem__(self, key: str) -> None:
+        del self._v[key]
+
+    def __iter__(self):
+        return iter(self._v)
+
+    def __len__(self) -> int:
+        return len(self._v)
+
+    def __repr__(self) -> str:
+        return f"CycleDraft({self._v!r})"
+
+    def note(self, text: str | None, first: bool = False) -> None:
+        self._v["detail"] = joined(self._v.get("detail"), text, first)
+
+    def merge(self, figures: dict) -> None:
+        """An observer's or the load's figures: each a field; their ``detail`` joins this one's."""
+        figures = dict(figures)
+        detail = figures.pop("detail", None)
+        self.update(figures)
+        self.note(detail)
+
+    def row(self) -> CycleRow:
+        return typed_row(CycleRow, self._v)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -198,3 +198,27 @@ def raised_and_held(row: dict) -> str | None:
         return None
     messages = json.loads(row["error_messages"]) if row.get("error_messages") else {}
     return RAISED_AND_HELD if any(RAISED_IN_EXECUTE in m for m in messages) else None
+
+
+def _field(row, key: str):
+    return row.get(key) if isinstance(row, dict) else getattr(row, key, None)
+
+
+def finalize_success(rows) -> float | None:
+    """The one finalize-success figure of a run: finalizes that ran before ``stop()`` returned,
+    over the finalizes expected (rows as ``CycleRow``s or dicts); None where none was expected."""
+    expected = sum(int(_field(r, "finalize_expected") or 0) for r in rows)
+    if not expected:
+        return None
+    return sum(int(_field(r, "finalize_before_stop") or 0) for r in rows) / expected
+
+
+def tally(rows, key: str) -> dict[str, int]:
+    """How many rows give each verdict of ``key`` (outcome, load_outcome, growth_outcome), a row
+    without one left out."""
+    out: dict[str, int] = {}
+    for r in rows:
+        value = _field(r, key)
+        if value:
+            out[value] = out.get(value, 0) + 1
+    return out

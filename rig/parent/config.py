@@ -164,8 +164,7 @@ class RunConfig:
                                                      shape.dynamic_batching, shape.decoupled):
             raise RigError(f"--model-shape {self.model_shape} sets the model's batching and instances: drop "
                            "--instances, --max-batch-size and --dynamic-batching (or --model-shape)")
-        self.instances, self.max_batch_size = shape.instances, shape.max_batch_size
-        self.dynamic_batching, self.decoupled = shape.dynamic_batching, shape.decoupled
+        shape.put_on(self)
         self.model_shape = shape.name
 
     def _inputs(self) -> None:
@@ -287,3 +286,27 @@ def from_toml_text(text: str) -> RunConfig:
     cfg = RunConfig()
     _apply(cfg, tomllib.loads(text), "stored config")
     return cfg.validate()
+
+
+def derive(base: RunConfig, changes: dict, validate: bool = True) -> RunConfig:
+    """``base`` with ``changes`` (config keys, dotted for a section's: ``workload.users``,
+    ``thresholds.allow_outcomes``; a None value leaves the key as it is), as ``load`` reads a
+    file and then options: ``base.to_toml()`` parsed, the changes applied, validated (a bad key,
+    type or value is one ``RigError`` line). ``base.to_toml()`` redacts a results URI's
+    credentials: give ``results`` in ``changes`` where it has any. ``validate=False``: the config
+    as a file gives it, not yet validated (a scenario named but not applied), whose ``to_toml()``
+    ``from_toml_text`` validates once (an applied scenario's does not read back: its shape's
+    settings clash with it)."""
+    cfg = RunConfig()
+    _apply(cfg, tomllib.loads(base.to_toml()), "base config")
+    nested: dict = {}
+    for key, value in changes.items():
+        if value is None:
+            continue
+        if "." in key:
+            section, sub = key.split(".", 1)
+            nested.setdefault(section, {})[sub] = value
+        else:
+            nested[key] = value
+    _apply(cfg, nested, "option")
+    return cfg.validate() if validate else cfg

@@ -221,9 +221,7 @@ def apply(cfg) -> None:
     if s.template and not users_models:
         from rig.parent import shapes
 
-        sh = shapes.parse(shape)
-        cfg.instances, cfg.max_batch_size = sh.instances, sh.max_batch_size
-        cfg.dynamic_batching, cfg.decoupled = sh.dynamic_batching, sh.decoupled
+        shapes.parse(shape).put_on(cfg)
 
 
 def _shape_of(cfg, s: Scenario, users_models: bool, clashes: list[str]) -> str | None:
@@ -242,7 +240,10 @@ def _shape_of(cfg, s: Scenario, users_models: bool, clashes: list[str]) -> str |
         raise RigError(f"--model-shape {cfg.model_shape}: scenario {s.name} runs in {', '.join(s.shapes)} "
                        "(the shapes that can move its verdict)")
     template_set = (cfg.instances, cfg.max_batch_size, cfg.dynamic_batching, cfg.decoupled)
-    if s.template and template_set != (1, 0, False, False):
+    sh = shapes.parse(name)
+    # the template's defaults, or the shape's own (a stored config read back: --resume, a matrix cell)
+    if s.template and template_set not in ((1, 0, False, False),
+                                           (sh.instances, sh.max_batch_size, sh.dynamic_batching, sh.decoupled)):
         clashes.append("--instances/--max-batch-size/--dynamic-batching")
     return name
 

@@ -40,6 +40,11 @@ class Shape:
             parts.append(f"instances-{self.instances}")
         return ",".join(parts) or "unbatched"
 
+    def put_on(self, cfg) -> None:
+        """Serve the rig's template model (``cfg``: a ``RunConfig``) in this shape."""
+        cfg.instances, cfg.max_batch_size = self.instances, self.max_batch_size
+        cfg.dynamic_batching, cfg.decoupled = self.dynamic_batching, self.decoupled
+
 
 def parse(name: str) -> Shape:
     """The shape a name stands for (the inverse of ``Shape.name``); unknown words: one line."""

@@ -2,8 +2,8 @@
 
 The worker hosts the server; the parent only watches. ``phase`` calls tell the parent which
 phase runs and how long it may take, so a hang costs one cycle. Every cycle ends in a
-``protocol.CycleDone`` (its row: ``CycleRow`` fields), whatever happened, and once stop has
-returned sends a ``protocol.Partial``; the parent adds what only it can see (hung, crashed,
+``rig.contract.messages.CycleDone`` (its row: ``CycleRow`` fields), whatever happened, and once stop has
+returned sends a ``Partial``; the parent adds what only it can see (hung, crashed,
 leftovers after the worker is gone). The verdicts are ``rig.contract.verdicts``' (re-exported here).
 """
 
@@ -30,6 +30,7 @@ from rig.worker.outputs import merge_checks, reference_output
 from rig.contract.spec import CycleSpec, repository_models  # noqa: F401 - CycleSpec re-exported
 from rig.worker.sequential import sequential_requests
 from rig.contract.messages import CycleDone, Partial, Samples
+from rig.contract.rows import CycleDraft
 from rig.common.text import top_messages
 from rig.contract.verdicts import (LEGACY_LOAD, LOAD_OUTCOMES, OUTCOMES, RAISED_AND_HELD, UNANSWERED,  # noqa: F401
                           MAX_MEMORY_GROWTH_B, MAX_SLOWDOWN_PCT, LoadOutcome, Outcome, classify, classify_growth,
@@ -79,8 +80,8 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     os.environ["RIG_EVIDENCE_DIR"] = str(evidence)
     if spec.hook:
         os.environ["RIG_EVIDENCE_HOOK"] = spec.hook
-    row: dict = {"cycle": cycle, "started_at": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
-                 "worker_pid": os.getpid(), "stop_error": None, "detail": None}
+    row = CycleDraft(cycle=cycle, started_at=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+                     worker_pid=os.getpid(), stop_error=None, detail=None)
     reload = held is not None
     unload_first = spec.stop_strategy == "unload-then-stop"
     watchers = observers_mod.for_spec(spec, sample=spec.sample_memory)
@@ -129,7 +130,7 @@ def _cycle_after_start(engine, t0, spec, cycle, row, evidence, watchers, phase, 
         if m == spec.models[0]:
             row["outputs_ok"] = None if failed else ok
         for note in notes:
-            row["detail"] = f"{row['detail']}; {note}" if row.get("detail") else note
+            row.note(note)
     pids = [os.getpid()] + [p.pid for p in probes.stubs_of(os.getpid())]
     regions = probes.shm_regions_mapped(pids)
 
@@ -169,12 +170,11 @@ def _cycle_after_start(engine, t0, spec, cycle, row, evidence, watchers, phase, 
     _judge(row, spec)
     for note in (raised_and_held(row), UNANSWERED if row.get("timeouts") else None,
                  "; ".join(growth_reasons(row, spec.max_memory_growth, spec.max_slowdown)) or None):
-        if note:
-            row["detail"] = f"{row['detail']}; {note}" if row.get("detail") else note
+        row.note(note)
     return CycleDone(row, version)
 
 
-def _load(ctx: observers_mod.Context, row: dict, watchers: list, phase: Callable[[str, float], None],
+def _load(ctx: observers_mod.Context, row: CycleDraft, watchers: list, phase: Callable[[str, float], None],
           workload: Callable | None, kept: Retained, checks: dict) -> None:
     """The cycle's load: the workload (or the fixed count of requests), its observers told as it
     starts and ends, its figures and its trend over its windows into the row."""
@@ -194,7 +194,7 @@ def _load(ctx: observers_mod.Context, row: dict, watchers: list, phase: Callable
         out = sequential_requests(ctx.engine, spec, ctx.inputs, spec.retain, kept, checks,
                                    tick=lambda: [o.tick(ctx) for o in watchers])
     ctx.windows = out.pop("windows", None) or []
-    _merge(row, out)
+    row.merge(out)
     ctx.t_load_end = time.monotonic()
     row["workload_s"] = ctx.t_load_end - ctx.t_load
     row.update(trends.window_trend(ctx.windows))
@@ -203,7 +203,7 @@ def _load(ctx: observers_mod.Context, row: dict, watchers: list, phase: Callable
 
 
 def _start(make_engine: Callable[[], Engine], spec: CycleSpec, options: ServerOptions, held: Held | None,
-           evidence: Path, row: dict, phase: Callable[[str, float], None]) -> tuple[Engine | None, float]:
+           evidence: Path, row: CycleDraft, phase: Callable[[str, float], None]) -> tuple[Engine | None, float]:
     """Start the server (with ``held``, its models' load) and wait until it and the models say
     ready; (the engine, when the start began). A start that fails is the cycle's verdict
     (``load_failed``), its server freed (or kept for the next load): (None, ...)."""
@@ -241,15 +241,14 @@ def _start(make_engine: Callable[[], Engine], spec: CycleSpec, options: ServerOp
     return engine, t0
 
 
-def _probe_after_load(engine: Engine, spec: CycleSpec, row: dict, pids: list[int]) -> set[str]:
+def _probe_after_load(engine: Engine, spec: CycleSpec, row: CycleDraft, pids: list[int]) -> set[str]:
     """What the load left: stubs that died during it, the stubs' and the worker's memory, fds and
     threads, GPU memory, /dev/shm, whether all still say ready; the shared-memory regions the
     stubs map now."""
     stubs = probes.stubs_of(os.getpid())
     died = sorted(set(pids[1:]) - {p.pid for p in stubs})
     if died:
-        note = f"stub pid(s) {', '.join(map(str, died))} died during the workload"
-        row["detail"] = f"{note}; {row['detail']}" if row.get("detail") else note
+        row.note(f"stub pid(s) {', '.join(map(str, died))} died during the workload", first=True)
     row["stub_rss_bytes"] = probes.total_rss(stubs)
     stats = probes.process_stats()
     row.update(worker_rss_bytes=stats["rss_bytes"], worker_fds=stats["fds"],
@@ -258,7 +257,7 @@ def _probe_after_load(engine: Engine, spec: CycleSpec, row: dict, pids: list[int
     return probes.shm_regions_mapped([p.pid for p in stubs])
 
 
-def _stop(engine: Engine, spec: CycleSpec, row: dict, evidence: Path, reload: bool,
+def _stop(engine: Engine, spec: CycleSpec, row: CycleDraft, evidence: Path, reload: bool,
           unload_first: bool) -> tuple[float, dict]:
     """The stop (with ``reload``: the models' unload), timed; the finalize markers seen by the
     time it returned go into the row. Returns (when it returned, those markers)."""
@@ -292,7 +291,7 @@ def _released(spec: CycleSpec, evidence: Path, t_ret: float, watchers: list) -> 
     return summarize_markers(read_markers(evidence), t_ret)
 
 
-def _judge(row: dict, spec: CycleSpec) -> None:
+def _judge(row: CycleDraft, spec: CycleSpec) -> None:
     """The cycle's three verdicts from its row (``rig.contract.verdicts``)."""
     row["outcome"] = classify(row)
     row["load_outcome"] = classify_load(row)
@@ -350,7 +349,7 @@ def _reference(engine: Engine, spec: CycleSpec, model: str, entries: list[dict],
     return ok, notes, merge_checks(found), failed
 
 
-def _add_reference(row: dict, reference: dict) -> None:
+def _add_reference(row: CycleDraft, reference: dict) -> None:
     """Count the reference requests' failures into the cycle's totals and messages (they come
     before the windows, so no window holds them)."""
     if not reference["errors"]:
@@ -372,7 +371,6 @@ def _has_python_models(repository: str, names: list[str]) -> bool:
     return False
 
 
-_merge = observers_mod.merge  # a workload's figures; its detail joins what is already noted
 
 
 def _unload_all(engine: Engine, timeout_s: float, timed_out: str = "") -> str | None:

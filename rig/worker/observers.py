@@ -98,14 +98,6 @@ class Observer:
         pass
 
 
-def merge(row: dict, out: dict) -> None:
-    """Add figures to the row; a detail joins what is already noted instead of replacing it."""
-    detail = out.pop("detail", None)
-    row.update(out)
-    if detail:
-        row["detail"] = f"{row['detail']}; {detail}" if row.get("detail") else detail
-
-
 class ProcessMemory(Observer):
     """Every process where the models live, sampled from a kernel thread through the load: the
     worker (the core, the in-process API, the load) and each backend stub by model and instance
@@ -221,7 +213,7 @@ class RefusedRequests(Observer):
     sets_scene = True
 
     def before_stop(self, ctx: Context, row: dict) -> None:
-        merge(row, clientside.refuse(ctx.engine, ctx.spec.models))
+        row.merge(clientside.refuse(ctx.engine, ctx.spec.models))
 
 
 class LoadingAtStop(Observer):
@@ -235,12 +227,12 @@ class LoadingAtStop(Observer):
         spec = ctx.spec
         unloaded = ctx.unload_all(spec.startup_timeout)
         if unloaded:
-            merge(row, {"detail": f"before the load under way at stop: {unloaded[:300]}"})
+            row.merge({"detail": f"before the load under way at stop: {unloaded[:300]}"})
         loader = clientside.load_in_thread(ctx.engine, repository_models(Path(spec.model_repository)),
                                            spec.startup_timeout)
         row["loading_at_stop"] = clientside.loading(ctx.engine)
         if loader.get("errors"):
-            merge(row, {"detail": f"the load under way at stop failed: {loader['errors'][0][:300]}"})
+            row.merge({"detail": f"the load under way at stop failed: {loader['errors'][0][:300]}"})
 
 
 class InFlightAtStop(Observer):
@@ -260,7 +252,7 @@ class InFlightAtStop(Observer):
 
     def released(self, ctx: Context, row: dict) -> None:
         if self.flight is not None:
-            merge(row, self.flight.figures())
+            row.merge(self.flight.figures())
 
 
 CLIENT_OBSERVERS: dict[str, type[Observer]] = {

@@ -61,6 +61,10 @@ class Prepared:
     hook: str | None = None  # the evidence hook the stubs run (None: it could not be installed)
     inputs: dict | None = None  # preflight.check_inputs of the models loaded (None: not checked yet)
     made: Path | None = None    # the outermost folder this process made for the work folder (a new run)
+    # What is fixed for the run, worked out once (not copied by dataclasses.replace: a bench point
+    # with another config works them out again): the workers' spec and the rows' run-wide values.
+    spec: object = dataclasses.field(default=None, init=False, repr=False)   # orchestrator.spec.run_spec
+    tags: dict | None = dataclasses.field(default=None, init=False, repr=False)  # orchestrator.rows.run_tags
 
 
 def prepare(cfg: RunConfig, command: str, store: Recorder, run_id: str | None = None,

@@ -8,19 +8,25 @@ from rig.common import probes
 from rig.contract.fleet import node_name
 from rig.parent.orchestrator.prepare import Prepared
 from rig.parent.scenarios import name_of
-from rig.contract.rows import CYCLE_FIELDS, CycleResult, CycleRow, now_iso, typed_row
+from rig.contract.rows import CYCLE_FIELDS, CycleDraft, CycleResult, CycleRow, now_iso, typed_row
 from rig.contract.messages import Partial
 
 
-def blank_row(p: Prepared, cycle: int) -> dict:
+def blank_row(p: Prepared, cycle: int) -> CycleDraft:
     """A row of ``cycle`` with the run's tags and nothing measured."""
-    row = dict.fromkeys(CYCLE_FIELDS)
-    row.update(run_id=p.run_id, cycle=cycle, engine=p.engine, model=p.model_label, retain=p.config.retain,
-               restart=p.config.restart, stop_strategy=p.config.stop_strategy, started_at=now_iso(),
-               host=node_name(p.config.node), scenario=p.config.scenario
-               or name_of(p.config.fault, p.config.retain, p.config.restart, p.config.client),
-               control=p.config.control if p.config.scenario else None, shape=model_shape(p))
-    return row
+    return CycleDraft.blank(**run_tags(p), cycle=cycle, started_at=now_iso())
+
+
+def run_tags(p: Prepared) -> dict:
+    """The values every row of the run carries alike, worked out once a run (the model's shape
+    reads its config.pbtxt)."""
+    if p.tags is None:
+        c = p.config
+        p.tags = dict(run_id=p.run_id, engine=p.engine, model=p.model_label, retain=c.retain, restart=c.restart,
+                      stop_strategy=c.stop_strategy, host=node_name(c.node),
+                      scenario=c.scenario or name_of(c.fault, c.retain, c.restart, c.client),
+                      control=c.control if c.scenario else None, shape=model_shape(p))
+    return p.tags
 
 
 def model_shape(p: Prepared) -> str | None:
@@ -46,9 +52,9 @@ def finish_row(p: Prepared, row: dict, wall: float | None, reported: str | None 
     under."""
     if reported and reported != p.runtime.triton_version:
         note = f"the core reports Triton {reported}; results are filed under {p.runtime.triton_version}"
-        row["detail"] = f"{row['detail']}; {note}" if row.get("detail") else note
+        row.note(note)
     row = {k: row.get(k) for k in CYCLE_FIELDS if k != "schema_version"}
-    row["cycle_wall_s"], row["host"] = wall, node_name(p.config.node)
+    row["cycle_wall_s"], row["host"] = wall, run_tags(p)["host"]
     if wall is not None:
         row["overhead_s"] = (wall - (row.get("start_latency_s") or 0) - (row.get("stop_latency_s") or 0)
                              - (row.get("workload_s") or 0))

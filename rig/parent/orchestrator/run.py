@@ -1,5 +1,5 @@
 """The workers of a run and their watchdog: ``WorkerHandle`` (one worker process in its own
-process group, and the pipe it reports on in ``rig.contract.rows`` messages) and ``run_cycles``."""
+process group, and the pipe it reports on in ``rig.contract.messages``) and ``run_cycles``."""
 
 from __future__ import annotations
 
@@ -15,12 +15,10 @@ from typing import Callable
 
 from rig.common import probes, procs
 
-from rig.parent import scenarios
-from rig.contract.spec import IN_FLIGHT
-from rig.contract.spec import CycleSpec
 from rig.common.errors import RigError
 from rig.contract.fleet import node_name
-from rig.parent.orchestrator.prepare import Prepared, check_run_inputs
+from rig.parent.orchestrator.prepare import Prepared
+from rig.parent.orchestrator.spec import cycle_spec
 from rig.parent.orchestrator.rows import blank_row, finish_row, lost_cycle
 from rig.common.procs import python_m
 from rig.contract.messages import (CycleDone, CycleStart, Fatal, Message, Partial, Phase, Refused, Samples, Window,
@@ -35,27 +33,7 @@ class WorkerHandle:
         # The worker (and the stubs it starts) run in the run's work folder, never in the user's:
         # a file there named like a module (numpy.py) would shadow it in a stub. Paths absolute.
         work = p.work_dir.resolve()
-        if p.inputs is None:
-            check_run_inputs(p)
-        inputs = p.inputs
-        spec = CycleSpec(
-            run_id=p.run_id, engine=p.engine, runtime=p.runtime.to_dict(),
-            model_repository=os.path.abspath(p.repository), models=p.models, model_label=p.model_label,
-            requests=p.config.requests, retain=p.config.retain, exit_timeout=p.config.exit_timeout,
-            stop_strategy=p.config.stop_strategy, restart=p.config.restart,
-            startup_timeout=p.config.startup_timeout, request_timeout=p.config.request_timeout,
-            evidence_dir=str(work / "evidence"),
-            log_dir=str(work / "logs"), cycles=cycles,
-            workload={**dataclasses.asdict(p.config.workload), "node": p.config.node}
-            if p.config.workload.name != "none" else None,
-            hook=os.path.abspath(p.hook) if p.hook else p.hook,
-            check=p.config.model_size if not p.config.model_repository else 0, cwd=os.getcwd(),
-            input_data=p.config.input_data, shapes=inputs["shapes"], optional_inputs=inputs["optional"],
-            client=p.config.client,
-            in_flight_at_stop=scenarios.get(p.config.scenario).in_flight if p.config.scenario else IN_FLIGHT,
-            quiet=_quiet_phases(p.config),
-            max_memory_growth=p.config.thresholds.max_memory_growth, max_slowdown=p.config.thresholds.max_slowdown,
-            sample_memory=p.config.memory_samples)
+        spec = cycle_spec(p, cycles)
         (p.work_dir / "logs").mkdir(parents=True, exist_ok=True)
         self.spec_path = work / f"spec-{index:04d}.json"
         self.spec_path.write_text(json.dumps(dataclasses.asdict(spec), indent=1))
@@ -117,13 +95,6 @@ class WorkerHandle:
             pass
 
 
-def _quiet_phases(config) -> list[str]:
-    """The phases that hold the quiet lock (``CycleSpec.quiet``): all but those a scenario's
-    faulted model only waits in (``Scenario.waits``); a control holds it throughout."""
-    waits = scenarios.get(config.scenario).waits if config.scenario and not config.control else ()
-    return [ph for ph in ("start", "load") if ph not in waits]
-
-
 def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult], None],
                on_window: Callable[[WindowRow], None] | None = None,
                on_phase: Callable[[int, str], None] | None = None) -> None:
@@ -176,7 +147,7 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult],
                             # a stub that died while loading: its last words are in the worker's log
                             tail = w.log_tail(400)
                             if tail:
-                                row["detail"] = f"{row['detail']}; the stub's last output: {tail}"
+                                row.note(f"the stub's last output: {tail}")
                         if p.config.restart == "fresh-process":
                             try:
                                 w.proc.wait(30)

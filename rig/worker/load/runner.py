@@ -14,6 +14,7 @@ from locust.env import Environment
 
 from rig.worker.engines.base import Engine, EngineError, as_entries
 from rig.worker.load import locust_api
+from rig.contract.rows import joined
 from rig.worker.load.lanes import stop_lane
 from rig.worker.load.sink import Sink
 from rig.worker.load.users import Workload, load_workload, run_classes, size_shape
@@ -197,10 +198,9 @@ def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
             out["requests"] += 1
             out["errors"] += 1
             out["timeouts"] = out.get("timeouts", 0) + (why.get("code") == "TIMEOUT")
-            out["detail"] = f"{out['detail']}; {failed}" if out.get("detail") else failed
+            out["detail"] = joined(out.get("detail"), failed)
         if out["requests"] == 0:
-            out["detail"] = (out.get("detail") + "; " if out.get("detail") else "") + \
-                "the workload completed no request"
+            out["detail"] = joined(out.get("detail"), "the workload completed no request")
         return out
 
     return workload

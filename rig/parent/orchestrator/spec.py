@@ -1,0 +1,48 @@
+"""The spec a worker is given (``CycleSpec``), made in one place: what is fixed for the run is
+worked out once (the run's ``Prepared`` keeps it), and each worker's spec is that with its cycles."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from rig.contract.spec import IN_FLIGHT, CycleSpec
+from rig.parent import scenarios
+from rig.parent.orchestrator.prepare import Prepared, check_run_inputs
+
+
+def cycle_spec(p: Prepared, cycles: list[int]) -> CycleSpec:
+    """The spec of a worker that runs ``cycles`` of run ``p``."""
+    if p.spec is None:
+        p.spec = run_spec(p)
+    return dataclasses.replace(p.spec, cycles=list(cycles))
+
+
+def run_spec(p: Prepared) -> CycleSpec:
+    """What every worker of the run is told alike (its cycles left empty). The worker (and the
+    stubs it starts) run in the run's work folder, never in the user's: a file there named like a
+    module (numpy.py) would shadow it in a stub. Paths absolute."""
+    work = p.work_dir.resolve()
+    if p.inputs is None:
+        check_run_inputs(p)
+    c = p.config
+    return CycleSpec(
+        run_id=p.run_id, engine=p.engine, runtime=p.runtime.to_dict(),
+        model_repository=os.path.abspath(p.repository), models=p.models, model_label=p.model_label,
+        requests=c.requests, retain=c.retain, exit_timeout=c.exit_timeout, stop_strategy=c.stop_strategy,
+        restart=c.restart, startup_timeout=c.startup_timeout, request_timeout=c.request_timeout,
+        evidence_dir=str(work / "evidence"), log_dir=str(work / "logs"), cycles=[],
+        workload={**dataclasses.asdict(c.workload), "node": c.node} if c.workload.name != "none" else None,
+        hook=os.path.abspath(p.hook) if p.hook else p.hook,
+        check=c.model_size if not c.model_repository else 0, cwd=os.getcwd(),
+        input_data=c.input_data, shapes=p.inputs["shapes"], optional_inputs=p.inputs["optional"],
+        client=c.client, in_flight_at_stop=scenarios.get(c.scenario).in_flight if c.scenario else IN_FLIGHT,
+        quiet=_quiet_phases(c), max_memory_growth=c.thresholds.max_memory_growth,
+        max_slowdown=c.thresholds.max_slowdown, sample_memory=c.memory_samples)
+
+
+def _quiet_phases(config) -> list[str]:
+    """The phases that hold the quiet lock (``CycleSpec.quiet``): all but those a scenario's
+    faulted model only waits in (``Scenario.waits``); a control holds it throughout."""
+    waits = scenarios.get(config.scenario).waits if config.scenario and not config.control else ()
+    return [ph for ph in ("start", "load") if ph not in waits]
