@@ -169,3 +169,22 @@ def test_bench_windows_last_five_seconds_unless_told(tmp_path):
     assert "1 windows of 5.0 s per point" in p.stdout
     w = Store(tmp_path / "r").read("windows")
     assert len(w) == 1 and w.length_s.iloc[0] >= 4.5 and w.requests.iloc[0] > 0
+
+
+@pytest.mark.slow
+def test_where_the_time_goes_for_both_tools_side_by_side(bench, has_pa):
+    """Issue 42: every window holds Triton's statistics, the rig's read through its engine,
+    perf_analyzer's from its own server summary; the table shows both at each point."""
+    from rig.contract import server_stats
+
+    _, out, w = bench
+    rig_w = w[w.tool == "rig"]
+    assert rig_w.server_success.notna().all() and (rig_w.server_success > 0).all()
+    assert "where the time goes" in out and re.search(r"^\s+1\s+2 rig\s+\d", out, re.M)
+    if not has_pa:
+        return
+    for cycle, g in w[w.tool == "perf_analyzer"].groupby("cycle"):
+        t = server_stats.over_windows(g.to_dict("records"))
+        assert t and t["request_us"] > 0 and t["compute_infer_us"] > 0, f"repeat {cycle}: no server figures"
+        assert t["success"] == pytest.approx(g.requests.sum(), abs=len(g))  # its counts, shared by requests
+    assert re.search(r"^\s+1\s+2 perf_analyzer\s+\d", out, re.M), out

@@ -341,6 +341,7 @@ def test_a_fleet_of_another_share_is_not_checked_and_says_why(fleet_store, tmp_p
     assert "not checked: no bench sweep of the same" in capacity_text.format_check(checked, 2.0)
 
 
+@pytest.mark.slow  # a process of its own: the end-to-end tier
 def test_command_check_prints_predictions_errors_and_a_plot(fleet_store, capsys, tmp_path):
     png = tmp_path / "cap.png"
     code = main(["capacity", str(fleet_store.root), "--target-throughput", "9000,90000", "--p99-ms", "2",

@@ -110,6 +110,7 @@ def test_no_command_is_usage_and_bad_input_one_line(capsys):
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # a process of its own: the end-to-end tier
 def test_doctor_says_what_is_usable_here_and_why_not():
     """Each line of `rig doctor`, against what this machine has (asked here, in the same ways)."""
     import platform

@@ -337,6 +337,7 @@ def test_the_report_page_shows_the_grid_and_each_mark_leads_to_its_figures(capsy
         drv.quit()
 
 
+@pytest.mark.slow  # a process of its own: the end-to-end tier
 def test_rig_gate_fails_on_a_scenario_cell_that_differs_from_the_known_verdicts(tmp_path):
     """A candidate's scenario cell whose verdicts differ from those known for its scenario,
     shape, engine and core is a finding: `rig gate` fails on it and says which, in its output

@@ -206,3 +206,24 @@ def test_scenario_clients_over_the_official_bindings(tmp_path, runtime):
     assert (flight.outcome, flight.in_flight_answered, flight.in_flight_lost) == ("clean", 8, 0)
     reload = c.loc[["reload"]]
     assert set(reload.outcome) == {"clean"} and reload.worker_pid.nunique() == 1
+
+
+@official
+def test_windows_hold_tritons_statistics_through_the_official_api(tmp_path, runtime):
+    """Issue 42: ``Model.statistics()`` read as each window closes, as the capi engine reads
+    TRITONSERVER_ServerModelStatistics: the server counts the window's requests, batches of one."""
+    from rig.contract import server_stats
+
+    res = tmp_path / "r"
+    p = rig("soak", *ENGINE, "--workload", "steady", "--users", "2", "--workload-seconds", "2",
+            "--results", str(res), timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "per request   client" in p.stdout
+    w = pd.read_parquet(res / "windows")
+    # a request the server finished just before a boundary may reach the lane (on its asyncio
+    # loop) just after it: per window, give or take a few; over the load, the same requests
+    assert abs(w.server_success.sum() - w.requests.sum()) <= 2, w[["requests", "server_success"]]
+    for r in w.to_dict("records"):
+        t = server_stats.over_windows([r])
+        assert t and abs(t["success"] - r["requests"]) <= 2 + 0.01 * r["requests"] and t["request_us"] > 0, (r, t)
+        assert r["mean_batch_size"] == 1.0

@@ -42,6 +42,7 @@ REFUSED = {
     "--seed": (WL, "not to Locust users"),
     "--window-seconds": ((), "add --workload steady"),
     "--locust-master": (("--users", "3"), "come(s) from the `rig fleet` master"),
+    "--server-stats": ((), "add --workload steady"),
 }
 
 VALUES = {  # a valid value for each option that takes one
@@ -52,7 +53,7 @@ VALUES = {  # a valid value for each option that takes one
     "--startup-timeout": "11", "--request-timeout": "13", "--results": "RESULTS", "--workload": "spike",
     "--workload-seconds": "6", "--users": "5", "--in-flight": "2", "--rate": "40", "--arrivals": "constant",
     "--window-seconds": "0.5", "--seed": "17", "--locust-web-port": "8123", "--max-stop-latency": "3.5",
-    "--max-memory-growth": "65536", "--max-slowdown": "25", "--memory-samples": "off",
+    "--max-memory-growth": "65536", "--max-slowdown": "25", "--memory-samples": "off", "--server-stats": "off",
     "--min-finalize-success": "0.75", "--allow-outcomes": "clean,exit_timeout", "--resume": None,
     "--skip-ok": None, "--allow-leaks": None, "--dynamic-batching": None,
     "--locust-master": "127.0.0.1:5557", "--node": "n1", "--input-data": "zero", "--shape": "X:2,3",
@@ -98,6 +99,7 @@ APPLIES = {
     "--max-memory-growth": ((), lambda c: c.thresholds.max_memory_growth == 65536.0),
     "--max-slowdown": ((), lambda c: c.thresholds.max_slowdown == 25.0),
     "--memory-samples": ((), lambda c: c.memory_samples is False),
+    "--server-stats": (WL, lambda c: c.server_stats is False),
     "--allow-outcomes": ((), lambda c: c.thresholds.allow_outcomes == "clean,exit_timeout"),
     "--locust-master": ((), lambda c: c.workload.master == "127.0.0.1:5557" and c.workload.name == "steady"),
     "--node": ((), lambda c: c.node == "n1"),

@@ -97,6 +97,7 @@ def test_rig_scenarios_lists_every_scenario_with_its_report_and_verdicts():
     assert f"| {', '.join(versions)}; " in lines[0]
 
 
+@pytest.mark.slow  # a process of its own: the end-to-end tier
 def test_rig_scenarios_accept_records_a_reviewed_runs_verdicts_as_data(tmp_path):
     """`rig scenarios --accept RESULTS` writes each scenario cell's verdicts, per shape, engine and
     core, into the known-verdicts file; a cell whose cycles disagree is named and left out."""

@@ -362,6 +362,7 @@ def test_the_gate_holds_the_first_response_to_a_bound(streamed):
 
 # ---------------------------------------------------------------- no core needed
 
+@pytest.mark.slow  # a process of its own: the end-to-end tier
 def test_windows_sink_frames_and_verdict_in_a_process_of_their_own():
     """``tests/inproc_streaming.py`` imports the load's parts (Locust, which monkey-patches its
     process for gevent): run in a process of its own, as ``test_workloads`` runs inproc_load.py.

@@ -206,6 +206,7 @@ def test_locust_web_ui_serves_live_stats(tmp_path, runtime):
     assert seen > 0
 
 
+@pytest.mark.slow  # a process of its own: the end-to-end tier
 def test_the_in_process_load_parts_in_a_process_of_their_own():
     """``tests/inproc_load.py`` imports Locust into its process, which monkey-patches it for
     gevent: in a process of its own, so that patching never meets an ``ssl`` or ``urllib3``

@@ -20,6 +20,7 @@ from rig.analysis import report_growth
 from rig.analysis import report_html as rh
 from rig.analysis import report_parts as parts
 from rig.analysis import report_scenarios
+from rig.analysis import report_server
 from rig.parent.config import RunConfig
 from rig.common.errors import RigError
 from rig.contract.rows import CycleRow
@@ -30,6 +31,7 @@ WINDOW_COLUMNS = ["run_id", "cycle", "window", "engine", "model", "tool", "mode"
                   "requests", "throughput", "p50_us", "p99_us", "triton_version", "date",
                   "first_p50_us", "first_p99_us", "gap_p50_us", "gap_p99_us", "responses",
                   "responses_per_request"]  # what the sections read
+WINDOW_COLUMNS += report_server.COLUMNS  # where the time goes (schema 14)
 CYCLE_COLUMNS = ["run_id", "cycle", "engine", "model", "retain", "outcome", "load_outcome", "restart", "stop_strategy",
                  "start_latency_s", "stop_latency_s", "finalize_expected", "finalize_before_stop", "stubs_killed",
                  "shm_regions_leaked", "throughput", "worker_rss_bytes", "stub_rss_bytes", "triton_version", "date",
@@ -219,10 +221,11 @@ def build(data: Data, baseline: str | None = None, max_histograms: int = 8) -> t
     diffs = differences.differences_section(cycles, pts, gkeys, axis, base) if axis else None
     perf = parts.performance_section(data, pts, gkeys, max_histograms) if len(windows) else None
     streams = parts.streaming_section(data.root, windows, gkeys) if len(windows) else None
+    times = report_server.server_section(windows, gkeys) if len(windows) else None
     scenario_table = report_scenarios.scenarios_section(cycles) if len(cycles) else None
     grid = conformance_section(cycles) if len(cycles) else None
     growth = report_growth.growth_section(data.root, cycles, windows) if len(cycles) else None
-    for s in (scenario_table, grid, life, perf, growth, streams, diffs, trend):
+    for s in (scenario_table, grid, life, perf, times, growth, streams, diffs, trend):
         if s is not None:
             sections.append(s)
     if diffs is not None:

@@ -8,10 +8,14 @@ import statistics
 from rig.common.stability import stable  # noqa: F401 - re-exported: the worker applies it live
 
 
+def measured(windows: list[dict]) -> list[dict]:
+    """The windows a point's figures come from: its last 3 (the first is warm-up when there are more)."""
+    return (windows[1:] if len(windows) > 3 else windows)[-3:]
+
+
 def summarize(windows: list[dict]) -> dict:
     """A point's figures: medians over its last 3 windows (the first is warm-up when there are more)."""
-    ws = windows[1:] if len(windows) > 3 else windows
-    ws = ws[-3:]
+    ws = measured(windows)
 
     def med(key):
         vals = [w[key] for w in ws if w.get(key) is not None]

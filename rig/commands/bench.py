@@ -34,7 +34,8 @@ from rig.parent import config, orchestrator, repository
 from rig.common import cpuidle, cpushare
 
 from rig.contract import verdicts
-from rig.analysis.sweeps import knee, stable, summarize
+from rig.analysis.sweeps import knee, measured, stable, summarize
+from rig.contract import server_stats
 from rig.parent.config import RunConfig
 from rig.common.errors import Exit, RigError
 from rig.parent.preflight import check_workload, without_spaces
@@ -247,7 +248,9 @@ def _rig_once(p, cfg: RunConfig, args, repo, cycle: int, point, closed: bool, n:
     res = results[0]
     res = CycleResult(res.row, tuple(dataclasses.replace(w, instances=n) for w in res.windows))
     orchestrator.record(p, res)
-    fig = summarize([dataclasses.asdict(w) for w in res.windows])
+    ws = [dataclasses.asdict(w) for w in res.windows]
+    fig = summarize(ws)
+    fig["server"] = server_stats.over_windows(measured(ws))  # where the time goes, over the same windows
     fig["outcome"] = res.row.outcome
     if res.row.outcome not in verdicts.GOOD:
         fig["note"] = f"{res.row.outcome}: {(res.row.detail or res.row.stop_error or '')[:100]}"
@@ -294,10 +297,32 @@ def _pa_once(pa, p, cfg: RunConfig, repo, cycle: int, point, closed: bool, n: in
     tags = {"cycle": cycle, "tool": "perf_analyzer", "mode": "closed" if closed else "open",
             "concurrency": int(point) if closed else None, "rate": None if closed else float(point),
             "instances": n, "host": p.config.node or platform.node()}
+    server = pa_server_columns(got.get("server"), windows)
     rows = [window_row(p.run_id, p.engine, p.model_label,
-                       {**w, **tags, "stable": stable(windows[:i + 1])}) for i, w in enumerate(windows)]
+                       {**w, **tags, **server[i], "stable": stable(windows[:i + 1])}) for i, w in enumerate(windows)]
     p.store.write("windows", rows, p.runtime.triton_version, f"pa-c{cycle:06d}")
-    return summarize([dataclasses.asdict(r) for r in rows])
+    ws = [dataclasses.asdict(r) for r in rows]
+    return {**summarize(ws), "server": server_stats.over_windows(measured(ws))}
+
+
+def pa_server_columns(summary: dict | None, windows: list[dict]) -> list[dict]:
+    """perf_analyzer's server summary (``perf_analyzer.parse_server_summary``: Triton's averages
+    over the windows it reported) as each of its windows' server columns: the same averages in
+    each, its counts shared out by the window's requests, so that the windows together give its
+    averages and counts back (``server_stats.over_windows``). Nothing where it printed none."""
+    total = sum(w.get("requests") or 0 for w in windows)
+    if not summary or not total:
+        return [{} for _ in windows]
+    out = []
+    for w in windows:
+        n = w.get("requests") or 0
+        share = n / summary["success"] if summary["success"] else 0.0
+        out.append(server_stats.from_averages(
+            n, round((summary.get("inferences") or summary["success"]) * share),
+            round((summary.get("executions") or summary["success"]) * share), summary["request_us"],
+            summary["queue_us"], summary["compute_input_us"], summary["compute_infer_us"],
+            summary["compute_output_us"]) if n else {})
+    return out
 
 
 def _median(figs: list[dict], key: str):
@@ -316,7 +341,38 @@ def point_medians(point, instances, rig: list[dict], pa: list[dict]) -> dict:
     for key, out in (("throughput", "throughput_x"), ("p99_us", "p99_x"), ("p50_us", "p50_x")):
         a, b = row[key], row[f"pa_{key}"]
         row[out] = a / b if a is not None and b else None
+    row["server"] = {tool: {k: _median([f.get("server") or {} for f in figs], k) for k in TIME_KEYS}
+                     for tool, figs in (("rig", rig), ("perf_analyzer", pa))}
     return row
+
+
+# Where the time goes, per request (server_stats.over_windows): the client's mean, the server's
+# request time and its parts, the tool's own cost (client - server), and the mean batch formed
+TIME_KEYS = ("client_us", "request_us", "queue_us", "compute_input_us", "compute_infer_us", "compute_output_us",
+             "overhead_us", "own_us", "mean_batch_size")
+
+
+def time_table(rows: list[dict], with_pa: bool) -> str:
+    """Where the time goes at each point, each tool's medians over repeats (empty where no window
+    read the server's statistics: ``--server-stats off``)."""
+    tools = ("rig", "perf_analyzer") if with_pa else ("rig",)
+    if not any((r.get("server") or {}).get(t, {}).get("request_us") is not None for r in rows for t in tools):
+        return ""
+    lines = ["where the time goes, us per request (medians over repeats): client = the tool's mean latency; "
+             "server = Triton's request time = queue + input + infer + output + overhead; own = client - server",
+             f"{'inst':>4} {'point':>7} {'tool':<13} {'client':>7} {'server':>7} {'queue':>7} {'input':>6} "
+             f"{'infer':>7} {'output':>6} {'overh.':>6} {'own':>6} {'batch':>5}"]
+    for r in rows:
+        for t in tools:
+            f = (r.get("server") or {}).get(t) or {}
+            if f.get("request_us") is None:
+                continue
+            lines.append(f"{'-' if r['instances'] is None else r['instances']:>4} {r['point']:>7g} {t:<13} "
+                         f"{_f(f['client_us']):>7} {_f(f['request_us']):>7} {_f(f['queue_us']):>7} "
+                         f"{_f(f['compute_input_us']):>6} {_f(f['compute_infer_us']):>7} "
+                         f"{_f(f['compute_output_us']):>6} {_f(f['overhead_us']):>6} {_f(f['own_us']):>6} "
+                         f"{_f(f['mean_batch_size'], '{:.2f}'):>5}")
+    return "\n".join(lines)
 
 
 def format_table(rows: list[dict], with_pa: bool, repeats: int, closed: bool = True) -> str:
@@ -335,7 +391,8 @@ def format_table(rows: list[dict], with_pa: bool, repeats: int, closed: bool = T
             line += (f" | {r['pa_repeats']:>4} {_f(r['pa_throughput'], '{:,.0f}'):>10} {_f(r['pa_p50_us']):>7} "
                      f"{_f(r['pa_p99_us']):>7} | {_f(r['throughput_x'], '{:.2f}'):>6} {_f(r['p99_x'], '{:.2f}'):>6}")
         lines.append(line)
-    return "\n".join(lines)
+    times = time_table(rows, with_pa)
+    return "\n".join(lines + ([times] if times else []))
 
 
 def _progress(fig: dict) -> str:

@@ -7,8 +7,10 @@ import collections
 import dataclasses
 
 from rig.common.text import num
-from rig.contract import verdicts
+from rig.contract import server_stats, verdicts
 from rig.contract.rows import CycleRow, WindowRow
+
+_SERVER_KEYS = ("requests", "mean_us", *server_stats.ALL_COLUMNS)  # what "where the time goes" reads of a window
 
 
 @dataclasses.dataclass
@@ -17,9 +19,12 @@ class Tally:
 
     rows: list[CycleRow] = dataclasses.field(default_factory=list)
     p50_us: dict = dataclasses.field(default_factory=dict)  # cycle -> the median p50 of its windows
+    server: list = dataclasses.field(default_factory=list)  # the rig's windows' server columns (and client mean)
 
     def add(self, row: CycleRow, windows: tuple[WindowRow, ...] = ()):
         self.rows.append(row)
+        self.server.extend({k: getattr(w, k) for k in _SERVER_KEYS} for w in windows
+                           if w.tool == "rig" and w.server_success is not None)
         p50 = [w.p50_us for w in windows if w.p50_us is not None and w.tool == "rig"]
         if p50:
             import statistics
@@ -164,8 +169,31 @@ def summary_table(tally: Tally) -> str:
         lines.append(f"rig overhead  median {statistics.median(over):.3f} s per cycle "
                      "(beyond start, workload and stop)")
     lines.append(f"leaks         {stubs} stub(s) killed, {shm} shared-memory region(s) removed")
+    lines.extend(time_lines(tally))
     lines.extend(growth_lines(tally))
     return "\n".join(lines)
+
+
+def time_lines(tally: Tally) -> list[str]:
+    """Where the time goes over the run's windows (``server_stats.over_windows``): the client's mean
+    latency, Triton's request time and its parts, the rig's own cost per request; and the batch
+    sizes Triton formed, where a model is batched (or a batch of more than one was formed)."""
+    t = server_stats.over_windows(tally.server)
+    if not t or t["request_us"] is None:
+        return []
+    def f(v, fmt="{:,.0f}"):
+        return num(v, fmt)
+
+    lines = [f"per request   client {f(t['client_us'])} us; Triton {f(t['request_us'])} us = queue "
+             f"{f(t['queue_us'])} + compute input {f(t['compute_input_us'])} + infer {f(t['compute_infer_us'])} + "
+             f"output {f(t['compute_output_us'])} + overhead {f(t['overhead_us'])} (means over {t['windows']:,} windows)",
+             f"              the rig's own: client - Triton = {f(t['own_us'])} us (below 0 where Triton's time, which "
+             "ends once the output is sent, outlasts the client's wait for its response)"]
+    batched = any("batched" in (r.shape or "").split(",") for r in tally.rows)
+    if batched or any(size > 1 for size in t["batch_sizes"]):
+        lines.append(f"batches       {server_stats.batch_text(t['batch_sizes'])} (size x executions); "
+                     f"mean {f(t['mean_batch_size'], '{:.2f}')} requests per execution")
+    return lines
 
 
 def growth_lines(tally: Tally) -> list[str]:

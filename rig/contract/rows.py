@@ -67,6 +67,9 @@ Schema history (``schema_version`` column):
      could use: its affinity's, or a cgroup quota's where fewer), ``cpus`` (its affinity, as
      ``0-3,8``) and ``cpu_share_from`` (``--cpus``, ``cgroup``, ``affinity``, ``machine``); null
      in older files.
+  14: windows, Triton's own statistics of the run's models over the window (``rig.contract.server_stats``;
+     perf_analyzer's: its summary's averages; null with ``--server-stats off`` or a failed read): ``server_*``
+     counts and summed ns, ``batch_sizes`` (JSON ``{size: executions}``) and ``mean_batch_size``.
 """
 
 from __future__ import annotations
@@ -83,7 +86,7 @@ def now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-SCHEMA_VERSION = 13  # see the history above
+SCHEMA_VERSION = 14  # see the history above
 
 
 @dataclasses.dataclass(frozen=True)
@@ -251,6 +254,17 @@ class WindowRow:
     gap_p99_us: float | None = None
     responses: int | None = None        # data responses of the streaming requests answered in the window
     responses_per_request: float | None = None  # responses / those requests (0: answered by the final flag alone)
+    server_success: int | None = None   # Triton's statistics over the window (schema 14): successful requests
+    server_failures: int | None = None  # failed requests
+    server_inferences: int | None = None  # batch items run (inference_count)
+    server_executions: int | None = None  # model executions (execution_count): inferences / executions = mean batch
+    server_request_ns: int | None = None  # summed over the successful requests: their whole time in the server
+    server_queue_ns: int | None = None
+    server_compute_input_ns: int | None = None
+    server_compute_infer_ns: int | None = None
+    server_compute_output_ns: int | None = None
+    batch_sizes: str | None = None      # the batches formed: JSON {size: executions} (batch_stats)
+    mean_batch_size: float | None = None
     schema_version: int = SCHEMA_VERSION
 
 

@@ -48,6 +48,7 @@ class CycleSpec:
     max_memory_growth: float | None = MAX_MEMORY_GROWTH_B  # bytes per 1,000 requests, any process kind
     max_slowdown: float | None = MAX_SLOWDOWN_PCT           # % slower at the load's end than its start
     sample_memory: bool = True
+    server_stats: bool = True         # each window holds Triton's statistics of the models (rig.worker.serverstats)
     # The phases holding the quiet lock in a matrix (rig.worker.quiet): not those a fault only waits in
     quiet: list = dataclasses.field(default_factory=lambda: ["start", "load"])
 

@@ -95,6 +95,7 @@ class RunConfig:
     results: str = "results"
     node: str | None = None           # the name rows carry in `host` (default the hostname)
     memory_samples: bool = True       # sample every process's memory through the load (rig.worker.observers)
+    server_stats: bool = True         # read Triton's statistics of the models as each window closes (rig.worker.serverstats)
     thresholds: Thresholds = dataclasses.field(default_factory=Thresholds)
     workload: WorkloadConfig = dataclasses.field(default_factory=WorkloadConfig)
 

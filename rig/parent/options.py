@@ -45,6 +45,9 @@ def add_server_options(g) -> None:
     g.add_argument("--memory-samples", choices=("on", "off"),
                    help="sample every process's memory (worker, each backend stub, GPU) through the load, for "
                    "the growth verdict and the memory table (default on)")
+    g.add_argument("--server-stats", choices=("on", "off"),
+                   help="read Triton's own statistics of the models as each window closes (requests, queue and "
+                   "compute time, batch sizes formed: the windows' server_* columns) (default on)")
     g.add_argument("--results", help="results folder (default results/)")
     g.add_argument("--node", help="the name this machine's rows carry in `host` (default the hostname)")
     g.add_argument("--cpus", metavar="LIST|count:N",
@@ -125,19 +128,20 @@ OVERRIDES = {  # config key -> option dest (a subcommand without the option leav
     "thresholds.allow_outcomes": "allow_outcomes",
     "thresholds.max_memory_growth": "max_memory_growth",
     "thresholds.max_slowdown": "max_slowdown",
-    "memory_samples": "memory_samples",
+    "memory_samples": "memory_samples", "server_stats": "server_stats",
 }
 # Options that shape a workload: without one (--workload none, the default) they cannot apply.
 WORKLOAD_ONLY = ("workload_seconds", "users", "in_flight", "arrivals", "window_seconds", "seed",
-                 "locust_web_port")
+                 "locust_web_port", "server_stats")  # --server-stats: read as each (stored) window closes
 
 
 def overrides(a: argparse.Namespace) -> dict:
     """The options given, as the config keys they override (None: not given)."""
     out = {key: getattr(a, dest, None) for key, dest in OVERRIDES.items()}
     out["workload.rate"] = one_rate(getattr(a, "rate", None))
-    if out["memory_samples"] is not None:
-        out["memory_samples"] = out["memory_samples"] == "on"
+    for key in ("memory_samples", "server_stats"):  # on | off
+        if out[key] is not None:
+            out[key] = out[key] == "on"
     return out
 
 

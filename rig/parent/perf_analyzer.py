@@ -204,6 +204,39 @@ def parse_profile(text: str) -> list[dict]:
     return out
 
 
+# perf_analyzer's "Server:" block (stdout), over the windows it reported: what Triton's statistics said
+_SERVER_COUNT = re.compile(r"^\s*(Inference count|Execution count|Successful request count):\s*(\d+)")
+_SERVER_LATENCY = re.compile(r"^\s*Avg request latency:\s*(\d+(?:\.\d+)?) usec")
+_SERVER_PART = re.compile(r"(overhead|queue|compute input|compute infer|compute output) (\d+(?:\.\d+)?) usec")
+_SERVER_KEYS = {"Inference count": "inferences", "Execution count": "executions",
+                "Successful request count": "success"}
+
+
+def is_server_line(line: str) -> bool:
+    return bool(_SERVER_COUNT.match(line) or _SERVER_LATENCY.match(line))
+
+
+def parse_server_summary(lines: list[str]) -> dict | None:
+    """The server's side of perf_analyzer's last report (its stdout's ``Server:`` block: Triton's
+    statistics over the windows it reported): ``success``, ``inferences``, ``executions`` and the
+    per-request averages in us, ``request_us``, ``overhead_us``, ``queue_us``,
+    ``compute_input_us``, ``compute_infer_us``, ``compute_output_us``. None where it printed none.
+    (Its ``--profile-export-file`` holds no server figures: 2.48 writes only the requests and the
+    windows' boundaries.)"""
+    out: dict = {}
+    for line in lines:
+        m = _SERVER_COUNT.match(line)
+        if m:
+            out[_SERVER_KEYS[m.group(1)]] = int(m.group(2))
+        m = _SERVER_LATENCY.match(line)
+        if m:
+            out["request_us"] = float(m.group(1))
+            for name, v in _SERVER_PART.findall(line):
+                out[name.replace(" ", "_") + "_us"] = float(v)
+    need = ("success", "request_us", "queue_us", "compute_input_us", "compute_infer_us", "compute_output_us")
+    return out if all(k in out for k in need) and out["success"] > 0 else None
+
+
 # ---------------------------------------------------------------- its output
 
 _NOISE = re.compile(
@@ -245,8 +278,9 @@ def _meaningful(lines: list[str]) -> str:
 # ---------------------------------------------------------------- running it
 
 def _run_one(binary: str, args: list[str], env: dict, workdir: str, deadline: float,
-             log: Callable[[str], None]) -> tuple[int, list[str], str | None]:
-    """Run perf_analyzer once; return (exit status, last output lines, reason it was stopped)."""
+             log: Callable[[str], None], server: list[str] | None = None) -> tuple[int, list[str], str | None]:
+    """Run perf_analyzer once; return (exit status, last output lines, reason it was stopped).
+    ``server`` gathers the lines of its server summary (``is_server_line``), wherever they fall."""
     lines: deque[str] = deque(maxlen=400)
     load_failures: list[str] = []
     proc = subprocess.Popen([binary, *args], env=env, cwd=workdir, stdout=subprocess.PIPE,
@@ -258,6 +292,8 @@ def _run_one(binary: str, args: list[str], env: dict, workdir: str, deadline: fl
         for raw in proc.stdout:
             line = raw.decode(errors="replace").rstrip("\n")
             lines.append(line)
+            if server is not None and is_server_line(line):
+                server.append(line)
             if _LOAD_FAILED.search(line):
                 load_failures.append(line)
 
@@ -293,6 +329,21 @@ def _fmt(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else repr(float(v))
 
 
+def _load_points(concurrency: list[int] | None, rate: list[float] | None) -> tuple[str, list]:
+    """(mode, values) of the points asked for: concurrency or rate, positive, concurrency whole."""
+    if (concurrency is None) == (rate is None):
+        raise RigError("give perf_analyzer either concurrency=[...] or rate=[...], not both")
+    mode, values = ("concurrency", concurrency) if concurrency is not None else ("rate", rate)
+    if not values:
+        raise RigError(f"no {mode} values to measure")
+    for v in values:
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            raise RigError(f"{mode} values must be positive numbers, got {v!r}")
+        if mode == "concurrency" and int(v) != v:
+            raise RigError(f"concurrency must be a whole number, got {v!r}")
+    return mode, list(values)
+
+
 def run_perf_analyzer(runtime, model_repository, model: str, concurrency: list[int] | None = None,
                       rate: list[float] | None = None, shapes: dict[str, list[int]] | None = None,
                       measurement_ms: int = 2000, stability_pct: float = 10, max_trials: int = 10,
@@ -306,21 +357,13 @@ def run_perf_analyzer(runtime, model_repository, model: str, concurrency: list[i
     ``timeout_s`` bounds all of them together. Returns one dict per point: ``concurrency`` or
     ``rate``, ``throughput`` (infer/s), ``p50_us``, ``p90_us``, ``p95_us``, ``p99_us``,
     ``avg_us`` and the server-side split (``server_queue_us``, ``server_compute_input_us``,
-    ``server_compute_infer_us``, ``server_compute_output_us``, ...), and ``windows``: its
+    ``server_compute_infer_us``, ``server_compute_output_us``, ...), ``server``: its server summary
+    (``parse_server_summary``: Triton's counts and per-request times, or None), and ``windows``: its
     measurement windows with their real request counts and lengths (``parse_profile``), whose
     sum is ``requests``. Raises ``PerfAnalyzerError``
     (a ``RigError``) with perf_analyzer's own reason; its ``points`` holds the points measured.
     """
-    if (concurrency is None) == (rate is None):
-        raise RigError("give perf_analyzer either concurrency=[...] or rate=[...], not both")
-    mode, values = ("concurrency", concurrency) if concurrency is not None else ("rate", rate)
-    if not values:
-        raise RigError(f"no {mode} values to measure")
-    for v in values:
-        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-            raise RigError(f"{mode} values must be positive numbers, got {v!r}")
-        if mode == "concurrency" and int(v) != v:
-            raise RigError(f"concurrency must be a whole number, got {v!r}")
+    mode, values = _load_points(concurrency, rate)
     repo = str(model_repository)
     if "://" not in repo:
         repo = os.path.abspath(repo)
@@ -348,7 +391,8 @@ def run_perf_analyzer(runtime, model_repository, model: str, concurrency: list[i
             args = [*base, flag, str(int(v)) if mode == "concurrency" else _fmt(v), "-f", csv_path,
                     "--profile-export-file", profile]
             log(f"perf_analyzer {mode}={_fmt(v)} ...")
-            rc, lines, stopped = _run_one(binary, args, env, work, deadline, log)
+            server: list[str] = []
+            rc, lines, stopped = _run_one(binary, args, env, work, deadline, log, server)
             where = f"perf_analyzer at {mode} {_fmt(v)}"
             if stopped == "timed out":
                 raise PerfAnalyzerError(f"{where} ran past timeout_s={timeout_s:g} s "
@@ -369,6 +413,7 @@ def run_perf_analyzer(runtime, model_repository, model: str, concurrency: list[i
                 row.pop("rate", None)
             row["windows"] = parse_profile(Path(profile).read_text()) if os.path.exists(profile) else []
             row["requests"] = sum(w["requests"] for w in row["windows"]) or None
+            row["server"] = parse_server_summary(server)
             points.append(row)
             log(f"  {row.get('throughput')} infer/s, p50 {row.get('p50_us')} us, "
                 f"avg {row.get('avg_us')} us")

@@ -38,7 +38,7 @@ def run_spec(p: Prepared) -> CycleSpec:
         input_data=c.input_data, shapes=p.inputs["shapes"], optional_inputs=p.inputs["optional"],
         client=c.client, in_flight_at_stop=scenarios.get(c.scenario).in_flight if c.scenario else IN_FLIGHT,
         quiet=_quiet_phases(c), max_memory_growth=c.thresholds.max_memory_growth,
-        max_slowdown=c.thresholds.max_slowdown, sample_memory=c.memory_samples)
+        max_slowdown=c.thresholds.max_slowdown, sample_memory=c.memory_samples, server_stats=c.server_stats)
 
 
 def _quiet_phases(config) -> list[str]:

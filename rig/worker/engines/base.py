@@ -100,6 +100,12 @@ class Engine(abc.ABC):
     def model_states(self) -> dict[str, str]:
         """Model name → state (READY, UNLOADING, UNAVAILABLE, ...) of every model in the repository."""
 
+    def model_statistics(self, model: str) -> dict | None:
+        """Triton's statistics of ``model`` since it loaded, every version's: the JSON message of
+        ``TRITONSERVER_ServerModelStatistics`` (``rig.contract.server_stats`` reads it). None where
+        the engine cannot ask; ``EngineError`` where the core refused."""
+        return None
+
     @abc.abstractmethod
     def load_model(self, model: str) -> None: ...
 

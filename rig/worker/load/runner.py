@@ -12,6 +12,7 @@ import gevent
 import numpy as np
 from locust.env import Environment
 
+from rig.worker import serverstats
 from rig.worker.engines.base import Engine, EngineError, as_entries
 from rig.worker.load import locust_api
 from rig.contract.rows import joined
@@ -29,12 +30,13 @@ def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, i
                seconds: float, window_seconds: float, workload: "str | Workload" = "steady",
                emit: Callable[[dict], None], tags: dict, csv_prefix: str | None = None,
                web_port: int | None = None, request_timeout: float = 30.0, checks: dict | None = None,
-               fleet: dict | None = None) -> dict:
+               fleet: dict | None = None, server_stats: bool = True) -> dict:
     """Closed loop: the workload's users (a built-in name or a locustfile) under its shape, or
     ``users`` of them from the start. ``inputs`` maps each model to its entries (a list of dicts
     name -> array, cycled request by request; one dict is one entry). With ``fleet``
     (``{"master": "HOST:PORT", "hello": {...}}``) the users, the shape and the length come from
-    a ``rig fleet`` master instead (``rig.contract.fleet``)."""
+    a ``rig fleet`` master instead (``rig.contract.fleet``). ``server_stats``: each window also
+    holds Triton's statistics of ``models`` (``rig.worker.serverstats``)."""
     loaded = workload if isinstance(workload, Workload) else load_workload(workload)
     shape = size_shape(loaded.shape, users, seconds)
     sink = Sink()
@@ -49,8 +51,9 @@ def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, i
             sink.task_error(f"{type(user).__name__}: {type(exception).__name__}: {exception}")
 
     env.events.user_error.add_listener(task_error)
+    server = serverstats.reader(engine, models, server_stats)
     if fleet is not None:
-        return _run_node(env, sink, fleet, classes, emit, tags)
+        return _run_node(env, sink, fleet, classes, emit, tags, server)
     runner = env.create_local_runner()
     web = None
     if web_port:
@@ -74,17 +77,24 @@ def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, i
 
     rows, wall = run_windows(sink, hub, seconds, window_seconds, emit, tags,
                              conc=lambda: sum(lane.in_flight for lane in sink.lanes),
-                             start=start, finish=lambda last: runner.quit())  # lanes wait, drained
+                             start=start, finish=lambda last: runner.quit(), server=server)  # lanes wait, drained
     sink.stop_pump()
     if writer:
         writer.close_files()
     if web:
         web.stop()
     hub.stop()
-    return sink.summary(wall, rows)
+    return _noted(sink.summary(wall, rows), server)
 
 
-def _run_node(env, sink: Sink, fleet: dict, classes: list, emit, tags: dict) -> dict:
+def _noted(out: dict, server) -> dict:
+    """The load's figures, with the first failed read of the server's statistics in its detail."""
+    if server is not None and server.note:
+        out["detail"] = joined(out.get("detail"), server.note)
+    return out
+
+
+def _run_node(env, sink: Sink, fleet: dict, classes: list, emit, tags: dict, server=None) -> dict:
     """This cycle's load as a node of a fleet: join the master, wait for the round, keep the
     windows while the master's users run here, report, leave."""
     from rig.contract.fleet import node_figures
@@ -103,17 +113,17 @@ def _run_node(env, sink: Sink, fleet: dict, classes: list, emit, tags: dict) -> 
     sink.start_pump()
     rows, wall = run_windows(sink, hub, float(rnd["seconds"]), float(rnd["window_seconds"]), emit,
                              tags, conc=lambda: sum(lane.in_flight for lane in sink.lanes),
-                             finish=lambda last: link.finish())  # lanes wait, drained
+                             finish=lambda last: link.finish(), server=server)  # lanes wait, drained
     sink.stop_pump()
     hub.stop()
-    out = sink.summary(wall, rows)
+    out = _noted(sink.summary(wall, rows), server)
     link.done(node_figures(hello, out, rows))
     return out
 
 
 def run_open(engine: Engine, model: str, inputs, *, rate: float, seconds: float,
              window_seconds: float, arrivals: str, seed: int, emit: Callable[[dict], None],
-             tags: dict, check: dict | None = None) -> dict:
+             tags: dict, check: dict | None = None, server_stats: bool = True) -> dict:
     """Open loop: one lane submits on a seeded schedule; latency from the scheduled time.
     ``inputs``: the model's entries (or one), send k carrying entry k mod N. Every
     scheduled send is accounted: each window holds the sends scheduled in it (``scheduled``),
@@ -124,6 +134,7 @@ def run_open(engine: Engine, model: str, inputs, *, rate: float, seconds: float,
         raise EngineError(f"open-loop load needs a lane of the engine's own ({engine.name} has none "
                           "here: the capi engine needs a C compiler)", "UNSUPPORTED")
     lane.set_check(check)
+    server = serverstats.reader(engine, [model], server_stats)
     sink = Sink()
     hub = HubMonitor()
     sink.add(lane, model)
@@ -151,11 +162,11 @@ def run_open(engine: Engine, model: str, inputs, *, rate: float, seconds: float,
 
     rows, wall = run_windows(sink, hub, seconds, window_seconds, emit, tags, conc=lambda: None,
                              rate=rate, start=start, finish=finish,
-                             before_close=lambda w, end_ns: scheduled_until(w, end_ns))
+                             before_close=lambda w, end_ns: scheduled_until(w, end_ns), server=server)
     sink.stop_pump()
     lane.close()
     hub.stop()
-    out = sink.summary(wall, rows)
+    out = _noted(sink.summary(wall, rows), server)
     out.update(scheduled=int(len(schedule)), dropped=int(sum(r.get("dropped") or 0 for r in rows)))
     return out
 
@@ -171,6 +182,7 @@ def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
 
         model = spec.models[0]
         tags = {"mode": "open" if wcfg.get("rate") else "closed", "cycle": cycle}
+        stats_on = getattr(spec, "server_stats", True)  # --server-stats
 
         def emit(row):
             emit_window(**row)
@@ -179,7 +191,7 @@ def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
             out = run_open(engine, model, inputs[model], rate=float(wcfg["rate"]),
                            seconds=float(wcfg["seconds"]), window_seconds=float(wcfg["window_seconds"]),
                            arrivals=wcfg.get("arrivals", "poisson"), seed=int(wcfg.get("seed", 0)),
-                           emit=emit, tags=tags, check=(checks or {}).get(model))
+                           emit=emit, tags=tags, check=(checks or {}).get(model), server_stats=stats_on)
         else:
             csv = os.path.join(spec.log_dir, f"locust-c{cycle:06d}") if spec.log_dir else None
             with _in_folder(spec.cwd):  # a locustfile may open files relative to where it was started
@@ -191,7 +203,7 @@ def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
                                  workload=loaded[0],
                                  emit=emit, tags=tags, csv_prefix=csv, web_port=wcfg.get("web_port"),
                                  request_timeout=spec.request_timeout, checks=checks,
-                                 fleet=_fleet(wcfg, spec, cycle))
+                                 fleet=_fleet(wcfg, spec, cycle), server_stats=stats_on)
         why: dict = {}  # the windows stay in ``out``: the cycle reads the load's trend from them
         failed = apply_retention(engine, model, inputs[model], spec.retain, kept, spec.request_timeout, why)
         if failed:

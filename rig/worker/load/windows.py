@@ -187,14 +187,18 @@ class HubMonitor:
 
 
 def run_windows(sink, hub: HubMonitor, seconds: float, window_seconds: float, emit, tags, conc,
-                rate=None, start=None, finish=None, before_close=None) -> tuple[list[dict], float]:
+                rate=None, start=None, finish=None, before_close=None, server=None) -> tuple[list[dict], float]:
     """One row per window; returns the rows and the wall time. The first window opens before
     ``start()`` starts the load, and ``finish()`` ends it once the last window's time is up: it
     stops sending and waits for the requests in flight, which land in the last window (whose
     length grows by that wait). So every completion falls in a window. ``before_close(window,
-    end_ns)`` sees each window as it closes (``end_ns`` None for the last)."""
+    end_ns)`` sees each window as it closes (``end_ns`` None for the last). ``server``: Triton's
+    statistics (``rig.worker.serverstats.ServerStats``), read as the first window opens and at
+    each close, in the step that switches windows (None: not read)."""
     rows = []
     n = max(1, int(round(seconds / window_seconds)))
+    if server is not None:
+        server.begin()
     t0 = time.monotonic()
     sink.switch(Window(1, 0.0))
     hub.take()
@@ -213,11 +217,13 @@ def run_windows(sink, hub: HubMonitor, seconds: float, window_seconds: float, em
         # The next window opens in the same step as this one closes: no drain falls between.
         now = time.monotonic() - t0
         w = sink.switch(None if last else Window(i + 2, now))
+        seen = server.take() if server is not None else {}  # what the server saw of the same requests
         w.hub_block_max_s = block
         length = now - w.start_s
         # Percentiles and encoding walk the whole histogram: off the hub, in a native thread.
         row = gevent.get_hub().threadpool.apply(w.row, (length,), dict(concurrency=concurrency, rate=rate, **tags))
         w.recycle()
+        row.update(seen)
         row["stable"] = stable(rows + [row])
         row["monotonic_end"] = t0 + now  # when it closed, on the worker's clock (not stored: the samples' x)
         row["lane"] = sink.lane_label()

@@ -85,6 +85,7 @@ _SIGNATURES = {
     "TRITONSERVER_ServerModelMetadata": [c_void_p, c_char_p, c_int64, POINTER(c_void_p)],
     "TRITONSERVER_ServerModelConfig": [c_void_p, c_char_p, c_int64, c_uint32, POINTER(c_void_p)],
     "TRITONSERVER_ServerModelIndex": [c_void_p, c_uint32, POINTER(c_void_p)],
+    "TRITONSERVER_ServerModelStatistics": [c_void_p, c_char_p, c_int64, POINTER(c_void_p)],
     "TRITONSERVER_ServerLoadModel": [c_void_p, c_char_p],
     "TRITONSERVER_ServerUnloadModel": [c_void_p, c_char_p],
     "TRITONSERVER_MessageSerializeToJson": [c_void_p, POINTER(c_char_p), POINTER(c_size_t)],
@@ -114,7 +115,8 @@ _OTHER = {
 }
 _OPTIONAL = {"TRITONSERVER_ServerOptionsSetStartupModel",
              "TRITONSERVER_ServerOptionsSetModelLoadRetryCount",
-             "TRITONSERVER_ServerOptionsSetMinSupportedComputeCapability"}
+             "TRITONSERVER_ServerOptionsSetMinSupportedComputeCapability",
+             "TRITONSERVER_ServerModelStatistics"}
 
 
 class CoreLibrary:

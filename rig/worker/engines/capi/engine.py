@@ -206,6 +206,15 @@ class CapiEngine(Engine):
         index = self.core.message_json(msg)
         return {m["name"]: m.get("state", "UNKNOWN") or "UNKNOWN" for m in index}
 
+    def model_statistics(self, model: str) -> dict | None:
+        """``TRITONSERVER_ServerModelStatistics`` of every version (-1) of ``model``: one call and
+        one JSON message (~90 us here); None where the core lacks it."""
+        if not self.core.has("TRITONSERVER_ServerModelStatistics"):
+            return None
+        msg = c_void_p()
+        self.core.call("TRITONSERVER_ServerModelStatistics", self.server, model.encode(), -1, byref(msg))
+        return self.core.message_json(msg)
+
     def load_model(self, model: str) -> None:
         self.core.call("TRITONSERVER_ServerLoadModel", self.server, model.encode())
 

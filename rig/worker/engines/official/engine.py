@@ -263,6 +263,12 @@ class OfficialEngine(Engine):
         return {name: next((s for s in _STATE_PRIORITY if s in seen), seen[0])
                 for name, seen in states.items()}
 
+    def model_statistics(self, model: str) -> dict | None:
+        """``Model.statistics()``: ``TRITONSERVER_ServerModelStatistics`` of every version, its JSON
+        message as a dict; None where these bindings have no such method."""
+        stats = getattr(self.model_handle(model), "statistics", None)
+        return None if stats is None else call(stats)
+
     def load_model(self, model: str) -> None:
         call(self._require().load, model)  # blocking; releases the GIL in the bindings
 

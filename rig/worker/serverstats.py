@@ -1,0 +1,60 @@
+"""Triton's own statistics of the run's models, read as each measurement window closes: one
+``Engine.model_statistics`` call per model and window, differenced from the read before it
+(``rig.contract.server_stats``), so that each window holds what the server saw in it.
+
+A read that fails never fails the load: that window's columns are null, and the first such
+failure is kept (``note``) for the cycle's detail. ``--server-stats off`` makes no reader at all."""
+
+from __future__ import annotations
+
+from rig.contract import server_stats
+from rig.worker.engines.base import Engine, EngineError
+
+
+class ServerStats:
+    """The statistics of ``models`` (read through ``engine``) window by window: ``begin`` before
+    the first window opens, ``take`` as each one closes (its columns)."""
+
+    def __init__(self, engine: Engine, models: list[str]):
+        self.engine = engine
+        self.models = list(dict.fromkeys(models))
+        self.note: str | None = None     # the first read that failed, for the cycle's detail
+        self.unsupported = False         # the engine cannot ask: nothing to read, nothing to note
+        self._last: dict[str, dict] = {}
+
+    def _read(self) -> dict[str, dict] | None:
+        """Every model's cumulative figures now; None where one could not be read."""
+        out = {}
+        for m in self.models:
+            try:
+                message = self.engine.model_statistics(m)
+                if message is None:
+                    self.unsupported = True
+                    return None
+                out[m] = server_stats.totals(message)
+            except (EngineError, ValueError, KeyError, TypeError) as e:
+                self.note = self.note or f"server statistics of {m} not read ({type(e).__name__}: {str(e)[:160]})"
+                return None
+        return out
+
+    def begin(self) -> None:
+        self._last = (None if self.unsupported else self._read()) or {}
+
+    def take(self) -> dict:
+        """The closing window's columns: the models' figures since the last read, together. Null
+        where this read failed, or the one before it (no start to difference from)."""
+        now = None if self.unsupported else self._read()
+        if now is None:
+            self._last = {}
+            return server_stats.window_columns(None)
+        total = None
+        complete = all(m in self._last for m in self.models)
+        for m, figures in now.items():
+            total = server_stats.add(total, server_stats.difference(figures, self._last.get(m)))
+        self._last = now
+        return server_stats.window_columns(total if complete else None)
+
+
+def reader(engine: Engine, models: list[str], on: bool = True) -> ServerStats | None:
+    """The run's reader (None with ``--server-stats off``)."""
+    return ServerStats(engine, models) if on else None
