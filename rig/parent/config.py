@@ -257,8 +257,15 @@ def load(path: str | None, overrides: dict | None = None) -> RunConfig:
         except tomllib.TOMLDecodeError as e:
             raise RigError(f"config file {path} is not valid TOML: {e}") from None
         _apply(cfg, data, str(path))
+    _apply(cfg, _nested(overrides or {}), "option")
+    return cfg.validate()
+
+
+def _nested(flat: dict) -> dict:
+    """Config keys, dotted for a section's (``workload.users``), as the nested tables a file
+    gives; a None value is left out (not given)."""
     nested: dict = {}
-    for key, value in (overrides or {}).items():
+    for key, value in flat.items():
         if value is None:
             continue
         if "." in key:
@@ -266,8 +273,7 @@ def load(path: str | None, overrides: dict | None = None) -> RunConfig:
             nested.setdefault(section, {})[sub] = value
         else:
             nested[key] = value
-    _apply(cfg, nested, "option")
-    return cfg.validate()
+    return nested
 
 
 def file_sets(path: str | None, section: str, key: str) -> bool:
@@ -300,14 +306,5 @@ def derive(base: RunConfig, changes: dict, validate: bool = True) -> RunConfig:
     settings clash with it)."""
     cfg = RunConfig()
     _apply(cfg, tomllib.loads(base.to_toml()), "base config")
-    nested: dict = {}
-    for key, value in changes.items():
-        if value is None:
-            continue
-        if "." in key:
-            section, sub = key.split(".", 1)
-            nested.setdefault(section, {})[sub] = value
-        else:
-            nested[key] = value
-    _apply(cfg, nested, "option")
+    _apply(cfg, _nested(changes), "option")
     return cfg.validate() if validate else cfg
