@@ -1,6 +1,6 @@
 """The published conformance page, docs/conformance.md, generated from the reference run's store
 kept in the repository (docs/conformance/store/: the scenario cycles only, the columns the grid
-reads, one Parquet file per core and date).
+reads, and the batch sizes of the batched cells' windows; one Parquet file per table, core and date).
 
     python benchmarks/conformance_page.py                 # regenerate the page from the kept store
     python benchmarks/conformance_page.py --from RESULTS  # keep RESULTS' scenario cycles as the store, then regenerate
@@ -14,7 +14,6 @@ and compares it with the page byte for byte.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import shutil
 import sys
 from pathlib import Path
@@ -43,38 +42,77 @@ def kept_columns() -> list[str]:
     return [c for c in dict.fromkeys([*required, *cf.COLUMNS, *VERDICT_INPUTS]) if c in schema.names]
 
 
-def keep_store(results: str | Path, store: Path = STORE, add: bool = False) -> tuple[int, int]:
-    """Replace ``store`` with the scenario cycles of ``results`` (``kept_columns`` only), one
-    merged file per core and date. With ``add``, the store keeps its cycles of every core (and
-    engine) that ``results`` does not hold. Returns (cycles kept, bytes written)."""
-    import pandas as pd
+def kept_window_columns() -> list[str]:
+    """What the kept store holds of a window: the columns every stored window must have, and its
+    batch sizes (the figures of a batched cell)."""
+    from rig.contract.rows import WindowRow
+    from rig.store import arrow_schema
+
+    return [*(f.name for f in arrow_schema(WindowRow) if not f.nullable), "batch_sizes"]
+
+
+def _batch_windows(source, cycles):
+    """The windows of ``cycles``' batched cells that recorded batch sizes (``kept_window_columns``),
+    read from the store ``source``; None where there are none."""
+    import pyarrow.compute as pc
+
+    runs = cf.batched_runs(cycles)
+    if not runs:
+        return None
+    windows = source.read("windows", columns=[*kept_window_columns(), "triton_version", "date"],
+                          filter=pc.field("run_id").isin(runs) & pc.field("batch_sizes").is_valid())
+    keys = set(zip(cycles["run_id"].astype(str), cycles["cycle"].astype(int)))
+    windows = windows[[k in keys for k in zip(windows["run_id"].astype(str), windows["cycle"].astype(int))]]
+    return windows if len(windows) else None
+
+
+def _put(out, table: str, frame, columns: list[str], row_type, keys: list[str]) -> None:
+    """``frame`` into the kept store's ``table``: one merged file per core and date."""
     import pyarrow as pa
 
-    from rig.contract.rows import CycleRow
-    from rig.store import Store, arrow_schema
+    from rig.store import arrow_schema
+
+    schema = pa.schema([arrow_schema(row_type).field(c) for c in columns])
+    for (version, date), part in frame.groupby(["triton_version", "date"], sort=True):
+        part = part.sort_values(keys, kind="stable")
+        tbl = pa.Table.from_pandas(part[columns], schema=schema, preserve_index=False).replace_schema_metadata(None)
+        folder = f"{out.base}/{table}/triton_version={str(version).replace('/', '_')}/date={date}"
+        out.put(tbl, folder, "conformance-merged.parquet")
+
+
+def keep_store(results: str | Path, store: Path = STORE, add: bool = False) -> tuple[int, int]:
+    """Replace ``store`` with the scenario cycles of ``results`` (``kept_columns`` only), and the
+    windows of its batched cells that recorded batch sizes (``kept_window_columns``), one merged
+    file per table, core and date. With ``add``, the store keeps its cycles (and their windows) of
+    every core (and engine) that ``results`` does not hold. Returns (cycles kept, bytes written)."""
+    import pandas as pd
+
+    from rig.contract.rows import CycleRow, WindowRow
+    from rig.store import Store
 
     columns = kept_columns()
     cycles = Store.open(results).read("cycles", columns=[*columns, "triton_version", "date"])
     cycles = cycles[cycles["scenario"].notna() & (cycles["scenario"] != "baseline")]
     if cycles.empty:
         raise RigError(f"{results} holds no scenario cycles: give the --results of rig matrix --scenarios all")
+    windows = [_batch_windows(Store.open(results), cycles)]
     if add and store.exists():
         kept = Store.open(store).read("cycles", columns=[*columns, "triton_version", "date"])
         new = set(zip(cycles["triton_version"], cycles["engine"]))
         kept = kept[[k not in new for k in zip(kept["triton_version"], kept["engine"])]]
+        windows.append(_batch_windows(Store.open(store), kept))
         cycles = pd.concat([kept, cycles], ignore_index=True)
     if store.exists():
-        foreign = [p.name for p in store.iterdir() if p.name != "cycles"]
+        foreign = [p.name for p in store.iterdir() if p.name not in ("cycles", "windows")]
         if foreign:
             raise RigError(f"{store} holds more than a kept store ({', '.join(sorted(foreign))}): remove it by hand")
         shutil.rmtree(store)
-    schema = pa.schema([arrow_schema(CycleRow).field(c) for c in columns])
     out = Store(store)
-    for (version, date), part in cycles.groupby(["triton_version", "date"], sort=True):
-        part = part.sort_values(["run_id", "cycle"], kind="stable")
-        tbl = pa.Table.from_pandas(part[columns], schema=schema, preserve_index=False).replace_schema_metadata(None)
-        folder = f"{out.base}/cycles/triton_version={str(version).replace('/', '_')}/date={date}"
-        out.put(tbl, folder, "conformance-merged.parquet")
+    _put(out, "cycles", cycles, columns, CycleRow, ["run_id", "cycle"])
+    windows = [w for w in windows if w is not None]
+    if windows:
+        _put(out, "windows", pd.concat(windows, ignore_index=True), kept_window_columns(), WindowRow,
+             ["run_id", "cycle", "window"])
     return len(cycles), sum(p.stat().st_size for p in store.rglob("*.parquet"))
 
 
@@ -93,8 +131,9 @@ def page(store: str | Path = STORE, known_path: str | Path | None = None) -> str
     from rig.store import Store
 
     columns = [c for c in cf.COLUMNS if c in kept_columns() or c == "triton_version"]
-    cycles = Store.open(store).read("cycles", columns=[*columns, "date"])
-    table = cf.build(cycles, known_path)
+    kept = Store.open(store)
+    cycles = kept.read("cycles", columns=[*columns, "date"])
+    table = cf.build(cycles, known_path, windows=kept.read("windows", columns=["run_id", "cycle", "batch_sizes"]))
     if not table.cells:
         raise RigError(f"{store} holds no scenario cycles")
     versions = sorted({c.triton_version for c in table.cells}, key=cf.version_key)
@@ -111,8 +150,9 @@ def page(store: str | Path = STORE, known_path: str | Path | None = None) -> str
         "through each API and in each model shape, judged against the verdicts it is known to give "
         "(`rig/known_verdicts.csv`, written by `rig scenarios --accept RESULTS` from a reviewed run). One grid per "
         "API and shape: a row per scenario, a column per core in version order, each cell the verdicts its "
-        "cycles gave, linked to its figures (cycles, the three verdicts counted, stop p50, finalize, the runs) "
-        "in the table under the grid; *changed in* names the cores where a scenario's verdicts changed.",
+        "cycles gave, linked to its figures (cycles, the three verdicts counted, in a batched shape the batch "
+        "sizes Triton formed, stop p50, finalize, the runs) in the table under the grid; *changed in* names the "
+        "cores where a scenario's verdicts changed.",
         "",
         f"This page is generated from the reference run kept in `docs/conformance/store/` ({len(cycles):,} "
         f"scenario cycles from {len(runs):,} run(s), {when}; Triton {', '.join(versions)}; "

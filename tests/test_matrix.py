@@ -182,10 +182,10 @@ def test_cell_figures_and_the_table():
             {"runtime": "0.2.5", "triton_version": "2.33.0", "engine": "-", "retain": "none", "status": "skipped",
              "reason": "this runtime has no Python-backend stub for Python 3.11 (it has: none); run the rig ..."}]
     table = M.format_table(rows).splitlines()
-    assert table[0].startswith("| runtime | Triton | engine | retain | outcomes | load | growth |")
+    assert table[0].startswith("| runtime | Triton | engine | retain | outcomes | load | growth | batches |")
     assert figs["cleanup"] == {"crashed: killed by SIGABRT": 1}
     assert table[2] == ("| 0.7.0 | 2.51.0 | capi | none | clean 2, exit_timeout 1 (cleanup crashed: killed by "
-                        "SIGABRT in 1) | errors 1, ok 2 | - | 67% (2/3), 1 after | "
+                        "SIGABRT in 1) | errors 1, ok 2 | - | - | 67% (2/3), 1 after | "
                         "2.200 / 3.000 | pass |")
     assert table[3].endswith("| skipped: this runtime has no Python-backend stub for Python 3.11 (it has: none) |")
 
@@ -370,16 +370,16 @@ def test_scenario_cells_judged_by_their_stored_verdicts_and_tabled():
                "control": False, "status": "skipped", "reason": "scenario capi-only runs over capi only, not tritonserver",
                "expected": ("clean", "ok")}
     table = M.format_scenarios([good, odd, failed, unjudged, skipped]).splitlines()
-    assert table[0] == ("| scenario | shape | runtime | Triton | engine | outcomes | load | growth | expected | "
-                        "as expected | status |")
-    assert table[2] == ("| retained-response | - | 0.7.0 | 2.51.0 | capi | exit_timeout 2 | ok 2 | - | "
+    assert table[0] == ("| scenario | shape | runtime | Triton | engine | outcomes | load | growth | batches | "
+                        "expected | as expected | status |")
+    assert table[2] == ("| retained-response | - | 0.7.0 | 2.51.0 | capi | exit_timeout 2 | ok 2 | - | - | "
                         "exit_timeout / ok / ok | yes (2/2) | pass |")
     assert table[3].endswith("| exit_timeout / ok / ok | no (1/2) | finding: verdicts exit_timeout / not_measured 1, "
                              "exit_timeout / ok 1 |")
     assert table[4].startswith("| retained-response (control) |") and "| yes (2/2) | fail: leaks: 1 stub(s) |" in table[4]
     assert table[5].endswith("| not known | not known for this core | unjudged: nothing known for Triton 2.51.0 "
                              "through capi in shape unbatched: verdicts recorded, not judged |")
-    assert table[6] == ("| capi-only | - | 0.7.0 | 2.51.0 | tritonserver | - | - | - | - | - | skipped: scenario "
+    assert table[6] == ("| capi-only | - | 0.7.0 | 2.51.0 | tritonserver | - | - | - | - | - | - | skipped: scenario "
                         "capi-only runs over capi only, not tritonserver |")
     assert M.exit_status([good, unjudged, skipped]) == 0 and M.exit_status([good, odd]) == 1
 
@@ -407,9 +407,10 @@ def test_a_scenario_cell_holds_every_cycle_to_its_growth_verdict():
     both = M.judge_scenario({**row(["slowing"], "leaking"), "status": "pass", "verdicts": [("exit_timeout", "ok")]})
     assert both["reason"] == "verdicts exit_timeout / ok 1; expected clean / ok; growth slowing 1 (expected leaking)"
     table = M.format_scenarios([leak, mixed, control]).splitlines()
-    assert table[2] == ("| leaks-memory | - | 0.7.0 | 2.51.0 | capi | clean 2 | ok 2 | leaking 2 | clean / ok / leaking | "
-                        "yes (2/2) | pass |")
-    assert table[3].endswith("| leaking 1, ok 1 | clean / ok / leaking | no (1/2) | finding: growth ok 1 (expected leaking) |")
+    assert table[2] == ("| leaks-memory | - | 0.7.0 | 2.51.0 | capi | clean 2 | ok 2 | leaking 2 | - | "
+                        "clean / ok / leaking | yes (2/2) | pass |")
+    assert table[3].endswith("| leaking 1, ok 1 | - | clean / ok / leaking | no (1/2) | finding: growth ok 1 "
+                             "(expected leaking) |")
     assert table[4].startswith("| leaks-memory (control) |") and "| clean / ok / ok | no (1/2) |" in table[4]
     plain = {"runtime": "0.7.0", "engine": "capi", "retain": "none", "status": "fail", "reason": "",
              **M.cell_figures([{"outcome": "clean", "load_outcome": "ok", "growth_outcome": "leaking",

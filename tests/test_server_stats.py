@@ -261,3 +261,69 @@ def test_a_store_written_before_schema_14_still_reads_and_reports(tmp_path):
                                        "overhead µs")))
     assert frame["own µs"].iloc[0] == pytest.approx(frame["client µs"].iloc[0] - frame["Triton µs"].iloc[0])
     assert isinstance(w, pd.DataFrame)
+
+
+# --- which part of a request's time grew over a slowing load ---------------------------------------
+
+def _part_window(i: int, queue: float = 20.0, infer: float = 100.0, own: float = 30.0, n: int = 100,
+                 server: bool = True) -> dict:
+    """A load's window ``i`` (1 s each) whose requests spent ``queue`` and ``infer`` us in Triton
+    (5 us of compute input and output each, 2 us else) and ``own`` us in the rig."""
+    request = queue + infer + 5 + 5 + 2
+    w = {"window": i, "start_s": float(i - 1), "length_s": 1.0, "requests": n, "mean_us": request + own}
+    if server:
+        w.update({"server_success": n, "server_failures": 0, "server_inferences": n, "server_executions": n,
+                  "server_request_ns": int(request * 1000 * n), "server_queue_ns": int(queue * 1000 * n),
+                  "server_compute_input_ns": 5000 * n, "server_compute_infer_ns": int(infer * 1000 * n),
+                  "server_compute_output_ns": 5000 * n, "batch_sizes": '{"1": %d}' % n})
+    return w
+
+
+def test_a_slowing_load_names_the_part_of_a_request_that_grew_most():
+    # the queue grows from 20 to 200 us a request, infer from 100 to 103; the rest holds
+    windows = [_part_window(i, queue=20.0 + 36 * (i - 1), infer=100.0 + 0.6 * (i - 1)) for i in range(1, 7)]
+    windows.reverse()  # read in start order, whatever order they come in
+    growth = ss.part_growth(windows)
+    # the first third (windows 1-2) against the last (5-6)
+    assert growth["queue"] == pytest.approx(144.0) and growth["compute_infer"] == pytest.approx(2.4)
+    assert growth["compute_input"] == pytest.approx(0.0) and growth["own"] == pytest.approx(0.0)
+    assert ss.growth_text(growth) == "Triton's queue +144 us a request, infer +2.4 us"
+    # the rig's own cost grows: the client's mean rises, Triton's time holds
+    own = [_part_window(i, own=30.0 + 50 * (i - 1)) for i in range(1, 5)]
+    assert ss.growth_text(ss.part_growth(own)) == "the rig's own +150 us a request"
+    # at most three parts, most first
+    many = {"queue": 5.0, "compute_input": 1.0, "compute_infer": 40.0, "compute_output": 2.0, "own": 700.0}
+    assert ss.growth_text(many) == "the rig's own +700 us a request, infer +40 us, queue +5.0 us"
+    # read, and nothing grew: said so
+    assert ss.growth_text(ss.part_growth([_part_window(i) for i in range(1, 5)])) == \
+        "no part of a request's time grew, Triton's or the rig's own"
+
+
+def test_where_the_statistics_are_missing_a_slowing_note_says_nothing_more():
+    assert ss.part_growth([_part_window(i, server=False) for i in range(1, 7)]) == {}  # --server-stats off
+    assert ss.part_growth([]) == {}  # a fixed count of requests: no windows
+    assert ss.part_growth([_part_window(1)]) == {}  # one window: no start and end to compare
+    # an older core's windows: the columns null
+    old = [{**_part_window(i), **dict.fromkeys(ss.ALL_COLUMNS)} for i in range(1, 5)]
+    assert ss.part_growth(old) == {} and ss.growth_text({}) is None
+    # windows that answered nothing are not read: two of five left
+    some = [_part_window(i, n=0 if i in (2, 3, 4) else 100, queue=20.0 * i) for i in range(1, 6)]
+    assert ss.part_growth(some)["queue"] == pytest.approx(80.0)
+    # no client mean: the rig's own is left out, Triton's parts still read
+    blind = [{**_part_window(i, queue=10.0 * i), "mean_us": None} for i in range(1, 4)]
+    assert "own" not in ss.part_growth(blind) and ss.part_growth(blind)["queue"] == pytest.approx(20.0)
+
+
+def test_the_slowing_reason_carries_what_grew_and_only_a_slowing_one():
+    from rig.contract.verdicts import growth_reasons
+
+    row = {"outcome": "clean", "requests": 10_000, "slowdown_pct": 180.0, "slowdown_low_pct": 120.0,
+           "p50_change_pct": 170.0, "throughput_change_pct": -60.0, "p50_us_per_1k": 1_000.0,
+           "stub_growth_model": "m", "stub_growth_low_b": 900_000.0, "stub_growth_per_1k_b": 1e6,
+           "growth_requests": 10_000.0}
+    leaking, slowing = growth_reasons(row, grown="Triton's queue +180 us a request, infer +3.0 us")
+    assert leaking.startswith("leaking: stub m") and "Triton" not in leaking
+    assert slowing == ("slowing: 180 % slower at the load's end than its start (at least 120 %, p50 +170 %, "
+                       "throughput -60 %) (Triton's queue +180 us a request, infer +3.0 us)")
+    assert growth_reasons(row, grown=None)[1].endswith("throughput -60 %)")  # nothing read: nothing more
+    assert growth_reasons({**row, "slowdown_low_pct": 10.0}, grown="Triton's queue +1 us") == [leaking]

@@ -16,7 +16,8 @@ before it.
 ``build`` makes the table from a cycles frame (``Store.read("cycles")``); ``findings`` lists the
 cells that differ from the known verdicts (for ``rig gate`` and ``rig matrix``);
 ``rig.analysis.conformance_text`` renders one compact grid per API and shape (rows: scenarios, columns: cores, each
-cell a verdict mark linked to its figures in a table below the grid). Pure: no Triton, no store.
+cell a verdict mark linked to its figures in a table below the grid; a batched shape's figures also
+the batch sizes Triton formed, from the cycles' windows). Pure: no Triton, no store.
 """
 
 from __future__ import annotations
@@ -31,12 +32,14 @@ from rig.parent import known as known_verdicts
 from rig.parent import scenarios
 from rig.analysis.matrix import growth_held
 from rig.analysis.verdict import records
+from rig.contract import server_stats
 from rig.contract.verdicts import NOT_MEASURED
 
 # The cycles' columns the table reads (``shape`` from schema 12; a row without one is unbatched).
 COLUMNS = ["run_id", "cycle", "scenario", "control", "shape", "engine", "triton_version", "outcome", "load_outcome",
            "growth_outcome", "stop_latency_s", "finalize_expected", "finalize_before_stop", "finalize_after_stop"]
 UNBATCHED = "unbatched"
+BATCHED = ("batched", "max-batch")  # the shapes whose model takes a batch dimension (rig.parent.shapes)
 AS_KNOWN, FINDING, UNJUDGED = "as known", "finding", "unjudged"
 SIGNS = {AS_KNOWN: "✓", FINDING: "✗", UNJUDGED: "?"}
 NEVER_RUN = "¹"   # the mark of a cell with no cycle stored
@@ -77,6 +80,8 @@ class Cell:
     finalize_after: int
     run_ids: tuple[str, ...]
     got: dict = dataclasses.field(default_factory=dict)  # "lifecycle / load / growth" -> cycles
+    # the batch sizes Triton formed over its cycles' windows ({size: executions}); None: not measured
+    batches: dict | None = None
 
     @property
     def key(self) -> tuple[str, str, str, bool, str]:
@@ -128,6 +133,57 @@ def shape_of(value) -> str:
     return str(value) if value not in (None, "") else UNBATCHED
 
 
+def is_batched(shape: str) -> bool:
+    """Whether a shape's model takes a batch (``batched``, ``max-batch``, alone or joined with others)."""
+    return any(part in BATCHED for part in str(shape).split(","))
+
+
+def batched_runs(frame) -> list[str]:
+    """The runs of a cycles frame's scenario cycles in a batched shape: whose windows to read."""
+    if not hasattr(frame, "columns") or not {"run_id", "scenario"} <= set(frame.columns):
+        return []
+    shapes = frame["shape"] if "shape" in frame.columns else [None] * len(frame)
+    return sorted({str(r) for r, name, sh in zip(frame["run_id"], frame["scenario"], shapes)
+                   if name and name == name and name != "baseline" and is_batched(shape_of(sh))})
+
+
+def cycle_batches(windows) -> dict[tuple[str, int], dict[int, int]]:
+    """The batch sizes Triton formed in each cycle, {(run_id, cycle): {size: executions}}, summed
+    over the windows (a frame or dicts with ``run_id``, ``cycle``, ``batch_sizes``) that recorded
+    them; a cycle none of whose windows did is not there."""
+    if windows is None:
+        return {}
+    if hasattr(windows, "columns"):
+        if "batch_sizes" not in windows.columns or not len(windows):
+            return {}
+        windows = windows[windows["batch_sizes"].notna()]
+        rows = zip(windows["run_id"], windows["cycle"], windows["batch_sizes"])
+    else:
+        rows = ((w.get("run_id"), w.get("cycle"), w.get("batch_sizes")) for w in windows)
+    out: dict[tuple[str, int], dict[int, int]] = {}
+    for run_id, cycle, text in rows:
+        summed = server_stats.summed_batches([text])
+        if summed is None or run_id is None or cycle is None:
+            continue
+        mine = out.setdefault((str(run_id), int(cycle)), {})
+        for size, n in summed.items():
+            mine[size] = mine.get(size, 0) + n
+    return out
+
+
+def _cell_batches(rows: list[dict], by_cycle: dict) -> dict | None:
+    """A cell's batch sizes from its cycles' (``cycle_batches``); None where none recorded them."""
+    out: dict[int, int] | None = None
+    for r in rows:
+        got = by_cycle.get((str(r.get("run_id")), int(r["cycle"]))) if r.get("cycle") is not None else None
+        if got is None:
+            continue
+        out = {} if out is None else out
+        for size, n in got.items():
+            out[size] = out.get(size, 0) + n
+    return None if out is None else dict(sorted(out.items()))
+
+
 def row_label(scenario: str, control: bool) -> str:
     return scenario + (" (control)" if control else "")
 
@@ -150,7 +206,7 @@ def _count(values) -> dict[str, int]:
     return dict(sorted(Counter(v for v in values if v is not None).items()))
 
 
-def _cell(key, rows: list[dict], known: dict) -> Cell:
+def _cell(key, rows: list[dict], known: dict, by_cycle: dict) -> Cell:
     engine, shape, scenario, control, version = key
     verdicts = [_triple(r) for r in rows]
     top, agreeing = known_verdicts.majority(verdicts)
@@ -171,13 +227,14 @@ def _cell(key, rows: list[dict], known: dict) -> Cell:
                 statistics.median(stops) if stops else None, total("finalize_before_stop"),
                 total("finalize_expected"), total("finalize_after_stop"),
                 tuple(sorted({str(r["run_id"]) for r in rows if r.get("run_id") is not None})),
-                {" / ".join(v): n for v, n in sorted(Counter(verdicts).items())})
+                {" / ".join(v): n for v, n in sorted(Counter(verdicts).items())}, _cell_batches(rows, by_cycle))
 
 
-def cells(frame, known_path: str | Path | None = None) -> list[Cell]:
+def cells(frame, known_path: str | Path | None = None, windows=None) -> list[Cell]:
     """Every scenario cell of a cycles frame (or records), judged against the known verdicts
     (``known_path``: the known-verdicts file; None: ``rig.parent.known.default_path()``). Cycles with no
-    scenario, ``baseline`` ones and those without a Triton version are left out."""
+    scenario, ``baseline`` ones and those without a Triton version are left out. ``windows``: the
+    cycles' windows (``cycle_batches``), for the batch sizes each cell formed."""
     if hasattr(frame, "columns"):  # only the columns read: a whole cycles frame is 80 of them
         frame = frame[[c for c in COLUMNS if c in frame.columns]]
     groups: dict[tuple, list[dict]] = {}
@@ -189,7 +246,8 @@ def cells(frame, known_path: str | Path | None = None) -> list[Cell]:
                str(r["triton_version"]))
         groups.setdefault(key, []).append(r)
     known = known_verdicts.table(known_path)
-    return [_cell(key, rows, known) for key, rows in sorted(groups.items(), key=lambda kv: _cell_order(kv[0]))]
+    by_cycle = cycle_batches(windows)
+    return [_cell(key, rows, known, by_cycle) for key, rows in sorted(groups.items(), key=lambda kv: _cell_order(kv[0]))]
 
 
 def _scenario_order(name: str) -> tuple:
@@ -255,12 +313,13 @@ def shape_moves(cell_list) -> list[dict]:
     return out
 
 
-def build(frame, known_path: str | Path | None = None, skipped=None) -> Conformance:
+def build(frame, known_path: str | Path | None = None, skipped=None, windows=None) -> Conformance:
     """The conformance table of a cycles frame: its cells, and one grid per API and shape.
     ``skipped``: cells that were not run, with why (dicts with ``scenario``, ``control``,
     ``engine``, ``shape``, ``triton_version``, ``reason``; the store records none of them, the
-    matrix knows them)."""
-    cs = cells(frame, known_path)
+    matrix knows them). ``windows``: the cycles' windows (their ``run_id``, ``cycle`` and
+    ``batch_sizes``), for the batch sizes each batched cell formed."""
+    cs = cells(frame, known_path, windows)
     changes = changed_in(cs)
     skips: dict[tuple, str] = {}
     for s in skipped or ():

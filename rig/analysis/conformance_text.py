@@ -1,5 +1,6 @@
 """The conformance table as text (``rig.analysis.conformance`` builds it): the legend, each
-grid with its marks linked to its cells' figures, where a shape moved a verdict; as Markdown
+grid with its marks linked to its cells' figures (a batched shape's with the batch sizes Triton
+formed), where a shape moved a verdict; as Markdown
 (``rig report --conformance``, docs/conformance.md) and as an HTML fragment (the report's page)."""
 
 from __future__ import annotations
@@ -9,8 +10,9 @@ import html
 from rig.common.text import md_cell
 from rig.parent import scenarios
 from rig.analysis.conformance import (API_NAMES, AS_KNOWN, FINDING, NEVER_RUN, NO_CHANGE, SHORT, SIGNS, SKIPPED,
-                                      UNJUDGED, Cell, Conformance, Grid, _scenario_order, row_label, shape_moves,
-                                      version_key)
+                                      UNJUDGED, Cell, Conformance, Grid, _scenario_order, is_batched, row_label,
+                                      shape_moves, version_key)
+from rig.contract import server_stats
 from rig.parent.known import intermittent
 from rig.contract.verdicts import NOT_MEASURED
 
@@ -98,6 +100,28 @@ def _grid_rows(g: Grid) -> tuple[list[str], list[list[tuple[str, str | None, str
 
 FIGURES = ["cell", "cycles", "lifecycle", "load", "growth", "known", "judgement", "stop p50 s",
            "finalize before stop", "runs"]
+BATCHES = "batches formed"  # a batched shape's figures: after growth
+BATCH_NOTE = ("batches formed: the batch sizes Triton's scheduler formed over the cell's load windows (size x "
+              "executions, and the mean batch); never above 1: no execute ran more than one request; not measured: "
+              "no window of its cycles holds them (a fixed count of requests stores no windows; a run with "
+              "--server-stats off, or stored before schema 14, records none in them).")
+
+
+def batches_text(c: Cell) -> str:
+    """The batch sizes a cell formed: ``1x45 8x1221 (mean 7.6)``; ``never above 1 (1x1204)`` where
+    the largest was 1; ``not measured`` where no window recorded them."""
+    if c.batches is None:
+        return "not measured"
+    formed = {s: n for s, n in c.batches.items() if n}
+    if not formed:
+        return "none formed"
+    if max(formed) <= 1:
+        return f"never above 1 ({' '.join(f'{s}x{n}' for s, n in sorted(formed.items()))})"
+    return server_stats.batch_compact(formed)
+
+
+def _figure_head(g: Grid) -> list[str]:
+    return [*FIGURES[:5], BATCHES, *FIGURES[5:]] if is_batched(g.shape) else FIGURES
 
 
 def _counts_text(d: dict) -> str:
@@ -113,10 +137,13 @@ def _figure_rows(g: Grid) -> list[tuple[str, list[str]]]:
                 continue
             fin = "—" if not c.finalize_expected else f"{c.finalize_before}/{c.finalize_expected}" + (
                 f", {c.finalize_after} after" if c.finalize_after else "")
-            out.append((c.anchor, [f"{c.label}, {v}", str(c.cycles), _counts_text(c.lifecycle), _counts_text(c.load),
-                                   _counts_text(c.growth), " / ".join(c.known) if c.known else "—",
-                                   c.judgement + (f" ({c.differing}/{c.cycles} differ)" if c.differing else ""),
-                                   "—" if c.stop_p50 is None else f"{c.stop_p50:.3f}", fin, ", ".join(c.run_ids)]))
+            cols = [f"{c.label}, {v}", str(c.cycles), _counts_text(c.lifecycle), _counts_text(c.load),
+                    _counts_text(c.growth), " / ".join(c.known) if c.known else "—",
+                    c.judgement + (f" ({c.differing}/{c.cycles} differ)" if c.differing else ""),
+                    "—" if c.stop_p50 is None else f"{c.stop_p50:.3f}", fin, ", ".join(c.run_ids)]
+            if is_batched(g.shape):
+                cols.insert(5, batches_text(c))
+            out.append((c.anchor, cols))
     return out
 
 
@@ -139,11 +166,14 @@ def to_markdown(table: Conformance, level: int = 2) -> str:
         notes = _footnotes(g)
         if notes:
             lines += [*(n + "  " for n in notes[:-1]), notes[-1], ""]
-        lines += [f"**Figures: {_grid_title(g)}**", "", "| " + " | ".join(FIGURES) + " |", "|" + " --- |" * len(FIGURES)]
+        head = _figure_head(g)
+        lines += [f"**Figures: {_grid_title(g)}**", "", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
         for aid, cols in _figure_rows(g):
             cols = [f'<a id="{aid}"></a>{_md(cols[0])}', *(_md(x) for x in cols[1:])]
             lines.append("| " + " | ".join(cols) + " |")
         lines.append("")
+        if is_batched(g.shape):
+            lines += [BATCH_NOTE, ""]
     if len({c.shape for c in table.cells}) > 1:
         lines.append(shape_moves_markdown(table.cells, level))
     return "\n".join(lines).rstrip() + "\n"
@@ -174,10 +204,12 @@ def to_html(table: Conformance, level: int = 3) -> str:
         out.append("</tbody></table>")
         out += [f'<p class="note">{html.escape(n)}</p>' for n in _footnotes(g)]
         out.append(f'<table class="cf-figures"><caption>Figures: {_inline(_grid_title(g))}</caption><thead><tr>'
-                   + "".join(f"<th>{html.escape(x)}</th>" for x in FIGURES) + "</tr></thead><tbody>")
+                   + "".join(f"<th>{html.escape(x)}</th>" for x in _figure_head(g)) + "</tr></thead><tbody>")
         for aid, cols in _figure_rows(g):
             out.append(f'<tr id="{aid}">' + "".join(f"<td>{html.escape(x)}</td>" for x in cols) + "</tr>")
         out.append("</tbody></table>")
+        if is_batched(g.shape):
+            out.append(f'<p class="note">{_inline(BATCH_NOTE)}</p>')
     out.append("</div>")
     return "\n".join(out) + "\n"
 

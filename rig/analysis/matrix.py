@@ -3,7 +3,7 @@ back from the stored cycles, the summary table (Markdown) and the matrix's exit 
 
 A row is a plain dict: ``runtime``, ``triton_version``, ``engine``, ``retain``, ``status`` (one of
 ``STATUSES``), ``reason`` (why a cell did not pass, or was skipped), ``run_id`` and the figures of
-``cell_figures``; a scenario cell also ``expected`` (the lifecycle's and the load's verdicts) and
+``cell_figures`` (a soak's cell also the batch sizes Triton formed, ``batch_figures``); a scenario cell also ``expected`` (the lifecycle's and the load's verdicts) and
 ``growth`` (the growth verdict it gives: ``rig.parent.scenarios.Scenario.growth``, ``ok`` for a control).
 Pure functions: no Triton, no store access.
 """
@@ -17,6 +17,7 @@ from rig.common.text import md_cell
 from rig.analysis.verdict import finalize_success, records
 from rig.common.errors import Exit
 from rig.parent.known import admits, holds
+from rig.contract import server_stats
 from rig.contract.verdicts import NOT_MEASURED
 
 # pass: the soak ran and held its thresholds; fail: it crossed one (exit 1); skipped: the cell
@@ -70,6 +71,18 @@ def cell_figures(cycles) -> dict:
             "finalize_success": finalize_success(rows),
             "stop_p50": statistics.median(lat) if lat else None, "stop_max": lat[-1] if lat else None,
             "triton_version": ", ".join(versions) or None, "cleanup": cleanup}
+
+
+def batch_figures(windows) -> dict:
+    """The batch sizes Triton formed over a cell's windows (a frame or dicts with ``batch_sizes``):
+    ``batches`` ({size: executions}, None where no window recorded them: a fixed count of requests
+    stores no windows, ``--server-stats off`` or an older core none of them) and ``mean_batch``."""
+    if hasattr(windows, "columns"):
+        values = windows["batch_sizes"].tolist() if "batch_sizes" in windows.columns else []
+    else:
+        values = [w.get("batch_sizes") for w in windows]
+    batches = server_stats.summed_batches(values)
+    return {"batches": batches, "mean_batch": None if batches is None else server_stats.mean_batch(batches)}
 
 
 def growth_held(got: str | None, want: str | None) -> bool:
@@ -167,7 +180,7 @@ def _status(row: dict, short: bool = False) -> str:
 
 def format_table(rows: list[dict]) -> str:
     """The matrix as a Markdown table (the same text on stdout and in the README)."""
-    head = ["runtime", "Triton", "engine", "retain", "outcomes", "load", "growth", "finalize before stop",
+    head = ["runtime", "Triton", "engine", "retain", "outcomes", "load", "growth", "batches", "finalize before stop",
             "stop p50 / max (s)", "status"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
@@ -177,9 +190,15 @@ def format_table(rows: list[dict]) -> str:
         stop = "-" if r.get("stop_p50") is None else f"{_secs(r['stop_p50'])} / {_secs(r.get('stop_max'))}"
         loads = ", ".join(f"{k} {v}" for k, v in sorted((r.get("load_outcomes") or {}).items())) or "-"
         cells = [r["runtime"], r.get("triton_version") or "-", r.get("engine") or "-", r.get("retain") or "-",
-                 outcomes, loads, _tally(r.get("growth_outcomes")), _finalize(r), stop, _status(r, short=True)]
+                 outcomes, loads, _tally(r.get("growth_outcomes")), _batches(r), _finalize(r), stop,
+                 _status(r, short=True)]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
+
+
+def _batches(row: dict) -> str:
+    """The batch sizes Triton formed in the cell (``batch_figures``): ``1x45 8x1221 (mean 7.6)``."""
+    return server_stats.batch_compact(row.get("batches"))
 
 
 def _tally(counts: dict | None) -> str:
@@ -197,9 +216,9 @@ def _as_expected(row: dict) -> str:
 
 def format_scenarios(rows: list[dict]) -> str:
     """The scenario cells as a Markdown table: scenario (its control marked), runtime and Triton
-    version, engine, the verdicts counted (lifecycle, load, growth), those expected there (the
-    three), whether every cycle gave them."""
-    head = ["scenario", "shape", "runtime", "Triton", "engine", "outcomes", "load", "growth", "expected",
+    version, engine, the verdicts counted (lifecycle, load, growth), the batch sizes Triton formed,
+    those expected there (the three), whether every cycle gave them."""
+    head = ["scenario", "shape", "runtime", "Triton", "engine", "outcomes", "load", "growth", "batches", "expected",
             "as expected", "status"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
@@ -211,7 +230,7 @@ def format_scenarios(rows: list[dict]) -> str:
         name = r.get("scenario") or "-"
         cells = [name + (" (control)" if r.get("control") else ""), r.get("shape") or "-", r["runtime"],
                  r.get("triton_version") or "-",
-                 r.get("engine") or "-", outcomes, loads, _tally(r.get("growth_outcomes")), expected,
+                 r.get("engine") or "-", outcomes, loads, _tally(r.get("growth_outcomes")), _batches(r), expected,
                  _as_expected(r), _status(r, short=True)]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)

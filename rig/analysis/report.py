@@ -223,7 +223,7 @@ def build(data: Data, baseline: str | None = None, max_histograms: int = 8) -> t
     streams = parts.streaming_section(data.root, windows, gkeys) if len(windows) else None
     times = report_server.server_section(windows, gkeys) if len(windows) else None
     scenario_table = report_scenarios.scenarios_section(cycles) if len(cycles) else None
-    grid = conformance_section(cycles) if len(cycles) else None
+    grid = conformance_section(cycles, windows) if len(cycles) else None
     growth = report_growth.growth_section(data.root, cycles, windows) if len(cycles) else None
     for s in (scenario_table, grid, life, perf, times, growth, streams, diffs, trend):
         if s is not None:
@@ -233,12 +233,13 @@ def build(data: Data, baseline: str | None = None, max_histograms: int = 8) -> t
     return rh.markdown(title, summary, sections), rh.page(title, summary, sections)
 
 
-def conformance_section(cycles: pd.DataFrame) -> rh.Section | None:
+def conformance_section(cycles: pd.DataFrame, windows: pd.DataFrame | None = None) -> rh.Section | None:
     """The conformance grid (``rig.analysis.conformance``) where the scenario cycles come from more
-    than one core or model shape; in the Markdown summary, a line that points to it."""
+    than one core or model shape (``windows``: for the batch sizes its batched cells formed); in
+    the Markdown summary, a line that points to it."""
     if not conformance.spans_cores_or_shapes(cycles):
         return None
-    table = conformance.build(cycles)
+    table = conformance.build(cycles, windows=windows)
     if not table.cells:
         return None
     counts = ", ".join(f"{n} {j}" for j, n in table.counts.items())

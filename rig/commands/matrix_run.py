@@ -290,7 +290,22 @@ def _figures(row: dict, results: str, table: str, triton: str) -> None:
         figs = matrix.cell_figures(frame)
         row.update({k: v for k, v in figs.items() if k != "triton_version"})
         row["triton_version"] = figs["triton_version"] or triton
+        _batch_figures(row, results)
     else:
         row["points"] = matrix.bench_figures(frame)
         versions = sorted(set(frame["triton_version"].astype(str)))
         row["triton_version"] = ", ".join(versions) or triton
+
+
+def _batch_figures(row: dict, results: str) -> None:
+    """Add the batch sizes Triton formed in the cell, read back from its stored windows (none:
+    its cycles sent a fixed count of requests, which stores no window)."""
+    from rig.analysis import matrix
+    from rig.store import Store
+
+    try:
+        windows = Store(results).read("windows", row["run_id"], columns=["batch_sizes"])
+    except Exception as e:  # a store the cell could not finish: the row keeps its figures
+        row["reason"] = (row.get("reason") or "") + f" (its windows do not read back: {e})"
+        return
+    row.update(matrix.batch_figures(windows))

@@ -80,6 +80,8 @@ def conformance(args) -> int:
     """The conformance grid of the results' scenario cycles, on stdout or in ``--output``."""
     import dataclasses
 
+    import pyarrow.compute as pc
+
     from rig.analysis import conformance as cf
     from rig.analysis import conformance_text as cft
     from rig.common.errors import RigError
@@ -105,7 +107,10 @@ def conformance(args) -> int:
         if cycles.empty:
             raise RigError(f"--where {key}={','.join(values)} matches nothing in {redact(str(args.results))} "
                            f"(present: {shown})")
-    table = cf.build(cycles)
+    runs = cf.batched_runs(cycles)  # the batch sizes a batched cell formed are in its windows
+    windows = store.read("windows", columns=["run_id", "cycle", "batch_sizes"],
+                         filter=pc.field("run_id").isin(runs)) if runs else None
+    table = cf.build(cycles, windows=windows)
     if not table.cells:
         raise RigError(f"{redact(str(args.results))} holds no scenario cycles: run rig matrix --scenarios all "
                        f"(or rig soak --scenario NAME) with --results {redact(str(args.results))}")

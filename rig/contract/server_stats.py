@@ -105,6 +105,37 @@ def batches_of(text) -> dict[int, int]:
         return {}
 
 
+def summed_batches(values) -> dict[int, int] | None:
+    """The ``batch_sizes`` values of some windows summed ({size: executions}); None where none
+    of them holds any (statistics off, an older store, or no window at all)."""
+    out: dict[int, int] | None = None
+    for text in values:
+        if not isinstance(text, str) or not text:
+            continue
+        out = {} if out is None else out
+        for s, n in batches_of(text).items():
+            out[s] = out.get(s, 0) + n
+    return out
+
+
+def mean_batch(batches: dict) -> float | None:
+    """The mean batch size of ``{size: executions}`` (None where no execution)."""
+    n = sum(batches.values())
+    return sum(s * c for s, c in batches.items()) / n if n else None
+
+
+def batch_compact(batches: dict | None, most: int = 8) -> str:
+    """Batch sizes in a table's cell: ``1x45 8x1221 (mean 7.6)`` (size x executions, the most
+    frequent ``most`` in size order); ``-`` where none were recorded."""
+    if batches is None:
+        return "-"
+    if not batches or not sum(batches.values()):
+        return "none formed"
+    top = sorted(sorted(batches, key=lambda s: -batches[s])[:most])
+    more = f" +{len(batches) - most} sizes" if len(batches) > most else ""
+    return " ".join(f"{s}x{batches[s]}" for s in top) + more + f" (mean {mean_batch(batches):.1f})"
+
+
 def _number(v) -> float | None:
     """A stored figure as a float; None for a null (None, NaN, pandas' NA)."""
     try:
@@ -188,3 +219,50 @@ def batch_text(batches: dict, most: int = 8) -> str:
     top = sorted(sorted(batches, key=lambda s: -batches[s])[:most])
     text = ", ".join(f"{s} x {batches[s]:,}" for s in top)
     return text + (f" (+{len(batches) - most} more sizes)" if len(batches) > most else "")
+
+
+# A request's parts whose growth names where a slowing load's time went (``part_growth``): the
+# server's four, then the rig's own (the client's mean less the server's request time); each with
+# its name first in a note, then after it.
+GROWTH_NAMES = {"queue": ("Triton's queue", "queue"), "compute_input": ("Triton's compute input", "input"),
+                "compute_infer": ("Triton's infer", "infer"), "compute_output": ("Triton's output", "output"),
+                "own": ("the rig's own", "the rig's own")}
+
+
+def part_growth(windows: list[dict], share: float = 1 / 3) -> dict[str, float]:
+    """How much each part of a request's time (``GROWTH_NAMES``, microseconds a request) grew
+    from the load's first windows to its last: the first and the last ``share`` of the windows
+    that answered requests and read the server's statistics (in start order; one each at least,
+    and two windows in all). Empty where fewer hold the statistics (``--server-stats off``, an
+    old core, a fixed count of requests); a part either side cannot give is left out."""
+    rows = [w for w in windows
+            if (_number(w.get("requests")) or 0) > 0 and (_number(w.get(COLUMNS["success"])) or 0) > 0]
+    if len(rows) < 2:
+        return {}
+    rows.sort(key=lambda w: _number(w.get("start_s")) or 0.0)
+    k = max(1, int(len(rows) * share))
+    first, last = over_windows(rows[:k]), over_windows(rows[-k:])
+    out = {}
+    for p in (*PARTS, "own"):
+        a, b = first.get(f"{p}_us"), last.get(f"{p}_us")
+        if a is not None and b is not None:
+            out[p] = b - a
+    return out
+
+
+def _us(v: float) -> str:
+    return f"{v:+,.1f}" if abs(v) < 10 else f"{v:+,.0f}"
+
+
+def growth_text(growth: dict[str, float], most: int = 3) -> str | None:
+    """``part_growth`` for a slowing verdict's note: the parts that grew, most first (``most`` at
+    most), ``Triton's queue +180 us a request, infer +3 us``; where none grew by 0.1 us, that none
+    did; None where there is nothing to read (no statistics)."""
+    if not growth:
+        return None
+    grew = sorted((p for p, v in growth.items() if v >= 0.05), key=lambda p: -growth[p])[:most]
+    if not grew:
+        return "no part of a request's time grew, Triton's or the rig's own"
+    head, *rest = grew
+    return ", ".join([f"{GROWTH_NAMES[head][0]} {_us(growth[head])} us a request",
+                      *(f"{GROWTH_NAMES[p][1]} {_us(growth[p])} us" for p in rest)])

@@ -88,14 +88,15 @@ def classify(row: dict) -> Outcome:
 
 
 def growth_reasons(row: dict, max_memory_growth_b: float | None = MAX_MEMORY_GROWTH_B,
-                   max_slowdown_pct: float | None = MAX_SLOWDOWN_PCT) -> list[str]:
+                   max_slowdown_pct: float | None = MAX_SLOWDOWN_PCT, grown: str | None = None) -> list[str]:
     """What passed a growth threshold, in a person's units, each headed by the verdict it gives
     (``leaking: ...``, ``slowing: ...``); empty where nothing did. A process kind leaks where its
     growth per 1,000 requests is above ``max_memory_growth_b`` over its whole interval (the lower
     bound) and it grew by more than ``MIN_GROWTH_B`` over the requests read (the worker: and by
     more than ``WORKER_FLOOR_B_PER_S`` a second); the load slows where its slowdown's lower bound
     is above ``max_slowdown_pct`` and its p50 rose by ``MIN_SLOWDOWN_US`` or more over the load
-    (read off its fit). A threshold given as None is not judged."""
+    (read off its fit). A threshold given as None is not judged. ``grown``: which part of a
+    request's time grew over the load (``server_stats.growth_text``), said after a slowing."""
     out = []
     over = row.get("growth_requests") or 0
     for who, key in (("worker", "worker_growth"), (f"stub {row.get('stub_growth_model')}", "stub_growth")):
@@ -113,7 +114,7 @@ def growth_reasons(row: dict, max_memory_growth_b: float | None = MAX_MEMORY_GRO
         s = lo if s is None else s
         out.append(f"slowing: {s:,.0f} % slower at the load's end than its start (at least {lo:,.0f} %, p50 "
                    f"{row.get('p50_change_pct') or 0:+,.0f} %, throughput "
-                   f"{max(row.get('throughput_change_pct') or 0, -100):+,.0f} %)")
+                   f"{max(row.get('throughput_change_pct') or 0, -100):+,.0f} %)" + (f" ({grown})" if grown else ""))
     return out
 
 

@@ -31,6 +31,7 @@ from rig.contract.spec import CycleSpec, repository_models  # noqa: F401 - Cycle
 from rig.worker.sequential import sequential_requests
 from rig.contract.messages import CycleDone, Partial, Samples
 from rig.contract.rows import CycleDraft
+from rig.contract import server_stats
 from rig.common.text import top_messages
 from rig.contract.verdicts import (LEGACY_LOAD, LOAD_OUTCOMES, OUTCOMES, RAISED_AND_HELD, UNANSWERED,  # noqa: F401
                           MAX_MEMORY_GROWTH_B, MAX_SLOWDOWN_PCT, LoadOutcome, Outcome, classify, classify_growth,
@@ -169,7 +170,8 @@ def _cycle_after_start(engine, t0, spec, cycle, row, evidence, watchers, phase, 
     probes.remove_shm_regions(leaked)
     _judge(row, spec)
     for note in (raised_and_held(row), UNANSWERED if row.get("timeouts") else None,
-                 "; ".join(growth_reasons(row, spec.max_memory_growth, spec.max_slowdown)) or None):
+                 "; ".join(growth_reasons(row, spec.max_memory_growth, spec.max_slowdown,
+                                          server_stats.growth_text(server_stats.part_growth(ctx.windows)))) or None):
         row.note(note)
     return CycleDone(row, version)
 
