@@ -447,11 +447,11 @@ def test_three_cores_into_one_store(three_cores):
     assert set(capi) == set(RUNTIMES)
     for version, triton in RUNTIMES.items():
         r = capi[version]
-        assert r[1] == triton and r[3] == "none" and r[4] == "clean 2" and r[5] == "ok 2" and r[7] == "100% (2/2)"
-        assert r[9] == "pass"
+        assert r[1] == triton and r[3] == "none" and r[4] == "clean 2" and r[5] == "ok 2" and r[8] == "100% (2/2)"
+        assert r[10] == "pass"  # r[7]: the batches formed
     # the official engine: where its bindings do not load (not installed here), a row that says why
     for r in (r for r in rows if r[2] == "tritonserver"):
-        assert r[9] == "pass" or (r[9].startswith("skipped: ") and "tritonserver" in r[9]), r
+        assert r[10] == "pass" or (r[10].startswith("skipped: ") and "tritonserver" in r[10]), r
     cycles = Store(results).read("cycles")
     assert sorted(cycles["triton_version"].unique()) == sorted(RUNTIMES.values())
     assert set(cycles[cycles.engine == "capi"].outcome) == {"clean"}
@@ -482,7 +482,7 @@ def test_a_retained_response_is_the_expected_outcome_and_a_bench_cell(tmp_path):
     assert "exit_timeout is allowed" in proc.stdout
     soak_row, bench_row = _table_rows(proc.stdout)
     assert soak_row[3] == "last-response" and soak_row[4] == "exit_timeout 1" and soak_row[5] == "ok 1"
-    assert soak_row[7] == "0% (0/1), 1 after" and soak_row[9] == "pass"
+    assert soak_row[8] == "0% (0/1), 1 after" and soak_row[10] == "pass"
     assert bench_row[:3] == ["0.7.0", "2.51.0", "capi"] and bench_row[4] == "pass"
     infer_s = float(re.match(r"2: ([\d,]+) \(", bench_row[3]).group(1).replace(",", ""))
     windows = Store(results).read("windows")
@@ -497,7 +497,7 @@ def test_a_cell_that_outlives_its_time_is_a_row_not_a_crash(tmp_path):
                 str(tmp_path / "r"), "--junit", str(tmp_path / "m.xml"))
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     (row,) = _table_rows(proc.stdout)
-    assert row[0] == "0.7.0" and row[9].startswith("timeout: killed after")
+    assert row[0] == "0.7.0" and row[10].startswith("timeout: killed after")
     assert "Traceback" not in proc.stdout + proc.stderr
     assert re.search(r"run_id \d{8}T\d{6}-[0-9a-f]{6}", (tmp_path / "m.xml").read_text()), \
         "a killed cell still names the run the matrix gave it"
@@ -514,7 +514,7 @@ def test_scenarios_and_their_controls_into_one_store_and_the_report_tables_them(
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     rows = [r for r in _table_rows(proc.stdout) if not r[0].startswith("scenario")]
     # the two controls are one: the plain template (each scenario's model and client without the fault)
-    assert [(r[0], r[1], r[3], r[4], r[8], r[9], r[10]) for r in rows] == [
+    assert [(r[0], r[1], r[3], r[4], r[9], r[10], r[11]) for r in rows] == [  # r[8]: the batches formed
         ("retained-response", "unbatched", "2.51.0", "capi", "exit_timeout / ok / ok", "yes (2/2)", "pass"),
         ("template", "unbatched", "2.51.0", "capi", "clean / ok / ok", "yes (2/2)", "pass"),
         ("finalize-raises", "unbatched", "2.51.0", "capi", "finalize_error / ok / ok", "yes (2/2)", "pass")]
