@@ -140,33 +140,7 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
     stored_rows: list[CycleRow] = []
     store = results_store(cfg.results)
     if resume:
-        stored = store.run_row(resume)
-        if stored is None:
-            raise RigError(f"no run {resume!r} in {redact(str(cfg.results))}/runs: check --results and the run id")
-        results, cycles = cfg.results, cfg.cycles
-        given_cycles = cycles_given
-        cfg = from_toml_text(stored["config"])
-        cfg.results = results  # where it is now, not where it was
-        if given_cycles:
-            if cycles < cfg.cycles:
-                raise RigError(f"run {resume} was started for {cfg.cycles} cycles; --cycles may only add more")
-            cfg.cycles = cycles
-        # One read of what the killed run stored: which cycles are done, and their figures.
-        df = store.read("cycles", resume)
-        if store.damaged:
-            log(f"skipped {len(store.damaged)} damaged file(s) in {redact(str(cfg.results))} (their cycles run again): "
-                f"{store.damaged[0]}")
-        df = df.astype(object).where(df.notna(), None)
-        stored_rows = [typed_row(CycleRow, rec) for rec in df.to_dict("records")]
-        from rig.common import probes
-
-        left = probes.orphaned_stubs(str(store.work_dir(resume)))  # its models are rendered there
-        if left:
-            log(f"killed {probes.kill_processes(left)} backend stub(s) the killed run left running")
-        stale = probes.orphaned_shm_regions()
-        if stale:
-            probes.remove_shm_regions(stale)
-            log(f"removed {len(stale)} shared-memory region(s) no live process maps (left by the killed run)")
+        cfg, stored_rows = _resumed(store, resume, cfg, cycles_given, log)
     allowed = allowed_outcomes(cfg, allowed)
     p = orchestrator.prepare(cfg, command, store, run_id=resume or run_id, log=log)
     if not resume:
@@ -209,13 +183,7 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
         resume_with = f"rig soak --resume {p.run_id} --results {shlex.quote(redact(str(cfg.results)))}"
         log(f"interrupted after {len(tally.rows)} stored cycle(s); continue with: {resume_with}")
         if junit:
-            try:
-                soak_junit.write(junit, tally, cfg, allowed, judge(tally, cfg, allowed), command, p, started,
-                             interrupted=f"interrupted after {len(tally.rows)} stored cycle(s) of {cfg.cycles}; "
-                             f"continue with: {resume_with}")
-                log(f"JUnit XML: {junit}")
-            except OSError as e:  # the interruption is what the night ends with, not this
-                log(f"JUnit XML: {junit} not written ({e.strerror or e})")
+            _junit_interrupted(junit, tally, cfg, allowed, command, p, started, resume_with, log)
         raise
     finally:
         if progress:
@@ -232,3 +200,52 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
         path = plots.soak_figure(store.read("cycles", p.run_id), store.plot_path(f"{p.run_id}-soak.png"))
         log(f"plot: {store.publish(path)}")
     return (Exit.FAILED if reasons else Exit.OK), tally, p.run_id, reasons
+
+
+def _resumed(store: Store, resume: str, cfg: RunConfig, cycles_given: bool,
+             log: Callable[[str], None]) -> tuple[RunConfig, list[CycleRow]]:
+    """The config a killed run was started with (``--cycles`` may add more, ``--results`` says where
+    it is now) and the cycles it stored; the stubs and shared memory it left are cleaned up."""
+    stored = store.run_row(resume)
+    if stored is None:
+        raise RigError(f"no run {resume!r} in {redact(str(cfg.results))}/runs: check --results and the run id")
+    results, cycles = cfg.results, cfg.cycles
+    given_cycles = cycles_given
+    cfg = from_toml_text(stored["config"])
+    cfg.results = results  # where it is now, not where it was
+    if given_cycles:
+        if cycles < cfg.cycles:
+            raise RigError(f"run {resume} was started for {cfg.cycles} cycles; --cycles may only add more")
+        cfg.cycles = cycles
+    # One read of what the killed run stored: which cycles are done, and their figures.
+    df = store.read("cycles", resume)
+    if store.damaged:
+        log(f"skipped {len(store.damaged)} damaged file(s) in {redact(str(cfg.results))} (their cycles run again): "
+            f"{store.damaged[0]}")
+    df = df.astype(object).where(df.notna(), None)
+    stored_rows = [typed_row(CycleRow, rec) for rec in df.to_dict("records")]
+    from rig.common import probes
+
+    left = probes.orphaned_stubs(str(store.work_dir(resume)))  # its models are rendered there
+    if left:
+        log(f"killed {probes.kill_processes(left)} backend stub(s) the killed run left running")
+    stale = probes.orphaned_shm_regions()
+    if stale:
+        probes.remove_shm_regions(stale)
+        log(f"removed {len(stale)} shared-memory region(s) no live process maps (left by the killed run)")
+    return cfg, stored_rows
+
+
+def _junit_interrupted(junit: str, tally: Tally, cfg: RunConfig, allowed, command: str, p, started,
+                       resume_with: str, log: Callable[[str], None]) -> None:
+    """An interrupted run's JUnit XML, as far as it got (a failure to write it is said, not raised:
+    the interruption is what the night ends with)."""
+    from rig.commands import soak_junit
+
+    try:
+        soak_junit.write(junit, tally, cfg, allowed, judge(tally, cfg, allowed), command, p, started,
+                         interrupted=f"interrupted after {len(tally.rows)} stored cycle(s) of {cfg.cycles}; "
+                         f"continue with: {resume_with}")
+        log(f"JUnit XML: {junit}")
+    except OSError as e:
+        log(f"JUnit XML: {junit} not written ({e.strerror or e})")

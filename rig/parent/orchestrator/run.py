@@ -16,14 +16,13 @@ from typing import Callable
 from rig.common import probes, procs
 
 from rig.common.errors import RigError
-from rig.contract.fleet import node_name
 from rig.parent.orchestrator.prepare import Prepared
 from rig.parent.orchestrator.spec import cycle_spec
-from rig.parent.orchestrator.rows import blank_row, finish_row, lost_cycle
+from rig.parent.orchestrator.rows import blank_row, finish_row, lost_cycle, run_tags
 from rig.common.procs import python_m
 from rig.contract.messages import (CycleDone, CycleStart, Fatal, Message, Partial, Phase, Refused, Samples, Window,
                           decode)
-from rig.contract.rows import CycleResult, MemoryRow, WindowRow, typed_row, window_row
+from rig.contract.rows import CycleDraft, CycleResult, MemoryRow, WindowRow, typed_row, window_row
 
 
 class WorkerHandle:
@@ -113,48 +112,31 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult],
         index += 1
         batch = pending[:1] if p.config.restart == "fresh-process" else list(pending)
         w = WorkerHandle(p, batch, index)
-        current: int | None = None
+        current, phase = None, "spawn"  # the cycle in flight (None: between cycles), its phase
         t_cycle = time.monotonic()
         deadline = time.monotonic() + p.config.startup_timeout + 60
-        phase = "spawn"
         partial: Partial | None = None  # the current cycle's row once its stop returned
         fatal: str | None = None        # the error the worker reported before it exits
         try:
             while True:
                 for msg in w.read(min(0.5, max(0.0, deadline - time.monotonic()))):
                     if isinstance(msg, CycleStart):
-                        current, t_cycle = msg.cycle, time.monotonic()
-                        partial = None
+                        current, t_cycle, partial = msg.cycle, time.monotonic(), None
                     elif isinstance(msg, Phase):
                         phase = msg.phase
                         deadline = time.monotonic() + msg.timeout_s
                         if on_phase and current is not None:
                             on_phase(current, phase)
                     elif isinstance(msg, Window):
-                        wrow = window_row(p.run_id, p.engine, p.model_label,
-                                          {**msg.figures, "host": node_name(p.config.node)})
+                        wrow = window_row(p.run_id, p.engine, p.model_label, {**msg.figures, "host": run_tags(p)["host"]})
                         windows.setdefault(wrow.cycle, []).append(wrow)
                         if on_window:
                             on_window(wrow)
                     elif isinstance(msg, Samples):
-                        host = node_name(p.config.node)
                         memory[msg.cycle] = [typed_row(MemoryRow, {**r, "run_id": p.run_id, "cycle": msg.cycle,
-                                                                   "host": host}) for r in msg.rows]
+                                                                   "host": run_tags(p)["host"]}) for r in msg.rows]
                     elif isinstance(msg, CycleDone):
-                        row = blank_row(p, msg.row["cycle"])
-                        row.update(msg.row)
-                        if row.get("outcome") == "load_failed" and "stub" in str(row.get("detail")).lower():
-                            # a stub that died while loading: its last words are in the worker's log
-                            tail = w.log_tail(400)
-                            if tail:
-                                row.note(f"the stub's last output: {tail}")
-                        if p.config.restart == "fresh-process":
-                            try:
-                                w.proc.wait(30)
-                            except subprocess.TimeoutExpired:
-                                pass
-                            extra = w.reap_leftovers()
-                            row["stubs_killed"] = (row.get("stubs_killed") or 0) + extra
+                        row = _done_row(p, w, msg)
                         finish(row, time.monotonic() - t_cycle, msg.triton_version)
                         if row["cycle"] in pending:
                             pending.remove(row["cycle"])
@@ -175,10 +157,8 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult],
                     stubs, leaked = w.kill()
                     cyc = current if current is not None else (pending[0] if pending else None)
                     if cyc is not None:
-                        row = lost_cycle(p, cyc, partial, "hung", "hung",
-                                         f"phase {phase} ran past its deadline; worker group killed",
-                                         stubs, leaked, w.proc.pid)
-                        finish(row, time.monotonic() - t_cycle)
+                        finish(lost_cycle(p, cyc, partial, "hung", "hung", f"phase {phase} ran past its deadline; "
+                                          "worker group killed", stubs, leaked, w.proc.pid), time.monotonic() - t_cycle)
                         pending.remove(cyc)
                     break
             rc = w.proc.wait()
@@ -186,15 +166,38 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult],
             # lost that cycle: record it, never spawn another worker for it.
             if pending and pending[0] in batch:
                 cyc = current if current is not None else pending[0]
-                stubs, leaked = w.kill()
-                how = (f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}")
-                row = lost_cycle(p, cyc, partial, "crashed", f"crashed: {how}",
-                                 f"worker {how} in phase {phase}: {fatal or w.log_tail()}",
-                                 stubs, leaked, w.proc.pid)
-                finish(row, time.monotonic() - t_cycle)
+                finish(_crashed_row(p, w, cyc, partial, rc, phase, fatal), time.monotonic() - t_cycle)
                 pending.remove(cyc)
         except BaseException:
             w.kill()
             raise
         finally:
             w.close()
+
+
+def _done_row(p: Prepared, w: WorkerHandle, msg: CycleDone) -> CycleDraft:
+    """The row of a cycle its worker reported done: the run's tags, the worker's figures, a
+    stub's last words where one died while loading, and (a fresh process a cycle) the stubs the
+    parent had to reap once the worker was gone."""
+    row = blank_row(p, msg.row["cycle"])
+    row.update(msg.row)
+    if row.get("outcome") == "load_failed" and "stub" in str(row.get("detail")).lower():
+        tail = w.log_tail(400)  # its last words are in the worker's log
+        if tail:
+            row.note(f"the stub's last output: {tail}")
+    if p.config.restart == "fresh-process":
+        try:
+            w.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            pass
+        row["stubs_killed"] = (row.get("stubs_killed") or 0) + w.reap_leftovers()
+    return row
+
+
+def _crashed_row(p: Prepared, w: WorkerHandle, cyc: int, partial: Partial | None, rc: int, phase: str,
+                 fatal: str | None) -> CycleDraft:
+    """The row of the cycle a worker was in when it ended (``rc``) before reporting it."""
+    stubs, leaked = w.kill()
+    how = f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}"
+    return lost_cycle(p, cyc, partial, "crashed", f"crashed: {how}",
+                      f"worker {how} in phase {phase}: {fatal or w.log_tail()}", stubs, leaked, w.proc.pid)
