@@ -37,7 +37,8 @@ from rig.contract.verdicts import NOT_MEASURED
 
 # The cycles' columns the table reads (``shape`` from schema 12; a row without one is unbatched).
 COLUMNS = ["run_id", "cycle", "scenario", "control", "shape", "engine", "triton_version", "outcome", "load_outcome",
-           "growth_outcome", "stop_latency_s", "finalize_expected", "finalize_before_stop", "finalize_after_stop"]
+           "growth_outcome", "stop_latency_s", "finalize_expected", "finalize_before_stop", "finalize_after_stop",
+           "batch_sizes"]
 UNBATCHED = "unbatched"
 BATCHED = ("batched", "max-batch")  # the shapes whose model takes a batch dimension (rig.parent.shapes)
 AS_KNOWN, FINDING, UNJUDGED = "as known", "finding", "unjudged"
@@ -172,10 +173,13 @@ def cycle_batches(windows) -> dict[tuple[str, int], dict[int, int]]:
 
 
 def _cell_batches(rows: list[dict], by_cycle: dict) -> dict | None:
-    """A cell's batch sizes from its cycles' (``cycle_batches``); None where none recorded them."""
+    """A cell's batch sizes from its cycles': each cycle's own (schema 15: over the whole cycle,
+    with or without windows), else its windows' (``cycle_batches``); None where none recorded them."""
     out: dict[int, int] | None = None
     for r in rows:
-        got = by_cycle.get((str(r.get("run_id")), int(r["cycle"]))) if r.get("cycle") is not None else None
+        got = server_stats.summed_batches([r.get("batch_sizes")])
+        if got is None and r.get("cycle") is not None:
+            got = by_cycle.get((str(r.get("run_id")), int(r["cycle"])))
         if got is None:
             continue
         out = {} if out is None else out

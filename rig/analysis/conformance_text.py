@@ -16,6 +16,7 @@ from rig.contract import server_stats
 from rig.parent.known import intermittent
 from rig.contract.verdicts import NOT_MEASURED
 
+UNBATCHED_MARK = "(never batched)"  # a batched cell none of whose executes ran more than one request
 INTERMITTENT = "~"  # the mark of a cell known to be intermittent (rig.parent.known: exit_timeout|clean)
 
 
@@ -32,6 +33,8 @@ def mark(c: Cell) -> str:
         text += f" {c.agreeing}/{c.cycles}"
     if intermittent(c.known):
         text += f" {INTERMITTENT}"
+    if is_batched(c.shape) and c.batches and max((s for s, n in c.batches.items() if n), default=1) <= 1:
+        text += f" {UNBATCHED_MARK}"  # the config batches, Triton never did: not a batched cell
     return f"{SIGNS[c.judgement]} {text}"
 
 
@@ -39,7 +42,8 @@ def upstream(scenario: str) -> str:
     s = scenarios.SCENARIOS.get(scenario)
     if s is None:
         return "—"
-    return ", ".join(s.upstream) or "the rig's own"
+    text = ", ".join(s.upstream) or "the rig's own"
+    return text + (f" (fixed in {', '.join(s.fixed_in)})" if s.fixed_in else "")
 
 
 def changed_text(cores) -> str:
@@ -56,6 +60,8 @@ def legend() -> list[str]:
         "A mark is the lifecycle verdict most of the cell's cycles gave, then the load's (· errors, · timeouts, "
         "· wrong outputs, · nothing completed, · no load) where not ok, and the growth's (· leaking, · slowing) "
         "where measured and not ok; n/N where the cycles disagree; "
+        f"{UNBATCHED_MARK}: a cell of a batched shape in which no execute ran more than one request (its figures "
+        "say the batch sizes Triton formed), so it tested the config, not batches; "
         f"{INTERMITTENT} intermittent: the cell is known to give either of two verdicts (exit_timeout|clean in its "
         "figures), each cycle one of them. Each mark links to the cell's figures below its grid.",
         f"{NEVER_RUN} never run: no cycle of that scenario on that core, API and shape in the results; "
@@ -101,10 +107,11 @@ def _grid_rows(g: Grid) -> tuple[list[str], list[list[tuple[str, str | None, str
 FIGURES = ["cell", "cycles", "lifecycle", "load", "growth", "known", "judgement", "stop p50 s",
            "finalize before stop", "runs"]
 BATCHES = "batches formed"  # a batched shape's figures: after growth
-BATCH_NOTE = ("batches formed: the batch sizes Triton's scheduler formed over the cell's load windows (size x "
-              "executions, and the mean batch); never above 1: no execute ran more than one request; not measured: "
-              "no window of its cycles holds them (a fixed count of requests stores no windows; a run with "
-              "--server-stats off, or stored before schema 14, records none in them).")
+BATCH_NOTE = ("batches formed: the batch sizes Triton's scheduler formed over the cell's cycles (size x "
+              "executions, and the mean batch; from Triton's statistics of each cycle, or of its load windows in a "
+              "store before schema 15); never above 1: no execute ran more than one request, so the cell is not "
+              "batched whatever its config says; not measured: none of its cycles recorded them (a run with "
+              "--server-stats off, or a fixed count of requests stored before schema 15).")
 
 
 def batches_text(c: Cell) -> str:

@@ -50,7 +50,7 @@ def rows() -> list[dict]:
                     "known on": (f"{', '.join(versions)}; {', '.join(engines)}" if seen
                                  else "nothing yet (rig scenarios --accept RESULTS)"),
                     "control": " / ".join(s.control) if s.has_control else "none (it measures)",
-                    "built from": built})
+                    "built from": built, "fixed in": ", ".join(s.fixed_in) or "—"})
     return out
 
 
@@ -90,5 +90,7 @@ def run(args) -> int:
         print(f"    {r['what']}")
         print(f"    shows as: {r['shows as']}; control: {r['control']}; shapes: {r['shapes']}")
         print(f"    known on: {r['known on']}")
+        if r["fixed in"] != "—":
+            print(f"    fixed upstream in: {r['fixed in']}")
     print("\nrun one: rig soak --scenario NAME [--control] --cycles 3 --exit-timeout 3")
     return Exit.OK

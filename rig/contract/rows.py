@@ -70,6 +70,10 @@ Schema history (``schema_version`` column):
   14: windows, Triton's own statistics of the run's models over the window (``rig.contract.server_stats``;
      perf_analyzer's: its summary's averages; null with ``--server-stats off`` or a failed read): ``server_*``
      counts and summed ns, ``batch_sizes`` (JSON ``{size: executions}``) and ``mean_batch_size``.
+  15: cycles, Triton's statistics of the cycle's models over the whole cycle, whether or not a
+     window was measured: ``batch_sizes`` (JSON ``{size: executions}``, failed executions counted
+     at their size), ``mean_batch_size``, ``server_executions`` and ``server_failures`` (requests
+     Triton counted failed: a raising ``execute``'s); null where not read or older.
 """
 
 from __future__ import annotations
@@ -86,7 +90,7 @@ def now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-SCHEMA_VERSION = 14  # see the history above
+SCHEMA_VERSION = 15  # see the history above
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,6 +205,11 @@ class CycleRow:
     slowdown_low_pct: float | None = None        # its 95 % interval's lower bound (what is judged)
     p50_us_per_1k: float | None = None           # p50's trend in microseconds per 1,000 requests
     trend_windows: int | None = None             # windows the trend is read from (after the warm-up)
+    # schema 15: Triton's statistics over the whole cycle (rig.worker.serverstats)
+    batch_sizes: str | None = None               # JSON {size: executions}, failed executions included
+    mean_batch_size: float | None = None         # requests an execute, over the cycle
+    server_executions: int | None = None
+    server_failures: int | None = None           # requests Triton counted failed
     schema_version: int = SCHEMA_VERSION
 
 

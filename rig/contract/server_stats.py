@@ -86,8 +86,28 @@ def window_columns(delta: dict | None) -> dict:
         return dict.fromkeys(ALL_COLUMNS)
     out = {COLUMNS[k]: delta[k] for k in FIGURES}
     out["batch_sizes"] = batch_json(delta["batches"])
-    out["mean_batch_size"] = delta["inferences"] / delta["executions"] if delta["executions"] else None
+    out["mean_batch_size"] = mean_of(delta)
     return out
+
+
+def mean_of(figures: dict) -> float | None:
+    """The mean batch size of some figures: from the sizes Triton recorded where it did
+    (``batch_stats`` counts failed executions at their size too), else inferences over executions
+    (``inference_count`` counts only the requests that succeeded: a raising ``execute`` would
+    make that ratio too small)."""
+    if figures.get("batches"):
+        return mean_batch(figures["batches"])
+    ex = figures.get("executions") or 0
+    return figures.get("inferences", 0) / ex if ex else None
+
+
+def cycle_columns(figures: dict | None) -> dict:
+    """A cycle's columns (schema 15) from its models' figures since they loaded (``totals``,
+    summed with ``add``); all null where none were read."""
+    if figures is None:
+        return dict.fromkeys(("batch_sizes", "mean_batch_size", "server_executions", "server_failures"))
+    return {"batch_sizes": batch_json(figures["batches"]), "mean_batch_size": mean_of(figures),
+            "server_executions": figures["executions"], "server_failures": figures["failures"]}
 
 
 def batch_json(batches: dict) -> str:
@@ -172,6 +192,8 @@ def over_windows(windows: list[dict]) -> dict:
         return {}
     out = parts(sums)
     client = client_ns / client_n / 1000 if client_n else None
+    if batches:
+        out["mean_batch_size"] = mean_batch(batches)
     out.update(windows=n, client_us=client, batch_sizes=batches,
                own_us=client - out["request_us"] if client is not None and out["request_us"] is not None else None)
     return out

@@ -26,6 +26,7 @@ class CycleSpec:
     models: list[str]                 # models to send requests to
     model_label: str
     requests: int = 100
+    requests_in_flight: int = 1       # the fixed count sent this many at a time (rig.worker.grouped)
     retain: str = "none"
     exit_timeout: int = 30
     stop_strategy: str = "stop"

@@ -81,6 +81,7 @@ class RunConfig:
     execute_delay_ms: float = 0.0
     cycles: int = 1
     requests: int = 100               # per cycle, when no workload runs
+    requests_in_flight: int = 1       # the fixed count sent this many at a time (rig.worker.grouped): batches form
     retain: Retain = "none"
     scenario: str | None = None       # a lifecycle scenario (rig.parent.scenarios): sets fault and retain, or its own models
     control: bool = False             # the scenario's negative control: the same without its fault
@@ -141,8 +142,8 @@ class RunConfig:
             one_of("model", self.model, MODELS)
             one_of("fault", self.fault, FAULT_PRESETS)
         self._inputs()
-        if self.cycles < 1 or self.requests < 0 or self.exit_timeout < 0:
-            raise RigError("cycles must be >= 1, requests >= 0 and exit_timeout >= 0")
+        if self.cycles < 1 or self.requests < 0 or self.exit_timeout < 0 or self.requests_in_flight < 1:
+            raise RigError("cycles must be >= 1, requests >= 0, requests_in_flight >= 1 and exit_timeout >= 0")
         t = self.thresholds
         if t.min_finalize_success is not None and not 0 <= t.min_finalize_success <= 1:
             raise RigError("thresholds.min_finalize_success is a fraction between 0 and 1")

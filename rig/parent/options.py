@@ -61,6 +61,9 @@ def add_cycle_options(p: argparse.ArgumentParser, cycles_default_help: str) -> N
     c = p.add_argument_group("lifecycle")
     c.add_argument("--cycles", type=int, help=cycles_default_help)
     c.add_argument("--requests", type=int, help="requests per cycle when no workload runs (default 100)")
+    c.add_argument("--requests-in-flight", type=int, metavar="N",
+                   help="send those requests N at a time, so that a batched model can form batches of up to N "
+                   "(default 1: one at a time)")
     c.add_argument("--retain", choices=RETAIN, help="what stays referenced across stop() (default none)")
     c.add_argument("--scenario", metavar="NAME", help="a lifecycle scenario (`rig scenarios` lists them): its "
                    "fault and retention, or models of its own; recorded in each cycle's `scenario`")
@@ -114,7 +117,8 @@ OVERRIDES = {  # config key -> option dest (a subcommand without the option leav
     "runtime": "runtime", "engine": "engine", "model": "model", "model_repository": "model_repository",
     "model_size": "model_size", "instances": "instances", "max_batch_size": "max_batch_size",
     "dynamic_batching": "dynamic_batching", "fault": "fault", "execute_delay_ms": "execute_delay_ms",
-    "cycles": "cycles", "requests": "requests", "retain": "retain", "scenario": "scenario", "control": "control", "model_shape": "model_shape", "exit_timeout": "exit_timeout",
+    "cycles": "cycles", "requests": "requests",
+    "requests_in_flight": "requests_in_flight", "retain": "retain", "scenario": "scenario", "control": "control", "model_shape": "model_shape", "exit_timeout": "exit_timeout",
     "stop_strategy": "stop_strategy", "restart": "restart", "startup_timeout": "startup_timeout",
     "request_timeout": "request_timeout", "results": "results", "node": "node",
     "input_data": "input_data", "shapes": "shape",
@@ -234,6 +238,8 @@ def refuse_inapplicable(args, cfg) -> None:
     if w.name != "none":
         refuse(given("requests"), "counts the requests of a cycle without a workload; a workload runs for "
                "--workload-seconds: drop it")
+        refuse(given("requests_in_flight"), "sends the fixed count of a cycle without a workload; a workload "
+               "keeps --users x --in-flight requests in flight: drop it")
     if w.master is not None:
         refuse(given("users", "workload_seconds", "window_seconds", "locust_web_port", "rate"),
                "come(s) from the `rig fleet` master with --locust-master: give it to the master, or drop it")

@@ -53,6 +53,9 @@ class Scenario:
     # sleeps, requests the model never answers): a matrix cell holds no quiet lock over them
     # (rig.worker.quiet), so that cells side by side overlap the waiting; its control holds it throughout.
     waits: tuple[str, ...] = ()
+    # Where upstream fixed it: "core#473 in r26.04 (2.69.0)", one entry a fix; the table's
+    # "changed in" is measured, this is what it is held up against.
+    fixed_in: tuple[str, ...] = ()
 
     def expected_for(self, engine: str, version: str, shape: str | None = None,
                      control: bool = False) -> tuple[str, str] | None:
@@ -221,7 +224,10 @@ def apply(cfg) -> None:
     if s.template and not users_models:
         from rig.parent import shapes
 
-        shapes.parse(shape).put_on(cfg)
+        sh = shapes.parse(shape)
+        sh.put_on(cfg)
+        if sh.dynamic_batching and cfg.workload.name == "none" and cfg.requests_in_flight == 1:
+            cfg.requests_in_flight = shapes.GROUP  # so that batches form (the default: one at a time)
 
 
 def _shape_of(cfg, s: Scenario, users_models: bool, clashes: list[str]) -> str | None:

@@ -19,6 +19,9 @@ import re
 from rig.common.errors import RigError
 
 BATCH = 8  # the batched shape's max_batch_size
+# A batched shape's fixed count of requests goes this many at a time (``--requests-in-flight``):
+# one at a time, the dynamic batcher never has two requests to put in one execute.
+GROUP = 4
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import Callable
 
 from rig.worker.quiet import Quiet
 from rig.worker import observers as observers_mod
+from rig.worker import serverstats
 from rig.common import probes, trends
 from rig.worker.engines.base import Engine, EngineError, ServerOptions
 from rig.worker.engines.retention import Retained
@@ -29,6 +30,7 @@ from rig.common.errors import RigError
 from rig.worker.outputs import merge_checks, reference_output
 from rig.contract.spec import CycleSpec, repository_models  # noqa: F401 - CycleSpec re-exported
 from rig.worker.sequential import sequential_requests
+from rig.worker.grouped import grouped_requests
 from rig.contract.messages import CycleDone, Partial, Samples
 from rig.contract.rows import CycleDraft
 from rig.contract import server_stats
@@ -139,6 +141,7 @@ def _cycle_after_start(engine, t0, spec, cycle, row, evidence, watchers, phase, 
     ctx = observers_mod.Context(engine, spec, inputs, cycle, lambda timeout: _unload_all(engine, timeout), send)
     _load(ctx, row, watchers, phase, workload, kept, checks)
     _add_reference(row, reference)
+    row.update(serverstats.over_cycle(engine, spec.models, getattr(spec, "server_stats", True)))
     regions |= _probe_after_load(engine, spec, row, pids)
 
     # The scene a scenario's client sets for the stop (rig.worker.observers, rig.worker.clientside)
@@ -193,8 +196,11 @@ def _load(ctx: observers_mod.Context, row: CycleDraft, watchers: list, phase: Ca
         out = workload(ctx.engine, spec, ctx.inputs, kept, ctx.cycle, checks)
     else:
         phase("infer", 60 + spec.requests * 0.1 + 2 * spec.request_timeout)
-        out = sequential_requests(ctx.engine, spec, ctx.inputs, spec.retain, kept, checks,
-                                   tick=lambda: [o.tick(ctx) for o in watchers])
+        tick = lambda: [o.tick(ctx) for o in watchers]  # noqa: E731
+        group = getattr(spec, "requests_in_flight", 1) or 1
+        out = (grouped_requests(ctx.engine, spec, ctx.inputs, spec.retain, kept, checks, group, tick=tick)
+               if group > 1 else sequential_requests(ctx.engine, spec, ctx.inputs, spec.retain, kept, checks,
+                                                     tick=tick))
     ctx.windows = out.pop("windows", None) or []
     row.merge(out)
     ctx.t_load_end = time.monotonic()

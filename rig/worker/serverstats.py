@@ -58,3 +58,21 @@ class ServerStats:
 def reader(engine: Engine, models: list[str], on: bool = True) -> ServerStats | None:
     """The run's reader (None with ``--server-stats off``)."""
     return ServerStats(engine, models) if on else None
+
+
+def over_cycle(engine: Engine, models: list[str], on: bool = True) -> dict:
+    """Triton's statistics of a cycle's models since they loaded (schema 15: the batch sizes it
+    formed, its executions and failed requests), whether or not a window was measured; null with
+    ``--server-stats off`` or where a read failed (the load is never failed for it)."""
+    if not on:
+        return server_stats.cycle_columns(None)
+    total = None
+    for m in dict.fromkeys(models):
+        try:
+            message = engine.model_statistics(m)
+            if message is None:
+                return server_stats.cycle_columns(None)
+            total = server_stats.add(total, server_stats.totals(message))
+        except (EngineError, ValueError, KeyError, TypeError):
+            return server_stats.cycle_columns(None)
+    return server_stats.cycle_columns(total)

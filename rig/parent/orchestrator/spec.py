@@ -29,7 +29,7 @@ def run_spec(p: Prepared) -> CycleSpec:
     return CycleSpec(
         run_id=p.run_id, engine=p.engine, runtime=p.runtime.to_dict(),
         model_repository=os.path.abspath(p.repository), models=p.models, model_label=p.model_label,
-        requests=c.requests, retain=c.retain, exit_timeout=c.exit_timeout, stop_strategy=c.stop_strategy,
+        requests=c.requests, requests_in_flight=c.requests_in_flight, retain=c.retain, exit_timeout=c.exit_timeout, stop_strategy=c.stop_strategy,
         restart=c.restart, startup_timeout=c.startup_timeout, request_timeout=c.request_timeout,
         evidence_dir=str(work / "evidence"), log_dir=str(work / "logs"), cycles=[],
         workload={**dataclasses.asdict(c.workload), "node": c.node} if c.workload.name != "none" else None,
