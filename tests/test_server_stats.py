@@ -327,3 +327,16 @@ def test_the_slowing_reason_carries_what_grew_and_only_a_slowing_one():
                        "throughput -60 %) (Triton's queue +180 us a request, infer +3.0 us)")
     assert growth_reasons(row, grown=None)[1].endswith("throughput -60 %)")  # nothing read: nothing more
     assert growth_reasons({**row, "slowdown_low_pct": 10.0}, grown="Triton's queue +1 us") == [leaking]
+
+
+def test_the_mean_batch_counts_failed_executions_at_their_size():
+    """A model that raises: Triton's ``inference_count`` counts the successful requests only,
+    its batch sizes every execution; the mean batch is the sizes' (measured: 6,121 successes and
+    2,048 failures in 271 executions of 1 and 3,949 of 2, 2.51.0)."""
+    figures = {"inferences": 6121, "executions": 4220, "failures": 2048, "batches": {1: 271, 2: 3949}}
+    assert ss.mean_of(figures) == (271 + 2 * 3949) / 4220
+    assert ss.mean_of({"inferences": 10, "executions": 5, "batches": {}}) == 2.0
+    assert ss.mean_of({"inferences": 0, "executions": 0, "batches": {}}) is None
+    cols = ss.cycle_columns(figures)
+    assert cols["batch_sizes"] == '{"1": 271, "2": 3949}' and cols["server_failures"] == 2048
+    assert ss.cycle_columns(None) == dict.fromkeys(cols)

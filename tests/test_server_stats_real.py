@@ -27,16 +27,15 @@ def _soak(tmp_path, *args):
 
 def _check_windows(w):
     """Per window: the server counts the client's requests (give or take those in flight at a
-    boundary), the parts add up within Triton's small overhead, and Triton's time to the start
-    of its output never exceeds the client's wait (its time ends once the output is sent, which
-    may be after the response reached the client: the end of compute output)."""
+    boundary), the parts add up within Triton's small overhead, and Triton's request time never
+    exceeds the client's (the client's ends when the core has answered and released the request;
+    Triton's when the backend reports the request's statistics, just before that release)."""
     for r in w.to_dict("records"):
         t = server_stats.over_windows([r])
         assert t, f"window {r['window']}: no server figures"
         assert abs(t["success"] - r["requests"]) <= 8, (r["window"], t["success"], r["requests"])
         assert 0 <= t["overhead_us"] <= 0.1 * t["request_us"], t
-        assert t["request_us"] - t["compute_output_us"] <= t["client_us"], t
-        assert t["request_us"] <= 1.1 * t["client_us"], t
+        assert t["request_us"] <= t["client_us"], t
 
 
 @pytest.mark.slow
@@ -66,3 +65,21 @@ def test_server_stats_off_reads_nothing(tmp_path, runtime):
     out, w = _soak(tmp_path, "--server-stats", "off")
     assert len(w) == 3 and w[list(server_stats.ALL_COLUMNS)].isna().all().all()
     assert "per request" not in out
+
+
+@pytest.mark.slow
+def test_a_batched_scenario_cell_forms_batches_without_a_workload(tmp_path, runtime):
+    """Issue 43: a batched cell's fixed count of requests goes 4 at a time (--requests-in-flight,
+    set by the shape), so Triton forms batches above one; each cycle stores the sizes it formed
+    (schema 15), and the unbatched cell's are all 1."""
+    for shape, res in (("batched", tmp_path / "b"), ("unbatched", tmp_path / "u")):
+        p = rig("soak", "--scenario", "template", "--model-shape", shape, "--cycles", "1", "--requests", "60",
+                "--exit-timeout", "3", "--results", str(res), timeout=300)
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+        c = Store(res).read("cycles").to_dict("records")[0]
+        sizes = server_stats.batches_of(c["batch_sizes"])
+        assert sum(s * n for s, n in sizes.items()) >= 60 and c["server_failures"] == 0, c["batch_sizes"]
+        if shape == "batched":
+            assert max(sizes) > 1 and c["mean_batch_size"] > 1, c["batch_sizes"]
+        else:
+            assert set(sizes) == {1} and c["mean_batch_size"] == 1.0, c["batch_sizes"]

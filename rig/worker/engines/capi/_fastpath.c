@@ -149,6 +149,13 @@ typedef struct fp_slot {
     int64_t t_first;                    /* when the first of them came */
     int64_t t_prev;                     /* when the latest of them came */
     char *error;                        /* the round's first error message, counted when settled */
+    /* What the round's end records, once both its events have happened (REC_*): its latency
+     * counts to the later of the final response and the request's release, the moment the core
+     * is done with it, so that the server's own request time (which ends when the backend has
+     * reported the request's statistics, just before it releases it) never exceeds it. */
+    int rec;
+    int64_t rec_first;                  /* a stream's first data response (absolute ns) */
+    int64_t rec_count;                  /* a stream's data responses */
     struct fp_slot *next_free;
     struct fp_slot *next_all;
 } fp_slot;
@@ -498,6 +505,7 @@ static int slot_submit(fp_slot *slot, int64_t t0)
     slot->failed = 0;
     slot->bad = 0;
     slot->n_data = 0;
+    slot->rec = REC_NONE;
     atomic_store(&slot->pending, 2);
     /* set before the call: the callbacks may run before ServerInferAsync returns */
     int64_t now = now_ns();
@@ -544,6 +552,23 @@ static fp_slot *pop_free_locked(fp_lane *lane)
     return s;
 }
 
+enum { REC_NONE, REC_LATENCY, REC_STREAM, REC_FAILED };
+
+/* The round's figures, at its end t (both events seen): see fp_slot.rec. */
+static void slot_record(fp_slot *slot, int64_t t)
+{
+    fp_lane *lane = slot->lane;
+    int64_t lat = t - slot->t0;
+    switch (slot->rec) {
+    case REC_LATENCY: record_latency(lane, lat); break;
+    case REC_STREAM: record_answered_stream(lane, lat, slot->rec_first - slot->t0, slot->rec_count); break;
+    case REC_FAILED: record_latency(lane, -(lat > 0 ? lat : 1)); break; /* negated: failed */
+    default: return;
+    }
+    slot->rec = REC_NONE;
+    wake(lane);
+}
+
 /* Both events of a round have happened: the request is ours again. After the unlock the
  * lane may be freed by close(): touch nothing of it after that. */
 static void slot_finished(fp_slot *slot)
@@ -564,6 +589,7 @@ static void slot_finished(fp_slot *slot)
 static void slot_event(fp_slot *slot)
 {
     if (atomic_fetch_sub(&slot->pending, 1) == 1) {
+        slot_record(slot, now_ns());
         slot_finished(slot);
     }
 }
@@ -678,17 +704,17 @@ static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t fla
             if (!slot->failed) {
                 /* answered: by data responses, or by the final flag alone (none carried data) */
                 if (atomic_load_explicit(&lane->streaming, memory_order_relaxed)) {
-                    record_answered_stream(lane, t - slot->t0,
-                                           (slot->n_data ? slot->t_first : t) - slot->t0,
-                                           (int64_t)slot->n_data);
+                    slot->rec = REC_STREAM;
+                    slot->rec_first = slot->n_data ? slot->t_first : t;
+                    slot->rec_count = (int64_t)slot->n_data;
                 } else {
-                    record_latency(lane, t - slot->t0);
+                    slot->rec = REC_LATENCY;
                 }
                 atomic_fetch_add(&lane->completed, 1);
             } else {
                 record_error(lane, slot->error ? slot->error
                                                : "response: an error (its message lost: out of memory)");
-                record_latency(lane, -(t - slot->t0 > 0 ? t - slot->t0 : 1)); /* negated: failed */
+                slot->rec = REC_FAILED;
             }
         }
         free(slot->error);
