@@ -151,7 +151,7 @@ def test_a_cell_process_answers_over_its_pipe(tmp_path):
     row = matrix_run._run_cell(_spec(config="cycles = 0\n", run_id=""), 60, spec_path=tmp_path / "cell.json",
                                log=tmp_path / "cell.log")
     assert row["status"] == "error" and row["exit"] == 2 and row["run_id"] is None, row
-    assert row["reason"] == "cycles must be >= 1, requests >= 0 and exit_timeout >= 0"
+    assert row["reason"] == "cycles must be >= 1, requests >= 0, requests_in_flight >= 1 and exit_timeout >= 0"
     assert "rig: error: cycles must be >= 1" in (tmp_path / "cell.log").read_text()  # for people
     written = CellSpec.from_json((tmp_path / "cell.json").read_text())
     assert written.config == "cycles = 0\n" and written.run_id  # its run named as it started

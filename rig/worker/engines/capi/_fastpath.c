@@ -131,6 +131,9 @@ struct fp_lane;
 #define MSG_TOP 8
 #define MSG_LEN 256
 
+/* What a round's end records (fp_slot.rec). */
+enum { REC_NONE, REC_LATENCY, REC_STREAM, REC_FAILED };
+
 typedef struct fp_slot {
     struct fp_lane *lane;
     TRITONSERVER_InferenceRequest *req; /* NULL: (re)built before its next submission */
@@ -551,8 +554,6 @@ static fp_slot *pop_free_locked(fp_lane *lane)
     }
     return s;
 }
-
-enum { REC_NONE, REC_LATENCY, REC_STREAM, REC_FAILED };
 
 /* The round's figures, at its end t (both events seen): see fp_slot.rec. */
 static void slot_record(fp_slot *slot, int64_t t)
