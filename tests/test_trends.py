@@ -289,7 +289,7 @@ ALL_OBSERVERS = [observers.Observer, observers.ProcessMemory, *observers.CLIENT_
 
 
 def test_the_protocol_has_every_phase():
-    assert set(_protocol_methods()) == {"load_started", "tick", "load_ended", "before_stop", "settled", "released"}
+    assert set(_protocol_methods()) == {"load_started", "tick", "load_ended", "before_stop", "settled", "released", "stopped"}
 
 
 @pytest.mark.parametrize("cls", ALL_OBSERVERS, ids=lambda c: c.__name__)
@@ -303,7 +303,8 @@ def test_every_observer_has_the_protocols_methods_with_its_signatures(cls):
 
 def test_the_observers_that_set_the_scene_for_the_stop():
     scene = {c.__name__ for c in ALL_OBSERVERS if c.sets_scene}
-    assert scene == {"RefusedRequests", "LoadingAtStop", "InFlightAtStop"}
+    assert scene == {"RefusedRequests", "LoadingAtStop", "InFlightAtStop", "StubKilled", "LoadMissing",
+                     "ReloadInPlace", "ExitAfterStop", "SequencesAtStop"}
     # a fresh observer with nothing in flight never holds the release
     assert all(c().settled() for c in ALL_OBSERVERS)
 

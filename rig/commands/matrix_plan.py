@@ -93,8 +93,20 @@ def scenario_cells(scens: list, plan: list[dict], known_path: str | None = None,
                         if name == s.name and engine not in s.engines:  # (the template runs over every one)
                             cell.update(status="skipped", reason=f"scenario {s.name} runs over "
                                         f"{', '.join(s.engines)} only, not {engine}")
+                        elif name == s.name and s.needs and p.get("runtime") is not None:
+                            _needs(cell, s, p["runtime"])
                         cells.append(cell)
     return cells
+
+
+def _needs(cell: dict, s, rt) -> None:
+    """A scenario whose models need what this core was built without (ensembles, the sequence
+    batcher: ``Scenario.needs``) is a row 'skipped' that says so."""
+    from rig.parent import core_features
+
+    lacks = core_features.missing(rt, s.needs)
+    if lacks:
+        cell.update(status="skipped", reason=core_features.why_not(s, rt, lacks))
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
@@ -271,6 +283,7 @@ def _plan(specs: list[str], engines: list[str], retains: list[str]) -> list[dict
             skip(",".join(engines), str(e))
             continue
         entry["triton"] = rt.triton_version
+        entry["runtime"] = rt  # what a scenario's models need of its core (scenario_cells)
         chosen: dict[str, str] = {}
         for asked in engines:
             if asked == "tritonserver":  # the bindings over this core, asked in a child process

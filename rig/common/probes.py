@@ -13,12 +13,13 @@ SHM_DIR = Path("/dev/shm")
 SHM_PREFIX = "triton_python_backend_shm_region"
 
 
-def own_shm_prefix() -> str:
+def own_shm_prefix(pid: int | None = None) -> str:
     """The Python backend's region names for a server in this process (its
     ``shm-region-prefix-name``): older backends (2.42.0 and before, at least) number their regions
     from 1 in each server, so two servers on one host, cells of a matrix side by side or a fleet's
-    nodes, made and removed each other's regions; this process's id makes them its own."""
-    return f"{SHM_PREFIX}_rig{os.getpid()}_"
+    nodes, made and removed each other's regions; this process's id makes them its own. ``pid``:
+    another process's (a worker the parent killed: what its server left)."""
+    return f"{SHM_PREFIX}_rig{pid or os.getpid()}_"
 
 
 def _is_stub(p: psutil.Process) -> bool:

@@ -56,6 +56,12 @@ class Scenario:
     # Where upstream fixed it: "core#473 in r26.04 (2.69.0)", one entry a fix; the table's
     # "changed in" is measured, this is what it is held up against.
     fixed_in: tuple[str, ...] = ()
+    # What the core must be built with to load its models ("ensemble", "sequence_batching":
+    # rig.parent.core_features); a core without it is a matrix row 'skipped' that says so.
+    needs: tuple[str, ...] = ()
+    # The parent SIGKILLs each cycle's worker (the server's process) in the middle of its load and
+    # counts what the server left (rig.parent.orchestrator.reap); its control runs without the kill.
+    kills_worker: bool = False
 
     def expected_for(self, engine: str, version: str, shape: str | None = None,
                      control: bool = False) -> tuple[str, str] | None:
@@ -156,6 +162,54 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              "each execute of the model sleeps 100 us longer than the one before (it gets slower with every "
              "request)", fault="slows-down", growth="slowing",
              shapes=("unbatched", "batched")),
+    Scenario("ensemble-in-flight", ("server#8458", "core#455", "server#8597", "core#482", "core#466", "core#470",
+                                    "core#483"),
+             f"stop() with {IN_FLIGHT} requests in flight to an ensemble (preprocess 20 ms, then two 300 ms "
+             "steps side by side, one behind a queue of 2): they pile up in front of the slow steps, whose "
+             "schedulers refuse them once stop() began while their other step still runs (its control: "
+             "the steps fast, no request in flight at stop)",
+             repository="ensemble-in-flight", client="stop-in-flight", client_is_fault=True, requests=4,
+             waits=("load",),
+             expected=("requests_lost", "ok"), needs=("ensemble",),
+             fixed_in=("core#483 in r26.05 (2.70.0): the request tracker's count when parallel steps fail",
+                       "core#466 in r26.03 (2.68.0), as core#470 in r26.02 (2.67.0)",
+                       "core#455 in r25.11 (2.64.0): ensemble max_inflight_requests, per request",
+                       "core#482 in r26.04 (2.69.0): max_inflight_requests shared by the ensemble's requests")),
+    Scenario("worker-killed", ("python_backend#446",),
+             "the parent SIGKILLs the worker (the server's process) 0.5 s into each cycle's load of 5,000 "
+             "requests; the stubs and /dev/shm regions its server leaves are watched for 10 s, then cleaned "
+             "up, each counted before and after (its control: the same cycle, no kill)",
+             expected=("crashed", "not_measured"), requests=5000, kills_worker=True),
+    Scenario("ready-stub-dead", ("server#8604", "server#7230"),
+             "once the load is over the client kills the model's stub (SIGKILL) and asks the server and the "
+             "model for 2 s whether they are ready (ready after load: both still said so; its control: the "
+             "stub left alive, asked the same)", repository="ready-stub-dead", client="stub-killed",
+             expected=("finalize_missing", "ok"), shapes=("unbatched", "instances-2"),
+             fixed_in=("core#461 with python_backend#423 in r25.12 (2.63.0): the model's readiness",
+                       "core#473 in r26.04 (2.69.0): the server's readiness")),
+    Scenario("missing-model-py", ("server#8766",),
+             "after the load the model is unloaded, its model.py taken away and the model loaded again "
+             "(explicit model control, 20 s at most), unloaded if it did not load, then stop(): loading at "
+             "stop, the load's and the unload's words in the detail (its control: model.py left)",
+             repository="missing-model-py", client="load-missing"),
+    Scenario("metrics-reload", ("server#8663",),
+             "two instances make the same MetricFamily (a histogram and a counter, the same labels), released "
+             "in finalize; after the load the model is reloaded in place (its files touched, loaded again) and, "
+             "the old instances gone, sent 200 requests (its control: no metrics)", repository="metrics-reload",
+             client="reload-in-place", expected=("crashed", "not_measured"), shapes=("instances-2",)),
+    Scenario("shm-after-forced-stop", ("server#8881", "python_backend#450"),
+             "the client keeps the last response across stop(), which waits out the exit timeout; the worker "
+             "then exits at once (no release, no ServerDelete) and the parent counts the Python backend's "
+             "/dev/shm regions left (shm left; its control: a clean stop, then the same exit)",
+             retain="last-response", client="exit-after-stop", expected=("exit_timeout", "ok"),
+             fixed_in=("python_backend#450 (merged 2026-07-18; in no release branch up to r26.07)",)),
+    Scenario("sequence-at-stop", ("server#8449", "server#7117", "core#341"),
+             "a stateful model under the sequence batcher (1 s idle timeout): 4 sequences opened, 2 left idle "
+             "past the timeout (the reaper ends them, never telling the model), 2 still open at stop() (with "
+             "--restart reload: at the unload); its control ends every sequence before the stop",
+             repository="sequence-at-stop", client="sequence-at-stop", requests=4, needs=("sequence_batching",),
+             fixed_in=("core#341 (merged 2024-05-08) in r24.10 (2.51.0) and later: a cancelled request's slot was "
+                       "released twice, again by the reaper (older branches are not in the sources read)",)),
     Scenario(TEMPLATE, (), "the template model with no fault, no retention and no client: the negative control of "
              "every scenario made from it (the same model and client without the fault), run once a shape",
              has_control=False, shapes=ALL_SHAPES),
@@ -226,8 +280,8 @@ def apply(cfg) -> None:
 
         sh = shapes.parse(shape)
         sh.put_on(cfg)
-        if sh.dynamic_batching and cfg.workload.name == "none" and cfg.requests_in_flight == 1:
-            cfg.requests_in_flight = shapes.GROUP  # so that batches form (the default: one at a time)
+        if cfg.workload.name == "none" and cfg.requests_in_flight == 1:  # the default: one at a time
+            cfg.requests_in_flight = sh.in_flight  # so that batches form and every instance runs
 
 
 def _shape_of(cfg, s: Scenario, users_models: bool, clashes: list[str]) -> str | None:

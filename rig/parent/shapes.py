@@ -43,6 +43,13 @@ class Shape:
             parts.append(f"instances-{self.instances}")
         return ",".join(parts) or "unbatched"
 
+    @property
+    def in_flight(self) -> int:
+        """Requests a fixed count keeps in flight in this shape (``--requests-in-flight``): enough
+        for the dynamic batcher to form batches above one (``GROUP``) and for every instance to
+        run; one for an unbatched model of one instance."""
+        return max(GROUP if self.dynamic_batching else 1, self.instances)
+
     def put_on(self, cfg) -> None:
         """Serve the rig's template model (``cfg``: a ``RunConfig``) in this shape."""
         cfg.instances, cfg.max_batch_size = self.instances, self.max_batch_size

@@ -33,7 +33,9 @@ from rig.common import probes
 from rig.worker.engines.base import Engine, EngineError
 from rig.worker.unpatched import original
 
-Client = typing.Literal["none", "stop-in-flight", "stop-while-loading", "refused-request", "memory"]
+Client = typing.Literal["none", "stop-in-flight", "stop-while-loading", "refused-request", "memory",
+                        "stub-killed", "load-missing", "reload-in-place", "exit-after-stop",  # rig.worker.scenes
+                        "sequence-at-stop"]  # rig.worker.sequences
 CLIENTS = typing.get_args(Client)
 from rig.contract.spec import IN_FLIGHT  # noqa: E402 - requests outstanding at stop() (stop-in-flight)
 REFUSED = 100            # refused requests per model (refused-request)
@@ -81,6 +83,16 @@ class InFlight:
             first = self.failed[0]
             out["detail"] = f"{failed} request(s) in flight at stop failed: {first[:300]}"
         return out
+
+
+def entry_models(engine: Engine, models: list[str]) -> list[str]:
+    """The models a client calls: the ensembles where the repository has any (their steps are
+    theirs to call: ensemble-in-flight), else every model."""
+    try:
+        ensembles = [m for m in models if engine.model_metadata(m).platform == "ensemble"]
+    except EngineError:
+        return models
+    return ensembles or models
 
 
 def start_in_flight(engine: Engine, models: list[str], inputs: dict, n: int = IN_FLIGHT) -> InFlight:

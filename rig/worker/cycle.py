@@ -156,6 +156,8 @@ def _cycle_after_start(engine, t0, spec, cycle, row, evidence, watchers, phase, 
     _judge(row, spec)
     if partial is not None:  # a crash or hang in teardown must not lose what stop did, nor hide
         partial(Partial(dict(row), tuple(sorted(regions))))  # the shared memory it would leave
+    for o in watchers:  # the stop kept: a client may end the process here (exit-after-stop)
+        o.stopped(ctx, row)
 
     # What a careful user's process does next: drop its references, let the models unload,
     # then free the server. (Freeing it first, or dropping the last response right after

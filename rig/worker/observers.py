@@ -6,6 +6,7 @@ knows none of them by name, as the load knows its lanes only through ``Lane``:
 - ``tick``: a fixed count of requests (no workload) is a tenth further (``ctx.paced``);
 - ``load_ended``: the load is over (its windows in ``ctx.windows``); figures go into the row;
 - ``before_stop``: set the scene for the stop (``sets_scene``: the cycle announces a phase);
+- ``stopped``: the stop is measured and kept (its ``Partial`` sent), the references still held;
 - ``settled``: whether the release may end (requests still due an answer hold it);
 - ``released``: the references are dropped and the models unloaded; last figures into the row.
 
@@ -24,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Callable, Protocol
 
-from rig.worker import clientside
+from rig.worker import clientside, scenes, sequences
 
 from rig.common import probes, trends
 from rig.worker.engines.base import Engine
@@ -68,6 +69,8 @@ class CycleObserver(Protocol):
 
     def before_stop(self, ctx: Context, row: dict) -> None: ...
 
+    def stopped(self, ctx: Context, row: dict) -> None: ...
+
     def settled(self) -> bool: ...
 
     def released(self, ctx: Context, row: dict) -> None: ...
@@ -89,6 +92,9 @@ class Observer:
         pass
 
     def before_stop(self, ctx: Context, row: dict) -> None:
+        pass
+
+    def stopped(self, ctx: Context, row: dict) -> None:
         pass
 
     def settled(self) -> bool:
@@ -245,7 +251,8 @@ class InFlightAtStop(Observer):
         self.flight: clientside.InFlight | None = None
 
     def before_stop(self, ctx: Context, row: dict) -> None:
-        self.flight = clientside.start_in_flight(ctx.engine, ctx.spec.models, ctx.inputs, ctx.spec.in_flight_at_stop)
+        self.flight = clientside.start_in_flight(ctx.engine, clientside.entry_models(ctx.engine, ctx.spec.models),
+                                                 ctx.inputs, ctx.spec.in_flight_at_stop)
 
     def settled(self) -> bool:
         return self.flight is None or self.flight.ended() >= self.flight.submitted
@@ -257,7 +264,8 @@ class InFlightAtStop(Observer):
 
 CLIENT_OBSERVERS: dict[str, type[Observer]] = {
     "memory": Tracemalloc, "refused-request": RefusedRequests, "stop-while-loading": LoadingAtStop,
-    "stop-in-flight": InFlightAtStop}
+    "stop-in-flight": InFlightAtStop, **scenes.SCENES,  # the 2026 scenarios' scenes: rig.worker.scenes
+    **sequences.SCENES}
 
 
 def for_spec(spec, sample: bool = True) -> list[CycleObserver]:

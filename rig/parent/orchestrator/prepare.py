@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Callable, Protocol
 
-from rig.parent import repository, scenarios
+from rig.parent import core_features, repository, scenarios
 
 from rig.common import cpushare
 
@@ -72,6 +72,8 @@ def prepare(cfg: RunConfig, command: str, store: Recorder, run_id: str | None = 
     """Everything checked before anything starts: runtime, engine, model repository. ``store``
     (opened and checked by the command) takes the run's rows."""
     rt = runtime_mod.resolve(cfg.runtime, log=log)
+    if cfg.scenario:  # a scenario whose models need what this core was built without: one line
+        core_features.check(scenarios.get(cfg.scenario), rt)
     hook = ensure_evidence_hook(log)
     engine, reason = engines.select(cfg.engine, rt)
     if cfg.workload.name.endswith(".py"):

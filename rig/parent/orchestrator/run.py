@@ -16,6 +16,7 @@ from typing import Callable
 from rig.common import probes, procs
 
 from rig.common.errors import RigError
+from rig.parent.orchestrator import reap
 from rig.parent.orchestrator.prepare import Prepared
 from rig.parent.orchestrator.spec import cycle_spec
 from rig.parent.orchestrator.rows import blank_row, finish_row, lost_cycle, run_tags
@@ -117,14 +118,17 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult],
         deadline = time.monotonic() + p.config.startup_timeout + 60
         partial: Partial | None = None  # the current cycle's row once its stop returned
         fatal: str | None = None        # the error the worker reported before it exits
+        killer, killed = reap.Killer(p.config), None  # the scenario worker-killed's kill, and the kill made
         try:
             while True:
-                for msg in w.read(min(0.5, max(0.0, deadline - time.monotonic()))):
+                for msg in w.read(killer.wait(min(0.5, max(0.0, deadline - time.monotonic())))):
                     if isinstance(msg, CycleStart):
                         current, t_cycle, partial = msg.cycle, time.monotonic(), None
+                        killer.disarm()
                     elif isinstance(msg, Phase):
                         phase = msg.phase
                         deadline = time.monotonic() + msg.timeout_s
+                        killer.phase(current, phase)
                         if on_phase and current is not None:
                             on_phase(current, phase)
                     elif isinstance(msg, Window):
@@ -141,6 +145,7 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult],
                         if row["cycle"] in pending:
                             pending.remove(row["cycle"])
                         current = None
+                        killer.disarm()
                         deadline = time.monotonic() + p.config.startup_timeout + 60
                     elif isinstance(msg, Partial):
                         partial = msg
@@ -149,6 +154,9 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult],
                     elif isinstance(msg, Refused):  # the inputs do not fit a model: bad input, no cycle stored
                         raise RigError(msg.error)
                 if w.proc.poll() is not None and w.eof:
+                    break
+                killed = killer.due(w.proc, phase)
+                if killed:
                     break
                 if w.proc.poll() is not None:
                     # Drain what is left in the pipe, then decide.
@@ -166,7 +174,8 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult],
             # lost that cycle: record it, never spawn another worker for it.
             if pending and pending[0] in batch:
                 cyc = current if current is not None else pending[0]
-                finish(_crashed_row(p, w, cyc, partial, rc, phase, fatal), time.monotonic() - t_cycle)
+                finish(reap.killed_row(p, cyc, partial, killed) if killed else
+                       _crashed_row(p, w, cyc, partial, rc, phase, fatal), time.monotonic() - t_cycle)
                 pending.remove(cyc)
         except BaseException:
             w.kill()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import itertools
 import time
 import typing
 from typing import Any, Callable, Protocol
@@ -56,6 +57,25 @@ class ModelMetadata:
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
     max_batch_size: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Sequence:
+    """A request's place in a sequence, for a model under the sequence batcher:
+    ``TRITONSERVER_InferenceRequestSetCorrelationId`` and ``...SetFlags`` (the official API: the
+    request's ``correlation_id`` and ``flags``)."""
+
+    correlation_id: int
+    start: bool = False
+    end: bool = False
+
+    @property
+    def flags(self) -> int:
+        """TRITONSERVER_RequestFlag: SEQUENCE_START 1, SEQUENCE_END 2."""
+        return (1 if self.start else 0) | (2 if self.end else 0)
+
+
+ONE_SHOT_IDS = 1 << 40  # the correlation ids of one-request sequences start here (a client's own stay below)
 
 
 class Response(abc.ABC):
@@ -113,8 +133,24 @@ class Engine(abc.ABC):
     def unload_model(self, model: str) -> None: ...
 
     @abc.abstractmethod
-    def infer(self, model: str, inputs: dict[str, np.ndarray], timeout_s: float = 60.0) -> Response:
-        """One synchronous request; raises ``EngineError`` on an error response."""
+    def infer(self, model: str, inputs: dict[str, np.ndarray], timeout_s: float = 60.0,
+              sequence: Sequence | None = None) -> Response:
+        """One synchronous request; raises ``EngineError`` on an error response. ``sequence``: its
+        place in a sequence (``sequence_of``)."""
+
+    def stateful(self, model: str) -> bool:
+        """Whether the model runs under the sequence batcher (``sequence_batching`` in its
+        config): every request needs a correlation id. False where unknown."""
+        return False
+
+    def sequence_of(self, model: str, sequence: Sequence | None) -> Sequence | None:
+        """The sequence a request goes in: the caller's, or for a stateful model a sequence of its
+        own (START and END, a fresh correlation id: a load that knows nothing of sequences still
+        reaches the model), else none."""
+        if sequence is not None or not self.stateful(model):
+            return sequence
+        ids = self.__dict__.setdefault("_one_shot_ids", itertools.count(ONE_SHOT_IDS))
+        return Sequence(next(ids), start=True, end=True)
 
     streams: bool = False
     """Whether ``infer_async`` takes ``times=``: a list each data response's arrival
@@ -126,10 +162,11 @@ class Engine(abc.ABC):
         return False
 
     def infer_async(self, model: str, inputs: dict[str, np.ndarray],
-                    done: Callable[[Response | None, EngineError | None], Any]) -> None:
+                    done: Callable[[Response | None, EngineError | None], Any],
+                    sequence: Sequence | None = None) -> None:
         """Submit one request; ``done`` is called from a native thread. Default: synchronous."""
         try:
-            done(self.infer(model, inputs), None)
+            done(self.infer(model, inputs, sequence=sequence), None)
         except EngineError as e:
             done(None, e)
 

@@ -97,6 +97,9 @@ _SIGNATURES = {
     "TRITONSERVER_InferenceRequestAddInput": [c_void_p, c_char_p, c_int, POINTER(c_int64), c_uint64],
     "TRITONSERVER_InferenceRequestAppendInputData": [c_void_p, c_char_p, c_void_p, c_size_t, c_int, c_int64],
     "TRITONSERVER_InferenceRequestAddRequestedOutput": [c_void_p, c_char_p],
+    # a sequence's requests (the sequence batcher): Engine.infer's ``sequence``
+    "TRITONSERVER_InferenceRequestSetCorrelationId": [c_void_p, c_uint64],
+    "TRITONSERVER_InferenceRequestSetFlags": [c_void_p, c_uint32],
     "TRITONSERVER_InferenceRequestSetReleaseCallback": [c_void_p, RequestReleaseFn, c_void_p],
     "TRITONSERVER_InferenceRequestSetResponseCallback": [c_void_p, c_void_p, c_void_p, ResponseCompleteFn, c_void_p],
     "TRITONSERVER_ServerInferAsync": [c_void_p, c_void_p, c_void_p],

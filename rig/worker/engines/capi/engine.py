@@ -14,7 +14,8 @@ from ctypes import byref, c_bool, c_int64, c_void_p
 
 import numpy as np
 
-from rig.worker.engines.base import Engine, EngineError, Lane, ModelMetadata, Response, ServerOptions, TensorSpec
+from rig.worker.engines.base import (Engine, EngineError, Lane, ModelMetadata, Response, Sequence, ServerOptions,
+                                     TensorSpec)
 from rig.worker.engines.capi import lane as native
 from rig.worker.engines.capi.core import (CONTROL_MODES, DATATYPES, MEMORY_CPU, RESPONSE_FINAL, AllocFn,
                                    CoreLibrary, ReleaseFn, RequestReleaseFn, ResponseCompleteFn,
@@ -53,6 +54,7 @@ class CapiEngine(Engine):
         self.server = c_void_p()
         self._allocator = c_void_p()
         self._pending: dict[int, _Pending] = {}
+        self._stateful: dict[str, bool] = {}
         self._next_id = 1
         self._id_lock = threading.Lock()
         # The core's threads run the two events of a request; a plain OS lock, as in infer().
@@ -200,6 +202,17 @@ class CapiEngine(Engine):
         cfg = self.core.message_json(cfg_msg)
         return bool((cfg.get("model_transaction_policy") or {}).get("decoupled"))
 
+    def stateful(self, model: str) -> bool:
+        """Whether the model's config has ``sequence_batching`` (read once a model)."""
+        if model not in self._stateful:
+            cfg_msg = c_void_p()
+            err = self.core.error(self.core.lib.TRITONSERVER_ServerModelConfig(
+                self.server, model.encode(), -1, 1, byref(cfg_msg)))
+            if err is not None:
+                return False
+            self._stateful[model] = "sequence_batching" in self.core.message_json(cfg_msg)
+        return self._stateful[model]
+
     def model_states(self) -> dict[str, str]:
         msg = c_void_p()
         self.core.call("TRITONSERVER_ServerModelIndex", self.server, 0, byref(msg))
@@ -222,12 +235,17 @@ class CapiEngine(Engine):
         self.core.call("TRITONSERVER_ServerUnloadModel", self.server, model.encode())
 
     # -- inference
-    def _submit(self, model: str, inputs: dict[str, np.ndarray], done, times=None) -> None:
+    def _submit(self, model: str, inputs: dict[str, np.ndarray], done, times=None,
+                sequence: Sequence | None = None) -> None:
         c = self.core
         req = c_void_p()
+        sequence = self.sequence_of(model, sequence)
         c.call("TRITONSERVER_InferenceRequestNew", byref(req), self.server, model.encode(), -1)
         keep = []
         try:
+            if sequence is not None:
+                c.call("TRITONSERVER_InferenceRequestSetCorrelationId", req, sequence.correlation_id)
+                c.call("TRITONSERVER_InferenceRequestSetFlags", req, sequence.flags)
             for name, arr in inputs.items():
                 arr = np.asarray(arr)
                 dtype = datatype_of(arr)
@@ -262,25 +280,26 @@ class CapiEngine(Engine):
     # streaming measure)
     streams = True
 
-    def infer_async(self, model, inputs, done, times: list | None = None) -> None:
+    def infer_async(self, model, inputs, done, times: list | None = None, sequence: Sequence | None = None) -> None:
         """Submit one request; ``done(response, error)`` runs on a core thread once the final
         flag and the release have both come: ``response`` is the latest response with data (a
         decoupled model's earlier ones are released as they come), an ``EmptyResponse`` where
-        the final flag came alone. ``times``: see ``streams``."""
-        self._submit(model, inputs, done, times)
+        the final flag came alone. ``times``: see ``streams``; ``sequence``: ``Engine.infer``'s."""
+        self._submit(model, inputs, done, times, sequence)
 
     def lane(self, model: str, inputs: dict[str, np.ndarray] | list[dict], in_flight: int) -> Lane | None:
         """The native lane (``rig/worker/engines/capi/_fastpath.c``) where a C compiler is at hand and the inputs
-        suit it (no BYTES); else None, and the Python lane serves. ``inputs``: one entry, or a
-        list of them cycled request by request."""
-        if not native.available()[0]:
+        suit it (no BYTES, no sequence batcher: it sets no correlation id); else None, and the
+        Python lane serves. ``inputs``: one entry, or a list of them cycled request by request."""
+        if not native.available()[0] or self.stateful(model):
             return None
         try:
             return native.NativeLane(self, model, inputs, in_flight=in_flight)
         except RigError:
             return None
 
-    def infer(self, model: str, inputs: dict[str, np.ndarray], timeout_s: float = 60.0) -> Response:
+    def infer(self, model: str, inputs: dict[str, np.ndarray], timeout_s: float = 60.0,
+              sequence: Sequence | None = None) -> Response:
         # A plain OS lock, even where gevent has patched threading (Locust): it is released from
         # one of Triton's native threads, which a gevent primitive must never be.
         lock = _native_lock()
@@ -291,7 +310,7 @@ class CapiEngine(Engine):
             box.append((response, error))
             lock.release()
 
-        self._submit(model, inputs, done)
+        self._submit(model, inputs, done, sequence=sequence)
         if not lock.acquire(timeout=timeout_s):
             raise EngineError(f"no response from {model} within {timeout_s} s", "TIMEOUT")
         response, error = box[0]

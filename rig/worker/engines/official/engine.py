@@ -23,7 +23,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from rig.worker.engines.base import Engine, EngineError, Lane, ModelMetadata, Response, ServerOptions, TensorSpec
+from rig.worker.engines.base import (Engine, EngineError, Lane, ModelMetadata, Response, Sequence, ServerOptions,
+                                     TensorSpec)
 from rig.worker.engines.official import loader
 from rig.worker.engines.official.errors import call, engine_error
 from rig.worker.crossthread import Signal
@@ -117,6 +118,7 @@ class OfficialEngine(Engine):
         self._stop_message: str | None = None
         self._loop: LoopThread | None = None
         self.infer_kwargs: dict[str, Any] = {}
+        self._stateful: dict[str, bool] = {}
 
     # ------------------------------------------------------------ lifecycle
 
@@ -232,6 +234,23 @@ class OfficialEngine(Engine):
         except Exception:  # noqa: BLE001 - older bindings, a model gone
             return False
 
+    def stateful(self, model: str) -> bool:
+        """Whether the model's config has ``sequence_batching`` (read once a model)."""
+        if model not in self._stateful:
+            try:
+                self._stateful[model] = "sequence_batching" in self.model_handle(model).config()
+            except Exception:  # noqa: BLE001 - older bindings, a model gone
+                return False
+        return self._stateful[model]
+
+    def _kwargs(self, model: str, sequence: Sequence | None) -> dict[str, Any]:
+        """``async_infer``'s keywords for one request: the engine's, and the request's
+        ``correlation_id`` and ``flags`` where it goes in a sequence (``Engine.sequence_of``)."""
+        sequence = self.sequence_of(model, sequence)
+        if sequence is None:
+            return self.infer_kwargs
+        return {**self.infer_kwargs, "correlation_id": sequence.correlation_id, "flags": sequence.flags}
+
     def model_metadata(self, model: str) -> ModelMetadata:
         handle = self.model_handle(model)
         meta = call(handle.metadata)
@@ -279,7 +298,8 @@ class OfficialEngine(Engine):
 
     # ------------------------------------------------------------ inference
 
-    def infer(self, model: str, inputs: dict[str, np.ndarray], timeout_s: float = 60.0) -> Response:
+    def infer(self, model: str, inputs: dict[str, np.ndarray], timeout_s: float = 60.0,
+              sequence: Sequence | None = None) -> Response:
         """One request, waited for (cooperatively under gevent) for at most ``timeout_s``.
 
         A request that times out goes on in the core; the rig stops waiting for it (its wait is
@@ -288,9 +308,10 @@ class OfficialEngine(Engine):
         handle = self.model_handle(model)
         done = Signal()
         arrays = prepare_inputs(inputs)  # the request points at these until it completes
+        kwargs = self._kwargs(model, sequence)
 
         async def run():
-            done.set(await infer_once(handle, arrays, self.infer_kwargs))
+            done.set(await infer_once(handle, arrays, kwargs))
 
         future = self.loop().submit(run())
         if not done.wait(timeout_s):
@@ -305,7 +326,8 @@ class OfficialEngine(Engine):
         return OfficialResponse(chosen)
 
     def infer_async(self, model: str, inputs: dict[str, np.ndarray],
-                    done: Callable[[Response | None, EngineError | None], Any]) -> None:
+                    done: Callable[[Response | None, EngineError | None], Any],
+                    sequence: Sequence | None = None) -> None:
         """``Model.async_infer`` on the engine's loop; ``done`` runs on the loop's thread."""
         try:
             handle = self.model_handle(model)
@@ -313,9 +335,10 @@ class OfficialEngine(Engine):
             done(None, e)
             return
         arrays = prepare_inputs(inputs)
+        kwargs = self._kwargs(model, sequence)
 
         async def run():
-            chosen, error = await infer_once(handle, arrays, self.infer_kwargs)
+            chosen, error = await infer_once(handle, arrays, kwargs)
             wrapped = OfficialResponse(chosen) if error is None else None
             chosen = None  # noqa: F841 - the wrapper is the only reference
             try:
@@ -325,9 +348,12 @@ class OfficialEngine(Engine):
 
         self.loop().submit(run())
 
-    def lane(self, model: str, inputs: dict[str, np.ndarray] | list[dict], in_flight: int) -> Lane:
+    def lane(self, model: str, inputs: dict[str, np.ndarray] | list[dict], in_flight: int) -> Lane | None:
         """The lane on the engine's loop; ``inputs``: one entry, or a list of them cycled request
-        by request (see ``OfficialLane``)."""
+        by request (see ``OfficialLane``). None for a stateful model (it sets no correlation id):
+        the Python lane serves it."""
         from rig.worker.engines.official.lane import OfficialLane
 
+        if self.stateful(model):
+            return None
         return OfficialLane(self, model, inputs, in_flight=in_flight)
