@@ -4,7 +4,7 @@ reads, and the batch sizes of the batched cells' windows; one Parquet file per t
 
     python benchmarks/conformance_page.py                 # regenerate the page from the kept store
     python benchmarks/conformance_page.py --from RESULTS  # keep RESULTS' scenario cycles as the store, then regenerate
-    python benchmarks/conformance_page.py --from RESULTS --add   # add RESULTS' cores (and engines) to it
+    python benchmarks/conformance_page.py --from RESULTS --add   # add RESULTS' cells to it (replacing those run again)
 
 RESULTS is the --results of a reviewed `rig matrix --scenarios all ...` run. The page is a pure
 function of the kept store and rig/known_verdicts.csv: tests/test_conformance.py regenerates it
@@ -80,11 +80,18 @@ def _put(out, table: str, frame, columns: list[str], row_type, keys: list[str]) 
         out.put(tbl, folder, "conformance-merged.parquet")
 
 
+def _cell_keys(cycles):
+    """Each cycle's cell: (core, engine, scenario, control, shape)."""
+    return zip(cycles["triton_version"].astype(str), cycles["engine"].astype(str), cycles["scenario"].astype(str),
+               cycles["control"].fillna(False).astype(bool), cycles["shape"].fillna("unbatched").astype(str))
+
+
 def keep_store(results: str | Path, store: Path = STORE, add: bool = False) -> tuple[int, int]:
     """Replace ``store`` with the scenario cycles of ``results`` (``kept_columns`` only), and the
     windows of its batched cells that recorded batch sizes (``kept_window_columns``), one merged
     file per table, core and date. With ``add``, the store keeps its cycles (and their windows) of
-    every core (and engine) that ``results`` does not hold. Returns (cycles kept, bytes written)."""
+    every cell (scenario or control, shape, engine and core) that ``results`` does not hold: a cell
+    run again replaces the cell, the others stay. Returns (cycles kept, bytes written)."""
     import pandas as pd
 
     from rig.contract.rows import CycleRow, WindowRow
@@ -98,8 +105,8 @@ def keep_store(results: str | Path, store: Path = STORE, add: bool = False) -> t
     windows = [_batch_windows(Store.open(results), cycles)]
     if add and store.exists():
         kept = Store.open(store).read("cycles", columns=[*columns, "triton_version", "date"])
-        new = set(zip(cycles["triton_version"], cycles["engine"]))
-        kept = kept[[k not in new for k in zip(kept["triton_version"], kept["engine"])]]
+        new = set(_cell_keys(cycles))
+        kept = kept[[k not in new for k in _cell_keys(kept)]]
         windows.append(_batch_windows(Store.open(store), kept))
         cycles = pd.concat([kept, cycles], ignore_index=True)
     if store.exists():
@@ -177,8 +184,8 @@ def main(argv=None) -> int:
     ap.add_argument("--from", dest="source", metavar="RESULTS",
                     help="keep this results folder's scenario cycles as the store first")
     ap.add_argument("--add", action="store_true",
-                    help="with --from: add its cores (each core and engine it holds replaces the store's) "
-                         "instead of replacing the store")
+                    help="with --from: add its cells (each cell it holds, a scenario or control in a shape on "
+                         "a core and engine, replaces the store's) instead of replacing the store")
     ap.add_argument("--store", type=Path, default=STORE, help="the kept store (default docs/conformance/store)")
     ap.add_argument("--output", type=Path, default=PAGE, help="the page (default docs/conformance.md)")
     args = ap.parse_args(argv)

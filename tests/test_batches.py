@@ -181,3 +181,19 @@ def test_the_kept_store_keeps_the_batched_cells_windows_and_the_page_shows_them(
     # a store kept again (with --add) keeps the windows of the cycles it keeps
     assert conformance_page.keep_store(tmp_path / "r", kept, add=True)[0] == 6
     assert len(Store.open(kept).read("windows")) == 4
+
+
+
+def test_a_cell_added_again_replaces_only_that_cell(tmp_path):
+    """--add keeps every other cell of the same core and engine: a rerun of the batched cells
+    leaves the others on the page, and the rerun cell holds only the new run's cycles."""
+    _scenario_store(tmp_path / "r")
+    kept = tmp_path / "kept"
+    assert conformance_page.keep_store(tmp_path / "r", kept)[0] == 6
+    _cell_store(tmp_path / "again", "again", [{4: 10}], scenario="execute-raises", shape="batched")
+    assert conformance_page.keep_store(tmp_path / "again", kept, add=True)[0] == 6
+    after = Store.open(kept).read("cycles")
+    assert sorted(set(after["run_id"])) == ["again", "rf", "rm"]
+    assert set(after[after["shape"] == "batched"]["run_id"]) == {"again"}
+    windows = Store.open(kept).read("windows")
+    assert set(windows["run_id"]) == {"again", "rm"}

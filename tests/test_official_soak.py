@@ -227,3 +227,6 @@ def test_windows_hold_tritons_statistics_through_the_official_api(tmp_path, runt
         t = server_stats.over_windows([r])
         assert t and abs(t["success"] - r["requests"]) <= 2 + 0.01 * r["requests"] and t["request_us"] > 0, (r, t)
         assert r["mean_batch_size"] == 1.0
+        # the client's request ends on its asyncio loop, after the response Triton sent: never
+        # before Triton's request time (which ends when the backend reports it, after that send)
+        assert t["request_us"] <= t["client_us"], t
