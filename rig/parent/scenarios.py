@@ -62,6 +62,9 @@ class Scenario:
     # The parent SIGKILLs each cycle's worker (the server's process) in the middle of its load and
     # counts what the server left (rig.parent.orchestrator.reap); its control runs without the kill.
     kills_worker: bool = False
+    # Each execute of the template model takes this long (``--execute-delay-ms``): a model as slow
+    # as real ones, where the template's speed moves the verdict (``execute-raises-slow``).
+    execute_delay_ms: float | None = None
 
     def expected_for(self, engine: str, version: str, shape: str | None = None,
                      control: bool = False) -> tuple[str, str] | None:
@@ -102,6 +105,12 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("execute-raises", ("server#7481",),
              "the model raises in execute for every third request (shared memory counted before and after)",
              fault="execute-raises", expected=("exit_timeout", "errors"), workload=True, shapes=ALL_SHAPES),
+    Scenario("execute-raises-slow", ("server#7481",),
+             "execute-raises with each execute taking 5 ms, as real models do: in a batched shape the "
+             "requests fail and the stop is clean, where the template's sub-millisecond execute keeps the model "
+             "loaded (the verdict moves with the model's speed)",
+             fault="execute-raises", expected=("clean", "errors"), workload=True, execute_delay_ms=5.0,
+             shapes=("batched", "unbatched", "instances-2")),
     Scenario("stub-exits", ("server#8604", "server#7230"),
              "the model's stub calls os._exit on its third request", fault="stub-exits",
              expected=("exit_timeout", "errors"), waits=("load",),
@@ -272,6 +281,8 @@ def apply(cfg) -> None:
         cfg.restart = s.restart
     if s.requests and cfg.requests == type(cfg).requests:  # the default: a count of the user's stands
         cfg.requests = s.requests
+    if s.execute_delay_ms is not None and cfg.execute_delay_ms == type(cfg).execute_delay_ms:
+        cfg.execute_delay_ms = s.execute_delay_ms
     if s.repository is not None:
         cfg.model_repository = str(repository_of(s))
     cfg.model_shape = shape
