@@ -131,14 +131,8 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult],
                         killer.phase(current, phase)
                         if on_phase and current is not None:
                             on_phase(current, phase)
-                    elif isinstance(msg, Window):
-                        wrow = window_row(p.run_id, p.engine, p.model_label, {**msg.figures, "host": run_tags(p)["host"]})
-                        windows.setdefault(wrow.cycle, []).append(wrow)
-                        if on_window:
-                            on_window(wrow)
-                    elif isinstance(msg, Samples):
-                        memory[msg.cycle] = [typed_row(MemoryRow, {**r, "run_id": p.run_id, "cycle": msg.cycle,
-                                                                   "host": run_tags(p)["host"]}) for r in msg.rows]
+                    elif isinstance(msg, (Window, Samples)):
+                        _keep_figures(p, msg, windows, memory, on_window)
                     elif isinstance(msg, CycleDone):
                         row = _done_row(p, w, msg)
                         finish(row, time.monotonic() - t_cycle, msg.triton_version)
@@ -182,6 +176,20 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult],
             raise
         finally:
             w.close()
+
+
+def _keep_figures(p: Prepared, msg: Window | Samples, windows: dict[int, list[WindowRow]],
+                  memory: dict[int, list[MemoryRow]], on_window: Callable[[WindowRow], None] | None) -> None:
+    """A window's row (shown to ``on_window``) or a cycle's memory samples, kept until its cycle is done."""
+    host = run_tags(p)["host"]
+    if isinstance(msg, Window):
+        wrow = window_row(p.run_id, p.engine, p.model_label, {**msg.figures, "host": host})
+        windows.setdefault(wrow.cycle, []).append(wrow)
+        if on_window:
+            on_window(wrow)
+    else:
+        memory[msg.cycle] = [typed_row(MemoryRow, {**r, "run_id": p.run_id, "cycle": msg.cycle, "host": host})
+                             for r in msg.rows]
 
 
 def _done_row(p: Prepared, w: WorkerHandle, msg: CycleDone) -> CycleDraft:
