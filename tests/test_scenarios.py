@@ -48,6 +48,8 @@ def test_scenario_sets_fault_and_retention_and_its_control_drops_them():
     ({"scenario": "reload", "restart": "same-process"}, "--restart same-process cannot combine with --scenario reload"),
     ({"scenario": "stop-while-loading", "stop_strategy": "unload-then-stop"}, "--stop-strategy unload-then-stop"),
     ({"scenario": "metrics", "model_repository": "/tmp"}, "--model-repository cannot combine"),
+    ({"scenario": "ready-stub-dead", "model_repository": "/tmp", "control": True},
+     "--control with --scenario ready-stub-dead needs its own models"),
 ])
 def test_what_cannot_combine_is_refused_in_one_line(given, words):
     with pytest.raises(RigError) as e:
@@ -69,6 +71,13 @@ def test_a_client_scenario_sets_its_client_and_runs_over_the_users_models_too(tm
     # another team's models, the scenario's client around them (their fault is their model's)
     cfg = config.load(None, {"scenario": "stop-while-loading", "model_repository": str(tmp_path)})
     assert (cfg.fault, cfg.client, cfg.model_repository) == ("none", "stop-while-loading", str(tmp_path))
+    # a scenario made by its client around models of its own: the client around the user's
+    for name, client in (("ready-stub-dead", "stub-killed"), ("missing-model-py", "load-missing"),
+                         ("ensemble-in-flight", "stop-in-flight")):
+        cfg = config.load(None, {"scenario": name, "model_repository": str(tmp_path)})
+        assert (cfg.client, cfg.model_repository) == (client, str(tmp_path)), name
+    cfg = config.load(None, {"scenario": "worker-killed", "model_repository": str(tmp_path)})
+    assert cfg.model_repository == str(tmp_path)
     # a run of the template's fault alone, without the client, is not the scenario
     assert scenarios.name_of("slow-execute", "none") is None and scenarios.name_of("leaks-per-load", "none") is None
     # the same ingredients given as options are filed under the scenario they make

@@ -9,7 +9,9 @@ what the client does, a client behaviour around ``stop()`` (``rig.worker.clients
 (``--restart reload``). ``rig soak --scenario NAME`` runs one; ``--control`` runs its negative
 control (the same model and client without the fault). A scenario made by its client alone also
 runs over a model repository of the user's own (``--model-repository``): the same client around
-their models, the same class of bug in another model's shape.
+their models, the same class of bug in another model's shape; so does one made by its client
+around models of its own (``ready-stub-dead``, ``missing-model-py``, ``ensemble-in-flight``, ...):
+the client acts on the user's models (a copy of them: ``missing-model-py`` takes a ``model.py`` away).
 Every cycle records the scenario it ran under (``cycles.scenario``; a run given ``--fault`` or
 ``--retain`` alone is filed under the scenario built from exactly those).
 """
@@ -257,7 +259,11 @@ def apply(cfg) -> None:
     if cfg.control and not s.has_control:
         raise RigError(f"--scenario {s.name} has no negative control (it measures; it injects no fault): drop --control")
     # A scenario made by its client (or restart mode) also runs over the user's own models
-    users_models = bool(cfg.model_repository) and s.repository is None and (s.client != "none" or s.restart)
+    users_models = (bool(cfg.model_repository) and (s.client != "none" or s.restart or s.kills_worker)
+                    and (s.repository is None or Path(cfg.model_repository).resolve() != repository_of(s).resolve()))
+    if users_models and cfg.control and s.repository is not None and not s.client_is_fault:
+        raise RigError(f"--control with --scenario {s.name} needs its own models (their fault switched off); over your "
+                       f"models run the control without --scenario: drop --control or --model-repository")
     want_fault = "none" if cfg.control or users_models else s.fault
     want_retain = "none" if cfg.control else s.retain
     clashes = [f"--{k.replace('_', '-')} {v}" for k, v, mine in (("fault", cfg.fault, want_fault),
@@ -283,7 +289,7 @@ def apply(cfg) -> None:
         cfg.requests = s.requests
     if s.execute_delay_ms is not None and cfg.execute_delay_ms == type(cfg).execute_delay_ms:
         cfg.execute_delay_ms = s.execute_delay_ms
-    if s.repository is not None:
+    if s.repository is not None and not users_models:
         cfg.model_repository = str(repository_of(s))
     cfg.model_shape = shape
     if s.template and not users_models:
