@@ -136,6 +136,25 @@ def test_changed_in_names_every_core_whose_verdicts_differ_from_the_one_before()
     assert cft.changed_text([]) == "—" and cft.changed_text(["2.44.0", "2.48.0"]) == "changed in 2.44.0, 2.48.0"
 
 
+def test_a_readiness_fix_is_a_change_though_the_verdicts_hold():
+    """ready-stub-dead gives finalize_missing on every core; what changes is what still says ready
+    once its stub is dead (core#461: the model, core#473: the server). A core that did not ask
+    (an older store) is no change."""
+    def probe(version, server, model, n=3):
+        return _cycles("ready-stub-dead", version, "finalize_missing", n=n, server_ready_at_probe=server,
+                       model_ready_at_probe=model)
+    frame = _frame(probe("2.60.0", True, True), probe("2.67.0", True, False, n=2), probe("2.67.0", True, True, n=1),
+                   probe("2.70.0", False, False), probe("2.71.0", False, False),
+                   _cycles("ready-stub-dead", "2.72.0", "finalize_missing"))
+    cells = {c.triton_version: c for c in cf.cells(frame)}
+    assert cells["2.67.0"].probed == "server ready, model not ready" and cells["2.72.0"].probed is None
+    assert cf.changed_in(cells.values())[("ready-stub-dead", False, "capi", "unbatched")] == ["2.67.0", "2.70.0"]
+    assert cft.mark(cells["2.60.0"]).endswith(" finalize_missing")  # ready both: nothing to add
+    assert "· model not ready" in cft.mark(cells["2.67.0"])
+    assert "· server not ready, model not ready" in cft.mark(cells["2.70.0"])
+    assert "finalize_missing 3 (server not ready, model not ready after the stub died)" in cft.to_markdown(cf.build(frame))
+
+
 # --- the grids -------------------------------------------------------------------------------------
 
 class _Links(HTMLParser):
@@ -330,7 +349,7 @@ def test_the_report_page_shows_the_grid_and_each_mark_leads_to_its_figures(capsy
         row = drv.find_element("css selector", ":target")
         assert row.get_attribute("id") == target and row.text.startswith("stub-exits, 2.51.0 1 exit_timeout 1 errors 1")
         assert drv.execute_script("const r = document.getElementById(arguments[0]).getBoundingClientRect();"
-                                  "return r.top >= 0 && r.top < window.innerHeight", target)
+                                  "return r.top > -1 && r.top < window.innerHeight", target)  # scrolled to: within a subpixel
         errors = [e for e in drv.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
         assert not errors, errors
     finally:

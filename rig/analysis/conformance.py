@@ -38,7 +38,7 @@ from rig.contract.verdicts import NOT_MEASURED
 # The cycles' columns the table reads (``shape`` from schema 12; a row without one is unbatched).
 COLUMNS = ["run_id", "cycle", "scenario", "control", "shape", "engine", "triton_version", "outcome", "load_outcome",
            "growth_outcome", "stop_latency_s", "finalize_expected", "finalize_before_stop", "finalize_after_stop",
-           "batch_sizes"]
+           "batch_sizes", "server_ready_at_probe", "model_ready_at_probe"]
 UNBATCHED = "unbatched"
 BATCHED = ("batched", "max-batch")  # the shapes whose model takes a batch dimension (rig.parent.shapes)
 AS_KNOWN, FINDING, UNJUDGED = "as known", "finding", "unjudged"
@@ -83,6 +83,9 @@ class Cell:
     got: dict = dataclasses.field(default_factory=dict)  # "lifecycle / load / growth" -> cycles
     # the batch sizes Triton formed over its cycles' windows ({size: executions}); None: not measured
     batches: dict | None = None
+    # what the server and the model answered to "ready?" once a stub was dead (ready-stub-dead), as
+    # most of its cycles answered: "server ready, model ready"; None: not asked
+    probed: str | None = None
 
     @property
     def key(self) -> tuple[str, str, str, bool, str]:
@@ -206,6 +209,20 @@ def _holds(r: dict, want: Verdicts) -> bool:
         and growth_held(r.get("growth_outcome"), want[2])
 
 
+def _probe_text(r: dict) -> str | None:
+    """A cycle's readiness probe (``server_ready_at_probe``, ``model_ready_at_probe``) in words."""
+    server, model = r.get("server_ready_at_probe"), r.get("model_ready_at_probe")
+    if server is None and model is None:
+        return None
+    word = {True: "ready", False: "not ready", None: "not asked"}
+    return f"server {word[None if server is None else bool(server)]}, model {word[None if model is None else bool(model)]}"
+
+
+def _probed(rows: list[dict]) -> str | None:
+    said = Counter(t for t in map(_probe_text, rows) if t is not None)
+    return said.most_common(1)[0][0] if said else None
+
+
 def _count(values) -> dict[str, int]:
     return dict(sorted(Counter(v for v in values if v is not None).items()))
 
@@ -231,7 +248,8 @@ def _cell(key, rows: list[dict], known: dict, by_cycle: dict) -> Cell:
                 statistics.median(stops) if stops else None, total("finalize_before_stop"),
                 total("finalize_expected"), total("finalize_after_stop"),
                 tuple(sorted({str(r["run_id"]) for r in rows if r.get("run_id") is not None})),
-                {" / ".join(v): n for v, n in sorted(Counter(verdicts).items())}, _cell_batches(rows, by_cycle))
+                {" / ".join(v): n for v, n in sorted(Counter(verdicts).items())}, _cell_batches(rows, by_cycle),
+                _probed(rows))
 
 
 def cells(frame, known_path: str | Path | None = None, windows=None) -> list[Cell]:
@@ -278,16 +296,23 @@ def same_verdicts(a: Verdicts, b: Verdicts) -> bool:
     return a[:2] == b[:2] and (a[2] == b[2] or NOT_MEASURED in (a[2], b[2]))
 
 
+def same_cell(a: Cell, b: Cell) -> bool:
+    """Whether two cores gave a scenario the same: its verdicts, and where both asked, the same
+    readiness once its stub was dead (``Cell.probed``: a fix of readiness changes no verdict)."""
+    return same_verdicts(a.verdicts, b.verdicts) and (a.probed is None or b.probed is None or a.probed == b.probed)
+
+
 def changed_in(cell_list) -> dict[tuple[str, bool, str, str], list[str]]:
     """For each (scenario, control, engine, shape): the cores, in version order, whose verdicts
-    (each cell's majority) differ from those of the core before it; empty where none do."""
+    (each cell's majority; and the readiness it probed) differ from those of the core before it;
+    empty where none do."""
     series: dict[tuple, list[Cell]] = {}
     for c in cell_list:
         series.setdefault((c.scenario, c.control, c.engine, c.shape), []).append(c)
     out = {}
     for key, cs in series.items():
         cs = sorted(cs, key=lambda c: version_key(c.triton_version))
-        out[key] = [b.triton_version for a, b in zip(cs, cs[1:]) if not same_verdicts(a.verdicts, b.verdicts)]
+        out[key] = [b.triton_version for a, b in zip(cs, cs[1:]) if not same_cell(a, b)]
     return out
 
 

@@ -31,11 +31,18 @@ def mark(c: Cell) -> str:
         text += " · " + SHORT.get(growth, growth)
     if c.agreeing < c.cycles:
         text += f" {c.agreeing}/{c.cycles}"
+    if c.probed and c.probed != "server ready, model ready" and not c.control:
+        text += " · " + _ready_short(c.probed)  # a dead stub's model no longer said ready
     if intermittent(c.known):
         text += f" {INTERMITTENT}"
     if is_batched(c.shape) and c.batches and max((s for s, n in c.batches.items() if n), default=1) <= 1:
         text += f" {UNBATCHED_MARK}"  # the config batches, Triton never did: not a batched cell
     return f"{SIGNS[c.judgement]} {text}"
+
+
+def _ready_short(probed: str) -> str:
+    """``server ready, model not ready`` -> ``model not ready``: what no longer said ready."""
+    return ", ".join(part for part in probed.split(", ") if "not" in part) or probed
 
 
 def upstream(scenario: str) -> str:
@@ -59,13 +66,15 @@ def legend() -> list[str]:
         f"{SIGNS[UNJUDGED]} unjudged: nothing is known for that cell yet (recorded, not judged; a control with nothing known is held to its contract, clean). The control of a scenario made from the plain template model (no client, no load of its own) is the `template` row: the same model and client without the fault, run once a shape.",
         "A mark is the lifecycle verdict most of the cell's cycles gave, then the load's (· errors, · timeouts, "
         "· wrong outputs, · nothing completed, · no load) where not ok, and the growth's (· leaking, · slowing) "
-        "where measured and not ok; n/N where the cycles disagree; "
+        "where measured and not ok; · model not ready, · server not ready, model not ready: what no longer said "
+        "ready once the scenario's stub was dead (ready-stub-dead; its figures say what each asked); n/N where the "
+        "cycles disagree; "
         f"{UNBATCHED_MARK}: a cell of a batched shape in which no execute ran more than one request (its figures "
         "say the batch sizes Triton formed), so it tested the config, not batches; "
         f"{INTERMITTENT} intermittent: the cell is known to give either of two verdicts (exit_timeout|clean in its "
         "figures), each cycle one of them. Each mark links to the cell's figures below its grid.",
         f"{NEVER_RUN} never run: no cycle of that scenario on that core, API and shape in the results; "
-        f"{SKIPPED} skipped, with why. changed in: the cores whose verdicts differ from those of the core before "
+        f"{SKIPPED} skipped, with why. changed in: the cores whose verdicts (or readiness after a dead stub) differ from those of the core before "
         f"(versions in numeric order); {NO_CHANGE}: the same on every core shown.",
     ]
 
@@ -144,7 +153,8 @@ def _figure_rows(g: Grid) -> list[tuple[str, list[str]]]:
                 continue
             fin = "—" if not c.finalize_expected else f"{c.finalize_before}/{c.finalize_expected}" + (
                 f", {c.finalize_after} after" if c.finalize_after else "")
-            cols = [f"{c.label}, {v}", str(c.cycles), _counts_text(c.lifecycle), _counts_text(c.load),
+            life = _counts_text(c.lifecycle) + (f" ({c.probed} after the stub died)" if c.probed else "")
+            cols = [f"{c.label}, {v}", str(c.cycles), life, _counts_text(c.load),
                     _counts_text(c.growth), " / ".join(c.known) if c.known else "—",
                     c.judgement + (f" ({c.differing}/{c.cycles} differ)" if c.differing else ""),
                     "—" if c.stop_p50 is None else f"{c.stop_p50:.3f}", fin, ", ".join(c.run_ids)]
