@@ -88,6 +88,11 @@ def test_the_matrix_reads_each_cells_batch_sizes_back_from_the_store(tmp_path):
     assert rows["batched"]["batches"] == {1: 6, 8: 220} and rows["batched"]["cycles"] == 2
     assert rows["fixed"]["batches"] is None and rows["fixed"]["cycles"] == 2 and rows["fixed"]["reason"] == ""
     assert "| 1x6 8x220 (mean 7.8) |" in M.format_table([{**rows["batched"], "runtime": "0.7.0"}])
+    # a fixed count of requests stores no window: its cycles' own batch sizes (schema 15) say
+    _cell_store(tmp_path, "counted", None, batch_sizes='{"1": 2, "4": 25}')
+    row = {"run_id": "counted", "status": "pass", "reason": ""}
+    matrix_run._figures(row, str(tmp_path), "cycles", "-")
+    assert row["batches"] == {1: 4, 4: 50} and row["reason"] == ""
 
 
 # --- the conformance page -------------------------------------------------------------------------

@@ -290,7 +290,11 @@ def _figures(row: dict, results: str, table: str, triton: str) -> None:
         figs = matrix.cell_figures(frame)
         row.update({k: v for k, v in figs.items() if k != "triton_version"})
         row["triton_version"] = figs["triton_version"] or triton
-        _batch_figures(row, results)
+        cycle_batches = matrix.batch_figures(frame)  # Triton's over each whole cycle (schema 15)
+        if cycle_batches["batches"] is not None:
+            row.update(cycle_batches)
+        else:  # an older store: its load windows'
+            _batch_figures(row, results)
     else:
         row["points"] = matrix.bench_figures(frame)
         versions = sorted(set(frame["triton_version"].astype(str)))
