@@ -222,6 +222,13 @@ def test_the_soak_summary_says_where_the_time_goes_and_the_batches_formed():
     text = summary_table(plain)
     assert "per request" in text and "batches" not in text
     assert "per request" not in summary_table(Tally())
+    # a fixed count of requests measures no window: the cycles' own batch sizes (schema 15) say
+    counted = Tally()
+    counted.add(cycle_row(shape="batched", throughput=100.0, batch_sizes='{"1": 3, "4": 9}'), ())
+    counted.add(cycle_row(cycle=2, shape="batched", throughput=100.0, batch_sizes='{"4": 1}'), ())
+    text = summary_table(counted)
+    assert "per request" not in text
+    assert "batches       1 x 3, 4 x 10 (size x executions, over the cycles); mean 3.31 requests per execution" in text
 
 
 def _old_windows_file(tmp_path, rows):

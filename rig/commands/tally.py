@@ -179,17 +179,22 @@ def time_lines(tally: Tally) -> list[str]:
     latency, Triton's request time and its parts, the rig's own cost per request; and the batch
     sizes Triton formed, where a model is batched (or a batch of more than one was formed)."""
     t = server_stats.over_windows(tally.server)
-    if not t or t["request_us"] is None:
+    batched = any("batched" in (r.shape or "").split(",") for r in tally.rows)
+    if not t or t["request_us"] is None:  # no window measured (a fixed count): each cycle's own batches
+        sizes = server_stats.summed_batches([getattr(r, "batch_sizes", None) for r in tally.rows])
+        if sizes and (batched or max(sizes) > 1):
+            return [f"batches       {server_stats.batch_text(sizes)} (size x executions, over the cycles); mean "
+                    f"{num(server_stats.mean_batch(sizes), '{:.2f}')} requests per execution"]
         return []
+
     def f(v, fmt="{:,.0f}"):
         return num(v, fmt)
 
     lines = [f"per request   client {f(t['client_us'])} us; Triton {f(t['request_us'])} us = queue "
              f"{f(t['queue_us'])} + compute input {f(t['compute_input_us'])} + infer {f(t['compute_infer_us'])} + "
              f"output {f(t['compute_output_us'])} + overhead {f(t['overhead_us'])} (means over {t['windows']:,} windows)",
-             f"              the rig's own: client - Triton = {f(t['own_us'])} us (below 0 where Triton's time, which "
-             "ends once the output is sent, outlasts the client's wait for its response)"]
-    batched = any("batched" in (r.shape or "").split(",") for r in tally.rows)
+             f"              the rig's own: client - Triton = {f(t['own_us'])} us (the client's time per request "
+             "beyond Triton's, which ends when the backend reports it, just before the core releases the request)"]
     if batched or any(size > 1 for size in t["batch_sizes"]):
         lines.append(f"batches       {server_stats.batch_text(t['batch_sizes'])} (size x executions); "
                      f"mean {f(t['mean_batch_size'], '{:.2f}')} requests per execution")
