@@ -56,3 +56,29 @@ def test_a_faulted_cell_leaves_the_lock_over_what_it_only_waits_in():
 def test_waits_name_phases_only():
     for s in scenarios.SCENARIOS.values():
         assert set(s.waits) <= {"start", "load"}, s.name
+
+
+def test_a_cycle_waiting_for_the_quiet_section_says_so_first(tmp_path):
+    """The wait is other cells' turns: announced as the phase ``queue`` (its own long bound), so
+    that the parent does not take a cycle queued behind a busy matrix for a hung start."""
+    from rig.worker import cycle
+
+    path = str(tmp_path / "quiet.lock")
+    other = Quiet(path).enter()
+    phases, entered = [], threading.Event()
+    mine = Quiet(path)
+
+    def run():
+        cycle._enter_quiet(mine, lambda name, timeout: phases.append((name, timeout)))
+        entered.set()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    time.sleep(0.3)
+    assert phases == [("queue", cycle.QUEUE_S)] and not entered.is_set()
+    other.leave()
+    assert entered.wait(10) and not mine.waits
+    cycle._enter_quiet(mine, lambda name, timeout: phases.append((name, timeout)))  # held: says nothing
+    assert len(phases) == 1
+    mine.leave()
+    assert not Quiet(None).waits  # no lock named: nothing to wait for

@@ -102,16 +102,32 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     quiet = Quiet()  # beside other cells of a matrix: start and load one at a time (rig.worker.quiet)
     try:
         if "start" in spec.quiet:
-            quiet.enter()
+            _enter_quiet(quiet, phase)
         phase("start", spec.startup_timeout + 10)
         engine, t0 = _start(make_engine, spec, options, held, evidence, row, phase)
         if engine is None:
             return CycleDone(row)
-        (quiet.enter if "load" in spec.quiet else quiet.leave)()  # a load that only waits overlaps
+        if "load" in spec.quiet:
+            if quiet.waits:
+                _enter_quiet(quiet, phase)
+                phase("start", spec.startup_timeout + 10)  # the time left before the load: the start's bound
+        else:
+            quiet.leave()  # a load that only waits overlaps
         return _cycle_after_start(engine, t0, spec, cycle, row, evidence, watchers, phase, workload, partial,
                                   send, reload, unload_first, quiet)
     finally:
         quiet.leave()
+
+
+QUEUE_S = 4 * 3600.0  # the bound of a wait for the quiet section: a matrix's --cell-timeout ends a cell sooner
+
+
+def _enter_quiet(quiet: Quiet, phase: Callable[[str, float], None]) -> None:
+    """Wait for the quiet section as the phase ``queue``: its wait is the other cells' turns, not
+    this cycle's hang, so it is not held to the start's bound."""
+    if quiet.waits:
+        phase("queue", QUEUE_S)
+    quiet.enter()
 
 
 def _cycle_after_start(engine, t0, spec, cycle, row, evidence, watchers, phase, workload, partial, send,

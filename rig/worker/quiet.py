@@ -30,6 +30,11 @@ class Quiet:
             self._fd = fd
         return self
 
+    @property
+    def waits(self) -> bool:
+        """Whether ``enter()`` may wait: a lock is named and not held."""
+        return bool(self.path) and self._fd is None
+
     def leave(self) -> None:
         if self._fd is not None:
             fd, self._fd = self._fd, None
