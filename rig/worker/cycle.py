@@ -160,13 +160,15 @@ def _cycle_after_start(engine, t0, spec, cycle, row, evidence, watchers, phase, 
     row.update(serverstats.over_cycle(engine, spec.models, getattr(spec, "server_stats", True)))
     regions |= _probe_after_load(engine, spec, row, pids)
 
-    # The scene a scenario's client sets for the stop (rig.worker.observers, rig.worker.clientside)
+    # The scene a scenario's client sets for the stop (rig.worker.observers, rig.worker.clientside),
+    # out of the quiet section: it measures no speed, and a scene that waits (a load that never
+    # ends, a reaper's idle timeout, a hung reload) must not hold up the other cells' loads
+    quiet.leave()
     if any(o.sets_scene for o in watchers):
         phase("client", 60 + spec.startup_timeout + 2 * spec.request_timeout)
     for o in watchers:
         o.before_stop(ctx, row)
 
-    quiet.leave()
     phase("stop", spec.exit_timeout + 60)
     t_ret, before = _stop(engine, spec, row, evidence, reload, unload_first)
     _judge(row, spec)
