@@ -44,6 +44,8 @@ def bench(results: Path, stats: str, args) -> dict:
 
         t = server_stats.over_windows(w[w.tool == "rig"].to_dict("records"))
         out["times"] = t
+        pa = w[w.tool == "perf_analyzer"].to_dict("records")
+        out["pa_times"] = server_stats.over_windows(pa) if pa else None
     return out
 
 
@@ -84,6 +86,11 @@ def main() -> int:
     pairs = list(zip(runs["on"], runs["off"]))
     print(_paired("rig throughput on/off", [on["rig"][0] / off["rig"][0] for on, off in pairs]))
     print(_paired("rig p99 on/off       ", [on["rig"][1] / off["rig"][1] for on, off in pairs]))
+    agree = [(on["times"]["request_us"], on["pa_times"]["request_us"]) for on in runs["on"]
+             if on.get("times") and on.get("pa_times") and on["pa_times"].get("request_us")]
+    if agree:  # the two tools' server-side averages at the same concurrency, statistics on
+        print(_paired("Triton's request time, rig's run / perf_analyzer's", [r / p for r, p in agree])
+              + " (" + ", ".join(f"{r:,.0f}/{p:,.0f} us" for r, p in agree) + ")")
     if not args.no_compare:
         def x(run, k):
             return run["rig"][k] / run["perf_analyzer"][k]
