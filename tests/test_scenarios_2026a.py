@@ -124,3 +124,20 @@ def test_shm_after_forced_stop_counts_the_regions_left_once_the_worker_is_gone(t
     assert clean.shm_regions_leaked == 0
     # the regions a forced stop leaves, counted the same way: more than a clean stop's where the bug is
     assert forced.shm_regions_leaked >= clean.shm_regions_leaked
+
+
+def test_a_model_py_a_killed_cycle_left_away_comes_back_before_the_next_start(tmp_path):
+    """missing-model-py renames model.py away for its scene; a worker killed (or hung) in the
+    scene never renames it back, and the next cycle's server would hang loading a model without
+    one: the next cycle's scene puts it back before its server starts."""
+    from types import SimpleNamespace
+
+    from rig.worker import observers
+
+    version = tmp_path / "tagger" / "1"
+    version.mkdir(parents=True)
+    (version / "model.py.taken").write_text("# the model\n")
+    spec = SimpleNamespace(client="load-missing", model_repository=str(tmp_path))
+    scenes = observers.for_spec(spec, sample=False)
+    assert [type(s).__name__ for s in scenes] == ["LoadMissing"]
+    assert (version / "model.py").read_text() == "# the model\n" and not (version / "model.py.taken").exists()

@@ -273,5 +273,8 @@ def for_spec(spec, sample: bool = True) -> list[CycleObserver]:
     and the observer of the scenario's client, if it has one."""
     out: list[CycleObserver] = [ProcessMemory()] if sample else []
     if spec.client in CLIENT_OBSERVERS:
-        out.append(CLIENT_OBSERVERS[spec.client]())
+        scene = CLIENT_OBSERVERS[spec.client]()
+        if hasattr(scene, "before_start"):  # a scene that left the repository otherwise puts it back
+            scene.before_start(spec)
+        out.append(scene)
     return out

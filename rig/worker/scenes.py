@@ -141,12 +141,20 @@ class LoadMissing(Scene):
     """``missing-model-py``: the models unloaded, the faulted ones' ``model.py`` taken away, the
     models loaded again (``LOAD_WAIT_S`` at most), the ones that did not load unloaded; the row
     gets the models still loading at the stop (``loading_at_stop``) and what the load and the
-    unload said. The files come back once the stop is over (the next cycle starts from them)."""
+    unload said. Each ``model.py`` is renamed ``model.py.taken`` and comes back once the stop is
+    over; one a killed or hung cycle left away comes back before the next cycle's server starts
+    (``before_start``), which would otherwise find no ``model.py`` and hang in its start."""
 
     explicit_model_control = True
+    TAKEN = ".taken"
 
     def __init__(self) -> None:
-        self.taken: dict[Path, bytes] = {}
+        self.taken: list[Path] = []
+
+    @classmethod
+    def before_start(cls, spec) -> None:
+        for away in Path(spec.model_repository).glob(f"*/*/model.py{cls.TAKEN}"):
+            away.replace(away.with_name("model.py"))
 
     def before_stop(self, ctx, row) -> None:
         engine, spec = ctx.engine, ctx.spec
@@ -158,8 +166,8 @@ class LoadMissing(Scene):
         for m in models:
             if faulted(spec.model_repository, m):
                 for f in (Path(spec.model_repository) / m).glob("*/model.py"):
-                    self.taken[f] = f.read_bytes()
-                    f.unlink()
+                    f.replace(f.with_name("model.py" + self.TAKEN))
+                    self.taken.append(f)
         for m in models:
             box = _in_thread(lambda m=m: engine.load_model(m), LOAD_WAIT_S)
             state = engine.model_states().get(m)
@@ -177,8 +185,8 @@ class LoadMissing(Scene):
         row.merge({"detail": "; ".join(notes)})
 
     def released(self, ctx, row) -> None:
-        for f, data in self.taken.items():
-            f.write_bytes(data)
+        for f in self.taken:
+            f.with_name("model.py" + self.TAKEN).replace(f)
         self.taken.clear()
 
 
