@@ -6,8 +6,8 @@ same file serves the healthy model and the positive controls of a soak:
   exit_after (the stub exits during the N-th execute), raise_every (every N-th execute raises), fail_load (1: initialize raises),
   load_sleep_s (initialize sleeps: a load that hangs, or a slow one),
   leak_bytes (bytes kept per request),
-  slowdown_us (each execute sleeps this many microseconds more than the one before: a model that
-  gets slower with every request),
+  slowdown_us (each execute sleeps this many microseconds more for every request the model has
+  taken so far: a model that gets slower with every request, batched or not),
   decoupled (1: the model is decoupled, and sends each request's one response through its sender with
   the final flag, returning None from execute),
   leak_per_load_bytes (each initialize writes a file of that size to /dev/shm and never removes it:
@@ -43,6 +43,7 @@ class TritonPythonModel:
         self.decoupled = params.get("decoupled", "0") == "1"
         self.leaked = []
         self.executed = 0
+        self.requests_seen = 0
         if int(params.get("leak_per_load_bytes", "0")):
             name = f"rig-leak-{os.getppid()}-{os.getpid()}-{args.get('model_instance_name', 'm')}"
             with open(os.path.join("/dev/shm", "".join(c if c.isalnum() or c in "-_." else "_" for c in name)),
@@ -56,6 +57,7 @@ class TritonPythonModel:
 
     def execute(self, requests):
         self.executed += 1
+        self.requests_seen += len(requests)
         if self.exit_after and self.executed >= self.exit_after:
             os._exit(17)  # fault injection: the stub dies in the middle of execute
         if self.raise_every and self.executed % self.raise_every == 0:
@@ -64,7 +66,7 @@ class TritonPythonModel:
         if self.delay_s:
             time.sleep(self.delay_s)
         if self.slowdown_s:
-            time.sleep(self.slowdown_s * self.executed)  # fault injection: slower with every request
+            time.sleep(self.slowdown_s * self.requests_seen)  # fault injection: slower with every request
         responses = []
         for request in requests:
             x = pb_utils.get_input_tensor_by_name(request, "INPUT").as_numpy()
