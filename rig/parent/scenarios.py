@@ -170,8 +170,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              fault="leaks-memory", growth="leaking",
              shapes=("unbatched", "batched", "instances-2")),
     Scenario("slows-down", (),
-             "each execute of the model sleeps 100 us longer for every request it has taken (it gets slower "
-             "with every request, batched or not)", fault="slows-down", growth="slowing",
+             "each execute of the model sleeps 100 us longer for every request it has taken (slower with "
+             "every request, batched or not), 200 requests a cycle", fault="slows-down", requests=200, growth="slowing",
              shapes=("unbatched", "batched")),
     Scenario("ensemble-in-flight", ("server#8458", "core#455", "server#8597", "core#482", "core#466", "core#470",
                                     "core#483"),

@@ -153,7 +153,8 @@ class LoadMissing(Scene):
 
     @classmethod
     def before_start(cls, spec) -> None:
-        for away in Path(spec.model_repository).glob(f"*/*/model.py{cls.TAKEN}"):
+        repository = getattr(spec, "model_repository", None)
+        for away in Path(repository).glob(f"*/*/model.py{cls.TAKEN}") if repository else ():
             away.replace(away.with_name("model.py"))
 
     def before_stop(self, ctx, row) -> None:
