@@ -69,12 +69,12 @@ CHILD = textwrap.dedent(r'''
             self.in_server = 0
             self.peak = 0
 
-        def _submit(self, model, inputs, done, times=None):
+        def _submit(self, model, inputs, done, times=None, sequence=None):
             with self.count_lock:
                 self.in_server += 1
                 self.peak = max(self.peak, self.in_server)
             try:
-                super()._submit(model, inputs, done, times)
+                super()._submit(model, inputs, done, times, sequence)
             except EngineError:
                 with self.count_lock:
                     self.in_server -= 1
