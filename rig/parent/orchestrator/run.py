@@ -156,12 +156,7 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult],
                     # Drain what is left in the pipe, then decide.
                     continue
                 if time.monotonic() > deadline:
-                    stubs, leaked = w.kill()
-                    cyc = current if current is not None else (pending[0] if pending else None)
-                    if cyc is not None:
-                        finish(lost_cycle(p, cyc, partial, "hung", "hung", f"phase {phase} ran past its deadline; "
-                                          "worker group killed", stubs, leaked, w.proc.pid), time.monotonic() - t_cycle)
-                        pending.remove(cyc)
+                    _hung(p, w, current, pending, partial, phase, lambda row: finish(row, time.monotonic() - t_cycle))
                     break
             rc = w.proc.wait()
             # A worker that ends (even with status 0) before reporting a cycle of its batch has
@@ -176,6 +171,18 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult],
             raise
         finally:
             w.close()
+
+
+def _hung(p: Prepared, w: WorkerHandle, current: int | None, pending: list[int], partial: Partial | None,
+          phase: str, finish: Callable[[dict], None]) -> None:
+    """A phase ran past its deadline: the worker's group killed, the cycle in flight (or the next
+    due) recorded as hung."""
+    stubs, leaked = w.kill()
+    cyc = current if current is not None else (pending[0] if pending else None)
+    if cyc is not None:
+        finish(lost_cycle(p, cyc, partial, "hung", "hung", f"phase {phase} ran past its deadline; "
+                          "worker group killed", stubs, leaked, w.proc.pid))
+        pending.remove(cyc)
 
 
 def _keep_figures(p: Prepared, msg: Window | Samples, windows: dict[int, list[WindowRow]],
