@@ -417,6 +417,15 @@ def test_a_scenario_cell_holds_every_cycle_to_its_growth_verdict():
                                 "triton_version": "2.51.0"}] * 2)}
     assert "| clean 2 | ok 2 | leaking 2 |" in M.format_table([plain])
 
+def test_shapes_of_two_parts_are_joined_with_plus():
+    from rig.commands.matrix_plan import parse_shapes
+
+    assert parse_shapes("decoupled+instances-2,instances-2") == ["decoupled,instances-2", "instances-2"]
+    assert parse_shapes("all") is None and parse_shapes("first") == ["first"]
+    with pytest.raises(RigError, match="unknown model shape"):
+        parse_shapes("decoupled+twice")
+
+
 # ---------------------------------------------------------------- slow: real cores, one store
 
 def _rig(*argv):

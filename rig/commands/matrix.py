@@ -76,7 +76,7 @@ def add_parser(sub) -> None:
     m.add_argument("--shapes", default="all", metavar="LIST",
                    help="with --scenarios: the model shapes to run each scenario in, of those it runs in (`rig "
                    "scenarios` says which): all, first (each its own default), or a list (unbatched,batched,"
-                   "instances-2,decoupled) (default all)")
+                   "instances-2,decoupled; a shape of two parts joined with +: decoupled+instances-2) (default all)")
     m.add_argument("--jobs", default="auto", metavar="N",
                    help="cells run side by side, up to N at a time; each cycle's start and load still run one at a "
                    "time across them (rig.worker.quiet), the stops and exit timeouts overlap; benches always run alone "

@@ -47,13 +47,14 @@ def parse_scenarios(text: str) -> list:
 
 def parse_shapes(text: str) -> list[str] | None:
     """``--shapes``: all (None: every shape each scenario runs in), first (each scenario's own
-    default: ["first"]), or a list of shape names (``rig.parent.shapes``)."""
+    default: ["first"]), or a list of shape names (``rig.parent.shapes``); a shape of two parts is
+    joined with + in the list (decoupled+instances-2), its name's comma being the list's."""
     from rig.parent import shapes
 
     items = _list(text, "shapes")
     if items in (["all"], ["first"]):
         return None if items == ["all"] else ["first"]
-    return [shapes.parse(x).name for x in items]
+    return [shapes.parse(x.replace("+", ",")).name for x in items]
 
 
 def scenario_cells(scens: list, plan: list[dict], known_path: str | None = None,
