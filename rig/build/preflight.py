@@ -41,6 +41,10 @@ NEEDS = (
     Need("zlib1g-dev", "zlib", ("/usr/include/zlib.h",)),
     Need("binutils", "readelf, to carry the libraries the build links", command="readelf"),
     Need("googletest", "common's test framework sources", ("/usr/src/googletest/CMakeLists.txt",)),
+    # the core's own tests (src/test, always configured off Windows) find_package(GTest): the
+    # sources above do not satisfy it, Debian's built library does
+    Need("libgtest-dev", "the core's test framework (find_package(GTest))",
+         ("/usr/lib/x86_64-linux-gnu/cmake/GTest/GTestConfig.cmake", "/usr/lib/aarch64-linux-gnu/cmake/GTest/GTestConfig.cmake")),
 )
 
 BOOST_MIN = 107800
