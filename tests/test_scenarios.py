@@ -166,6 +166,29 @@ def test_an_intermittent_cell_is_recorded_with_every_verdict_and_either_is_as_kn
     assert cell.judgement == cf.AS_KNOWN
 
 
+def test_a_racing_cell_is_not_narrowed_by_a_run_that_fell_on_one_side(tmp_path):
+    """A cell known as intermittent stays so when a later run's cycles all gave one of its
+    alternatives (three cycles on one side of a race do not narrow it); a verdict it never named
+    replaces it (the cell changed)."""
+    from rig.parent import known
+
+    path = tmp_path / "known.csv"
+
+    def run(outcomes, run_id, **kw):
+        return [cycle_row(i, run_id=run_id, scenario="execute-raises", control=False, shape="batched",
+                          engine="tritonserver", outcome=o, load_outcome="errors",
+                          growth_outcome="ok").__dict__ | {"triton_version": "2.60.0"}
+                for i, o in enumerate(outcomes, 1)]
+
+    known.accept(run(("exit_timeout", "clean", "clean"), "r1"), path, intermittent_ok=True)
+    known.accept(run(("exit_timeout",) * 3, "r2"), path)
+    k = known.lookup("execute-raises", False, "batched", "tritonserver", "2.60.0", path)
+    assert k.verdicts == ("clean|exit_timeout", "errors") and k.cycles == 6 and k.run_id == "r1,r2"
+    known.accept(run(("stub_crashed",) * 3, "r3"), path)
+    k = known.lookup("execute-raises", False, "batched", "tritonserver", "2.60.0", path)
+    assert k.verdicts == ("stub_crashed", "errors") and k.cycles == 3 and k.run_id == "r3"
+
+
 def test_report_table_counts_verdicts_against_the_known_ones():
     rows = [cycle_row(i, scenario="retained-response", control=False, outcome="exit_timeout", load_outcome="ok",
                       stop_latency_s=3.0, finalize_expected=1, finalize_before_stop=0)

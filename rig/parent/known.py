@@ -164,10 +164,26 @@ def accept(cycles, path: str | Path | None = None, require_unanimous: bool = Tru
                             f"disagree ({', '.join(str(c) + 'x ' + ' / '.join(v) for v, c in Counter(verdicts).items())})")
             continue
         run_ids = sorted({str(r["run_id"]) for r in rows})
-        current[key] = Known(*top, cycles=len(verdicts), run_id=",".join(run_ids))
+        current[key] = _still_racing(current.get(key), top, len(verdicts), run_ids) or \
+            Known(*top, cycles=len(verdicts), run_id=",".join(run_ids))
         written += 1
     write(current, path)
     return written, left_out
+
+
+def _still_racing(old: Known | None, top: tuple[str, str, str], cycles: int, run_ids: list[str]) -> Known | None:
+    """A cell known to race (intermittent) stays known so when a new run's cycles fell within its
+    alternatives, or named more of them: three cycles on one side of a race do not narrow it. The
+    record then holds both runs' alternatives, cycles and run ids. None: the new run replaces it
+    (the cell was not racing, or gave a verdict its alternatives never named: it changed)."""
+    if old is None or not intermittent((old.lifecycle, old.load, old.growth)):
+        return None
+    fields = (old.lifecycle, old.load, old.growth)
+    if not admits(fields[0], top[0].split(ANY)[0]):
+        return None
+    merged = [ANY.join(dict.fromkeys(str(f).split(ANY) + str(t).split(ANY))) for f, t in zip(fields, top)]
+    ids = ",".join(dict.fromkeys(old.run_id.split(",") + run_ids))
+    return Known(*merged, cycles=old.cycles + cycles, run_id=ids)
 
 
 def write(rows: dict[Key, Known], path: str | Path | None = None) -> Path:
