@@ -190,6 +190,8 @@ def test_the_bench_table_shows_where_the_time_goes_for_both_tools():
     rig_line = next(line for line in text.splitlines() if line.split()[2:3] == ["rig"])
     assert rig_line.split()[3:12] == ["186", "175", "21", "19", "105", "28", "2", "11", "1.00"]
     assert any(line.split()[2:3] == ["perf_analyzer"] for line in text.splitlines())
+    ratio = next(line for line in text.splitlines() if "rig / PA" in line and line.split()[0] == "-")
+    assert ratio.split()[5:8] == ["1.31", "1.46", "1.00"]  # client, server (175/120), queue
     off = bench.point_medians(1, None, [{"throughput": 1.0, "server": {}}], [])
     assert "where the time goes" not in bench.format_table([off], False, 1)  # --server-stats off
 

@@ -367,12 +367,28 @@ def time_table(rows: list[dict], with_pa: bool) -> str:
             f = (r.get("server") or {}).get(t) or {}
             if f.get("request_us") is None:
                 continue
-            lines.append(f"{'-' if r['instances'] is None else r['instances']:>4} {r['point']:>7g} {t:<13} "
-                         f"{_f(f['client_us']):>7} {_f(f['request_us']):>7} {_f(f['queue_us']):>7} "
-                         f"{_f(f['compute_input_us']):>6} {_f(f['compute_infer_us']):>7} "
-                         f"{_f(f['compute_output_us']):>6} {_f(f['overhead_us']):>6} {_f(f['own_us']):>6} "
-                         f"{_f(f['mean_batch_size'], '{:.2f}'):>5}")
+            lines.append(_time_line(r, t, f, "{:.0f}"))
+        both = [(r.get("server") or {}).get(t) or {} for t in tools]
+        if with_pa and all(f.get("request_us") is not None for f in both):
+            lines.append(_time_line(r, "rig / PA", {k: _ratio(both[0].get(k), both[1].get(k)) for k in TIME_KEYS},
+                                    "{:.2f}"))
+    if with_pa:
+        lines.append("rig / PA: the ratio of each part. Triton runs each tool's response callback on its own thread "
+                     "and counts it in 'output' (and, at one instance, in the next request's queue): compare "
+                     "'input' and 'infer' for the server alone")
     return "\n".join(lines)
+
+
+def _ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def _time_line(r: dict, tool: str, f: dict, fmt: str) -> str:
+    return (f"{'-' if r['instances'] is None else r['instances']:>4} {r['point']:>7g} {tool:<13} "
+            f"{_f(f['client_us'], fmt):>7} {_f(f['request_us'], fmt):>7} {_f(f['queue_us'], fmt):>7} "
+            f"{_f(f['compute_input_us'], fmt):>6} {_f(f['compute_infer_us'], fmt):>7} "
+            f"{_f(f['compute_output_us'], fmt):>6} {_f(f['overhead_us'], fmt):>6} {_f(f['own_us'], fmt):>6} "
+            f"{_f(f['mean_batch_size'], '{:.2f}'):>5}")
 
 
 def format_table(rows: list[dict], with_pa: bool, repeats: int, closed: bool = True) -> str:
