@@ -30,36 +30,71 @@ def format_model(m: dict, targets: list[float], headroom: float, law: dict | Non
     """One node's model as text: the law with its intervals, the load and throughput at the
     bound, the nodes for each target (by the USL and by the linear baseline; nodes adding up
     linearly, or as fitted over fleet runs), which model answers and how far it is measured."""
-    fit, ci = m["fit"], m["ci"]
     loads = ", ".join(f"{v:g}" for v in m["loads"])
     inst = "" if m["instances"] is None else f" ({m['instances']} instance(s))"
     boot = (f"95 % intervals over {len(m['boot']):,} resamples of the repeats" if m["boot"] else
             "no interval: one repeat a load (bench --repeats 3 gives them)")
-    out = [f"  model of one node{inst}: {m['n_repeats']} repeat(s) over loads {loads}; {boot}"]
+    out = [f"  model of one node{inst}: {m['n_repeats']} repeat(s) over loads {loads}; {boot}",
+           _law_line(m["fit"], m["ci"]), _bound_line(m)]
+    sigma, kappa = (law["sigma"], law["kappa"]) if law else (0.0, 0.0)
+    measured_nodes = max(law["nodes"]) if law else 1
+    far, beyond = _node_table(m, targets, headroom, law, out)
+    answer = {"usl": "the USL", "linear": "the linear baseline", None: "none"}[m["by"]]
+    counts = ", ".join(map(str, law["nodes"])) if law else ""
+    adds = (f"nodes add up as fitted over fleet runs of {counts} node(s): σ {_param(sigma)}, κ {_param(kappa)}"
+            if law else "nodes add up linearly (no fleet run of this node: assumed, not measured)")
+    out.append(f"    answer: {answer} ({m['why']}); {adds}")
+    if beyond:
+        top = math.sqrt((1 - sigma) / kappa) if kappa > 0 else math.inf  # nodes where the fitted law peaks
+        most = capacity_of(m) * (top / (1 + sigma * (top - 1) + kappa * top * (top - 1)) if kappa > 0 else 1 / sigma)
+        out.append(f"    unreachable: nodes that add up as fitted never serve more than {_f(most)} infer/s together "
+                   f"(at {1 - headroom:.0%}: {_f(most * (1 - headroom) if most else None)}), whatever their number; "
+                   "fitted over few node counts, so measure more before trusting it")
+    if far:
+        out.append(f"    trust: loads {m['loads'][0]:g}-{m['loads'][-1]:g} measured, {measured_nodes} node(s) at most; "
+                   f"{min(far):,} node(s) and more are extrapolations (they assume nodes that share nothing: the "
+                   "balancer, network and store scaling with them)")
+    if m["load"] is not None and m["load"] >= 1:
+        whole = math.floor(m["load"] + 1e-9)
+        out.append(f"    to check it: a fleet at {whole} request(s) in flight a node, e.g. rig fleet --nodes 2 --users "
+                   f"{2 * whole} (nodes: rig soak --locust-master HOST:PORT --cpus ... --in-flight 1), then "
+                   "rig capacity --check")
+    return "\n".join(out)
+
+
+def _law_line(fit, ci: dict) -> str:
+    """The fitted USL with its intervals and where throughput peaks."""
     if fit is None:
-        out.append("    USL: not fitted (fewer than 2 loads measured)")
+        return "    USL: not fitted (fewer than 2 loads measured)"
+    peak = fit.peak
+    if peak <= 1:
+        where = "; throughput is highest at one request in flight (σ near 1: more in flight only queues)"
+    elif math.isfinite(peak):
+        where = f"; throughput peaks at load {peak:.3g} ({_f(float(fit.at(peak)))} infer/s)"
     else:
-        peak = fit.peak
-        if peak <= 1:
-            where = "; throughput is highest at one request in flight (σ near 1: more in flight only queues)"
-        elif math.isfinite(peak):
-            where = f"; throughput peaks at load {peak:.3g} ({_f(float(fit.at(peak)))} infer/s)"
-        else:
-            where = f"; no peak (κ 0): throughput tends to {_f(fit.lam / fit.sigma) if fit.sigma else 'infinity'}"
-        out.append(f"    USL: λ {_ci(fit.lam, ci['lam'])} infer/s, σ {_param(fit.sigma)} "
-                   f"({_param(ci['sigma'][0])}-{_param(ci['sigma'][1])}), κ {_param(fit.kappa)} "
-                   f"({_param(ci['kappa'][0])}-{_param(ci['kappa'][1])}); fits within {fit.rms_rel:.1%} (rms){where}")
-    bound = f"p99 <= {m['p99_ms']:g} ms"
+        where = f"; no peak (κ 0): throughput tends to {_f(fit.lam / fit.sigma) if fit.sigma else 'infinity'}"
+    return (f"    USL: λ {_ci(fit.lam, ci['lam'])} infer/s, σ {_param(fit.sigma)} "
+            f"({_param(ci['sigma'][0])}-{_param(ci['sigma'][1])}), κ {_param(fit.kappa)} "
+            f"({_param(ci['kappa'][0])}-{_param(ci['kappa'][1])}); fits within {fit.rms_rel:.1%} (rms){where}")
+
+
+def _bound_line(m: dict) -> str:
+    """The load and a node's throughput at the latency bound."""
+    ci, bound = m["ci"], f"p99 <= {m['p99_ms']:g} ms"
     if m["load"] is None:
-        out.append(f"    at {bound}: no load measured met it (the least, {m['loads'][0]:g}, had p99 "
-                   f"{_f(m['p99_us'][0])} us or errors)")
-    else:
-        how = {"within": "interpolated between the loads measured",
-               "not reached": "the bound was not reached: the largest load measured, never beyond"}[m["how"]]
-        lin = (f"; the linear baseline (best point measured, {m['point_linear']:g}): "
-               f"{_ci(m['cap_linear'], ci['cap_linear'])} infer/s" if m["cap_linear"] is not None else "")
-        out.append(f"    at {bound}: load {_ci(m['load'], ci['load'], '{:.3g}')} ({how}); a node serves "
-                   f"{_ci(m['cap_usl'], ci['cap_usl'])} infer/s by the USL{lin}")
+        return (f"    at {bound}: no load measured met it (the least, {m['loads'][0]:g}, had p99 "
+                f"{_f(m['p99_us'][0])} us or errors)")
+    how = {"within": "interpolated between the loads measured",
+           "not reached": "the bound was not reached: the largest load measured, never beyond"}[m["how"]]
+    lin = (f"; the linear baseline (best point measured, {m['point_linear']:g}): "
+           f"{_ci(m['cap_linear'], ci['cap_linear'])} infer/s" if m["cap_linear"] is not None else "")
+    return (f"    at {bound}: load {_ci(m['load'], ci['load'], '{:.3g}')} ({how}); a node serves "
+            f"{_ci(m['cap_usl'], ci['cap_usl'])} infer/s by the USL{lin}")
+
+
+def _node_table(m: dict, targets: list[float], headroom: float, law: dict | None, out: list[str]) -> tuple:
+    """The nodes each target needs, appended to ``out``; returns (node counts beyond those
+    measured, whether a target is unreachable for nodes that add up as fitted)."""
     sigma, kappa = (law["sigma"], law["kappa"]) if law else (0.0, 0.0)
     measured_nodes = max(law["nodes"]) if law else 1
     columns = [("usl", (sigma, kappa)), ("linear", (sigma, kappa))] + ([("usl", (0.0, 0.0))] if law else [])
@@ -87,27 +122,7 @@ def format_model(m: dict, targets: list[float], headroom: float, law: dict | Non
     if unsure:
         out.append(f"    * no node count served it in up to {unsure:.0%} of the resamples: the interval is over "
                    "the others")
-    answer = {"usl": "the USL", "linear": "the linear baseline", None: "none"}[m["by"]]
-    counts = ", ".join(map(str, law["nodes"])) if law else ""
-    adds = (f"nodes add up as fitted over fleet runs of {counts} node(s): σ {_param(sigma)}, κ {_param(kappa)}"
-            if law else "nodes add up linearly (no fleet run of this node: assumed, not measured)")
-    out.append(f"    answer: {answer} ({m['why']}); {adds}")
-    if beyond:
-        top = math.sqrt((1 - sigma) / kappa) if kappa > 0 else math.inf  # nodes where the fitted law peaks
-        most = capacity_of(m) * (top / (1 + sigma * (top - 1) + kappa * top * (top - 1)) if kappa > 0 else 1 / sigma)
-        out.append(f"    unreachable: nodes that add up as fitted never serve more than {_f(most)} infer/s together "
-                   f"(at {1 - headroom:.0%}: {_f(most * (1 - headroom) if most else None)}), whatever their number; "
-                   "fitted over few node counts, so measure more before trusting it")
-    if far:
-        out.append(f"    trust: loads {m['loads'][0]:g}-{m['loads'][-1]:g} measured, {measured_nodes} node(s) at most; "
-                   f"{min(far):,} node(s) and more are extrapolations (they assume nodes that share nothing: the "
-                   "balancer, network and store scaling with them)")
-    if m["load"] is not None and m["load"] >= 1:
-        whole = math.floor(m["load"] + 1e-9)
-        out.append(f"    to check it: a fleet at {whole} request(s) in flight a node, e.g. rig fleet --nodes 2 --users "
-                   f"{2 * whole} (nodes: rig soak --locust-master HOST:PORT --cpus ... --in-flight 1), then "
-                   "rig capacity --check")
-    return "\n".join(out)
+    return far, beyond
 
 
 def format_check(checked: list[dict], p99_ms: float) -> str:
