@@ -176,10 +176,8 @@ def _still_racing(old: Known | None, top: tuple[str, str, str], cycles: int, run
     alternatives, or named more of them: three cycles on one side of a race do not narrow it. The
     record then holds both runs' alternatives, cycles and run ids. None: the new run replaces it
     (the cell was not racing, or gave a verdict its alternatives never named: it changed)."""
-    if old is None or not intermittent((old.lifecycle, old.load, old.growth)):
-        return None
-    fields = (old.lifecycle, old.load, old.growth)
-    if not admits(fields[0], top[0].split(ANY)[0]):
+    fields = (old.lifecycle, old.load, old.growth) if old else ()
+    if not intermittent(fields) or not admits(fields[0], top[0].split(ANY)[0]):
         return None
     merged = [ANY.join(dict.fromkeys(str(f).split(ANY) + str(t).split(ANY))) for f, t in zip(fields, top)]
     ids = ",".join(dict.fromkeys(old.run_id.split(",") + run_ids))
