@@ -187,6 +187,20 @@ def test_finalize_markers_count_only_from_this_cycles_own_stubs():
     assert s["finalize_expected"] == 1 and s["finalize_before_stop"] == 1 and s["finalize_after_stop"] == 0
 
 
+def test_a_finalize_never_called_is_told_apart_and_explained_only_on_finalize_missing():
+    from rig.contract.verdicts import never_called
+    from rig.worker.evidence import never_finalized
+
+    markers = [{"pid": 10, "instance": "m_0", "phase": "init"}, {"pid": 11, "instance": "m_1", "phase": "init"},
+               {"pid": 10, "instance": "m_0", "phase": "finalize_start"},   # called (whether it ended or not)
+               {"pid": 12, "instance": "m_1", "phase": "finalize_start"}]   # another stub's: not m_1's
+    assert never_finalized(markers) == 1 and never_finalized([]) == 0
+    note = never_called({"outcome": "finalize_missing"}, 1)
+    assert note.startswith("finalize was never called in 1 instance(s)") and "stub_paused_at_stop.py" in note
+    assert never_called({"outcome": "finalize_missing"}, 0) is None       # called, never ended: not this
+    assert never_called({"outcome": "exit_timeout"}, 2) is None           # the stop's own verdict
+
+
 def test_merge_joins_details():
     from rig.contract.rows import CycleDraft, joined
 

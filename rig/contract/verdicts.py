@@ -193,6 +193,20 @@ UNANSWERED = (
     "Triton's either way")
 
 
+NEVER_CALLED = (
+    "finalize was never called in {n} instance(s), yet the stop returned in time: Triton's Python backend "
+    "skips finalize and kills (SIGKILL) a stub that is dead or has not set its health flag within 1 s at the "
+    "unload. With no rig code (benchmarks/stub_paused_at_stop.py), two instances' stubs paused 1.5 s across "
+    "stop() lost 1 of 2 finalizes, paused 3 s both, stop() clean in 3.0 s, on 2.36.0, 2.51.0, 2.55.0, 2.67.0 "
+    "and 2.71.0 alike: a node so busy that a stub waits a second for a CPU gives this verdict")
+
+
+def never_called(row: dict, uncalled: int) -> str | None:
+    """The note for a ``finalize_missing`` cycle in which some finalize was never called at all
+    (``uncalled``: ``rig.worker.evidence.never_finalized``)."""
+    return NEVER_CALLED.format(n=uncalled) if row.get("outcome") == "finalize_missing" and uncalled else None
+
+
 def raised_and_held(row: dict) -> str | None:
     """The note for a cycle whose model raised in execute and whose stop then held (see above)."""
     if row.get("outcome") not in ("exit_timeout", "finalize_missing"):

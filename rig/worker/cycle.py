@@ -23,7 +23,7 @@ from rig.worker import serverstats
 from rig.common import probes, trends
 from rig.worker.engines.base import Engine, EngineError, ServerOptions
 from rig.worker.engines.retention import Retained
-from rig.worker.evidence import read_markers, summarize_markers, triton_error  # noqa: F401 - re-exported
+from rig.worker.evidence import never_finalized, read_markers, summarize_markers, triton_error  # noqa: F401
 from rig.contract.fleet import NODE_WAIT_S, RELEASE_WAIT_S
 from rig.worker import inputs as inputs_mod
 from rig.common.errors import RigError
@@ -37,7 +37,7 @@ from rig.contract import server_stats
 from rig.common.text import top_messages
 from rig.contract.verdicts import (LEGACY_LOAD, LOAD_OUTCOMES, OUTCOMES, RAISED_AND_HELD, UNANSWERED,  # noqa: F401
                           MAX_MEMORY_GROWTH_B, MAX_SLOWDOWN_PCT, LoadOutcome, Outcome, classify, classify_growth,
-                          classify_load, growth_reasons, raised_and_held, upgrade_legacy)
+                          classify_load, growth_reasons, never_called, raised_and_held, upgrade_legacy)
 
 GRACE_AFTER_STOP_S = 5.0
 
@@ -192,7 +192,8 @@ def _cycle_after_start(engine, t0, spec, cycle, row, evidence, watchers, phase, 
     row["shm_regions_leaked"] = len(leaked)
     probes.remove_shm_regions(leaked)
     _judge(row, spec)
-    for note in (raised_and_held(row), UNANSWERED if row.get("timeouts") else None,
+    for note in (raised_and_held(row), never_called(row, never_finalized(read_markers(evidence))),
+                 UNANSWERED if row.get("timeouts") else None,
                  "; ".join(growth_reasons(row, spec.max_memory_growth, spec.max_slowdown,
                                           server_stats.growth_text(server_stats.part_growth(ctx.windows)))) or None):
         row.note(note)

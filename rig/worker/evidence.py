@@ -47,6 +47,13 @@ def summarize_markers(markers: list[dict], t_stop_returned: float | None,
             "stub_crashes": len(crashed) if crash_recorder else None}
 
 
+def never_finalized(markers: list[dict]) -> int:
+    """The instances of this cycle whose ``finalize`` was never called (an ``init`` marker and no
+    ``finalize_start``): their stubs were gone, or taken for dead, before the finalize message."""
+    inits = {(m["pid"], m["instance"]) for m in markers if m.get("phase") == "init"}
+    return len(inits - {(m["pid"], m["instance"]) for m in markers if m.get("phase") == "finalize_start"})
+
+
 _NOISE = ("CudaDriverHelper has not been initialized", "Unable to find", "GPU metrics",
           "failed to get CUDA device count", "No CUDA")
 
