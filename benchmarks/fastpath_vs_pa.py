@@ -138,7 +138,7 @@ def _f(v, fmt="{:,.0f}"):
     return "-" if v is None else fmt.format(v)
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--concurrency", default="1,2,4,8")
     p.add_argument("--measurement-ms", type=int, default=2000)
@@ -155,6 +155,59 @@ def main(argv=None) -> int:
     p.add_argument("--worker-runtime", default=None, help=argparse.SUPPRESS)
     p.add_argument("--repo", default=None, help=argparse.SUPPRESS)
     p.add_argument("--workdir", default=None, help=argparse.SUPPRESS)
+    return p
+
+
+def _rows(conc: list[int], samples: dict) -> list[dict]:
+    """Each concurrency's medians over the rounds, and the lanes' ratios to perf_analyzer."""
+    rows = []
+    for c in conc:
+        s = samples[c]
+        row = {"concurrency": c}
+        for key in ("pa", "single", "multi"):
+            for m in ("throughput", "p50_us", "p99_us"):
+                row[f"{key}_{m}"] = _median([x.get(m) for x in s[key]])
+        row["errors"] = sum(x["errors"] for k in ("single", "multi") for x in s[k])
+        for key in ("single", "multi"):
+            row[f"{key}_throughput_ratio"] = _ratio(row[f"{key}_throughput"], row["pa_throughput"])
+            row[f"{key}_p50_ratio"] = _ratio(row[f"{key}_p50_us"], row["pa_p50_us"])
+        rows.append(row)
+
+    return rows
+
+
+def _print_table(rows: list[dict]) -> None:
+    print()
+    print(f"{'c':>2} | {'perf_analyzer':^24} | {'1 lane, in_flight=c':^38} | {'c lanes, in_flight=1':^38}")
+    print(f"{'':>2} | {'infer/s':>8} {'p50':>6} {'p99':>7} | {'infer/s':>8} {'p50':>6} {'p99':>7} "
+          f"{'x thr':>6} {'x p50':>6} | {'infer/s':>8} {'p50':>6} {'p99':>7} {'x thr':>6} {'x p50':>6}")
+    for row in rows:
+        line = (f"{row['concurrency']:>2} | {_f(row['pa_throughput']):>8} {_f(row['pa_p50_us']):>6} "
+                f"{_f(row['pa_p99_us']):>7}")
+        for key in ("single", "multi"):
+            line += (f" | {_f(row[key + '_throughput']):>8} {_f(row[key + '_p50_us']):>6} "
+                     f"{_f(row[key + '_p99_us']):>7} {_f(row[key + '_throughput_ratio'], '{:.2f}'):>6} "
+                     f"{_f(row[key + '_p50_ratio'], '{:.2f}'):>6}")
+        print(line)
+    print("(latencies in us; x thr = lane/PA throughput, x p50 = lane/PA p50)")
+
+
+def _verdict(rows: list[dict]) -> list[str]:
+    """The goals met or not, a line per lane kind."""
+    verdict = []
+    for key, label in (("single", "1 lane"), ("multi", "c lanes")):
+        thr = [r[key + "_throughput_ratio"] for r in rows]
+        ok_thr = all(x is not None and x >= GOAL_THROUGHPUT for x in thr)
+        p50 = next((r[key + "_p50_ratio"] for r in rows if r["concurrency"] == 1), None)
+        ok_p50 = p50 is None or p50 <= GOAL_P50_C1
+        verdict.append(f"{label}: throughput >= {GOAL_THROUGHPUT}x PA at every c: "
+                       f"{'yes' if ok_thr else 'NO'}; p50 at c=1 <= {GOAL_P50_C1}x PA: "
+                       f"{'yes' if ok_p50 else 'NO'}")
+    return verdict
+
+
+def main(argv=None) -> int:
+    p = _parser()
     args = p.parse_args(argv)
     if args.worker is not None:
         return worker(args)
@@ -200,43 +253,9 @@ def main(argv=None) -> int:
                   f"{_f(rig['multi']['throughput'])}/s p50 {_f(rig['multi']['p50_us'])} us",
                   flush=True)
 
-    rows = []
-    for c in conc:
-        s = samples[c]
-        row = {"concurrency": c}
-        for key in ("pa", "single", "multi"):
-            for m in ("throughput", "p50_us", "p99_us"):
-                row[f"{key}_{m}"] = _median([x.get(m) for x in s[key]])
-        row["errors"] = sum(x["errors"] for k in ("single", "multi") for x in s[k])
-        for key in ("single", "multi"):
-            row[f"{key}_throughput_ratio"] = _ratio(row[f"{key}_throughput"], row["pa_throughput"])
-            row[f"{key}_p50_ratio"] = _ratio(row[f"{key}_p50_us"], row["pa_p50_us"])
-        rows.append(row)
-
-    print()
-    print(f"{'c':>2} | {'perf_analyzer':^24} | {'1 lane, in_flight=c':^38} | {'c lanes, in_flight=1':^38}")
-    print(f"{'':>2} | {'infer/s':>8} {'p50':>6} {'p99':>7} | {'infer/s':>8} {'p50':>6} {'p99':>7} "
-          f"{'x thr':>6} {'x p50':>6} | {'infer/s':>8} {'p50':>6} {'p99':>7} {'x thr':>6} {'x p50':>6}")
-    for row in rows:
-        line = (f"{row['concurrency']:>2} | {_f(row['pa_throughput']):>8} {_f(row['pa_p50_us']):>6} "
-                f"{_f(row['pa_p99_us']):>7}")
-        for key in ("single", "multi"):
-            line += (f" | {_f(row[key + '_throughput']):>8} {_f(row[key + '_p50_us']):>6} "
-                     f"{_f(row[key + '_p99_us']):>7} {_f(row[key + '_throughput_ratio'], '{:.2f}'):>6} "
-                     f"{_f(row[key + '_p50_ratio'], '{:.2f}'):>6}")
-        print(line)
-    print("(latencies in us; x thr = lane/PA throughput, x p50 = lane/PA p50)")
-
-    verdict = []
-    for key, label in (("single", "1 lane"), ("multi", "c lanes")):
-        thr = [r[key + "_throughput_ratio"] for r in rows]
-        ok_thr = all(x is not None and x >= GOAL_THROUGHPUT for x in thr)
-        p50 = next((r[key + "_p50_ratio"] for r in rows if r["concurrency"] == 1), None)
-        ok_p50 = p50 is None or p50 <= GOAL_P50_C1
-        verdict.append(f"{label}: throughput >= {GOAL_THROUGHPUT}x PA at every c: "
-                       f"{'yes' if ok_thr else 'NO'}; p50 at c=1 <= {GOAL_P50_C1}x PA: "
-                       f"{'yes' if ok_p50 else 'NO'}")
-    print("\n".join(verdict))
+    rows = _rows(conc, samples)
+    _print_table(rows)
+    print("\n".join(_verdict(rows)))
     if any(r["errors"] for r in rows):
         print(f"errors seen by lanes: {sum(r['errors'] for r in rows)}")
     if args.json:
