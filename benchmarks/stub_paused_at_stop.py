@@ -87,8 +87,9 @@ def _child(version: str, pause_s: float, repository: str, finalized: str) -> dic
 
 
 def _trial(version: str, pause_s: float) -> dict | str:
-    """One trial in a process group of its own (with the core's environment), killed whole after."""
-    from rig.common import probes
+    """One trial in a process group of its own (with the core's environment), killed whole after
+    with the shared memory it mapped (``rig.common.procs.kill_group``): nobody else's."""
+    from rig.common import procs
     from rig.parent import runtime
 
     env = runtime.resolve(version, auto_install=False).worker_env()
@@ -99,14 +100,18 @@ def _trial(version: str, pause_s: float) -> dict | str:
         (repo / "m" / "config.pbtxt").write_text(CONFIG)
         (repo / "m" / "1" / "model.py").write_text(MODEL)
         env["PAUSED_FINALIZED"] = str(finalized)
-        p = subprocess.run([sys.executable, __file__, "--child", version, str(pause_s), str(repo), str(finalized)],
-                           capture_output=True, text=True, env=env, timeout=120, start_new_session=True)
-        probes.remove_shm_regions(probes.orphaned_shm_regions())
-        last = (p.stdout.strip().splitlines() or [""])[-1]
+        p = subprocess.Popen([sys.executable, __file__, "--child", version, str(pause_s), str(repo), str(finalized)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                             start_new_session=True)
         try:
-            return json.loads(last)
+            out, err = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            out, err = "", "the trial did not end within 120 s"
+        procs.kill_group(p.pid, p)
+        try:
+            return json.loads((out.strip().splitlines() or [""])[-1])
         except ValueError:
-            return (p.stderr.strip().splitlines() or ["no output"])[-1][:200]
+            return (err.strip().splitlines() or ["no output"])[-1][:200]
 
 
 def main() -> int:
