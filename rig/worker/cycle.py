@@ -23,7 +23,8 @@ from rig.worker import serverstats
 from rig.common import probes, trends
 from rig.worker.engines.base import Engine, EngineError, ServerOptions
 from rig.worker.engines.retention import Retained
-from rig.worker.evidence import never_finalized, read_markers, summarize_markers, triton_error  # noqa: F401
+from rig.worker.evidence import (never_finalized, read_markers, summarize_markers,  # noqa: F401 - re-exported
+                                 triton_error)
 from rig.contract.fleet import NODE_WAIT_S, RELEASE_WAIT_S
 from rig.worker import inputs as inputs_mod
 from rig.common.errors import RigError
@@ -192,8 +193,8 @@ def _cycle_after_start(engine, t0, spec, cycle, row, evidence, watchers, phase, 
     row["shm_regions_leaked"] = len(leaked)
     probes.remove_shm_regions(leaked)
     _judge(row, spec)
-    for note in (raised_and_held(row), never_called(row, never_finalized(read_markers(evidence))),
-                 UNANSWERED if row.get("timeouts") else None,
+    uncalled = never_finalized(read_markers(evidence)) if row.get("outcome") == "finalize_missing" else 0
+    for note in (raised_and_held(row), never_called(row, uncalled), UNANSWERED if row.get("timeouts") else None,
                  "; ".join(growth_reasons(row, spec.max_memory_growth, spec.max_slowdown,
                                           server_stats.growth_text(server_stats.part_growth(ctx.windows)))) or None):
         row.note(note)
