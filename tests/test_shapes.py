@@ -77,6 +77,13 @@ def test_known_verdicts_are_data_read_back_as_written(tmp_path):
     assert lines[0] == ",".join(known.FIELDS) and "2.9.0" in lines[2] and "2.10.0" in lines[3]  # by version
     assert known.lookup("execute-raises", False, "batched", "capi", "2.51.0", path).verdicts == ("clean", "errors")
     assert known.lookup("execute-raises", False, "unbatched", "capi", "2.51.0", path) is None
+    # a shape the scenario does not run in is held to its default shape's verdicts; one it runs in is not
+    stub_dead = scenarios.get("ready-stub-dead")
+    assert "batched" not in stub_dead.shapes and stub_dead.shapes[0] == "unbatched"
+    known.write({("ready-stub-dead", False, "unbatched", "capi", "2.51.0"):
+                 known.Known("finalize_missing", "ok", "ok", 3, "r2")}, path)
+    assert known.expected(stub_dead, False, "batched", "capi", "2.51.0", path).verdicts == ("finalize_missing", "ok")
+    assert known.expected(stub_dead, False, "instances-2", "capi", "2.51.0", path) is None
     bad = tmp_path / "bad.csv"
     bad.write_text("a,b\n1,2\n")
     with pytest.raises(RigError, match="not a known-verdicts file"):

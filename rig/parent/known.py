@@ -86,7 +86,11 @@ def expected(scenario, control: bool, shape: str, engine: str, triton_version: s
              path: str | Path | None = None) -> Known | None:
     """What a cell is held to: the verdicts known for it, else, for a control (and the template,
     every template scenario's control), its contract: clean, ok, ok; None where neither (unjudged).
-    ``scenario``: a ``rig.parent.scenarios.Scenario``."""
+    ``scenario``: a ``rig.parent.scenarios.Scenario``. A shape it does not run in (its ``shapes`` are
+    those that can move its verdict) is held to its default shape's: a user's batched model under
+    ``ready-stub-dead`` to the unbatched cell."""
+    if shape not in scenario.shapes:
+        shape = scenario.shapes[0]
     k = lookup(scenario.name, control, shape, engine, triton_version, path)
     return contract(scenario, control) if k is None else k
 

@@ -70,10 +70,11 @@ class Scenario:
 
     def expected_for(self, engine: str, version: str, shape: str | None = None,
                      control: bool = False) -> tuple[str, str] | None:
-        """The verdicts known for this core, engine and shape (rig.parent.known); None where none are."""
+        """The verdicts known for this core, engine and shape (rig.parent.known; a shape it does not
+        run in: its default shape's); None where none are."""
         from rig.parent import known
 
-        k = known.lookup(self.name, control, shape or self.shapes[0], engine, version)
+        k = known.lookup(self.name, control, shape if shape in self.shapes else self.shapes[0], engine, version)
         return k.verdicts if k else None
 
     @property
