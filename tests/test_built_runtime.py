@@ -57,6 +57,8 @@ def test_second_build_is_a_cache_hit_and_list_and_doctor_say_how_it_was_built(bu
 
 def test_an_interrupted_build_leaves_nothing_that_looks_finished(built, tmp_path):
     """A build killed after its sources: no built-<version> folder, and `--runtime` says so."""
+    if not (BUNDLES / "core.bundle").exists():  # the core built before, its sources gone: nothing to start from
+        pytest.skip(f"no git bundles at {BUNDLES} to start a build from (set RIG_TRITON_SOURCES)")
     import signal
     import subprocess
     import sys
