@@ -11,7 +11,7 @@ from rig.common.errors import RigError
 from rig.parent.repository import ModelSpec, parse_pbtxt, render
 
 
-@pytest.mark.parametrize("name", ["unbatched", "batched", "max-batch", "instances-2", "decoupled",
+@pytest.mark.parametrize("name", ["unbatched", "batched", "batched-delayed", "max-batch", "instances-2", "decoupled",
                                   "decoupled,instances-2", "batched,instances-3"])
 def test_a_shape_name_reads_back_as_itself(name):
     assert shapes.parse(name).name == name
@@ -22,7 +22,13 @@ def test_a_models_config_says_its_shape_whatever_its_batch_size():
         return shapes.of_config(parse_pbtxt(text))
 
     assert of('name: "m" max_batch_size: 0') == "unbatched"
-    assert of("max_batch_size: 4\ndynamic_batching { max_queue_delay_microseconds: 100 }") == "batched"
+    assert of("max_batch_size: 4\ndynamic_batching { }") == "batched"
+    # a queue delay, any: the axis that moves execute-raises' race
+    assert of("max_batch_size: 4\ndynamic_batching { max_queue_delay_microseconds: 100 }") == "batched-delayed"
+    assert of("max_batch_size: 4\ndynamic_batching { max_queue_delay_microseconds: 0 }") == "batched"
+    assert of("max_batch_size: 4\ndynamic_batching { preferred_batch_size: [2, 4] }") == "batched"
+    assert shapes.of_config({"max_batch_size": 8, "dynamic_batching": {"max_queue_delay_microseconds": "500"}}) \
+        == "batched-delayed"  # the core's JSON: an int64 as a string
     assert of("max_batch_size: 16") == "max-batch"  # a batch dimension, one request an execute
     assert of("max_batch_size: 0\ninstance_group [ { count: 2 kind: KIND_CPU } ]") == "instances-2"
     assert of("instance_group [ { count: 1 }, { count: 2 } ]") == "instances-3"
@@ -39,10 +45,11 @@ def test_instances_rewritten_in_a_config_or_a_group_added():
 
 
 def test_the_template_renders_each_shape(tmp_path):
-    for name in ("batched", "instances-2", "decoupled"):
+    for name in ("batched", "batched-delayed", "instances-2", "decoupled"):
         sh = shapes.parse(name)
         mdir = render(ModelSpec(name=f"m{len(name)}", instances=sh.instances, max_batch_size=sh.max_batch_size,
-                                dynamic_batching=sh.dynamic_batching, decoupled=sh.decoupled), tmp_path)
+                                dynamic_batching=sh.dynamic_batching, queue_delay_us=sh.queue_delay_us,
+                                decoupled=sh.decoupled), tmp_path)
         assert shapes.of_config(parse_pbtxt((mdir / "config.pbtxt").read_text())) == name
 
 
@@ -84,6 +91,17 @@ def test_known_verdicts_are_data_read_back_as_written(tmp_path):
                  known.Known("finalize_missing", "ok", "ok", 3, "r2")}, path)
     assert known.expected(stub_dead, False, "batched", "capi", "2.51.0", path).verdicts == ("finalize_missing", "ok")
     assert known.expected(stub_dead, False, "instances-2", "capi", "2.51.0", path) is None
+    # a queue delay where the scenario has no row for one: its batched row, not its default shape's
+    retained = scenarios.get("retained-response")
+    assert "batched-delayed" not in retained.shapes and retained.shapes[0] == "unbatched"
+    known.write({("retained-response", False, "batched", "capi", "2.51.0"): known.Known("clean", "ok", "ok", 3, "r3"),
+                 ("retained-response", False, "unbatched", "capi", "2.51.0"):
+                 known.Known("exit_timeout", "ok", "ok", 3, "r3")}, path)
+    assert known.expected(retained, False, "batched-delayed", "capi", "2.51.0", path).verdicts == ("clean", "ok")
+    assert shapes.nearest("batched-delayed,instances-2", ("unbatched", "batched,instances-2")) == "batched,instances-2"
+    assert shapes.nearest("batched-delayed", ("unbatched", "instances-2")) == "unbatched"
+    assert shapes.nearest("wide", ("decoupled",)) == "decoupled"
+    assert "batched-delayed" in scenarios.get("execute-raises").shapes  # the scenario whose race it moves
     bad = tmp_path / "bad.csv"
     bad.write_text("a,b\n1,2\n")
     with pytest.raises(RigError, match="not a known-verdicts file"):
@@ -99,7 +117,7 @@ def test_the_rigs_own_known_verdicts_name_real_scenarios_shapes_and_engines():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shape", ["decoupled", "batched", "instances-2"])
+@pytest.mark.parametrize("shape", ["decoupled", "batched", "batched-delayed", "instances-2"])
 def test_a_cycle_in_each_template_shape_answers_and_records_it(tmp_path, runtime, shape):
     proc = rig("cycle", "--model-shape", shape, "--requests", "20", "--exit-timeout", "3", "--runtime", runtime.name,
                "--results", str(tmp_path))

@@ -40,14 +40,14 @@ COLUMNS = ["run_id", "cycle", "scenario", "control", "shape", "engine", "triton_
            "growth_outcome", "stop_latency_s", "finalize_expected", "finalize_before_stop", "finalize_after_stop",
            "batch_sizes", "server_ready_at_probe", "model_ready_at_probe"]
 UNBATCHED = "unbatched"
-BATCHED = ("batched", "max-batch")  # the shapes whose model takes a batch dimension (rig.parent.shapes)
+BATCHED = ("batched", "batched-delayed", "max-batch")  # the shapes whose model takes a batch dimension (rig.parent.shapes)
 AS_KNOWN, FINDING, UNJUDGED = "as known", "finding", "unjudged"
 SIGNS = {AS_KNOWN: "✓", FINDING: "✗", UNJUDGED: "?"}
 NEVER_RUN = "¹"   # the mark of a cell with no cycle stored
 SKIPPED = "²"     # the mark of a cell skipped, with why
 NO_CHANGE = "—"
 ENGINE_ORDER = ("capi", "tritonserver")
-SHAPE_ORDER = ("unbatched", "batched", "instances-2", "decoupled")
+SHAPE_ORDER = ("unbatched", "batched", "batched-delayed", "instances-2", "decoupled")
 API_NAMES = {"capi": "C API (`capi`)", "tritonserver": "official Python API (`tritonserver`)"}
 # How a load or growth verdict other than ok is written after the lifecycle's, in a grid's cell
 SHORT = {"errors": "errors", "timeouts": "timeouts", "wrong_outputs": "wrong outputs",

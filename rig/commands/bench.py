@@ -119,7 +119,7 @@ def _repository(p: orchestrator.Prepared, n: int | None, log):
         return p.repository
     spec = repository.ModelSpec(kind=cfg.model, size=cfg.model_size, instances=n,
                                 max_batch_size=cfg.max_batch_size, dynamic_batching=cfg.dynamic_batching,
-                                fault=cfg.fault, execute_delay_ms=cfg.execute_delay_ms)
+                                queue_delay_us=cfg.queue_delay_us, fault=cfg.fault, execute_delay_ms=cfg.execute_delay_ms)
     repo = p.work_dir / f"models-i{n}"
     repository.render(spec, repo)
     return without_spaces(repo, f"{p.run_id}-i{n}", log)

@@ -179,7 +179,7 @@ def time_lines(tally: Tally) -> list[str]:
     latency, Triton's request time and its parts, the rig's own cost per request; and the batch
     sizes Triton formed, where a model is batched (or a batch of more than one was formed)."""
     t = server_stats.over_windows(tally.server)
-    batched = any("batched" in (r.shape or "").split(",") for r in tally.rows)
+    batched = any({"batched", "batched-delayed"} & set((r.shape or "").split(",")) for r in tally.rows)
     if not t or t["request_us"] is None:  # no window measured (a fixed count): each cycle's own batches
         sizes = server_stats.summed_batches([getattr(r, "batch_sizes", None) for r in tally.rows])
         if sizes and (batched or max(sizes) > 1):

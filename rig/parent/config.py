@@ -75,6 +75,7 @@ class RunConfig:
     instances: int = 1
     max_batch_size: int = 0
     dynamic_batching: bool = False
+    queue_delay_us: int = 0           # the dynamic batcher's max_queue_delay_microseconds (the template's)
     decoupled: bool = False           # the template model sends its responses through each request's sender
     model_shape: str | None = None    # a model shape (rig.parent.shapes): sets the four above; a scenario's, one it runs in
     fault: str = "none"               # one of FAULT_PRESETS (the template model's)
@@ -161,11 +162,9 @@ class RunConfig:
             raise RigError(f"--model-shape {self.model_shape} shapes the rig's template model, and "
                            "--model-repository runs your own (its config.pbtxt says its shape): drop one")
         shape = shapes.parse(self.model_shape)
-        set_ = (self.instances, self.max_batch_size, self.dynamic_batching, self.decoupled)
-        if set_ != (1, 0, False, False) and set_ != (shape.instances, shape.max_batch_size,
-                                                     shape.dynamic_batching, shape.decoupled):
+        if shapes.settings_of(self) not in (shapes.DEFAULTS, shape.settings):
             raise RigError(f"--model-shape {self.model_shape} sets the model's batching and instances: drop "
-                           "--instances, --max-batch-size and --dynamic-batching (or --model-shape)")
+                           "--instances, --max-batch-size, --dynamic-batching and --queue-delay-us (or --model-shape)")
         shape.put_on(self)
         self.model_shape = shape.name
 

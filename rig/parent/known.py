@@ -87,10 +87,12 @@ def expected(scenario, control: bool, shape: str, engine: str, triton_version: s
     """What a cell is held to: the verdicts known for it, else, for a control (and the template,
     every template scenario's control), its contract: clean, ok, ok; None where neither (unjudged).
     ``scenario``: a ``rig.parent.scenarios.Scenario``. A shape it does not run in (its ``shapes`` are
-    those that can move its verdict) is held to its default shape's: a user's batched model under
+    those that can move its verdict) is held to the nearest it runs in (``rig.parent.shapes.nearest``:
+    ``batched-delayed`` to ``batched``), else to its default shape's: a user's batched model under
     ``ready-stub-dead`` to the unbatched cell."""
-    if shape not in scenario.shapes:
-        shape = scenario.shapes[0]
+    from rig.parent.shapes import nearest
+
+    shape = nearest(shape, scenario.shapes)
     k = lookup(scenario.name, control, shape, engine, triton_version, path)
     return contract(scenario, control) if k is None else k
 

@@ -26,6 +26,8 @@ def add_target_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--instances", type=int, help="model instances (default 1)")
     g.add_argument("--max-batch-size", type=int)
     g.add_argument("--dynamic-batching", action="store_true", default=None)
+    g.add_argument("--queue-delay-us", type=int, metavar="US",
+                   help="with --dynamic-batching: the batcher's max_queue_delay_microseconds (default 0)")
     g.add_argument("--fault", help=f"fault injection preset of the template model: {', '.join(FAULT_PRESETS)}")
     g.add_argument("--execute-delay-ms", type=float, help="make the template model slow on purpose")
     g.add_argument("--input-data", metavar="zero|random|FILE.json",
@@ -116,7 +118,7 @@ def add_cycle_options(p: argparse.ArgumentParser, cycles_default_help: str) -> N
 OVERRIDES = {  # config key -> option dest (a subcommand without the option leaves the key alone)
     "runtime": "runtime", "engine": "engine", "model": "model", "model_repository": "model_repository",
     "model_size": "model_size", "instances": "instances", "max_batch_size": "max_batch_size",
-    "dynamic_batching": "dynamic_batching", "fault": "fault", "execute_delay_ms": "execute_delay_ms",
+    "dynamic_batching": "dynamic_batching", "queue_delay_us": "queue_delay_us", "fault": "fault", "execute_delay_ms": "execute_delay_ms",
     "cycles": "cycles", "requests": "requests",
     "requests_in_flight": "requests_in_flight", "retain": "retain", "scenario": "scenario", "control": "control", "model_shape": "model_shape", "exit_timeout": "exit_timeout",
     "stop_strategy": "stop_strategy", "restart": "restart", "startup_timeout": "startup_timeout",
@@ -198,7 +200,7 @@ def run_config(args):
     return cfg
 
 
-TEMPLATE_ONLY = ("model", "model_size", "instances", "max_batch_size", "dynamic_batching", "fault",
+TEMPLATE_ONLY = ("model", "model_size", "instances", "max_batch_size", "dynamic_batching", "queue_delay_us", "fault",
                   "execute_delay_ms")
 
 
@@ -214,6 +216,9 @@ def refuse_inapplicable(args, cfg) -> None:
     if cfg.model_repository:
         refuse(given(*TEMPLATE_ONLY), "shape(s) the rig's template model, and --model-repository runs "
                "your own: drop them")
+    elif getattr(args, "queue_delay_us", None) is not None and not cfg.dynamic_batching:
+        raise RigError("--queue-delay-us is the dynamic batcher's delay: give --dynamic-batching and "
+                       "--max-batch-size N too, or drop it")
     elif args.dynamic_batching and cfg.max_batch_size < 1:
         raise RigError("--dynamic-batching batches requests up to --max-batch-size, which is 0: give "
                        "--max-batch-size N (N >= 1) too, or drop it")

@@ -55,6 +55,7 @@ class ModelSpec:
     instances: int = 1
     max_batch_size: int = 0
     dynamic_batching: bool = False
+    queue_delay_us: int = 0           # the dynamic batcher's max_queue_delay_microseconds
     decoupled: bool = False           # responses through each request's sender (model_transaction_policy)
     fault: str = "none"               # one of FAULTS
     execute_delay_ms: float = 0.0     # a slow model on purpose (positive control of latency)
@@ -65,14 +66,22 @@ class ModelSpec:
         return self.name or self.kind
 
 
+def _batcher(spec: ModelSpec) -> str:
+    """The config's ``dynamic_batching`` block (none without a batch dimension)."""
+    if not (spec.dynamic_batching and spec.max_batch_size > 0):
+        return ""
+    delay = f" max_queue_delay_microseconds: {spec.queue_delay_us} " if spec.queue_delay_us > 0 else " "
+    return f"dynamic_batching {{{delay}}}"
+
+
 def render(spec: ModelSpec, repository: Path) -> Path:
     """Write ``repository/<name>/{config.pbtxt,1/model.py}``; returns the model's folder."""
     if spec.kind not in KINDS:
         raise RigError(f"unknown model {spec.kind!r}: choose one of {', '.join(KINDS)}")
     if spec.fault not in FAULTS:
         raise RigError(f"unknown fault {spec.fault!r}: choose one of {', '.join(FAULTS)}")
-    if spec.size < 1 or spec.instances < 1 or spec.max_batch_size < 0:
-        raise RigError("model size and instances must be >= 1 and max_batch_size >= 0")
+    if spec.size < 1 or spec.instances < 1 or spec.max_batch_size < 0 or spec.queue_delay_us < 0:
+        raise RigError("model size and instances must be >= 1, max_batch_size and the queue delay >= 0")
     tdir = templates_dir()
     params = {"size": str(spec.size), **FAULTS[spec.fault]}
     if spec.decoupled:
@@ -87,7 +96,7 @@ def render(spec: ModelSpec, repository: Path) -> Path:
                        if not line.startswith("#"))  # the template's own notes
     config = template.format(
         name=spec.model_name, max_batch_size=spec.max_batch_size, size=spec.size, instances=spec.instances,
-        dynamic_batching="dynamic_batching { }" if spec.dynamic_batching and spec.max_batch_size > 0 else "",
+        dynamic_batching=_batcher(spec),
         policy="model_transaction_policy { decoupled: true }" if spec.decoupled else "",
         parameters=",\n".join(f'  {{ key: "{k}" value: {{ string_value: "{v}" }} }}' for k, v in params.items()))
     mdir = Path(repository) / spec.model_name

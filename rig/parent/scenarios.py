@@ -74,7 +74,9 @@ class Scenario:
         run in: its default shape's); None where none are."""
         from rig.parent import known
 
-        k = known.lookup(self.name, control, shape if shape in self.shapes else self.shapes[0], engine, version)
+        from rig.parent.shapes import nearest
+
+        k = known.lookup(self.name, control, nearest(shape or self.shapes[0], self.shapes), engine, version)
         return k.verdicts if k else None
 
     @property
@@ -106,8 +108,10 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              retain="last-array", expected=("exit_timeout", "ok"),
              shapes=ALL_SHAPES),
     Scenario("execute-raises", ("server#7481",),
-             "the model raises in execute for every third request (shared memory counted before and after)",
-             fault="execute-raises", expected=("exit_timeout", "errors"), workload=True, shapes=ALL_SHAPES),
+             "the model raises in execute for every third request (shared memory counted before and after); "
+             "batched-delayed: batched with the dynamic batcher's queue delay, which moves the race",
+             fault="execute-raises", expected=("exit_timeout", "errors"), workload=True,
+             shapes=(*ALL_SHAPES, "batched-delayed")),
     Scenario("execute-raises-slow", ("server#7481",),
              "execute-raises with each execute taking 5 ms, as real models do: in a batched shape the "
              "requests fail and the stop is clean, where the template's sub-millisecond execute keeps the model "
@@ -317,12 +321,10 @@ def _shape_of(cfg, s: Scenario, users_models: bool, clashes: list[str]) -> str |
     if name not in s.shapes:
         raise RigError(f"--model-shape {cfg.model_shape}: scenario {s.name} runs in {', '.join(s.shapes)} "
                        "(the shapes that can move its verdict)")
-    template_set = (cfg.instances, cfg.max_batch_size, cfg.dynamic_batching, cfg.decoupled)
     sh = shapes.parse(name)
     # the template's defaults, or the shape's own (a stored config read back: --resume, a matrix cell)
-    if s.template and template_set not in ((1, 0, False, False),
-                                           (sh.instances, sh.max_batch_size, sh.dynamic_batching, sh.decoupled)):
-        clashes.append("--instances/--max-batch-size/--dynamic-batching")
+    if s.template and shapes.settings_of(cfg) not in (shapes.DEFAULTS, sh.settings):
+        clashes.append("--instances/--max-batch-size/--dynamic-batching/--queue-delay-us")
     return name
 
 

@@ -3,7 +3,9 @@ the axis along which one class of lifecycle bug can give another verdict.
 
 A shape is a name: ``unbatched`` (``max_batch_size: 0``, one instance), ``batched`` (a
 ``max_batch_size`` with dynamic batching: the rig's template uses 8; a model of any batch size
-with the dynamic batcher is ``batched``), ``max-batch`` (a batch dimension, no dynamic batcher:
+with the dynamic batcher is ``batched``), ``batched-delayed`` (the same with a queue delay:
+``max_queue_delay_microseconds`` above 0, as most real configs have; the template's ``QUEUE_DELAY_US``:
+it moves ``execute-raises``' race, docs/guide/scenarios.md), ``max-batch`` (a batch dimension, no dynamic batcher:
 one request an execute), ``instances-N`` (N instances), ``decoupled``
 (``model_transaction_policy { decoupled: true }``: responses through the request's sender);
 joined with ``,`` where several apply (``decoupled,instances-2``). A scenario says which shapes
@@ -22,6 +24,9 @@ BATCH = 8  # the batched shape's max_batch_size
 # A batched shape's fixed count of requests goes this many at a time (``--requests-in-flight``):
 # one at a time, the dynamic batcher never has two requests to put in one execute.
 GROUP = 4
+# The batched-delayed shape's ``max_queue_delay_microseconds``: what the held-out batched scorer that
+# stopped clean where execute-raises batched held the stop was configured with (2.51.0, capi).
+QUEUE_DELAY_US = 200
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +35,7 @@ class Shape:
     dynamic_batching: bool = False
     instances: int = 1
     decoupled: bool = False
+    queue_delay_us: int = 0       # the dynamic batcher's max_queue_delay_microseconds
 
     @property
     def name(self) -> str:
@@ -38,7 +44,8 @@ class Shape:
             parts.append("decoupled")
         if self.max_batch_size > 0:
             # any max_batch_size: the dynamic batcher is what puts several requests in one execute
-            parts.append("batched" if self.dynamic_batching else "max-batch")
+            parts.append(("batched-delayed" if self.queue_delay_us > 0 else "batched") if self.dynamic_batching
+                         else "max-batch")
         if self.instances > 1:
             parts.append(f"instances-{self.instances}")
         return ",".join(parts) or "unbatched"
@@ -54,6 +61,22 @@ class Shape:
         """Serve the rig's template model (``cfg``: a ``RunConfig``) in this shape."""
         cfg.instances, cfg.max_batch_size = self.instances, self.max_batch_size
         cfg.dynamic_batching, cfg.decoupled = self.dynamic_batching, self.decoupled
+        cfg.queue_delay_us = self.queue_delay_us if self.dynamic_batching else 0
+
+    @property
+    def settings(self) -> tuple:
+        """What it sets on the template (``put_on``), to compare with what a config asks for."""
+        return (self.instances, self.max_batch_size, self.dynamic_batching, self.decoupled,
+                self.queue_delay_us if self.dynamic_batching else 0)
+
+
+DEFAULTS = Shape().settings  # the template's own: unbatched, one instance
+
+
+def settings_of(cfg) -> tuple:
+    """The shape settings a ``RunConfig`` (or a spec with the same fields) holds."""
+    return (cfg.instances, cfg.max_batch_size, cfg.dynamic_batching, cfg.decoupled,
+            getattr(cfg, "queue_delay_us", 0) if cfg.dynamic_batching else 0)
 
 
 def parse(name: str) -> Shape:
@@ -66,13 +89,15 @@ def parse(name: str) -> Shape:
             fields["decoupled"] = True
         elif part == "batched":
             fields.update(max_batch_size=BATCH, dynamic_batching=True)
+        elif part == "batched-delayed":
+            fields.update(max_batch_size=BATCH, dynamic_batching=True, queue_delay_us=QUEUE_DELAY_US)
         elif part == "max-batch":
             fields.update(max_batch_size=BATCH, dynamic_batching=False)
         elif m := re.fullmatch(r"instances-(\d+)", part):
             fields["instances"] = int(m.group(1))
         else:
-            raise RigError(f"unknown model shape {name!r}: a shape is unbatched, batched, max-batch, instances-N or "
-                           "decoupled "
+            raise RigError(f"unknown model shape {name!r}: a shape is unbatched, batched, batched-delayed, "
+                           "max-batch, instances-N or decoupled "
                            "(joined with commas: decoupled,instances-2)")
     return Shape(**fields)
 
@@ -88,10 +113,27 @@ def of_config(config: dict) -> str:
         groups = [groups]
     instances = sum(int(first(g.get("count"), 1)) for g in groups) if groups else 1
     policy = first(config.get("model_transaction_policy"), {}) or {}
+    batcher = config.get("dynamic_batching")
+    delay = first((first(batcher, {}) or {}).get("max_queue_delay_microseconds"), 0) if batcher is not None else 0
     return Shape(max_batch_size=int(first(config.get("max_batch_size"), 0)),
-                 dynamic_batching=config.get("dynamic_batching") is not None,
+                 dynamic_batching=batcher is not None, queue_delay_us=int(delay or 0),
                  instances=instances, decoupled=str(first(policy.get("decoupled"), "")).lower() == "true"
                  or first(policy.get("decoupled"), False) is True).name
+
+
+def nearest(shape: str, among: tuple[str, ...]) -> str:
+    """The shape of ``among`` a cell in ``shape`` is held to: itself, else the same without what
+    ``among`` has no row for (a queue delay: ``batched-delayed`` to ``batched``), else the first
+    (a scenario's default)."""
+    if shape in among:
+        return shape
+    try:
+        s = parse(shape)
+    except RigError:
+        return among[0]
+    if s.queue_delay_us and (plain := dataclasses.replace(s, queue_delay_us=0).name) in among:
+        return plain
+    return among[0]
 
 
 def with_instances(config_text: str, count: int) -> str:

@@ -108,7 +108,7 @@ def prepare(cfg: RunConfig, command: str, store: Recorder, run_id: str | None = 
         repo = work / "models"
         spec = repository.ModelSpec(kind=cfg.model, size=cfg.model_size, instances=cfg.instances,
                                     max_batch_size=cfg.max_batch_size, dynamic_batching=cfg.dynamic_batching,
-                                    decoupled=cfg.decoupled, fault=cfg.fault, execute_delay_ms=cfg.execute_delay_ms,
+                                    queue_delay_us=cfg.queue_delay_us, decoupled=cfg.decoupled, fault=cfg.fault, execute_delay_ms=cfg.execute_delay_ms,
                                     load_sleep_s=repository.load_slow_s(cfg.exit_timeout)
                                     if cfg.fault == "load-slow" else None)
         repository.render(spec, repo)

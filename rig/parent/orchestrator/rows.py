@@ -39,7 +39,8 @@ def model_shape(p: Prepared) -> str | None:
     if cfg.model_shape:
         return cfg.model_shape
     if not cfg.model_repository:
-        return shapes.Shape(cfg.max_batch_size, cfg.dynamic_batching, cfg.instances, cfg.decoupled).name
+        return shapes.Shape(cfg.max_batch_size, cfg.dynamic_batching, cfg.instances, cfg.decoupled,
+                            cfg.queue_delay_us).name
     try:
         return shapes.of_config(parse_pbtxt((p.repository / p.models[0] / "config.pbtxt").read_text()))
     except (OSError, ValueError, IndexError, TypeError):
