@@ -127,3 +127,24 @@ def test_a_cycle_in_each_template_shape_answers_and_records_it(tmp_path, runtime
     row = Store(str(tmp_path)).read("cycles").iloc[0]
     assert row["shape"] == shape and row["outcome"] == "clean" and row["load_outcome"] == "ok"
     assert row["errors"] == 0 and row["requests"] >= 20
+
+
+def test_a_scenario_sets_the_load_that_moves_its_verdict_and_a_users_count_stands():
+    full = config.RunConfig(scenario="execute-raises-full")
+    full.workload.name = "steady"
+    full.validate()
+    assert (full.model_shape, full.queue_delay_us, full.max_batch_size, full.workload.users) == \
+        ("batched-delayed", shapes.QUEUE_DELAY_US, shapes.BATCH, 8)  # enough users to fill every batch
+    mine = config.RunConfig(scenario="execute-raises-full")
+    mine.workload.name, mine.workload.users = "steady", 3
+    mine.validate()
+    assert mine.workload.users == 3
+    from rig.commands.matrix import SCENARIO_LOAD_KEYS, _check_scenarios
+
+    class Args:
+        config, requests = None, None
+
+    loads = _check_scenarios(Args, config.RunConfig(), [scenarios.get("execute-raises-full"),
+                                                        scenarios.get("execute-raises")])
+    assert loads["execute-raises-full"]["workload.users"] == 8
+    assert loads["execute-raises"]["workload.users"] == SCENARIO_LOAD_KEYS["workload.users"] == 2

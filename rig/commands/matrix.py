@@ -367,6 +367,8 @@ def _check_scenarios(args, cfg, scens: list) -> dict[str, dict]:
     for s in scens:
         load = dict(SCENARIO_LOAD_KEYS) if s.workload and cfg.workload.name == "none" and args.requests is None \
             else {}
+        if load and s.users is not None:
+            load["workload.users"] = s.users
         for control in (False, True) if s.has_control else (False,):
             try:
                 cell_config(cfg, {**load, "scenario": s.name, "control": control})

@@ -67,6 +67,10 @@ class Scenario:
     # Each execute of the template model takes this long (``--execute-delay-ms``): a model as slow
     # as real ones, where the template's speed moves the verdict (``execute-raises-slow``).
     execute_delay_ms: float | None = None
+    # The Locust users of the load it runs under (a matrix's: ``rig.commands.matrix.SCENARIO_LOAD_KEYS``,
+    # 2 users, where None): where the load moves the verdict (``execute-raises-full``: enough users to fill
+    # every batch, so that the dynamic batcher never waits its queue delay).
+    users: int | None = None
 
     def expected_for(self, engine: str, version: str, shape: str | None = None,
                      control: bool = False) -> tuple[str, str] | None:
@@ -118,6 +122,12 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              "loaded (the verdict moves with the model's speed)",
              fault="execute-raises", expected=("clean", "errors"), workload=True, execute_delay_ms=5.0,
              shapes=("batched", "unbatched", "instances-2")),
+    Scenario("execute-raises-full", ("server#7481",),
+             "execute-raises under 8 users, enough to fill every batch of 8: a batched model with a queue delay "
+             "never waits it, so it loses the race as a batched model without one does (2 users: batched-delayed "
+             "stops clean on 2.51.0)",
+             fault="execute-raises", expected=("exit_timeout", "errors"), workload=True, users=8,
+             shapes=("batched-delayed",)),
     Scenario("stub-exits", ("server#8604", "server#7230"),
              "the model's stub calls os._exit on its third request", fault="stub-exits",
              expected=("exit_timeout", "errors"), waits=("load",),
@@ -294,6 +304,8 @@ def apply(cfg) -> None:
         cfg.requests = s.requests
     if s.execute_delay_ms is not None and cfg.execute_delay_ms == type(cfg).execute_delay_ms:
         cfg.execute_delay_ms = s.execute_delay_ms
+    if s.users is not None and cfg.workload.users == type(cfg.workload).users:  # a count of the user's stands
+        cfg.workload.users = s.users
     if s.repository is not None and not users_models:
         cfg.model_repository = str(repository_of(s))
     cfg.model_shape = shape
