@@ -123,9 +123,9 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              fault="execute-raises", expected=("clean", "errors"), workload=True, execute_delay_ms=5.0,
              shapes=("batched", "unbatched", "instances-2")),
     Scenario("execute-raises-full", ("server#7481",),
-             "execute-raises under 8 users, enough to fill every batch of 8: a batched model with a queue delay "
-             "never waits it, so it loses the race as a batched model without one does (2 users: batched-delayed "
-             "stops clean on 2.51.0)",
+             "execute-raises under 8 users: batches of 4 to 8 (full through capi), so a batched model with a "
+             "queue delay seldom waits it and loses the race as a batched model without one does (under 2 users "
+             "batched-delayed stops clean on 2.51.0)",
              fault="execute-raises", expected=("exit_timeout", "errors"), workload=True, users=8,
              shapes=("batched-delayed",)),
     Scenario("stub-exits", ("server#8604", "server#7230"),
