@@ -101,6 +101,11 @@ def test_known_verdicts_are_data_read_back_as_written(tmp_path):
     assert shapes.nearest("batched-delayed,instances-2", ("unbatched", "batched,instances-2")) == "batched,instances-2"
     assert shapes.nearest("batched-delayed", ("unbatched", "instances-2")) == "unbatched"
     assert shapes.nearest("wide", ("decoupled",)) == "decoupled"
+    raises = scenarios.get("execute-raises").shapes
+    assert shapes.nearest("batched-delayed,instances-2", raises) == "batched-delayed"  # its batching first
+    assert shapes.nearest("batched,instances-3", raises) == "batched"
+    assert shapes.nearest("instances-3", raises) == "unbatched"  # no row for 3 instances: the default
+    assert shapes.nearest("max-batch", raises) == "unbatched"
     assert "batched-delayed" in scenarios.get("execute-raises").shapes  # the scenario whose race it moves
     bad = tmp_path / "bad.csv"
     bad.write_text("a,b\n1,2\n")

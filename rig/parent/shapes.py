@@ -123,16 +123,21 @@ def of_config(config: dict) -> str:
 
 def nearest(shape: str, among: tuple[str, ...]) -> str:
     """The shape of ``among`` a cell in ``shape`` is held to: itself, else the same without what
-    ``among`` has no row for (a queue delay: ``batched-delayed`` to ``batched``), else the first
-    (a scenario's default)."""
-    if shape in among:
-        return shape
+    ``among`` has no row for: its queue delay (``batched-delayed`` to ``batched``), then each of its
+    parts alone, batching first (``batched-delayed,instances-2`` to ``batched-delayed``, ``batched``,
+    then ``instances-2``), else the first (a scenario's default)."""
     try:
         s = parse(shape)
     except RigError:
-        return among[0]
-    if s.queue_delay_us and (plain := dataclasses.replace(s, queue_delay_us=0).name) in among:
-        return plain
+        return shape if shape in among else among[0]
+    plain = dataclasses.replace(s, queue_delay_us=0)
+    alone = [Shape(max_batch_size=s.max_batch_size, dynamic_batching=s.dynamic_batching,
+                   queue_delay_us=s.queue_delay_us), Shape(max_batch_size=s.max_batch_size,
+                                                            dynamic_batching=s.dynamic_batching),
+             Shape(decoupled=s.decoupled), Shape(instances=s.instances)]
+    for c in (s, plain, *(a for a in alone if a != Shape())):
+        if c.name in among:
+            return c.name
     return among[0]
 
 
