@@ -153,3 +153,48 @@ def test_a_scenario_sets_the_load_that_moves_its_verdict_and_a_users_count_stand
                                                         scenarios.get("execute-raises")])
     assert loads["execute-raises-full"]["workload.users"] == 8
     assert loads["execute-raises"]["workload.users"] == SCENARIO_LOAD_KEYS["workload.users"] == 2
+
+
+SCORER = '''import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            x = pb_utils.get_input_tensor_by_name(r, "features").as_numpy()
+            score = x.sum(axis=1, keepdims=True).astype(np.float32)
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("score", score)]))
+        return out
+'''
+
+
+@pytest.mark.slow
+def test_a_users_model_with_a_queue_delay_is_held_to_the_row_nearest_its_shape(tmp_path, runtime):
+    """A batched scorer written as users write it, with the dynamic batcher's queue delay, under a
+    scenario whose client acts on a user's models and that has no batched-delayed row: its cycle
+    records batched-delayed (its config), and `rig report` holds it to the scenario's batched row."""
+    mdir = tmp_path / "repo" / "scorer"
+    (mdir / "1").mkdir(parents=True)
+    (mdir / "config.pbtxt").write_text(
+        'name: "scorer"\nbackend: "python"\nmax_batch_size: 8\n'
+        "dynamic_batching { max_queue_delay_microseconds: 200 }\n"
+        'input [ { name: "features" data_type: TYPE_FP32 dims: [ 16 ] } ]\n'
+        'output [ { name: "score" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
+        "instance_group [ { count: 1 kind: KIND_CPU } ]\n")
+    (mdir / "1" / "model.py").write_text(SCORER)
+    results = tmp_path / "r"
+    proc = rig("soak", "--scenario", "stop-in-flight", "--model-repository", str(tmp_path / "repo"), "--cycles", "1",
+               "--exit-timeout", "3", "--request-timeout", "5", "--runtime", runtime.name, "--results", str(results))
+    from rig.store import Store
+
+    row = Store(str(results)).read("cycles").iloc[0]
+    assert row["shape"] == "batched-delayed", proc.stdout + proc.stderr
+    s = scenarios.get("stop-in-flight")
+    assert "batched-delayed" not in s.shapes and "batched" in s.shapes
+    held = known.expected(s, False, "batched-delayed", row["engine"], str(row["triton_version"]))
+    assert held == known.expected(s, False, "batched", row["engine"], str(row["triton_version"])) is not None
+    report = rig("report", str(results))
+    assert report.returncode == 0 and "not known" not in report.stdout, report.stdout
+    assert "/".join(held.verdicts) in report.stdout.replace(" / ", "/"), report.stdout
