@@ -40,7 +40,6 @@ COLUMNS = ["run_id", "cycle", "scenario", "control", "shape", "engine", "triton_
            "growth_outcome", "stop_latency_s", "finalize_expected", "finalize_before_stop", "finalize_after_stop",
            "batch_sizes", "server_ready_at_probe", "model_ready_at_probe"]
 UNBATCHED = "unbatched"
-BATCHED = ("batched", "batched-delayed", "max-batch")  # the shapes whose model takes a batch dimension (rig.parent.shapes)
 AS_KNOWN, FINDING, UNJUDGED = "as known", "finding", "unjudged"
 SIGNS = {AS_KNOWN: "✓", FINDING: "✗", UNJUDGED: "?"}
 NEVER_RUN = "¹"   # the mark of a cell with no cycle stored
@@ -138,8 +137,10 @@ def shape_of(value) -> str:
 
 
 def is_batched(shape: str) -> bool:
-    """Whether a shape's model takes a batch (``batched``, ``max-batch``, alone or joined with others)."""
-    return any(part in BATCHED for part in str(shape).split(","))
+    """Whether a shape's model takes a batch (``rig.parent.shapes.takes_batches``)."""
+    from rig.parent.shapes import takes_batches
+
+    return takes_batches(shape)
 
 
 def batched_runs(frame) -> list[str]:

@@ -8,6 +8,7 @@ import dataclasses
 
 from rig.common.text import num
 from rig.contract import server_stats, verdicts
+from rig.parent import shapes
 from rig.contract.rows import CycleRow, WindowRow
 
 _SERVER_KEYS = ("requests", "mean_us", *server_stats.ALL_COLUMNS)  # what "where the time goes" reads of a window
@@ -179,7 +180,7 @@ def time_lines(tally: Tally) -> list[str]:
     latency, Triton's request time and its parts, the rig's own cost per request; and the batch
     sizes Triton formed, where a model is batched (or a batch of more than one was formed)."""
     t = server_stats.over_windows(tally.server)
-    batched = any({"batched", "batched-delayed"} & set((r.shape or "").split(",")) for r in tally.rows)
+    batched = any(shapes.dynamic(r.shape) for r in tally.rows)
     if not t or t["request_us"] is None:  # no window measured (a fixed count): each cycle's own batches
         sizes = server_stats.summed_batches([getattr(r, "batch_sizes", None) for r in tally.rows])
         if sizes and (batched or max(sizes) > 1):

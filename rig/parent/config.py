@@ -162,7 +162,7 @@ class RunConfig:
             raise RigError(f"--model-shape {self.model_shape} shapes the rig's template model, and "
                            "--model-repository runs your own (its config.pbtxt says its shape): drop one")
         shape = shapes.parse(self.model_shape)
-        if shapes.settings_of(self) not in (shapes.DEFAULTS, shape.settings):
+        if shapes.settings_of(self) not in (shapes.DEFAULTS, shapes.settings_of(shape)):
             raise RigError(f"--model-shape {self.model_shape} sets the model's batching and instances: drop "
                            "--instances, --max-batch-size, --dynamic-batching and --queue-delay-us (or --model-shape)")
         shape.put_on(self)

@@ -75,7 +75,7 @@ class Scenario:
     def expected_for(self, engine: str, version: str, shape: str | None = None,
                      control: bool = False) -> tuple[str, str] | None:
         """The verdicts known for this core, engine and shape (rig.parent.known; a shape it does not
-        run in: its default shape's); None where none are."""
+        run in: the nearest it runs in, ``rig.parent.shapes.nearest``); None where none are."""
         from rig.parent import known
 
         from rig.parent.shapes import nearest
@@ -335,7 +335,7 @@ def _shape_of(cfg, s: Scenario, users_models: bool, clashes: list[str]) -> str |
                        "(the shapes that can move its verdict)")
     sh = shapes.parse(name)
     # the template's defaults, or the shape's own (a stored config read back: --resume, a matrix cell)
-    if s.template and shapes.settings_of(cfg) not in (shapes.DEFAULTS, sh.settings):
+    if s.template and shapes.settings_of(cfg) not in (shapes.DEFAULTS, shapes.settings_of(sh)):
         clashes.append("--instances/--max-batch-size/--dynamic-batching/--queue-delay-us")
     return name
 

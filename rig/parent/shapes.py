@@ -63,20 +63,15 @@ class Shape:
         cfg.dynamic_batching, cfg.decoupled = self.dynamic_batching, self.decoupled
         cfg.queue_delay_us = self.queue_delay_us if self.dynamic_batching else 0
 
-    @property
-    def settings(self) -> tuple:
-        """What it sets on the template (``put_on``), to compare with what a config asks for."""
-        return (self.instances, self.max_batch_size, self.dynamic_batching, self.decoupled,
-                self.queue_delay_us if self.dynamic_batching else 0)
+
+def settings_of(x) -> tuple:
+    """The shape settings a ``Shape`` or a ``RunConfig`` holds (what ``put_on`` sets), to compare
+    a config with a shape."""
+    return (x.instances, x.max_batch_size, x.dynamic_batching, x.decoupled,
+            x.queue_delay_us if x.dynamic_batching else 0)
 
 
-DEFAULTS = Shape().settings  # the template's own: unbatched, one instance
-
-
-def settings_of(cfg) -> tuple:
-    """The shape settings a ``RunConfig`` (or a spec with the same fields) holds."""
-    return (cfg.instances, cfg.max_batch_size, cfg.dynamic_batching, cfg.decoupled,
-            getattr(cfg, "queue_delay_us", 0) if cfg.dynamic_batching else 0)
+DEFAULTS = settings_of(Shape())  # the template's own: unbatched, one instance
 
 
 def parse(name: str) -> Shape:
@@ -121,23 +116,39 @@ def of_config(config: dict) -> str:
                  or first(policy.get("decoupled"), False) is True).name
 
 
+def _parsed(name) -> Shape | None:
+    try:
+        return parse(str(name or "unbatched"))
+    except RigError:
+        return None
+
+
+def takes_batches(name) -> bool:
+    """Whether a shape's model has a batch dimension (``batched``, ``batched-delayed``,
+    ``max-batch``, alone or joined with others); an unknown name: no."""
+    s = _parsed(name)
+    return s is not None and s.max_batch_size > 0
+
+
+def dynamic(name) -> bool:
+    """Whether a shape's model has the dynamic batcher (``batched``, ``batched-delayed``)."""
+    s = _parsed(name)
+    return s is not None and s.dynamic_batching
+
+
 def nearest(shape: str, among: tuple[str, ...]) -> str:
     """The shape of ``among`` a cell in ``shape`` is held to: itself, else the same without what
     ``among`` has no row for: its queue delay (``batched-delayed`` to ``batched``), then each of its
     parts alone, batching first (``batched-delayed,instances-2`` to ``batched-delayed``, ``batched``,
     then ``instances-2``), else the first (a scenario's default)."""
-    try:
-        s = parse(shape)
-    except RigError:
+    if shape in among or (s := _parsed(shape)) is None:
         return shape if shape in among else among[0]
-    plain = dataclasses.replace(s, queue_delay_us=0)
-    alone = [Shape(max_batch_size=s.max_batch_size, dynamic_batching=s.dynamic_batching,
-                   queue_delay_us=s.queue_delay_us), Shape(max_batch_size=s.max_batch_size,
-                                                            dynamic_batching=s.dynamic_batching),
-             Shape(decoupled=s.decoupled), Shape(instances=s.instances)]
-    for c in (s, plain, *(a for a in alone if a != Shape())):
-        if c.name in among:
-            return c.name
+    batching = Shape(max_batch_size=s.max_batch_size, dynamic_batching=s.dynamic_batching,
+                     queue_delay_us=s.queue_delay_us)
+    for c in (s, batching, Shape(decoupled=s.decoupled), Shape(instances=s.instances)):
+        for name in dict.fromkeys((c.name, dataclasses.replace(c, queue_delay_us=0).name)):
+            if name in among and c != Shape():
+                return name
     return among[0]
 
 
