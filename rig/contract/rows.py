@@ -50,6 +50,7 @@ class RunRow:
     cpu_share: float | None = None           # CPUs the run could use (a quota's may be fractional)
     cpus: str | None = None                  # its affinity: 0-3,8
     cpu_share_from: str | None = None        # --cpus | cgroup | affinity | machine
+    gpu_notes: str | None = None             # JSON {probe: reason}: why a GPU probe gave null (schema 16)
     schema_version: int = SCHEMA_VERSION
 
 
@@ -154,6 +155,8 @@ class CycleRow:
     sequences_open: int | None = None           # sequences the client started and left open at the stop (control: 0)
     sequences_reaped: int | None = None         # of those left idle past the idle timeout, ended by the batcher's reaper
     sequence_states_left: int | None = None     # states the stateful model still held at its finalize (null: none ran)
+    input_copies: int | None = None             # CPU inputs the model copied to its device (schema 16; null: not counted)
+    gpu_memory_source: str | None = None        # process | device: what the GPU memory figures read (null: no GPU)
     schema_version: int = SCHEMA_VERSION
 
 
@@ -218,6 +221,8 @@ class WindowRow:
     server_compute_output_ns: int | None = None
     batch_sizes: str | None = None      # the batches formed: JSON {size: executions} (batch_stats)
     mean_batch_size: float | None = None
+    input_memory: str | None = None     # where the rig's inputs lived: cpu | gpu:N (schema 16)
+    output_memory: str | None = None    # where the outputs lived, as the allocator handed them out: cpu | gpu:N[,...]
     schema_version: int = SCHEMA_VERSION
 
 

@@ -86,6 +86,14 @@ Schema history (``schema_version`` column):
      ``sequences_open`` (sequences started and never ended), ``sequences_reaped`` (those the
      batcher's reaper ended after its idle timeout) and ``sequence_states_left`` (the states the
      model still held at its finalize); null in other cycles.
+  16: the GPU path. windows: ``input_memory`` (where the rig's inputs lived: ``cpu`` or ``gpu:N``) and
+     ``output_memory`` (where the responses' outputs lived, as the response allocator handed them out:
+     ``cpu``, ``gpu:N``, or several joined by commas); cycles: ``input_copies`` (CPU inputs the CuPy
+     model copied to its device, as it counted them; null where the model does not count) and
+     ``gpu_memory_source`` (what the GPU memory figures read: ``process``, the cycle's own processes
+     by PID, or ``device``, each visible device's used memory where the PIDs cannot match, in a
+     container's PID namespace; null without a GPU); runs: ``gpu_notes`` (JSON ``{probe: reason}``:
+     why a GPU probe gave null, each reason recorded once: NOT_SUPPORTED, MIG, no NVML library).
 """
 
-SCHEMA_VERSION = 15  # see the history above
+SCHEMA_VERSION = 16  # see the history above
