@@ -22,21 +22,13 @@ from pathlib import Path
 from rig.common.procs import python_m
 from rig.common.wheels import pip_install_into  # noqa: F401 - the runtime's wheels
 from rig.contract.runtime import Runtime, cache_dir, python_tag  # noqa: F401 - a runtime is a plain value
+# The core each nvidia-pytriton release bundles, from the one version table (measured here with
+# TRITONSERVER_ServerMetadata); results are filed under it, a cycle whose core reports another says so.
+from rig.contract.ngc import PYTRITON_CORE  # noqa: F401 - runtime.PYTRITON_CORE, as before
 from rig.common.errors import RigError
 from rig.common.probes import STUB_NAME
 
 DEFAULT_EMBEDDED = "0.7.0"
-
-# Core bundled by each nvidia-pytriton release (measured here with TRITONSERVER_ServerMetadata
-# on every release that has a Python 3 stub). Results are filed under this name; a cycle whose core reports another says so.
-PYTRITON_CORE = {
-    "0.2.5": "2.33.0", "0.3.1": "2.36.0", "0.4.2": "2.39.0", "0.5.0": "2.41.0",
-    "0.5.1": "2.42.0", "0.5.2": "2.42.0", "0.5.3": "2.43.0", "0.5.4": "2.44.0",
-    "0.5.5": "2.44.0", "0.5.6": "2.44.0", "0.5.7": "2.45.0", "0.5.8": "2.46.0",
-    "0.5.9": "2.47.0", "0.5.10": "2.48.0", "0.5.11": "2.49.0", "0.5.12": "2.50.0",
-    "0.5.13": "2.51.0", "0.5.14": "2.51.0", "0.6.0": "2.51.0", "0.7.0": "2.51.0",
-}
-
 
 
 def _python_libdir() -> list[str]:
