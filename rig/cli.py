@@ -73,6 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_target_options(s)
     add_cycle_options(s, "cycles to run (default 1; the nightly config runs hundreds)")
     s.add_argument("--resume", metavar="RUN_ID", help="continue a killed run (same run id, each cycle once)")
+    s.add_argument("--summary-json", metavar="FILE",
+                   help="also write the run's summary as JSON once its exit status is known (run id, outcome "
+                   "counts per verdict, the reasons it failed, the exit status; written whole or not at all); its "
+                   "folder must exist")
     s.set_defaults(func=cmd_soak)
 
     b = sub.add_parser("bench", help="sweep concurrency or arrival rate; store every window")
@@ -134,7 +138,7 @@ def _cycles(args, cfg, allowed: tuple[str, ...]) -> int:
 
     status, tally, run_id, reasons = soak.execute(
         cfg, args.command, resume=getattr(args, "resume", None), cycles_given=args.cycles is not None,
-        allowed=allowed, log=_log, junit=args.junit)
+        allowed=allowed, log=_log, junit=args.junit, summary_json=getattr(args, "summary_json", None))
     if args.command == "soak" or len(tally.rows) > 1:
         print(soak.summary_table(tally))
     for reason in reasons:

@@ -34,7 +34,8 @@ one-sided), so noise between runs of one configuration rarely fails it:
                     its first response, p99 of the candidate's merged HDR histograms at a point,
                     above N microseconds (a bound of the candidate alone; a candidate with no
                     streaming windows is not judged, and a line says so)
---junit FILE also writes each check as a JUnit XML test case, for CI.
+--junit FILE also writes each check as a JUnit XML test case, for CI; --summary-json FILE the
+verdict, its reasons, both sides' runs and verdict counts and the exit status, as JSON.
 Exit status: 0 pass, 1 regression, 2 bad input."""
 
 
@@ -58,6 +59,9 @@ def add_parser(sub) -> None:
     p.add_argument("--junit", metavar="FILE",
                    help="also write the gate's checks as JUnit XML for CI (a test case per check, the reason as "
                    "its failure); its folder must exist (checked before anything is read)")
+    p.add_argument("--summary-json", metavar="FILE",
+                   help="also write the gate's verdict as JSON: pass or fail, the reasons, each side's run ids and "
+                   "verdict counts, the exit status (written whole or not at all); its folder must exist")
     p.set_defaults(func=run)
 
 
@@ -305,6 +309,10 @@ def run(args) -> int:
         raise RigError("--max-first-response-p99-us is a time in microseconds, above 0")
     if args.junit is not None:  # before anything is read
         junit.check_path(args.junit)
+    from rig.commands import summary
+
+    summary_json = getattr(args, "summary_json", None)
+    summary.check_path(summary_json)
     started = (junit.now(), time.monotonic())
     stats.preload("scipy.stats")  # while the cycles are read
     from rig.store import where as wh
@@ -349,4 +357,10 @@ def run(args) -> int:
                                                               "where": "; ".join(args.where) or None})
         junit.write(args.junit, [suite])
         print(f"JUnit XML: {args.junit}")
-    return Exit.FAILED if reasons else Exit.OK
+    status = Exit.FAILED if reasons else Exit.OK
+    if summary_json:
+        sides = {"baseline": summary.gate_side(la, ca), "candidate": summary.gate_side(lb, cb)}
+        summary.write(summary_json, summary.gate(status, reasons, args.baseline, args.candidate, sides,
+                                                 redact(args.results)))
+        print(f"summary JSON: {summary_json}")
+    return status

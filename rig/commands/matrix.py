@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 
 from rig.common.errors import Exit, RigError
-from rig.commands.matrix_plan import (_OWN, _plan, cell_config, parse_engines, parse_retain,
+from rig.commands.matrix_plan import (_OWN, _plan, cell_config, local_runtimes, parse_engines, parse_retain,
                                       parse_runtimes, parse_scenarios, parse_shapes, parse_shard, plain_changes,
                                       scenario_cells, scenario_changes, soak_options, take_shard)
 from rig.commands.matrix_run import Job, run_jobs
@@ -61,7 +61,8 @@ def add_parser(sub) -> None:
     m = p.add_argument_group("the matrix")
     m.add_argument("--runtimes", required=True, metavar="LIST",
                    help="embedded versions (0.5.0,0.5.10,0.7.0; one not installed is installed first), "
-                   "container, or all (every embedded runtime installed here)")
+                   "container, installed, or all (one embedded runtime per core, installed first where missing, "
+                   "the cores built here, and in an NGC image its own core: `container`)")
     m.add_argument("--engines", default="auto", metavar="LIST",
                    help="auto (per runtime, as rig soak picks), capi, tritonserver; an engine that cannot run "
                    "over a runtime is a row 'skipped: why' (default auto)")
@@ -89,6 +90,10 @@ def add_parser(sub) -> None:
                    help="the verdicts known per scenario, shape, engine and core (default the rig's own, "
                    "rig/known_verdicts.csv; `rig scenarios --accept RESULTS` writes one)")
     m.add_argument("--junit", metavar="FILE", help="also write the cells as JUnit XML (one test case per cell)")
+    m.add_argument("--summary-json", metavar="FILE",
+                   help="also write the matrix's summary as JSON: each cell's run id, status and verdict counts, "
+                   "the counts summed, the reasons, the exit status (written whole or not at all); its folder must "
+                   "exist")
     m.add_argument("--cell-timeout", type=float, metavar="S",
                    help="seconds a cell may run before it is killed and recorded 'timeout' (default from "
                    "cycles, startup and exit timeouts)")
@@ -122,9 +127,8 @@ def run(args) -> int:
     scens, shard, only_shapes = _axes(args)
     retains = parse_retain(args.retain)
     engines = parse_engines(args.engines)
-    installed = [r["package_version"] for r in runtime.list_embedded()] + \
-        [b["name"] for b in runtime.list_built() if b["current"]]
-    specs = parse_runtimes(args.runtimes, installed, runtime.PYTRITON_CORE)
+    installed, container = local_runtimes()  # an NGC image: `all` includes its own core
+    specs = parse_runtimes(args.runtimes, installed, runtime.PYTRITON_CORE, container=container)
     # The base of every cell's config: the matrix's own options, checked once as `rig soak` checks
     # them (bad input: one line, nothing run); each cell's derives from it (matrix_plan.cell_config).
     cfg = run_config(soak_options(args, specs[0], retains[0] if scens is None else None, DEFAULT_CYCLES))
@@ -174,6 +178,9 @@ def _axes(args) -> tuple:
         from rig.parent import junit
 
         junit.check_path(args.junit)
+    from rig.commands import summary
+
+    summary.check_path(getattr(args, "summary_json", None))
     return scens, shard, only_shapes
 
 
@@ -208,7 +215,13 @@ def _run_and_table(args, jobs: list[Job], bench_jobs: list[Job], rows: list[dict
 
     print(f"\nresults: {redact(results)} (compare them: rig report {redact(results)}"
           f"{f'; the grid: rig report --conformance {redact(results)}' if scens is not None else ''})")
-    return matrix.exit_status(rows + bench_rows)
+    status = matrix.exit_status(rows + bench_rows)
+    if getattr(args, "summary_json", None):
+        from rig.commands import summary
+
+        summary.write(args.summary_json, summary.matrix(status, rows + bench_rows, redact(results)))
+        print(f"summary JSON: {args.summary_json}")
+    return status
 
 
 def parse_jobs(text: str, scenarios: bool) -> int:

@@ -205,10 +205,23 @@ def newest_per_core(known: dict[str, str], installed: list[str]) -> list[str]:
     return out
 
 
-def parse_runtimes(text: str, installed: list[str], known: dict[str, str]) -> list[str]:
+def local_runtimes() -> tuple[list[str], bool]:
+    """What ``--runtimes all`` and ``installed`` choose from here: the embedded runtimes installed
+    and the current builds (``built-2.67.0``), and whether this is a container with a Triton of its
+    own (an NGC image's /opt/tritonserver, or ``$TRITON_HOME``: ``runtime.container_home``)."""
+    from rig.parent import runtime
+
+    installed = [r["package_version"] for r in runtime.list_embedded()] + \
+        [b["name"] for b in runtime.list_built() if b["current"]]
+    return installed, runtime.container_home() is not None
+
+
+def parse_runtimes(text: str, installed: list[str], known: dict[str, str], container: bool = False) -> list[str]:
     """The runtimes to run, in order: ``all`` is every embedded core (``newest_per_core``: one
     runtime per Triton version, installed first where missing), then every core built here from
-    source that no embedded one bundles; ``installed`` every runtime installed or built here;
+    source that no embedded one bundles, then, in a container with a Triton of its own
+    (``container``: an NGC image), that core, the one the image exists for; ``installed`` every
+    runtime installed or built here (the container's too);
     ``2.67.0`` or ``built-2.67.0`` a built one; a version neither installed nor known to bundle a
     core is refused (``rig runtime install`` or ``rig runtime build`` it first)."""
     out: list[str] = []
@@ -222,6 +235,8 @@ def parse_runtimes(text: str, installed: list[str], known: dict[str, str]) -> li
             cores = {known.get(v) for v in embedded}
             out.extend(sorted((b for b in built if b[len("built-"):] not in cores),
                               key=lambda b: _version_key(b[len("built-"):])))
+            if container:
+                out.append("container")
             continue
         if item.startswith("built-") or re.fullmatch(r"2\.\d+\.\d+", item):
             name = item if item.startswith("built-") else f"built-{item}"
@@ -232,10 +247,12 @@ def parse_runtimes(text: str, installed: list[str], known: dict[str, str]) -> li
             continue
         if item == "installed":
             out.extend(sorted(built, key=lambda b: _version_key(b[len("built-"):])))
-            if not installed and not built:
+            if not installed and not built and not container:
                 raise RigError("--runtimes installed: no runtime is installed or built here (rig runtime install, "
                                "rig runtime build)")
             out.extend(sorted(installed, key=_version_key))
+            if container:
+                out.append("container")
             continue
         v = item[len("embedded-"):] if item.startswith("embedded-") else item
         if v == "embedded":

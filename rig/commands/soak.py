@@ -127,14 +127,18 @@ def results_store(results) -> Store:
 def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_given: bool = False,
             allowed: tuple[str, ...] = DEFAULT_ALLOWED, log: Callable[[str], None] = print,
             on_window: Callable[[WindowRow], None] | None = None,
-            junit: str | None = None, run_id: str | None = None) -> tuple[int, Tally, str, list[str]]:
+            junit: str | None = None, run_id: str | None = None,
+            summary_json: str | None = None) -> tuple[int, Tally, str, list[str]]:
     """Run (or resume) a cycle/soak; returns (exit status, tally, run_id, reasons it failed).
     ``junit``: a file to write the judged run to as JUnit XML (checked beforehand:
     ``rig.parent.junit.check_path``), interrupted runs too. ``run_id``: a new run's id, named
     by the caller before it starts (a matrix cell's; default a new one); ``resume`` names the
-    run it continues."""
-    from rig.commands import soak_junit
+    run it continues. ``summary_json``: a file to write the run's summary to as JSON
+    (``rig.commands.summary``) once its exit status is known, an interrupted run's too."""
+    from rig.commands import soak_junit, summary
     from rig.parent.junit import now
+
+    summary.check_path(summary_json)
 
     started = (now(), time.monotonic())
     stored_rows: list[CycleRow] = []
@@ -184,6 +188,9 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
         log(f"interrupted after {len(tally.rows)} stored cycle(s); continue with: {resume_with}")
         if junit:
             _junit_interrupted(junit, tally, cfg, allowed, command, p, started, resume_with, log)
+        if summary_json:
+            _summary(summary_json, command, Exit.INTERRUPTED, p, tally, cfg,
+                     [f"interrupted after {len(tally.rows)} stored cycle(s); continue with: {resume_with}"], log)
         raise
     finally:
         if progress:
@@ -192,14 +199,39 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
     if junit:  # before compaction and the plot: what was judged reaches CI whatever follows
         soak_junit.write(junit, tally, cfg, allowed, reasons, command, p, started)
         log(f"JUnit XML: {junit}")
-    if command == "soak":  # its files merged: one per table and partition (a cycle run is one already)
-        store.compact(p.run_id, owner=True)
-    if command == "soak" and tally.rows and not os.environ.get("RIG_NO_PLOT"):  # a matrix's cells: its report plots
-        from rig.analysis import plots
+    status = Exit.FAILED if reasons else Exit.OK
+    try:
+        if command == "soak":  # its files merged: one per table and partition (a cycle run is one already)
+            store.compact(p.run_id, owner=True)
+        if command == "soak" and tally.rows and not os.environ.get("RIG_NO_PLOT"):  # a matrix's cells: its report plots
+            from rig.analysis import plots
 
-        path = plots.soak_figure(store.read("cycles", p.run_id), store.plot_path(f"{p.run_id}-soak.png"))
-        log(f"plot: {store.publish(path)}")
-    return (Exit.FAILED if reasons else Exit.OK), tally, p.run_id, reasons
+            path = plots.soak_figure(store.read("cycles", p.run_id), store.plot_path(f"{p.run_id}-soak.png"))
+            log(f"plot: {store.publish(path)}")
+    except OSError as e:  # the machine failed what follows the judging (rig.cli: exit 4); the summary says so
+        if summary_json:
+            _summary(summary_json, command, Exit.MACHINE, p, tally, cfg,
+                     [*reasons, f"the machine failed the run after its cycles: {e.strerror or e}"], log)
+        raise
+    if summary_json:
+        _summary(summary_json, command, status, p, tally, cfg, reasons, log)
+    return status, tally, p.run_id, reasons
+
+
+def _summary(path: str, command: str, status: int, p, tally: Tally, cfg: RunConfig, reasons: list[str],
+             log: Callable[[str], None]) -> None:
+    """The run's summary JSON (``rig.commands.summary``); a failure to write it is said, and the
+    run's own status stands."""
+    from rig.commands import summary
+
+    extra = {"triton_version": p.runtime.triton_version, "runtime": p.runtime.name, "engine": p.engine,
+             "model": p.model_label, "results": redact(str(cfg.results))}
+    try:
+        summary.write(path, summary.soak(command, status, p.run_id, tally.rows, reasons,
+                                         cycles_planned=cfg.cycles, extra=extra))
+        log(f"summary JSON: {path}")
+    except OSError as e:
+        log(f"summary JSON: {path} not written ({e.strerror or e})")
 
 
 def _resumed(store: Store, resume: str, cfg: RunConfig, cycles_given: bool,
