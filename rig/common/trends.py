@@ -107,7 +107,8 @@ def growth_per_1k(requests, bytes_) -> Slope | None:
 def process_growth(samples: list[dict], after_t: float) -> dict[str, Slope]:
     """Each process kind's growth per 1,000 requests from the samples taken after ``after_t``
     (``t`` monotonic): ``worker``, ``stub <model>`` (its instances summed, sample by sample) and
-    ``gpu`` (every process's GPU memory summed). A sample is a dict ``t``, ``requests``,
+    ``gpu`` (every process's GPU memory summed, or the devices' used memory where the PIDs could not
+    match: ``device_gpu_bytes``, ``probes.Gpu.memory_of``). A sample is a dict ``t``, ``requests``,
     ``process``, ``model``, ``pid``, ``rss_bytes``, ``gpu_bytes``; the measure is RSS
     (``probes.rss_of`` says why). A process kind whose set of processes changed mid-load (a stub
     that died and came back) is read over its samples that are complete."""
@@ -121,8 +122,9 @@ def process_growth(samples: list[dict], after_t: float) -> dict[str, Slope]:
         value = s.get("rss_bytes")
         if value is not None:
             series.setdefault(key, {}).setdefault(s["sample"], []).append(float(value))
-        if s.get("gpu_bytes") is not None:
-            series.setdefault("gpu", {}).setdefault(s["sample"], []).append(float(s["gpu_bytes"]))
+        gpu = s.get("gpu_bytes") if s.get("gpu_bytes") is not None else s.get("device_gpu_bytes")
+        if gpu is not None:
+            series.setdefault("gpu", {}).setdefault(s["sample"], []).append(float(gpu))
     out: dict[str, Slope] = {}
     for key, by_sample in series.items():
         common = max((len(v) for v in by_sample.values()), default=0)

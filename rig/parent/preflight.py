@@ -149,8 +149,12 @@ def host_facts() -> dict:
     except OSError:
         pass
     gpu = probes.Gpu()
+    # each figure read once, here, so the run row says which ones this host cannot give (the
+    # worker's own probe meets the same GPUs: it inherits this environment)
+    notes = gpu.survey()
     return {"host": platform.node(), "cpu": f"{cpu} x{os.cpu_count()}",
-            "gpu": getattr(gpu, "name", None) if gpu.available else None}
+            "gpu": getattr(gpu, "name", None) if gpu.available else None,
+            "gpu_notes": json.dumps(notes, sort_keys=True) if notes else None}
 
 
 def check_inputs(repository: Path, models: list[str], input_data: str, shapes: str | None) -> dict:

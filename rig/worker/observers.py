@@ -123,6 +123,7 @@ class ProcessMemory(Observer):
         self._procs: list = []
         self._k = 0
         self._threaded = False
+        self._gpu_source: str | None = None  # process | device: fixed by the first GPU figure read
 
     def load_started(self, ctx: Context) -> None:
         import psutil
@@ -146,10 +147,16 @@ class ProcessMemory(Observer):
 
     def _sample(self) -> None:
         t = time.monotonic()
-        gpu = probes.gpu().process_memory()
+        mem = probes.gpu().memory_of([self._me.pid, *(p.pid for p in self._procs)], self._gpu_source)
+        if mem.source is not None:  # one cycle's GPU series reads one source, never both
+            self._gpu_source = mem.source
+        gpu = mem.by_pid
         k, self._k = self._k, self._k + 1
+        # the devices' used memory (where PIDs cannot match) belongs to no process: it rides on the
+        # worker's sample for the growth, and stays out of the memory table's per-process rows
         taken = [dict(sample=k, t=t, process="worker", model=None, instance=None, pid=self._me.pid,
-                      rss_bytes=probes.rss_of(self._me), gpu_bytes=gpu.get(self._me.pid))]
+                      rss_bytes=probes.rss_of(self._me), gpu_bytes=gpu.get(self._me.pid),
+                      device_gpu_bytes=mem.device_bytes)]
         gone = False
         for p in self._procs:
             rss = probes.rss_of(p)
@@ -198,8 +205,10 @@ class ProcessMemory(Observer):
         rate = (done[-1] - done[0]) / (times[-1] - times[0]) if done is not None and len(times) > 1 \
             and times[-1] > times[0] else None
         row.update(trends.growth_columns(growth, rate if span > 0 else None))
+        if self._gpu_source is not None:
+            row["gpu_memory_source"] = self._gpu_source
         if ctx.send is not None:
-            ctx.send(Samples(ctx.cycle, tuple({**{k: v for k, v in s.items() if k != "t"},
+            ctx.send(Samples(ctx.cycle, tuple({**{k: v for k, v in s.items() if k not in ("t", "device_gpu_bytes")},
                                                "t_s": s["t"] - ctx.t_load} for s in self.samples)))
 
 

@@ -170,7 +170,7 @@ def write_run_row(p: Prepared, command: str, cpu_idle: str | None = None) -> Non
     facts = host_facts()
     locust = command == "bench" or p.config.workload.name != "none"  # bench always sends a workload
     row = RunRow(run_id=p.run_id, started_at=now_iso(), command=command, host=p.config.node or facts["host"],
-                 cpu=facts["cpu"], gpu=facts["gpu"], engine=p.engine, runtime=p.runtime.name,
+                 cpu=facts["cpu"], gpu=facts["gpu"], gpu_notes=facts["gpu_notes"], engine=p.engine, runtime=p.runtime.name,
                  model=p.model_label, config=p.config.to_toml(), rig_version=rig_version,
                  python_version=platform.python_version(), cpu_idle=cpu_idle,
                  **package_versions(p.engine, locust, p.runtime.stub_site), **cpushare.current())
