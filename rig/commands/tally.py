@@ -202,6 +202,10 @@ def time_lines(tally: Tally) -> list[str]:
     return lines
 
 
+GPU_SOURCES = {"process": "the cycle's processes by PID",
+               "device": "each visible device's used memory (NVML's PIDs could not match the cycle's)"}
+
+
 def growth_lines(tally: Tally) -> list[str]:
     """The growth figures of the run: each process kind's median growth per 1,000 requests, the
     median slowdown within a cycle, and the trend across the cycles (``Tally.run_trend``)."""
@@ -213,6 +217,13 @@ def growth_lines(tally: Tally) -> list[str]:
         if vals:
             lines.append(f"memory        {label}: median {statistics.median(vals) / 1000:+,.1f} KB per 1,000 requests "
                          f"(max {max(vals) / 1000:+,.1f})")
+    gpu = [r for r in tally.rows if r.gpu_growth_per_1k_b is not None]
+    if gpu:  # which memory it read: a device's used memory holds every process on it, not only the cycle's
+        vals = [r.gpu_growth_per_1k_b for r in gpu]
+        read = " and ".join(GPU_SOURCES.get(s, "an unknown source (a store before schema 16)")
+                            for s in sorted({r.gpu_memory_source for r in gpu}, key=str))
+        lines.append(f"memory        gpu: median {statistics.median(vals) / 1000:+,.1f} KB per 1,000 requests "
+                     f"(max {max(vals) / 1000:+,.1f}), read from {read}")
     slow = [r.slowdown_pct for r in tally.rows if r.slowdown_pct is not None]
     if slow:
         lines.append(f"slowdown      within a cycle: median {statistics.median(slow):+,.1f} % (max {max(slow):+,.1f} %)")
