@@ -68,6 +68,43 @@ def _idle_line() -> str:
     return f"driver {cpuidle.idle_driver() or 'unknown'}: rig bench {held}"
 
 
+def driver_version(gpu, nvml=None) -> str | None:
+    """The NVIDIA driver's version as NVML gives it (``580.65.06``), or None where there is no GPU,
+    no NVML or it cannot say (never raises: `rig doctor` runs on machines without a GPU)."""
+    if not gpu.available:
+        return None
+    try:
+        if nvml is None:
+            import pynvml as nvml  # initialised by Gpu()
+        value = nvml.nvmlSystemGetDriverVersion()
+    except Exception:  # noqa: BLE001 - ImportError, NVMLError_*: no version to judge by
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def version_lines(container_triton: str | None, driver: str | None) -> list[str]:
+    """The version table's row (``rig.contract.ngc``) for this container's Triton, else the nightly's
+    pair; a warning where NVML's driver is older than the row's floor."""
+    from rig.contract import ngc
+
+    if container_triton is not None:
+        row = ngc.by_triton(container_triton)
+        if row is None:
+            return [f"versions    Triton {container_triton} is not in the version table "
+                    f"(NGC {ngc.RELEASES[0].ngc_tag} to {ngc.RELEASES[-1].ngc_tag}): no driver floor known"]
+        rows, lines = [row], [f"versions    this image: {ngc.describe(row)}"]
+    else:
+        rows = [ngc.by_tag(ngc.BASELINE_TAG), ngc.by_tag(ngc.CANDIDATE_TAG)]
+        lines = [f"versions    the nightly's pair: {ngc.describe(r)}" for r in rows]
+    if driver is not None:
+        lines.append(f"driver      {driver}")
+        for r in rows:
+            problem = ngc.driver_problem(r, driver)
+            if problem:
+                lines.append(f"warning     {problem}")
+    return lines
+
+
 def report() -> str:
     lines = [f"python      {platform.python_version()} ({sys.executable})"]
     problems = dependency_problems()
@@ -111,6 +148,13 @@ def report() -> str:
 
     gpu = Gpu()
     lines.append(f"gpu         {'NVML: ' + gpu.name if gpu.available else 'none: ' + gpu.why}")
+    container_triton = None
+    if home:
+        try:
+            container_triton = runtime.container_runtime().triton_version
+        except RigError:
+            pass
+    lines += version_lines(container_triton, driver_version(gpu))
     lines.append(f"cpu idle    {_idle_line()}")
     if not problems:
         from rig.parent.preflight import cupy_usable
