@@ -400,3 +400,17 @@ def test_the_growth_sampler_without_any_gpu_records_no_source(monkeypatch):
     row = {"requests": 10}
     pm.load_ended(ctx, row)
     assert "gpu_memory_source" not in row and "gpu_growth_per_1k_b" not in row
+
+
+def test_the_soaks_summary_says_which_gpu_memory_it_read():
+    from helpers import cycle_row
+
+    from rig.commands.tally import Tally, summary_table
+
+    rows = [cycle_row(k, gpu_growth_per_1k_b=2000.0 * k, gpu_memory_source="device") for k in (1, 2, 3)]
+    said = summary_table(Tally(rows))
+    assert ("memory        gpu: median +4.0 KB per 1,000 requests (max +6.0), read from each visible device's "
+            "used memory (NVML's PIDs could not match the cycle's)") in said.splitlines()
+    said = summary_table(Tally([cycle_row(1, gpu_growth_per_1k_b=-1000.0, gpu_memory_source="process")]))
+    assert "memory        gpu: median -1.0 KB per 1,000 requests (max -1.0), read from the cycle's processes by PID" in said
+    assert "gpu:" not in summary_table(Tally([cycle_row(1)]))  # no GPU figure, no line
