@@ -7,7 +7,10 @@ scripts run a real night here (soaks into one store, report, gate); the conforma
 validates too, its shards (completions, parallelism, --shard K/N with K the completion index)
 agree, it runs the CronJob's image into the CronJob's store, and its script's rig line parses;
 benchmarks/gpu_check.sh skips plainly without a GPU and, on the numpy model, prints its figures
-from the store."""
+from the store. The CronJob's pod computes to Guaranteed QoS as Kubernetes computes it, its tags
+and the Dockerfile's default are rows of the version table (rig.contract.ngc), its gate reads the
+soaks' summary JSON and compacts the night's runs; the Indexed Job is named anew per `kubectl
+create` and the wait its comments give ends on a failed Job."""
 
 from __future__ import annotations
 
@@ -98,7 +101,10 @@ def context_files() -> set[str]:
 
 
 def test_the_dockerfile_parses_and_builds_on_the_ngc_tritonserver_image_of_its_tag(dockerfile):
-    assert dockerfile.baseimage == "nvcr.io/nvidia/tritonserver:25.01-py3"
+    from rig.contract import ngc
+
+    # its default tag is the version table's, a row of it
+    assert dockerfile.baseimage == ngc.by_tag(ngc.DEFAULT_TAG).image == f"nvcr.io/nvidia/tritonserver:{ngc.DEFAULT_TAG}-py3"
     from dockerfile_parse import DockerfileParser
 
     other = DockerfileParser(str(DOCKERFILE), build_args={"TRITON_TAG": "25.08"})
@@ -133,7 +139,7 @@ def test_entrypoint_and_command_are_a_rig_soak_over_the_nightly_config_in_the_im
     assert entrypoint == ["rig"]
     assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["rig"] == "rig.cli:main"
     args = build_parser().parse_args(cmd)
-    assert args.command == "soak"
+    assert args.command == "soak" and args.model == "cupy"  # the nightly: the soak on the CuPy model
     source = _in_image(_image_layout(dockerfile), args.config)
     assert source is not None and source.is_file(), f"{args.config} is not copied into the image"
     assert str(source.relative_to(ROOT)) in context_files
@@ -182,11 +188,28 @@ def _cupy_package(env: dict) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("tag", sorted(NGC_CUDA))
 def test_the_cupy_wheel_follows_the_cuda_major_of_the_ngc_image(tag):
+    from rig.contract import ngc
+
     r = _cupy_package({"CUDA_VERSION": NGC_CUDA[tag]})
     assert r.returncode == 0, r.stderr
     major = NGC_CUDA[tag].split(".")[0]
     assert r.stdout.strip() == f"cupy-cuda{major}x"
     assert (r.stdout.strip() == "cupy-cuda13x") == (tag >= "25.08")
+    if tag in ngc.BY_TAG:  # the version table agrees with the release notes' CUDA
+        row = ngc.by_tag(tag)
+        assert row.cupy == r.stdout.strip() and row.cuda_major == int(major)
+        assert "cuda" in row.unconfirmed or NGC_CUDA[tag].startswith(row.cuda), (row.cuda, NGC_CUDA[tag])
+
+
+def test_the_cupy_wheel_of_every_row_of_the_version_table_from_its_tag_alone():
+    """Without CUDA_VERSION or a CUDA manifest, the script asks the table for the image's tag."""
+    from rig.contract import ngc
+
+    for row in ngc.RELEASES:
+        r = _cupy_package({"NGC_TAG": row.ngc_tag})
+        assert (r.returncode, r.stdout.strip()) == (0, row.cupy), (row, r.stderr)
+    r = _cupy_package({"NGC_TAG": "99.01"})
+    assert r.returncode == 1 and "99.01" in r.stderr and r.stdout == ""
 
 
 def test_the_cupy_wheel_from_the_cuda_manifest_an_override_or_a_plain_refusal(tmp_path):
@@ -208,8 +231,12 @@ def test_the_image_installs_the_gpu_extra_with_the_cupy_of_its_cuda(dockerfile):
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["gpu"]
     others = [re.split(r"[<>=!~ ;\[]", r)[0] for r in extra if not r.startswith("cupy")]
     assert others and all(name in install for name in others), (others, install)
+    from rig.contract import ngc
+
     default_tag = dockerfile.baseimage.split(":")[1].removesuffix("-py3")
-    assert _cupy_package({"CUDA_VERSION": NGC_CUDA[default_tag]}).stdout.strip() in extra
+    assert _cupy_package({"NGC_TAG": default_tag}).stdout.strip() == ngc.by_tag(default_tag).cupy
+    assert 'NGC_TAG="$TRITON_TAG"' in install  # the build's tag reaches the script (ARG redeclared after FROM)
+    assert [c for c in extra if c.startswith("cupy")][0] in set(ngc.CUPY_BY_CUDA_MAJOR.values())
 
 
 # ---------------------------------------------------------------- the nightly CronJob
@@ -258,24 +285,87 @@ def test_the_schema_check_rejects_a_broken_cronjob(cronjob):
 
 
 def test_each_tag_soaks_on_an_l4_gpu_with_shared_memory_then_the_gate_runs(cronjob):
+    from rig.contract import ngc
+
     pod = _pod(cronjob)
     assert "L4" in " ".join(pod["nodeSelector"].values())
     volumes = {v["name"]: v for v in pod["volumes"]}
     soaks = pod["initContainers"]
     tags = [c["image"].rsplit(":", 1)[1] for c in soaks]
     assert len(soaks) >= 2 and len(set(tags)) == len(tags)
+    # the pair is the version table's: rows of it, baseline then candidate, the gate on the candidate's image
+    assert tags == [ngc.BASELINE_TAG, ngc.CANDIDATE_TAG] and all(t in ngc.BY_TAG for t in tags)
+    assert pod["containers"][0]["image"].rsplit(":", 1)[1] == ngc.CANDIDATE_TAG
+    assert ngc.by_tag(ngc.BASELINE_TAG).triton_version == "2.67.0"  # the release of server#8755
     for c in soaks:
         assert c["image"].rsplit(":", 1)[0].endswith("/triton-soak-rig")
         assert str(c["resources"]["limits"]["nvidia.com/gpu"]) == "1"
         (shm,) = [m for m in c["volumeMounts"] if m["mountPath"] == "/dev/shm"]
         assert volumes[shm["name"]]["emptyDir"]["medium"] == "Memory"
         assert _env(c)["RIG_RESULTS"].startswith("s3://")
-        tag = c["image"].rsplit(":", 1)[1]  # each image's CuPy follows its tag's CUDA
-        assert _cupy_package({"CUDA_VERSION": NGC_CUDA[tag]}).returncode == 0
+        tag = c["image"].rsplit(":", 1)[1]  # each image's CuPy follows its tag's CUDA, as the table says
+        assert _cupy_package({"NGC_TAG": tag}).stdout.strip() == ngc.by_tag(tag).cupy
     (gate,) = pod["containers"]
     script, _ = _script(gate)
     assert 'rig gate "$RIG_RESULTS"' in script and 'rig report "$RIG_RESULTS"' in script
     assert _env(gate)["RIG_RESULTS"] == _env(soaks[0])["RIG_RESULTS"]
+
+
+def _quantity(value) -> float:
+    """A Kubernetes quantity (``4``, ``500m``, ``16Gi``, ``1G``) as a number."""
+    text = str(value)
+    units = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30,
+             "Ti": 2 ** 40}
+    m = re.fullmatch(r"([0-9.]+)([a-zA-Z]*)", text)
+    assert m and (m.group(2) in units or not m.group(2)), text
+    return float(m.group(1)) * units.get(m.group(2), 1)
+
+
+def qos_class(pod: dict) -> str:
+    """The pod's QoS class as the kubelet computes it (pkg/apis/core/helper/qos): Guaranteed when
+    every container, init containers too, sets cpu and memory limits and its requests equal them
+    (a request left out defaults to the limit); BestEffort when none sets any; else Burstable."""
+    containers = [*pod.get("initContainers", []), *pod["containers"]]
+    any_set, guaranteed = False, True
+    for c in containers:
+        res = c.get("resources", {})
+        limits = {k: _quantity(v) for k, v in res.get("limits", {}).items() if k in ("cpu", "memory")}
+        requests = {k: _quantity(v) for k, v in res.get("requests", {}).items() if k in ("cpu", "memory")}
+        any_set = any_set or bool(limits or requests)
+        requests = {**limits, **requests}  # a request left out is the limit
+        if set(limits) != {"cpu", "memory"} or requests != limits:
+            guaranteed = False
+    return "Guaranteed" if guaranteed else ("Burstable" if any_set else "BestEffort")
+
+
+def test_the_qos_class_is_computed_as_kubernetes_does():
+    """Positive controls: the computation tells the three classes apart."""
+    c = {"name": "a", "resources": {"requests": {"cpu": "4", "memory": "16Gi"}, "limits": {"cpu": "4", "memory": "16Gi"}}}
+    assert qos_class({"containers": [c]}) == "Guaranteed"
+    assert qos_class({"containers": [{"name": "a", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}) == "Guaranteed"
+    assert qos_class({"containers": [{**c, "resources": {"requests": {"cpu": "1", "memory": "2Gi"},
+                                                         "limits": {"cpu": "2", "memory": "4Gi"}}}]}) == "Burstable"
+    assert qos_class({"initContainers": [{"name": "i", "resources": {"requests": {"cpu": "1000m", "memory": "1Gi"}}}],
+                      "containers": [c]}) == "Burstable"  # an init container counts
+    assert qos_class({"containers": [{"name": "a"}]}) == "BestEffort"
+    assert qos_class({"containers": [{**c, "resources": {"requests": {"cpu": "4000m", "memory": "16384Mi"},
+                                                         "limits": {"cpu": "4", "memory": "16Gi"}}}]}) == "Guaranteed"
+
+
+def test_the_cronjobs_pod_is_guaranteed_with_whole_cpus_and_a_gpu_for_each_soak(cronjob):
+    """Requests equal limits in every container, init containers too, in whole CPUs: the static CPU
+    manager gives such a pod exclusive cores, and no CPU limit throttles a latency test."""
+    pod = _pod(cronjob)
+    assert qos_class(pod) == "Guaranteed"
+    for c in [*pod["initContainers"], *pod["containers"]]:
+        res = c["resources"]
+        cpu = _quantity(res["limits"]["cpu"])
+        assert cpu == int(cpu) >= 1, (c["name"], res)
+        assert _quantity(res["requests"]["memory"]) == _quantity(res["limits"]["memory"])
+        for name in set(res["requests"]) | set(res["limits"]):  # extended resources too: equal where given
+            assert str(res["requests"].get(name)) == str(res["limits"].get(name)), (c["name"], name)
+    for c in pod["initContainers"]:
+        assert str(c["resources"]["limits"]["nvidia.com/gpu"]) == "1"
 
 
 def _credentials_from_a_secret(containers: list[dict]) -> None:
@@ -305,7 +395,8 @@ def test_the_cronjob_scripts_are_bash_and_their_rig_lines_parse(cronjob):
         script, positional = _script(c)
         r = subprocess.run(["bash", "-n", "-c", script], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
-        values = {**_env(c), "baseline": "20261130T010000-aaaaaa", "candidate": "20261130T020000-bbbbbb"}
+        values = {**_env(c), "baseline": "20261130T010000-aaaaaa", "candidate": "20261130T020000-bbbbbb",
+                  "run": "20261130T010000-aaaaaa"}
         values.update({str(i + 1): v for i, v in enumerate(positional)})
         for line in _rig_lines(script):
             expanded = re.sub(r"\$\{?(\w+)\}?", lambda m: values[m.group(1)], line)
@@ -313,7 +404,20 @@ def test_the_cronjob_scripts_are_bash_and_their_rig_lines_parse(cronjob):
             cut = next((i for i, a in enumerate(argv) if a in SHELL_OPERATORS), len(argv))
             args = build_parser().parse_args(argv[:cut])
             seen.add(args.command)
-    assert seen == {"soak", "report", "gate"}
+            if args.command in ("soak", "gate"):  # each writes its summary, which the gate's script reads
+                assert args.summary_json.startswith(_env(c)["STATUS_DIR"] + "/"), argv
+    assert seen == {"soak", "report", "gate", "compact"}
+    (gate,) = pod["containers"]
+    script, _ = _script(gate)
+    assert "sed " not in script and "json.load" in script  # the run ids from the soaks' summary JSON
+
+
+def test_the_night_ends_with_rig_compact_of_each_run(cronjob):
+    script, _ = _script(_pod(cronjob)["containers"][0])
+    lines = _rig_lines(script)
+    assert any(line.startswith('rig compact "$RIG_RESULTS" --run "$run"') for line in lines), lines
+    assert 'compact "$baseline" "$candidate"' in script  # both runs of the night, after the gate
+    assert script.index('compact "$baseline" "$candidate"') > script.index("rig gate ")
 
 
 # ---------------------------------------------------------------- the conformance Indexed Job
@@ -323,6 +427,53 @@ def indexed_job() -> dict:
     yaml = pytest.importorskip("yaml", reason="PyYAML comes with kubernetes-validate (test extra)")
     (doc,) = list(yaml.safe_load_all(INDEXED_JOB.read_text()))
     return doc
+
+
+def test_the_indexed_job_can_run_again_and_its_comments_create_it_under_a_new_name(indexed_job):
+    """generateName (a new Job per `kubectl create`; `apply` needs a fixed name), no fixed name, no
+    TTL longer than a few days, and the commands its comments give match."""
+    meta = indexed_job["metadata"]
+    assert "name" not in meta and meta["generateName"].endswith("-")
+    assert indexed_job["spec"].get("ttlSecondsAfterFinished", 0) <= 3 * 86400
+    text = INDEXED_JOB.read_text()
+    assert "kubectl create -f deploy/k8s/conformance-indexed-job.yaml" in text
+    assert "kubectl apply -f deploy/k8s/conformance-indexed-job.yaml" not in text
+    assert "job/triton-conformance " not in text  # no fixed name in its commands
+    rules = indexed_job["spec"]["podFailurePolicy"]["rules"]
+    assert {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]} in rules
+
+
+def _wait_commands() -> str:
+    """The commands of the Job's comment, from `job=$(kubectl create ...)` to the last kubectl line."""
+    lines = [line[4:] for line in INDEXED_JOB.read_text().splitlines() if line.startswith("#   ")]
+    start = next(i for i, line in enumerate(lines) if line.startswith("job=$(kubectl create"))
+    end = max(i for i, line in enumerate(lines) if "kubectl get" in line)
+    return "\n".join(lines[start:end + 1])
+
+
+@pytest.mark.parametrize("final", ["Failed", "Complete"])
+def test_the_wait_in_the_comments_ends_when_the_job_fails_or_completes(final, tmp_path):
+    """The comment's commands, run by bash with a stand-in kubectl: the Job is running for two polls,
+    then Failed (a shard failed) or Complete; the wait ends and says which, never sits out a timeout."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "kubectl").write_text(f"""#!/bin/bash
+echo "$@" >> "{tmp_path}/calls"
+if [ "$1" = create ]; then echo job.batch/triton-conformance-x7k2p; exit 0; fi
+n=$(grep -c '^get' "{tmp_path}/calls")
+if [ "$n" -le 2 ]; then exit 0; fi
+case "$*" in *failedIndexes*) echo "{final}: failed shards [{'2' if final == 'Failed' else ''}]";; *) echo "{final}";; esac
+""")
+    (bin_ / "sleep").write_text("#!/bin/sh\nexit 0\n")
+    for f in bin_.iterdir():
+        f.chmod(0o755)
+    r = subprocess.run(["bash", "-c", _wait_commands()], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PATH": f"{bin_}{os.pathsep}{os.environ.get('PATH', '')}"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"{final}: failed shards"), r.stdout
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls[0].startswith("create -f deploy/k8s/conformance-indexed-job.yaml -o name")
+    assert all("job.batch/triton-conformance-x7k2p" in c for c in calls[1:]), calls
 
 
 def _shard_script(job: dict) -> str:
@@ -477,10 +628,16 @@ def test_the_cronjob_scripts_run_a_night_store_report_and_gate_a_regression(cron
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]  # the soak's status is kept, not returned
     assert (status / "baseline.rc").read_text().strip() == "0"
     assert (status / "candidate.rc").read_text().strip() == "1"
+    summaries = {role: json.loads((status / f"{role}.json").read_text()) for role in ("baseline", "candidate")}
+    assert (summaries["baseline"]["exit_status"], summaries["candidate"]["exit_status"]) == (0, 1)
     script, _ = _script(pod["containers"][0])
     r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=300, env=base, cwd=tmp_path)
     assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
     assert re.search(r"^FAIL: .*exit_timeout", r.stdout, re.M), r.stdout[-3000:]
-    assert "soak candidate: exit 1, run 2" in r.stdout
-    (page,) = reports.iterdir()
+    assert f"soak candidate: exit 1, run {summaries['candidate']['run_id']}" in r.stdout
+    assert "rig compact of run" not in r.stdout  # both runs compacted
+    page, gate = sorted(reports.iterdir(), key=lambda p: p.suffix)
     assert page.suffix == ".html" and page.stat().st_size > 10_000
+    verdict = json.loads(gate.read_text())
+    assert gate.name.endswith("-gate.json") and (verdict["verdict"], verdict["exit_status"]) == ("fail", 1)
+    assert set(verdict["run_ids"]) == {s["run_id"] for s in summaries.values()}

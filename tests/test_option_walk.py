@@ -120,6 +120,8 @@ ELSEWHERE = {
               "::test_a_held_process_and_what_it_starts_keep_the_share, "
               "::test_a_bench_held_to_one_cpu_records_its_share_and_its_stubs_keep_it (slow)",
     "--junit": "test_junit.py (a bad path refused in one line before the run; a real soak's file validated)",
+    "--summary-json": "test_summary_json.py (a bad path refused in one line before the run; a real soak's file "
+                      "held to its stored cycles, slow)",
 }
 
 
