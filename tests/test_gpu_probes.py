@@ -414,3 +414,10 @@ def test_the_soaks_summary_says_which_gpu_memory_it_read():
     said = summary_table(Tally([cycle_row(1, gpu_growth_per_1k_b=-1000.0, gpu_memory_source="process")]))
     assert "memory        gpu: median -1.0 KB per 1,000 requests (max -1.0), read from the cycle's processes by PID" in said
     assert "gpu:" not in summary_table(Tally([cycle_row(1)]))  # no GPU figure, no line
+
+
+def test_survey_asks_for_the_process_list_but_matches_no_pid():
+    g = gpu(devices=_with_procs({999_999: 1 * MIB}))
+    assert g.survey() == {}  # the parent is on no GPU: that says nothing of the worker's processes
+    g = gpu(devices=_with_procs({999_999: 1 * MIB}), pid_namespace=True)
+    assert list(g.survey()) == ["process_memory"] and "PID namespace" in g.notes["process_memory"]

@@ -336,6 +336,8 @@ class Gpu:
         try:
             return f(*args)
         except self._nvml.NVMLError as e:
+            if probe in self.notes:  # said once; a soak asks thousands of times
+                return None
             code = self._code(e)
             if code == "NOT_SUPPORTED" and device is not None and self._is_mig(device):
                 self._note(probe, f"MIG: {label} is a MIG device or in MIG mode, where NVML does not give it ({code})")
@@ -484,13 +486,17 @@ class Gpu:
         used = self.memory_used()
         return GpuMemory("device" if used is not None else None, device_bytes=used)
 
-    def survey(self, pids: list[int] | None = None) -> dict[str, str]:
+    def survey(self) -> dict[str, str]:
         """Every figure read once, so that ``notes`` says which ones this host cannot give (a
-        run's ``gpu_notes``, read by the parent before its cycles); returns ``notes``."""
+        run's ``gpu_notes``, read by the parent before its cycles); returns ``notes``. The
+        process list is only asked for: the parent's own PID is on no GPU, so it matching none
+        says nothing of the worker's."""
         if self.devices:
             self.memory_used()
             self.utilization()
-            self.memory_of(pids or [os.getpid()])
+            self._processes()
+            if self.in_pid_namespace():
+                self.memory_of([])
         return self.notes
 
 
