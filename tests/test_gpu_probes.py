@@ -159,8 +159,14 @@ def test_devices_named_that_nvml_does_not_see_leave_no_gpu_and_say_why():
     g = gpu(env={"CUDA_VISIBLE_DEVICES": "GPU-ffff"})
     assert not g.available and g.why == "CUDA_VISIBLE_DEVICES names no GPU that NVML sees"
     assert g.memory_used() is None and g.utilization() is None and g.memory_of([1]) == probes.GpuMemory()
-    g = gpu(devices=_three(), env={"CUDA_VISIBLE_DEVICES": "GPU-"})  # ambiguous prefix is not an entry at all
-    assert not g.available and g.notes["init"] == "CUDA_VISIBLE_DEVICES names no GPU that NVML sees"
+    g = gpu(devices=_three(), env={"CUDA_VISIBLE_DEVICES": "GPU-"})  # no UUID at all: CUDA takes no entry
+    assert not g.available and g.notes["init"] == "CUDA_VISIBLE_DEVICES leaves this process no GPU"
+    g = gpu(devices=_three(), env={"NVIDIA_VISIBLE_DEVICES": "void"})
+    assert not g.available and g.why == "NVIDIA_VISIBLE_DEVICES leaves this process no GPU"
+    devices = _three()
+    devices[1]["uuid"] = "GPU-aaaa-1"
+    g = gpu(devices=devices, env={"CUDA_VISIBLE_DEVICES": "GPU-aaaa"})  # the prefix of two: neither
+    assert not g.available and g.notes["devices"] == "GPU-aaaa is the prefix of 2 GPUs' UUIDs"
     g = gpu(devices=_three(), env={"CUDA_VISIBLE_DEVICES": "GPU-aaaa-0,none"})
     assert [label for label, _ in g.devices] == ["GPU-aaaa-0"]
 

@@ -282,7 +282,8 @@ class Gpu:
         var, entries = visible_devices(environ)
         self.devices = self._open(var, entries, count)
         if not self.devices:
-            self._none("NVML sees no GPU" if not count else f"{var} names no GPU that NVML sees")
+            self._none("NVML sees no GPU" if not count else f"{var} leaves this process no GPU" if entries == []
+                       else f"{var} names no GPU that NVML sees")
             return
         self.handle = self.devices[0][1]
         names = [self._name(label, h) for label, h in self.devices]
