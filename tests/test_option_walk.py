@@ -58,7 +58,7 @@ VALUES = {  # a valid value for each option that takes one
     "--max-memory-growth": "65536", "--max-slowdown": "25", "--memory-samples": "off", "--server-stats": "off",
     "--min-finalize-success": "0.75", "--allow-outcomes": "clean,exit_timeout", "--resume": None,
     "--skip-ok": None, "--allow-leaks": None, "--dynamic-batching": None, "--queue-delay-us": "200",
-    "--locust-master": "127.0.0.1:5557", "--node": "n1", "--input-data": "zero", "--shape": "X:2,3",
+    "--locust-master": "127.0.0.1:5557", "--node": "n1", "--input-data": "zero", "--input-memory": "cpu", "--shape": "X:2,3",
     "--scenario": "stub-exits", "--control": None, "--model-shape": "decoupled,instances-2",
 }
 
@@ -108,6 +108,7 @@ APPLIES = {
     "--locust-master": ((), lambda c: c.workload.master == "127.0.0.1:5557" and c.workload.name == "steady"),
     "--node": ((), lambda c: c.node == "n1"),
     "--input-data": ((), lambda c: c.input_data == "zero"),
+    "--input-memory": ((), lambda c: c.input_memory == "cpu"),
     "--shape": ((), lambda c: c.shapes == "X:2,3"),
 }
 

@@ -97,7 +97,7 @@ def _marker(pid, instance, phase, t, error=None):
 def test_summarize_no_markers():
     assert cycle.summarize_markers([], 1.0, crash_recorder=True) == {
         "finalize_expected": 0, "finalize_before_stop": 0, "finalize_after_stop": 0, "finalize_errors": 0,
-        "stub_crashes": 0}
+        "stub_crashes": 0, "input_copies": None}
     assert cycle.summarize_markers([], None)["finalize_expected"] == 0
     # no crash recorder armed in the stubs (no compiler): not measured, not "no crash"
     assert cycle.summarize_markers([], 1.0, crash_recorder=False)["stub_crashes"] is None
@@ -117,7 +117,7 @@ def test_summarize_counts_instances_and_splits_at_the_stop():
     ]
     assert cycle.summarize_markers(markers, 1.0, crash_recorder=True) == {
         "finalize_expected": 3, "finalize_before_stop": 2, "finalize_after_stop": 1, "finalize_errors": 1,
-        "stub_crashes": 1}
+        "stub_crashes": 1, "input_copies": None}
     # the stop never returned: every finalize counts as after
     s = cycle.summarize_markers(markers, None)
     assert (s["finalize_before_stop"], s["finalize_after_stop"]) == (0, 3)
@@ -172,7 +172,7 @@ def test_markers_from_the_real_hook_with_a_finalize_that_raises(tmp_path):
     # finalizes splits them
     assert cycle.summarize_markers(markers, t_between, crash_recorder=True) == {
         "finalize_expected": 2, "finalize_before_stop": 1, "finalize_after_stop": 1, "finalize_errors": 1,
-        "stub_crashes": 0}
+        "stub_crashes": 0, "input_copies": None}
     assert not list(tmp_path.glob("*.tmp"))
 
 

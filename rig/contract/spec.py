@@ -10,6 +10,7 @@ from pathlib import Path
 from rig.common.errors import RigError
 from rig.contract.verdicts import MAX_MEMORY_GROWTH_B, MAX_SLOWDOWN_PCT
 
+INPUT_MEMORY = ("auto", "cpu", "gpu")  # --input-memory: auto is gpu for the cupy model, cpu otherwise
 WORKLOADS = ("steady", "soak", "ramp", "step", "spike")  # the built-in workloads (workloads/*.py)
 IN_FLIGHT = 8            # requests outstanding at stop() (the stop-in-flight scenario)
 LEAK_PREFIX = "rig-leak-"  # leaks-per-load's files in /dev/shm: rig-leak-<the worker's pid>-...
@@ -52,6 +53,9 @@ class CycleSpec:
     server_stats: bool = True         # each window holds Triton's statistics of the models (rig.worker.serverstats)
     # The phases holding the quiet lock in a matrix (rig.worker.quiet): not those a fault only waits in
     quiet: list = dataclasses.field(default_factory=lambda: ["start", "load"])
+    # Where the rig's inputs live, and whether a GPU preference for outputs is honoured: cpu | gpu | gpu:N
+    # (rig.worker.engines.memory)
+    input_memory: str = "cpu"
 
 
 def repository_models(repository: Path) -> list[str]:

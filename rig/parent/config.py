@@ -93,6 +93,7 @@ class RunConfig:
     startup_timeout: float = 120.0
     request_timeout: float = 30.0     # a request unanswered this long ends the cycle's workload
     input_data: str = "random"        # random | zero | FILE.json (perf_analyzer's format)
+    input_memory: str = "auto"        # auto | cpu | gpu: where the inputs live (auto: gpu for the cupy model)
     shapes: str | list | None = None  # variable dimensions: "NAME:d1,d2 NAME2:d" (or a list of such)
     results: str = "results"
     node: str | None = None           # the name rows carry in `host` (default the hostname)

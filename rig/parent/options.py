@@ -8,6 +8,7 @@ import argparse
 
 from rig.parent.config import ARRIVALS, ENGINES, FAULT_PRESETS, MODELS, RESTART_MODES, RETAIN, STOP_STRATEGIES
 from rig.common.errors import RigError
+from rig.contract.spec import INPUT_MEMORY
 
 
 def option(dest: str) -> str:
@@ -33,6 +34,11 @@ def add_target_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--input-data", metavar="zero|random|FILE.json",
                    help="what requests carry: random data, zeros, or a JSON file in perf_analyzer's format "
                    '({"data": [{"INPUT": [1, 2]}, ...]}, entries sent in turn; a relative path is this folder\'s)')
+    g.add_argument("--input-memory", choices=INPUT_MEMORY,
+                   help="where the requests' inputs live, and whether outputs the model leaves on the GPU stay "
+                   "there: cpu, or gpu (CUDA device 0 of those visible, through CuPy: inputs copied there once, "
+                   "submitted as GPU memory, outputs allocated there and read back to be checked) (default auto: "
+                   "gpu for the cupy model, cpu otherwise); recorded in every window's input_memory, output_memory")
     g.add_argument("--shape", action="append", metavar="NAME:d1,d2",
                    help="variable dimensions of an input (repeat it, or INPUT0:5,X:2,3), for generated data and "
                    "for file entries without a shape; the batch dimension left out")
@@ -123,7 +129,7 @@ OVERRIDES = {  # config key -> option dest (a subcommand without the option leav
     "requests_in_flight": "requests_in_flight", "retain": "retain", "scenario": "scenario", "control": "control", "model_shape": "model_shape", "exit_timeout": "exit_timeout",
     "stop_strategy": "stop_strategy", "restart": "restart", "startup_timeout": "startup_timeout",
     "request_timeout": "request_timeout", "results": "results", "node": "node",
-    "input_data": "input_data", "shapes": "shape",
+    "input_data": "input_data", "input_memory": "input_memory", "shapes": "shape",
     "workload.master": "locust_master",
     "workload.name": "workload", "workload.seconds": "workload_seconds", "workload.users": "users",
     "workload.in_flight": "in_flight", "workload.arrivals": "arrivals",
@@ -189,6 +195,8 @@ def run_config(args):
                 raise RigError(f"{', '.join(given)} shape(s) a workload, and none runs: add --workload "
                                "steady (or a locustfile), or drop them")
     refuse_inapplicable(args, cfg)
+    if cfg.input_memory not in INPUT_MEMORY:
+        raise RigError(f"input_memory must be one of {', '.join(INPUT_MEMORY)} (got {cfg.input_memory!r})")
     if cfg.model == "cupy" and not cfg.model_repository:
         from rig.parent.preflight import cupy_usable
 
@@ -197,7 +205,23 @@ def run_config(args):
             print(f"rig: skipped: the cupy model needs a CUDA device and CuPy ({why}); nothing was run. "
                   "Use --model numpy on this machine, or --skip-ok where a skip is a success.")
             return None
+    if input_memory(cfg) == "gpu":
+        from rig.parent.preflight import cupy_usable
+
+        ok, why = cupy_usable()
+        if not ok:
+            print(f"rig: skipped: --input-memory gpu needs a CUDA device and CuPy ({why}); nothing was run. "
+                  "Use --input-memory cpu on this machine, or --skip-ok where a skip is a success.")
+            return None
     return cfg
+
+
+def input_memory(cfg) -> str:
+    """Where the run's inputs live, ``cpu`` or ``gpu`` (``auto``: the cupy template's inputs on the
+    GPU, where its execute uses them in place; every other model's on the host)."""
+    if cfg.input_memory == "auto":
+        return "gpu" if cfg.model == "cupy" and not cfg.model_repository else "cpu"
+    return cfg.input_memory
 
 
 TEMPLATE_ONLY = ("model", "model_size", "instances", "max_batch_size", "dynamic_batching", "queue_delay_us", "fault",

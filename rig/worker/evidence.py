@@ -44,7 +44,20 @@ def summarize_markers(markers: list[dict], t_stop_returned: float | None,
     return {"finalize_expected": len(inits), "finalize_before_stop": before,
             "finalize_after_stop": after,
             "finalize_errors": sum(1 for m in ends if m.get("error")),
-            "stub_crashes": len(crashed) if crash_recorder else None}
+            "stub_crashes": len(crashed) if crash_recorder else None,
+            "input_copies": input_copies(markers, inits)}
+
+
+def input_copies(markers: list[dict], inits: set | None = None) -> int | None:
+    """CPU inputs that this cycle's model instances copied to their device, as they counted them
+    (the CuPy model's ``memory`` markers, one per instance, replaced as it goes); None where no
+    instance of this cycle counts."""
+    if inits is None:
+        inits = {(m["pid"], m["instance"]) for m in markers if m.get("phase") == "init"}
+    counts = [m.get("input_copies") for m in markers
+              if m.get("phase") == "memory" and (m.get("pid"), m.get("instance")) in inits]
+    counts = [int(c) for c in counts if isinstance(c, (int, float))]
+    return sum(counts) if counts else None
 
 
 def never_finalized(markers: list[dict]) -> int:

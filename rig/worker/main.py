@@ -22,6 +22,8 @@ from rig.common.procs import python_m
 from rig.contract.spec import LEAK_PREFIX, CycleSpec
 from rig.worker import cycle as cycle_mod
 from rig.worker import engines
+from rig.worker.engines import memory
+from rig.common.errors import RigError
 from rig.worker.hook import crashlib
 from rig.contract.messages import CycleStart, Fatal, Message, Phase, Refused, Window
 from rig.contract.runtime import Runtime
@@ -86,6 +88,15 @@ def main(spec_path: str, result_fd: int) -> int:
 
     def phase(name: str, timeout_s: float) -> None:
         chan.send(Phase(name, timeout_s, time.monotonic()))
+
+    placement = memory.Placement.parse(spec.input_memory)
+    memory.set_placement(placement)
+    if placement.gpu:
+        try:
+            memory.device_memory()  # CuPy and the device, now: a node without them refuses the run
+        except RigError as e:
+            chan.send(Refused(str(e)))
+            return 2
 
     workload = None
     if spec.workload and spec.workload.get("name", "none") != "none":

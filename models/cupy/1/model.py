@@ -1,14 +1,25 @@
-"""The rig's CuPy model: OUTPUT = INPUT @ W on the GPU, tensors passed by DLPack, no host copies.
+"""The rig's CuPy model: OUTPUT = INPUT @ W on the GPU; the output leaves from GPU memory by DLPack.
 
-The same parameters as the numpy model (see models/numpy/1/model.py); inputs arrive on the GPU because
-the config sets FORCE_CPU_ONLY_INPUT_TENSORS to "no".
+The same parameters as the numpy model (see models/numpy/1/model.py). An input may arrive in either
+memory: the config sets FORCE_CPU_ONLY_INPUT_TENSORS to "no", which lets the Python backend pass an
+input where it already is, and does not move a CPU input to the GPU (CuPy refuses a CPU DLPack
+tensor). So each input is asked where it is (``is_cpu()``):
+- in GPU memory (the rig's ``--input-memory gpu``): used in place, through DLPack;
+- in CPU memory: read by DLPack (never through the stub's own numpy arrays), copied to this
+  instance's device once, and the copy counted.
+The counts (``input_copies``, ``inputs_in_place``) go to the rig's evidence folder, where the stub
+has one (``RIG_EVIDENCE_DIR``), at most once a second and at finalize; the cycle records them.
 """
 
 import json
 import os
 import time
 
+_EVIDENCE_DIR = os.environ.get("RIG_EVIDENCE_DIR")
+_COUNTS_EVERY_S = 1.0
+
 import cupy as cp
+import numpy as np
 import triton_python_backend_utils as pb_utils
 
 
@@ -34,6 +45,10 @@ class TritonPythonModel:
             time.sleep(float(params["load_sleep_s"]))
         if params.get("fail_load", "0") == "1":
             raise pb_utils.TritonModelException("fault injection: this model fails to load")
+        self.instance = str(args.get("model_instance_name", "m"))
+        self.input_copies = 0     # CPU inputs copied to the device
+        self.inputs_in_place = 0  # GPU inputs used where they were
+        self.counts_written = 0.0
         device = int(args.get("model_instance_device_id", "0"))
         self.device = cp.cuda.Device(device)
         with self.device:
@@ -52,17 +67,65 @@ class TritonPythonModel:
         responses = []
         with self.device:
             for request in requests:
-                tensor = pb_utils.get_input_tensor_by_name(request, "INPUT")
-                x = cp.from_dlpack(tensor.to_dlpack())
+                x = self.on_device(pb_utils.get_input_tensor_by_name(request, "INPUT"))
                 y = cp.matmul(x, self.weight)
                 if self.leak_bytes:
                     self.leaked.append(cp.empty(self.leak_bytes, dtype=cp.uint8))
-                out = pb_utils.Tensor.from_dlpack("OUTPUT", y.toDlpack())
+                out = pb_utils.Tensor.from_dlpack("OUTPUT", _capsule(y))
                 responses.append(pb_utils.InferenceResponse(output_tensors=[out]))
+        if _EVIDENCE_DIR and time.monotonic() - self.counts_written >= _COUNTS_EVERY_S:
+            self.write_counts()
         return responses
 
+    def on_device(self, tensor):
+        """The input as a CuPy array on this instance's device: in place where it is in GPU memory,
+        else copied there (once, counted)."""
+        if tensor.is_cpu():
+            self.input_copies += 1
+            return cp.asarray(_host_array(tensor))
+        self.inputs_in_place += 1
+        x = cp.from_dlpack(tensor.to_dlpack())
+        # an input on another device than this instance's (a GPU the rig chose): moved, and counted
+        if x.device.id != self.device.id:
+            self.input_copies += 1
+            x = cp.asarray(x)
+        return x
+
+    def write_counts(self):
+        """Where the inputs were, so far, as a marker in the rig's evidence folder (replaced whole)."""
+        self.counts_written = time.monotonic()
+        record = {"pid": os.getpid(), "instance": self.instance, "phase": "memory",
+                  "input_copies": self.input_copies, "inputs_in_place": self.inputs_in_place,
+                  "t_mono": self.counts_written}
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.instance)
+        final = os.path.join(_EVIDENCE_DIR, f"{os.getpid()}-{safe}-memory.json")
+        try:
+            with open(final + ".tmp", "w") as f:
+                json.dump(record, f)
+            os.replace(final + ".tmp", final)
+        except OSError:
+            pass  # evidence is best effort: never fail a request for it
+
     def finalize(self):
+        if _EVIDENCE_DIR:
+            self.write_counts()
         if self.finalize_mode == "raise":
             raise RuntimeError("fault injection: finalize raises")
         if self.finalize_mode == "sleep":
             time.sleep(self.finalize_sleep_s)
+
+
+def _host_array(tensor):
+    """A CPU input as a numpy array by DLPack, not ``as_numpy()``: the stubs of the embedded cores
+    (pybind11 2.10) hand numpy 2 arrays of 0 bytes, and CuPy 14 needs numpy 2 in the stub."""
+    try:
+        return np.from_dlpack(tensor)
+    except (AttributeError, TypeError, BufferError):  # a backend whose Tensor is no DLPack producer
+        return tensor.as_numpy()
+
+
+def _capsule(array):
+    """A DLPack capsule of a CuPy array: every Python backend's ``Tensor.from_dlpack`` takes one
+    (newer ones also take the array itself)."""
+    to_dlpack = getattr(array, "toDlpack", None)
+    return to_dlpack() if to_dlpack is not None else array.__dlpack__()

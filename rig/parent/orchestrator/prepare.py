@@ -67,11 +67,21 @@ class Prepared:
     tags: dict | None = dataclasses.field(default=None, init=False, repr=False)  # orchestrator.rows.run_tags
 
 
+def _scenario_models(cfg: RunConfig) -> bool:
+    """Whether the run's scenario serves models of its own (not the template)."""
+    return bool(cfg.scenario and scenarios.get(cfg.scenario).repository)
+
+
 def prepare(cfg: RunConfig, command: str, store: Recorder, run_id: str | None = None,
             log: Callable[[str], None] = print) -> Prepared:
     """Everything checked before anything starts: runtime, engine, model repository. ``store``
     (opened and checked by the command) takes the run's rows."""
     rt = runtime_mod.resolve(cfg.runtime, log=log)
+    if rt.stub_site and cfg.model == "cupy" and not cfg.model_repository and not _scenario_models(cfg):
+        # CuPy 14 imports only over numpy 2, so the numpy-1 folder of an embedded core's stubs would
+        # fail the model's import; the CuPy model never hands the stub a numpy array (its tensors
+        # come and go by DLPack: models/cupy/1/model.py), the path numpy 2 breaks in those stubs.
+        rt = dataclasses.replace(rt, stub_site=None)
     if cfg.scenario:  # a scenario whose models need what this core was built without: one line
         core_features.check(scenarios.get(cfg.scenario), rt)
     hook = ensure_evidence_hook(log)

@@ -8,6 +8,7 @@ import os
 
 from rig.contract.spec import IN_FLIGHT, CycleSpec
 from rig.parent import scenarios
+from rig.parent.options import input_memory
 from rig.parent.orchestrator.prepare import Prepared, check_run_inputs
 
 
@@ -38,7 +39,8 @@ def run_spec(p: Prepared) -> CycleSpec:
         input_data=c.input_data, shapes=p.inputs["shapes"], optional_inputs=p.inputs["optional"],
         client=c.client, in_flight_at_stop=scenarios.get(c.scenario).in_flight if c.scenario else IN_FLIGHT,
         quiet=_quiet_phases(c), max_memory_growth=c.thresholds.max_memory_growth,
-        max_slowdown=c.thresholds.max_slowdown, sample_memory=c.memory_samples, server_stats=c.server_stats)
+        max_slowdown=c.thresholds.max_slowdown, sample_memory=c.memory_samples, server_stats=c.server_stats,
+        input_memory=input_memory(c))
 
 
 def _quiet_phases(config) -> list[str]:

@@ -15,6 +15,7 @@ from hdrh.histogram import HdrHistogram
 from rig.common import hdr, probes
 from rig.common.hdr import HIGHEST_US as HDR_MAX_US
 from rig.common.stability import stable  # noqa: F401 - the rule each window is held to
+from rig.worker.engines import memory
 
 
 def record_many(hist: HdrHistogram, values: np.ndarray) -> None:
@@ -186,6 +187,15 @@ class HubMonitor:
         greenlet.settrace(self._previous)
 
 
+def memory_columns(lanes) -> dict:
+    """Where the window's tensors lived: the inputs' placement, and the outputs' memory as the
+    allocators handed it out (the native lane's allocator gives host memory only)."""
+    out = memory.OUTPUTS.take()
+    if "native" in lanes:
+        out = ",".join(sorted(set(out.split(",") if out else ()) | {"cpu"}))
+    return {"input_memory": memory.PLACEMENT.label, "output_memory": out}
+
+
 def run_windows(sink, hub: HubMonitor, seconds: float, window_seconds: float, emit, tags, conc,
                 rate=None, start=None, finish=None, before_close=None, server=None) -> tuple[list[dict], float]:
     """One row per window; returns the rows and the wall time. The first window opens before
@@ -227,6 +237,7 @@ def run_windows(sink, hub: HubMonitor, seconds: float, window_seconds: float, em
         row["stable"] = stable(rows + [row])
         row["monotonic_end"] = t0 + now  # when it closed, on the worker's clock (not stored: the samples' x)
         row["lane"] = sink.lane_label()
+        row.update(memory_columns(sink.kinds))
         rows.append(row)
         emit(row)
     return rows, time.monotonic() - t0

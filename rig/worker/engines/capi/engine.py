@@ -21,6 +21,7 @@ from rig.worker.engines.capi.core import (CONTROL_MODES, DATATYPES, MEMORY_CPU, 
                                    CoreLibrary, ReleaseFn, RequestReleaseFn, ResponseCompleteFn,
                                    datatype_of, serialize_bytes)
 from rig.worker.engines.capi.response import CapiResponse, EmptyResponse
+from rig.worker.engines import memory
 from rig.common.errors import RigError
 
 
@@ -66,17 +67,31 @@ class CapiEngine(Engine):
         self._request_release_cb = RequestReleaseFn(self._request_released)
         self._response_cb = ResponseCompleteFn(self._response_complete)
 
-    # -- allocator: plain malloc'd host memory, owned by the response until it is deleted
+    # -- allocator: host memory from malloc, owned by the response until it is deleted; device
+    # memory from CuPy's pool where the core prefers the GPU for an output (the model left it
+    # there) and the placement is gpu (``--input-memory gpu``): no copy back to the host in the core
     def _alloc(self, allocator, name, size, mtype, mid, userp, buffer, buffer_userp, amtype, amid):
-        buffer[0] = self.core.libc.malloc(size) if size else None
         buffer_userp[0] = None
+        if mtype == memory.MEMORY_GPU and memory.PLACEMENT.gpu and size:
+            try:
+                buffer[0] = memory.device_memory().alloc(size, mid)
+                amtype[0], amid[0] = memory.MEMORY_GPU, mid
+                memory.OUTPUTS.record(memory.memory_label(memory.MEMORY_GPU, mid))
+                return None
+            except Exception:  # noqa: BLE001 - out of device memory: the host serves, the core copies
+                pass
+        buffer[0] = self.core.libc.malloc(size) if size else None
         amtype[0] = MEMORY_CPU
         amid[0] = 0
+        memory.OUTPUTS.record("cpu")
         return None
 
     def _release_buffer(self, allocator, buffer, buffer_userp, size, mtype, mid):
         if buffer:
-            self.core.libc.free(buffer)
+            if mtype == memory.MEMORY_GPU:
+                memory.device_memory().free(buffer)
+            else:
+                self.core.libc.free(buffer)
         return None
 
     def _event(self, rid, pending: _Pending) -> None:
@@ -242,6 +257,7 @@ class CapiEngine(Engine):
         sequence = self.sequence_of(model, sequence)
         c.call("TRITONSERVER_InferenceRequestNew", byref(req), self.server, model.encode(), -1)
         keep = []
+        placement = memory.PLACEMENT
         try:
             if sequence is not None:
                 c.call("TRITONSERVER_InferenceRequestSetCorrelationId", req, sequence.correlation_id)
@@ -253,14 +269,22 @@ class CapiEngine(Engine):
                     data = serialize_bytes(arr)
                     ptr, size = ctypes.c_char_p(data), len(data)
                     keep.append(data)
+                    mtype, mid = MEMORY_CPU, 0
+                elif placement.gpu:
+                    # the same host array is the same device array, copied once (memory.DeviceMemory)
+                    dev = memory.device_memory().input(arr)
+                    keep.append(dev)
+                    ptr, size = int(dev.data.ptr), int(dev.nbytes)
+                    mtype, mid = memory.MEMORY_GPU, placement.device
                 else:
                     arr = np.ascontiguousarray(arr)
                     keep.append(arr)
                     ptr, size = arr.ctypes.data, arr.nbytes
+                    mtype, mid = MEMORY_CPU, 0
                 shape = (c_int64 * max(arr.ndim, 1))(*arr.shape)
                 c.call("TRITONSERVER_InferenceRequestAddInput", req, name.encode(), dtype, shape, arr.ndim)
                 c.call("TRITONSERVER_InferenceRequestAppendInputData", req, name.encode(),
-                       ptr if isinstance(ptr, int) else ctypes.cast(ptr, c_void_p), size, MEMORY_CPU, 0)
+                       ptr if isinstance(ptr, int) else ctypes.cast(ptr, c_void_p), size, mtype, mid)
             with self._id_lock:
                 rid = self._next_id
                 self._next_id += 1
@@ -289,10 +313,10 @@ class CapiEngine(Engine):
 
     def lane(self, model: str, inputs: dict[str, np.ndarray] | list[dict], in_flight: int) -> Lane | None:
         """The native lane (``rig/worker/engines/capi/_fastpath.c``) where a C compiler is at hand and the inputs
-        suit it (no BYTES, no sequence batcher: it sets no correlation id); else None, and the
+        suit it (no BYTES, no sequence batcher: it sets no correlation id; inputs in host memory); else None, and the
         Python lane serves. ``inputs``: one entry, or a list of them cycled request by request."""
-        if not native.available()[0] or self.stateful(model):
-            return None
+        if not native.available()[0] or self.stateful(model) or memory.PLACEMENT.gpu:
+            return None  # the native lane knows host memory only (rig.worker.engines.memory)
         try:
             return native.NativeLane(self, model, inputs, in_flight=in_flight)
         except RigError:

@@ -10,6 +10,7 @@ from ctypes import POINTER, byref, c_char_p, c_int, c_int64, c_size_t, c_uint32,
 import numpy as np
 
 from rig.worker.engines.base import EngineError, Response
+from rig.worker.engines import memory
 from rig.worker.engines.capi.core import DATATYPES, NUMPY_OF
 
 
@@ -33,7 +34,14 @@ class CapiResponse(Response):
                       byref(dtype), byref(shape), byref(dims), byref(base), byref(size),
                       byref(mtype), byref(mid), byref(userp))
             yield (name.value.decode(), DATATYPES[dtype.value],
-                   tuple(shape[k] for k in range(dims.value)), base.value, size.value)
+                   tuple(shape[k] for k in range(dims.value)), base.value, size.value, mtype.value, mid.value)
+
+    def _copy(self, dtype_name, shape, base, size, mtype, mid) -> np.ndarray:
+        """A host copy of one output that shares nothing with the response: an output in GPU
+        memory is read back from the device (so the check compares what the model computed)."""
+        if mtype == memory.MEMORY_GPU:
+            return memory.device_memory().to_host(base, size, mid, np.dtype(NUMPY_OF[dtype_name]), shape)
+        return self._array(dtype_name, shape, base, size).copy()
 
     def _array(self, dtype_name, shape, base, size) -> np.ndarray:
         if dtype_name == "BYTES":
@@ -53,13 +61,15 @@ class CapiResponse(Response):
     def outputs(self) -> dict[str, np.ndarray]:
         if not self._handle:
             raise EngineError("response already released", "INVALID_ARG")
-        return {n: self._array(d, s, b, z).copy() for n, d, s, b, z in self._raw_outputs()}
+        return {n: self._copy(d, s, b, z, t, i) for n, d, s, b, z, t, i in self._raw_outputs()}
 
     def output_view(self, name: str) -> np.ndarray:
         """A zero-copy array whose base owns this response, as a DLPack consumer's would."""
-        for n, d, s, b, z in self._raw_outputs():
+        for n, d, s, b, z, t, i in self._raw_outputs():
             if n == name:
                 owner = _ResponseOwner(self)
+                if t == memory.MEMORY_GPU:  # a CuPy array, as cupy.from_dlpack of a device output gives
+                    return memory.device_memory().view(b, z, i, np.dtype(NUMPY_OF[d]), s, owner)
                 arr = self._array(d, s, b, z)
                 return np.asarray(_OwnedBuffer(arr, owner))
         raise EngineError(f"response has no output {name!r}", "INVALID_ARG")

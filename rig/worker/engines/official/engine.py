@@ -29,6 +29,7 @@ from rig.worker.engines.official import loader
 from rig.worker.engines.official.errors import call, engine_error
 from rig.worker.crossthread import Signal
 from rig.worker.engines.official.loop import LoopThread
+from rig.worker.engines import memory
 from rig.worker.engines.official.responses import OfficialResponse, pick_async, prepare_inputs
 
 _STATE_PRIORITY = ("UNLOADING", "LOADING", "READY", "UNAVAILABLE")
@@ -118,6 +119,7 @@ class OfficialEngine(Engine):
         self._stop_message: str | None = None
         self._loop: LoopThread | None = None
         self.infer_kwargs: dict[str, Any] = {}
+        self.request_kwargs: dict[str, Any] = {}  # what every InferenceRequest carries (its output memory)
         self._stateful: dict[str, bool] = {}
 
     # ------------------------------------------------------------ lifecycle
@@ -141,6 +143,10 @@ class OfficialEngine(Engine):
         # iterators of packages without the keyword raise, and the picker handles both.
         if "raise_on_error" in inspect.signature(ts.Model.async_infer).parameters:
             self.infer_kwargs = {"raise_on_error": False}
+        if memory.PLACEMENT.gpu:
+            # outputs asked in device memory: the bindings' allocator then takes them from CuPy
+            self.request_kwargs = {"output_memory_type": memory.PLACEMENT.label}
+            self.infer_kwargs = {**self.infer_kwargs, **self.request_kwargs}
 
     def stop(self) -> str | None:
         server = self._server
@@ -222,7 +228,7 @@ class OfficialEngine(Engine):
         try:
             tensors = {name: ts.Tensor.from_dlpack(arr) if arr.dtype != object else arr
                        for name, arr in arrays.items()}
-            return ts.InferenceRequest(model=handle, inputs=tensors)
+            return ts.InferenceRequest(model=handle, inputs=tensors, **self.request_kwargs)
         except Exception:  # noqa: BLE001 - older bindings, an input dlpack cannot carry (bool, say)
             return None
 

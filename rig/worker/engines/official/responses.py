@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from rig.worker.engines import memory
 from rig.worker.engines.base import EngineError, Response
 from rig.worker.engines.official.errors import code as _code
 from rig.worker.engines.official.errors import engine_error as _engine_error
@@ -26,13 +27,17 @@ def _enum_name(value: Any) -> str:
 
 
 def prepare_inputs(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """C-contiguous numpy arrays. The request points at their memory (no copy), so the caller
+    """C-contiguous numpy arrays, or CuPy arrays on the device with ``--input-memory gpu`` (BYTES
+    stay on the host). The request points at their memory (no copy), so the caller
     keeps this dict alive until the request completes."""
     prepared = {}
+    placement = memory.PLACEMENT
     for name, value in inputs.items():
         arr = np.asarray(value)
         if arr.dtype != object and not arr.flags.c_contiguous:
             arr = np.ascontiguousarray(arr)
+        if placement.gpu and arr.dtype != object:
+            arr = memory.device_memory().input(arr)  # a CuPy array: the bindings take it by DLPack
         prepared[name] = arr
     return prepared
 
@@ -144,18 +149,20 @@ class OutputCheck:
         self.name = check["name"]
         self.want = check.get("bytes")
         self.size = len(self.want) if self.want is not None else check.get("size")
-        self._seen: dict = {}  # (data_type, memory_type, shape) -> (readable in place, fits, BYTES)
+        self._seen: dict = {}  # (data_type, memory_type, shape) -> (readable in place, fits, BYTES, memory)
         # A ctypes array type of the reference's length, made once: ``from_address(ptr).raw``
         # reads the bytes without a foreign-function call (string_at is one).
         self._view = ctypes.c_char * len(self.want) if self.want else None
 
-    def _judge(self, key, tensor) -> tuple[bool, bool, bool]:
+    def _judge(self, key, tensor) -> tuple[bool, bool, bool, str]:
         from rig.worker.outputs import _fits
 
         data_type = getattr(tensor, "data_type", None)
         in_place = getattr(tensor, "memory_buffer", None) is not None and _is_host(tensor)
         datatype = _enum_name(data_type) if data_type is not None else None
-        verdict = (in_place, _fits({**self.check, "size": None}, datatype, key[2], 0), datatype == "BYTES")
+        where = "cpu" if _is_host(tensor) else memory.memory_label(memory.MEMORY_GPU,
+                                                                    getattr(tensor, "memory_type_id", 0) or 0)
+        verdict = (in_place, _fits({**self.check, "size": None}, datatype, key[2], 0), datatype == "BYTES", where)
         if len(self._seen) < 64:  # a model whose shapes vary endlessly is judged every time
             self._seen[key] = verdict
         return verdict
@@ -171,7 +178,8 @@ class OutputCheck:
         verdict = self._seen.get(key)
         if verdict is None:
             verdict = self._judge(key, tensor)
-        in_place, fits, is_bytes = verdict
+        in_place, fits, is_bytes, where = verdict
+        memory.OUTPUTS.record(where)
         if not in_place:
             return _slow_match(tensor, self.check)
         if not fits:
