@@ -31,7 +31,7 @@ from rig.contract.cell import CellSpec
 from rig.parent.options import OVERRIDES, add_cycle_options, add_target_options, option, run_config
 # Options a bench cell takes from the matrix's (the server and the model; no lifecycle, no load).
 _BENCH_DESTS = ("model", "model_repository", "model_size", "instances", "max_batch_size", "dynamic_batching",
-                "queue_delay_us",
+                "queue_delay_us", "input_memory",
                 "execute_delay_ms", "exit_timeout", "startup_timeout", "request_timeout", "in_flight")
 # A bench cell's own settings (`rig bench`'s options): 3 windows of 1 s a point, one repeat.
 BENCH_SETTINGS = {"windows": 3, "window_seconds": 1.0, "repeats": 1}
