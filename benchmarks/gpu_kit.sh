@@ -21,6 +21,7 @@
 #                              with the core, its bundled libraries, the Python backend and the 3.12
 #                              stub only; stub-site-py3.12 with numpy<2 (the stubs are built for numpy 1)
 #   KIT.txt                    what made it: commit, whether the tree was dirty, date, parts' sizes
+# KIT_PART_SIZES=1 also prints each part's packed size; KIT_LIMIT_MIB changes the limit (60).
 set -euo pipefail
 
 out_dir="${1:?usage: benchmarks/gpu_kit.sh OUT_DIR}"
@@ -206,7 +207,8 @@ tar -C "$stage" -cf - "$name" | xz -T0 -6 > "$archive.tmp"
 mv "$archive.tmp" "$archive"
 size=$(stat -c %s "$archive")
 cat "$kit/KIT.txt"
-for part in rig wheels rig-home/runtimes rig-home/stub-site-py3.12; do
+# each part packed alone as well (another xz pass over the same bytes: about a minute more)
+[ "${KIT_PART_SIZES:-0}" = 1 ] && for part in rig wheels rig-home/runtimes rig-home/stub-site-py3.12; do
   printf '  packed %-28s %s\n' "$part/" \
     "$(tar -C "$kit" -cf - "$part" | xz -T0 -6 | wc -c | awk '{printf "%.1f MiB", $1 / 1048576}')"
 done
