@@ -128,8 +128,11 @@ def test_doctor_says_what_is_usable_here_and_why_not():
     assert p.returncode == 0 and p.stderr == "", p.stderr
     lines = p.stdout.splitlines()
     assert [ln[:12].strip() for ln in lines if not ln.startswith("runtime")] == \
-        ["python", "engine", "engine", "gpu", "cpu idle", "cupy", "locust"], "every check, in order, no conflict"
+        ["python", "libpython", "engine", "engine", "gpu", "versions", "versions", "cpu idle", "cupy", "locust"], \
+        "every check, in order, no conflict"
     assert lines[0] == f"python      {platform.python_version()} ({sys.executable})"
+    assert "libpython   " + (runtime.libpython_problem() or "found: the backend stubs of the embedded and built cores "
+                              "can start") in lines
     said = set(lines)
     if runtime.container_home() is None:
         assert "runtime     container: none (/opt/tritonserver missing, TRITON_HOME unset)" in said

@@ -118,6 +118,8 @@ def report() -> str:
             lines.append(f"runtime     container: unusable: {e}")
     else:
         lines.append("runtime     container: none (/opt/tritonserver missing, TRITON_HOME unset)")
+    problem = runtime.libpython_problem()
+    lines.append("libpython   " + (problem or "found: the backend stubs of the embedded and built cores can start"))
     installed = runtime.list_embedded()
     for r in installed:
         ok = runtime.python_tag() in r["stubs"]

@@ -14,6 +14,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import sysconfig
 import tempfile
 import zipfile
@@ -34,6 +35,36 @@ DEFAULT_EMBEDDED = "0.7.0"
 def _python_libdir() -> list[str]:
     libdir = sysconfig.get_config_var("LIBDIR")
     return [libdir] if libdir and os.path.isdir(libdir) else []
+
+
+def _system_libpython_dir() -> list[str]:
+    """The system folder that holds this interpreter's libpython, where its LIBDIR does not."""
+    soname = f"libpython{python_tag()}.so.1.0"
+    if any(os.path.exists(os.path.join(d, soname)) for d in _python_libdir()):
+        return []
+    return [d for d in _SYSTEM_LIBDIRS if os.path.exists(os.path.join(d, soname))][:1]
+
+
+# Where a distribution puts a shared libpython that its interpreter does not link (Debian and
+# Ubuntu: the libpython3.X package beside a statically linked /usr/bin/python3.X).
+_SYSTEM_LIBDIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
+                   "/usr/local/lib")
+
+
+def libpython_problem(libdirs: list[str] | None = None, version: str | None = None) -> str | None:
+    """Why a backend stub for this interpreter could not start here, or None: the stubs of the
+    embedded and built cores link ``libpython3.X.so.1.0``, found through the library path the rig
+    gives them (this interpreter's LIBDIR). A Python without it (a static build; Ubuntu's without
+    its libpython3.X package) loads no Python-backend model, and Triton says only that the stub
+    is unhealthy; this says what to install."""
+    version = version or python_tag()
+    soname = f"libpython{version}.so.1.0"
+    dirs = _python_libdir() if libdirs is None else libdirs
+    if any(os.path.exists(os.path.join(d, soname)) for d in [*dirs, *_SYSTEM_LIBDIRS]):
+        return None
+    return (f"the backend stubs need {soname}, which this Python {version} ({sys.executable}) does not have "
+            f"(looked in {', '.join(dirs) or 'no LIBDIR'} and the system's library folders): install it "
+            f"(Debian/Ubuntu: apt-get install libpython{version}), or use a Python built with --enable-shared")
 
 
 # ---------------------------------------------------------------- container install
@@ -153,7 +184,7 @@ def _embedded_from_root(version: str, root: Path, py: str | None = None) -> Runt
                    triton_version=meta.get("triton_version") or PYTRITON_CORE.get(version, "unknown"),
                    server_dir=str(sdir), core_library=str(sdir / "lib" / "libtritonserver.so"),
                    backend_dir=str(sdir / "backends"),
-                   library_path=tuple([*_python_libdir(), libs, str(sdir / "lib")]),
+                   library_path=tuple([*_python_libdir(), *_system_libpython_dir(), libs, str(sdir / "lib")]),
                    stub_site=stub_site())
 
 
@@ -256,7 +287,7 @@ def built_runtime(spec: str) -> Runtime:
     return Runtime(name=f"built-{v}", kind="built", triton_version=m.get("triton_version", v),
                    server_dir=str(sdir), core_library=str(sdir / "lib" / "libtritonserver.so"),
                    backend_dir=str(sdir / "backends"),
-                   library_path=tuple([*_python_libdir(), str(root / "lib")]),
+                   library_path=tuple([*_python_libdir(), *_system_libpython_dir(), str(root / "lib")]),
                    # a stub built with pybind11 < 2.12 needs numpy<2 (builds before that field: r24.10's)
                    stub_site=stub_site() if m.get("stub_numpy1", m.get("branch") == "r24.10") else None,
                    bindings=str(bindings) if (bindings / "tritonserver").is_dir() else None)

@@ -77,6 +77,10 @@ def prepare(cfg: RunConfig, command: str, store: Recorder, run_id: str | None = 
     """Everything checked before anything starts: runtime, engine, model repository. ``store``
     (opened and checked by the command) takes the run's rows."""
     rt = runtime_mod.resolve(cfg.runtime, log=log)
+    if rt.kind in ("embedded", "built"):  # their stubs are this interpreter's version, linked to its libpython
+        problem = runtime_mod.libpython_problem()
+        if problem:
+            raise RigError(problem)
     if rt.stub_site and cfg.model == "cupy" and not cfg.model_repository and not _scenario_models(cfg):
         # CuPy 14 imports only over numpy 2, so the numpy-1 folder of an embedded core's stubs would
         # fail the model's import; the CuPy model never hands the stub a numpy array (its tensors
