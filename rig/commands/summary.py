@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
 from pathlib import Path
 
-from rig.common.errors import Exit, RigError
+from rig.common.errors import Exit
+from rig.common.outfile import check_writable
 
 SCHEMA = 1
 KINDS = (("lifecycle", "outcome"), ("load", "load_outcome"), ("growth", "growth_outcome"))
@@ -31,21 +31,8 @@ KINDS = (("lifecycle", "outcome"), ("load", "load_outcome"), ("growth", "growth_
 
 def check_path(path: str | None) -> None:
     """RigError (one line, before anything runs) unless ``path`` can be written as a local file."""
-    if path is None:
-        return
-    text = str(path)
-    if not text.strip():
-        raise RigError("--summary-json needs a file name (e.g. --summary-json summary.json)")
-    if re.match(r"^[a-zA-Z][\w+.-]*://", text):
-        raise RigError(f"--summary-json {text}: a local file, not a URI")
-    p = Path(text)
-    if p.is_dir():
-        raise RigError(f"--summary-json {text} is a folder: give a file name in it (e.g. {p / 'summary.json'})")
-    folder = p.absolute().parent
-    if not folder.is_dir():
-        raise RigError(f"--summary-json {text}: the folder {folder} does not exist (create it first)")
-    if not os.access(folder, os.W_OK):
-        raise RigError(f"--summary-json {text}: cannot write in {folder}")
+    if path is not None:
+        check_writable(path, "--summary-json", "summary.json")
 
 
 def write(path: str, summary: dict) -> None:

@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterable
 
-from rig.common.errors import RigError
+from rig.common.outfile import check_writable
 
 STATUSES = ("pass", "fail", "skipped", "error")
 
@@ -90,27 +90,8 @@ def _seconds(value) -> float | None:
 
 
 def check_path(path: str) -> None:
-    """RigError (one line) unless ``path`` can be written as a local file: its folder exists
-    and takes a new file (tried for real: a read-only file system fails here, not after the run)."""
-    text = str(path)
-    if not text.strip():
-        raise RigError("--junit needs a file name (e.g. --junit rig-junit.xml)")
-    if re.match(r"^[a-zA-Z][\w+.-]*://", text):
-        raise RigError(f"--junit {text}: a local file (CI collects it from the job's workspace), not a URI")
-    p = Path(text)
-    if p.is_dir():
-        raise RigError(f"--junit {text} is a folder: give a file name in it (e.g. {p / 'rig-junit.xml'})")
-    folder = p.absolute().parent
-    if not folder.exists():
-        raise RigError(f"--junit {text}: the folder {folder} does not exist (create it first, or choose another)")
-    if not folder.is_dir():
-        raise RigError(f"--junit {text}: {folder} is not a folder")
-    try:
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{p.name}.", suffix=".probe")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as e:
-        raise RigError(f"--junit {text}: cannot write in {folder} ({e.strerror or e})") from None
+    """RigError (one line) unless ``path`` can be written as a local file (``rig.common.outfile``)."""
+    check_writable(path, "--junit", "rig-junit.xml", "CI collects it from the job's workspace")
 
 
 def suite(name: str, checks: Iterable[Check], *, time: float | None = None, timestamp: str | None = None,
