@@ -146,7 +146,7 @@ def test_two_runs_into_one_folder_do_not_collide(tmp_path, runtime):
 def test_runtime_install_and_list(runtime):
     version = runtime.name.split("-", 1)[1]
     p = rig("runtime", "install", version)  # installed already: nothing is downloaded
-    assert p.returncode == 0 and f"installed {runtime.name}: Triton {runtime.triton_version}" in p.stdout
+    assert p.returncode == 0 and f"installed Triton {runtime.triton_version} ({runtime.name}: " in p.stdout
     assert rig("--version").stdout.strip()[0].isdigit()
     p = rig("runtime", "list")
     assert p.returncode == 0 and runtime.name in p.stdout and runtime.triton_version in p.stdout

@@ -11,6 +11,7 @@ import shlex
 
 from rig.parent.config import ENGINES, RETAIN
 from rig.common.errors import RigError
+from rig.contract.ngc import embedded_alias
 
 # Options of `rig soak` the matrix sets per cell or has no use for (each cell is a whole soak).
 _OWN = {"runtime", "engine", "retain", "skip_ok", "locust_web_port", "scenario", "control", "model_shape",
@@ -238,6 +239,8 @@ def parse_runtimes(text: str, installed: list[str], known: dict[str, str], conta
             if container:
                 out.append("container")
             continue
+        if embedded_alias(item):  # a Triton version only a wheel bundles: that wheel's runtime
+            item = embedded_alias(item)
         if item.startswith("built-") or re.fullmatch(r"2\.\d+\.\d+", item):
             name = item if item.startswith("built-") else f"built-{item}"
             if name not in built:

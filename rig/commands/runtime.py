@@ -10,7 +10,8 @@ def add_parser(sub, parser_class) -> None:
     r = sub.add_parser("runtime", help="install and list Triton runtimes")
     rs = r.add_subparsers(dest="runtime_command", parser_class=parser_class)
     ri = rs.add_parser("install", help="unpack an embedded runtime from the nvidia-pytriton wheel")
-    ri.add_argument("version", nargs="?", default=None, help="nvidia-pytriton version (default the rig's pin)")
+    ri.add_argument("version", nargs="?", default=None, help="a Triton version a PyPI wheel bundles (2.36.0 to 2.51.0) or the nvidia-pytriton "
+                    "release itself (0.5.10 = Triton 2.48.0) (default the rig's pin, 0.7.0 = Triton 2.51.0)")
     ri.add_argument("--force", action="store_true")
     rb = rs.add_parser("build", help="build a Triton release (2.51.0 to 2.73.0) for CPU from source")
     rb.add_argument("version", help="a release (2.67.0) or its branch (r26.03)")
@@ -31,7 +32,8 @@ def run(args) -> int:
     if args.runtime_command == "install":
         rt = runtime.install_embedded(args.version or runtime.DEFAULT_EMBEDDED, force=args.force,
                                       log=lambda m: print(m, flush=True))
-        print(f"installed {rt.name}: Triton {rt.triton_version} in {rt.server_dir}")
+        print(f"installed Triton {rt.triton_version} ({rt.name}: nvidia-pytriton {rt.name[len('embedded-'):]}) "
+              f"in {rt.server_dir}")
         return Exit.OK
     if args.runtime_command == "build":
         from rig.build import Request, build, releases

@@ -123,6 +123,27 @@ class Release:
         return f"nvcr.io/nvidia/tritonserver:{self.ngc_tag}-py3"
 
 
+# The first Triton built from source here (rig.build.releases.FIRST): a Triton version below it is
+# a PyPI wheel's core only, so its name can only mean that wheel.
+FIRST_BUILT_MINOR = 51
+
+
+def pytriton_of(triton: str) -> str | None:
+    """The newest nvidia-pytriton release that bundles Triton ``triton`` (``2.48.0`` -> ``0.5.10``),
+    or None where none does."""
+    found = [p for p, t in PYTRITON_CORE.items() if t == triton]
+    return max(found, key=lambda v: tuple(int(x) for x in v.split("."))) if found else None
+
+
+def embedded_alias(name: str) -> str | None:
+    """The nvidia-pytriton release a Triton version names where only a wheel can be meant (no source
+    build of it: below 2.51.0), else None: ``--runtime 2.48.0`` is ``0.5.10``'s core."""
+    parts = name.split(".")
+    if len(parts) != 3 or parts[0] != "2" or not all(p.isdigit() for p in parts):
+        return None
+    return pytriton_of(name) if int(parts[1]) < FIRST_BUILT_MINOR else None
+
+
 def cupy_package(cuda: str) -> str:
     """The CuPy wheel for a CUDA version (``12.8.0.038``, ``13``); ValueError for one none is built for."""
     m = re.match(r"(\d+)(?:\.|$)", cuda.strip())

@@ -26,6 +26,7 @@ from rig.contract.runtime import Runtime, cache_dir, python_tag  # noqa: F401 - 
 # The core each nvidia-pytriton release bundles, from the one version table (measured here with
 # TRITONSERVER_ServerMetadata); results are filed under it, a cycle whose core reports another says so.
 from rig.contract.ngc import PYTRITON_CORE  # noqa: F401 - runtime.PYTRITON_CORE, as before
+from rig.contract.ngc import embedded_alias, pytriton_of
 from rig.common.errors import RigError
 from rig.common.probes import STUB_NAME
 
@@ -190,7 +191,15 @@ def _embedded_from_root(version: str, root: Path, py: str | None = None) -> Runt
 
 def install_embedded(version: str = DEFAULT_EMBEDDED, force: bool = False,
                      log=lambda msg: None) -> Runtime:
-    """Download ``nvidia-pytriton==version`` and unpack it into the cache (atomic rename)."""
+    """Download ``nvidia-pytriton==version`` and unpack it into the cache (atomic rename).
+    ``version`` may also name the Triton core a wheel bundles (``2.48.0``: nvidia-pytriton 0.5.10,
+    the newest release with that core)."""
+    if version not in PYTRITON_CORE and pytriton_of(version):
+        log(f"Triton {version} is the core of nvidia-pytriton {pytriton_of(version)}")
+        version = pytriton_of(version)
+    elif version.startswith("2.") and version not in PYTRITON_CORE:
+        raise RigError(f"no PyPI wheel bundles Triton {version} (they stop at 2.51.0): "
+                       f"rig runtime build {shlex.quote(version)}")
     root = _embedded_root(version)
     if (root / "wheel").is_dir() and not force:
         return _embedded_from_root(version, root)
@@ -220,8 +229,10 @@ def _install_embedded_locked(version: str, root: Path, log) -> Runtime:
         wheels = list(Path(tmp).glob("*.whl"))
         if proc.returncode != 0 or not wheels:
             last = (proc.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
-            raise RigError(f"could not download nvidia-pytriton=={version} ({last}); "
-                           f"known versions: {', '.join(PYTRITON_CORE)}")
+            raise RigError(f"could not download nvidia-pytriton=={version} ({last}); give a Triton version a "
+                           f"wheel bundles ({', '.join(sorted(set(PYTRITON_CORE.values())))}) or an "
+                           f"nvidia-pytriton release ({', '.join(PYTRITON_CORE)}); newer Tritons: "
+                           "rig runtime build VERSION")
         staging = Path(tmp) / "root"
         log("unpacking ...")
         with zipfile.ZipFile(wheels[0]) as zf:
@@ -319,6 +330,10 @@ def resolve(spec: str | None, auto_install: bool = True, log=lambda msg: None) -
         return container_runtime()
     if spec == "embedded":
         spec = DEFAULT_EMBEDDED
+    alias = embedded_alias(spec)
+    if alias:  # a Triton version only a wheel bundles: that wheel's runtime
+        log(f"Triton {spec} is the core of nvidia-pytriton {alias}: runtime embedded-{alias}")
+        spec = alias
     if is_built_spec(spec):
         return built_runtime(spec)
     version = spec[len("embedded-"):] if spec.startswith("embedded-") else spec
