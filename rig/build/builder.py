@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -109,6 +110,7 @@ def _build_locked(req: Request, version: str, branch: str, py: str, sources: Sou
     t0 = time.monotonic()
     timings: dict[str, float] = {}
     cmake, ninja = preflight.tools(runtimes_dir().parent, log)
+    ccache = _compiler_cache(log)
     src, bld = work / "src", work / "build"
     commits: dict[str, str] = {}
     notes: list[str] = [f"{n}: {w}" for n, w in why.items() if w != "release branch"]
@@ -130,7 +132,8 @@ def _build_locked(req: Request, version: str, branch: str, py: str, sources: Sou
 
             if reuse is None:
                 step("configure core")
-                run(recipe.core_configure(cmake, ninja, src, bld / "core", shim, version, refs), log)
+                run(recipe.core_configure(cmake, ninja, src, bld / "core", shim, version, refs)
+                    + recipe.ccache_flags(ccache), log)
                 done("configure core")
                 step("build core")
                 run([ninja, "-C", str(bld / "core"), *jobs, "triton-core"], log, bar.tick)
@@ -142,7 +145,8 @@ def _build_locked(req: Request, version: str, branch: str, py: str, sources: Sou
 
             pbuild = bld / f"python_backend-py{py}"
             step("configure python backend")
-            run(recipe.backend_configure(cmake, ninja, src, pbuild, shim, version, refs, python), log)
+            run(recipe.backend_configure(cmake, ninja, src, pbuild, shim, version, refs, python)
+                + recipe.ccache_flags(ccache), log)
             done("configure python backend")
             step("build python backend")
             # the two targets only: "all" also compiles common's unit tests
@@ -158,8 +162,12 @@ def _build_locked(req: Request, version: str, branch: str, py: str, sources: Sou
             step("assemble and check")
             m = assemble(version, branch, refs, commits, notes, sources, work, timings, t0, log,
                           py, python, reuse, old, compiled)
+            if ccache:
+                m["compiler_cache"] = _cache_stats(ccache)
+                log(f"compiler cache: {m['compiler_cache']}")
             if resumed:  # its times are the last attempt's only: say so
                 m["resumed"] = True
+            if resumed or ccache:
                 (built_root(version) / "runtime.json").write_text(json.dumps(m, indent=1))
             done("assemble and check")
     except KeyboardInterrupt:
@@ -172,8 +180,45 @@ def _build_locked(req: Request, version: str, branch: str, py: str, sources: Sou
         log.close()
     shutil.rmtree(work, ignore_errors=True)  # the result is in runtimes/; the trees are not needed
     out(f"built-{version}: Triton {version} in {built_root(version)} "
-        f"({m['build_seconds'] / 60:.1f} min, {m['size_mb']:.0f} MB; peak work tree {m['work_mb']:.0f} MB)")
+        f"({m['build_seconds'] / 60:.1f} min, {m['size_mb']:.0f} MB; peak work tree {m['work_mb']:.0f} MB"
+        + (f"; compiler cache: {cc['hits']} of {cc['hits'] + cc['misses']} compiles served"
+           if (cc := m.get("compiler_cache")) else "") + ")")
     return m
+
+
+def _compiler_cache(log) -> str | None:
+    """ccache (Debian's ``ccache``) where installed and not turned off (``RIG_CCACHE=off``): what one
+    release compiled serves the next, whose sources mostly did not change. Its folder is the rig's
+    cache's (``CCACHE_DIR`` wins), paths are hashed relative to the builds' folder (each release builds
+    in a folder of its own), and its counts start at zero for this build (one build at a time)."""
+    if os.environ.get("RIG_CCACHE") == "off":
+        log("compiler cache: off (RIG_CCACHE=off)")
+        return None
+    path = shutil.which("ccache")
+    if not path:
+        log("compiler cache: none (install ccache: apt-get install ccache; neighbouring releases build faster)")
+        return None
+    os.environ.setdefault("CCACHE_DIR", str(runtimes_dir().parent / "ccache"))
+    os.environ["CCACHE_BASEDIR"] = str(builds_dir())
+    os.environ.setdefault("CCACHE_NOHASHDIR", "true")
+    os.environ.setdefault("CCACHE_MAXSIZE", "4G")
+    subprocess.run([path, "--zero-stats"], capture_output=True)
+    log(f"compiler cache: {path} in {os.environ['CCACHE_DIR']}")
+    return path
+
+
+def _cache_stats(ccache: str) -> dict[str, int]:
+    """This build's compiles served by the cache (``hits``), compiled anew (``misses``)."""
+    p = subprocess.run([ccache, "--print-stats"], capture_output=True, text=True)
+    stats = dict(line.split("\t", 1) for line in p.stdout.splitlines() if "\t" in line)
+
+    def n(key):
+        try:
+            return int(stats.get(key, 0))
+        except ValueError:
+            return 0
+
+    return {"hits": n("direct_cache_hit") + n("preprocessed_cache_hit"), "misses": n("cache_miss")}
 
 
 def _fetch_all(sources: Sources, refs: dict[str, str], src: Path, notes: list[str], log) -> dict[str, str]:
@@ -195,6 +240,12 @@ def _fetch_all(sources: Sources, refs: dict[str, str], src: Path, notes: list[st
         if recipe.JSON_MARK in patched:
             notes.append("common: TritonJson renamed in src/logging.cc, whose status type clashed with the "
                          "core's (fixed upstream in r25.10)")
+    core_cml = src / "core" / "src" / "CMakeLists.txt"
+    if core_cml.exists():
+        text = core_cml.read_text()
+        patched = recipe.core_version_patch(text)
+        if patched != text:
+            core_cml.write_text(patched)
     cml = src / "python_backend" / "CMakeLists.txt"
     text = cml.read_text()
     patched = recipe.python_backend_patch(text)

@@ -102,6 +102,29 @@ def python_backend_patch(cmakelists: str) -> str:
     return (cmakelists[:m.start(1)] + block + "\n)\n" + BOOST_MARK + cmakelists[m.end():])
 
 
+VERSION_MARK = "# rig: TRITON_VERSION defined for server.cc only, its one user (a compiler cache then serves the rest)"
+
+
+def core_version_patch(cmakelists: str) -> str:
+    """The core defines ``TRITON_VERSION`` on every file of ``triton-core``, though ``server.cc`` alone
+    reads it: each release's compile commands then differ in every file, and a compiler cache
+    (ccache) serves a neighbouring release nothing. Defined on ``server.cc`` alone, the same
+    value there; the other files' commands are the same from one release to the next. Idempotent;
+    a CMakeLists without that definition is left as it is."""
+    if VERSION_MARK in cmakelists:
+        return cmakelists
+    pattern = re.compile(r'target_compile_definitions\(\s*triton-core\s+PRIVATE\s+TRITON_VERSION="\$\{TRITON_VERSION\}"\s*\)')
+    if not pattern.search(cmakelists):
+        return cmakelists
+    return pattern.sub(lambda m: 'set_property(SOURCE server.cc APPEND PROPERTY COMPILE_DEFINITIONS '
+                       'TRITON_VERSION="${TRITON_VERSION}")\n' + VERSION_MARK, cmakelists, count=1)
+
+
+def ccache_flags(ccache: str | None) -> list[str]:
+    """CMake's compiler launchers for ccache (none without it)."""
+    return [f"-DCMAKE_C_COMPILER_LAUNCHER={ccache}", f"-DCMAKE_CXX_COMPILER_LAUNCHER={ccache}"] if ccache else []
+
+
 JSON_MARK = "// rig: TritonJson renamed in this file (the ABI clash upstream fixed in common r25.10)"
 
 
