@@ -427,3 +427,15 @@ def test_survey_asks_for_the_process_list_but_matches_no_pid():
     assert g.survey() == {}  # the parent is on no GPU: that says nothing of the worker's processes
     g = gpu(devices=_with_procs({999_999: 1 * MIB}), pid_namespace=True)
     assert list(g.survey()) == ["process_memory"] and "PID namespace" in g.notes["process_memory"]
+
+
+def test_doctor_says_which_gpu_figures_will_be_null_and_why(monkeypatch):
+    """`rig doctor` on a GPU whose utilisation NVML does not support (a vGPU): one line for it."""
+    from rig.commands import doctor
+
+    made = gpu(fail={"nvmlDeviceGetUtilizationRates": pynvml.NVML_ERROR_NOT_SUPPORTED})
+    monkeypatch.setattr(probes, "Gpu", lambda *a, **k: made)
+    lines = doctor.report().splitlines()
+    assert "gpu         NVML: Fake GPU" in lines
+    said = [ln for ln in lines if ln.startswith("gpu ") and "null (" in ln]
+    assert len(said) == 1 and "NOT_SUPPORTED" in said[0], lines

@@ -150,6 +150,8 @@ def report() -> str:
 
     gpu = Gpu()
     lines.append(f"gpu         {'NVML: ' + gpu.name if gpu.available else 'none: ' + gpu.why}")
+    if gpu.available:  # what a soak's GPU figures will lack here, and why (a MIG slice, a vGPU)
+        lines += [f"gpu         {probe}: null ({why})" for probe, why in gpu.survey().items()]
     container_triton = None
     if home:
         try:
