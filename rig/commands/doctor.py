@@ -105,6 +105,14 @@ def version_lines(container_triton: str | None, driver: str | None) -> list[str]
     return lines
 
 
+def gpu_lines(gpu) -> list[str]:
+    """The GPU NVML sees, and what a soak's GPU figures will lack here and why (a MIG slice, a vGPU)."""
+    if not gpu.available:
+        return [f"gpu         none: {gpu.why}"]
+    return [f"gpu         NVML: {gpu.name}", *(f"gpu         {probe}: null ({why})"
+                                                for probe, why in gpu.survey().items())]
+
+
 def report() -> str:
     lines = [f"python      {platform.python_version()} ({sys.executable})"]
     problems = dependency_problems()
@@ -149,9 +157,7 @@ def report() -> str:
     from rig.common.probes import Gpu
 
     gpu = Gpu()
-    lines.append(f"gpu         {'NVML: ' + gpu.name if gpu.available else 'none: ' + gpu.why}")
-    if gpu.available:  # what a soak's GPU figures will lack here, and why (a MIG slice, a vGPU)
-        lines += [f"gpu         {probe}: null ({why})" for probe, why in gpu.survey().items()]
+    lines += gpu_lines(gpu)
     container_triton = None
     if home:
         try:
