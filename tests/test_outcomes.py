@@ -97,7 +97,7 @@ def _marker(pid, instance, phase, t, error=None):
 def test_summarize_no_markers():
     assert cycle.summarize_markers([], 1.0, crash_recorder=True) == {
         "finalize_expected": 0, "finalize_before_stop": 0, "finalize_after_stop": 0, "finalize_errors": 0,
-        "stub_crashes": 0, "input_copies": None}
+        "stub_crashes": 0, "stub_exit_aborts": 0, "input_copies": None}
     assert cycle.summarize_markers([], None)["finalize_expected"] == 0
     # no crash recorder armed in the stubs (no compiler): not measured, not "no crash"
     assert cycle.summarize_markers([], 1.0, crash_recorder=False)["stub_crashes"] is None
@@ -117,7 +117,7 @@ def test_summarize_counts_instances_and_splits_at_the_stop():
     ]
     assert cycle.summarize_markers(markers, 1.0, crash_recorder=True) == {
         "finalize_expected": 3, "finalize_before_stop": 2, "finalize_after_stop": 1, "finalize_errors": 1,
-        "stub_crashes": 1, "input_copies": None}
+        "stub_crashes": 1, "stub_exit_aborts": 1, "input_copies": None}
     # the stop never returned: every finalize counts as after
     s = cycle.summarize_markers(markers, None)
     assert (s["finalize_before_stop"], s["finalize_after_stop"]) == (0, 3)
@@ -172,7 +172,7 @@ def test_markers_from_the_real_hook_with_a_finalize_that_raises(tmp_path):
     # finalizes splits them
     assert cycle.summarize_markers(markers, t_between, crash_recorder=True) == {
         "finalize_expected": 2, "finalize_before_stop": 1, "finalize_after_stop": 1, "finalize_errors": 1,
-        "stub_crashes": 0, "input_copies": None}
+        "stub_crashes": 0, "stub_exit_aborts": 0, "input_copies": None}
     assert not list(tmp_path.glob("*.tmp"))
 
 
@@ -228,3 +228,22 @@ def test_a_draft_takes_only_the_rows_fields_each_typed():
         row["stop_latency"] = 1.0  # misspelt: stop_latency_s
     row.update(outcome="clean", load_outcome="ok")
     assert row.row().outcome == "clean"
+
+
+def test_an_abort_at_exit_is_told_from_a_crash_before_or_during_the_stop():
+    """A stub that died after every finalize it owed (2.68.0 on: the interpreter aborts at its exit)
+    is counted apart from one that died before its finalize ended, or with an instance unfinalized."""
+    markers = [
+        _marker(10, "m_0", "init", 0.1), _marker(10, "m_0", "finalize_end", 1.0),
+        {"pid": 10, "phase": "crash", "signal": 6, "t_mono": 1.2},            # after its finalize: at exit
+        _marker(11, "m_1", "init", 0.1),
+        {"pid": 11, "phase": "crash", "signal": 11, "t_mono": 0.5},           # no finalize: under load
+        _marker(12, "m_2", "init", 0.1), _marker(12, "m_3", "init", 0.1),
+        _marker(12, "m_2", "finalize_end", 1.0),
+        {"pid": 12, "phase": "crash", "signal": 6, "t_mono": 1.1},            # one instance unfinalized
+        _marker(13, "m_4", "init", 0.1), _marker(13, "m_4", "finalize_end", 2.0),
+        {"pid": 13, "phase": "crash", "signal": 6, "t_mono": 1.5},            # died in its finalize
+    ]
+    s = cycle.summarize_markers(markers, 3.0, crash_recorder=True)
+    assert (s["stub_crashes"], s["stub_exit_aborts"]) == (4, 1)
+    assert cycle.summarize_markers(markers, 3.0, crash_recorder=False)["stub_exit_aborts"] is None

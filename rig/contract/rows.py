@@ -156,6 +156,7 @@ class CycleRow:
     sequences_reaped: int | None = None         # of those left idle past the idle timeout, ended by the batcher's reaper
     sequence_states_left: int | None = None     # states the stateful model still held at its finalize (null: none ran)
     input_copies: int | None = None             # CPU inputs the model copied to its device (schema 16; null: not counted)
+    stub_exit_aborts: int | None = None         # of stub_crashes, stubs that died after every finalize of theirs (at exit)
     gpu_memory_source: str | None = None        # process | device: what the GPU memory figures read (null: no GPU)
     schema_version: int = SCHEMA_VERSION
 

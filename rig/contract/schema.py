@@ -94,6 +94,9 @@ Schema history (``schema_version`` column):
      by PID, or ``device``, each visible device's used memory where the PIDs cannot match, in a
      container's PID namespace; null without a GPU); runs: ``gpu_notes`` (JSON ``{probe: reason}``:
      why a GPU probe gave null, each reason recorded once: NOT_SUPPORTED, MIG, no NVML library).
+     cycles: ``stub_exit_aborts``, of the ``stub_crashes``, the stubs that died of a signal only after
+     every instance they served had finished its finalize (an abort at the interpreter's exit), apart
+     from a stub that crashed before or during the stop; null where no crash recorder was armed.
 """
 
 SCHEMA_VERSION = 16  # see the history above

@@ -45,7 +45,32 @@ def summarize_markers(markers: list[dict], t_stop_returned: float | None,
             "finalize_after_stop": after,
             "finalize_errors": sum(1 for m in ends if m.get("error")),
             "stub_crashes": len(crashed) if crash_recorder else None,
+            "stub_exit_aborts": len(aborted_at_exit(markers, inits)) if crash_recorder else None,
             "input_copies": input_copies(markers, inits)}
+
+
+def aborted_at_exit(markers: list[dict], inits: set | None = None) -> set:
+    """The crashed stubs (pids) that died only once every instance they served had finished its
+    finalize: an abort at the interpreter's exit (2.68.0 on: "Fatal Python error: PyThreadState_Get
+    ... finalizing"), after a stop that may have been clean, apart from a stub that crashed before
+    or during the stop (its finalize unfinished, or its death before it)."""
+    if inits is None:
+        inits = {(m["pid"], m["instance"]) for m in markers if m.get("phase") == "init"}
+    died: dict = {}
+    for m in markers:
+        if m.get("phase") == "crash" and m.get("t_mono") is not None:
+            died[m.get("pid")] = min(died.get(m.get("pid"), m["t_mono"]), m["t_mono"])
+    ended: dict = {}
+    for m in markers:
+        if m.get("phase") == "finalize_end" and (m["pid"], m["instance"]) in inits:
+            ended.setdefault(m["pid"], {})[m["instance"]] = m["t_mono"]
+    out = set()
+    for pid, t_death in died.items():
+        served = {inst for p, inst in inits if p == pid}
+        done = ended.get(pid, {})
+        if served and served <= set(done) and t_death >= max(done.values()):
+            out.add(pid)
+    return out
 
 
 def input_copies(markers: list[dict], inits: set | None = None) -> int | None:
