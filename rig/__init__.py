@@ -7,7 +7,7 @@ They are imported on first use: a worker, which hosts Triton, never needs pyarro
 
 from rig.common.version import __version__
 
-__all__ = ["RunConfig", "Store", "load_config", "run", "__version__"]
+__all__ = ["RunConfig", "Store", "__version__", "load_config", "run"]
 
 
 def __getattr__(name):

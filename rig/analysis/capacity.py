@@ -112,7 +112,7 @@ def points(windows: pd.DataFrame) -> pd.DataFrame:
                         p99_us=p99, requests=int(g["requests"].sum()), errors=int(g["errors"].sum()),
                         seconds=seconds, repeats=int(g[["run_id", "cycle"]].drop_duplicates().shape[0]),
                         runs=int(g["run_id"].nunique()), windows=len(g),
-                        stable=float((g["stable"] == True).mean()),  # noqa: E712 - None counts as not stable
+                        stable=float((g["stable"] == True).mean()),
                         p99_from=source))
     df = pd.DataFrame(out, columns=cols)
     for col in ("instances", "cpu_share"):
@@ -381,7 +381,7 @@ def model(windows: pd.DataFrame, p99_ms: float, n_boot: int = DEFAULT_BOOTSTRAP,
         tags["instances"] = None if tags["instances"] is None else int(tags["instances"])
         out.append({**tags, "cpus": g["cpus"].iloc[0], "loads": sw.loads, "throughput": est["throughput"],
                     "p99_us": est["p99"],
-                    "repeats": (sw.load, sw.throughput), "n_repeats": int(len(sw.load)),
+                    "repeats": (sw.load, sw.throughput), "n_repeats": len(sw.load),
                     "min_repeats": int(min(len(m) for m in sw.members)), "fit": law, "ci": ci,
                     "load": est["load"], "how": est["how"], "cap_usl": est["cap_usl"],
                     "cap_linear": est["cap_linear"], "point_linear": est["point_linear"], "boot": boot,

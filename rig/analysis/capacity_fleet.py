@@ -70,7 +70,7 @@ def fleet_runs(fleet: pd.DataFrame, runs: pd.DataFrame, windows: pd.DataFrame | 
                     "cpus": ", ".join(f"{t['node']}:{t['cpus']}" for t in sorted(tags, key=lambda t: t["node"])
                                       if t["cpus"]) or None,
                     "instances": same("instances"), "in_flight": in_flight, "nodes": n, "users": users,
-                    "load": users / n * in_flight if users and n else None, "rounds": int(len(totals)),
+                    "load": users / n * in_flight if users and n else None, "rounds": len(totals),
                     **measured, "measured_from": source})
     return pd.DataFrame(out, columns=cols)
 

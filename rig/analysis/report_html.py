@@ -41,7 +41,7 @@ class Section:
     title: str
     blocks: list = dataclasses.field(default_factory=list)  # str | Table | Figure | Html
 
-    def add(self, *blocks) -> "Section":
+    def add(self, *blocks) -> Section:
         self.blocks.extend(b for b in blocks if b is not None)
         return self
 

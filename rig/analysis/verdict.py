@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -58,7 +58,7 @@ def _sum(rows: list[dict], key: str) -> int:
     return sum(int(r.get(key) or 0) for r in rows)
 
 
-from rig.contract.verdicts import finalize_success  # noqa: E402,F401 - the one rule, re-exported
+from rig.contract.verdicts import finalize_success
 
 
 def soak(cycles, allowed: Iterable[str], max_stop_latency_s: float | None = None,

@@ -186,7 +186,7 @@ def _carry_libraries(staging: Path, log) -> list[str]:
         needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]",
                             subprocess.run(["readelf", "-d", str(binary)], capture_output=True, text=True).stdout)
         resolved = dict(re.findall(r"^\s*(\S+) => (/\S+)", subprocess.run(
-            ["ldd", str(binary)], capture_output=True, text=True).stdout, flags=re.M))
+            ["ldd", str(binary)], capture_output=True, text=True).stdout, flags=re.MULTILINE))
         for name in needed:
             # the backend links the core by name: never carry what the runtime itself provides
             if any(name.startswith(b) for b in BASE_LIBRARIES) or name in carried \

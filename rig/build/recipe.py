@@ -80,7 +80,7 @@ def shims(folder: Path) -> Path:
 
 def pinned(cmakelists: str, name: str) -> str | None:
     """The GIT_TAG a FetchContent_Declare(name ...) block pins, or None."""
-    m = re.search(r"FetchContent_Declare\(\s*" + re.escape(name) + r"\b(.*?)\)", cmakelists, re.S)
+    m = re.search(r"FetchContent_Declare\(\s*" + re.escape(name) + r"\b(.*?)\)", cmakelists, re.DOTALL)
     if not m:
         return None
     tag = re.search(r'GIT_TAG\s+"?([^"\s)]+)"?', m.group(1))
@@ -93,12 +93,12 @@ BOOST_MARK = "# rig: the system's Boost headers (TRITON_BOOST_URL), no download"
 def python_backend_patch(cmakelists: str) -> str:
     """The Python backend downloads Boost by URL with a pinned SHA256 (r25.08 and older: a
     fixed URL): point it at ${TRITON_BOOST_URL}, the system's headers. Idempotent."""
-    m = re.search(r"ExternalProject_Add\(\s*boostorg\b(.*?)\n\)", cmakelists, re.S)
+    m = re.search(r"ExternalProject_Add\(\s*boostorg\b(.*?)\n\)", cmakelists, re.DOTALL)
     if not m or BOOST_MARK in cmakelists:
         return cmakelists
-    block = re.sub(r"^\s*URL_HASH\s+SHA256=\w+\s*$\n?", "", m.group(1), flags=re.M)
+    block = re.sub(r"^\s*URL_HASH\s+SHA256=\w+\s*$\n?", "", m.group(1), flags=re.MULTILINE)
     block = re.sub(r"^(\s*)URL\s+\S+", lambda u: f"{u.group(1)}URL ${{TRITON_BOOST_URL}}", block,
-                   count=1, flags=re.M)
+                   count=1, flags=re.MULTILINE)
     return (cmakelists[:m.start(1)] + block + "\n)\n" + BOOST_MARK + cmakelists[m.end():])
 
 

@@ -17,7 +17,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from rig.common.errors import Exit, RigError
 from rig.contract.cell import CellSpec

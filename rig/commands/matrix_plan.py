@@ -257,7 +257,7 @@ def parse_runtimes(text: str, installed: list[str], known: dict[str, str], conta
             if container:
                 out.append("container")
             continue
-        v = item[len("embedded-"):] if item.startswith("embedded-") else item
+        v = item.removeprefix("embedded-")
         if v == "embedded":
             from rig.parent.runtime import DEFAULT_EMBEDDED
 

@@ -7,7 +7,7 @@ import os
 import shlex
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from rig.parent import orchestrator
 

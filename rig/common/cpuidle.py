@@ -134,7 +134,7 @@ class Hold:
         self._fd: int | None = None
         self._pollers: list[subprocess.Popen] = []
 
-    def __enter__(self) -> "Hold":
+    def __enter__(self) -> Hold:
         self.method, self.detail = plan(self.mode)
         if self.method == "pm_qos":
             try:

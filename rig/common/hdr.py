@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import binascii
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 

@@ -40,7 +40,7 @@ class CellSpec:
         return json.dumps(dataclasses.asdict(self), indent=1)
 
     @classmethod
-    def from_json(cls, text: str) -> "CellSpec":
+    def from_json(cls, text: str) -> CellSpec:
         """The spec in ``text``; ``ValueError`` (one line) for one that is not a cell's."""
         try:
             obj = json.loads(text)

@@ -18,7 +18,7 @@ from rig.contract.schema import SCHEMA_VERSION
 
 
 def now_iso() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 
@@ -358,7 +358,7 @@ class CycleDraft(collections.abc.MutableMapping):
         self.update(values, **more)
 
     @classmethod
-    def blank(cls, **values) -> "CycleDraft":
+    def blank(cls, **values) -> CycleDraft:
         """Every field present and null, then ``values``: the parent's rows start so."""
         draft = cls(dict.fromkeys(CYCLE_FIELDS))
         draft.update(values)

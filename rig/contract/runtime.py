@@ -59,7 +59,7 @@ class Runtime:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Runtime":
+    def from_dict(cls, d: dict) -> Runtime:
         d = dict(d)
         d["library_path"] = tuple(d.get("library_path", ()))
         return cls(**d)

@@ -32,7 +32,7 @@ ARRIVALS = typing.get_args(Arrivals)
 MODELS = KINDS                    # the rig's template models (rig.parent.repository renders them)
 FAULT_PRESETS = tuple(FAULTS)     # the template model's fault injection presets
 # The built-in workloads: locustfiles in workloads/ (a path to a user's locustfile also serves)
-from rig.contract.spec import WORKLOADS  # noqa: E402
+from rig.contract.spec import WORKLOADS
 
 
 @dataclasses.dataclass
@@ -102,7 +102,7 @@ class RunConfig:
     thresholds: Thresholds = dataclasses.field(default_factory=Thresholds)
     workload: WorkloadConfig = dataclasses.field(default_factory=WorkloadConfig)
 
-    def validate(self) -> "RunConfig":
+    def validate(self) -> RunConfig:
         def one_of(name, value, allowed):
             if value not in allowed:
                 raise RigError(f"{name} must be one of {', '.join(allowed)} (got {value!r})")

@@ -24,7 +24,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from rig.common.outfile import check_writable
 
@@ -128,7 +128,7 @@ def suite(name: str, checks: Iterable[Check], *, time: float | None = None, time
 
 def now() -> str:
     """A suite's ``timestamp``: now, UTC, to the second."""
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
 def write(path: str, suites) -> None:

@@ -34,7 +34,7 @@ import time
 import zipfile
 from collections import deque
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from rig.worker import inputs
 
@@ -242,7 +242,7 @@ def parse_server_summary(lines: list[str]) -> dict | None:
 _NOISE = re.compile(
     r"pinned memory|CudaDriverHelper|NVML|DCGM|cuda_memory_manager|CNMEM|CUDA driver"
     r"|malloc|free\(\)|corrupted|Server average accounted time|Received exit signal|^\*\*\*|Using .* (mode|calls)"
-    r"|^At:$|^<frozen |\.py\(\d+\)", re.I)
+    r"|^At:$|^<frozen |\.py\(\d+\)", re.IGNORECASE)
 _GLOG = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [\w.]+:\d+\]\s*")
 _LOAD_FAILED = re.compile(r"failed to load '([^']*)'")
 
@@ -266,9 +266,9 @@ def _meaningful(lines: list[str]) -> str:
     useful = [(x, _clean(x)) for x in lines
               if _clean(x) and not _NOISE.search(_clean(x)) and not x.startswith((" ", "\t"))]
     for pattern, first in ((_LOAD_FAILED, True),
-                           (re.compile(r"stable measurement", re.I), True),
+                           (re.compile(r"stable measurement", re.IGNORECASE), True),
                            (re.compile(r"^[EF]\d{4} "), True),
-                           (re.compile(r"^error", re.I), False)):
+                           (re.compile(r"^error", re.IGNORECASE), False)):
         hits = [c for raw, c in useful if pattern.search(raw.strip()) or pattern.search(c)]
         if hits:
             return hits[0] if first else hits[-1]
@@ -404,7 +404,7 @@ def run_perf_analyzer(runtime, model_repository, model: str, concurrency: list[i
             if rc != 0 or not rows:
                 why = _meaningful(lines)
                 hint = ""
-                if re.search(r"stable", why, re.I) or (rc == 0 and not rows):
+                if re.search(r"stable", why, re.IGNORECASE) or (rc == 0 and not rows):
                     hint = ("; lengthen measurement_ms, or raise stability_pct or max_trials")
                 raise PerfAnalyzerError(f"{where} failed (exit {rc}): {why}{hint}", points)
             row = rows[0]

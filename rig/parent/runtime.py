@@ -21,11 +21,11 @@ import zipfile
 from pathlib import Path
 
 from rig.common.procs import python_m
-from rig.common.wheels import pip_install_into  # noqa: F401 - the runtime's wheels
-from rig.contract.runtime import Runtime, cache_dir, python_tag  # noqa: F401 - a runtime is a plain value
+from rig.common.wheels import pip_install_into
+from rig.contract.runtime import Runtime, cache_dir, python_tag
 # The core each nvidia-pytriton release bundles, from the one version table (measured here with
 # TRITONSERVER_ServerMetadata); results are filed under it, a cycle whose core reports another says so.
-from rig.contract.ngc import PYTRITON_CORE  # noqa: F401 - runtime.PYTRITON_CORE, as before
+from rig.contract.ngc import PYTRITON_CORE
 from rig.contract.ngc import embedded_alias, pytriton_of
 from rig.common.errors import RigError
 from rig.common.probes import STUB_NAME
@@ -272,7 +272,7 @@ def list_embedded() -> list[dict]:
 
 def is_built_spec(spec: str) -> bool:
     """``built-2.67.0`` or a Triton version (``2.67.0``): a runtime `rig runtime build` makes."""
-    v = spec[len("built-"):] if spec.startswith("built-") else spec
+    v = spec.removeprefix("built-")
     return spec.startswith("built-") or (v.startswith("2.") and v.count(".") == 2)
 
 
@@ -280,7 +280,7 @@ def built_runtime(spec: str) -> Runtime:
     """A runtime built here from source, for the running interpreter."""
     from rig.build import cache
 
-    v = spec[len("built-"):] if spec.startswith("built-") else spec
+    v = spec.removeprefix("built-")
     root = cache.built_root(v)
     m = cache.manifest(root)
     if not m:
@@ -336,7 +336,7 @@ def resolve(spec: str | None, auto_install: bool = True, log=lambda msg: None) -
         spec = alias
     if is_built_spec(spec):
         return built_runtime(spec)
-    version = spec[len("embedded-"):] if spec.startswith("embedded-") else spec
+    version = spec.removeprefix("embedded-")
     root = _embedded_root(version)
     if not (root / "wheel").is_dir():
         if version == DEFAULT_EMBEDDED and auto_install:

@@ -32,7 +32,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from rig.store import fs as storefs
-from rig.store.schema import KEYS, MERGED, PARTITIONS, TABLES, arrow_schema, unit_of  # noqa: F401 - the store's names
+from rig.store.schema import KEYS, MERGED, PARTITIONS, TABLES, arrow_schema, unit_of
 from rig.common.errors import RigError
 from rig.common.text import redact
 
@@ -40,7 +40,7 @@ _log = logging.getLogger("rig.store")
 
 
 def today() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
 
 
 _VERDICT_INPUTS = ("outcome", "load_outcome", "stop_error", "finalize_errors", "finalize_expected",

@@ -6,7 +6,7 @@ is one ``RigError`` line (the latter lists the columns there are)."""
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from rig.common.errors import RigError
 

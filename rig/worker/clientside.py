@@ -37,7 +37,7 @@ Client = typing.Literal["none", "stop-in-flight", "stop-while-loading", "refused
                         "stub-killed", "load-missing", "reload-in-place", "exit-after-stop",  # rig.worker.scenes
                         "sequence-at-stop"]  # rig.worker.sequences
 CLIENTS = typing.get_args(Client)
-from rig.contract.spec import IN_FLIGHT  # noqa: E402 - requests outstanding at stop() (stop-in-flight)
+from rig.contract.spec import IN_FLIGHT
 REFUSED = 100            # refused requests per model (refused-request)
 REFUSED_INPUT = "RIG_NO_SUCH_INPUT"
 SAMPLE_EVERY_S = 0.25    # memory: how often the sampler looks

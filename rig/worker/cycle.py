@@ -15,7 +15,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from rig.worker.quiet import Quiet
 from rig.worker import observers as observers_mod
@@ -23,13 +23,13 @@ from rig.worker import serverstats
 from rig.common import probes, trends
 from rig.worker.engines.base import Engine, EngineError, ServerOptions
 from rig.worker.engines.retention import Retained
-from rig.worker.evidence import (never_finalized, read_markers, summarize_markers,  # noqa: F401 - re-exported
+from rig.worker.evidence import (never_finalized, read_markers, summarize_markers,
                                  triton_error)
 from rig.contract.fleet import NODE_WAIT_S, RELEASE_WAIT_S
 from rig.worker import inputs as inputs_mod
 from rig.common.errors import RigError
 from rig.worker.outputs import merge_checks, reference_output
-from rig.contract.spec import CycleSpec, repository_models  # noqa: F401 - CycleSpec re-exported
+from rig.contract.spec import CycleSpec, repository_models
 from rig.worker.sequential import sequential_requests
 from rig.worker.grouped import grouped_requests
 from rig.contract.messages import CycleDone, Partial, Samples
@@ -51,7 +51,7 @@ class Held:
     def __init__(self) -> None:
         self.engine: Engine | None = None
 
-    def close(self, phase: Callable[[str, float], None], spec: "CycleSpec") -> None:
+    def close(self, phase: Callable[[str, float], None], spec: CycleSpec) -> None:
         if self.engine is None:
             return
         phase("stop", spec.exit_timeout + 60)
@@ -218,7 +218,7 @@ def _load(ctx: observers_mod.Context, row: CycleDraft, watchers: list, phase: Ca
         out = workload(ctx.engine, spec, ctx.inputs, kept, ctx.cycle, checks)
     else:
         phase("infer", 60 + spec.requests * 0.1 + 2 * spec.request_timeout)
-        tick = lambda: [o.tick(ctx) for o in watchers]  # noqa: E731
+        tick = lambda: [o.tick(ctx) for o in watchers]
         group = getattr(spec, "requests_in_flight", 1) or 1
         out = (grouped_requests(ctx.engine, spec, ctx.inputs, spec.retain, kept, checks, group, tick=tick)
                if group > 1 else sequential_requests(ctx.engine, spec, ctx.inputs, spec.retain, kept, checks,

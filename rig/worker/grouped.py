@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from rig.worker.engines.base import Engine, EngineError
 from rig.worker.engines.retention import Retained

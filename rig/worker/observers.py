@@ -23,7 +23,8 @@ import dataclasses
 import os
 import time
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
+from collections.abc import Callable
 
 from rig.worker import clientside, scenes, sequences
 

@@ -23,7 +23,7 @@ class Quiet:
         self.path = path if path is not None else os.environ.get(ENV)
         self._fd: int | None = None
 
-    def enter(self) -> "Quiet":
+    def enter(self) -> Quiet:
         if self.path and self._fd is None:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             fcntl.flock(fd, fcntl.LOCK_EX)

@@ -4,7 +4,7 @@ read as windows of equal counts for the cycle's trend (``rig.common.trends``), n
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

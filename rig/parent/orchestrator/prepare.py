@@ -10,7 +10,8 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
+from collections.abc import Callable
 
 from rig.parent import core_features, repository, scenarios
 

@@ -11,7 +11,7 @@ import select
 import subprocess
 import time
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from rig.common import probes, procs
 

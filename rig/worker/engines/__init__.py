@@ -8,7 +8,7 @@ from rig.worker.engines.base import Engine, EngineError, EngineName, ServerOptio
 from rig.common.errors import RigError
 from rig.contract.runtime import Runtime
 
-__all__ = ["Engine", "EngineError", "ServerOptions", "select", "make"]
+__all__ = ["Engine", "EngineError", "ServerOptions", "make", "select"]
 
 
 def official_probe(runtime: Runtime | None = None) -> tuple[bool, str]:

@@ -7,7 +7,8 @@ import dataclasses
 import itertools
 import time
 import typing
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
+from collections.abc import Callable
 
 import numpy as np
 

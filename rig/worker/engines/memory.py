@@ -50,7 +50,7 @@ class Placement:
         return f"gpu:{self.device}" if self.gpu else "cpu"
 
     @classmethod
-    def parse(cls, text: str | None) -> "Placement":
+    def parse(cls, text: str | None) -> Placement:
         """``cpu``, ``gpu`` or ``gpu:N`` (None or empty: cpu)."""
         value = (text or "cpu").strip().lower()
         kind, _, device = value.partition(":")

@@ -30,7 +30,7 @@ _EXPORTS = {
     "users": ("BUILTIN", "RigShape", "TritonUser", "load_workload"),
     "windows": ("HubMonitor", "Window", "record_many"),
 }
-__all__ = sorted(name for names in _EXPORTS.values() for name in names)
+__all__ = [name for names in _EXPORTS.values() for name in names]
 
 
 def __getattr__(name):

@@ -16,7 +16,7 @@ import collections
 import inspect
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import locust
 import locust.runners

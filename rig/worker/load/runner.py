@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import gevent
 import numpy as np
@@ -27,7 +27,7 @@ locust_api.quiet_spawn_rate_warning()  # the rig starts its users at once, on pu
 
 
 def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, in_flight: int,
-               seconds: float, window_seconds: float, workload: "str | Workload" = "steady",
+               seconds: float, window_seconds: float, workload: str | Workload = "steady",
                emit: Callable[[dict], None], tags: dict, csv_prefix: str | None = None,
                web_port: int | None = None, request_timeout: float = 30.0, checks: dict | None = None,
                fleet: dict | None = None, server_stats: bool = True) -> dict:
@@ -167,7 +167,7 @@ def run_open(engine: Engine, model: str, inputs, *, rate: float, seconds: float,
     lane.close()
     hub.stop()
     out = _noted(sink.summary(wall, rows), server)
-    out.update(scheduled=int(len(schedule)), dropped=int(sum(r.get("dropped") or 0 for r in rows)))
+    out.update(scheduled=len(schedule), dropped=int(sum(r.get("dropped") or 0 for r in rows)))
     return out
 
 

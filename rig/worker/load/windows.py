@@ -14,7 +14,7 @@ from hdrh.histogram import HdrHistogram
 
 from rig.common import hdr, probes
 from rig.common.hdr import HIGHEST_US as HDR_MAX_US
-from rig.common.stability import stable  # noqa: F401 - the rule each window is held to
+from rig.common.stability import stable
 from rig.worker.engines import memory
 
 

@@ -125,7 +125,7 @@ _OPTIONAL = {"TRITONSERVER_ServerOptionsSetStartupModel",
 class CoreLibrary:
     """The core's shared library with typed functions; one per process and path."""
 
-    _loaded: dict[str, "CoreLibrary"] = {}
+    _loaded: dict[str, CoreLibrary] = {}
 
     def __init__(self, path: str):
         try:
@@ -153,7 +153,7 @@ class CoreLibrary:
         self.libc.free.argtypes = [c_void_p]
 
     @classmethod
-    def load(cls, path: str) -> "CoreLibrary":
+    def load(cls, path: str) -> CoreLibrary:
         if path not in cls._loaded:
             cls._loaded[path] = cls(path)
         return cls._loaded[path]

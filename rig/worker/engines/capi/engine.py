@@ -36,7 +36,7 @@ class _Pending:
     ``done`` waits for both the final response and that release (``events``: those still due).
     ``times``: where given, each data response's arrival (``time.monotonic_ns()``) is appended."""
 
-    __slots__ = ("keep", "done", "response", "error", "events", "times")
+    __slots__ = ("done", "error", "events", "keep", "response", "times")
 
     def __init__(self, keep, done, times=None):
         self.keep = keep
@@ -77,14 +77,14 @@ class CapiEngine(Engine):
                 buffer[0] = memory.device_memory().alloc(size, mid)
                 amtype[0], amid[0] = memory.MEMORY_GPU, mid
                 memory.OUTPUTS.record(memory.memory_label(memory.MEMORY_GPU, mid))
-                return None
+                return
             except Exception:  # noqa: BLE001 - out of device memory: the host serves, the core copies
                 pass
         buffer[0] = self.core.libc.malloc(size) if size else None
         amtype[0] = MEMORY_CPU
         amid[0] = 0
         memory.OUTPUTS.record("cpu")
-        return None
+        return
 
     def _release_buffer(self, allocator, buffer, buffer_userp, size, mtype, mid):
         if buffer:
@@ -92,7 +92,6 @@ class CapiEngine(Engine):
                 memory.device_memory().free(buffer)
             else:
                 self.core.libc.free(buffer)
-        return None
 
     def _event(self, rid, pending: _Pending) -> None:
         """One of a request's two ends (final response, release); the later one calls ``done``:

@@ -339,7 +339,7 @@ class NativeLane:
             self._lib.fp_lane_stop(h, int(timeout_s * 1e9))
             return bool(self._lib.fp_lane_free(h))
 
-    def __enter__(self) -> "NativeLane":
+    def __enter__(self) -> NativeLane:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -19,7 +19,8 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
@@ -346,7 +347,7 @@ class OfficialEngine(Engine):
         async def run():
             chosen, error = await infer_once(handle, arrays, kwargs)
             wrapped = OfficialResponse(chosen) if error is None else None
-            chosen = None  # noqa: F841 - the wrapper is the only reference
+            chosen = None
             try:
                 done(wrapped, error)
             except Exception as e:  # noqa: BLE001 - a kept traceback would keep the response

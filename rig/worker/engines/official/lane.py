@@ -198,6 +198,7 @@ class OfficialLane:
                 picker = Picker()
                 anext = iterator.__anext__
                 n_data = 0  # responses with data so far (streaming: also their times)
+                t_prev = 0  # the previous data response's time (set with the first)
                 try:
                     while True:
                         response = await anext()
@@ -218,7 +219,7 @@ class OfficialLane:
                             # an error response, or the final flag alone (which only a decoupled model sends)
                             self._streaming = self._streaming or getattr(response, "error", None) is None
                         picker.take(response)
-                        response = None  # noqa: F841 - drop the reference now
+                        response = None
                         if final:
                             break
                 except StopAsyncIteration:
@@ -228,7 +229,7 @@ class OfficialLane:
                 response, error = picker.result()
             if error is None and self._check is not None and not self._check(response):
                 self._bad += 1
-            response = None  # noqa: F841 - the lane keeps nothing; the clock stops after the release
+            response = None
             t1 = time.monotonic_ns()
             del self._sent[n]
             if n in self._expired:  # counted as a timeout already: its late end counts nothing

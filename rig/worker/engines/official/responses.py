@@ -102,7 +102,7 @@ async def pick_async(iterator) -> tuple[Any, EngineError | None]:
     try:
         async for response in iterator:
             picker.take(response)
-            response = None  # noqa: F841 - drop the loop variable's reference now
+            response = None
     except Exception as e:  # noqa: BLE001 - older iterators raise the response's error
         picker.raised(e)
     return picker.result()
@@ -142,7 +142,7 @@ class OutputCheck:
     loop's thread under load: 7.8 us a response; 12 us with the enums themselves as the key and
     ``ctypes.string_at``)."""
 
-    __slots__ = ("check", "name", "size", "want", "_seen", "_view")
+    __slots__ = ("_seen", "_view", "check", "name", "size", "want")
 
     def __init__(self, check: dict):
         self.check = check
