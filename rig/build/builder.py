@@ -104,9 +104,7 @@ def _build_locked(req: Request, version: str, branch: str, py: str, sources: Sou
     old = manifest(built_root(version))
     reuse = _reusable_core(req, version, refs)
     log = Log(builds_dir() / f"{version}.log")
-    log(f"\n==== rig runtime build {version} ({branch}) {time.strftime('%Y-%m-%d %H:%M:%S')} ====")
-    out(f"building Triton {version} ({branch}) for CPU, backend stub for Python {py}, from "
-        f"{sources.describe()}{'; the core is reused from ' + str(reuse) if reuse else ''}; log: {log.path}")
+    _announce(version, branch, py, sources, reuse, log, out)
     t0 = time.monotonic()
     timings: dict[str, float] = {}
     cmake, ninja = preflight.tools(runtimes_dir().parent, log)
@@ -162,13 +160,7 @@ def _build_locked(req: Request, version: str, branch: str, py: str, sources: Sou
             step("assemble and check")
             m = assemble(version, branch, refs, commits, notes, sources, work, timings, t0, log,
                           py, python, reuse, old, compiled)
-            if ccache:
-                m["compiler_cache"] = _cache_stats(ccache)
-                log(f"compiler cache: {m['compiler_cache']}")
-            if resumed:  # its times are the last attempt's only: say so
-                m["resumed"] = True
-            if resumed or ccache:
-                (built_root(version) / "runtime.json").write_text(json.dumps(m, indent=1))
+            _add_to_manifest(m, version, ccache, resumed, log)
             done("assemble and check")
     except KeyboardInterrupt:
         log("interrupted")
@@ -184,6 +176,24 @@ def _build_locked(req: Request, version: str, branch: str, py: str, sources: Sou
         + (f"; compiler cache: {cc['hits']} of {cc['hits'] + cc['misses']} compiles served"
            if (cc := m.get("compiler_cache")) else "") + ")")
     return m
+
+
+def _announce(version: str, branch: str, py: str, sources: Sources, reuse, log, out) -> None:
+    log(f"\n==== rig runtime build {version} ({branch}) {time.strftime('%Y-%m-%d %H:%M:%S')} ====")
+    out(f"building Triton {version} ({branch}) for CPU, backend stub for Python {py}, from "
+        f"{sources.describe()}{'; the core is reused from ' + str(reuse) if reuse else ''}; log: {log.path}")
+
+
+def _add_to_manifest(m: dict, version: str, ccache: str | None, resumed: bool, log) -> None:
+    """What the manifest learns after assembly: the compiler cache's counts, and that a resumed
+    build's times are its last attempt's only."""
+    if ccache:
+        m["compiler_cache"] = _cache_stats(ccache)
+        log(f"compiler cache: {m['compiler_cache']}")
+    if resumed:
+        m["resumed"] = True
+    if resumed or ccache:
+        (built_root(version) / "runtime.json").write_text(json.dumps(m, indent=1))
 
 
 def _compiler_cache(log) -> str | None:

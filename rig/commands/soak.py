@@ -149,12 +149,7 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
     p = orchestrator.prepare(cfg, command, store, run_id=resume or run_id, log=log)
     if not resume:
         orchestrator.write_run_row(p, command)
-    log(f"run {p.run_id}: {p.runtime.name} (Triton {p.runtime.triton_version}), engine {p.engine}, "
-        f"model {p.model_label}, retain {cfg.retain}, stop {cfg.stop_strategy}, "
-        f"restart {cfg.restart}, results in {store.root}/")
-    log(f"engine {p.engine}: {p.engine_reason.split(';')[0]}")
-    if cfg.workload.name != "none" and cfg.workload.web_port:
-        log(f"Locust's web UI: http://127.0.0.1:{cfg.workload.web_port}/ while each cycle's workload runs")
+    _announce(p, cfg, store, log)
     done = {r.cycle for r in stored_rows}
     todo = [k for k in range(1, cfg.cycles + 1) if k not in done]
     if resume:
@@ -184,13 +179,7 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
         if progress:
             progress.close()
             progress = None
-        resume_with = f"rig soak --resume {p.run_id} --results {shlex.quote(redact(str(cfg.results)))}"
-        log(f"interrupted after {len(tally.rows)} stored cycle(s); continue with: {resume_with}")
-        if junit:
-            _junit_interrupted(junit, tally, cfg, allowed, command, p, started, resume_with, log)
-        if summary_json:
-            _summary(summary_json, command, Exit.INTERRUPTED, p, tally, cfg,
-                     [f"interrupted after {len(tally.rows)} stored cycle(s); continue with: {resume_with}"], log)
+        _interrupted(p, cfg, tally, allowed, command, started, junit, summary_json, log)
         raise
     finally:
         if progress:
@@ -201,13 +190,8 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
         log(f"JUnit XML: {junit}")
     status = Exit.FAILED if reasons else Exit.OK
     try:
-        if command == "soak":  # its files merged: one per table and partition (a cycle run is one already)
-            store.compact(p.run_id, owner=True)
-        if command == "soak" and tally.rows and not os.environ.get("RIG_NO_PLOT"):  # a matrix's cells: its report plots
-            from rig.analysis import plots
-
-            path = plots.soak_figure(store.read("cycles", p.run_id), store.plot_path(f"{p.run_id}-soak.png"))
-            log(f"plot: {store.publish(path)}")
+        if command == "soak":
+            _compact_and_plot(store, p, tally, log)
     except OSError as e:  # the machine failed what follows the judging (rig.cli: exit 4); the summary says so
         if summary_json:
             _summary(summary_json, command, Exit.MACHINE, p, tally, cfg,
@@ -216,6 +200,39 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
     if summary_json:
         _summary(summary_json, command, status, p, tally, cfg, reasons, log)
     return status, tally, p.run_id, reasons
+
+
+def _interrupted(p, cfg: RunConfig, tally: Tally, allowed, command: str, started, junit: str | None,
+                 summary_json: str | None, log: Callable[[str], None]) -> None:
+    """An interrupted run: how to go on, and its JUnit file and summary as they stand."""
+    resume_with = f"rig soak --resume {p.run_id} --results {shlex.quote(redact(str(cfg.results)))}"
+    log(f"interrupted after {len(tally.rows)} stored cycle(s); continue with: {resume_with}")
+    if junit:
+        _junit_interrupted(junit, tally, cfg, allowed, command, p, started, resume_with, log)
+    if summary_json:
+        _summary(summary_json, command, Exit.INTERRUPTED, p, tally, cfg,
+                 [f"interrupted after {len(tally.rows)} stored cycle(s); continue with: {resume_with}"], log)
+
+
+def _announce(p, cfg: RunConfig, store, log: Callable[[str], None]) -> None:
+    """What runs, where, and how: the run's first lines."""
+    log(f"run {p.run_id}: {p.runtime.name} (Triton {p.runtime.triton_version}), engine {p.engine}, "
+        f"model {p.model_label}, retain {cfg.retain}, stop {cfg.stop_strategy}, "
+        f"restart {cfg.restart}, results in {store.root}/")
+    log(f"engine {p.engine}: {p.engine_reason.split(';')[0]}")
+    if cfg.workload.name != "none" and cfg.workload.web_port:
+        log(f"Locust's web UI: http://127.0.0.1:{cfg.workload.web_port}/ while each cycle's workload runs")
+
+
+def _compact_and_plot(store, p, tally: Tally, log: Callable[[str], None]) -> None:
+    """A soak's files merged (one per table and partition; a cycle run is one already), then its
+    plot (not for a matrix's cells, whose report plots them: RIG_NO_PLOT)."""
+    store.compact(p.run_id, owner=True)
+    if tally.rows and not os.environ.get("RIG_NO_PLOT"):
+        from rig.analysis import plots
+
+        path = plots.soak_figure(store.read("cycles", p.run_id), store.plot_path(f"{p.run_id}-soak.png"))
+        log(f"plot: {store.publish(path)}")
 
 
 def _summary(path: str, command: str, status: int, p, tally: Tally, cfg: RunConfig, reasons: list[str],
