@@ -86,7 +86,28 @@ def test_classify_never_answers_the_parents_outcomes():
 def test_a_lost_request_and_a_crashed_stub_are_the_stops_verdicts():
     assert cycle.classify({"in_flight_lost": 1, "stop_error": "Exit timeout expired"}) == "requests_lost"
     assert cycle.classify({"stop_error": "Exit timeout expired", "stub_crashes": 2}) == "exit_timeout"
-    assert cycle.classify({"stub_crashes": 1, "finalize_expected": 1, "finalize_before_stop": 1}) == "stub_crashed"
+    assert cycle.classify({"stub_crashes": 1, "stub_exit_aborts": 0, "finalize_expected": 1,
+                           "finalize_before_stop": 1}) == "stub_crashed"
+    assert cycle.classify({"stub_crashes": 1, "finalize_expected": 2, "finalize_before_stop": 1}) == "stub_crashed"
+
+
+def test_an_abort_at_exit_keeps_what_the_stop_did():
+    """A stub that died only after every finalize it owed (2.68.0 on) does not hide the stop: clean
+    reads aborted_at_exit; a stop that waited out exit_timeout, or a finalize that raised, stays so."""
+    done = {"finalize_expected": 2, "finalize_before_stop": 2}
+    assert cycle.classify({"stub_crashes": 2, "stub_exit_aborts": 2, **done}) == "aborted_at_exit"
+    assert cycle.classify({"stub_crashes": 2, "stub_exit_aborts": 1, **done}) == "stub_crashed"
+    assert cycle.classify({"stub_crashes": 1, "stub_exit_aborts": 1, "finalize_errors": 1, **done}) == "finalize_error"
+    assert cycle.classify({"stub_crashes": 1, "stub_exit_aborts": 1, "stop_error": "Exit timeout expired",
+                           **done}) == "exit_timeout"
+    # a row stored before the count (schema < 16): read from its finalize figures
+    assert cycle.classify({"stub_crashes": 1, **done}) == "aborted_at_exit"
+    from rig.contract.verdicts import reread
+    assert reread({"outcome": "stub_crashed", **done})["outcome"] == "aborted_at_exit"
+    assert reread({"outcome": "stub_crashed", "finalize_errors": 1, **done}) == {
+        "outcome": "finalize_error", "finalize_errors": 1, "stub_exit_aborts": 1, **done}
+    assert reread({"outcome": "stub_crashed", "finalize_expected": 2, "finalize_before_stop": 1})["outcome"] == "stub_crashed"
+    assert reread({"outcome": "stub_crashed", "stop_error": "x", **done})["outcome"] == "stub_crashed"
     assert cycle.classify({"in_flight": 8, "in_flight_answered": 8, "in_flight_lost": 0}) == "clean"
 
 

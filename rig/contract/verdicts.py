@@ -17,7 +17,8 @@ OUTCOMES = {
     "exit_timeout": "stop waited out exit_timeout (a model stayed loaded)",
     "stop_error": "stop returned another error",
     "load_failed": "the server or a model did not become ready",
-    "stub_crashed": "a backend stub died of a signal of its own (SIGSEGV, SIGABRT, ...), though stop said nothing",
+    "stub_crashed": "a backend stub died of a signal of its own (SIGSEGV, SIGABRT, ...) before or during the stop, though stop said nothing",
+    "aborted_at_exit": "stop returned in time and every finalize ran, then a backend stub died of a signal as it exited (2.68.0 on: Fatal Python error ... finalizing)",
     "finalize_error": "a model's finalize raised",
     "finalize_missing": "stop returned cleanly but some finalize had not run",
     "hung": "a phase ran past its deadline; the worker was killed",
@@ -78,13 +79,49 @@ def classify(row: dict) -> Outcome:
     err = row.get("stop_error")
     if err:
         return "exit_timeout" if "exit timeout" in err.lower() else "stop_error"
-    if row.get("stub_crashes"):
+    crashes = int(row.get("stub_crashes") or 0)
+    if crashes > exit_aborts(row):
         return "stub_crashed"
     if row.get("finalize_errors"):
         return "finalize_error"
     if (row.get("finalize_expected") or 0) > (row.get("finalize_before_stop") or 0):
         return "finalize_missing"
-    return "clean"
+    return "aborted_at_exit" if crashes else "clean"
+
+
+def exit_aborts(row: dict) -> int:
+    """Of a cycle's stub crashes, those that were aborts at exit: stubs that died only after every
+    finalize they owed (``stub_exit_aborts``, from the markers' times). A row stored before that
+    count (schema 16) is read from its finalize figures: where every instance's finalize ran before
+    stop returned, no stub died before its finalize, so each crash came after it (a stub that died
+    under load or in the stop leaves an instance unfinalized: its own, or the one a restarted stub
+    initialized again). A cycle whose stop failed keeps that verdict first either way."""
+    crashes = int(row.get("stub_crashes") or 0)
+    if not crashes:
+        return 0
+    told = row.get("stub_exit_aborts")
+    if told is not None:
+        return min(int(told), crashes)
+    expected, before = int(row.get("finalize_expected") or 0), int(row.get("finalize_before_stop") or 0)
+    return crashes if expected and before >= expected else 0
+
+
+def reread(rec: dict) -> dict:
+    """A stored cycle's lifecycle verdict under today's rule (2026-12-06): a ``stub_crashed`` whose
+    every crash was an abort at exit (``exit_aborts``) reads as what the stop and the finalizes did
+    (``aborted_at_exit`` after a clean stop, ``finalize_error`` where a finalize raised), and its
+    ``stub_exit_aborts`` is set; a row without ``stub_crashes`` (a kept store's few columns) that
+    says ``stub_crashed`` is read as one crash. Every other verdict stays as stored."""
+    if rec.get("outcome") != "stub_crashed" or rec.get("stop_error"):
+        return rec
+    row = {k: v for k, v in rec.items() if k != "outcome"}
+    if not row.get("stub_crashes"):
+        row["stub_crashes"] = 1
+    aborts = exit_aborts(row)
+    if aborts >= int(row["stub_crashes"]):
+        row["stub_exit_aborts"] = aborts
+        rec["outcome"], rec["stub_exit_aborts"] = classify(row), aborts
+    return rec
 
 
 def growth_reasons(row: dict, max_memory_growth_b: float | None = MAX_MEMORY_GROWTH_B,

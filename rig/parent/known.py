@@ -190,6 +190,38 @@ def _still_racing(old: Known | None, top: tuple[str, str, str], cycles: int, run
     return Known(*merged, cycles=old.cycles + cycles, run_id=ids)
 
 
+def reread(cycles, path: str | Path | None = None) -> tuple[int, int]:
+    """Every known ``stub_crashed`` re-read under today's rule (``rig.contract.verdicts.reread``: a
+    stub that aborted only at exit, after every finalize it owed, no longer hides what the stop did),
+    from the cycles behind it: ``cycles`` (a frame or records, as the store reads them, so already
+    re-read). In each row that names ``stub_crashed``, that alternative gives way to the lifecycle
+    verdicts its cell's cycles now read where none of them still reads ``stub_crashed`` and some
+    read a verdict the row did not name. A row with no such cycles in ``cycles`` stays as it is. Returns (rows re-read, rows naming stub_crashed left)."""
+    rows_in = cycles.to_dict("records") if hasattr(cycles, "to_dict") else list(cycles)
+    now: dict[Key, set] = {}
+    for r in rows_in:
+        if not r.get("scenario") or not r.get("triton_version") or not r.get("outcome"):
+            continue
+        key = (str(r["scenario"]), bool(r.get("control")) if r.get("control") == r.get("control") else False,
+               str(r.get("shape") or "unbatched"), str(r["engine"]), str(r["triton_version"]))
+        now.setdefault(key, set()).add(str(r["outcome"]))
+    current = dict(table(path))
+    changed = left = 0
+    for key, k in current.items():
+        alts = k.lifecycle.split(ANY)
+        if "stub_crashed" not in alts:
+            continue
+        got = now.get(key)
+        if not got or "stub_crashed" in got or got <= set(alts):  # no cycle behind it read stub_crashed
+            left += 1
+            continue
+        merged = list(dict.fromkeys(v for a in alts for v in ([a] if a != "stub_crashed" else sorted(got - set(alts)))))
+        current[key] = dataclasses.replace(k, lifecycle=ANY.join(merged))
+        changed += 1
+    write(current, path)
+    return changed, left
+
+
 def write(rows: dict[Key, Known], path: str | Path | None = None) -> Path:
     """The file, sorted, written whole and atomically (a half-written file is never read)."""
     p = Path(path) if path else default_path()

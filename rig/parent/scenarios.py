@@ -160,7 +160,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              shapes=("unbatched", "batched")),
     Scenario("metrics", ("server#8662", "server#8663"),
              "the model makes pb_utils.MetricFamily counters in initialize and increments them in execute",
-             repository="metrics", expected=("stub_crashed", "ok"),
+             repository="metrics", expected=("aborted_at_exit", "ok"),
              shapes=("unbatched", "instances-2")),
     Scenario("reload", ("server#6223",),
              "one server; the models unloaded and loaded again every cycle (--restart reload), the template "

@@ -44,22 +44,36 @@ def today() -> str:
 
 
 _VERDICT_INPUTS = ("outcome", "load_outcome", "stop_error", "finalize_errors", "finalize_expected",
-                   "finalize_before_stop", "requests", "errors")
+                   "finalize_before_stop", "requests", "errors", "stub_crashes", "stub_exit_aborts")
 
 
 def _two_verdicts(df):
-    """Cycles stored before schema 6 carry one verdict: split it into two (``verdicts.upgrade_legacy``)."""
-    if "outcome" not in df.columns or "load_outcome" not in df.columns or not df["load_outcome"].isna().any():
+    """Older cycles' verdicts under today's rules: a cycle stored before schema 6 carries one
+    verdict, split into two (``verdicts.upgrade_legacy``); a ``stub_crashed`` whose every crash was
+    an abort at exit after a clean stop reads ``aborted_at_exit`` (``verdicts.reread``)."""
+    if "outcome" not in df.columns:
         return df
-    from rig.contract.verdicts import upgrade_legacy
+    from rig.contract.verdicts import reread, upgrade_legacy
 
-    old = df["load_outcome"].isna() & df["outcome"].notna()
     cols = [c for c in _VERDICT_INPUTS if c in df.columns]
-    recs = df.loc[old, cols].astype(object).where(df.loc[old, cols].notna(), None).to_dict("records")
-    up = [upgrade_legacy(r) for r in recs]
+    old = df["load_outcome"].isna() & df["outcome"].notna() if "load_outcome" in df.columns else None
+    crashed = df["outcome"] == "stub_crashed"
+    if (old is None or not old.any()) and not crashed.any():
+        return df
     df = df.copy()
-    df.loc[old, "outcome"] = [r["outcome"] for r in up]
-    df.loc[old, "load_outcome"] = [r["load_outcome"] for r in up]
+    if old is not None and old.any():
+        recs = df.loc[old, cols].astype(object).where(df.loc[old, cols].notna(), None).to_dict("records")
+        up = [upgrade_legacy(r) for r in recs]
+        df.loc[old, "outcome"] = [r["outcome"] for r in up]
+        df.loc[old, "load_outcome"] = [r["load_outcome"] for r in up]
+    crashed = df["outcome"] == "stub_crashed"
+    if crashed.any():
+        recs = df.loc[crashed, cols].astype(object).where(df.loc[crashed, cols].notna(), None).to_dict("records")
+        recs = [reread(r) for r in recs]
+        df.loc[crashed, "outcome"] = [r["outcome"] for r in recs]
+        if "stub_exit_aborts" in df.columns:
+            df["stub_exit_aborts"] = df["stub_exit_aborts"].astype(object)
+            df.loc[crashed, "stub_exit_aborts"] = [r.get("stub_exit_aborts") for r in recs]
     return df
 
 
