@@ -42,6 +42,12 @@ def test_a_triton_no_wheel_bundles_is_refused_before_a_download():
 def test_resolve_names_the_wheels_runtime(monkeypatch, tmp_path):
     seen = []
     monkeypatch.setattr(runtime, "_embedded_root", lambda v: tmp_path / v)
-    with pytest.raises(RigError, match="rig runtime install 0.5.10"):
+    with pytest.raises(RigError, match=r"not installed: run `rig runtime install 2\.48\.0`"):
         runtime.resolve("2.48.0", auto_install=False, log=seen.append)
+    # a wheel's version is an alias: the command said back names the Triton version
+    with pytest.raises(RigError, match=r"`rig runtime install 2\.48\.0`"):
+        runtime.resolve("0.5.10", auto_install=False)
+    # four wheels bundle 2.51.0 (also a source build): the wheel's own version is what installs it
+    assert runtime.install_line("0.6.0") == "rig runtime install 0.6.0"
+    assert runtime.install_line("0.7.0") == "rig runtime install 2.51.0"
     assert seen == ["Triton 2.48.0 is the core of nvidia-pytriton 0.5.10: runtime embedded-0.5.10"]

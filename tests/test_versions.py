@@ -73,7 +73,10 @@ def test_the_table_runs_without_the_rig_installed_stdlib_only():
     assert (r.returncode, r.stdout.strip()) == (0, "cupy-cuda13x"), r.stderr
     r = subprocess.run([sys.executable, "-m", "rig.contract.ngc", "table"], capture_output=True, text=True,
                        timeout=60, cwd=ROOT)
-    assert r.returncode == 0 and "| 26.03 | 2.67.0 |" in r.stdout
+    assert r.returncode == 0 and "| 26.03 | r26.03 | 2.67.0 | - | build 2.67.0 |" in r.stdout
+    # one row joins every name of a core, and the command that works for it says the Triton version
+    assert "| 24.07 | r24.07 | 2.48.0 | 0.5.10 | install 2.48.0 |" in r.stdout
+    assert "| 24.10 | r24.10 | 2.51.0 | 0.5.13, 0.5.14, 0.6.0, 0.7.0 | install 2.51.0, build 2.51.0 |" in r.stdout
 
 
 def test_the_runtimes_guide_holds_the_table():

@@ -142,7 +142,7 @@ def report() -> str:
         lines.append(f"runtime     {b['name']}: Triton {b['triton_version']} built from source{why}")
         lines.append(f"runtime       {describe(b)}")
     if not installed:
-        lines.append(f"runtime     embedded: none installed (`rig runtime install` adds {runtime.DEFAULT_EMBEDDED}; "
+        lines.append(f"runtime     embedded: none installed (`rig runtime install` adds {runtime.said(runtime.DEFAULT_EMBEDDED)}; "
                      "the first cycle installs it too)")
     ok, why = engines.official_probe()
     if ok:

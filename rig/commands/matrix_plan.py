@@ -217,6 +217,11 @@ def local_runtimes() -> tuple[list[str], bool]:
     return installed, runtime.container_home() is not None
 
 
+def _said(names: list[str], known: dict[str, str]) -> list[str]:
+    """Runtimes as their Triton versions (``0.5.10`` -> ``2.48.0``, ``built-2.67.0`` -> ``2.67.0``)."""
+    return sorted(dict.fromkeys(known.get(n) or n.removeprefix("built-") for n in names), key=_version_key)
+
+
 def parse_runtimes(text: str, installed: list[str], known: dict[str, str], container: bool = False) -> list[str]:
     """The runtimes to run, in order: ``all`` is every embedded core (``newest_per_core``: one
     runtime per Triton version, installed first where missing), then every core built here from
@@ -263,8 +268,9 @@ def parse_runtimes(text: str, installed: list[str], known: dict[str, str], conta
 
             v = DEFAULT_EMBEDDED
         if v != "container" and v not in installed and v not in known:
-            raise RigError(f"unknown runtime {item!r}: not installed here, and no nvidia-pytriton release known "
-                           f"to the rig (known: {', '.join(known)}; `rig runtime install {shlex.quote(v)}` to try it anyway)")
+            raise RigError(f"unknown runtime {item!r}: say a Triton version, 2.36.0 to 2.51.0 from a PyPI wheel "
+                           f"(rig runtime install) or 2.51.0 on built here (rig runtime build); installed and built "
+                           f"here: {', '.join(_said(installed + built, known)) or 'none'}")
         out.append(v)
     return list(dict.fromkeys(out))
 

@@ -45,15 +45,16 @@ def run(args) -> int:
         rows = runtime.list_embedded()
         home = runtime.container_home()
         if home:
-            print(f"container  Triton {runtime.container_runtime().triton_version}  {home}")
+            print(f"Triton {runtime.container_runtime().triton_version:<8} {'container':<16} {home}")
+        # the Triton version first (the name every command takes), then how it is here
         for r in rows:
-            print(f"{r['name']:<16} Triton {r['triton_version']:<8} stubs {','.join(r['stubs']) or '-':<24} {r['path']}")
+            print(f"Triton {r['triton_version']:<8} {r['name']:<16} stubs {','.join(r['stubs']) or '-':<24} {r['path']}")
         built = runtime.list_built()
         for b in built:
-            print(f"{b['name']:<16} Triton {b['triton_version']:<8} stubs {','.join(b['pythons']) or '-':<24} {b['path']}")
-            print(f"{'':<16} {describe(b)}")
+            print(f"Triton {b['triton_version']:<8} {b['name']:<16} stubs {','.join(b['pythons']) or '-':<24} {b['path']}")
+            print(f"{'':<32} {describe(b)}")
         if not rows and not home and not built:
-            print(f"no runtime installed; `rig runtime install` adds the default ({runtime.DEFAULT_EMBEDDED})")
+            print(f"no runtime installed; `rig runtime install` adds the default, {runtime.said(runtime.DEFAULT_EMBEDDED)}")
         return Exit.OK
     raise RigError("say `rig runtime install [VERSION]` or `rig runtime list`")
 

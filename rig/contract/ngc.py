@@ -122,6 +122,23 @@ class Release:
     def image(self) -> str:
         return f"nvcr.io/nvidia/tritonserver:{self.ngc_tag}-py3"
 
+    @property
+    def branch(self) -> str:
+        """The release branch of core, common, backend and python_backend: ``r26.03``."""
+        return f"r{self.ngc_tag}"
+
+    @property
+    def rig_gets_it(self) -> str:
+        """How this machine gets the core, said with the Triton version (the one name that works
+        everywhere): ``rig runtime install 2.48.0`` (a PyPI wheel bundles it), ``rig runtime build
+        2.67.0`` (a source build), both for 2.51.0, or none (the NGC image only)."""
+        ways = []
+        if self.pytriton:
+            ways.append(f"install {self.triton_version}")
+        if int(self.triton_version.split(".")[1]) >= FIRST_BUILT_MINOR:
+            ways.append(f"build {self.triton_version}")
+        return ", ".join(ways) or "-"
+
 
 # The first Triton built from source here (rig.build.releases.FIRST): a Triton version below it is
 # a PyPI wheel's core only, so its name can only mean that wheel.
@@ -226,13 +243,15 @@ def driver_problem(r: Release, driver: str | None) -> str | None:
 
 def markdown() -> str:
     """The table as Markdown (docs/guide/runtimes.md holds this text; a test keeps them the same)."""
-    head = ["NGC tag", "Triton", "nvidia-pytriton", "Ubuntu", "Python", "CUDA", "CuPy", "driver"]
+    head = ["NGC tag", "branch", "Triton", "nvidia-pytriton", "rig runtime", "Ubuntu", "Python", "CUDA", "CuPy",
+            "driver"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in RELEASES:
         def mark(field: str, text: str) -> str:
             return f"{text}*" if field in r.unconfirmed else text
 
-        lines.append("| " + " | ".join([r.ngc_tag, r.triton_version, ", ".join(r.pytriton) or "-",
+        lines.append("| " + " | ".join([r.ngc_tag, r.branch, r.triton_version, ", ".join(r.pytriton) or "-",
+                                        r.rig_gets_it,
                                         mark("ubuntu", r.ubuntu), mark("python", r.python),
                                         mark("cuda", r.cuda if "." in r.cuda else f"{r.cuda}.x"), r.cupy,
                                         f">= {r.min_driver}"]) + " |")

@@ -33,6 +33,23 @@ from rig.common.probes import STUB_NAME
 DEFAULT_EMBEDDED = "0.7.0"
 
 
+def said(pytriton: str) -> str:
+    """An embedded runtime as a person names it: its Triton version, the wheel beside it
+    (``0.5.10`` -> ``Triton 2.48.0 (nvidia-pytriton 0.5.10)``)."""
+    core = PYTRITON_CORE.get(pytriton)
+    return f"Triton {core} (nvidia-pytriton {pytriton})" if core else f"nvidia-pytriton {pytriton}"
+
+
+def install_line(pytriton: str) -> str:
+    """The command that installs an embedded runtime, in the Triton version where one names it
+    alone (``rig runtime install 2.48.0``; 2.51.0 is also a source build, and four wheels bundle
+    it: the wheel's own version then)."""
+    core = PYTRITON_CORE.get(pytriton)
+    if core and pytriton_of(core) == pytriton:
+        return f"rig runtime install {core}"
+    return f"rig runtime install {pytriton}"
+
+
 def _python_libdir() -> list[str]:
     libdir = sysconfig.get_config_var("LIBDIR")
     return [libdir] if libdir and os.path.isdir(libdir) else []
@@ -83,7 +100,7 @@ def container_runtime() -> Runtime:
     home = container_home()
     if home is None:
         raise RigError("no container Triton here (/opt/tritonserver missing and TRITON_HOME unset); "
-                       "use an embedded runtime: rig runtime install " + DEFAULT_EMBEDDED)
+                       "use an embedded runtime: " + install_line(DEFAULT_EMBEDDED))
     lib = home / "lib" / "libtritonserver.so"
     if not lib.exists():
         raise RigError(f"TRITON_HOME={home} has no lib/libtritonserver.so; point it at a Triton install")
@@ -324,7 +341,7 @@ def resolve(spec: str | None, auto_install: bool = True, log=lambda msg: None) -
         spec = DEFAULT_EMBEDDED
         if not (_embedded_root(spec) / "wheel").is_dir():
             if not auto_install:
-                raise RigError(f"the embedded runtime {spec} is not installed: rig runtime install {spec}")
+                raise RigError(f"the embedded runtime {said(spec)} is not installed: {install_line(spec)}")
             return install_embedded(spec, log=log)
     if spec == "container":
         return container_runtime()
@@ -341,6 +358,6 @@ def resolve(spec: str | None, auto_install: bool = True, log=lambda msg: None) -
     if not (root / "wheel").is_dir():
         if version == DEFAULT_EMBEDDED and auto_install:
             return install_embedded(version, log=log)
-        raise RigError(f"runtime {spec!r} is not installed: run `rig runtime install {shlex.quote(str(version))}` "
-                       f"(installed: {', '.join(r['package_version'] for r in list_embedded()) or 'none'})")
+        raise RigError(f"runtime {spec!r} is not installed: run `{install_line(str(version))}` "
+                       f"(installed: {', '.join(said(r['package_version']) for r in list_embedded()) or 'none'})")
     return _embedded_from_root(version, root)
