@@ -14,7 +14,7 @@ import dataclasses
 
 import pandas as pd
 
-from rig.analysis import conformance, conformance_text, plots
+from rig.analysis import conformance, conformance_diff, conformance_text, plots
 from rig.analysis import report_differences as differences
 from rig.analysis import report_growth
 from rig.analysis import report_html as rh
@@ -196,8 +196,10 @@ def plan(data: Data, baseline: str | None) -> dict:
     return {"vary": vary, "axis": axis, "baseline": base, "why": why, "values": values, "seen": seen}
 
 
-def build(data: Data, baseline: str | None = None, max_histograms: int = 8) -> tuple[str, str]:
-    """The Markdown summary and the HTML page of ``data``."""
+def build(data: Data, baseline: str | None = None, max_histograms: int = 8,
+          upgrade: dict | None = None) -> tuple[str, str]:
+    """The Markdown summary and the HTML page of ``data``; ``upgrade``: the upgrade question's
+    arguments (``conformance_diff.upgrade``: source, target, ...) where asked."""
     pl = plan(data, baseline)
     vary, axis, base = pl["vary"], pl["axis"], pl["baseline"]
     cycles = data.cycles.copy()
@@ -213,6 +215,8 @@ def build(data: Data, baseline: str | None = None, max_histograms: int = 8) -> t
     else:
         summary.append("One group: nothing varies here to compare.")
     sections = []
+    # first: an upgrade asked of cores the results do not hold is an error before the work
+    moved = upgrade_section(cycles, data.root, upgrade) if len(cycles) or upgrade else None
     # the sections whose figures are ready first come first: a renderer (plots.start_renderer)
     # draws those while the rest is computed
     trend = parts.trends_section(cycles, windows, gkeys)
@@ -225,7 +229,7 @@ def build(data: Data, baseline: str | None = None, max_histograms: int = 8) -> t
     scenario_table = report_scenarios.scenarios_section(cycles) if len(cycles) else None
     grid = conformance_section(cycles, windows) if len(cycles) else None
     growth = report_growth.growth_section(data.root, cycles, windows) if len(cycles) else None
-    for s in (scenario_table, grid, life, perf, times, growth, streams, diffs, trend):
+    for s in (scenario_table, grid, moved, life, perf, times, growth, streams, diffs, trend):
         if s is not None:
             sections.append(s)
     if diffs is not None:
@@ -248,3 +252,20 @@ def conformance_section(cycles: pd.DataFrame, windows: pd.DataFrame | None = Non
         rh.Html(conformance_text.to_html(table),
                 markdown="The grid is in the HTML page; `rig report --conformance RESULTS` prints it here."))
 
+
+def upgrade_section(cycles: pd.DataFrame, root: str, asked: dict | None = None) -> rh.Section | None:
+    """The upgrade question (``rig.analysis.conformance_diff``) as asked (``--from``/``--to``), else,
+    where the scenario cycles span several cores, from the oldest of them to the newest."""
+    if asked is None and not conformance.spans_cores_or_shapes(cycles):
+        return None
+    table = conformance.build(cycles)
+    span = conformance_diff.default_span(table)
+    if asked is None and span is None:
+        return None
+    u = conformance_diff.upgrade(table, results=redact(root), **(asked or {"source": span[0], "target": span[1]}))
+    first, *per = conformance_diff.header(u)
+    said = "\n".join([first, "", *(f"- {x}" for x in per)])
+    if any(a.rows or a.only_before or a.only_after for a in u.apis):
+        said += (f"\n\nThe cells are in the HTML page; `rig report --conformance {redact(root)} --from {u.source} "
+                 f"--to {u.target}` prints them here.")
+    return rh.Section(conformance_diff.section_title(u)).add(rh.Html(conformance_diff.to_html(u), markdown=said))

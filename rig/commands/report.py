@@ -2,7 +2,8 @@
 trends of a results folder, as a Markdown summary on stdout and one self-contained HTML page.
 `rig report --conformance RESULTS`: the conformance grid alone (every scenario per core, API and
 model shape against its known verdicts, ``rig.analysis.conformance``), in Markdown on stdout or
-``--output FILE``."""
+``--output FILE``; with ``--from A --to B``, only the cells that differ between two cores
+(``rig.analysis.conformance_diff``), which the HTML page also shows as a section."""
 
 from __future__ import annotations
 
@@ -27,13 +28,45 @@ def add_parser(sub) -> None:
                    help="print only the conformance grid (Markdown): each lifecycle scenario and its control per "
                    "core, API and model shape, judged against the known verdicts (rig/known_verdicts.csv)")
     p.add_argument("--output", metavar="FILE",
-                   help="with --conformance: write the grid to FILE (atomically) instead of stdout")
+                   help="with --conformance: write the grid (with --from/--to: the cells that differ) to FILE "
+                   "(atomically) instead of stdout")
+    p.add_argument("--from", dest="source", metavar="VERSION",
+                   help="the upgrade question, with --to: only the scenario cells whose verdicts differ between "
+                   "two cores, per API and shape, where each first changed and its evidence (with --conformance: "
+                   "Markdown; else a section of the HTML page, which otherwise shows its oldest core to its newest). "
+                   "A Triton version (2.48.0), an nvidia-pytriton release (0.5.10: its core) or a release branch "
+                   "(r26.03); --from newer than --to is a downgrade, walked down")
+    p.add_argument("--to", dest="target", metavar="VERSION", help="the core upgraded to (see --from)")
+    p.add_argument("--scenario", action="append", metavar="NAME",
+                   help="with --from/--to: only this scenario and its control (repeatable, or NAME,NAME)")
+    p.add_argument("--shape", action="append", metavar="SHAPE",
+                   help="with --from/--to: only this model shape (repeatable, or A,B; a shape of two parts joined "
+                   "with +: decoupled+instances-2)")
+    p.add_argument("--engine", action="append", metavar="API",
+                   help="with --from/--to: only this API, capi or tritonserver (repeatable, or A,B)")
     p.set_defaults(func=run)
 
 
+def _upgrade_asked(args):
+    """``--from``/``--to`` and what narrows them, checked together: None where not asked."""
+    from rig.common.errors import RigError
+
+    if (args.source is None) != (args.target is None):
+        raise RigError("--from and --to go together: the core upgraded from and the one upgraded to")
+    narrow = [o for o, v in (("--scenario", args.scenario), ("--shape", args.shape), ("--engine", args.engine)) if v]
+    if narrow and args.source is None:
+        raise RigError(f"{', '.join(narrow)} {'narrows' if len(narrow) == 1 else 'narrow'} the upgrade question: "
+                       "give it with --from and --to")
+    if args.source is None:
+        return None
+    return {"source": args.source, "target": args.target, "scenario": args.scenario, "shape": args.shape,
+            "engine": args.engine}
+
+
 def run(args) -> int:
+    asked = _upgrade_asked(args)
     if args.conformance:
-        return conformance(args)
+        return conformance(args, asked)
     if args.output is not None:
         from rig.common.errors import RigError
 
@@ -60,7 +93,7 @@ def run(args) -> int:
         data = report.select(report.load(args.results, where.keys(args.where)), args.where)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # empty groups' medians: shown as '-'
-            md, page = report.build(data, baseline=args.baseline, max_histograms=max_histograms)
+            md, page = report.build(data, baseline=args.baseline, max_histograms=max_histograms, upgrade=asked)
     finally:
         plots.stop_renderer()
         if collecting:
@@ -76,13 +109,15 @@ def run(args) -> int:
     return 0
 
 
-def conformance(args) -> int:
-    """The conformance grid of the results' scenario cycles, on stdout or in ``--output``."""
+def conformance(args, asked: dict | None = None) -> int:
+    """The conformance grid of the results' scenario cycles, on stdout or in ``--output``; where
+    ``asked`` (``--from``/``--to``), only the cells that differ between the two cores."""
     import dataclasses
 
     import pyarrow.compute as pc
 
     from rig.analysis import conformance as cf
+    from rig.analysis import conformance_diff as cd
     from rig.analysis import conformance_text as cft
     from rig.common.errors import RigError
     from rig.contract.rows import CycleRow
@@ -107,16 +142,20 @@ def conformance(args) -> int:
         if cycles.empty:
             raise RigError(f"--where {key}={','.join(values)} matches nothing in {redact(str(args.results))} "
                            f"(present: {shown})")
-    runs = cf.batched_runs(cycles)  # the batch sizes a batched cell formed are in its windows
+    # the batch sizes a batched cell formed are in its windows (the upgrade question reads none)
+    runs = cf.batched_runs(cycles) if asked is None else []
     windows = store.read("windows", columns=["run_id", "cycle", "batch_sizes"],
                          filter=pc.field("run_id").isin(runs)) if runs else None
     table = cf.build(cycles, windows=windows)
     if not table.cells:
         raise RigError(f"{redact(str(args.results))} holds no scenario cycles: run rig matrix --scenarios all "
                        f"(or rig soak --scenario NAME) with --results {redact(str(args.results))}")
-    counts = ", ".join(f"{n} {j}" for j, n in table.counts.items())
-    text = (f"# Conformance: {redact(str(args.results))}\n\n{len(table.cells)} cell(s): {counts}.\n\n"
-            + cft.to_markdown(table))
+    if asked is not None:
+        text = cd.to_markdown(cd.upgrade(table, results=redact(str(args.results)), **asked))
+    else:
+        counts = ", ".join(f"{n} {j}" for j, n in table.counts.items())
+        text = (f"# Conformance: {redact(str(args.results))}\n\n{len(table.cells)} cell(s): {counts}.\n\n"
+                + cft.to_markdown(table))
     if args.output is None:
         print(text, end="")
         return 0
