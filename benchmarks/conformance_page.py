@@ -1,21 +1,26 @@
-"""The published conformance page, docs/conformance.md, generated from the reference run's store
-kept in the repository (docs/conformance/store/: the scenario cycles only, the columns the grid
-reads, and the batch sizes of the batched cells' windows; one Parquet file per table, core and date).
+"""The published conformance pages, generated from the reference run's store kept in the
+repository (docs/conformance/store/: the scenario cycles only, the columns the grid reads, and the
+batch sizes of the batched cells' windows; one Parquet file per table, core and date):
+docs/conformance.md, the index (the pages, where verdicts changed, the legend, how it was made),
+and one page per API and shape, docs/conformance/ENGINE-SHAPE.md (its grid, what its rows do, its
+cells' figures), each small enough to open on a phone. mkdocs.yml's nav lists them.
 
-    python benchmarks/conformance_page.py                 # regenerate the page from the kept store
+    python benchmarks/conformance_page.py                 # regenerate the pages from the kept store
     python benchmarks/conformance_page.py --from RESULTS  # keep RESULTS' scenario cycles as the store, then regenerate
     python benchmarks/conformance_page.py --from RESULTS --add   # add RESULTS' cells to it (replacing those run again)
 
-RESULTS is the --results of a reviewed `rig matrix --scenarios all ...` run. The page is a pure
-function of the kept store and rig/known_verdicts.csv: tests/test_conformance.py regenerates it
-and compares it with the page byte for byte.
+RESULTS is the --results of a reviewed `rig matrix --scenarios all ...` run. The pages are a pure
+function of the kept store and rig/parent/known_verdicts.csv: tests/test_conformance.py regenerates
+them and compares each with its page byte for byte.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import sys
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,8 +30,11 @@ from rig.analysis import conformance as cf  # noqa: E402
 from rig.analysis import conformance_text as cft  # noqa: E402
 from rig.common.errors import RigError  # noqa: E402
 
-STORE = ROOT / "docs" / "conformance" / "store"
-PAGE = ROOT / "docs" / "conformance.md"
+DOCS = ROOT / "docs"
+STORE = DOCS / "conformance" / "store"
+PAGE = DOCS / "conformance.md"   # the index
+PAGES = DOCS / "conformance"     # one page per API and shape
+NAV_API = {"capi": "C API", "tritonserver": "official API"}
 MATRIX = "rig matrix --scenarios all --runtimes all --engines capi,tritonserver --cycles 3 --results R"
 # What the kept store holds of each cycle: the grid's columns, those every stored cycle must have
 # (the store reads a file without them as foreign), and those an older row's verdicts are re-read from.
@@ -133,8 +141,17 @@ def build_lines(versions: list[str]) -> list[str]:
     return [f"for v in {' '.join(built)}; do rig runtime build $v --sources ../shared/triton-src; done"]
 
 
-def page(store: str | Path = STORE, known_path: str | Path | None = None) -> str:
-    """The page's text: a title, what the grid shows and how it was made, the legend, the grids."""
+def page_path(g) -> str:
+    """Where a grid's page is, under docs/: ``conformance/capi-unbatched.md``."""
+    return f"{PAGES.name}/" + re.sub(r"[^a-z0-9]+", "-", f"{g.engine}-{g.shape}".lower()).strip("-") + ".md"
+
+
+def nav_title(g) -> str:
+    """A grid page's title in mkdocs.yml's nav: ``C API, unbatched``."""
+    return f"{NAV_API.get(g.engine, g.engine)}, {g.shape}"
+
+
+def _table(store, known_path):
     from rig.store import Store
 
     columns = [c for c in cf.COLUMNS if c in kept_columns() or c == "triton_version"]
@@ -143,28 +160,97 @@ def page(store: str | Path = STORE, known_path: str | Path | None = None) -> str
     table = cf.build(cycles, known_path, windows=kept.read("windows", columns=["run_id", "cycle", "batch_sizes"]))
     if not table.cells:
         raise RigError(f"{store} holds no scenario cycles")
+    return cycles, table
+
+
+def _counts(cells) -> dict[str, int]:
+    health = Counter(cf.health(c) for c in cells)
+    judged = Counter(c.judgement for c in cells)
+    return {"cells": len(cells), **{h: health.get(h, 0) for h in cf.HEALTH},
+            "findings": judged.get(cf.FINDING, 0), "unjudged": judged.get(cf.UNJUDGED, 0)}
+
+
+def _pages_table(table) -> list[str]:
+    """The index's list of pages, one per API and shape, with its cells counted."""
+    sym = cft.SYMBOLS
+    lines = ["| page | cells | " + " | ".join(f"{sym[h]} {h}" for h in cf.HEALTH) + " | ✗ findings | ? unjudged |",
+             "|" + " --- |" * 7]
+    for g in table.grids:
+        n = _counts(list(g.cells.values()))
+        lines.append(f"| [{cft._md(nav_title(g))}]({page_path(g)}) | "
+                     + " | ".join(str(n[k]) for k in ("cells", *cf.HEALTH, "findings", "unjudged")) + " |")
+    return lines
+
+
+def _changes(table) -> list[str]:
+    """Where verdicts changed, per API: each row with a non-empty changed in, the cores it changed
+    in and in which shapes (each a link to its page)."""
+    lines = []
+    for engine in dict.fromkeys(g.engine for g in table.grids):
+        rows: dict[tuple[str, bool], dict[tuple[str, ...], list]] = {}
+        for g in (g for g in table.grids if g.engine == engine):
+            for row, cores in g.changed.items():
+                if cores:
+                    rows.setdefault(row, {}).setdefault(tuple(cores), []).append(g)
+        lines += [f"### {cf.API_NAMES.get(engine, engine)}", ""]
+        if not rows:
+            lines += ["The same verdicts on every core, in every shape.", ""]
+            continue
+        lines += ["| scenario | changed in: shapes |", "| --- | --- |"]
+        for (name, control), by in sorted(rows.items(), key=lambda kv: (cf._scenario_order(kv[0][0]), kv[0][1])):
+            said = "; ".join(f"{', '.join(cores)}: " + ", ".join(f"[{g.shape}]({page_path(g)})" for g in gs)
+                             for cores, gs in sorted(by.items(), key=lambda kv: [cf.version_key(v) for v in kv[0]]))
+            lines.append(f"| {cft._md(cf.row_label(name, control))} | {cft._md(said)} |")
+        lines.append("")
+    return lines
+
+
+def index(cycles, table) -> str:
+    """docs/conformance.md: what the grids show, the pages, where verdicts changed, the legend,
+    how it was made and reproduced, where a shape moved a verdict."""
     versions = sorted({c.triton_version for c in table.cells}, key=cf.version_key)
     apis = list(dict.fromkeys(g.engine for g in table.grids))
     shapes = list(dict.fromkeys(g.shape for g in sorted(table.grids, key=lambda g: cf.shape_order(g.shape))))
     dates = sorted(set(cycles["date"].astype(str)))
     runs = sorted({r for c in table.cells for r in c.run_ids})
-    counts = ", ".join(f"{n} {j}" for j, n in table.counts.items())
+    n = _counts(table.cells)
     when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
-    intro = [
+    lines = [
         "# Conformance",
         "",
-        "What each [lifecycle scenario](guide/scenarios.md) and its negative control gave on each Triton core, "
-        "through each API and in each model shape, judged against the verdicts it is known to give "
-        "(`rig/known_verdicts.csv`, written by `rig scenarios --accept RESULTS` from a reviewed run). One grid per "
-        "API and shape: a row per scenario, a column per core in version order, each cell the verdicts its "
-        "cycles gave, linked to its figures (cycles, the three verdicts counted, in a batched shape the batch "
-        "sizes Triton formed, stop p50, finalize, the runs) in the table under the grid; *changed in* names the "
-        "cores where a scenario's verdicts changed.",
+        "What each [lifecycle scenario](guide/scenarios.md) and its negative control did on each Triton core, "
+        "through each API and in each model shape: one page per API and shape, each a grid (a row per scenario, "
+        "a column per core in version order). A cell says what its cycles did, in words, and its colour whether "
+        f"that was healthy: {cft.SYMBOLS[cf.HEALTHY]} a clean stop with every request answered and no growth, "
+        f"{cft.SYMBOLS[cf.UNHEALTHY]} anything else (a scenario that reproduces a bug is unhealthy on the cores "
+        f"where it does), {cft.SYMBOLS[cf.INTERMITTENT_HEALTH]} some cycles one, some the other. A second mark, "
+        f"apart, says where the cell differs from the verdicts it is known to give ({cft.FINDING_MARK}, a finding) "
+        f"or where nothing is known ({cft.UNJUDGED_MARK}); none where it gave them. Each cell links to its figures "
+        "under the grid; *changed in* names the cores where a row's verdicts changed.",
         "",
-        f"This page is generated from the reference run kept in `docs/conformance/store/` ({len(cycles):,} "
-        f"scenario cycles from {len(runs):,} run(s), {when}; Triton {', '.join(versions)}; "
-        f"{', '.join(f'`{a}`' for a in apis)}; {', '.join(shapes)}): {counts}. To reproduce it, run the matrix "
-        "and keep its scenario cycles as the store, which regenerates the page:",
+        f"{n['cells']:,} cells: " + ", ".join(f"{n[h]:,} {h}" for h in cf.HEALTH)
+        + f"; {n['findings']:,} finding(s), {n['unjudged']:,} unjudged.",
+        "",
+        "## Pages",
+        "",
+        *_pages_table(table),
+        "",
+        "## Where verdicts changed",
+        "",
+        "Each row whose verdicts (or readiness after a dead stub) differ from one core to the next, the cores "
+        "where they did and in which shapes.",
+        "",
+        *_changes(table),
+        "## Legend",
+        "",
+        *(line for text in cft.legend() for line in (text, "")),
+        "## How it was made",
+        "",
+        f"Generated from the reference run kept in `docs/conformance/store/` ({len(cycles):,} scenario cycles "
+        f"from {len(runs):,} run(s), {when}; Triton {', '.join(versions)}; {', '.join(f'`{a}`' for a in apis)}; "
+        f"{', '.join(shapes)}), judged against `{cft.KNOWN_FILE}` (written by `rig scenarios --accept RESULTS` "
+        "from a reviewed run), by `benchmarks/conformance_page.py`. To reproduce it, run the matrix and keep its "
+        "scenario cycles as the store, which regenerates these pages:",
         "",
         "```sh",
         *build_lines(versions),
@@ -172,11 +258,57 @@ def page(store: str | Path = STORE, known_path: str | Path | None = None) -> str
         "python benchmarks/conformance_page.py --from R",
         "```",
         "",
-        "`rig report --conformance R` prints the same grids for any results folder (the HTML page of "
-        "`rig report R` shows them too where its scenarios ran on more than one core or shape).",
+        "`rig report --conformance R` prints every grid for any results folder, with each cell's runs in its "
+        "figures (`rig report --conformance docs/conformance/store`: these); the HTML page of `rig report R` "
+        "shows them too where its scenarios ran on more than one core or shape.",
         "",
     ]
-    return "\n".join(intro) + "\n" + cft.to_markdown(table, level=2)
+    text = "\n".join(lines)
+    if len({c.shape for c in table.cells}) > 1:
+        text += "\n" + cft.shape_moves_markdown(table.cells, level=2)
+    return text.rstrip() + "\n"
+
+
+def grid_page(g) -> str:
+    """One API and shape's page: its title, what it holds, the grid, its rows' descriptions, its figures."""
+    n = _counts(list(g.cells.values()))
+    head = [
+        f"# {cft.grid_title(g)}",
+        "",
+        f"[Conformance](../conformance.md) through {cf.API_NAMES.get(g.engine, g.engine)} in the {g.shape} shape: "
+        f"{n['cells']:,} cells, " + ", ".join(f"{n[h]:,} {h}" for h in cf.HEALTH)
+        + f"; {n['findings']:,} finding(s), {n['unjudged']:,} unjudged. The runs of each cell: "
+        "`rig report --conformance docs/conformance/store`.",
+        "",
+    ]
+    return "\n".join(head) + "\n" + cft.grid_page(g, "../conformance.md#legend")
+
+
+def pages(store: str | Path = STORE, known_path: str | Path | None = None) -> dict[str, str]:
+    """Every page's text by its path under docs/: the index (``conformance.md``), then one page
+    per API and shape (``page_path``)."""
+    cycles, table = _table(store, known_path)
+    return {PAGE.name: index(cycles, table), **{page_path(g): grid_page(g) for g in table.grids}}
+
+
+def page(store: str | Path = STORE, known_path: str | Path | None = None) -> str:
+    """Every page's text (``pages``) as one string, the index first: what a test searches."""
+    return "\n".join(pages(store, known_path).values())
+
+
+def write_pages(texts: dict[str, str], docs: Path = DOCS) -> list[Path]:
+    """Write ``texts`` (``pages``) under ``docs``, each atomically, and remove the grid pages no
+    longer generated (a shape or API that left the store). Returns the paths written."""
+    from rig.commands.report import write_atomically
+
+    written = []
+    for rel, text in texts.items():
+        write_atomically(docs / rel, text)
+        written.append(docs / rel)
+    for old in sorted((docs / PAGES.name).glob("*.md")):
+        if old not in written:
+            old.unlink()
+    return written
 
 
 def main(argv=None) -> int:
@@ -187,20 +319,19 @@ def main(argv=None) -> int:
                     help="with --from: add its cells (each cell it holds, a scenario or control in a shape on "
                          "a core and engine, replaces the store's) instead of replacing the store")
     ap.add_argument("--store", type=Path, default=STORE, help="the kept store (default docs/conformance/store)")
-    ap.add_argument("--output", type=Path, default=PAGE, help="the page (default docs/conformance.md)")
+    ap.add_argument("--docs", type=Path, default=DOCS,
+                    help="where the pages go: DOCS/conformance.md and DOCS/conformance/*.md (default docs)")
     args = ap.parse_args(argv)
     try:
         if args.source:
             n, size = keep_store(args.source, args.store, add=args.add)
             print(f"kept {n:,} scenario cycle(s) in {args.store} ({size / 1024:,.0f} KiB)")
-        text = page(args.store)
-        from rig.commands.report import write_atomically
-
-        write_atomically(args.output, text)
+        written = write_pages(pages(args.store), args.docs)
     except RigError as e:
         print(f"conformance_page: error: {e}", file=sys.stderr)
         return 2
-    print(f"page: {args.output}")
+    for path in written:
+        print(f"page: {path} ({path.stat().st_size / 1024:,.0f} KiB)")
     return 0
 
 

@@ -1,7 +1,8 @@
 """The conformance table (rig.analysis.conformance): cells judged against the known verdicts,
 "changed in" across cores in numeric version order, findings; its grids in Markdown and HTML;
 `rig report --conformance`; the report page's section in a real headless Chromium; and the
-published page, docs/conformance.md, regenerated from its kept store byte for byte.
+published pages, docs/conformance.md and one page per API and shape under docs/conformance/,
+regenerated from their kept store byte for byte.
 
 The kept stores are real: tests/data/conformance/store holds the scenario cycles of ten real
 soaks through the C API (finalize-raises and its control on Triton 2.41.0, 2.48.0 and 2.51.0,
@@ -82,9 +83,12 @@ def test_cells_judged_as_known_finding_or_unjudged(tmp_path):
     assert control.growth == {"not_measured": 2}  # counted where recorded
     stub = cells["stub-exits", False, "2.51.0"]
     assert stub.judgement == cf.FINDING and stub.differing == 1 and stub.verdicts == ("exit_timeout", "errors", "ok")
-    assert stub.agreeing == 2 and cft.mark(stub) == "✗ exit_timeout · errors 2/3"
+    assert stub.agreeing == 2 and cft.mark(stub) == ("🔴 held to exit_timeout · errors 2/3 "
+                                                     "✗ known: held to exit_timeout · errors")
     old = cells["finalize-raises", False, "2.41.0"]
-    assert old.judgement == cf.UNJUDGED and old.known is None and cft.mark(old) == "? finalize_error"
+    assert old.judgement == cf.UNJUDGED and old.known is None and cft.mark(old) == "🔴 finalize raised ?"
+    assert cft.mark(cells["finalize-raises", False, "2.51.0"]) == "🔴 finalize raised"  # as known: no mark
+    assert cft.mark(control) == "🟢 clean 2/3"  # growth not measured in two, ok in one: they differ
     found = cf.findings(frame, known)
     assert [(f["scenario"], f["triton_version"], f["differing"]) for f in found] == [("stub-exits", "2.51.0", 1)]
     assert found[0]["reason"] == ("stub-exits, unbatched, capi, Triton 2.51.0: 1/3 cycle(s) differ from the known "
@@ -130,9 +134,12 @@ def test_changed_in_names_every_core_whose_verdicts_differ_from_the_one_before()
     grid = cf.build(frame).grids[0]
     assert grid.cores == ("2.9", "2.10", "2.44.0", "2.48.0", "2.51.0")
     md = cft.to_markdown(cf.build(frame))
-    assert "| changed in 2.51.0 | server#7481 |" in md
-    assert "| changed in 2.48.0, 2.51.0 | server#8604, server#7230 |" in md
-    assert re.search(r"\| leaks-memory \|.*\| — \| server#8218 \|", md)
+    assert re.search(r"\| \[execute-raises\]\(#cf-what-execute-raises\) \|.*\| changed in 2.51.0 \|", md)
+    assert "| changed in 2.48.0, 2.51.0 |" in md
+    assert re.search(r"\| \[leaks-memory\]\(#cf-what-leaks-memory\) \|.*\| — \|", md)
+    # the upstream issues are in the rows' descriptions
+    assert '| <a id="cf-what-execute-raises"></a>execute-raises | the model raises in execute' in md
+    assert re.search(r'<a id="cf-what-stub-exits"></a>stub-exits \| .* \| server#8604, server#7230 \|', md)
     assert cft.changed_text([]) == "—" and cft.changed_text(["2.44.0", "2.48.0"]) == "changed in 2.44.0, 2.48.0"
 
 
@@ -149,7 +156,7 @@ def test_a_readiness_fix_is_a_change_though_the_verdicts_hold():
     cells = {c.triton_version: c for c in cf.cells(frame)}
     assert cells["2.67.0"].probed == "server ready, model not ready" and cells["2.72.0"].probed is None
     assert cf.changed_in(cells.values())[("ready-stub-dead", False, "capi", "unbatched")] == ["2.67.0", "2.70.0"]
-    assert cft.mark(cells["2.60.0"]).endswith(" finalize_missing")  # ready both: nothing to add
+    assert cft.mark(cells["2.60.0"]).endswith(" finalize missing")  # ready both: nothing to add
     assert "· model not ready" in cft.mark(cells["2.67.0"])
     assert "· server not ready, model not ready" in cft.mark(cells["2.70.0"])
     assert "finalize_missing 3 (server not ready, model not ready after the stub died)" in cft.to_markdown(cf.build(frame))
@@ -182,26 +189,35 @@ def test_grid_rows_columns_marks_footnotes_and_links_in_both_renderings(tmp_path
     md = cft.to_markdown(t)
     capi = md.split("## C API (`capi`), unbatched")[1].split("## official Python API")[0]
     rows = [line for line in capi.split("**Figures")[0].splitlines() if line.startswith("| ") and "---" not in line]
-    assert rows[0] == "| scenario | 2.48.0 | 2.51.0 | changed in | upstream |"
-    # registry order (stub-exits before finalize-raises), the control its own row
-    assert [r.split(" | ")[0] for r in rows[1:4]] == ["| stub-exits", "| finalize-raises", "| finalize-raises (control)"]
+    assert rows[0] == "| scenario | 2.48.0 | 2.51.0 | changed in |"
+    # registry order (stub-exits before finalize-raises), the control its own row, each linked to what it does
+    assert [r.split(" | ")[0] for r in rows[1:4]] == ["| [stub-exits](#cf-what-stub-exits)",
+                                                      "| [finalize-raises](#cf-what-finalize-raises)",
+                                                      "| [finalize-raises (control)](#cf-what-finalize-raises)"]
     assert rows[1].split(" | ")[2] == "skipped²" and "² stub-exits on 2.51.0: skipped, no stub for this Python" in capi
     assert rows[2].split(" | ")[1] == "¹" and "¹ never run: no cycle stored" in capi
-    assert "[✓ finalize_error](#cf-capi-unbatched-finalize-raises-2-51-0)" in rows[2]
-    assert "| the rig's own |" in rows[2]
+    assert "[🔴 finalize raised](#cf-capi-unbatched-finalize-raises-2-51-0)" in rows[2]
+    assert "[🟢 clean](#cf-capi-unbatched-finalize-raises-control-2-48-0)" in rows[3]  # a control's contract
+    assert '| <a id="cf-what-finalize-raises"></a>finalize-raises | the model\'s finalize raises | the rig\'s own |' in md
     figures = capi.split("**Figures:")[1]
     assert ('| <a id="cf-capi-unbatched-finalize-raises-2-51-0"></a>finalize-raises, 2.51.0 | 3 | finalize_error 3 '
             '| ok 3 | ok 3 | finalize_error / ok / ok | as known | 2.500 | 3/3 | r1 |') in figures
-    assert "## official Python API (`tritonserver`), unbatched" in md and "? requests_lost" in md
-    # every link has its anchor, in Markdown and in HTML
+    assert "## official Python API (`tritonserver`), unbatched" in md and "[🔴 requests lost ?](" in md
+    # every link has its anchor, in Markdown and in HTML (which has no descriptions: a tooltip says them)
     targets = re.findall(r"\]\(#([^)]+)\)", md)
-    assert len(targets) == 4 and all(f'<a id="{a}"></a>' in md for a in targets)
+    cells = [a for a in targets if not a.startswith("cf-what-")]
+    assert len(cells) == 4 and all(f'<a id="{a}"></a>' in md for a in targets)
     page = _Links()
     page.feed(cft.to_html(t))
-    assert sorted(page.hrefs) == sorted(targets) and set(page.hrefs) <= set(page.ids)
+    assert sorted(page.hrefs) == sorted(cells) and set(page.hrefs) <= set(page.ids)
     assert len(page.ids) == len(set(page.ids))
-    assert '<td class="as-known"><a href="#cf-capi-unbatched-finalize-raises-2-51-0">✓ finalize_error</a></td>' \
-        in cft.to_html(t)
+    html = cft.to_html(t)
+    assert ('<td class="cf-unhealthy" title="unhealthy; as known (known: finalize_error / ok / ok)">'
+            '<a href="#cf-capi-unbatched-finalize-raises-2-51-0">finalize raised</a></td>') in html
+    assert ('<td class="cf-unhealthy cf-unjudged" title="unhealthy; unjudged">'
+            '<a href="#cf-tritonserver-unbatched-stop-in-flight-2-51-0">requests lost ?</a></td>') in html
+    assert '<th scope="row" class="cf-row" title="the model&#x27;s finalize raises">finalize-raises</th>' in html
+    assert '<span class="cf-key cf-healthy"></span> healthy' in html and "🟢" not in html
 
 
 def test_the_grid_spans_cores_or_shapes():
@@ -245,11 +261,12 @@ def test_report_conformance_prints_the_grid_or_writes_it(capsys, tmp_path, monke
     assert rc == 0, err
     assert out.startswith(f"# Conformance: {FIXTURE}\n\n10 cell(s): ")
     grid = out.split("## C API (`capi`), unbatched")[1]
-    assert "| scenario | 2.41.0 | 2.48.0 | 2.51.0 | changed in | upstream |" in grid
+    assert "| scenario | 2.41.0 | 2.48.0 | 2.51.0 | changed in |" in grid
     # stub-exits' load verdict changed between 2.48.0 and 2.51.0 (errors, not timeouts): as known on each
-    assert re.search(r"\| stub-exits \| ¹ \| \[✓ exit_timeout · timeouts\]\(#[^)]+\) \| "
-                     r"\[✓ exit_timeout · errors\]\(#[^)]+\) \| changed in 2.51.0 \|", grid), grid
-    assert re.search(r"\| finalize-raises \| \[\? finalize_error\]\(#[^)]+\) \| \[✓ finalize_error\]", grid)
+    assert re.search(r"\| \[stub-exits\]\(#cf-what-stub-exits\) \| ¹ \| \[🔴 held to exit_timeout · timeouts\]"
+                     r"\(#[^)]+\) \| \[🔴 held to exit_timeout · errors\]\(#[^)]+\) \| changed in 2.51.0 \|", grid), grid
+    assert re.search(r"\| \[finalize-raises\]\([^)]+\) \| \[🔴 finalize raised \?\]\(#[^)]+\) \| "
+                     r"\[🔴 finalize raised\]\(", grid)
     target = tmp_path / "out" / "grid.md"
     rc, said, err = _report(capsys, "--conformance", FIXTURE, "--output", target)
     assert rc == 0 and said.strip() == f"conformance: {target.resolve()}" and target.read_text() == out
@@ -289,30 +306,67 @@ def test_report_conformance_bad_input_is_one_line_and_exit_2(capsys, tmp_path, a
 
 # --- the published page ---------------------------------------------------------------------------
 
-def test_the_published_page_is_its_kept_store_regenerated():
-    store, page = conformance_page.STORE, conformance_page.PAGE
+@pytest.fixture(scope="module")
+def published():
+    store = conformance_page.STORE
     if not (store / "cycles").is_dir():
         pytest.skip(f"no kept store at {store.relative_to(ROOT)} yet: keep a reviewed matrix run's with "
                     "python benchmarks/conformance_page.py --from RESULTS")
-    text = conformance_page.page(store)
-    assert page.exists(), "docs/conformance.md is missing: python benchmarks/conformance_page.py"
-    assert text == page.read_text(encoding="utf-8"), (
-        "docs/conformance.md differs from its kept store and rig/known_verdicts.csv: regenerate it with "
-        "python benchmarks/conformance_page.py (and review the difference)")
+    return conformance_page.pages(store)
+
+
+def test_the_published_pages_are_their_kept_store_regenerated(published):
+    docs = conformance_page.DOCS
+    for rel, text in published.items():
+        page = docs / rel
+        assert page.exists(), f"docs/{rel} is missing: python benchmarks/conformance_page.py"
+        assert text == page.read_text(encoding="utf-8"), (
+            f"docs/{rel} differs from its kept store and rig/parent/known_verdicts.csv: regenerate the pages "
+            "with python benchmarks/conformance_page.py (and review the difference)")
+    stale = {f"{conformance_page.PAGES.name}/{p.name}" for p in conformance_page.PAGES.glob("*.md")} - set(published)
+    assert not stale, f"pages no longer generated: {sorted(stale)}"
+
+
+def test_every_published_page_is_in_the_nav_links_within_itself_and_opens_on_a_phone(published):
+    """mkdocs.yml's nav lists each page; each grid page's links reach ids on that page (mkdocs
+    build --strict says so too, in .ci/run); no page is near 150 KB; the index lists the pages."""
+    nav = (ROOT / "mkdocs.yml").read_text()
+    index = published[conformance_page.PAGE.name]
+    for rel, text in published.items():
+        assert len(text.encode()) < 120_000, (rel, len(text.encode()))
+        assert f": {rel}\n" in nav, f"{rel} is not in mkdocs.yml's nav"
+        if rel == conformance_page.PAGE.name:
+            continue
+        assert f"]({rel})" in index
+        ids = set(re.findall(r'<a id="([^"]+)"></a>', text))
+        links = re.findall(r"\]\(#([^)]+)\)", text)
+        assert links and set(links) <= ids, sorted(set(links) - ids)[:5]
+        assert text.count("](../conformance.md#legend)") == 1
+    # 2.71.0's core is built from core's main: its column says so in every grid that has it
+    grids = [t for rel, t in published.items() if rel != conformance_page.PAGE.name]
+    with_271 = [t for t in grids if "| 2.71.0" in t]
+    assert with_271 and all("| 2.71.0³ |" in t and "³ 2.71.0: core built from core's main" in t for t in with_271)
+    assert "## Where verdicts changed" in index and "## Legend" in index and "## How it was made" in index
 
 
 def test_keeping_a_store_keeps_its_scenario_cycles_and_refuses_a_foreign_folder(tmp_path, capsys):
     kept = tmp_path / "kept"
     n, size = conformance_page.keep_store(FIXTURE, kept)
     assert n == 10 and 0 < size < 100_000
-    assert conformance_page.page(kept) == conformance_page.page(FIXTURE)
+    assert conformance_page.pages(kept) == conformance_page.pages(FIXTURE)
     assert conformance_page.keep_store(FIXTURE, kept)[0] == 10  # replaces a kept store
+    docs = tmp_path / "docs"
+    (docs / "conformance").mkdir(parents=True)
+    (docs / "conformance" / "capi-gone.md").write_text("a shape no longer kept")
+    assert conformance_page.main(["--store", str(kept), "--docs", str(docs)]) == 0
+    assert sorted(p.name for p in (docs / "conformance").iterdir()) == ["capi-instances-2.md", "capi-unbatched.md"]
+    assert (docs / "conformance.md").read_text().startswith("# Conformance\n")
     (kept / "notes.txt").write_text("mine")
     assert conformance_page.main(["--from", str(FIXTURE), "--store", str(kept),
-                                  "--output", str(tmp_path / "p.md")]) == 2
+                                  "--docs", str(tmp_path / "other")]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "holds more than a kept store (notes.txt)" in err
-    assert (kept / "notes.txt").exists() and not (tmp_path / "p.md").exists()
+    assert (kept / "notes.txt").exists() and not (tmp_path / "other").exists()
 
 
 # --- the report's page in a real browser ----------------------------------------------------------
@@ -342,7 +396,7 @@ def test_the_report_page_shows_the_grid_and_each_mark_leads_to_its_figures(capsy
             "return [...document.querySelectorAll('.cf-grid a')].map(a => a.getAttribute('href').slice(1))"
             ".filter(id => !document.getElementById(id) || document.getElementById(id).tagName !== 'TR')")
         assert missing == []
-        link = next(a for a in links if a.text == "✓ exit_timeout · errors")
+        link = next(a for a in links if a.text == "held to exit_timeout · errors")
         target = link.get_attribute("href").split("#")[1]
         link.click()
         assert drv.execute_script("return location.hash") == f"#{target}"
@@ -350,6 +404,11 @@ def test_the_report_page_shows_the_grid_and_each_mark_leads_to_its_figures(capsy
         assert row.get_attribute("id") == target and row.text.startswith("stub-exits, 2.51.0 1 exit_timeout 1 errors 1")
         assert drv.execute_script("const r = document.getElementById(arguments[0]).getBoundingClientRect();"
                                   "return r.top > -1 && r.top < window.innerHeight", target)  # scrolled to: within a subpixel
+        # health is the cell's colour: a healthy cell's background is not an unhealthy one's
+        colour = ("return getComputedStyle(document.querySelector(arguments[0])).backgroundColor")
+        healthy, unhealthy = (drv.execute_script(colour, f".cf-grid td.cf-{h}") for h in ("healthy", "unhealthy"))
+        assert healthy != unhealthy and "rgba(0, 0, 0, 0)" not in (healthy, unhealthy)
+        assert drv.find_element("css selector", ".cf-grid th.cf-row").get_attribute("title")  # what it does
         errors = [e for e in drv.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
         assert not errors, errors
     finally:
@@ -401,3 +460,98 @@ def test_where_a_shape_moves_a_verdict_is_named_and_where_it_holds_too():
     text = cft.shape_moves_markdown(cf.cells(frame))
     assert "| execute-raises | capi | 2.51.0 | unbatched: exit_timeout / errors / ok | batched: clean / errors / ok " \
            "| instances-2 |" in text and "Of 1 scenario cell(s)" in text
+
+
+# --- health apart from agreement; aborts at exit; the footnoted core; a page's figures ----------------
+
+def test_a_cell_is_healthy_unhealthy_or_intermittent_apart_from_its_judgement(tmp_path):
+    known = _known(tmp_path, "execute-raises,0,unbatched,capi,2.51.0,exit_timeout|clean,errors,ok,3,m1",
+                   "slows-down,1,unbatched,capi,2.51.0,clean,ok,ok|slowing,3,m1")
+    frame = _frame(_cycles("retained-response", "2.51.0", "exit_timeout", n=3),
+                   _cycles("finalize-raises", "2.51.0", control=True, growth="not_measured", n=3),
+                   _cycles("leaks-memory", "2.51.0", growth="leaking"),
+                   _cycles("stop-in-flight", "2.51.0", load="errors"),
+                   # one cycle healthy of three: intermittent whatever is known
+                   _cycles("bls-in-flight", "2.51.0", n=2), _cycles("bls-in-flight", "2.51.0", "requests_lost", run_id="r2"),
+                   # known to go either way between two unhealthy verdicts: unhealthy, marked ~
+                   _cycles("execute-raises", "2.51.0", "exit_timeout", "errors", n=3),
+                   # known to go either way between a healthy and an unhealthy one: intermittent though all were healthy
+                   _cycles("slows-down", "2.51.0", control=True, n=3))
+    cells = {c.scenario: c for c in cf.cells(frame, known)}
+    assert {name: cf.health(c) for name, c in cells.items()} == {
+        "retained-response": cf.UNHEALTHY, "finalize-raises": cf.HEALTHY, "leaks-memory": cf.UNHEALTHY,
+        "stop-in-flight": cf.UNHEALTHY, "bls-in-flight": cf.INTERMITTENT_HEALTH, "execute-raises": cf.UNHEALTHY,
+        "slows-down": cf.INTERMITTENT_HEALTH}
+    assert cft.mark(cells["execute-raises"]) == "🔴 held to exit_timeout · errors ~"
+    assert cft.mark(cells["slows-down"]) == "🟡 clean ~"
+    assert cft.mark(cells["bls-in-flight"]).startswith("🟡 clean 2/3")
+    assert cft.mark(cells["leaks-memory"]) == "🔴 clean · leaking ?"  # nothing known for it here
+    t = cf.build(frame, known)
+    assert t.health_counts == {cf.HEALTHY: 1, cf.UNHEALTHY: 4, cf.INTERMITTENT_HEALTH: 2}
+    assert cf.is_healthy(("clean", "ok", "not_measured")) and not cf.is_healthy(("clean", "not_measured", "ok"))
+
+
+def test_an_abort_at_exit_is_a_verdict_of_its_own_and_shows_beside_another():
+    """aborted_at_exit reads as a clean stop whose stub then aborted (unhealthy); a finalize that
+    raised (or a stop that waited out exit_timeout) keeps its verdict, the abort written beside it,
+    in the cell and in its figures; a store before stub_exit_aborts reads none."""
+    assert "stub_exit_aborts" in cf.COLUMNS
+    frame = _frame(_cycles("template", "2.70.0", "aborted_at_exit", n=3, stub_exit_aborts=1),
+                   _cycles("finalize-raises", "2.70.0", "finalize_error", n=3, stub_exit_aborts=1),
+                   _cycles("retained-response", "2.70.0", "exit_timeout", n=2, stub_exit_aborts=1),
+                   _cycles("retained-response", "2.70.0", "exit_timeout", stub_exit_aborts=None, run_id="r2"),
+                   _cycles("finalize-raises", "2.51.0", "finalize_error", n=3, stub_exit_aborts=float("nan")))
+    cells = {(c.scenario, c.triton_version): c for c in cf.cells(frame)}
+    template = cells["template", "2.70.0"]
+    assert template.exit_aborts == 3 and cft.cell_text(template) == "clean stop, stub aborted at exit"
+    assert cf.health(template) == cf.UNHEALTHY
+    raised = cells["finalize-raises", "2.70.0"]
+    assert raised.exit_aborts == 3 and cft.cell_text(raised) == "finalize raised · stub aborted at exit"
+    held = cells["retained-response", "2.70.0"]
+    assert held.exit_aborts == 2 and cft.cell_text(held) == "held to exit_timeout · stub aborted at exit 2/3"
+    assert cells["finalize-raises", "2.51.0"].exit_aborts == 0
+    assert cft.cell_text(cells["finalize-raises", "2.51.0"]) == "finalize raised"
+    md = cft.to_markdown(cf.build(frame))
+    assert "| finalize_error 3 (stub aborted at exit in 3) |" in md
+    assert "| exit_timeout 3 (stub aborted at exit in 2) |" in md
+    assert "| aborted_at_exit 3 |" in md  # the verdict says it: nothing beside
+    assert cf.cells(_frame(_cycles("template", "2.70.0", "aborted_at_exit")))[0].exit_aborts == 0  # no column
+
+
+def test_verdicts_in_words_with_alternatives():
+    assert cft.verdict_words("exit_timeout", "errors", "ok") == "held to exit_timeout · errors"
+    assert cft.verdict_words("exit_timeout|clean", "ok", "ok|not_measured") == "held to exit_timeout or clean"
+    assert cft.verdict_words("crashed|clean", "not_measured|ok", "slowing") == \
+        "worker crashed or clean · no load or ok · slowing"
+    assert cft.verdict_words("something_new", "ok", None) == "something_new"  # a verdict with no words yet
+
+
+def test_a_core_not_exactly_its_release_is_footnoted_in_its_column():
+    from rig.build.releases import NOT_EXACT
+
+    assert cf.not_exact("2.71.0") == NOT_EXACT["2.71.0"] and cf.not_exact("2.70.0") is None
+    t = cf.build(_frame(_cycles("finalize-raises", "2.70.0", "finalize_error"),
+                        _cycles("finalize-raises", "2.71.0", "finalize_error")))
+    md = cft.to_markdown(t)
+    assert "| scenario | 2.70.0 | 2.71.0³ | changed in |" in md
+    assert f"³ 2.71.0: {NOT_EXACT['2.71.0']}." in md
+    assert f'<th title="{NOT_EXACT["2.71.0"]}">2.71.0³</th>'.replace("'", "&#x27;") in cft.to_html(t)
+    exact = cft.to_markdown(cf.build(_frame(_cycles("finalize-raises", "2.70.0", "finalize_error"))))
+    assert "| scenario | 2.70.0 | changed in |" in exact and "³ 2.70.0" not in exact
+
+
+def test_a_page_gives_consecutive_cores_alike_one_figures_row_and_every_cell_its_id(tmp_path):
+    frame = _frame(*(_cycles("retained-response", v, "exit_timeout", stop=5.0 + i / 1000, run_id=f"r{v}")
+                     for i, v in enumerate(["2.48.0", "2.49.0", "2.50.0"])),
+                   _cycles("retained-response", "2.51.0", "clean", run_id="r4"),
+                   _cycles("retained-response", "2.55.0", "exit_timeout", run_id="r5"))
+    (g,) = cf.build(frame, _known(tmp_path)).grids
+    page = cft.grid_page(g, "../conformance.md#legend")
+    assert ('| <a id="retained-response-2-48-0"></a><a id="retained-response-2-49-0"></a>'
+            '<a id="retained-response-2-50-0"></a>retained-response, 2.48.0 to 2.50.0 | '
+            '1x exit_timeout / ok / ok | ? nothing known | 5.000–5.002 | 1/1 |') in page
+    assert '<a id="retained-response-2-55-0"></a>retained-response, 2.55.0 | 1x exit_timeout' in page  # not after 2.51.0's
+    assert "[🔴 held to exit_timeout ?](#retained-response-2-49-0)" in page
+    assert "| cell | cycles gave | known | stop p50 s | finalize before stop |" in page and "r2.48.0" not in page
+    assert '<a id="cf-what-retained-response"></a>retained-response | the client keeps the last response' in page
+    assert page.startswith(cft.key_line("../conformance.md#legend"))

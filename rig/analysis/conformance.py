@@ -9,6 +9,12 @@ runs it came from, and its judgement: ``as known`` (every cycle gave the known v
 verdict a cycle did not measure (``not_measured``, or none in a store before schema 11) is never
 held against it, as in ``rig.analysis.matrix.growth_held``.
 
+Apart from that judgement, a cell's *health* (``health``): ``healthy`` where every cycle stopped
+clean, answered its requests and did not grow (lifecycle ``clean``, load ``ok``, growth ``ok`` or not
+measured), ``unhealthy`` where none did (a scenario that reproduces a bug on a core is unhealthy
+there: that is what a reader looks for), ``intermittent`` where some did, or where the known verdicts
+alternate between a healthy and an unhealthy one (a race).
+
 *Changed in*: for each scenario row of one API and shape, the cores in version order (numeric:
 2.9 < 2.10 < 2.48.0), and every core whose verdicts (the cell's majority) differ from the core's
 before it.
@@ -16,13 +22,16 @@ before it.
 ``build`` makes the table from a cycles frame (``Store.read("cycles")``); ``findings`` lists the
 cells that differ from the known verdicts (for ``rig gate`` and ``rig matrix``);
 ``rig.analysis.conformance_text`` renders one compact grid per API and shape (rows: scenarios, columns: cores, each
-cell a verdict mark linked to its figures in a table below the grid; a batched shape's figures also
-the batch sizes Triton formed, from the cycles' windows). Pure: no Triton, no store.
+cell what its cycles did in words, coloured by its health, marked where it differs from the known
+verdicts, linked to its figures in a table below the grid; a batched shape's figures also the batch
+sizes Triton formed, from the cycles' windows). Pure: no Triton, no store (``not_exact`` reads a
+table of ``rig.build.releases``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import statistics
 from collections import Counter
@@ -38,12 +47,13 @@ from rig.contract.verdicts import NOT_MEASURED
 # The cycles' columns the table reads (``shape`` from schema 12; a row without one is unbatched).
 COLUMNS = ["run_id", "cycle", "scenario", "control", "shape", "engine", "triton_version", "outcome", "load_outcome",
            "growth_outcome", "stop_latency_s", "finalize_expected", "finalize_before_stop", "finalize_after_stop",
-           "batch_sizes", "server_ready_at_probe", "model_ready_at_probe"]
+           "batch_sizes", "server_ready_at_probe", "model_ready_at_probe", "stub_exit_aborts"]
 UNBATCHED = "unbatched"
 AS_KNOWN, FINDING, UNJUDGED = "as known", "finding", "unjudged"
 SIGNS = {AS_KNOWN: "✓", FINDING: "✗", UNJUDGED: "?"}
 NEVER_RUN = "¹"   # the mark of a cell with no cycle stored
 SKIPPED = "²"     # the mark of a cell skipped, with why
+NOT_EXACT_MARK = "³"  # the mark of a built core that is not exactly its release (``not_exact``)
 NO_CHANGE = "—"
 ENGINE_ORDER = ("capi", "tritonserver")
 SHAPE_ORDER = ("unbatched", "batched", "batched-delayed", "instances-2", "decoupled")
@@ -52,6 +62,14 @@ API_NAMES = {"capi": "C API (`capi`)", "tritonserver": "official Python API (`tr
 SHORT = {"errors": "errors", "timeouts": "timeouts", "wrong_outputs": "wrong outputs",
          "nothing_completed": "nothing completed", "not_measured": "no load", "leaking": "leaking",
          "slowing": "slowing"}
+# A lifecycle verdict (rig.contract.verdicts.OUTCOMES) in a grid's cell: a person's words, short
+LIFECYCLE_WORDS = {"clean": "clean", "requests_lost": "requests lost", "exit_timeout": "held to exit_timeout",
+                   "stop_error": "stop failed", "load_failed": "load failed", "stub_crashed": "stub crashed",
+                   "aborted_at_exit": "clean stop, stub aborted at exit", "finalize_error": "finalize raised",
+                   "finalize_missing": "finalize missing", "hung": "worker hung", "crashed": "worker crashed"}
+EXIT_ABORT_WORDS = "stub aborted at exit"  # beside a verdict that is not aborted_at_exit
+HEALTHY, UNHEALTHY, INTERMITTENT_HEALTH = "healthy", "unhealthy", "intermittent"
+HEALTH = (HEALTHY, UNHEALTHY, INTERMITTENT_HEALTH)
 
 Verdicts = tuple[str, str, str]  # lifecycle, load, growth
 
@@ -85,6 +103,9 @@ class Cell:
     # what the server and the model answered to "ready?" once a stub was dead (ready-stub-dead), as
     # most of its cycles answered: "server ready, model ready"; None: not asked
     probed: str | None = None
+    # cycles in which a backend stub aborted at exit (``stub_exit_aborts`` > 0; null in older files):
+    # every aborted_at_exit cycle, and one that kept another verdict (exit_timeout, finalize_error)
+    exit_aborts: int = 0
 
     @property
     def key(self) -> tuple[str, str, str, bool, str]:
@@ -122,6 +143,11 @@ class Conformance:
     def counts(self) -> dict[str, int]:
         c = Counter(cell.judgement for cell in self.cells)
         return {j: c.get(j, 0) for j in SIGNS}
+
+    @property
+    def health_counts(self) -> dict[str, int]:
+        c = Counter(health(cell) for cell in self.cells)
+        return {h: c.get(h, 0) for h in HEALTH}
 
 
 def version_key(v) -> tuple:
@@ -201,6 +227,40 @@ def anchor(engine: str, shape: str, scenario: str, control: bool, version: str) 
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
+def is_healthy(verdicts: Verdicts) -> bool:
+    """Whether one cycle's verdicts are healthy: a clean stop, every request answered right, no
+    growth (or none measured)."""
+    life, load, growth = verdicts
+    return life == "clean" and load == "ok" and growth in ("ok", NOT_MEASURED)
+
+
+def _alternatives(verdicts) -> list[Verdicts]:
+    """Every combination that known verdicts with alternatives (``exit_timeout|clean``) allow."""
+    fields = [str(v or "ok").split(known_verdicts.ANY) for v in verdicts]
+    return [(a, b, c) for a in fields[0] for b in fields[1] for c in fields[2]]
+
+
+def health(c: Cell) -> str:
+    """A cell's health, apart from its judgement: ``healthy`` where every cycle's verdicts are
+    (``is_healthy``), ``unhealthy`` where none are, ``intermittent`` where some are, or where its
+    known verdicts alternate between a healthy and an unhealthy one (a race, whatever these cycles
+    drew)."""
+    given = {tuple(k.split(" / ")): n for k, n in c.got.items()} or {c.verdicts: c.cycles}
+    good = sum(n for v, n in given.items() if len(v) == 3 and is_healthy(v))
+    if known_verdicts.intermittent(c.known) and len({is_healthy(v) for v in _alternatives(c.known)}) == 2:
+        return INTERMITTENT_HEALTH
+    total = sum(given.values())
+    return HEALTHY if good == total else UNHEALTHY if good == 0 else INTERMITTENT_HEALTH
+
+
+def not_exact(version: str) -> str | None:
+    """Why a core built here is not exactly its release (``rig.build.releases.NOT_EXACT``); None
+    where it is (every PyPI core, every release built from its own branches)."""
+    from rig.build.releases import NOT_EXACT
+
+    return NOT_EXACT.get(str(version))
+
+
 def _triple(r: dict) -> Verdicts:
     return (str(r["outcome"]), str(r.get("load_outcome") or NOT_MEASURED), str(r.get("growth_outcome") or "ok"))
 
@@ -228,6 +288,11 @@ def _count(values) -> dict[str, int]:
     return dict(sorted(Counter(v for v in values if v is not None).items()))
 
 
+def _aborted_at_exit(r: dict) -> bool:
+    n = r.get("stub_exit_aborts")
+    return n is not None and not math.isnan(n) and int(n) > 0
+
+
 def _cell(key, rows: list[dict], known: dict, by_cycle: dict) -> Cell:
     engine, shape, scenario, control, version = key
     verdicts = [_triple(r) for r in rows]
@@ -250,7 +315,7 @@ def _cell(key, rows: list[dict], known: dict, by_cycle: dict) -> Cell:
                 total("finalize_expected"), total("finalize_after_stop"),
                 tuple(sorted({str(r["run_id"]) for r in rows if r.get("run_id") is not None})),
                 {" / ".join(v): n for v, n in sorted(Counter(verdicts).items())}, _cell_batches(rows, by_cycle),
-                _probed(rows))
+                _probed(rows), sum(map(_aborted_at_exit, rows)))
 
 
 def cells(frame, known_path: str | Path | None = None, windows=None) -> list[Cell]:

@@ -1,30 +1,66 @@
 """The conformance table as text (``rig.analysis.conformance`` builds it): the legend, each
-grid with its marks linked to its cells' figures (a batched shape's with the batch sizes Triton
-formed), where a shape moved a verdict; as Markdown
-(``rig report --conformance``, docs/conformance.md) and as an HTML fragment (the report's page)."""
+grid with its cells linked to its cells' figures (a batched shape's with the batch sizes Triton
+formed), the rows' descriptions, where a shape moved a verdict; as Markdown (``rig report
+--conformance``, the published pages under docs/conformance) and as an HTML fragment (the report's
+page).
+
+A cell says what happened in a person's words (the lifecycle verdict most cycles gave, then the
+load's and growth's where not ok) and shows by its colour whether that was healthy
+(``conformance.health``): in HTML a class per health (``cf-healthy``, ``cf-unhealthy``,
+``cf-intermittent``), in Markdown a coloured symbol before the text. Whether it agrees with the
+known verdicts is a second, separate mark, shown only where it does not (``✗ known: ...``) or where
+nothing is known (``?``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import html
+import re
 
 from rig.common.text import md_cell
 from rig.parent import scenarios
-from rig.analysis.conformance import (API_NAMES, AS_KNOWN, FINDING, NEVER_RUN, NO_CHANGE, SHORT, SIGNS, SKIPPED,
-                                      UNJUDGED, Cell, Conformance, Grid, _scenario_order, is_batched, row_label,
-                                      shape_moves, version_key)
+from rig.analysis.conformance import (API_NAMES, EXIT_ABORT_WORDS, FINDING, HEALTHY, INTERMITTENT_HEALTH,
+                                      LIFECYCLE_WORDS, NEVER_RUN, NO_CHANGE, NOT_EXACT_MARK, SHORT, SKIPPED,
+                                      UNHEALTHY, UNJUDGED, Cell, Conformance, Grid, _scenario_order, health,
+                                      is_batched, not_exact, row_label, shape_moves, version_key)
 from rig.contract import server_stats
-from rig.parent.known import intermittent
+from rig.parent.known import ANY, intermittent
 from rig.contract.verdicts import NOT_MEASURED
 
 UNBATCHED_MARK = "(never batched)"  # a batched cell none of whose executes ran more than one request
 INTERMITTENT = "~"  # the mark of a cell known to be intermittent (rig.parent.known: exit_timeout|clean)
+# A cell's health before its text in Markdown (which has no colour); in HTML its class says it
+SYMBOLS = {HEALTHY: "🟢", UNHEALTHY: "🔴", INTERMITTENT_HEALTH: "🟡"}
+FINDING_MARK, UNJUDGED_MARK = "✗", "?"
+KNOWN_FILE = "rig/parent/known_verdicts.csv"
 
 
-def mark(c: Cell) -> str:
-    """A cell's mark in a grid: its sign, the lifecycle's verdict most cycles gave, the load's and
-    the growth's after it where not ok (growth: where measured), and ``n/N`` where cycles disagree."""
+def _words(field: str, words: dict) -> str:
+    """One verdict field in words; a known field's alternatives (``exit_timeout|clean``) joined by or."""
+    return " or ".join(words.get(v, v) for v in str(field).split(ANY))
+
+
+def verdict_words(life: str, load: str, growth: str | None) -> str:
+    """Verdicts in a cell's words: the lifecycle's, then the load's and the growth's where not ok
+    (a growth not measured is no verdict): ``held to exit_timeout · errors``."""
+    text = _words(life, LIFECYCLE_WORDS)
+    if str(load or "ok") != "ok":
+        text += " · " + _words(load, SHORT)
+    if set(str(growth or "ok").split(ANY)) - {"ok", NOT_MEASURED}:
+        text += " · " + _words(growth, SHORT)
+    return text
+
+
+def cell_text(c: Cell) -> str:
+    """What a cell's cycles did, in words: the lifecycle's verdict most of them gave, ``· stub
+    aborted at exit`` where that verdict is another but its cycles' stubs aborted at exit too, the
+    load's and the growth's where not ok, ``n/N`` where cycles disagree, what no longer said ready
+    once a stub was dead, the intermittent mark, ``(never batched)``."""
     life, load, growth = c.verdicts
-    text = life
+    text = _words(life, LIFECYCLE_WORDS)
+    beside = c.exit_aborts - c.lifecycle.get("aborted_at_exit", 0)  # aborts under another verdict
+    if beside > 0 and life != "aborted_at_exit":
+        text += f" · {EXIT_ABORT_WORDS}" + (f" {beside}/{c.cycles}" if beside < c.cycles else "")
     if load != "ok":
         text += " · " + SHORT.get(load, load)
     if growth not in ("ok", NOT_MEASURED):
@@ -37,7 +73,20 @@ def mark(c: Cell) -> str:
         text += f" {INTERMITTENT}"
     if is_batched(c.shape) and c.batches and max((s for s, n in c.batches.items() if n), default=1) <= 1:
         text += f" {UNBATCHED_MARK}"  # the config batches, Triton never did: not a batched cell
-    return f"{SIGNS[c.judgement]} {text}"
+    return text
+
+
+def agreement(c: Cell) -> str:
+    """The cell's mark against the known verdicts: none where as known, ``✗ known: V`` for a
+    finding, ``?`` where nothing is known."""
+    if c.judgement == FINDING:
+        return f"{FINDING_MARK} known: {verdict_words(*c.known)}"
+    return UNJUDGED_MARK if c.judgement == UNJUDGED else ""
+
+
+def mark(c: Cell) -> str:
+    """A cell in a Markdown grid: its health's symbol, its text, and its agreement mark where there is one."""
+    return " ".join(x for x in (SYMBOLS[health(c)], cell_text(c), agreement(c)) if x)
 
 
 def _ready_short(probed: str) -> str:
@@ -53,34 +102,69 @@ def upstream(scenario: str) -> str:
     return text + (f" (fixed in {', '.join(s.fixed_in)})" if s.fixed_in else "")
 
 
+def what(scenario: str) -> str:
+    """A scenario's one-line description (``SCENARIOS[name].what``); an unknown one's: —."""
+    s = scenarios.SCENARIOS.get(scenario)
+    return s.what if s is not None else "—"
+
+
+def what_anchor(scenario: str) -> str:
+    """The id of a scenario's row in the descriptions table (its grid rows link to it)."""
+    return "cf-what-" + re.sub(r"[^a-z0-9]+", "-", scenario.lower()).strip("-")
+
+
 def changed_text(cores) -> str:
     return "changed in " + ", ".join(cores) if cores else NO_CHANGE
 
 
+def _lifecycle_key() -> str:
+    return "; ".join(f"{w} (`{v}`)" for v, w in LIFECYCLE_WORDS.items() if w != v)
+
+
 def legend() -> list[str]:
-    """The legend's lines (Markdown; the HTML escapes them)."""
+    """The legend's lines (Markdown; the HTML escapes them and shows each symbol as its colour)."""
     return [
-        f"{SIGNS[AS_KNOWN]} as known: every cycle gave the verdicts known for that scenario, shape, API and core "
-        "(rig/known_verdicts.csv); "
-        f"{SIGNS[FINDING]} finding: some cycle gave others (its figures say which); "
-        f"{SIGNS[UNJUDGED]} unjudged: nothing is known for that cell yet (recorded, not judged; a control with nothing known is held to its contract, clean). The control of a scenario made from the plain template model (no client, no load of its own) is the `template` row: the same model and client without the fault, run once a shape.",
-        "A mark is the lifecycle verdict most of the cell's cycles gave, then the load's (· errors, · timeouts, "
-        "· wrong outputs, · nothing completed, · no load) where not ok, and the growth's (· leaking, · slowing) "
-        "where measured and not ok; · model not ready, · server not ready, model not ready: what no longer said "
-        "ready once the scenario's stub was dead (ready-stub-dead; its figures say what each asked); n/N where the "
-        "cycles disagree; "
-        f"{UNBATCHED_MARK}: a cell of a batched shape in which no execute ran more than one request (its figures "
-        "say the batch sizes Triton formed), so it tested the config, not batches; "
-        f"{INTERMITTENT} intermittent: the cell is known to give either of two verdicts (exit_timeout|clean in its "
-        "figures), each cycle one of them. Each mark links to the cell's figures below its grid.",
+        f"Colour, what a cell's cycles did: {SYMBOLS[HEALTHY]} healthy: every cycle stopped clean (lifecycle "
+        "`clean`), answered its requests (load `ok`) and did not grow (growth `ok` or not measured); "
+        f"{SYMBOLS[UNHEALTHY]} unhealthy: none did (a scenario that reproduces a bug is unhealthy on every core "
+        f"where it does: that is what to look for); {SYMBOLS[INTERMITTENT_HEALTH]} intermittent: some cycles did "
+        f"and some did not, or the cell is known to go either way (a race, {INTERMITTENT}).",
+        "Text: the lifecycle verdict most of the cell's cycles gave, in words: clean; " + _lifecycle_key()
+        + f". · {EXIT_ABORT_WORDS} after another verdict: the stop waited out exit_timeout or a finalize raised, "
+        "and a stub then died of a signal as it exited too (n/N where not in every cycle). Then the load's "
+        "(· errors, · timeouts, · wrong outputs, · nothing completed, · no load) where not ok, and the growth's "
+        "(· leaking, · slowing) where measured and not ok; · model not ready, · server not ready, model not "
+        "ready: what no longer said ready once the scenario's stub was dead (ready-stub-dead); n/N where the "
+        f"cycles disagree; {INTERMITTENT} intermittent: the cell is known to give either of two verdicts, each "
+        f"cycle one of them; {UNBATCHED_MARK}: a cell of a batched shape in which no execute ran more than one "
+        "request, so it tested the config, not batches. Each cell links to its figures (the verdicts counted "
+        "by their stored names) below its grid; each scenario to what it does.",
+        f"Against the known verdicts ({KNOWN_FILE}, per scenario, shape, API and core): no mark where every "
+        f"cycle gave them; {FINDING_MARK} known: V where some cycle gave others (a finding: its figures say "
+        f"which); {UNJUDGED_MARK} where nothing is known for the cell yet (recorded, not judged; a control with "
+        "nothing known is held to its contract, clean). The control of a scenario made from the plain template "
+        "model (no client, no load of its own) is the `template` row: the same model and client without the "
+        "fault, run once a shape.",
         f"{NEVER_RUN} never run: no cycle of that scenario on that core, API and shape in the results; "
-        f"{SKIPPED} skipped, with why. changed in: the cores whose verdicts (or readiness after a dead stub) differ from those of the core before "
-        f"(versions in numeric order); {NO_CHANGE}: the same on every core shown.",
+        f"{SKIPPED} skipped, with why; {NOT_EXACT_MARK} a core built here that is not exactly its release (the "
+        "footnote says how). changed in: the cores whose verdicts (or readiness after a dead stub) differ from "
+        f"those of the core before (versions in numeric order); {NO_CHANGE}: the same on every core shown.",
     ]
 
 
-def _grid_title(g: Grid) -> str:
+def key_line(legend_link: str | None = None) -> str:
+    """One line that reads a grid (a page's, above it): the symbols and marks, and where the legend is."""
+    line = (f"{SYMBOLS[HEALTHY]} healthy · {SYMBOLS[UNHEALTHY]} unhealthy · {SYMBOLS[INTERMITTENT_HEALTH]} "
+            f"intermittent · {FINDING_MARK} differs from the known verdicts · {UNJUDGED_MARK} nothing known")
+    return line + (f" ([legend]({legend_link}))" if legend_link else "")
+
+
+def grid_title(g: Grid) -> str:
     return f"{API_NAMES.get(g.engine, g.engine)}, {g.shape}"
+
+
+def _core_head(version: str) -> str:
+    return version + (NOT_EXACT_MARK if not_exact(version) else "")
 
 
 def _footnotes(g: Grid) -> list[str]:
@@ -90,25 +174,53 @@ def _footnotes(g: Grid) -> list[str]:
     for (name, control, version), why in sorted(g.skipped.items(), key=lambda kv: (_scenario_order(kv[0][0]),
                                                                                   kv[0][1], version_key(kv[0][2]))):
         notes.append(f"{SKIPPED} {row_label(name, control)} on {version}: skipped, {why}")
+    notes += [f"{NOT_EXACT_MARK} {v}: {not_exact(v)}." for v in g.cores if not_exact(v)]
     return notes
 
 
-def _grid_rows(g: Grid) -> tuple[list[str], list[list[tuple[str, str | None, str]]]]:
-    """The grid's header and rows; each cell (text, link target or None, judgement class)."""
-    head = ["scenario", *g.cores, "changed in", "upstream"]
+@dataclasses.dataclass(frozen=True)
+class _Slot:
+    """One cell of a grid as both renderings need it."""
+
+    md: str                 # its Markdown text (with the health's symbol)
+    html: str               # its text in HTML (the class shows the health)
+    link: str | None        # the id it links to
+    classes: str = ""       # its HTML classes
+    title: str = ""         # its HTML tooltip
+
+
+def page_anchor(c: Cell) -> str:
+    """The id of a cell's figures on its grid's own page: ``anchor`` less the API and shape the
+    page is of (``retained-response-2-51-0``; each cell's id is on the page twice)."""
+    text = f"{c.scenario}{'-control' if c.control else ''}-{c.triton_version}"
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def _cell_anchor(c: Cell) -> str:
+    return c.anchor
+
+
+def _grid_rows(g: Grid, anchor_of=_cell_anchor) -> tuple[list[str], list[list[_Slot]]]:
+    """The grid's header and rows (``anchor_of``: a cell's figures' id)."""
+    head = ["scenario", *map(_core_head, g.cores), "changed in"]
     out = []
     for name, control in g.rows:
-        row = [(row_label(name, control), None, "")]
+        label = row_label(name, control)
+        row = [_Slot(label, label, what_anchor(name), "cf-row", what(name))]
         for v in g.cores:
             c = g.cells.get((name, control, v))
             if c is not None:
-                row.append((mark(c), c.anchor, c.judgement.replace(" ", "-")))
+                h, agree = health(c), agreement(c)
+                classes = f"cf-{h}" + (f" cf-{c.judgement.replace(' ', '-')}" if agree else "")
+                text = " ".join(x for x in (cell_text(c), agree) if x)
+                out_title = f"{h}; {c.judgement}" + (f" (known: {' / '.join(c.known)})" if c.known else "")
+                row.append(_Slot(mark(c), text, anchor_of(c), classes, out_title))
             elif (name, control, v) in g.skipped:
-                row.append((f"skipped{SKIPPED}", None, "skipped"))
+                row.append(_Slot(f"skipped{SKIPPED}", f"skipped{SKIPPED}", None, "skipped"))
             else:
-                row.append((NEVER_RUN, None, "never-run"))
-        row.append((changed_text(g.changed.get((name, control))), None, ""))
-        row.append((upstream(name), None, ""))
+                row.append(_Slot(NEVER_RUN, NEVER_RUN, None, "never-run"))
+        changed = changed_text(g.changed.get((name, control)))
+        row.append(_Slot(changed, changed, None))
         out.append(row)
     return head, out
 
@@ -144,6 +256,73 @@ def _counts_text(d: dict) -> str:
     return ", ".join(f"{k} {n}" for k, n in d.items()) or "—"
 
 
+def _known_text(c: Cell) -> str:
+    """A page's figures: the known verdicts where they say more than the cycles gave."""
+    if c.known is None:
+        return f"{UNJUDGED_MARK} nothing known"
+    # alternatives in one order, so that the cells of cores known alike share a row
+    known = " / ".join(ANY.join(sorted(str(f).split(ANY))) for f in c.known)
+    if c.judgement == FINDING:
+        return f"{FINDING_MARK} {known} ({c.differing}/{c.cycles} differ)"
+    return f"as known: {known}" if intermittent(c.known) or len(c.got) > 1 else "as known"
+
+
+def _gave_text(c: Cell) -> str:
+    """A page's figures: the verdicts the cycles gave, counted (``3x exit_timeout / ok / ok``), and
+    what a dead stub left ready, and the aborts at exit beside another verdict."""
+    text = ", ".join(f"{n}x {v}" for v, n in sorted(c.got.items(), key=lambda kv: -kv[1])) or "—"
+    if c.probed:
+        text += f" ({c.probed} after the stub died)"
+    beside = c.exit_aborts - c.lifecycle.get("aborted_at_exit", 0)
+    return text + (f" ({EXIT_ABORT_WORDS} in {beside})" if beside > 0 else "")
+
+
+# A page's figures: the report's but for the runs (``rig report --conformance`` on the kept store
+# names them), the three verdicts counted together, and the cells of consecutive cores that gave
+# the same figures in one row (stop p50 as a range): a page of 720 cells is half the size
+PAGE_FIGURES = ["cell", "cycles gave", "known", "stop p50 s", "finalize before stop"]
+
+
+def _stops_text(cs: list[Cell]) -> str:
+    stops = [c.stop_p50 for c in cs if c.stop_p50 is not None]
+    if not stops:
+        return "—"
+    lo, hi = f"{min(stops):.3f}", f"{max(stops):.3f}"
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+def _page_figure_rows(g: Grid) -> list[tuple[list[str], list[str]]]:
+    """A page's figures (``PAGE_FIGURES``): a row per run of consecutive cores whose cells of a
+    scenario gave the same figures but for the stop's p50, with every cell's id (``page_anchor``)."""
+    out = []
+    for name, control in g.rows:
+        runs: list[list[tuple[Cell, list[str]]]] = []
+        for v in g.cores:
+            c = g.cells.get((name, control, v))
+            if c is None:
+                runs.append([])
+                continue
+            same = [_gave_text(c), _known_text(c), _finalize_text(c), batches_text(c) if is_batched(g.shape) else ""]
+            if runs and runs[-1] and runs[-1][0][1] == same:
+                runs[-1].append((c, same))
+            else:
+                runs.append([(c, same)])
+        for run in (r for r in runs if r):
+            cs = [c for c, _ in run]
+            gave, known, fin, batches = run[0][1]
+            cores = cs[0].triton_version + (f" to {cs[-1].triton_version}" if len(cs) > 1 else "")
+            cols = [f"{cs[0].label}, {cores}", gave, known, _stops_text(cs), fin]
+            if is_batched(g.shape):
+                cols.insert(2, batches)
+            out.append(([page_anchor(c) for c in cs], cols))
+    return out
+
+
+def _finalize_text(c: Cell) -> str:
+    return "—" if not c.finalize_expected else f"{c.finalize_before}/{c.finalize_expected}" + (
+        f", {c.finalize_after} after" if c.finalize_after else "")
+
+
 def _figure_rows(g: Grid) -> list[tuple[str, list[str]]]:
     out = []
     for name, control in g.rows:
@@ -151,9 +330,11 @@ def _figure_rows(g: Grid) -> list[tuple[str, list[str]]]:
             c = g.cells.get((name, control, v))
             if c is None:
                 continue
-            fin = "—" if not c.finalize_expected else f"{c.finalize_before}/{c.finalize_expected}" + (
-                f", {c.finalize_after} after" if c.finalize_after else "")
+            fin = _finalize_text(c)
             life = _counts_text(c.lifecycle) + (f" ({c.probed} after the stub died)" if c.probed else "")
+            beside = c.exit_aborts - c.lifecycle.get("aborted_at_exit", 0)
+            if beside > 0:
+                life += f" ({EXIT_ABORT_WORDS} in {beside})"
             cols = [f"{c.label}, {v}", str(c.cycles), life, _counts_text(c.load),
                     _counts_text(c.growth), " / ".join(c.known) if c.known else "—",
                     c.judgement + (f" ({c.differing}/{c.cycles} differ)" if c.differing else ""),
@@ -168,31 +349,71 @@ def _md(text: str) -> str:
     return md_cell(text)
 
 
+def _md_row(cells) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def grid_markdown(g: Grid, anchor_of=_cell_anchor) -> list[str]:
+    """A grid's Markdown lines: its table (each scenario linked to its description, each cell to
+    its figures: ``anchor_of`` the cell's id), then its footnotes."""
+    head, rows = _grid_rows(g, anchor_of)
+    lines = [_md_row(_md(x) for x in head), "|" + " --- |" * len(head)]
+    for row in rows:
+        lines.append(_md_row(_md(s.md) if s.link is None else f"[{_md(s.md)}](#{s.link})" for s in row))
+    lines.append("")
+    notes = _footnotes(g)
+    if notes:
+        lines += [*(n + "  " for n in notes[:-1]), notes[-1], ""]
+    return lines
+
+
+def descriptions_markdown(names, title: str | None = None) -> list[str]:
+    """The scenarios' descriptions as a Markdown table (a bold ``title`` above it, if given), each
+    row an anchor the grids' rows link to (``what_anchor``); a control is its scenario without the fault."""
+    note = "A scenario's control is the same without the fault."
+    lines = [f"**{title}** ({note[0].lower()}{note[1:-1]})" if title else note, "",
+             "| scenario | what it does | upstream |", "| --- | --- | --- |"]
+    for name in sorted(dict.fromkeys(names), key=_scenario_order):
+        lines.append(_md_row([f'<a id="{what_anchor(name)}"></a>{_md(name)}', _md(what(name)), _md(upstream(name))]))
+    return [*lines, ""]
+
+
+def figures_markdown(g: Grid, page: bool = False) -> list[str]:
+    """A grid's figures as Markdown lines: a row per cell, its anchor the grid's link (a batched
+    shape's with the batch sizes Triton formed, and their note). ``page``: in a page's fewer
+    columns (``PAGE_FIGURES``), each row's id its ``page_anchor``."""
+    head = ([*PAGE_FIGURES[:2], BATCHES, *PAGE_FIGURES[2:]] if is_batched(g.shape) else PAGE_FIGURES) if page \
+        else _figure_head(g)
+    lines = [f"**Figures: {grid_title(g)}**", "", _md_row(head), "|" + " --- |" * len(head)]
+    rows = _page_figure_rows(g) if page else [([aid], cols) for aid, cols in _figure_rows(g)]
+    for ids, cols in rows:
+        lines.append(_md_row(["".join(f'<a id="{aid}"></a>' for aid in ids) + _md(cols[0]), *(_md(x) for x in cols[1:])]))
+    lines.append("")
+    if is_batched(g.shape):
+        lines += [BATCH_NOTE, ""]
+    return lines
+
+
 def to_markdown(table: Conformance, level: int = 2) -> str:
     """The legend, then per API and shape a heading (``level``, the legend's too), its grid, its
-    footnotes and its cells' figures (each row an anchor the grid links to)."""
+    footnotes and its cells' figures (each row an anchor the grid links to); then what each
+    scenario does (the grids' rows link to it) and where a shape moved a verdict."""
     h = "#" * level
     lines = [f"{h} Legend", "", *(line for text in legend() for line in (text, ""))]
     for g in table.grids:
-        head, rows = _grid_rows(g)
-        lines += [f"{h} {_grid_title(g)}", "", "| " + " | ".join(_md(x) for x in head) + " |",
-                  "|" + " --- |" * len(head)]
-        for row in rows:
-            lines.append("| " + " | ".join(_md(t) if to is None else f"[{_md(t)}](#{to})" for t, to, _ in row) + " |")
-        lines.append("")
-        notes = _footnotes(g)
-        if notes:
-            lines += [*(n + "  " for n in notes[:-1]), notes[-1], ""]
-        head = _figure_head(g)
-        lines += [f"**Figures: {_grid_title(g)}**", "", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-        for aid, cols in _figure_rows(g):
-            cols = [f'<a id="{aid}"></a>{_md(cols[0])}', *(_md(x) for x in cols[1:])]
-            lines.append("| " + " | ".join(cols) + " |")
-        lines.append("")
-        if is_batched(g.shape):
-            lines += [BATCH_NOTE, ""]
+        lines += [f"{h} {grid_title(g)}", "", *grid_markdown(g), *figures_markdown(g)]
+    lines += [f"{h} What each scenario does", "", *descriptions_markdown(name for g in table.grids for name, _ in g.rows)]
     if len({c.shape for c in table.cells}) > 1:
         lines.append(shape_moves_markdown(table.cells, level))
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def grid_page(g: Grid, legend_link: str | None = None) -> str:
+    """One API and shape on a page of its own (below its title): the key to its marks, its grid
+    and footnotes, what its rows do, its cells' figures."""
+    lines = [key_line(legend_link), "", *grid_markdown(g, page_anchor),
+             *descriptions_markdown((name for name, _ in g.rows), "What each row does"),
+             *figures_markdown(g, page=True)]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -202,25 +423,38 @@ def _inline(text: str) -> str:
     return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
 
 
+def _swatches(text: str) -> str:
+    """A legend line's health symbols as the colours the HTML grid shows them in."""
+    for h, sym in SYMBOLS.items():
+        text = text.replace(sym, f'<span class="cf-key cf-{h}"></span>')
+    return text
+
+
+def _attr(name: str, value: str) -> str:
+    return f' {name}="{html.escape(value)}"' if value else ""
+
+
 def to_html(table: Conformance, level: int = 3) -> str:
-    """The same as ``to_markdown``, as an HTML fragment (for the report's page): each mark an
-    ``<a href="#id">`` to its row in the figures table, which carries that ``id``."""
+    """The same as ``to_markdown``, as an HTML fragment (for the report's page): each cell's class
+    its health (``cf-healthy``, ``cf-unhealthy``, ``cf-intermittent``; a finding's or an unjudged
+    one's also ``cf-finding``, ``cf-unjudged``), an ``<a href="#id">`` to its row in the figures
+    table, which carries that ``id``; each scenario's description its tooltip."""
     out = ['<div class="conformance">']
-    out += [f'<p class="note">{_inline(text)}</p>' for text in legend()]
+    out += [f'<p class="note">{_swatches(_inline(text))}</p>' for text in legend()]
     for g in table.grids:
         head, rows = _grid_rows(g)
-        out.append(f"<h{level}>{_inline(_grid_title(g))}</h{level}>")
-        out.append('<table class="cf-grid"><thead><tr>' + "".join(f"<th>{html.escape(x)}</th>" for x in head)
-                   + "</tr></thead><tbody>")
-        for row in rows:
-            tds = []
-            for text, to, cls in row:
-                body = html.escape(text) if to is None else f'<a href="#{to}">{html.escape(text)}</a>'
-                tds.append(f'<td class="{cls}">{body}</td>' if cls else f"<td>{body}</td>")
+        out.append(f"<h{level}>{_inline(grid_title(g))}</h{level}>")
+        ths = [f"<th{_attr('title', not_exact(x.rstrip(NOT_EXACT_MARK)) or '')}>{html.escape(x)}</th>" for x in head]
+        out.append('<table class="cf-grid"><thead><tr>' + "".join(ths) + "</tr></thead><tbody>")
+        for label, *cells in rows:
+            tds = [f'<th scope="row" class="cf-row"{_attr("title", label.title)}>{html.escape(label.html)}</th>']
+            for s in cells:
+                body = html.escape(s.html) if s.link is None else f'<a href="#{s.link}">{html.escape(s.html)}</a>'
+                tds.append(f"<td{_attr('class', s.classes)}{_attr('title', s.title)}>{body}</td>")
             out.append("<tr>" + "".join(tds) + "</tr>")
         out.append("</tbody></table>")
         out += [f'<p class="note">{html.escape(n)}</p>' for n in _footnotes(g)]
-        out.append(f'<table class="cf-figures"><caption>Figures: {_inline(_grid_title(g))}</caption><thead><tr>'
+        out.append(f'<table class="cf-figures"><caption>Figures: {_inline(grid_title(g))}</caption><thead><tr>'
                    + "".join(f"<th>{html.escape(x)}</th>" for x in _figure_head(g)) + "</tr></thead><tbody>")
         for aid, cols in _figure_rows(g):
             out.append(f'<tr id="{aid}">' + "".join(f"<td>{html.escape(x)}</td>" for x in cols) + "</tr>")
@@ -229,8 +463,6 @@ def to_html(table: Conformance, level: int = 3) -> str:
             out.append(f'<p class="note">{_inline(BATCH_NOTE)}</p>')
     out.append("</div>")
     return "\n".join(out) + "\n"
-
-
 
 
 def shape_moves_markdown(cell_list, level: int = 2) -> str:

@@ -104,8 +104,15 @@ tr.flag td{background:#fdecea}figure{margin:8px 0 18px;background:#fff;padding:8
 img{max-width:100%;height:auto;display:block}figcaption{font-size:12px;color:#5b6570}
 .note{color:#5b6570;font-size:12.5px}
 h3{font-size:15px;margin:18px 0 6px}.conformance td a{color:inherit;text-decoration:none}
-.cf-grid td{text-align:left;white-space:nowrap}.cf-grid td.finding{background:#fdecea}.cf-grid td.as-known{background:#edf7ee}
-.cf-grid td.unjudged{background:#f4f5f7}.cf-figures td{text-align:left}tr:target td{background:#fff5c2}
+.cf-grid td{text-align:left;min-width:7em;max-width:10em;vertical-align:top}
+.cf-grid th.cf-row{background:#fff;font-weight:600;white-space:nowrap;vertical-align:top;position:sticky;left:0;z-index:1}
+.cf-grid thead th:first-child{position:sticky;left:0;z-index:2}
+.cf-grid td.cf-healthy,.cf-key.cf-healthy{background:#dcf1de}.cf-grid td.cf-unhealthy,.cf-key.cf-unhealthy{background:#f9d9d5}
+.cf-grid td.cf-intermittent,.cf-key.cf-intermittent{background:#fbeeb8}
+.cf-grid td.cf-finding{box-shadow:inset 0 0 0 2px #b3261e;font-weight:600}.cf-grid td.cf-unjudged{font-style:italic}
+.cf-grid td.never-run,.cf-grid td.skipped{color:#8a939c}
+.cf-key{display:inline-block;width:.9em;height:.9em;border:1px solid #b9c0c8;vertical-align:-1px}
+.cf-figures td{text-align:left}tr:target td{background:#fff5c2}
 """
 
 
