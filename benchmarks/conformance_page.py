@@ -226,7 +226,8 @@ def index(cycles, table) -> str:
         f"where it does), {cft.SYMBOLS[cf.INTERMITTENT_HEALTH]} some cycles one, some the other. A second mark, "
         f"apart, says where the cell differs from the verdicts it is known to give ({cft.FINDING_MARK}, a finding) "
         f"or where nothing is known ({cft.UNJUDGED_MARK}); none where it gave them. Each cell links to its figures "
-        "under the grid; *changed in* names the cores where a row's verdicts changed.",
+        "under the grid; *changed in* names the cores where a row's verdicts changed, or the span of releases "
+        "a change came in where some were not run (2.68.0…2.70.0).",
         "",
         f"{n['cells']:,} cells: " + ", ".join(f"{n[h]:,} {h}" for h in cf.HEALTH)
         + f"; {n['findings']:,} finding(s), {n['unjudged']:,} unjudged.",

@@ -127,20 +127,33 @@ def test_changed_in_names_every_core_whose_verdicts_differ_from_the_one_before()
                    _cycles("leaks-memory", "2.44.0", growth="ok", engine="tritonserver"),
                    _cycles("leaks-memory", "2.48.0", growth="leaking", engine="tritonserver"))
     changes = cf.changed_in(cf.cells(frame))
-    assert changes[("execute-raises", False, "capi", "unbatched")] == ["2.51.0"]
-    assert changes[("stub-exits", False, "capi", "unbatched")] == ["2.48.0", "2.51.0"]
+    # a change between two cores with releases between them not run is dated as the span it may be in
+    assert changes[("execute-raises", False, "capi", "unbatched")] == ["2.49.0…2.51.0"]
+    assert changes[("stub-exits", False, "capi", "unbatched")] == ["2.45.0…2.48.0", "2.49.0…2.51.0"]
     assert changes[("leaks-memory", False, "capi", "unbatched")] == []
-    assert changes[("leaks-memory", False, "tritonserver", "unbatched")] == ["2.48.0"]
+    assert changes[("leaks-memory", False, "tritonserver", "unbatched")] == ["2.45.0…2.48.0"]
     grid = cf.build(frame).grids[0]
     assert grid.cores == ("2.9", "2.10", "2.44.0", "2.48.0", "2.51.0")
     md = cft.to_markdown(cf.build(frame))
-    assert re.search(r"\| \[execute-raises\]\(#cf-what-execute-raises\) \|.*\| changed in 2.51.0 \|", md)
-    assert "| changed in 2.48.0, 2.51.0 |" in md
+    assert re.search(r"\| \[execute-raises\]\(#cf-what-execute-raises\) \|.*\| changed in 2.49.0…2.51.0 \|", md)
+    assert "| changed in 2.45.0…2.48.0, 2.49.0…2.51.0 |" in md
     assert re.search(r"\| \[leaks-memory\]\(#cf-what-leaks-memory\) \|.*\| — \|", md)
     # the upstream issues are in the rows' descriptions
     assert '| <a id="cf-what-execute-raises"></a>execute-raises | the model raises in execute' in md
     assert re.search(r'<a id="cf-what-stub-exits"></a>stub-exits \| .* \| server#8604, server#7230 \|', md)
     assert cft.changed_text([]) == "—" and cft.changed_text(["2.44.0", "2.48.0"]) == "changed in 2.44.0, 2.48.0"
+
+
+def test_a_change_is_dated_to_a_release_only_where_the_release_before_it_ran():
+    """Releases run one after the other date a change; a gap (releases not run) gives the span the
+    change may be in, never a release not run as a fact. 2.59.1 (25.07) and the NGC-only 2.37.0,
+    2.38.0 and 2.40.0 are releases too."""
+    assert cf.dated("2.67.0", "2.68.0") == "2.68.0"
+    assert cf.dated("2.67.0", "2.70.0") == "2.68.0…2.70.0"
+    assert cf.dated("2.59.0", "2.60.0") == "2.59.1…2.60.0" and cf.dated("2.59.1", "2.60.0") == "2.60.0"
+    assert cf.dated("2.36.0", "2.39.0") == "2.37.0…2.39.0"
+    assert cf.between("2.70.0", "2.67.0") == ["2.68.0", "2.69.0"]
+    assert sorted(["2.68.0…2.70.0", "2.61.0", "2.9"], key=cf.version_key) == ["2.9", "2.61.0", "2.68.0…2.70.0"]
 
 
 def test_a_readiness_fix_is_a_change_though_the_verdicts_hold():
@@ -155,7 +168,8 @@ def test_a_readiness_fix_is_a_change_though_the_verdicts_hold():
                    _cycles("ready-stub-dead", "2.72.0", "finalize_missing"))
     cells = {c.triton_version: c for c in cf.cells(frame)}
     assert cells["2.67.0"].probed == "server ready, model not ready" and cells["2.72.0"].probed is None
-    assert cf.changed_in(cells.values())[("ready-stub-dead", False, "capi", "unbatched")] == ["2.67.0", "2.70.0"]
+    assert cf.changed_in(cells.values())[("ready-stub-dead", False, "capi", "unbatched")] == ["2.61.0…2.67.0",
+                                                                                              "2.68.0…2.70.0"]
     assert cft.mark(cells["2.60.0"]).endswith(" finalize missing")  # ready both: nothing to add
     assert "· model not ready" in cft.mark(cells["2.67.0"])
     assert "· server not ready, model not ready" in cft.mark(cells["2.70.0"])
@@ -264,7 +278,7 @@ def test_report_conformance_prints_the_grid_or_writes_it(capsys, tmp_path, monke
     assert "| scenario | 2.41.0 | 2.48.0 | 2.51.0 | changed in |" in grid
     # stub-exits' load verdict changed between 2.48.0 and 2.51.0 (errors, not timeouts): as known on each
     assert re.search(r"\| \[stub-exits\]\(#cf-what-stub-exits\) \| ¹ \| \[🔴 held to exit_timeout · timeouts\]"
-                     r"\(#[^)]+\) \| \[🔴 held to exit_timeout · errors\]\(#[^)]+\) \| changed in 2.51.0 \|", grid), grid
+                     r"\(#[^)]+\) \| \[🔴 held to exit_timeout · errors\]\(#[^)]+\) \| changed in 2.49.0…2.51.0 \|", grid), grid
     assert re.search(r"\| \[finalize-raises\]\([^)]+\) \| \[🔴 finalize raised \?\]\(#[^)]+\) \| "
                      r"\[🔴 finalize raised\]\(", grid)
     target = tmp_path / "out" / "grid.md"

@@ -153,8 +153,37 @@ class Conformance:
 def version_key(v) -> tuple:
     """Triton versions in numeric order (2.9 < 2.10 < 2.48.0 < 2.51.0); a part that is not a number
     (``rc1``) sorts after the numbers at its place."""
-    parts = re.split(r"[.\-+]", str(v))
+    parts = re.split(r"[.\-+]", str(v).split(SPAN)[-1])  # a span (2.68.0…2.70.0) sorts at its end
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts)
+
+
+SPAN = "…"  # a change dated no closer than a span of releases: 2.68.0…2.70.0 (2.68.0 and 2.69.0 not run)
+
+
+def releases(present=()) -> list[str]:
+    """The Triton releases there are, in version order: the monthly ones (``rig.contract.ngc``'s
+    table: the NGC images, 2.37.0 and 2.38.0 too, which no wheel bundles), those built from source
+    here (``rig.build.releases.RELEASES``), the cores the nvidia-pytriton wheels bundle, and
+    ``present``."""
+    from rig.build.releases import RELEASES
+    from rig.contract import ngc
+
+    return sorted({*(r.triton_version for r in ngc.RELEASES), *RELEASES, *ngc.PYTRITON_CORE.values(), *present},
+                  key=version_key)
+
+
+def between(a: str, b: str, present=()) -> list[str]:
+    """The releases strictly between two cores (either order), oldest first."""
+    lo, hi = sorted((a, b), key=version_key)
+    return [v for v in releases(present) if version_key(lo) < version_key(v) < version_key(hi)]
+
+
+def dated(before: str, after: str) -> str:
+    """Where a change between two cores run one after the other is dated: ``after`` where no
+    release lies between them, else the span of releases it may have come in (``2.68.0…2.70.0``:
+    2.68.0 and 2.69.0 were not run), never a release that was not run given as a fact."""
+    gap = between(before, after)
+    return f"{gap[0]}{SPAN}{after}" if gap else after
 
 
 def shape_of(value) -> str:
@@ -370,15 +399,16 @@ def same_cell(a: Cell, b: Cell) -> bool:
 
 def changed_in(cell_list) -> dict[tuple[str, bool, str, str], list[str]]:
     """For each (scenario, control, engine, shape): the cores, in version order, whose verdicts
-    (each cell's majority; and the readiness it probed) differ from those of the core before it;
-    empty where none do."""
+    (each cell's majority; and the readiness it probed) differ from those of the core before it,
+    each dated as closely as the cores run allow (``dated``: ``2.68.0…2.70.0`` where releases
+    between the two were not run); empty where none differ."""
     series: dict[tuple, list[Cell]] = {}
     for c in cell_list:
         series.setdefault((c.scenario, c.control, c.engine, c.shape), []).append(c)
     out = {}
     for key, cs in series.items():
         cs = sorted(cs, key=lambda c: version_key(c.triton_version))
-        out[key] = [b.triton_version for a, b in zip(cs, cs[1:]) if not same_cell(a, b)]
+        out[key] = [dated(a.triton_version, b.triton_version) for a, b in zip(cs, cs[1:]) if not same_cell(a, b)]
     return out
 
 

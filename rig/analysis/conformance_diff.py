@@ -19,10 +19,9 @@ import re
 from rig.analysis import conformance
 from rig.analysis.conformance import API_NAMES, Cell, same_cell, version_key
 from rig.analysis.conformance_text import upstream
-from rig.build.releases import BRANCHES, RELEASES
+from rig.build.releases import BRANCHES
 from rig.common.errors import RigError
 from rig.common.text import md_cell
-from rig.contract import ngc
 from rig.contract.ngc import PYTRITON_CORE
 from rig.contract.verdicts import NOT_MEASURED
 from rig.parent import scenarios
@@ -134,13 +133,7 @@ def _scenario_order(name: str) -> tuple:
     return (names.index(name), "") if name in names else (len(names), name)
 
 
-def releases(present=()) -> list[str]:
-    """The Triton releases there are, in version order: the monthly ones (``rig.contract.ngc``'s
-    table: the NGC images, 2.37.0 and 2.38.0 too, which no wheel bundles), those built from source
-    here (``rig.build.releases.RELEASES``), the cores the nvidia-pytriton wheels bundle, and
-    ``present``."""
-    return sorted({*(r.triton_version for r in ngc.RELEASES), *RELEASES, *PYTRITON_CORE.values(), *present},
-                  key=version_key)
+releases = conformance.releases
 
 
 # --- the comparison ---------------------------------------------------------------------------------

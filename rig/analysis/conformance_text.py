@@ -148,7 +148,9 @@ def legend() -> list[str]:
         f"{NEVER_RUN} never run: no cycle of that scenario on that core, API and shape in the results; "
         f"{SKIPPED} skipped, with why; {NOT_EXACT_MARK} a core built here that is not exactly its release (the "
         "footnote says how). changed in: the cores whose verdicts (or readiness after a dead stub) differ from "
-        f"those of the core before (versions in numeric order); {NO_CHANGE}: the same on every core shown.",
+        f"those of the core before (versions in numeric order), each dated only as closely as the cores run allow: "
+        f"2.68.0…2.70.0 where the releases before 2.70.0 back to 2.68.0 were not run in that row (the change came in "
+        f"one of them); {NO_CHANGE}: the same on every core shown.",
     ]
 
 
