@@ -156,6 +156,23 @@ def test_a_change_is_dated_to_a_release_only_where_the_release_before_it_ran():
     assert sorted(["2.68.0…2.70.0", "2.61.0", "2.9"], key=cf.version_key) == ["2.9", "2.61.0", "2.68.0…2.70.0"]
 
 
+def test_every_grid_of_an_api_has_a_column_for_every_core_it_ran():
+    """A release run in one shape only is a column of never-run cells in the API's other grids (and
+    none in another API's), so that a reader sees the gap a change there spans."""
+    frame = _frame(_cycles("execute-raises", "2.67.0"), _cycles("execute-raises", "2.67.0", shape="batched"),
+                   _cycles("execute-raises", "2.68.0", "aborted_at_exit"),
+                   _cycles("execute-raises", "2.70.0", "aborted_at_exit", shape="batched"),
+                   _cycles("execute-raises", "2.60.0", engine="tritonserver"))
+    grids = {(g.engine, g.shape): g for g in cf.build(frame).grids}
+    assert grids[("capi", "batched")].cores == grids[("capi", "unbatched")].cores == ("2.67.0", "2.68.0", "2.70.0")
+    assert grids[("tritonserver", "unbatched")].cores == ("2.60.0",)
+    batched = grids[("capi", "batched")]
+    assert ("execute-raises", False, "2.68.0") not in batched.cells
+    assert batched.changed[("execute-raises", False)] == ("2.68.0…2.70.0",)
+    md = cft.to_markdown(cf.build(frame))
+    assert re.search(r"\| \[execute-raises\]\([^)]+\) \| \[🟢 clean[^]]*\]\([^)]+\) \| ¹ \| \[🔴", md), md
+
+
 def test_a_readiness_fix_is_a_change_though_the_verdicts_hold():
     """ready-stub-dead gives finalize_missing on every core; what changes is what still says ready
     once its stub is dead (core#461: the model, core#473: the server). A core that did not ask

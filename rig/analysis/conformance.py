@@ -439,7 +439,8 @@ def shape_moves(cell_list) -> list[dict]:
 
 
 def build(frame, known_path: str | Path | None = None, skipped=None, windows=None) -> Conformance:
-    """The conformance table of a cycles frame: its cells, and one grid per API and shape.
+    """The conformance table of a cycles frame: its cells, and one grid per API and shape, each
+    with a column for every core that API ran (in any shape).
     ``skipped``: cells that were not run, with why (dicts with ``scenario``, ``control``,
     ``engine``, ``shape``, ``triton_version``, ``reason``; the store records none of them, the
     matrix knows them). ``windows``: the cycles' windows (their ``run_id``, ``cycle`` and
@@ -456,7 +457,10 @@ def build(frame, known_path: str | Path | None = None, skipped=None, windows=Non
                                 key=lambda es: (engine_order(es[0]), shape_order(es[1]))):
         mine = [c for c in cs if (c.engine, c.shape) == (engine, shape)]
         mine_skips = {k[2:]: why for k, why in skips.items() if k[:2] == (engine, shape)}
-        cores = sorted({c.triton_version for c in mine} | {k[2] for k in mine_skips}, key=version_key)
+        # every core the API ran, in every one of its shapes: a release not run in this shape is a
+        # column of never-run cells, not a column left out (a reader sees the gap a change spans)
+        cores = sorted({c.triton_version for c in cs if c.engine == engine}
+                       | {k[4] for k in skips if k[0] == engine}, key=version_key)
         rows = sorted({(c.scenario, c.control) for c in mine} | {k[:2] for k in mine_skips},
                       key=lambda r: (_scenario_order(r[0]), r[1]))
         grids.append(Grid(engine, shape, tuple(cores), tuple(rows),
