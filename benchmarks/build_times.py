@@ -23,6 +23,14 @@ def key(v: str):
     return tuple(int(x) for x in v.split("."))
 
 
+def _cache(m: dict) -> str:
+    """The compiles ccache served of this build's (``compiler_cache`` in the manifest): ``68 of 114``;
+    ``-`` where the build ran without it."""
+    c = m.get("compiler_cache") or {}
+    hits, misses = c.get("hits"), c.get("misses")
+    return "-" if hits is None or misses is None else f"{hits} of {hits + misses}"
+
+
 def main() -> int:
     rows = sorted(list_built(), key=lambda b: key(b["triton_version"]))
     if not rows:
@@ -30,15 +38,16 @@ def main() -> int:
         return 2
     steps = ["sources", "configure core", "build core", "configure python backend", "build python backend",
              "assemble and check"]
-    print("| Triton | branch | " + " | ".join(steps) + " | whole build | work tree | kept | CPUs |")
-    print("| --- | --- | " + " | ".join("---" for _ in steps) + " | --- | --- | --- | --- |")
+    print("| Triton | branch | " + " | ".join(steps) + " | whole build | compiles from the cache | work tree | kept | CPUs |")
+    print("| --- | --- | " + " | ".join("---" for _ in steps) + " | --- | --- | --- | --- | --- |")
     for b in rows:
         m = b["manifest"]
         t = m.get("step_seconds", {})
         cells = [f"{t[s] / 60:.1f} min" if isinstance(t.get(s), (int, float)) and t[s] >= 60 else
                  f"{t[s]:.0f} s" if isinstance(t.get(s), (int, float)) else "-" for s in steps]
         print(f"| {m['triton_version']} | {m['branch']} | " + " | ".join(cells)
-              + f" | {m['build_seconds'] / 60:.1f} min{' (resumed)' if m.get('resumed') else ''} | {m['work_mb']:.0f} MB | {m['size_mb']:.0f} MB | {m['cpus']} |")
+              + f" | {m['build_seconds'] / 60:.1f} min{' (resumed)' if m.get('resumed') else ''} | {_cache(m)} "
+              f"| {m['work_mb']:.0f} MB | {m['size_mb']:.0f} MB | {m['cpus']} |")
     return 0
 
 

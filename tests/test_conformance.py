@@ -135,8 +135,12 @@ def test_changed_in_names_every_core_whose_verdicts_differ_from_the_one_before()
     grid = cf.build(frame).grids[0]
     assert grid.cores == ("2.9", "2.10", "2.44.0", "2.48.0", "2.51.0")
     md = cft.to_markdown(cf.build(frame))
-    assert re.search(r"\| \[execute-raises\]\(#cf-what-execute-raises\) \|.*\| changed in 2.49.0…2.51.0 \|", md)
-    assert "| changed in 2.45.0…2.48.0, 2.49.0…2.51.0 |" in md
+    # each core a change names links to that core's cell (its figures: the evidence)
+    assert re.search(r"\| \[execute-raises\]\(#cf-what-execute-raises\) \|.*\| changed in "
+                     r"\[2.49.0…2.51.0\]\(#cf-capi-unbatched-execute-raises-2-51-0\) \|", md)
+    assert ("| changed in [2.45.0…2.48.0](#cf-capi-unbatched-stub-exits-2-48-0), "
+            "[2.49.0…2.51.0](#cf-capi-unbatched-stub-exits-2-51-0) |") in md
+    assert '<a id="cf-capi-unbatched-stub-exits-2-48-0"></a>' in md
     assert re.search(r"\| \[leaks-memory\]\(#cf-what-leaks-memory\) \|.*\| — \|", md)
     # the upstream issues are in the rows' descriptions
     assert '| <a id="cf-what-execute-raises"></a>execute-raises | the model raises in execute' in md
@@ -295,7 +299,7 @@ def test_report_conformance_prints_the_grid_or_writes_it(capsys, tmp_path, monke
     assert "| scenario | 2.41.0 | 2.48.0 | 2.51.0 | changed in |" in grid
     # stub-exits' load verdict changed between 2.48.0 and 2.51.0 (errors, not timeouts): as known on each
     assert re.search(r"\| \[stub-exits\]\(#cf-what-stub-exits\) \| ¹ \| \[🔴 held to exit_timeout · timeouts\]"
-                     r"\(#[^)]+\) \| \[🔴 held to exit_timeout · errors\]\(#[^)]+\) \| changed in 2.49.0…2.51.0 \|", grid), grid
+                     r"\(#[^)]+\) \| \[🔴 held to exit_timeout · errors\]\(#[^)]+\) \| changed in \[2.49.0…2.51.0\]\(#[^)]+\) \|", grid), grid
     assert re.search(r"\| \[finalize-raises\]\([^)]+\) \| \[🔴 finalize raised \?\]\(#[^)]+\) \| "
                      r"\[🔴 finalize raised\]\(", grid)
     target = tmp_path / "out" / "grid.md"

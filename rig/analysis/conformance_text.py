@@ -20,7 +20,7 @@ import re
 from rig.common.text import md_cell
 from rig.parent import scenarios
 from rig.analysis.conformance import (API_NAMES, EXIT_ABORT_WORDS, FINDING, HEALTHY, INTERMITTENT_HEALTH,
-                                      LIFECYCLE_WORDS, NEVER_RUN, NO_CHANGE, NOT_EXACT_MARK, SHORT, SKIPPED,
+                                      LIFECYCLE_WORDS, NEVER_RUN, NO_CHANGE, NOT_EXACT_MARK, SHORT, SKIPPED, SPAN,
                                       UNHEALTHY, UNJUDGED, Cell, Conformance, Grid, _scenario_order, health,
                                       is_batched, not_exact, row_label, shape_moves, version_key)
 from rig.contract import server_stats
@@ -189,6 +189,33 @@ class _Slot:
     link: str | None        # the id it links to
     classes: str = ""       # its HTML classes
     title: str = ""         # its HTML tooltip
+    # parts of its text that link elsewhere, each (text, id): "changed in" links each core it names to
+    # that core's cell, the evidence of the change
+    parts: tuple = ()
+
+
+def _changed_slot(g: Grid, name: str, control: bool, anchor_of) -> _Slot:
+    """The row's "changed in", each core (or span) it names a link to that core's cell."""
+    cores = g.changed.get((name, control))
+    text = changed_text(cores)
+    parts = []
+    for v in cores or ():
+        c = g.cells.get((name, control, v.split(SPAN)[-1]))
+        parts.append((v, anchor_of(c) if c is not None else None))
+    return _Slot(text, text, None, parts=tuple(parts))
+
+
+def _parts_md(s: _Slot) -> str:
+    if not s.parts:
+        return _md(s.md)
+    return "changed in " + ", ".join(_md(t) if to is None else f"[{_md(t)}](#{to})" for t, to in s.parts)
+
+
+def _parts_html(s: _Slot) -> str:
+    if not s.parts:
+        return html.escape(s.html)
+    return "changed in " + ", ".join(html.escape(t) if to is None else f'<a href="#{to}">{html.escape(t)}</a>'
+                                      for t, to in s.parts)
 
 
 def page_anchor(c: Cell) -> str:
@@ -221,8 +248,7 @@ def _grid_rows(g: Grid, anchor_of=_cell_anchor) -> tuple[list[str], list[list[_S
                 row.append(_Slot(f"skipped{SKIPPED}", f"skipped{SKIPPED}", None, "skipped"))
             else:
                 row.append(_Slot(NEVER_RUN, NEVER_RUN, None, "never-run"))
-        changed = changed_text(g.changed.get((name, control)))
-        row.append(_Slot(changed, changed, None))
+        row.append(_changed_slot(g, name, control, anchor_of))
         out.append(row)
     return head, out
 
@@ -361,7 +387,7 @@ def grid_markdown(g: Grid, anchor_of=_cell_anchor) -> list[str]:
     head, rows = _grid_rows(g, anchor_of)
     lines = [_md_row(_md(x) for x in head), "|" + " --- |" * len(head)]
     for row in rows:
-        lines.append(_md_row(_md(s.md) if s.link is None else f"[{_md(s.md)}](#{s.link})" for s in row))
+        lines.append(_md_row(_parts_md(s) if s.link is None else f"[{_md(s.md)}](#{s.link})" for s in row))
     lines.append("")
     notes = _footnotes(g)
     if notes:
@@ -451,7 +477,7 @@ def to_html(table: Conformance, level: int = 3) -> str:
         for label, *cells in rows:
             tds = [f'<th scope="row" class="cf-row"{_attr("title", label.title)}>{html.escape(label.html)}</th>']
             for s in cells:
-                body = html.escape(s.html) if s.link is None else f'<a href="#{s.link}">{html.escape(s.html)}</a>'
+                body = _parts_html(s) if s.link is None else f'<a href="#{s.link}">{html.escape(s.html)}</a>'
                 tds.append(f"<td{_attr('class', s.classes)}{_attr('title', s.title)}>{body}</td>")
             out.append("<tr>" + "".join(tds) + "</tr>")
         out.append("</tbody></table>")
