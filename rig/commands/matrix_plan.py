@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import shlex
 
 from rig.parent.config import ENGINES, RETAIN
 from rig.common.errors import RigError
