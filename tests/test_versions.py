@@ -158,3 +158,18 @@ def test_doctor_runs_without_a_gpu_and_says_the_versions(tmp_path):
                        cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert "versions    " in r.stdout
+
+
+def test_every_release_branch_named_with_a_version_names_the_right_one():
+    """"core#483 in r26.05 (2.69.0)": a branch written beside a Triton version, in the scenarios'
+    fixes and the guide, is that version's branch (r26.05 is 2.69.0; 25.07 was 2.59.1)."""
+    import re
+
+    from rig.build.releases import RELEASES
+
+    texts = [(ROOT / "rig" / "parent" / "scenarios.py").read_text(),
+             *(p.read_text() for p in (ROOT / "docs" / "guide").glob("*.md"))]
+    pairs = [(b, v) for t in texts
+             for b, v in re.findall(r"(r2[4-6]\.\d\d)(?: \(|[,;:] (?:Triton )?)(2\.\d+\.\d+)", t)]
+    assert len(pairs) >= 10
+    assert [(b, v) for b, v in pairs if RELEASES.get(v) != b] == []

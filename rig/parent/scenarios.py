@@ -55,7 +55,7 @@ class Scenario:
     # sleeps, requests the model never answers): a matrix cell holds no quiet lock over them
     # (rig.worker.quiet), so that cells side by side overlap the waiting; its control holds it throughout.
     waits: tuple[str, ...] = ()
-    # Where upstream fixed it: "core#473 in r26.04 (2.69.0)", one entry a fix; the table's
+    # Where upstream fixed it: "core#473 in r26.04 (2.68.0)", one entry a fix; the table's
     # "changed in" is measured, this is what it is held up against.
     fixed_in: tuple[str, ...] = ()
     # What the core must be built with to load its models ("ensemble", "sequence_batching":
@@ -197,10 +197,10 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              repository="ensemble-in-flight", client="stop-in-flight", client_is_fault=True, requests=4,
              waits=("load",),
              expected=("requests_lost", "ok"), needs=("ensemble",),
-             fixed_in=("core#483 in r26.05 (2.70.0): the request tracker's count when parallel steps fail",
-                       "core#466 in r26.03 (2.68.0), as core#470 in r26.02 (2.67.0)",
-                       "core#455 in r25.11 (2.64.0): ensemble max_inflight_requests, per request",
-                       "core#482 in r26.04 (2.69.0): max_inflight_requests shared by the ensemble's requests")),
+             fixed_in=("core#483 in r26.05 (2.69.0): the request tracker's count when parallel steps fail",
+                       "core#466 in r26.03 (2.67.0), as core#470 in r26.02 (2.66.0)",
+                       "core#455 in r25.11 (2.63.0): ensemble max_inflight_requests, per request",
+                       "core#482 in r26.04 (2.68.0): max_inflight_requests shared by the ensemble's requests")),
     Scenario("worker-killed", ("python_backend#446",),
              "the parent SIGKILLs the worker (the server's process) 0.5 s into each cycle's load of 5,000 "
              "requests; the stubs and /dev/shm regions its server leaves are watched for 10 s, then cleaned "
@@ -211,8 +211,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              "model for 2 s whether they are ready (ready after load: both still said so; its control: the "
              "stub left alive, asked the same)", repository="ready-stub-dead", client="stub-killed",
              expected=("finalize_missing", "ok"), shapes=("unbatched", "instances-2"),
-             fixed_in=("core#461 with python_backend#423 in r25.12 (2.63.0): the model's readiness",
-                       "core#473 in r26.04 (2.69.0): the server's readiness")),
+             fixed_in=("core#461 with python_backend#423 in r25.12 (2.64.0), as core#462: the model's readiness",
+                       "core#473 in r26.04 (2.68.0): the server's readiness")),
     Scenario("missing-model-py", ("server#8766",),
              "after the load the model is unloaded, its model.py taken away and the model loaded again "
              "(explicit model control, 20 s at most), unloaded if it did not load, then stop(): loading at "
