@@ -177,6 +177,19 @@ def test_every_grid_of_an_api_has_a_column_for_every_core_it_ran():
     assert re.search(r"\| \[execute-raises\]\([^)]+\) \| \[🟢 clean[^]]*\]\([^)]+\) \| ¹ \| \[🔴", md), md
 
 
+def test_cycles_on_either_side_of_a_known_race_are_no_change(tmp_path):
+    """metrics-reload crashes in some cycles and not others: where a core is known to race, a
+    neighbour whose cycles fell on one side of that race has not changed; a side it never named has."""
+    known = tmp_path / "known.csv"
+    known.write_text(",".join(cf.known_verdicts.FIELDS) + "\n"
+                     "metrics-reload,0,unbatched,capi,2.62.0,crashed|clean,not_measured|ok,not_measured|ok,3,r\n")
+    frame = _frame(_cycles("metrics-reload", "2.61.0"), _cycles("metrics-reload", "2.62.0", "crashed", "not_measured",
+                                                               "not_measured", n=2),
+                   _cycles("metrics-reload", "2.62.0", run_id="r2"), _cycles("metrics-reload", "2.63.0"),
+                   _cycles("metrics-reload", "2.64.0", "aborted_at_exit"))
+    assert cf.changed_in(cf.cells(frame, known))[("metrics-reload", False, "capi", "unbatched")] == ["2.64.0"]
+
+
 def test_a_readiness_fix_is_a_change_though_the_verdicts_hold():
     """ready-stub-dead gives finalize_missing on every core; what changes is what still says ready
     once its stub is dead (core#461: the model, core#473: the server). A core that did not ask

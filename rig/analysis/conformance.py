@@ -391,10 +391,21 @@ def same_verdicts(a: Verdicts, b: Verdicts) -> bool:
     return a[:2] == b[:2] and (a[2] == b[2] or NOT_MEASURED in (a[2], b[2]))
 
 
+def within_race(a: Cell, b: Cell) -> bool:
+    """Whether ``a``'s verdicts are one side of a race ``b`` is known to run (its known verdicts name
+    alternatives, ``exit_timeout|clean``, and ``a``'s are among them): three cycles on one side of a
+    known race are no change."""
+    return b.known is not None and known_verdicts.intermittent(b.known) \
+        and known_verdicts.holds(a.verdicts[:2], b.known[:2]) and growth_held(a.verdicts[2], b.known[2])
+
+
 def same_cell(a: Cell, b: Cell) -> bool:
-    """Whether two cores gave a scenario the same: its verdicts, and where both asked, the same
-    readiness once its stub was dead (``Cell.probed``: a fix of readiness changes no verdict)."""
-    return same_verdicts(a.verdicts, b.verdicts) and (a.probed is None or b.probed is None or a.probed == b.probed)
+    """Whether two cores gave a scenario the same: its verdicts (or, where either is known to race,
+    verdicts within that race: ``within_race``), and where both asked, the same readiness once its
+    stub was dead (``Cell.probed``: a fix of readiness changes no verdict)."""
+    if not (a.probed is None or b.probed is None or a.probed == b.probed):
+        return False
+    return same_verdicts(a.verdicts, b.verdicts) or within_race(a, b) or within_race(b, a)
 
 
 def changed_in(cell_list) -> dict[tuple[str, bool, str, str], list[str]]:
