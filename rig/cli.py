@@ -143,6 +143,10 @@ def _cycles(args, cfg, allowed: tuple[str, ...]) -> int:
         print(soak.summary_table(tally))
     for reason in reasons:
         print(f"FAIL: {reason}")
+    from rig.contract.verdicts import explain
+
+    for line in explain(reasons):  # what each verdict failed on means
+        print(f"  {line}")
     print(f"results: {redact(str(cfg.results))}/cycles (run_id {run_id})")
     return status
 

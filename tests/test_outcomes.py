@@ -268,3 +268,12 @@ def test_an_abort_at_exit_is_told_from_a_crash_before_or_during_the_stop():
     s = cycle.summarize_markers(markers, 3.0, crash_recorder=True)
     assert (s["stub_crashes"], s["stub_exit_aborts"]) == (4, 1)
     assert cycle.summarize_markers(markers, 3.0, crash_recorder=False)["stub_exit_aborts"] is None
+
+
+def test_a_failed_soak_says_what_each_verdict_it_failed_on_means():
+    from rig.contract.verdicts import OUTCOMES, explain
+
+    assert explain(["outcomes not allowed: aborted_at_exit=2, exit_timeout=1", "load outcomes not allowed: errors=1",
+                    "leaks: 1 stub(s) killed by the rig, 0 shared-memory region(s) left"]) == [
+        f"aborted_at_exit: {OUTCOMES['aborted_at_exit']}", f"exit_timeout: {OUTCOMES['exit_timeout']}"]
+    assert explain([]) == []

@@ -89,6 +89,21 @@ def classify(row: dict) -> Outcome:
     return "aborted_at_exit" if crashes else "clean"
 
 
+def explain(reasons: list[str]) -> list[str]:
+    """What each lifecycle verdict a run failed on means, a line each (``aborted_at_exit: stop returned
+    in time and ...``), from the ``outcomes not allowed: NAME=N, ...`` reasons of ``rig.analysis.verdict.soak``."""
+    out = []
+    for reason in reasons:
+        head, _, listed = reason.partition(": ")
+        if head != "outcomes not allowed":
+            continue
+        for item in listed.split(", "):
+            name = item.partition("=")[0]
+            if name in OUTCOMES and name not in GOOD:
+                out.append(f"{name}: {OUTCOMES[name]}")
+    return out
+
+
 def exit_aborts(row: dict) -> int:
     """Of a cycle's stub crashes, those that were aborts at exit: stubs that died only after every
     finalize they owed (``stub_exit_aborts``, from the markers' times). A row stored before that
