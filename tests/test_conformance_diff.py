@@ -176,13 +176,16 @@ def test_the_kept_store_from_2_60_to_2_71_through_capi(kept):
     rows = {r.key[1:]: r for r in api.rows}
     ensemble = rows[("unbatched", "ensemble-in-flight", False)]
     assert ensemble.before.verdicts[0] == "requests_lost" and ensemble.after.verdicts[0] == "aborted_at_exit"
-    assert ensemble.changed.triton_version == "2.67.0" and ensemble.changed.verdicts[0] == "crashed"
-    assert cd.where_text(ensemble) == ("changed between 2.60.0 and 2.67.0 (2.61.0, 2.62.0, 2.63.0, 2.64.0, 2.65.0, "
-                                       "2.66.0 not run); as on 2.71.0 from 2.70.0 on")
-    # a readiness that moved twice: the model's in 2.63.0's gap, the server's in 2.69.0's
+    # every release between run: dated to the release, as upstream's branches hold the fixes (core#470 in
+    # r26.02 = 2.66.0; core#482 in r26.04 = 2.68.0)
+    assert ensemble.changed.triton_version == "2.66.0" and ensemble.changed.verdicts[0] == "crashed"
+    assert cd.where_text(ensemble) == "changed in 2.66.0; as on 2.71.0 from 2.68.0 on"
+    # a readiness that moved twice: the model's in 2.64.0 (core#461 as #462 in r25.12), the server's in
+    # 2.68.0 (core#473 in r26.04)
     ready = rows[("unbatched", "ready-stub-dead", False)]
     assert (ready.before.probed, ready.changed.probed, ready.after.probed) == (
         "server ready, model ready", "server ready, model not ready", "server not ready, model not ready")
+    assert cd.where_text(ready) == "changed in 2.64.0; as on 2.71.0 from 2.68.0 on"
     md = cd.to_markdown(u)
     assert "| unbatched, ensemble-in-flight | 2.60.0 | from | 3 | requests_lost 3 |" in md
     assert all(run in md for run in ensemble.before.run_ids + ensemble.changed.run_ids + ensemble.after.run_ids)
@@ -191,7 +194,11 @@ def test_the_kept_store_from_2_60_to_2_71_through_capi(kept):
 def test_the_kept_store_from_2_67_to_2_70_names_the_stub_abort_and_a_known_race_is_none(kept):
     u = cd.upgrade(kept, "2.67.0", "2.70.0", engine=["capi"])
     (api,) = u.apis
-    assert {cd.where_text(r) for r in api.rows} == {"changed between 2.67.0 and 2.70.0 (2.68.0, 2.69.0 not run)"}
+    # dated to 2.68.0 where the shape ran on every release; a span where 2.68.0 and 2.69.0 ran in
+    # another shape only
+    wheres = {cd.where_text(r): r for r in api.rows}
+    assert "changed in 2.68.0" in wheres and wheres["changed in 2.68.0"].changed.verdicts[0] == "aborted_at_exit"
+    assert "changed between 2.67.0 and 2.70.0 (2.68.0, 2.69.0 not run)" in wheres
     top, n = cd.changes(api)[0]
     assert top == "lifecycle clean → aborted_at_exit" and n > len(api.rows) / 2
     # a race known on both cores (exit_timeout|clean), its cycles on either side: no change
