@@ -440,7 +440,10 @@ def test_the_report_page_shows_the_grid_and_each_mark_leads_to_its_figures(capsy
         assert [th.text for th in grid.find_elements("css selector", "th")][:4] == ["scenario", "2.41.0", "2.48.0",
                                                                                    "2.51.0"]
         links = drv.find_elements("css selector", ".cf-grid a")
-        assert len(links) == 10
+        # a link per cell run, and per core a "changed in" names (each to that core's cell)
+        assert len(links) == 11
+        changed = [a for a in links if a.find_element("xpath", "..").text.startswith("changed in")]
+        assert [a.text for a in changed] == ["2.49.0…2.51.0"]
         missing = drv.execute_script(
             "return [...document.querySelectorAll('.cf-grid a')].map(a => a.getAttribute('href').slice(1))"
             ".filter(id => !document.getElementById(id) || document.getElementById(id).tagName !== 'TR')")

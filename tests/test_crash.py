@@ -2,7 +2,8 @@
 the evidence hook): a process that arms it and dies of a signal of its own leaves a crash
 marker and still dies of that signal; one that exits (cleanly, by os._exit, or killed by the
 rig's SIGKILL) leaves none. End to end (slow): the `metrics` scenario's stub segfaults after
-its finalize (server#8662), a stop the core calls clean, and the cycle says `stub_crashed`."""
+its finalize (server#8662), a stop the core calls clean, and the cycle says `aborted_at_exit` (a stub
+that died after every finalize it owed, apart from one that crashed before or during the stop)."""
 
 from __future__ import annotations
 
@@ -177,6 +178,7 @@ def test_the_metrics_scenario_segfaults_after_finalize_and_its_control_does_not(
         markers = [json.loads(f.read_text()) for f in results.glob("_work/*/evidence/*/*-crash-*.json")]
         assert {m["signal"] for m in markers} <= {int(signal.SIGSEGV)}
     on, off = got["on"], got["off"]
-    assert list(on.outcome) == ["stub_crashed"] * 2 and (on.stub_crashes >= 1).all()
+    assert list(on.outcome) == ["aborted_at_exit"] * 2 and (on.stub_crashes >= 1).all()
+    assert (on.stub_exit_aborts == on.stub_crashes).all()
     assert (on.finalize_before_stop == on.finalize_expected).all() and on.stop_error.isna().all()
     assert list(off.outcome) == ["clean"] * 2 and (off.stub_crashes == 0).all()
