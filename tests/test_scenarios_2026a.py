@@ -19,14 +19,14 @@ def test_each_is_listed_with_its_client_its_upstream_reports_and_where_it_was_fi
         s = scenarios.get(name)
         assert s.client == client and s.upstream and s.what and s.has_control and not s.client_is_fault
         assert s.repository is None or scenarios.repository_of(s).is_dir()
-    assert scenarios.get("ready-stub-dead").fixed_in[-1] == "core#473 in r26.04 (2.69.0): the server's readiness"
+    assert scenarios.get("ready-stub-dead").fixed_in[-1] == "core#473 in r26.04 (2.68.0): the server's readiness"
     assert scenarios.get("missing-model-py").fixed_in == () == scenarios.get("metrics-reload").fixed_in  # open
     assert scenarios.name_of("none", "last-response", client="exit-after-stop") == "shm-after-forced-stop"
     proc = rig("scenarios")
     assert proc.returncode == 0, proc.stderr
     for name in NEW:
         assert f"\n{name}  (" in proc.stdout
-    assert "fixed upstream in: core#461 with python_backend#423 in r25.12 (2.63.0)" in proc.stdout
+    assert "fixed upstream in: core#461 with python_backend#423 in r25.12 (2.64.0)" in proc.stdout
 
 
 def test_a_control_runs_the_same_client_over_its_models_with_the_fault_off(tmp_path):

@@ -28,13 +28,13 @@ def test_each_is_listed_with_its_client_what_it_needs_its_reports_and_fixes():
         assert scenarios.repository_of(s).is_dir()
     ens = scenarios.get("ensemble-in-flight")
     assert ens.client_is_fault and "core#483" in ens.upstream  # its control: no request in flight at stop
-    assert ens.fixed_in[0].startswith("core#483 in r26.05 (2.70.0)")
+    assert ens.fixed_in[0].startswith("core#483 in r26.05 (2.69.0)")
     assert not scenarios.get("sequence-at-stop").client_is_fault  # its control runs the client, ending them
     proc = rig("scenarios")
     assert proc.returncode == 0, proc.stderr
     for name in NEW:
         assert f"\n{name}  (" in proc.stdout
-    assert "fixed upstream in: core#483 in r26.05 (2.70.0)" in proc.stdout
+    assert "fixed upstream in: core#483 in r26.05 (2.69.0)" in proc.stdout
 
 
 def test_the_ensemble_keeps_an_empty_version_folder_and_every_model_a_fault_switch(tmp_path):
