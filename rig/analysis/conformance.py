@@ -41,8 +41,9 @@ from rig.parent import known as known_verdicts
 from rig.parent import scenarios
 from rig.analysis.matrix import growth_held
 from rig.analysis.verdict import records
-from rig.contract import server_stats
 from rig.contract.verdicts import NOT_MEASURED
+from rig.analysis.conformance_batches import _cell_batches, cycle_batches  # noqa: F401  (re-exported)
+from rig.analysis.release_order import SPAN, between, dated, releases, version_key  # noqa: F401  (re-exported)
 
 # The cycles' columns the table reads (``shape`` from schema 12; a row without one is unbatched).
 COLUMNS = ["run_id", "cycle", "scenario", "control", "shape", "engine", "triton_version", "outcome", "load_outcome",
@@ -150,42 +151,6 @@ class Conformance:
         return {h: c.get(h, 0) for h in HEALTH}
 
 
-def version_key(v) -> tuple:
-    """Triton versions in numeric order (2.9 < 2.10 < 2.48.0 < 2.51.0); a part that is not a number
-    (``rc1``) sorts after the numbers at its place."""
-    parts = re.split(r"[.\-+]", str(v).split(SPAN)[-1])  # a span (2.68.0…2.70.0) sorts at its end
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts)
-
-
-SPAN = "…"  # a change dated no closer than a span of releases: 2.68.0…2.70.0 (2.68.0 and 2.69.0 not run)
-
-
-def releases(present=()) -> list[str]:
-    """The Triton releases there are, in version order: the monthly ones (``rig.contract.ngc``'s
-    table: the NGC images, 2.37.0 and 2.38.0 too, which no wheel bundles), those built from source
-    here (``rig.build.releases.RELEASES``), the cores the nvidia-pytriton wheels bundle, and
-    ``present``."""
-    from rig.build.releases import RELEASES
-    from rig.contract import ngc
-
-    return sorted({*(r.triton_version for r in ngc.RELEASES), *RELEASES, *ngc.PYTRITON_CORE.values(), *present},
-                  key=version_key)
-
-
-def between(a: str, b: str, present=()) -> list[str]:
-    """The releases strictly between two cores (either order), oldest first."""
-    lo, hi = sorted((a, b), key=version_key)
-    return [v for v in releases(present) if version_key(lo) < version_key(v) < version_key(hi)]
-
-
-def dated(before: str, after: str) -> str:
-    """Where a change between two cores run one after the other is dated: ``after`` where no
-    release lies between them, else the span of releases it may have come in (``2.68.0…2.70.0``:
-    2.68.0 and 2.69.0 were not run), never a release that was not run given as a fact."""
-    gap = between(before, after)
-    return f"{gap[0]}{SPAN}{after}" if gap else after
-
-
 def shape_of(value) -> str:
     """A stored cycle's shape: none (a row before schema 12) is ``unbatched``."""
     return str(value) if value not in (None, "") else UNBATCHED
@@ -205,46 +170,6 @@ def batched_runs(frame) -> list[str]:
     shapes = frame["shape"] if "shape" in frame.columns else [None] * len(frame)
     return sorted({str(r) for r, name, sh in zip(frame["run_id"], frame["scenario"], shapes)
                    if name and name == name and name != "baseline" and is_batched(shape_of(sh))})
-
-
-def cycle_batches(windows) -> dict[tuple[str, int], dict[int, int]]:
-    """The batch sizes Triton formed in each cycle, {(run_id, cycle): {size: executions}}, summed
-    over the windows (a frame or dicts with ``run_id``, ``cycle``, ``batch_sizes``) that recorded
-    them; a cycle none of whose windows did is not there."""
-    if windows is None:
-        return {}
-    if hasattr(windows, "columns"):
-        if "batch_sizes" not in windows.columns or not len(windows):
-            return {}
-        windows = windows[windows["batch_sizes"].notna()]
-        rows = zip(windows["run_id"], windows["cycle"], windows["batch_sizes"])
-    else:
-        rows = ((w.get("run_id"), w.get("cycle"), w.get("batch_sizes")) for w in windows)
-    out: dict[tuple[str, int], dict[int, int]] = {}
-    for run_id, cycle, text in rows:
-        summed = server_stats.summed_batches([text])
-        if summed is None or run_id is None or cycle is None:
-            continue
-        mine = out.setdefault((str(run_id), int(cycle)), {})
-        for size, n in summed.items():
-            mine[size] = mine.get(size, 0) + n
-    return out
-
-
-def _cell_batches(rows: list[dict], by_cycle: dict) -> dict | None:
-    """A cell's batch sizes from its cycles': each cycle's own (schema 15: over the whole cycle,
-    with or without windows), else its windows' (``cycle_batches``); None where none recorded them."""
-    out: dict[int, int] | None = None
-    for r in rows:
-        got = server_stats.summed_batches([r.get("batch_sizes")])
-        if got is None and r.get("cycle") is not None:
-            got = by_cycle.get((str(r.get("run_id")), int(r["cycle"])))
-        if got is None:
-            continue
-        out = {} if out is None else out
-        for size, n in got.items():
-            out[size] = out.get(size, 0) + n
-    return None if out is None else dict(sorted(out.items()))
 
 
 def row_label(scenario: str, control: bool) -> str:
