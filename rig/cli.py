@@ -7,11 +7,16 @@ import argparse
 import sys
 
 from rig.common import cpuidle
-from rig.parent.config import ARRIVALS
 from rig.common.errors import Exit, RigError
-from rig.parent.options import (OVERRIDES, Parser, add_cycle_options, add_server_options, add_target_options,
-                                run_config)
-
+from rig.parent.config import ARRIVALS
+from rig.parent.options import (
+    OVERRIDES,
+    Parser,
+    add_cycle_options,
+    add_server_options,
+    add_target_options,
+    run_config,
+)
 
 _Parser = Parser  # one line, not usage + traceback
 
@@ -153,8 +158,8 @@ def _cycles(args, cfg, allowed: tuple[str, ...]) -> int:
 
 def cmd_cycle(args) -> int:
     """A single cycle is a reproducer: it records and reports every outcome; soaks judge."""
-    from rig.worker.cycle import LOAD_OUTCOMES, OUTCOMES
     from rig.contract.verdicts import GROWTH_OUTCOMES
+    from rig.worker.cycle import LOAD_OUTCOMES, OUTCOMES
 
     cfg = run_config(args)
     if cfg is None:

@@ -13,6 +13,7 @@ import pytest
 
 from rig.analysis import conformance as cf
 from rig.analysis import conformance_diff as cd
+from rig.analysis import conformance_diff_text as cdt
 from rig.cli import main
 from rig.common.errors import RigError
 
@@ -61,9 +62,9 @@ def test_a_change_in_a_gap_names_the_releases_not_run_and_a_cell_on_one_side_is_
     assert (row.before.triton_version, row.last_same.triton_version, row.changed.triton_version) == \
         ("2.51.0", "2.55.0", "2.60.0")
     assert row.gap == ("2.56.0", "2.57.0", "2.58.0", "2.59.0", "2.59.1")
-    assert cd.where_text(row) == "changed between 2.55.0 and 2.60.0 (2.56.0, 2.57.0, 2.58.0, 2.59.0, 2.59.1 not run)"
+    assert cdt.where_text(row) == "changed between 2.55.0 and 2.60.0 (2.56.0, 2.57.0, 2.58.0, 2.59.0, 2.59.1 not run)"
     assert (api.compared, [c.label for c in api.only_after], api.only_before) == (1, ["retained-response (control)"], ())
-    md = cd.to_markdown(u)
+    md = cdt.to_markdown(u)
     assert md.startswith("# Upgrade from 2.51.0 to 2.60.0: R\n\nUpgrade from 2.51.0 to 2.60.0: 1 cell(s) run on "
                          "both compared, 1 differ.\n\n- C API (`capi`): 1 compared, 1 differ, 1 run on 2.60.0 only\n")
     assert ("| unbatched | retained-response | clean / ok / ok | exit_timeout / ok / ok | changed between 2.55.0 and "
@@ -78,8 +79,8 @@ def test_a_change_in_a_gap_names_the_releases_not_run_and_a_cell_on_one_side_is_
     three = _table(tmp_path, _cycles("stub-exits", "2.50.0"), _cycles("stub-exits", "2.51.0", ("crashed",) * 3),
                    _cycles("stub-exits", "2.55.0", et), _cycles("stub-exits", "2.60.0", et))
     (row,) = cd.upgrade(three, "2.50.0", "2.60.0").apis[0].rows
-    assert cd.where_text(row) == "changed in 2.51.0; as on 2.60.0 from 2.55.0 on"
-    assert [what for what, _ in cd.evidence(row)] == ["from", "first changed", "to"]
+    assert cdt.where_text(row) == "changed in 2.51.0; as on 2.60.0 from 2.55.0 on"
+    assert [what for what, _ in cdt.evidence(row)] == ["from", "first changed", "to"]
 
 
 def test_a_downgrade_walks_down(tmp_path):
@@ -88,12 +89,12 @@ def test_a_downgrade_walks_down(tmp_path):
     u = cd.upgrade(table, "2.60.0", "2.55.0")
     (row,) = u.apis[0].rows
     assert u.downgrade and row.changed.triton_version == "2.59.1"
-    assert cd.where_text(row, down=True) == "first differs on 2.59.1 (going down from 2.60.0)"
-    assert cd.to_markdown(u).startswith("# Downgrade from 2.60.0 to 2.55.0")
+    assert cdt.where_text(row, down=True) == "first differs on 2.59.1 (going down from 2.60.0)"
+    assert cdt.to_markdown(u).startswith("# Downgrade from 2.60.0 to 2.55.0")
     gap = _table(tmp_path, _cycles("retained-response", "2.55.0"), _cycles("retained-response", "2.59.0"),
                  _cycles("retained-response", "2.60.0", ("exit_timeout",) * 3))
     (row,) = cd.upgrade(gap, "2.60.0", "2.55.0").apis[0].rows
-    assert cd.where_text(row, down=True) == "differs between 2.60.0 and 2.59.0 (2.59.1 not run)"
+    assert cdt.where_text(row, down=True) == "differs between 2.60.0 and 2.59.0 (2.59.1 not run)"
 
 
 def test_a_known_race_is_no_change_until_its_sides_move(tmp_path):
@@ -110,9 +111,9 @@ def test_a_known_race_is_no_change_until_its_sides_move(tmp_path):
                           "execute-raises,0,unbatched,capi,2.68.0,aborted_at_exit|exit_timeout,errors,ok,3,r"))
     assert cd.upgrade(table, "2.55.0", "2.60.0").apis[0].rows == ()
     (row,) = cd.upgrade(table, "2.55.0", "2.68.0").apis[0].rows
-    assert cd.verdicts_text(row.before) == "clean / errors / ok (2/3 cycles); known intermittent: clean|exit_timeout / errors / ok"
-    assert cd.verdicts_text(row.after).startswith("aborted_at_exit / errors / ok (2/3 cycles); known intermittent")
-    assert cd.change_text(row) == "lifecycle clean → aborted_at_exit"
+    assert cdt.verdicts_text(row.before) == "clean / errors / ok (2/3 cycles); known intermittent: clean|exit_timeout / errors / ok"
+    assert cdt.verdicts_text(row.after).startswith("aborted_at_exit / errors / ok (2/3 cycles); known intermittent")
+    assert cdt.change_text(row) == "lifecycle clean → aborted_at_exit"
 
 
 def test_names_are_said_back_as_triton_versions(tmp_path):
@@ -121,7 +122,7 @@ def test_names_are_said_back_as_triton_versions(tmp_path):
     table = _table(tmp_path, _cycles("stub-exits", "2.48.0"), _cycles("stub-exits", "2.51.0", ("crashed",) * 3))
     u = cd.upgrade(table, "0.5.10", "2.51.0")
     assert (u.source, u.target) == ("2.48.0", "2.51.0")
-    head = cd.header(u)[0]
+    head = cdt.header(u)[0]
     assert head.startswith("Upgrade from 2.48.0 to 2.51.0 (--from 0.5.10: nvidia-pytriton 0.5.10, whose core is "
                            "Triton 2.48.0): ")
 
@@ -130,11 +131,11 @@ def test_where_nothing_differs_it_says_so_and_an_api_missing_a_core_is_named(tmp
     table = _table(tmp_path, _cycles("stub-exits", "2.41.0"), _cycles("stub-exits", "2.48.0"),
                    _cycles("stub-exits", "2.48.0", engine="tritonserver"))
     u = cd.upgrade(table, "2.41.0", "2.48.0")
-    assert cd.header(u) == [
+    assert cdt.header(u) == [
         "Upgrade from 2.41.0 to 2.48.0: 1 cell(s) run on both compared, none differs.",
         "C API (`capi`): 1 compared, 0 differ",
         "official Python API (`tritonserver`): no cycle on 2.41.0 (it ran on 2.48.0), not compared"]
-    assert "No cell differs between 2.41.0 and 2.48.0 through capi (1 compared)." in cd.to_markdown(u)
+    assert "No cell differs between 2.41.0 and 2.48.0 through capi (1 compared)." in cdt.to_markdown(u)
 
 
 def test_bad_names_are_one_line_that_says_what_the_results_hold(tmp_path):
@@ -179,14 +180,14 @@ def test_the_kept_store_from_2_60_to_2_71_through_capi(kept):
     # every release between run: dated to the release, as upstream's branches hold the fixes (core#470 in
     # r26.02 = 2.66.0; core#482 in r26.04 = 2.68.0)
     assert ensemble.changed.triton_version == "2.66.0" and ensemble.changed.verdicts[0] == "crashed"
-    assert cd.where_text(ensemble) == "changed in 2.66.0; as on 2.71.0 from 2.68.0 on"
+    assert cdt.where_text(ensemble) == "changed in 2.66.0; as on 2.71.0 from 2.68.0 on"
     # a readiness that moved twice: the model's in 2.64.0 (core#461 as #462 in r25.12), the server's in
     # 2.68.0 (core#473 in r26.04)
     ready = rows[("unbatched", "ready-stub-dead", False)]
     assert (ready.before.probed, ready.changed.probed, ready.after.probed) == (
         "server ready, model ready", "server ready, model not ready", "server not ready, model not ready")
-    assert cd.where_text(ready) == "changed in 2.64.0; as on 2.71.0 from 2.68.0 on"
-    md = cd.to_markdown(u)
+    assert cdt.where_text(ready) == "changed in 2.64.0; as on 2.71.0 from 2.68.0 on"
+    md = cdt.to_markdown(u)
     assert "| unbatched, ensemble-in-flight | 2.60.0 | from | 3 | requests_lost 3 |" in md
     assert all(run in md for run in ensemble.before.run_ids + ensemble.changed.run_ids + ensemble.after.run_ids)
 
@@ -196,10 +197,10 @@ def test_the_kept_store_from_2_67_to_2_70_names_the_stub_abort_and_a_known_race_
     (api,) = u.apis
     # dated to 2.68.0 where the shape ran on every release; a span where 2.68.0 and 2.69.0 ran in
     # another shape only
-    wheres = {cd.where_text(r): r for r in api.rows}
+    wheres = {cdt.where_text(r): r for r in api.rows}
     assert "changed in 2.68.0" in wheres and wheres["changed in 2.68.0"].changed.verdicts[0] == "aborted_at_exit"
     assert "changed between 2.67.0 and 2.70.0 (2.68.0, 2.69.0 not run)" in wheres
-    top, n = cd.changes(api)[0]
+    top, n = cdt.changes(api)[0]
     assert top == "lifecycle clean → aborted_at_exit" and n > len(api.rows) / 2
     # a race known on both cores (exit_timeout|clean), its cycles on either side: no change
     race = cd.upgrade(kept, "2.60.0", "2.67.0", engine=["tritonserver"], shape=["batched"],

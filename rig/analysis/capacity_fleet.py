@@ -9,8 +9,8 @@ import math
 
 import pandas as pd
 
-from rig.common import hdr
 from rig.analysis.capacity import measured_windows
+from rig.common import hdr
 
 
 def _toml(text) -> dict:

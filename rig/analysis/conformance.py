@@ -37,13 +37,13 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
-from rig.parent import known as known_verdicts
-from rig.parent import scenarios
+from rig.analysis.conformance_batches import _cell_batches, cycle_batches
 from rig.analysis.matrix import growth_held
+from rig.analysis.release_order import SPAN, between, dated, releases, version_key  # noqa: F401  (re-exported)
 from rig.analysis.verdict import records
 from rig.contract.verdicts import NOT_MEASURED
-from rig.analysis.conformance_batches import _cell_batches, cycle_batches  # noqa: F401  (re-exported)
-from rig.analysis.release_order import SPAN, between, dated, releases, version_key  # noqa: F401  (re-exported)
+from rig.parent import known as known_verdicts
+from rig.parent import scenarios
 
 # The cycles' columns the table reads (``shape`` from schema 12; a row without one is unbatched).
 COLUMNS = ["run_id", "cycle", "scenario", "control", "shape", "engine", "triton_version", "outcome", "load_outcome",

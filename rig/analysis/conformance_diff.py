@@ -7,7 +7,7 @@ readiness a dead stub left: ``conformance.same_cell``) differ is a row, with the
 where it first changed (walking the cores run in version order, from ``--from`` towards ``--to``)
 and the releases of that gap that were not run; cells run on one side only are listed apart.
 ``rig.analysis.conformance_diff_text`` renders it (``to_markdown``: ``rig report --conformance R
---from A --to B``; ``to_html``: the report's page), its names re-exported here. Pure: no Triton, no store.
+--from A --to B``; ``to_html``: the report's page). Pure: no Triton, no store.
 """
 
 from __future__ import annotations
@@ -214,19 +214,3 @@ def default_span(table) -> tuple[str, str] | None:
     """The oldest and the newest core of a table's cells (None where they are one)."""
     cores = sorted({c.triton_version for c in table.cells}, key=version_key)
     return (cores[0], cores[-1]) if len(cores) > 1 else None
-
-
-# the words, re-exported for the callers of this module (rig.commands.report, rig.analysis.report)
-from rig.analysis.conformance_diff_text import (  # noqa: E402
-    change_text as change_text,
-    changes as changes,
-    evidence as evidence,
-    follow as follow,
-    header as header,
-    scenario_text as scenario_text,
-    section_title as section_title,
-    to_html as to_html,
-    to_markdown as to_markdown,
-    verdicts_text as verdicts_text,
-    where_text as where_text,
-)

@@ -16,7 +16,6 @@ from rig.contract.verdicts import NOT_MEASURED
 from rig.parent import scenarios
 from rig.parent.known import intermittent
 
-
 # --- words --------------------------------------------------------------------------------------------
 
 def where_text(row: Row, down: bool = False) -> str:

@@ -4,9 +4,29 @@ judgement, stop p50, finalize, runs; a batched shape's batch sizes), whole for `
 
 from __future__ import annotations
 
+import re
+
 from rig.analysis.conformance import EXIT_ABORT_WORDS, FINDING, Cell, Grid, is_batched
 from rig.contract import server_stats
+from rig.parent import scenarios
 from rig.parent.known import ANY, intermittent
+
+FINDING_MARK, UNJUDGED_MARK = "✗", "?"  # a cell that differs from its known verdicts; one with none known
+
+
+def what(scenario: str) -> str:
+    """A scenario's one-line description (``SCENARIOS[name].what``); an unknown one's: —."""
+    s = scenarios.SCENARIOS.get(scenario)
+    return s.what if s is not None else "—"
+
+
+def page_anchor(c: Cell) -> str:
+    """The id of a cell's figures on its grid's own page: ``anchor`` less the API and shape the
+    page is of (``retained-response-2-51-0``; each cell's id is on the page twice)."""
+    text = f"{c.scenario}{'-control' if c.control else ''}-{c.triton_version}"
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
 
 FIGURES = ["cell", "cycles", "lifecycle", "load", "growth", "known", "judgement", "stop p50 s",
            "finalize before stop", "runs"]
@@ -41,8 +61,6 @@ def _counts_text(d: dict) -> str:
 
 def _known_text(c: Cell) -> str:
     """A page's figures: the known verdicts where they say more than the cycles gave."""
-    from rig.analysis.conformance_text import FINDING_MARK, UNJUDGED_MARK
-
     if c.known is None:
         return f"{UNJUDGED_MARK} nothing known"
     # alternatives in one order, so that the cells of cores known alike share a row
@@ -79,8 +97,6 @@ def _stops_text(cs: list[Cell]) -> str:
 def _page_figure_rows(g: Grid) -> list[tuple[list[str], list[str]]]:
     """A page's figures (``PAGE_FIGURES``): a row per run of consecutive cores whose cells of a
     scenario gave the same figures but for the stop's p50, with every cell's id (``page_anchor``)."""
-    from rig.analysis.conformance_text import page_anchor
-
     out = []
     for name, control in g.rows:
         runs: list[list[tuple[Cell, list[str]]]] = []

@@ -17,20 +17,54 @@ import dataclasses
 import html
 import re
 
+from rig.analysis.conformance import (
+    API_NAMES,
+    EXIT_ABORT_WORDS,
+    FINDING,
+    HEALTHY,
+    INTERMITTENT_HEALTH,
+    LIFECYCLE_WORDS,
+    NEVER_RUN,
+    NO_CHANGE,
+    NOT_EXACT_MARK,
+    SHORT,
+    SKIPPED,
+    SPAN,
+    UNHEALTHY,
+    UNJUDGED,
+    Cell,
+    Conformance,
+    Grid,
+    _scenario_order,
+    health,
+    is_batched,
+    not_exact,
+    row_label,
+    shape_moves,
+    version_key,
+)
+from rig.analysis.conformance_figures import (
+    BATCH_NOTE,
+    BATCHES,
+    FINDING_MARK,
+    PAGE_FIGURES,
+    UNJUDGED_MARK,
+    _figure_head,
+    _figure_rows,
+    _page_figure_rows,
+    batches_text as batches_text,  # its callers read it here
+    page_anchor,
+    what,
+)
 from rig.common.text import md_cell
-from rig.parent import scenarios
-from rig.analysis.conformance import (API_NAMES, EXIT_ABORT_WORDS, FINDING, HEALTHY, INTERMITTENT_HEALTH,
-                                      LIFECYCLE_WORDS, NEVER_RUN, NO_CHANGE, NOT_EXACT_MARK, SHORT, SKIPPED, SPAN,
-                                      UNHEALTHY, UNJUDGED, Cell, Conformance, Grid, _scenario_order, health,
-                                      is_batched, not_exact, row_label, shape_moves, version_key)
-from rig.parent.known import ANY, intermittent
 from rig.contract.verdicts import NOT_MEASURED
+from rig.parent import scenarios
+from rig.parent.known import ANY, intermittent
 
 UNBATCHED_MARK = "(never batched)"  # a batched cell none of whose executes ran more than one request
 INTERMITTENT = "~"  # the mark of a cell known to be intermittent (rig.parent.known: exit_timeout|clean)
 # A cell's health before its text in Markdown (which has no colour); in HTML its class says it
 SYMBOLS = {HEALTHY: "🟢", UNHEALTHY: "🔴", INTERMITTENT_HEALTH: "🟡"}
-FINDING_MARK, UNJUDGED_MARK = "✗", "?"
 KNOWN_FILE = "rig/parent/known_verdicts.csv"
 
 
@@ -99,12 +133,6 @@ def upstream(scenario: str) -> str:
         return "—"
     text = ", ".join(s.upstream) or "the rig's own"
     return text + (f" (fixed in {', '.join(s.fixed_in)})" if s.fixed_in else "")
-
-
-def what(scenario: str) -> str:
-    """A scenario's one-line description (``SCENARIOS[name].what``); an unknown one's: —."""
-    s = scenarios.SCENARIOS.get(scenario)
-    return s.what if s is not None else "—"
 
 
 def what_anchor(scenario: str) -> str:
@@ -215,13 +243,6 @@ def _parts_html(s: _Slot) -> str:
         return html.escape(s.html)
     return "changed in " + ", ".join(html.escape(t) if to is None else f'<a href="#{to}">{html.escape(t)}</a>'
                                       for t, to in s.parts)
-
-
-def page_anchor(c: Cell) -> str:
-    """The id of a cell's figures on its grid's own page: ``anchor`` less the API and shape the
-    page is of (``retained-response-2-51-0``; each cell's id is on the page twice)."""
-    text = f"{c.scenario}{'-control' if c.control else ''}-{c.triton_version}"
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 def _cell_anchor(c: Cell) -> str:
@@ -390,16 +411,3 @@ def shape_moves_markdown(cell_list, level: int = 2) -> str:
                          + f" | {', '.join(r['same']) or '—'} |")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
-
-
-# the figures, re-exported for this module's callers (tests, benchmarks/conformance_page.py)
-from rig.analysis.conformance_figures import (  # noqa: E402
-    BATCH_NOTE as BATCH_NOTE,
-    BATCHES as BATCHES,
-    FIGURES as FIGURES,
-    PAGE_FIGURES as PAGE_FIGURES,
-    _figure_head as _figure_head,
-    _figure_rows as _figure_rows,
-    _page_figure_rows as _page_figure_rows,
-    batches_text as batches_text,
-)

@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rig.common import hdr
 from rig.analysis import stats
 from rig.analysis.stored_histograms import attach_histograms, histograms, latest  # noqa: F401 - frames' API too
+from rig.common import hdr
 
 TAGS = ("triton_version", "engine", "model", "retain", "stop_strategy", "restart")
 WINDOW_TAGS = ("triton_version", "engine", "model")

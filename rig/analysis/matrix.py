@@ -13,12 +13,12 @@ from __future__ import annotations
 import re
 import statistics
 
-from rig.common.text import md_cell
 from rig.analysis.verdict import finalize_success, records
 from rig.common.errors import Exit
-from rig.parent.known import admits, holds
+from rig.common.text import md_cell
 from rig.contract import server_stats
 from rig.contract.verdicts import NOT_MEASURED
+from rig.parent.known import admits, holds
 
 # pass: the soak ran and held its thresholds; fail: it crossed one (exit 1); skipped: the cell
 # cannot run here (a runtime without a stub for this Python, an engine that does not load over

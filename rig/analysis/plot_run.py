@@ -14,8 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from rig.store import Store
 from rig.analysis import plots
+from rig.store import Store
 
 
 def main() -> int:

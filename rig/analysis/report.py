@@ -14,17 +14,23 @@ import dataclasses
 
 import pandas as pd
 
-from rig.analysis import conformance, conformance_diff, conformance_text, plots
+from rig.analysis import (
+    conformance,
+    conformance_diff,
+    conformance_diff_text,
+    conformance_text,
+    plots,
+    report_growth,
+    report_scenarios,
+    report_server,
+)
 from rig.analysis import report_differences as differences
-from rig.analysis import report_growth
 from rig.analysis import report_html as rh
 from rig.analysis import report_parts as parts
-from rig.analysis import report_scenarios
-from rig.analysis import report_server
-from rig.parent.config import RunConfig
 from rig.common.errors import RigError
-from rig.contract.rows import CycleRow
 from rig.common.text import redact
+from rig.contract.rows import CycleRow
+from rig.parent.config import RunConfig
 
 DIMS = ("triton_version", "engine", "model", "retain", "stop_strategy", "restart")
 WINDOW_COLUMNS = ["run_id", "cycle", "window", "engine", "model", "tool", "mode", "concurrency", "rate",
@@ -263,9 +269,9 @@ def upgrade_section(cycles: pd.DataFrame, root: str, asked: dict | None = None) 
     if asked is None and span is None:
         return None
     u = conformance_diff.upgrade(table, results=redact(root), **(asked or {"source": span[0], "target": span[1]}))
-    first, *per = conformance_diff.header(u)
+    first, *per = conformance_diff_text.header(u)
     said = "\n".join([first, "", *(f"- {x}" for x in per)])
     if any(a.rows or a.only_before or a.only_after for a in u.apis):
         said += (f"\n\nThe cells are in the HTML page; `rig report --conformance {redact(root)} --from {u.source} "
                  f"--to {u.target}` prints them here.")
-    return rh.Section(conformance_diff.section_title(u)).add(rh.Html(conformance_diff.to_html(u), markdown=said))
+    return rh.Section(conformance_diff_text.section_title(u)).add(rh.Html(conformance_diff_text.to_html(u), markdown=said))

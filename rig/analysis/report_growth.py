@@ -18,9 +18,9 @@ import json
 import numpy as np
 import pandas as pd
 
-from rig.common import trends
 from rig.analysis import plots
 from rig.analysis.report_html import Figure, Section, Table
+from rig.common import trends
 
 TITLE = "Growth and slowdown"
 # The cycles' columns the section reads (rig.analysis.report reads them beside its own).

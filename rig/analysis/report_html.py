@@ -8,13 +8,14 @@ Markdown for the summary). Pure functions from those to strings.
 
 from __future__ import annotations
 
-from rig.common.text import md_cell
 import base64
 import dataclasses
 import html
 import math
 
 import pandas as pd
+
+from rig.common.text import md_cell
 
 
 @dataclasses.dataclass

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rig.common import hdr
 from rig.analysis import frames, plots, stats, sweeps
 from rig.analysis.report_html import Figure, Section, Table
+from rig.common import hdr
 
 MAX_GROUPS_PLOTTED = 8
 MAX_MERGED = 1000  # windows merged per point at most (its latest): 20-30 ms of decoding per 1,000

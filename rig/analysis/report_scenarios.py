@@ -16,11 +16,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rig.parent import scenarios
 from rig.analysis import stats
 from rig.analysis.matrix import growth_held
-from rig.parent.known import holds
 from rig.analysis.report_html import Section, Table
+from rig.parent import scenarios
+from rig.parent.known import holds
 
 KEYS = ["scenario", "control", "shape", "triton_version", "engine"]
 # The cycles' columns the tables read (rig.analysis.report reads them beside its own).

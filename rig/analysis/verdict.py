@@ -34,8 +34,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from rig.contract import verdicts
 from rig.analysis import stats
+from rig.contract import verdicts
 
 ALPHA = 0.05
 MAX_FINALIZE_DROP = 0.05    # absolute: 100 % -> 94 % fails (when significant)

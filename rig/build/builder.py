@@ -20,10 +20,19 @@ from pathlib import Path
 
 from rig.build import preflight, recipe, releases
 from rig.build.assemble import assemble, compile_bindings
-from rig.build.cache import RECIPE, builds_dir, built_root, is_built, manifest, python_tag, runtimes_dir
+from rig.build.cache import (
+    RECIPE,
+    builds_dir,
+    built_root,
+    is_built,
+    manifest,
+    python_tag,
+    runtimes_dir,
+)
 from rig.build.runner import Log, Progress, run
 from rig.build.sources import Sources, git
 from rig.common.errors import RigError
+
 
 @dataclasses.dataclass
 class Request:

@@ -63,8 +63,13 @@ class Progress:
 
     def __enter__(self):
         if self.enabled:
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress as RichProgress,
-                                       TextColumn, TimeElapsedColumn)
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+            from rich.progress import Progress as RichProgress
             self._p = RichProgress(TextColumn("[bold]{task.description}"), BarColumn(),
                                    MofNCompleteColumn(), TextColumn("{task.fields[detail]}"),
                                    TimeElapsedColumn(), transient=False)

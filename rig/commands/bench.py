@@ -25,22 +25,19 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import shlex
 import platform
+import shlex
 import statistics
 
-from rig.parent import config, orchestrator, repository
-
-from rig.common import cpuidle, cpushare
-
-from rig.contract import verdicts
 from rig.analysis.sweeps import knee, measured, stable, summarize
-from rig.contract import server_stats
-from rig.parent.config import RunConfig
+from rig.common import cpuidle, cpushare
 from rig.common.errors import Exit, RigError
-from rig.parent.preflight import check_workload, without_spaces
-from rig.contract.rows import CycleResult, window_row
 from rig.common.text import num, redact
+from rig.contract import server_stats, verdicts
+from rig.contract.rows import CycleResult, window_row
+from rig.parent import config, orchestrator, repository
+from rig.parent.config import RunConfig
+from rig.parent.preflight import check_workload, without_spaces
 
 SHAPED = ("ramp", "step", "spike")  # built-in workloads whose users change during a run
 # perf_analyzer's -s: its stability rule loosened so that it measures its 3 windows and stops, as

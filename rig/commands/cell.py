@@ -16,8 +16,8 @@ import argparse
 import os
 import sys
 import traceback
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
 from rig.common.errors import Exit, RigError
 from rig.contract.cell import CellSpec

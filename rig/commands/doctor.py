@@ -6,10 +6,9 @@ import importlib
 import platform
 import sys
 
-from rig.worker import engines
-
-from rig.parent import runtime
 from rig.common.errors import RigError
+from rig.parent import runtime
+from rig.worker import engines
 
 # Import name → distribution name, for the rig's own run-time dependencies.
 DEPENDENCIES = {"numpy": "numpy", "pandas": "pandas", "pyarrow": "pyarrow", "locust": "locust",

@@ -156,9 +156,9 @@ class Master:
 
     def play(self, r: int, expect: set[str] | None):
         """Round ``r``: join, load, collect. Returns (joined, reports, missing_at)."""
-        import gevent
-
         from time import monotonic as now
+
+        import gevent
 
         from rig.contract.fleet import NODE_WAIT_S
         from rig.worker.load.locust_api import stop_load, worker_connected, worker_lost
@@ -268,10 +268,10 @@ def _rows(fleet_id: str, r: int, started: str, a, joined, reports, missing_at, a
 def run(a) -> int:
     import dataclasses
 
+    from rig.common.text import redact
+    from rig.contract.rows import now_iso
     from rig.parent.orchestrator import new_run_id
     from rig.store import Store
-    from rig.contract.rows import now_iso
-    from rig.common.text import redact
 
     _check(a)
     log = _log

@@ -258,9 +258,8 @@ def junit_checks(reasons: list[str], ca, wa, cb, wb, args, streaming) -> list:
     """The gate's checks as JUnit test cases (``rig.parent.junit``, ``GATE_CHECKS``): each failed with
     the reasons ``verdict.gate`` gave, skipped where a side has nothing it reads, with its threshold
     as its output."""
-    from rig.parent import junit
-    from rig.parent import scenarios
     from rig.analysis import frames, verdict
+    from rig.parent import junit, scenarios
 
     not_judged = {}
     for key, name in (("load_outcome", "new load outcomes"), ("growth_outcome", "new growth outcomes")):
@@ -294,8 +293,8 @@ def junit_checks(reasons: list[str], ca, wa, cb, wb, args, streaming) -> list:
 
 
 def run(args) -> int:
-    from rig.parent import junit
     from rig.analysis import stats, verdict
+    from rig.parent import junit
 
     if args.baseline == args.candidate:
         raise RigError(f"--baseline and --candidate are both {args.baseline}: compare two different sides")

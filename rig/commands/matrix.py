@@ -22,13 +22,34 @@ import argparse
 import os
 from pathlib import Path
 
-from rig.common.errors import Exit, RigError
-from rig.commands.matrix_plan import (_OWN, _plan, cell_config, local_runtimes, parse_engines, parse_retain,
-                                      parse_runtimes, parse_scenarios, parse_shapes, parse_shard, plain_changes,
-                                      scenario_cells, scenario_changes, soak_options, take_shard)
+from rig.commands.matrix_plan import (
+    _OWN,
+    _plan,
+    cell_config,
+    local_runtimes,
+    parse_engines,
+    parse_retain,
+    parse_runtimes,
+    parse_scenarios,
+    parse_shapes,
+    parse_shard,
+    plain_changes,
+    scenario_cells,
+    scenario_changes,
+    soak_options,
+    take_shard,
+)
 from rig.commands.matrix_run import Job, run_jobs
+from rig.common.errors import Exit, RigError
 from rig.contract.cell import CellSpec
-from rig.parent.options import OVERRIDES, add_cycle_options, add_target_options, option, run_config
+from rig.parent.options import (
+    OVERRIDES,
+    add_cycle_options,
+    add_target_options,
+    option,
+    run_config,
+)
+
 # Options a bench cell takes from the matrix's (the server and the model; no lifecycle, no load).
 _BENCH_DESTS = ("model", "model_repository", "model_size", "instances", "max_batch_size", "dynamic_batching",
                 "queue_delay_us", "input_memory",

@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import re
 
-from rig.parent.config import ENGINES, RETAIN
 from rig.common.errors import RigError
 from rig.contract.ngc import embedded_alias
+from rig.parent.config import ENGINES, RETAIN
 
 # Options of `rig soak` the matrix sets per cell or has no use for (each cell is a whole soak).
 _OWN = {"runtime", "engine", "retain", "skip_ok", "locust_web_port", "scenario", "control", "model_shape",
@@ -69,7 +69,6 @@ def scenario_cells(scens: list, plan: list[dict], known_path: str | None = None,
     engine; a scenario not run through an
     engine is a row 'skipped' that says so."""
     from rig.parent import known
-
     from rig.parent.scenarios import SCENARIOS, TEMPLATE
 
     cells, seen = [], set()
@@ -292,8 +291,8 @@ def soak_options(args, runtime: str, retain: str | None, cycles: int) -> argpars
 
 def _plan(specs: list[str], engines: list[str], retains: list[str]) -> list[dict]:
     """Per runtime: the engines that run over it (name, why) and the rows of those that cannot."""
-    from rig.worker import engines as eng
     from rig.parent import runtime
+    from rig.worker import engines as eng
 
     plan = []
     for spec in specs:

@@ -118,11 +118,12 @@ def conformance(args, asked: dict | None = None) -> int:
 
     from rig.analysis import conformance as cf
     from rig.analysis import conformance_diff as cd
+    from rig.analysis import conformance_diff_text as cdt
     from rig.analysis import conformance_text as cft
     from rig.common.errors import RigError
+    from rig.common.text import redact
     from rig.contract.rows import CycleRow
     from rig.store import Store, where
-    from rig.common.text import redact
 
     given = [o for o, v in (("--out", args.out), ("--baseline", args.baseline),
                             ("--max-histograms", args.max_histograms)) if v is not None]
@@ -151,7 +152,7 @@ def conformance(args, asked: dict | None = None) -> int:
         raise RigError(f"{redact(str(args.results))} holds no scenario cycles: run rig matrix --scenarios all "
                        f"(or rig soak --scenario NAME) with --results {redact(str(args.results))}")
     if asked is not None:
-        text = cd.to_markdown(cd.upgrade(table, results=redact(str(args.results)), **asked))
+        text = cdt.to_markdown(cd.upgrade(table, results=redact(str(args.results)), **asked))
     else:
         counts = ", ".join(f"{n} {j}" for j, n in table.counts.items())
         text = (f"# Conformance: {redact(str(args.results))}\n\n{len(table.cells)} cell(s): {counts}.\n\n"

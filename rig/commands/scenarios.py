@@ -3,8 +3,8 @@ report it stands for and the verdicts it is known to give (``rig.parent.scenario
 
 from __future__ import annotations
 
-from rig.common.text import md_cell
 from rig.common.errors import Exit
+from rig.common.text import md_cell
 
 
 def add_parser(sub) -> None:
@@ -55,8 +55,8 @@ def rows() -> list[dict]:
 
 
 def accept(results: str, path: str | None, intermittent: bool = False) -> int:
-    from rig.parent import known
     from rig.common.errors import RigError
+    from rig.parent import known
     from rig.store import Store
 
     frame = Store(results).read("cycles")

@@ -9,17 +9,21 @@ import sys
 import time
 from collections.abc import Callable
 
-from rig.parent import orchestrator
-
-from rig.store import fs as storefs
-
-from rig.contract import verdicts
-from rig.parent.config import RunConfig, from_toml_text
+from rig.commands.tally import (  # noqa: F401
+    Tally,
+    cycle_line,
+    growth_lines,
+    growth_parts,
+    summary_table,
+)
 from rig.common.errors import Exit, RigError
-from rig.store import Store
-from rig.contract.rows import CycleResult, CycleRow, WindowRow, typed_row
 from rig.common.text import redact
-from rig.commands.tally import Tally, cycle_line, growth_lines, growth_parts, summary_table  # noqa: F401
+from rig.contract import verdicts
+from rig.contract.rows import CycleResult, CycleRow, WindowRow, typed_row
+from rig.parent import orchestrator
+from rig.parent.config import RunConfig, from_toml_text
+from rig.store import Store
+from rig.store import fs as storefs
 
 DEFAULT_ALLOWED = verdicts.GOOD  # a verdict of each kind (verdicts.OUTCOMES, verdicts.LOAD_OUTCOMES)
 
@@ -72,8 +76,13 @@ class Progress:
         self.live = out.isatty()
         self._bar = None
         if self.live:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, \
-                TextColumn, TimeElapsedColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+            from rich.progress import Progress as RichProgress
 
             self._bar = RichProgress(TextColumn("[bold]{task.description}"), BarColumn(),
                                      MofNCompleteColumn(), TimeElapsedColumn(),

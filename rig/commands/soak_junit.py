@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import time
 
-from rig.contract import verdicts
-from rig.parent.config import RunConfig
 from rig.commands.tally import Tally, cycle_line
 from rig.common.text import redact
+from rig.contract import verdicts
+from rig.parent.config import RunConfig
 
 
 def junit_suite(tally: Tally, cfg: RunConfig, allowed: tuple[str, ...], reasons: list[str], command: str,

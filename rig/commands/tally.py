@@ -8,8 +8,8 @@ import dataclasses
 
 from rig.common.text import num
 from rig.contract import server_stats, verdicts
-from rig.parent import shapes
 from rig.contract.rows import CycleRow, WindowRow
+from rig.parent import shapes
 
 _SERVER_KEYS = ("requests", "mean_us", *server_stats.ALL_COLUMNS)  # what "where the time goes" reads of a window
 

@@ -9,7 +9,13 @@ from pathlib import Path
 import psutil
 
 # GPU (NVML): rig.common.gpu, its names re-exported for the callers of probes
-from rig.common.gpu import VISIBLE_VARS, Gpu, GpuMemory, in_pid_namespace, visible_devices  # noqa: F401
+from rig.common.gpu import (  # noqa: F401
+    VISIBLE_VARS,
+    Gpu,
+    GpuMemory,
+    in_pid_namespace,
+    visible_devices,
+)
 
 STUB_NAME = "triton_python_backend_stub"
 SHM_DIR = Path("/dev/shm")

@@ -14,6 +14,7 @@ import typing
 
 from rig.contract.rows import _coerce, _hints, cycle_fields
 
+
 class Kind(str, enum.Enum):
     """The ``type`` of a worker's message (docs/dev/architecture.md, "The worker protocol")."""
 

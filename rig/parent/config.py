@@ -12,11 +12,11 @@ import tomllib
 import typing
 from pathlib import Path
 
-from rig.worker.engines.base import EngineName
 from rig.common.errors import RigError
-from rig.parent.repository import FAULTS, KINDS
 from rig.common.text import redact
 from rig.contract.verdicts import MAX_MEMORY_GROWTH_B, MAX_SLOWDOWN_PCT
+from rig.parent.repository import FAULTS, KINDS
+from rig.worker.engines.base import EngineName
 
 # Each vocabulary of the options, defined here once: the command line's choices, the TOML file's
 # checks and the matrix's lists all read these.

@@ -23,8 +23,8 @@ import math
 import os
 import re
 import tempfile
-from pathlib import Path
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from rig.common.outfile import check_writable
 

@@ -6,9 +6,17 @@ from __future__ import annotations
 
 import argparse
 
-from rig.parent.config import ARRIVALS, ENGINES, FAULT_PRESETS, MODELS, RESTART_MODES, RETAIN, STOP_STRATEGIES
 from rig.common.errors import RigError
 from rig.contract.spec import INPUT_MEMORY
+from rig.parent.config import (
+    ARRIVALS,
+    ENGINES,
+    FAULT_PRESETS,
+    MODELS,
+    RESTART_MODES,
+    RETAIN,
+    STOP_STRATEGIES,
+)
 
 
 def option(dest: str) -> str:

@@ -33,14 +33,13 @@ import threading
 import time
 import zipfile
 from collections import deque
-from pathlib import Path
 from collections.abc import Callable
-
-from rig.worker import inputs
+from pathlib import Path
 
 from rig.common import procs
-from rig.common.procs import python_m
 from rig.common.errors import RigError
+from rig.common.procs import python_m
+from rig.worker import inputs
 
 TRITONCLIENT_VERSION = "2.48.0"
 BINARY = "perf_analyzer"

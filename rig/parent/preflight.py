@@ -10,12 +10,12 @@ import stat
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
-from rig.common.procs import python_m
 from rig.common import probes
 from rig.common.errors import RigError
+from rig.common.procs import python_m
 
 
 def lock_run(work: Path, run_id: str):
@@ -166,8 +166,8 @@ def check_inputs(repository: Path, models: list[str], input_data: str, shapes: s
     checks them against the server's metadata, before its first request.
     Returns ``{"shapes", "optional", "metas", "entries"}``: the parsed shapes, each model's
     optional inputs, and (where checked here) each model's metadata and entries, else None."""
-    from rig.worker import inputs
     from rig.parent import repository as repo_mod
+    from rig.worker import inputs
 
     parsed = inputs.parse_shapes(shapes)
     out = {"shapes": parsed, "optional": {}, "metas": None, "entries": None}

@@ -20,15 +20,15 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from rig.common.procs import python_m
-from rig.common.wheels import pip_install_into
-from rig.contract.runtime import Runtime, cache_dir, python_tag
-# The core each nvidia-pytriton release bundles, from the one version table (measured here with
-# TRITONSERVER_ServerMetadata); results are filed under it, a cycle whose core reports another says so.
-from rig.contract.ngc import PYTRITON_CORE
-from rig.contract.ngc import embedded_alias, pytriton_of
 from rig.common.errors import RigError
 from rig.common.probes import STUB_NAME
+from rig.common.procs import python_m
+from rig.common.wheels import pip_install_into
+
+# The core each nvidia-pytriton release bundles, from the one version table (measured here with
+# TRITONSERVER_ServerMetadata); results are filed under it, a cycle whose core reports another says so.
+from rig.contract.ngc import PYTRITON_CORE, embedded_alias, pytriton_of
+from rig.contract.runtime import Runtime, cache_dir, python_tag
 
 DEFAULT_EMBEDDED = "0.7.0"
 

@@ -23,9 +23,9 @@ import re
 import shutil
 from pathlib import Path
 
+from rig.common.errors import RigError
 from rig.contract.spec import IN_FLIGHT
 from rig.worker.clientside import REFUSED
-from rig.common.errors import RigError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +77,6 @@ class Scenario:
         """The verdicts known for this core, engine and shape (rig.parent.known; a shape it does not
         run in: the nearest it runs in, ``rig.parent.shapes.nearest``); None where none are."""
         from rig.parent import known
-
         from rig.parent.shapes import nearest
 
         k = known.lookup(self.name, control, nearest(shape or self.shapes[0], self.shapes), engine, version)

@@ -31,10 +31,10 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from rig.store import fs as storefs
-from rig.store.schema import KEYS, MERGED, PARTITIONS, TABLES, arrow_schema, unit_of
 from rig.common.errors import RigError
 from rig.common.text import redact
+from rig.store import fs as storefs
+from rig.store.schema import KEYS, MERGED, PARTITIONS, TABLES, arrow_schema, unit_of
 
 _log = logging.getLogger("rig.store")
 

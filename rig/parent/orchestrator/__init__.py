@@ -11,8 +11,15 @@ checked before anything starts, and the run's row), ``rows`` (a cycle's row comp
 parent, and ``record``), ``run`` (the workers and their watchdog).
 """
 
-from rig.parent.orchestrator.prepare import (Prepared, Recorder, check_run_inputs, new_run_id, package_versions,
-                                      prepare, write_run_row)
+from rig.parent.orchestrator.prepare import (
+                                      Prepared,
+                                      Recorder,
+                                      check_run_inputs,
+                                      new_run_id,
+                                      package_versions,
+                                      prepare,
+                                      write_run_row,
+)
 from rig.parent.orchestrator.rows import record
 from rig.parent.orchestrator.run import WorkerHandle, run_cycles
 

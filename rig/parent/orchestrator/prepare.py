@@ -9,23 +9,28 @@ import platform
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
-from collections.abc import Callable
-
-from rig.parent import core_features, repository, scenarios
 
 from rig.common import cpushare
-
-from rig.worker import engines
+from rig.common.errors import RigError
+from rig.common.version import __version__ as rig_version
+from rig.contract.fleet import check_master
+from rig.contract.rows import RunRow, now_iso
+from rig.parent import core_features, repository, scenarios
 from rig.parent import runtime as runtime_mod
 from rig.parent.config import RunConfig
-from rig.common.errors import RigError
-from rig.contract.fleet import check_master
-from rig.parent.preflight import (check_inputs, check_workload, cupy_usable, ensure_evidence_hook, host_facts,
-                           lock_run, without_spaces)
-from rig.contract.rows import RunRow, now_iso
-from rig.common.version import __version__ as rig_version
+from rig.parent.preflight import (
+    check_inputs,
+    check_workload,
+    cupy_usable,
+    ensure_evidence_hook,
+    host_facts,
+    lock_run,
+    without_spaces,
+)
+from rig.worker import engines
 
 
 class Recorder(Protocol):

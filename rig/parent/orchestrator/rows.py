@@ -6,10 +6,17 @@ from __future__ import annotations
 
 from rig.common import probes
 from rig.contract.fleet import node_name
+from rig.contract.messages import Partial
+from rig.contract.rows import (
+    CYCLE_FIELDS,
+    CycleDraft,
+    CycleResult,
+    CycleRow,
+    now_iso,
+    typed_row,
+)
 from rig.parent.orchestrator.prepare import Prepared
 from rig.parent.scenarios import name_of
-from rig.contract.rows import CYCLE_FIELDS, CycleDraft, CycleResult, CycleRow, now_iso, typed_row
-from rig.contract.messages import Partial
 
 
 def blank_row(p: Prepared, cycle: int) -> CycleDraft:

@@ -6,24 +6,40 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import signal
 import select
+import signal
 import subprocess
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
 from rig.common import probes, procs
-
 from rig.common.errors import RigError
+from rig.common.procs import python_m
+from rig.contract.messages import (
+    CycleDone,
+    CycleStart,
+    Fatal,
+    Message,
+    Partial,
+    Phase,
+    Refused,
+    Samples,
+    Window,
+    decode,
+)
+from rig.contract.rows import (
+    CycleDraft,
+    CycleResult,
+    MemoryRow,
+    WindowRow,
+    typed_row,
+    window_row,
+)
 from rig.parent.orchestrator import reap
 from rig.parent.orchestrator.prepare import Prepared
-from rig.parent.orchestrator.spec import cycle_spec
 from rig.parent.orchestrator.rows import blank_row, finish_row, lost_cycle, run_tags
-from rig.common.procs import python_m
-from rig.contract.messages import (CycleDone, CycleStart, Fatal, Message, Partial, Phase, Refused, Samples, Window,
-                          decode)
-from rig.contract.rows import CycleDraft, CycleResult, MemoryRow, WindowRow, typed_row, window_row
+from rig.parent.orchestrator.spec import cycle_spec
 
 
 class WorkerHandle:
