@@ -161,6 +161,23 @@ def test_resuming_a_run_that_is_still_running_is_refused(tmp_path, runtime):
     assert p.returncode == 0 and "0 to go" in p.stdout
 
 
+def test_resuming_a_run_whose_lock_is_held_before_its_row_is_stored_is_refused(tmp_path):
+    """The window between a run taking its lock and storing its run row: a resume then is refused as
+    running, not told there is no such run."""
+    from rig.parent.preflight import lock_run
+
+    work = tmp_path / "r" / "_work" / "20260101T000000-1"
+    work.mkdir(parents=True)
+    held = lock_run(work, "20260101T000000-1")
+    try:
+        p = rig("soak", "--resume", "20260101T000000-1", "--results", str(tmp_path / "r"))
+        assert p.returncode == 2 and f"run 20260101T000000-1 is running in pid {os.getpid()}" in p.stderr, p.stderr
+    finally:
+        held.close()
+    p = rig("soak", "--resume", "20260101T000000-1", "--results", str(tmp_path / "r"))
+    assert p.returncode == 2 and "no run '20260101T000000-1'" in p.stderr, p.stderr
+
+
 def test_files_in_the_working_folder_named_like_modules_shadow_nothing(tmp_path, runtime):
     """Python puts a child's working folder first on its module path: the rig's children must not
     import a user's ``http.py`` or ``queue.py`` in place of the standard library's."""

@@ -266,6 +266,11 @@ def _resumed(store: Store, resume: str, cfg: RunConfig, cycles_given: bool,
     it is now) and the cycles it stored; the stubs and shared memory it left are cleaned up."""
     stored = store.run_row(resume)
     if stored is None:
+        from rig.parent.preflight import running_holder
+
+        holder = running_holder(store.work_dir(resume))
+        if holder:  # started, its run row not yet stored
+            raise RigError(f"run {resume} is running in {holder}: wait for it to end (or stop it) before resuming it")
         raise RigError(f"no run {resume!r} in {redact(str(cfg.results))}/runs: check --results and the run id")
     results, cycles = cfg.results, cfg.cycles
     given_cycles = cycles_given

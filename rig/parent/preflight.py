@@ -39,6 +39,24 @@ def lock_run(work: Path, run_id: str):
     return f
 
 
+def running_holder(work: Path) -> str | None:
+    """Who holds the run's lock now ("pid N"), None where nobody does or the run has no work folder:
+    a probe that takes the lock for an instant and lets it go."""
+    import fcntl
+
+    try:
+        f = open(work / ".lock")
+    except OSError:
+        return None
+    with f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return f.read().strip() or "another process"
+        fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+    return None
+
+
 def without_spaces(repo: Path, run_id: str, log: Callable[[str], None]) -> Path:
     """The Python backend's stub cannot take a model path with white space in it (it aborts with
     ``std::invalid_argument: stol`` and the server never becomes ready): serve such a repository
