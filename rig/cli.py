@@ -27,47 +27,78 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     c = p.add_argument_group("server")
     add_server_options(c)
     b = p.add_argument_group("sweep")
-    b.add_argument("--concurrency", help="closed loop points (requests in flight), e.g. 1,2,4,8 "
-                   "(default 1,2,4,8 when no --rates)")
+    b.add_argument(
+        "--concurrency", help="closed loop points (requests in flight), e.g. 1,2,4,8 (default 1,2,4,8 when no --rates)"
+    )
     b.add_argument("--rates", "--rate", dest="rates", help="open loop points (infer/s), e.g. 1000,2000,4000")
-    b.add_argument("--workload", help="closed loop: steady (default) or a locustfile whose users "
-                   "have no tasks of their own and no LoadTestShape (a point holds its concurrency: "
-                   "ramp, step and spike are refused)")
+    b.add_argument(
+        "--workload",
+        help="closed loop: steady (default) or a locustfile whose users "
+        "have no tasks of their own and no LoadTestShape (a point holds its concurrency: "
+        "ramp, step and spike are refused)",
+    )
     b.add_argument("--in-flight", type=int, help="requests in flight per user (default 1)")
     b.add_argument("--arrivals", choices=ARRIVALS)
     b.add_argument("--seed", type=int)
     b.add_argument("--windows", type=int, default=3, help="windows per point (default 3)")
-    b.add_argument("--window-seconds", type=float,
-                   help="seconds per window (default 5, perf_analyzer's measurement interval, unless the "
-                   "config file sets workload.window_seconds)")
+    b.add_argument(
+        "--window-seconds",
+        type=float,
+        help="seconds per window (default 5, perf_analyzer's measurement interval, unless the "
+        "config file sets workload.window_seconds)",
+    )
     b.add_argument("--p99-bound-ms", type=float, help="stop the sweep once p99 exceeds this")
     b.add_argument("--compare", choices=COMPARE_WITH, help="also run perf_analyzer at the same points")
-    b.add_argument("--repeats", type=int, default=3, help="measurements per point (default 3); with --compare, "
-                   "the rig and perf_analyzer alternate in order, and the table gives medians over repeats")
-    b.add_argument("--cpu-idle", choices=cpuidle.MODES, default="hold",
-                   help="hold (default): keep the CPUs out of idle while measuring, for every tool, so that "
-                   "wake-up costs do not decide the figures; os: leave idle to the kernel")
-    b.add_argument("--target-model", help="the model the load goes to (default the repository's first, the "
-                   "one perf_analyzer measures)")
-    b.add_argument("--all-models", action="store_true", default=None,
-                   help="spread the closed loop over every model of the repository (not with --compare)")
+    b.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="measurements per point (default 3); with --compare, "
+        "the rig and perf_analyzer alternate in order, and the table gives medians over repeats",
+    )
+    b.add_argument(
+        "--cpu-idle",
+        choices=cpuidle.MODES,
+        default="hold",
+        help="hold (default): keep the CPUs out of idle while measuring, for every tool, so that "
+        "wake-up costs do not decide the figures; os: leave idle to the kernel",
+    )
+    b.add_argument(
+        "--target-model",
+        help="the model the load goes to (default the repository's first, the one perf_analyzer measures)",
+    )
+    b.add_argument(
+        "--all-models",
+        action="store_true",
+        default=None,
+        help="spread the closed loop over every model of the repository (not with --compare)",
+    )
     inst = p._option_string_actions["--instances"]  # a list here: each count is a sweep of its own
     inst.type, inst.help = str, "model instances, or counts to sweep: 1,2,4 (a fresh server each; default 1)"
 
 
-EXIT_STATUSES = (f"exit status: {Exit.OK:d} ok; {Exit.FAILED:d} a threshold crossed or a gate failed (FAIL: lines "
-                 f"say why); {Exit.USAGE:d} bad input (one line); {Exit.SKIPPED:d} nothing was run (--skip-ok makes "
-                 f"it {Exit.OK:d}); {Exit.MACHINE:d} the machine failed the run; {Exit.INTERRUPTED:d} interrupted")
+EXIT_STATUSES = (
+    f"exit status: {Exit.OK:d} ok; {Exit.FAILED:d} a threshold crossed or a gate failed (FAIL: lines "
+    f"say why); {Exit.USAGE:d} bad input (one line); {Exit.SKIPPED:d} nothing was run (--skip-ok makes "
+    f"it {Exit.OK:d}); {Exit.MACHINE:d} the machine failed the run; {Exit.INTERRUPTED:d} interrupted"
+)
 COMPARE_WITH = ("perf-analyzer",)
 RUNS_TRITON = ("cycle", "soak", "bench", "matrix", "cell")  # SIGTERM ends them as Ctrl-C does
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="rig", description="Benchmark and soak-test Triton's in-process API: "
-                "start, load, infer, stop, verify; again and again.",
-                epilog=EXIT_STATUSES)
+    p = _Parser(
+        prog="rig",
+        description="Benchmark and soak-test Triton's in-process API: "
+        "start, load, infer, stop, verify; again and again.",
+        epilog=EXIT_STATUSES,
+    )
     p.add_argument("--version", dest="show_version", action="store_true", help="print the rig's version")
-    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{cycle,soak,bench,report,gate,capacity,compact,check,matrix,fleet,runtime,doctor}")
+    sub = p.add_subparsers(
+        dest="command",
+        parser_class=_Parser,
+        metavar="{cycle,soak,bench,report,gate,capacity,compact,check,matrix,fleet,runtime,doctor}",
+    )
 
     c = sub.add_parser("cycle", help="one lifecycle cycle: start, infer, retain, stop, verify, record")
     add_target_options(c)
@@ -78,10 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_target_options(s)
     add_cycle_options(s, "cycles to run (default 1; the nightly config runs hundreds)")
     s.add_argument("--resume", metavar="RUN_ID", help="continue a killed run (same run id, each cycle once)")
-    s.add_argument("--summary-json", metavar="FILE",
-                   help="also write the run's summary as JSON once its exit status is known (run id, outcome "
-                   "counts per verdict, the reasons it failed, the exit status; written whole or not at all); its "
-                   "folder must exist")
+    s.add_argument(
+        "--summary-json",
+        metavar="FILE",
+        help="also write the run's summary as JSON once its exit status is known (run id, outcome "
+        "counts per verdict, the reasons it failed, the exit status; written whole or not at all); its "
+        "folder must exist",
+    )
     s.set_defaults(func=cmd_soak)
 
     b = sub.add_parser("bench", help="sweep concurrency or arrival rate; store every window")
@@ -136,14 +170,22 @@ def _show_defaults(p: argparse.ArgumentParser) -> None:
 
 # ---------------------------------------------------------------- subcommands
 
+
 def _cycles(args, cfg, allowed: tuple[str, ...]) -> int:
     """``allowed``: the outcomes that pass unless the run's config names others."""
     from rig.commands import soak
     from rig.common.text import redact
 
     status, tally, run_id, reasons = soak.execute(
-        cfg, args.command, resume=getattr(args, "resume", None), cycles_given=args.cycles is not None,
-        allowed=allowed, log=_log, junit=args.junit, summary_json=getattr(args, "summary_json", None))
+        cfg,
+        args.command,
+        resume=getattr(args, "resume", None),
+        cycles_given=args.cycles is not None,
+        allowed=allowed,
+        log=_log,
+        junit=args.junit,
+        summary_json=getattr(args, "summary_json", None),
+    )
     if args.command == "soak" or len(tally.rows) > 1:
         print(soak.summary_table(tally))
     for reason in reasons:
@@ -158,8 +200,7 @@ def _cycles(args, cfg, allowed: tuple[str, ...]) -> int:
 
 def cmd_cycle(args) -> int:
     """A single cycle is a reproducer: it records and reports every outcome; soaks judge."""
-    from rig.contract.verdicts import GROWTH_OUTCOMES
-    from rig.worker.cycle import LOAD_OUTCOMES, OUTCOMES
+    from rig.contract.verdicts import GROWTH_OUTCOMES, LOAD_OUTCOMES, OUTCOMES
 
     cfg = run_config(args)
     if cfg is None:
@@ -245,19 +286,26 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as e:  # a dependency that does not import here (e.g. pyarrow vs numpy 1)
         first = (str(e).strip().splitlines() or [type(e).__name__])[-1]
         if (getattr(e, "name", None) or "").split(".")[0] == "rig":
-            print(f"rig: error: this installation of the rig is incomplete ({first}); reinstall it "
-                  "from its checkout: pip install -e .", file=sys.stderr)
+            print(
+                f"rig: error: this installation of the rig is incomplete ({first}); reinstall it "
+                "from its checkout: pip install -e .",
+                file=sys.stderr,
+            )
         else:
-            print(f"rig: error: a dependency does not import ({first}); `rig doctor` names the conflict",
-                  file=sys.stderr)
+            print(
+                f"rig: error: a dependency does not import ({first}); `rig doctor` names the conflict", file=sys.stderr
+            )
         return Exit.USAGE
     except KeyboardInterrupt:
         print("rig: interrupted; the cycles stored so far stay", file=sys.stderr)
         return Exit.INTERRUPTED
     except OSError as e:  # the machine failed the run: a full disk, a folder gone, ...
         where = f" ({e.filename})" if e.filename else ""
-        print(f"rig: error: {e.strerror or e}{where}; the cycles stored before it stay (free space or "
-              "choose another --results, then resume)", file=sys.stderr)
+        print(
+            f"rig: error: {e.strerror or e}{where}; the cycles stored before it stay (free space or "
+            "choose another --results, then resume)",
+            file=sys.stderr,
+        )
         return Exit.MACHINE
 
 

@@ -118,7 +118,7 @@ def test_outcomes_and_option_values_are_literals_the_config_enforces():
     import typing
 
     from rig.parent import config as config_mod
-    from rig.worker.cycle import OUTCOMES, Outcome
+    from rig.contract.verdicts import OUTCOMES, Outcome
 
     assert tuple(OUTCOMES) == typing.get_args(Outcome)
     assert config_mod.RETAIN == ("none", "last-response", "last-array")

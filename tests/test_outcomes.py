@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from rig.contract import verdicts
 from rig.worker import cycle
 
 HOOK = Path(cycle.__file__).resolve().parent / "hook" / "evidence.py"  # rig/worker/hook
@@ -37,8 +38,8 @@ HOOK = Path(cycle.__file__).resolve().parent / "hook" / "evidence.py"  # rig/wor
     ({"outcome": "clean", "finalize_expected": 1, "finalize_before_stop": 0}, "finalize_missing"),
 ])
 def test_classify(row, outcome):
-    assert cycle.classify(row) == outcome
-    assert outcome in cycle.OUTCOMES
+    assert verdicts.classify(row) == outcome
+    assert outcome in verdicts.OUTCOMES
 
 
 @pytest.mark.parametrize("row, load", [
@@ -53,8 +54,8 @@ def test_classify(row, outcome):
     ({}, "not_measured"),
 ])
 def test_classify_load(row, load):
-    assert cycle.classify_load(row) == load
-    assert load in cycle.LOAD_OUTCOMES
+    assert verdicts.classify_load(row) == load
+    assert load in verdicts.LOAD_OUTCOMES
 
 
 @pytest.mark.parametrize("old, new", [
@@ -69,7 +70,7 @@ def test_classify_load(row, load):
     ({"outcome": "clean", "requests": 9, "load_outcome": "timeouts"}, ("clean", "timeouts")),
 ])
 def test_a_cycle_stored_with_one_verdict_reads_as_two(old, new):
-    up = cycle.upgrade_legacy(dict(old))
+    up = verdicts.upgrade_legacy(dict(old))
     assert (up["outcome"], up["load_outcome"]) == new
 
 
@@ -79,36 +80,36 @@ def test_classify_never_answers_the_parents_outcomes():
             for e in (None, 0, 2) for o in (None, True, False) for s in (None, "exit timeout", "other")
             for f in (None, 0, 1) for x in (None, 0, 2) for b in (None, 0, 2) for bad in (None, 0, 3)
             for c in (None, 0, 1) for lost in (None, 0, 1)]
-    seen = {cycle.classify(r) for r in rows}
-    assert seen == set(cycle.OUTCOMES) - {"hung", "crashed", "load_failed"}
+    seen = {verdicts.classify(r) for r in rows}
+    assert seen == set(verdicts.OUTCOMES) - {"hung", "crashed", "load_failed"}
 
 
 def test_a_lost_request_and_a_crashed_stub_are_the_stops_verdicts():
-    assert cycle.classify({"in_flight_lost": 1, "stop_error": "Exit timeout expired"}) == "requests_lost"
-    assert cycle.classify({"stop_error": "Exit timeout expired", "stub_crashes": 2}) == "exit_timeout"
-    assert cycle.classify({"stub_crashes": 1, "stub_exit_aborts": 0, "finalize_expected": 1,
+    assert verdicts.classify({"in_flight_lost": 1, "stop_error": "Exit timeout expired"}) == "requests_lost"
+    assert verdicts.classify({"stop_error": "Exit timeout expired", "stub_crashes": 2}) == "exit_timeout"
+    assert verdicts.classify({"stub_crashes": 1, "stub_exit_aborts": 0, "finalize_expected": 1,
                            "finalize_before_stop": 1}) == "stub_crashed"
-    assert cycle.classify({"stub_crashes": 1, "finalize_expected": 2, "finalize_before_stop": 1}) == "stub_crashed"
+    assert verdicts.classify({"stub_crashes": 1, "finalize_expected": 2, "finalize_before_stop": 1}) == "stub_crashed"
 
 
 def test_an_abort_at_exit_keeps_what_the_stop_did():
     """A stub that died only after every finalize it owed (2.68.0 on) does not hide the stop: clean
     reads aborted_at_exit; a stop that waited out exit_timeout, or a finalize that raised, stays so."""
     done = {"finalize_expected": 2, "finalize_before_stop": 2}
-    assert cycle.classify({"stub_crashes": 2, "stub_exit_aborts": 2, **done}) == "aborted_at_exit"
-    assert cycle.classify({"stub_crashes": 2, "stub_exit_aborts": 1, **done}) == "stub_crashed"
-    assert cycle.classify({"stub_crashes": 1, "stub_exit_aborts": 1, "finalize_errors": 1, **done}) == "finalize_error"
-    assert cycle.classify({"stub_crashes": 1, "stub_exit_aborts": 1, "stop_error": "Exit timeout expired",
+    assert verdicts.classify({"stub_crashes": 2, "stub_exit_aborts": 2, **done}) == "aborted_at_exit"
+    assert verdicts.classify({"stub_crashes": 2, "stub_exit_aborts": 1, **done}) == "stub_crashed"
+    assert verdicts.classify({"stub_crashes": 1, "stub_exit_aborts": 1, "finalize_errors": 1, **done}) == "finalize_error"
+    assert verdicts.classify({"stub_crashes": 1, "stub_exit_aborts": 1, "stop_error": "Exit timeout expired",
                            **done}) == "exit_timeout"
     # a row stored before the count (schema < 16): read from its finalize figures
-    assert cycle.classify({"stub_crashes": 1, **done}) == "aborted_at_exit"
+    assert verdicts.classify({"stub_crashes": 1, **done}) == "aborted_at_exit"
     from rig.contract.verdicts import reread
     assert reread({"outcome": "stub_crashed", **done})["outcome"] == "aborted_at_exit"
     assert reread({"outcome": "stub_crashed", "finalize_errors": 1, **done}) == {
         "outcome": "finalize_error", "finalize_errors": 1, "stub_exit_aborts": 1, **done}
     assert reread({"outcome": "stub_crashed", "finalize_expected": 2, "finalize_before_stop": 1})["outcome"] == "stub_crashed"
     assert reread({"outcome": "stub_crashed", "stop_error": "x", **done})["outcome"] == "stub_crashed"
-    assert cycle.classify({"in_flight": 8, "in_flight_answered": 8, "in_flight_lost": 0}) == "clean"
+    assert verdicts.classify({"in_flight": 8, "in_flight_answered": 8, "in_flight_lost": 0}) == "clean"
 
 
 def _marker(pid, instance, phase, t, error=None):

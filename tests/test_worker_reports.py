@@ -13,7 +13,8 @@ import pytest
 
 from fake_workers import gone, prepared, run, stub_pid
 from rig.parent import orchestrator
-from rig.worker.cycle import OUTCOMES, CycleSpec
+from rig.contract.spec import CycleSpec
+from rig.contract.verdicts import OUTCOMES
 from rig.parent.orchestrator import rows as parent_rows
 from rig.contract.rows import CycleRow, WindowRow
 from rig.contract.messages import Partial

@@ -99,21 +99,40 @@ def points(windows: pd.DataFrame) -> pd.DataFrame:
     ``errors``, ``seconds``, ``repeats`` (cycles), ``runs``, ``windows``, ``stable`` (fraction
     of windows that met perf_analyzer's rule), ``p99_from``."""
     w = measured_windows(windows)
-    cols = GROUP + ["point", "throughput", "p99_us", "requests", "errors", "seconds", "repeats", "runs",
-                    "windows", "stable", "p99_from"]
+    cols = GROUP + [
+        "point",
+        "throughput",
+        "p99_us",
+        "requests",
+        "errors",
+        "seconds",
+        "repeats",
+        "runs",
+        "windows",
+        "stable",
+        "p99_from",
+    ]
     if w.empty:
         return pd.DataFrame(columns=cols)
     out = []
     for key, g in w.groupby(GROUP + ["point"], dropna=False, sort=True):
         seconds = float(g["length_s"].sum())
         p99, source = _p99(g)
-        out.append(dict(zip(GROUP + ["point"], _norm(key)),
-                        throughput=g["requests"].sum() / seconds if seconds > 0 else None,
-                        p99_us=p99, requests=int(g["requests"].sum()), errors=int(g["errors"].sum()),
-                        seconds=seconds, repeats=int(g[["run_id", "cycle"]].drop_duplicates().shape[0]),
-                        runs=int(g["run_id"].nunique()), windows=len(g),
-                        stable=float((g["stable"] == True).mean()),
-                        p99_from=source))
+        out.append(
+            dict(
+                zip(GROUP + ["point"], _norm(key)),
+                throughput=g["requests"].sum() / seconds if seconds > 0 else None,
+                p99_us=p99,
+                requests=int(g["requests"].sum()),
+                errors=int(g["errors"].sum()),
+                seconds=seconds,
+                repeats=int(g[["run_id", "cycle"]].drop_duplicates().shape[0]),
+                runs=int(g["run_id"].nunique()),
+                windows=len(g),
+                stable=float((g["stable"] == True).mean()),  # noqa: E712
+                p99_from=source,
+            )
+        )
     df = pd.DataFrame(out, columns=cols)
     for col in ("instances", "cpu_share"):
         df[col] = df[col].astype(object).where(df[col].notna(), None)
@@ -139,13 +158,27 @@ def plan(windows: pd.DataFrame, target: float, p99_ms: float, headroom: float = 
     for key, g in pts.groupby(GROUP, dropna=False, sort=True):
         key = _norm(key)
         ok = g[(g["p99_us"].notna()) & (g["p99_us"] <= bound) & (g["errors"] == 0) & g["throughput"].notna()]
-        row = dict(zip(GROUP, key), points=len(g), points_ok=len(ok), max_point=float(g["point"].max()),
-                   point=None, throughput=None, p99_us=None, repeats=None, per_instance=None, nodes=None)
+        row = dict(
+            zip(GROUP, key),
+            points=len(g),
+            points_ok=len(ok),
+            max_point=float(g["point"].max()),
+            point=None,
+            throughput=None,
+            p99_us=None,
+            repeats=None,
+            per_instance=None,
+            nodes=None,
+        )
         if len(ok):
             best = ok.loc[ok["throughput"].idxmax()]
-            row.update(point=float(best["point"]), throughput=float(best["throughput"]),
-                       p99_us=float(best["p99_us"]), repeats=int(best["repeats"]),
-                       nodes=nodes_needed(target, float(best["throughput"]), headroom))
+            row.update(
+                point=float(best["point"]),
+                throughput=float(best["throughput"]),
+                p99_us=float(best["p99_us"]),
+                repeats=int(best["repeats"]),
+                nodes=nodes_needed(target, float(best["throughput"]), headroom),
+            )
             n = row["instances"]
             if n is not None and not (isinstance(n, float) and math.isnan(n)) and n > 0:
                 row["per_instance"] = row["throughput"] / n
@@ -179,35 +212,51 @@ def scaling_base(df: pd.DataFrame) -> dict:
 def format_plan(df: pd.DataFrame, target: float, p99_ms: float, headroom: float) -> str:
     """The plan as text: a table per version and model, and plain statements where no point met
     the bound."""
+
     def f(v, fmt="{:,.0f}"):
         return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else fmt.format(v)
 
-    lines = [f"capacity for {f(target)} infer/s with p99 <= {p99_ms:g} ms, headroom {headroom:.0%} "
-             f"(each node run at {1 - headroom:.0%} of its best throughput under the bound)"]
+    lines = [
+        (
+            f"capacity for {f(target)} infer/s with p99 <= {p99_ms:g} ms, headroom {headroom:.0%} "
+            f"(each node run at {1 - headroom:.0%} of its best throughput under the bound)"
+        )
+    ]
     bases = scaling_base(df)
     for key, g in df.groupby(NODE, sort=True, dropna=False):
         key = _norm(key)
         base = bases.get(key)
-        lines += ["", f"{node_title(*key)}:",
-                  f"  {'instances':>9} {'best point':>10} {'infer/s':>10} {'p99 us':>8} {'per inst':>9} "
-                  f"{'scaling':>8} {'nodes':>6}  points met"]
+        lines += [
+            "",
+            f"{node_title(*key)}:",
+            (
+                f"  {'instances':>9} {'best point':>10} {'infer/s':>10} {'p99 us':>8} {'per inst':>9} "
+                f"{'scaling':>8} {'nodes':>6}  points met"
+            ),
+        ]
         for _, r in g.iterrows():
             inst = "-" if r["instances"] is None else str(int(r["instances"]))
-            lines.append(f"  {inst:>9} {f(r['point'], '{:g}'):>10} {f(r['throughput']):>10} {f(r['p99_us']):>8} "
-                         f"{f(r['per_instance']):>9} {f(r['scaling'], '{:.2f}x'):>8} {f(r['nodes'], '{:,.0f}'):>6}"
-                         f"  {r['points_ok']}/{r['points']}")
+            lines.append(
+                f"  {inst:>9} {f(r['point'], '{:g}'):>10} {f(r['throughput']):>10} {f(r['p99_us']):>8} "
+                f"{f(r['per_instance']):>9} {f(r['scaling'], '{:.2f}x'):>8} {f(r['nodes'], '{:,.0f}'):>6}"
+                f"  {r['points_ok']}/{r['points']}"
+            )
         for _, r in g[g["point"].isna()].iterrows():
             inst = "" if r["instances"] is None else f" with {int(r['instances'])} instance(s)"
-            lines.append(f"  no point{inst} kept p99 <= {p99_ms:g} ms without errors (up to {r['max_point']:g} "
-                         "measured): no node count can be given; bench lighter points or relax the bound")
+            lines.append(
+                f"  no point{inst} kept p99 <= {p99_ms:g} ms without errors (up to {r['max_point']:g} "
+                "measured): no node count can be given; bench lighter points or relax the bound"
+            )
         if base is not None and g["scaling"].notna().sum() > 1:
             lines.append(f"  scaling: best throughput relative to {base} instance(s)")
         fit = g[g["nodes"].notna()]
         if len(fit):
             b = fit.loc[fit["nodes"].astype(float).idxmin()]
             inst = "" if b["instances"] is None else f" with {int(b['instances'])} instance(s)"
-            lines.append(f"  fewest nodes: {int(b['nodes'])}{inst}, each at {f(b['throughput'] * (1 - headroom))} "
-                         f"of {f(b['throughput'])} infer/s (point {b['point']:g}, p99 {f(b['p99_us'])} us)")
+            lines.append(
+                f"  fewest nodes: {int(b['nodes'])}{inst}, each at {f(b['throughput'] * (1 - headroom))} "
+                f"of {f(b['throughput'])} infer/s (point {b['point']:g}, p99 {f(b['p99_us'])} us)"
+            )
     return "\n".join(lines)
 
 
@@ -244,8 +293,19 @@ def repeats(windows: pd.DataFrame) -> pd.DataFrame:
     merged; else the median of their p99), ``counts`` ({bucket: count}, None without histograms)
     and ``hist`` (an HdrHistogram of them, for the buckets' values)."""
     w = measured_windows(windows)
-    cols = GROUP + ["point", "run_id", "cycle", "cpus", "requests", "seconds", "errors", "throughput", "p99_us",
-                    "counts", "hist"]
+    cols = GROUP + [
+        "point",
+        "run_id",
+        "cycle",
+        "cpus",
+        "requests",
+        "seconds",
+        "errors",
+        "throughput",
+        "p99_us",
+        "counts",
+        "hist",
+    ]
     if w.empty:
         return pd.DataFrame(columns=cols)
     out = []
@@ -253,13 +313,24 @@ def repeats(windows: pd.DataFrame) -> pd.DataFrame:
         seconds = float(g["length_s"].sum())
         hists = [h for h in g.get("histogram", pd.Series(dtype=object)) if isinstance(h, str) and h]
         got = _hist_counts(hists) if len(hists) == len(g) else None
-        p99 = (float(got[1].get_value_at_percentile(99)) if got else
-               (float(g["p99_us"].median()) if g["p99_us"].notna().any() else None))
-        out.append(dict(zip(GROUP + ["point", "run_id", "cycle"], _norm(key)),
-                        cpus=g["cpus"].iloc[0] if "cpus" in g else None, requests=int(g["requests"].sum()),
-                        seconds=seconds, errors=int(g["errors"].sum()),
-                        throughput=g["requests"].sum() / seconds if seconds > 0 else None, p99_us=p99,
-                        counts=got[0] if got else None, hist=got[1] if got else None))
+        p99 = (
+            float(got[1].get_value_at_percentile(99))
+            if got
+            else (float(g["p99_us"].median()) if g["p99_us"].notna().any() else None)
+        )
+        out.append(
+            dict(
+                zip(GROUP + ["point", "run_id", "cycle"], _norm(key)),
+                cpus=g["cpus"].iloc[0] if "cpus" in g else None,
+                requests=int(g["requests"].sum()),
+                seconds=seconds,
+                errors=int(g["errors"].sum()),
+                throughput=g["requests"].sum() / seconds if seconds > 0 else None,
+                p99_us=p99,
+                counts=got[0] if got else None,
+                hist=got[1] if got else None,
+            )
+        )
     return pd.DataFrame(out, columns=cols)
 
 
@@ -288,8 +359,9 @@ class _Sweep:
                     m[r, col[b]] = k
             h = g["hist"].iloc[0]
             self.counts = m
-            self.values = np.array([h.get_highest_equivalent_value(h.get_value_from_index(b)) for b in buckets],
-                                   dtype=float)
+            self.values = np.array(
+                [h.get_highest_equivalent_value(h.get_value_from_index(b)) for b in buckets], dtype=float
+            )
 
     def figures(self, pick: list) -> dict:
         """Per load (``pick``: each load's repeats, as row indices, possibly repeated): the pooled
@@ -310,8 +382,7 @@ class _Sweep:
             else:
                 p99.append(float(np.nanmedian(self.p99[rows])) if np.isfinite(self.p99[rows]).any() else np.inf)
         every = np.concatenate(pick)
-        return {"throughput": np.array(tput), "p99": np.array(p99), "n": self.load[every],
-                "x": self.throughput[every]}
+        return {"throughput": np.array(tput), "p99": np.array(p99), "n": self.load[every], "x": self.throughput[every]}
 
 
 def _estimate(sw: _Sweep, pick: list, bound_us: float, start=None) -> dict:
@@ -327,14 +398,21 @@ def _estimate(sw: _Sweep, pick: list, bound_us: float, start=None) -> dict:
     at, how = usl.load_at(bound_us, sw.loads, f["p99"])
     ok = np.isfinite(f["p99"]) & (f["p99"] <= bound_us) & np.isfinite(f["throughput"])
     best = int(np.argmax(np.where(ok, f["throughput"], -1))) if ok.any() else None
-    return {"fit": law, "load": at, "how": how, "throughput": f["throughput"], "p99": f["p99"],
-            "cap_usl": float(law.at(at)) if law is not None and at is not None else None,
-            "cap_linear": float(f["throughput"][best]) if best is not None else None,
-            "point_linear": float(sw.loads[best]) if best is not None else None}
+    return {
+        "fit": law,
+        "load": at,
+        "how": how,
+        "throughput": f["throughput"],
+        "p99": f["p99"],
+        "cap_usl": float(law.at(at)) if law is not None and at is not None else None,
+        "cap_linear": float(f["throughput"][best]) if best is not None else None,
+        "point_linear": float(sw.loads[best]) if best is not None else None,
+    }
 
 
-def model(windows: pd.DataFrame, p99_ms: float, n_boot: int = DEFAULT_BOOTSTRAP, seed: int = 0,
-          confidence: float = CONFIDENCE) -> list[dict]:
+def model(
+    windows: pd.DataFrame, p99_ms: float, n_boot: int = DEFAULT_BOOTSTRAP, seed: int = 0, confidence: float = CONFIDENCE
+) -> list[dict]:
     """Per group (``GROUP``): the scaling model of one node, with bootstrap intervals over its
     repeats. Each dict: the group's tags; ``loads``, ``throughput`` and ``p99_us`` per load
     measured (all repeats pooled), ``repeats`` (n, x of each); ``fit`` (``usl.Fit`` or None) and
@@ -361,8 +439,14 @@ def model(windows: pd.DataFrame, p99_ms: float, n_boot: int = DEFAULT_BOOTSTRAP,
             for _ in range(n_boot):
                 b = _estimate(sw, [rng.choice(m, len(m)) for m in sw.members], bound, est["fit"])
                 law = b["fit"]
-                boot.append({"params": (law.lam, law.sigma, law.kappa) if law else None, "load": b["load"],
-                             "cap_usl": b["cap_usl"], "cap_linear": b["cap_linear"]})
+                boot.append(
+                    {
+                        "params": (law.lam, law.sigma, law.kappa) if law else None,
+                        "load": b["load"],
+                        "cap_usl": b["cap_usl"],
+                        "cap_linear": b["cap_linear"],
+                    }
+                )
         ci = {}
         for i, name in enumerate(("lam", "sigma", "kappa")):
             ci[name] = usl.interval([b["params"][i] for b in boot if b["params"]], confidence)
@@ -373,19 +457,38 @@ def model(windows: pd.DataFrame, p99_ms: float, n_boot: int = DEFAULT_BOOTSTRAP,
             chosen, why = "usl", f"it fits {law.points} loads within {law.rms_rel:.1%} (rms)"
         elif est["cap_linear"] is not None:
             chosen = "linear"
-            why = ("fewer than 3 loads measured: no USL to use" if law is None or law.points < usl.MIN_POINTS
-                   else f"the USL fits only within {law.rms_rel:.1%} (rms; {usl.FIT_TOLERANCE:.0%} needed)")
+            why = (
+                "fewer than 3 loads measured: no USL to use"
+                if law is None or law.points < usl.MIN_POINTS
+                else f"the USL fits only within {law.rms_rel:.1%} (rms; {usl.FIT_TOLERANCE:.0%} needed)"
+            )
         else:
             chosen, why = None, "no load met the bound"
         tags = dict(zip(GROUP, _norm(key)))
         tags["instances"] = None if tags["instances"] is None else int(tags["instances"])
-        out.append({**tags, "cpus": g["cpus"].iloc[0], "loads": sw.loads, "throughput": est["throughput"],
-                    "p99_us": est["p99"],
-                    "repeats": (sw.load, sw.throughput), "n_repeats": len(sw.load),
-                    "min_repeats": int(min(len(m) for m in sw.members)), "fit": law, "ci": ci,
-                    "load": est["load"], "how": est["how"], "cap_usl": est["cap_usl"],
-                    "cap_linear": est["cap_linear"], "point_linear": est["point_linear"], "boot": boot,
-                    "by": chosen, "why": why, "p99_ms": p99_ms})
+        out.append(
+            {
+                **tags,
+                "cpus": g["cpus"].iloc[0],
+                "loads": sw.loads,
+                "throughput": est["throughput"],
+                "p99_us": est["p99"],
+                "repeats": (sw.load, sw.throughput),
+                "n_repeats": len(sw.load),
+                "min_repeats": int(min(len(m) for m in sw.members)),
+                "fit": law,
+                "ci": ci,
+                "load": est["load"],
+                "how": est["how"],
+                "cap_usl": est["cap_usl"],
+                "cap_linear": est["cap_linear"],
+                "point_linear": est["point_linear"],
+                "boot": boot,
+                "by": chosen,
+                "why": why,
+                "p99_ms": p99_ms,
+            }
+        )
     return out
 
 
@@ -394,8 +497,14 @@ def capacity_of(m: dict) -> float | None:
     return m.get("cap_usl") if m.get("by") == "usl" else m.get("cap_linear")
 
 
-def nodes(m: dict, target: float, headroom: float, node_law: tuple[float, float] = (0.0, 0.0),
-          which: str | None = None, confidence: float = CONFIDENCE) -> dict:
+def nodes(
+    m: dict,
+    target: float,
+    headroom: float,
+    node_law: tuple[float, float] = (0.0, 0.0),
+    which: str | None = None,
+    confidence: float = CONFIDENCE,
+) -> dict:
     """Nodes for ``target`` by the group's model (``which``: ``usl`` or ``linear``, default the
     chosen one), nodes adding up as ``node_law`` (σ, κ over nodes; (0, 0): linearly): the
     estimate and its interval (the same over every bootstrap resample's capacity), and where
@@ -409,10 +518,14 @@ def nodes(m: dict, target: float, headroom: float, node_law: tuple[float, float]
     boot = [usl.nodes_for(target, b[key], headroom, sigma, kappa) for b in m.get("boot", []) if b[key]]
     low, high = usl.interval(boot, confidence)
     unreachable = sum(b is None for b in boot)
-    return {"nodes": est, "low": None if low is None else int(math.floor(low)),
-            "high": None if high is None else int(math.ceil(high)), "model": which,
-            "unreachable": est is None and m.get(key) is not None, "unreachable_share": unreachable / len(boot)
-            if boot else 0.0}
+    return {
+        "nodes": est,
+        "low": None if low is None else int(math.floor(low)),
+        "high": None if high is None else int(math.ceil(high)),
+        "model": which,
+        "unreachable": est is None and m.get(key) is not None,
+        "unreachable_share": unreachable / len(boot) if boot else 0.0,
+    }
 
 
 def instance_laws(models: list[dict], confidence: float = CONFIDENCE) -> list[dict]:
@@ -425,8 +538,10 @@ def instance_laws(models: list[dict], confidence: float = CONFIDENCE) -> list[di
     out = []
     keys = sorted({tuple(m[k] for k in NODE) for m in models}, key=str)
     for key in keys:
-        ms = sorted((m for m in models if tuple(m[k] for k in NODE) == key and m["instances"] is not None
-                     and capacity_of(m)), key=lambda m: m["instances"])
+        ms = sorted(
+            (m for m in models if tuple(m[k] for k in NODE) == key and m["instances"] is not None and capacity_of(m)),
+            key=lambda m: m["instances"],
+        )
         if len(ms) < 2:
             continue
         counts = [m["instances"] for m in ms]
@@ -436,7 +551,9 @@ def instance_laws(models: list[dict], confidence: float = CONFIDENCE) -> list[di
             caps = [m["boot"][b]["cap_usl" if m["by"] == "usl" else "cap_linear"] for m in ms]
             got = usl.fit(counts, caps, start=law) if all(caps) else None
             boots.append((got.lam, got.sigma, got.kappa) if got else None)
-        ci = {name: usl.interval([b[i] for b in boots if b], confidence)
-              for i, name in enumerate(("lam", "sigma", "kappa"))}
+        ci = {
+            name: usl.interval([b[i] for b in boots if b], confidence)
+            for i, name in enumerate(("lam", "sigma", "kappa"))
+        }
         out.append({**dict(zip(NODE, key)), "instances": counts, "fit": law, "ci": ci})
     return out

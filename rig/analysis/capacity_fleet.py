@@ -31,8 +31,23 @@ def fleet_runs(fleet: pd.DataFrame, runs: pd.DataFrame, windows: pd.DataFrame | 
     seconds in its measured windows, as a bench point's, summed over the nodes; the fleet
     table's totals where the nodes' windows are not in the store) and ``p99_us`` (their
     histograms merged)."""
-    cols = ["run_id", "triton_version", "engine", "model", "cpu_share", "cpus", "instances", "in_flight",
-            "nodes", "users", "load", "rounds", "throughput", "p99_us", "measured_from"]
+    cols = [
+        "run_id",
+        "triton_version",
+        "engine",
+        "model",
+        "cpu_share",
+        "cpus",
+        "instances",
+        "in_flight",
+        "nodes",
+        "users",
+        "load",
+        "rounds",
+        "throughput",
+        "p99_us",
+        "measured_from",
+    ]
     if fleet is None or fleet.empty:
         return pd.DataFrame(columns=cols)
     out = []
@@ -50,14 +65,21 @@ def fleet_runs(fleet: pd.DataFrame, runs: pd.DataFrame, windows: pd.DataFrame | 
             r = r.iloc[0] if isinstance(r, pd.DataFrame) else r
             cfg = _toml(r.get("config"))
             share = r.get("cpu_share")
-            tags.append({"triton_version": r.get("triton_version"), "engine": r.get("engine"),
-                         "model": r.get("model"), "cpu_share": None if pd.isna(share) else float(share),
-                         "instances": None if cfg.get("model_repository") else cfg.get("instances", 1),
-                         "in_flight": (cfg.get("workload") or {}).get("in_flight", 1),
-                         "node": nodes.loc[nodes["node_run_id"] == rid, "node"].iloc[0], "cpus": r.get("cpus")})
+            tags.append(
+                {
+                    "triton_version": r.get("triton_version"),
+                    "engine": r.get("engine"),
+                    "model": r.get("model"),
+                    "cpu_share": None if pd.isna(share) else float(share),
+                    "instances": None if cfg.get("model_repository") else cfg.get("instances", 1),
+                    "in_flight": (cfg.get("workload") or {}).get("in_flight", 1),
+                    "node": nodes.loc[nodes["node_run_id"] == rid, "node"].iloc[0],
+                    "cpus": r.get("cpus"),
+                }
+            )
 
         def same(k):
-            vals = {t[k] for t in tags}
+            vals = {t[k] for t in tags}  # noqa: B023
             return vals.pop() if len(vals) == 1 else None
 
         n = int(nodes["node"].nunique())
@@ -65,13 +87,27 @@ def fleet_runs(fleet: pd.DataFrame, runs: pd.DataFrame, windows: pd.DataFrame | 
         in_flight = same("in_flight") or 1
         measured, source = _fleet_measured(nodes, totals, windows)
         version = same("triton_version") or (totals["triton_version"].iloc[0] if "triton_version" in totals else None)
-        out.append({"run_id": run_id, "triton_version": version,
-                    "engine": same("engine"), "model": same("model"), "cpu_share": same("cpu_share"),
-                    "cpus": ", ".join(f"{t['node']}:{t['cpus']}" for t in sorted(tags, key=lambda t: t["node"])
-                                      if t["cpus"]) or None,
-                    "instances": same("instances"), "in_flight": in_flight, "nodes": n, "users": users,
-                    "load": users / n * in_flight if users and n else None, "rounds": len(totals),
-                    **measured, "measured_from": source})
+        out.append(
+            {
+                "run_id": run_id,
+                "triton_version": version,
+                "engine": same("engine"),
+                "model": same("model"),
+                "cpu_share": same("cpu_share"),
+                "cpus": ", ".join(
+                    f"{t['node']}:{t['cpus']}" for t in sorted(tags, key=lambda t: t["node"]) if t["cpus"]
+                )
+                or None,
+                "instances": same("instances"),
+                "in_flight": in_flight,
+                "nodes": n,
+                "users": users,
+                "load": users / n * in_flight if users and n else None,
+                "rounds": len(totals),
+                **measured,
+                "measured_from": source,
+            }
+        )
     return pd.DataFrame(out, columns=cols)
 
 
@@ -86,13 +122,21 @@ def _fleet_measured(nodes: pd.DataFrame, totals: pd.DataFrame, windows: pd.DataF
         if len(mw) and len(keys) == mw[["run_id", "cycle"]].drop_duplicates().shape[0]:
             names = nodes[["node_run_id", "node"]].drop_duplicates().rename(columns={"node_run_id": "run_id"})
             per_node = mw.merge(names, on="run_id")
-            tput = sum(g["requests"].sum() / g["length_s"].sum() for _, g in per_node.groupby("node")
-                       if g["length_s"].sum() > 0)
+            tput = sum(
+                g["requests"].sum() / g["length_s"].sum()
+                for _, g in per_node.groupby("node")
+                if g["length_s"].sum() > 0
+            )
             h = hdr.merge(mw["histogram"].tolist()) if "histogram" in mw else None
             return {"throughput": float(tput), "p99_us": histogram_percentiles(h, (99,))["p99_us"]}, "node windows"
     h = hdr.merge(totals["histogram"].tolist())
-    return ({"throughput": float(totals["throughput"].median()),
-             "p99_us": histogram_percentiles(h, (99,))["p99_us"] if h is not None else None}, "fleet totals")
+    return (
+        {
+            "throughput": float(totals["throughput"].median()),
+            "p99_us": histogram_percentiles(h, (99,))["p99_us"] if h is not None else None,
+        },
+        "fleet totals",
+    )
 
 
 def check(models: list[dict], fleets: pd.DataFrame) -> list[dict]:
@@ -108,13 +152,19 @@ def check(models: list[dict], fleets: pd.DataFrame) -> list[dict]:
 
     rows = []
     for f in fleets.to_dict("records"):
-        match = [m for m in models if all(m[k] == f[k] for k in ("triton_version", "engine", "model", "cpu_share"))
-                 and (m["instances"] is None or f["instances"] is None or m["instances"] == f["instances"])]
+        match = [
+            m
+            for m in models
+            if all(m[k] == f[k] for k in ("triton_version", "engine", "model", "cpu_share"))
+            and (m["instances"] is None or f["instances"] is None or m["instances"] == f["instances"])
+        ]
         row = {**f, "group": None, "why": None}
         if not match:
-            row["why"] = ("no bench sweep of the same Triton version, engine, model, node share and instances"
-                          if f["model"] is not None and f["cpu_share"] is not None
-                          else "its nodes differ in version, model or share (or ran before shares were recorded)")
+            row["why"] = (
+                "no bench sweep of the same Triton version, engine, model, node share and instances"
+                if f["model"] is not None and f["cpu_share"] is not None
+                else "its nodes differ in version, model or share (or ran before shares were recorded)"
+            )
             rows.append(row)
             continue
         m = match[0]
@@ -129,15 +179,20 @@ def check(models: list[dict], fleets: pd.DataFrame) -> list[dict]:
         def err(measured, predicted):
             return None if measured is None or not predicted else (measured - predicted) / predicted * 100
 
-        row.update(group=m, by=m["by"], predicted_usl=n * per_usl if per_usl else None,
-                   predicted_usl_ci=tuple(n * v for v in band) if band[0] is not None else (None, None),
-                   predicted_linear=n * per_lin if per_lin else None, predicted_p99_us=p99,
-                   error_usl_pct=err(f["throughput"], n * per_usl if per_usl else None),
-                   error_linear_pct=err(f["throughput"], n * per_lin if per_lin else None),
-                   error_p99_pct=err(f["p99_us"], p99 if p99 is not None and math.isfinite(p99) else None),
-                   within_bound=f["p99_us"] is not None and f["p99_us"] <= m["p99_ms"] * 1000,
-                   at_bound=whole is not None and whole >= 1 and abs(load - whole) < 1e-9,
-                   extrapolated=law is not None and load is not None and not law.n_min <= load <= law.n_max)
+        row.update(
+            group=m,
+            by=m["by"],
+            predicted_usl=n * per_usl if per_usl else None,
+            predicted_usl_ci=tuple(n * v for v in band) if band[0] is not None else (None, None),
+            predicted_linear=n * per_lin if per_lin else None,
+            predicted_p99_us=p99,
+            error_usl_pct=err(f["throughput"], n * per_usl if per_usl else None),
+            error_linear_pct=err(f["throughput"], n * per_lin if per_lin else None),
+            error_p99_pct=err(f["p99_us"], p99 if p99 is not None and math.isfinite(p99) else None),
+            within_bound=f["p99_us"] is not None and f["p99_us"] <= m["p99_ms"] * 1000,
+            at_bound=whole is not None and whole >= 1 and abs(load - whole) < 1e-9,
+            extrapolated=law is not None and load is not None and not law.n_min <= load <= law.n_max,
+        )
         rows.append(row)
     return rows
 

@@ -25,8 +25,9 @@ def _band(m: dict, grid: np.ndarray):
     return np.percentile(np.array(curves), [2.5, 97.5], axis=0)
 
 
-def figure(models: list[dict], checked: list[dict], laws: dict, targets: list[float], headroom: float,
-           path: str | Path) -> Path:
+def figure(
+    models: list[dict], checked: list[dict], laws: dict, targets: list[float], headroom: float, path: str | Path
+) -> Path:
     plt = _plt()
     rows = max(1, len(models))
     fig, axes = plt.subplots(rows, 4, figsize=(20, 4.2 * rows), squeeze=False)
@@ -74,8 +75,13 @@ def figure(models: list[dict], checked: list[dict], laws: dict, targets: list[fl
                 lo, hi = np.percentile(boots, [2.5, 97.5])
                 c.fill_between(ns, lo * ns, hi * ns, color="C2", alpha=0.15)
             if law:
-                c.plot(ns, usl.throughput(ns, cap, law["sigma"], law["kappa"]), "-", color="C1",
-                       label="nodes as fitted over fleets")
+                c.plot(
+                    ns,
+                    usl.throughput(ns, cap, law["sigma"], law["kappa"]),
+                    "-",
+                    color="C1",
+                    label="nodes as fitted over fleets",
+                )
         for k in mine:
             c.plot(k["nodes"], k["throughput"], "o", color="C0")
             pred = k["predicted_usl"] or k["predicted_linear"]

@@ -32,33 +32,48 @@ def format_model(m: dict, targets: list[float], headroom: float, law: dict | Non
     linearly, or as fitted over fleet runs), which model answers and how far it is measured."""
     loads = ", ".join(f"{v:g}" for v in m["loads"])
     inst = "" if m["instances"] is None else f" ({m['instances']} instance(s))"
-    boot = (f"95 % intervals over {len(m['boot']):,} resamples of the repeats" if m["boot"] else
-            "no interval: one repeat a load (bench --repeats 3 gives them)")
-    out = [f"  model of one node{inst}: {m['n_repeats']} repeat(s) over loads {loads}; {boot}",
-           _law_line(m["fit"], m["ci"]), _bound_line(m)]
+    boot = (
+        f"95 % intervals over {len(m['boot']):,} resamples of the repeats"
+        if m["boot"]
+        else "no interval: one repeat a load (bench --repeats 3 gives them)"
+    )
+    out = [
+        f"  model of one node{inst}: {m['n_repeats']} repeat(s) over loads {loads}; {boot}",
+        _law_line(m["fit"], m["ci"]),
+        _bound_line(m),
+    ]
     sigma, kappa = (law["sigma"], law["kappa"]) if law else (0.0, 0.0)
     measured_nodes = max(law["nodes"]) if law else 1
     far, beyond = _node_table(m, targets, headroom, law, out)
     answer = {"usl": "the USL", "linear": "the linear baseline", None: "none"}[m["by"]]
     counts = ", ".join(map(str, law["nodes"])) if law else ""
-    adds = (f"nodes add up as fitted over fleet runs of {counts} node(s): σ {_param(sigma)}, κ {_param(kappa)}"
-            if law else "nodes add up linearly (no fleet run of this node: assumed, not measured)")
+    adds = (
+        f"nodes add up as fitted over fleet runs of {counts} node(s): σ {_param(sigma)}, κ {_param(kappa)}"
+        if law
+        else "nodes add up linearly (no fleet run of this node: assumed, not measured)"
+    )
     out.append(f"    answer: {answer} ({m['why']}); {adds}")
     if beyond:
         top = math.sqrt((1 - sigma) / kappa) if kappa > 0 else math.inf  # nodes where the fitted law peaks
         most = capacity_of(m) * (top / (1 + sigma * (top - 1) + kappa * top * (top - 1)) if kappa > 0 else 1 / sigma)
-        out.append(f"    unreachable: nodes that add up as fitted never serve more than {_f(most)} infer/s together "
-                   f"(at {1 - headroom:.0%}: {_f(most * (1 - headroom) if most else None)}), whatever their number; "
-                   "fitted over few node counts, so measure more before trusting it")
+        out.append(
+            f"    unreachable: nodes that add up as fitted never serve more than {_f(most)} infer/s together "
+            f"(at {1 - headroom:.0%}: {_f(most * (1 - headroom) if most else None)}), whatever their number; "
+            "fitted over few node counts, so measure more before trusting it"
+        )
     if far:
-        out.append(f"    trust: loads {m['loads'][0]:g}-{m['loads'][-1]:g} measured, {measured_nodes} node(s) at most; "
-                   f"{min(far):,} node(s) and more are extrapolations (they assume nodes that share nothing: the "
-                   "balancer, network and store scaling with them)")
+        out.append(
+            f"    trust: loads {m['loads'][0]:g}-{m['loads'][-1]:g} measured, {measured_nodes} node(s) at most; "
+            f"{min(far):,} node(s) and more are extrapolations (they assume nodes that share nothing: the "
+            "balancer, network and store scaling with them)"
+        )
     if m["load"] is not None and m["load"] >= 1:
         whole = math.floor(m["load"] + 1e-9)
-        out.append(f"    to check it: a fleet at {whole} request(s) in flight a node, e.g. rig fleet --nodes 2 --users "
-                   f"{2 * whole} (nodes: rig soak --locust-master HOST:PORT --cpus ... --in-flight 1), then "
-                   "rig capacity --check")
+        out.append(
+            f"    to check it: a fleet at {whole} request(s) in flight a node, e.g. rig fleet --nodes 2 --users "
+            f"{2 * whole} (nodes: rig soak --locust-master HOST:PORT --cpus ... --in-flight 1), then "
+            "rig capacity --check"
+        )
     return "\n".join(out)
 
 
@@ -73,23 +88,35 @@ def _law_line(fit, ci: dict) -> str:
         where = f"; throughput peaks at load {peak:.3g} ({_f(float(fit.at(peak)))} infer/s)"
     else:
         where = f"; no peak (κ 0): throughput tends to {_f(fit.lam / fit.sigma) if fit.sigma else 'infinity'}"
-    return (f"    USL: λ {_ci(fit.lam, ci['lam'])} infer/s, σ {_param(fit.sigma)} "
-            f"({_param(ci['sigma'][0])}-{_param(ci['sigma'][1])}), κ {_param(fit.kappa)} "
-            f"({_param(ci['kappa'][0])}-{_param(ci['kappa'][1])}); fits within {fit.rms_rel:.1%} (rms){where}")
+    return (
+        f"    USL: λ {_ci(fit.lam, ci['lam'])} infer/s, σ {_param(fit.sigma)} "
+        f"({_param(ci['sigma'][0])}-{_param(ci['sigma'][1])}), κ {_param(fit.kappa)} "
+        f"({_param(ci['kappa'][0])}-{_param(ci['kappa'][1])}); fits within {fit.rms_rel:.1%} (rms){where}"
+    )
 
 
 def _bound_line(m: dict) -> str:
     """The load and a node's throughput at the latency bound."""
     ci, bound = m["ci"], f"p99 <= {m['p99_ms']:g} ms"
     if m["load"] is None:
-        return (f"    at {bound}: no load measured met it (the least, {m['loads'][0]:g}, had p99 "
-                f"{_f(m['p99_us'][0])} us or errors)")
-    how = {"within": "interpolated between the loads measured",
-           "not reached": "the bound was not reached: the largest load measured, never beyond"}[m["how"]]
-    lin = (f"; the linear baseline (best point measured, {m['point_linear']:g}): "
-           f"{_ci(m['cap_linear'], ci['cap_linear'])} infer/s" if m["cap_linear"] is not None else "")
-    return (f"    at {bound}: load {_ci(m['load'], ci['load'], '{:.3g}')} ({how}); a node serves "
-            f"{_ci(m['cap_usl'], ci['cap_usl'])} infer/s by the USL{lin}")
+        return (
+            f"    at {bound}: no load measured met it (the least, {m['loads'][0]:g}, had p99 "
+            f"{_f(m['p99_us'][0])} us or errors)"
+        )
+    how = {
+        "within": "interpolated between the loads measured",
+        "not reached": "the bound was not reached: the largest load measured, never beyond",
+    }[m["how"]]
+    lin = (
+        f"; the linear baseline (best point measured, {m['point_linear']:g}): "
+        f"{_ci(m['cap_linear'], ci['cap_linear'])} infer/s"
+        if m["cap_linear"] is not None
+        else ""
+    )
+    return (
+        f"    at {bound}: load {_ci(m['load'], ci['load'], '{:.3g}')} ({how}); a node serves "
+        f"{_ci(m['cap_usl'], ci['cap_usl'])} infer/s by the USL{lin}"
+    )
 
 
 def _node_table(m: dict, targets: list[float], headroom: float, law: dict | None, out: list[str]) -> tuple:
@@ -99,8 +126,10 @@ def _node_table(m: dict, targets: list[float], headroom: float, law: dict | None
     measured_nodes = max(law["nodes"]) if law else 1
     columns = [("usl", (sigma, kappa)), ("linear", (sigma, kappa))] + ([("usl", (0.0, 0.0))] if law else [])
     if targets:
-        out.append(f"    nodes, each at {1 - headroom:.0%} of that:  {'target infer/s':>15}  {'USL':>16}  "
-                   f"{'linear baseline':>16}" + (f"  {'USL, nodes linear':>17}" if law else ""))
+        out.append(
+            f"    nodes, each at {1 - headroom:.0%} of that:  {'target infer/s':>15}  {'USL':>16}  "
+            f"{'linear baseline':>16}" + (f"  {'USL, nodes linear':>17}" if law else "")
+        )
     far, beyond, unsure = [], False, 0.0
     for t in targets:
         cells = []
@@ -120,8 +149,9 @@ def _node_table(m: dict, targets: list[float], headroom: float, law: dict | None
                     far.append(got["nodes"])
         out.append(f"    {'':>36}{_f(t):>15}  {cells[0]:>16}  {cells[1]:>16}" + (f"  {cells[2]:>17}" if law else ""))
     if unsure:
-        out.append(f"    * no node count served it in up to {unsure:.0%} of the resamples: the interval is over "
-                   "the others")
+        out.append(
+            f"    * no node count served it in up to {unsure:.0%} of the resamples: the interval is over the others"
+        )
     return far, beyond
 
 
@@ -131,24 +161,33 @@ def format_check(checked: list[dict], p99_ms: float) -> str:
     for c in checked:
         share = share_text(c["cpu_share"])
         cpus = f" ({c['cpus']})" if c["cpus"] else ""
-        head = (f"  fleet {c['run_id']}: {c['nodes']} node(s){cpus}, Triton "
-                f"{c['triton_version']}, engine {c['engine']}, model {c['model']}, node share {share}, "
-                f"{c['users']} user(s) = load {_f(c['load'], '{:g}')} a node, {c['rounds']} round(s)")
+        head = (
+            f"  fleet {c['run_id']}: {c['nodes']} node(s){cpus}, Triton "
+            f"{c['triton_version']}, engine {c['engine']}, model {c['model']}, node share {share}, "
+            f"{c['users']} user(s) = load {_f(c['load'], '{:g}')} a node, {c['rounds']} round(s)"
+        )
         if c["group"] is None:
             out += [head, f"    not checked: {c['why']}"]
             continue
         if c["at_bound"]:
-            head += (" [the load the model puts at the bound]" if c["group"]["how"] == "within" else
-                     " [the largest load swept: the sweep never reached the bound]")
+            head += (
+                " [the load the model puts at the bound]"
+                if c["group"]["how"] == "within"
+                else " [the largest load swept: the sweep never reached the bound]"
+            )
         out.append(head)
         x = f"    throughput: measured {_f(c['throughput'])} infer/s ({c['measured_from']}); predicted "
         if c["predicted_usl"] is not None:
-            x += (f"{_ci(c['predicted_usl'], c['predicted_usl_ci'])} by the USL (error {_pct(c['error_usl_pct'])}"
-                  f"{', extrapolated' if c['extrapolated'] else ''}), ")
+            x += (
+                f"{_ci(c['predicted_usl'], c['predicted_usl_ci'])} by the USL (error {_pct(c['error_usl_pct'])}"
+                f"{', extrapolated' if c['extrapolated'] else ''}), "
+            )
         x += f"{_f(c['predicted_linear'])} by the linear baseline (error {_pct(c['error_linear_pct'])})"
         out.append(x)
-        out.append(f"    p99: measured {_f(c['p99_us'])} us; predicted {_f(c['predicted_p99_us'])} us at that load "
-                   f"(error {_pct(c['error_p99_pct'])}); the bound {'met' if c['within_bound'] else 'NOT met'}")
+        out.append(
+            f"    p99: measured {_f(c['p99_us'])} us; predicted {_f(c['predicted_p99_us'])} us at that load "
+            f"(error {_pct(c['error_p99_pct'])}); the bound {'met' if c['within_bound'] else 'NOT met'}"
+        )
     return "\n".join(out)
 
 
@@ -158,9 +197,11 @@ def format_instance_law(law: dict) -> str:
     if fit is None:
         return f"  instances {counts}: the USL over instances could not be fitted"
     peak = f"; peaks at {fit.peak:.3g} instances" if math.isfinite(fit.peak) else ""
-    return (f"  USL over instances {counts} (each at the bound): λ {_ci(fit.lam, ci['lam'])} infer/s an instance, "
-            f"σ {_param(fit.sigma)} ({_param(ci['sigma'][0])}-{_param(ci['sigma'][1])}), κ {_param(fit.kappa)} "
-            f"({_param(ci['kappa'][0])}-{_param(ci['kappa'][1])}); fits within {fit.rms_rel:.1%} (rms){peak}")
+    return (
+        f"  USL over instances {counts} (each at the bound): λ {_ci(fit.lam, ci['lam'])} infer/s an instance, "
+        f"σ {_param(fit.sigma)} ({_param(ci['sigma'][0])}-{_param(ci['sigma'][1])}), κ {_param(fit.kappa)} "
+        f"({_param(ci['kappa'][0])}-{_param(ci['kappa'][1])}); fits within {fit.rms_rel:.1%} (rms){peak}"
+    )
 
 
 # ---------------------------------------------------------------- checked against measured fleets

@@ -49,11 +49,25 @@ def main(argv: list[str]) -> int:
         if len(windows):
             print("\nperformance, per side and point:")
             perf = frames.performance(windows, by=["side"])
-            print(perf[["side", "point", "tool", "windows", "throughput", "throughput_low", "throughput_high",
-                        "p50_us", "p99_us", "p999_us", "errors"]].to_string(index=False))
+            print(
+                perf[
+                    [
+                        "side",
+                        "point",
+                        "tool",
+                        "windows",
+                        "throughput",
+                        "throughput_low",
+                        "throughput_high",
+                        "p50_us",
+                        "p99_us",
+                        "p999_us",
+                        "errors",
+                    ]
+                ].to_string(index=False)
+            )
     a_rows, b_rows = cycles[cycles["side"] == f"A {a}"], cycles[cycles["side"] == f"B {b}"]
-    reasons = verdict.gate(a_rows, windows[windows["side"] == f"A {a}"],
-                           b_rows, windows[windows["side"] == f"B {b}"])
+    reasons = verdict.gate(a_rows, windows[windows["side"] == f"A {a}"], b_rows, windows[windows["side"] == f"B {b}"])
     print("\ngate (default thresholds), B against A:")
     print("\n".join(f"  FAIL: {r}" for r in reasons) or "  pass")
     return 1 if reasons else 0

@@ -31,6 +31,7 @@ table of ``rig.build.releases``).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import re
 import statistics
@@ -46,28 +47,60 @@ from rig.parent import known as known_verdicts
 from rig.parent import scenarios
 
 # The cycles' columns the table reads (``shape`` from schema 12; a row without one is unbatched).
-COLUMNS = ["run_id", "cycle", "scenario", "control", "shape", "engine", "triton_version", "outcome", "load_outcome",
-           "growth_outcome", "stop_latency_s", "finalize_expected", "finalize_before_stop", "finalize_after_stop",
-           "batch_sizes", "server_ready_at_probe", "model_ready_at_probe", "stub_exit_aborts"]
+COLUMNS = [
+    "run_id",
+    "cycle",
+    "scenario",
+    "control",
+    "shape",
+    "engine",
+    "triton_version",
+    "outcome",
+    "load_outcome",
+    "growth_outcome",
+    "stop_latency_s",
+    "finalize_expected",
+    "finalize_before_stop",
+    "finalize_after_stop",
+    "batch_sizes",
+    "server_ready_at_probe",
+    "model_ready_at_probe",
+    "stub_exit_aborts",
+]
 UNBATCHED = "unbatched"
 AS_KNOWN, FINDING, UNJUDGED = "as known", "finding", "unjudged"
 SIGNS = {AS_KNOWN: "✓", FINDING: "✗", UNJUDGED: "?"}
-NEVER_RUN = "¹"   # the mark of a cell with no cycle stored
-SKIPPED = "²"     # the mark of a cell skipped, with why
+NEVER_RUN = "¹"  # the mark of a cell with no cycle stored
+SKIPPED = "²"  # the mark of a cell skipped, with why
 NOT_EXACT_MARK = "³"  # the mark of a built core that is not exactly its release (``not_exact``)
 NO_CHANGE = "—"
 ENGINE_ORDER = ("capi", "tritonserver")
 SHAPE_ORDER = ("unbatched", "batched", "batched-delayed", "instances-2", "decoupled")
 API_NAMES = {"capi": "C API (`capi`)", "tritonserver": "official Python API (`tritonserver`)"}
 # How a load or growth verdict other than ok is written after the lifecycle's, in a grid's cell
-SHORT = {"errors": "errors", "timeouts": "timeouts", "wrong_outputs": "wrong outputs",
-         "nothing_completed": "nothing completed", "not_measured": "no load", "leaking": "leaking",
-         "slowing": "slowing"}
+SHORT = {
+    "errors": "errors",
+    "timeouts": "timeouts",
+    "wrong_outputs": "wrong outputs",
+    "nothing_completed": "nothing completed",
+    "not_measured": "no load",
+    "leaking": "leaking",
+    "slowing": "slowing",
+}
 # A lifecycle verdict (rig.contract.verdicts.OUTCOMES) in a grid's cell: a person's words, short
-LIFECYCLE_WORDS = {"clean": "clean", "requests_lost": "requests lost", "exit_timeout": "held to exit_timeout",
-                   "stop_error": "stop failed", "load_failed": "load failed", "stub_crashed": "stub crashed",
-                   "aborted_at_exit": "clean stop, stub aborted at exit", "finalize_error": "finalize raised",
-                   "finalize_missing": "finalize missing", "hung": "worker hung", "crashed": "worker crashed"}
+LIFECYCLE_WORDS = {
+    "clean": "clean",
+    "requests_lost": "requests lost",
+    "exit_timeout": "held to exit_timeout",
+    "stop_error": "stop failed",
+    "load_failed": "load failed",
+    "stub_crashed": "stub crashed",
+    "aborted_at_exit": "clean stop, stub aborted at exit",
+    "finalize_error": "finalize raised",
+    "finalize_missing": "finalize missing",
+    "hung": "worker hung",
+    "crashed": "worker crashed",
+}
 EXIT_ABORT_WORDS = "stub aborted at exit"  # beside a verdict that is not aborted_at_exit
 HEALTHY, UNHEALTHY, INTERMITTENT_HEALTH = "healthy", "unhealthy", "intermittent"
 HEALTH = (HEALTHY, UNHEALTHY, INTERMITTENT_HEALTH)
@@ -85,14 +118,14 @@ class Cell:
     control: bool
     triton_version: str
     cycles: int
-    lifecycle: dict            # verdict -> cycles
+    lifecycle: dict  # verdict -> cycles
     load: dict
-    growth: dict               # cycles that recorded a growth verdict only
-    verdicts: Verdicts         # the verdicts most cycles gave (load none: not_measured; growth none: ok)
-    agreeing: int              # cycles that gave ``verdicts``
-    known: Verdicts | None     # the verdicts known for the cell (None: nothing known)
-    judgement: str             # AS_KNOWN | FINDING | UNJUDGED
-    differing: int             # cycles whose verdicts differ from the known ones
+    growth: dict  # cycles that recorded a growth verdict only
+    verdicts: Verdicts  # the verdicts most cycles gave (load none: not_measured; growth none: ok)
+    agreeing: int  # cycles that gave ``verdicts``
+    known: Verdicts | None  # the verdicts known for the cell (None: nothing known)
+    judgement: str  # AS_KNOWN | FINDING | UNJUDGED
+    differing: int  # cycles whose verdicts differ from the known ones
     stop_p50: float | None
     finalize_before: int
     finalize_expected: int
@@ -128,11 +161,11 @@ class Grid:
 
     engine: str
     shape: str
-    cores: tuple[str, ...]                      # in version order
-    rows: tuple[tuple[str, bool], ...]          # (scenario, control) in the registry's order
-    cells: dict                                 # (scenario, control, version) -> Cell
-    changed: dict                               # (scenario, control) -> the cores where the verdicts changed
-    skipped: dict                               # (scenario, control, version) -> why it was skipped
+    cores: tuple[str, ...]  # in version order
+    rows: tuple[tuple[str, bool], ...]  # (scenario, control) in the registry's order
+    cells: dict  # (scenario, control, version) -> Cell
+    changed: dict  # (scenario, control) -> the cores where the verdicts changed
+    skipped: dict  # (scenario, control, version) -> why it was skipped
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,8 +201,13 @@ def batched_runs(frame) -> list[str]:
     if not hasattr(frame, "columns") or not {"run_id", "scenario"} <= set(frame.columns):
         return []
     shapes = frame["shape"] if "shape" in frame.columns else [None] * len(frame)
-    return sorted({str(r) for r, name, sh in zip(frame["run_id"], frame["scenario"], shapes)
-                   if name and name == name and name != "baseline" and is_batched(shape_of(sh))})
+    return sorted(
+        {
+            str(r)
+            for r, name, sh in zip(frame["run_id"], frame["scenario"], shapes)
+            if name and name == name and name != "baseline" and is_batched(shape_of(sh))
+        }
+    )
 
 
 def row_label(scenario: str, control: bool) -> str:
@@ -220,8 +258,9 @@ def _triple(r: dict) -> Verdicts:
 
 
 def _holds(r: dict, want: Verdicts) -> bool:
-    return known_verdicts.holds((str(r["outcome"]), str(r.get("load_outcome") or NOT_MEASURED)), want) \
-        and growth_held(r.get("growth_outcome"), want[2])
+    return known_verdicts.holds((str(r["outcome"]), str(r.get("load_outcome") or NOT_MEASURED)), want) and growth_held(
+        r.get("growth_outcome"), want[2]
+    )
 
 
 def _probe_text(r: dict) -> str | None:
@@ -230,7 +269,9 @@ def _probe_text(r: dict) -> str | None:
     if server is None and model is None:
         return None
     word = {True: "ready", False: "not ready", None: "not asked"}
-    return f"server {word[None if server is None else bool(server)]}, model {word[None if model is None else bool(model)]}"
+    return (
+        f"server {word[None if server is None else bool(server)]}, model {word[None if model is None else bool(model)]}"
+    )
 
 
 def _probed(rows: list[dict]) -> str | None:
@@ -262,14 +303,31 @@ def _cell(key, rows: list[dict], known: dict, by_cycle: dict) -> Cell:
     def total(col):
         return sum(int(r.get(col) or 0) for r in rows)
 
-    return Cell(engine, shape, scenario, control, version, len(rows),
-                _count(str(r["outcome"]) for r in rows), _count(r.get("load_outcome") for r in rows),
-                _count(r.get("growth_outcome") for r in rows), top, agreeing, want, judgement, differing,
-                statistics.median(stops) if stops else None, total("finalize_before_stop"),
-                total("finalize_expected"), total("finalize_after_stop"),
-                tuple(sorted({str(r["run_id"]) for r in rows if r.get("run_id") is not None})),
-                {" / ".join(v): n for v, n in sorted(Counter(verdicts).items())}, _cell_batches(rows, by_cycle),
-                _probed(rows), sum(map(_aborted_at_exit, rows)))
+    return Cell(
+        engine,
+        shape,
+        scenario,
+        control,
+        version,
+        len(rows),
+        _count(str(r["outcome"]) for r in rows),
+        _count(r.get("load_outcome") for r in rows),
+        _count(r.get("growth_outcome") for r in rows),
+        top,
+        agreeing,
+        want,
+        judgement,
+        differing,
+        statistics.median(stops) if stops else None,
+        total("finalize_before_stop"),
+        total("finalize_expected"),
+        total("finalize_after_stop"),
+        tuple(sorted({str(r["run_id"]) for r in rows if r.get("run_id") is not None})),
+        {" / ".join(v): n for v, n in sorted(Counter(verdicts).items())},
+        _cell_batches(rows, by_cycle),
+        _probed(rows),
+        sum(map(_aborted_at_exit, rows)),
+    )
 
 
 def cells(frame, known_path: str | Path | None = None, windows=None) -> list[Cell]:
@@ -284,12 +342,19 @@ def cells(frame, known_path: str | Path | None = None, windows=None) -> list[Cel
         name = r.get("scenario")
         if not name or name == "baseline" or not r.get("triton_version") or not r.get("outcome"):
             continue
-        key = (str(r.get("engine") or "-"), shape_of(r.get("shape")), str(name), bool(r.get("control")),
-               str(r["triton_version"]))
+        key = (
+            str(r.get("engine") or "-"),
+            shape_of(r.get("shape")),
+            str(name),
+            bool(r.get("control")),
+            str(r["triton_version"]),
+        )
         groups.setdefault(key, []).append(r)
     known = known_verdicts.table(known_path)
     by_cycle = cycle_batches(windows)
-    return [_cell(key, rows, known, by_cycle) for key, rows in sorted(groups.items(), key=lambda kv: _cell_order(kv[0]))]
+    return [
+        _cell(key, rows, known, by_cycle) for key, rows in sorted(groups.items(), key=lambda kv: _cell_order(kv[0]))
+    ]
 
 
 def _scenario_order(name: str) -> tuple:
@@ -320,8 +385,12 @@ def within_race(a: Cell, b: Cell) -> bool:
     """Whether ``a``'s verdicts are one side of a race ``b`` is known to run (its known verdicts name
     alternatives, ``exit_timeout|clean``, and ``a``'s are among them): three cycles on one side of a
     known race are no change."""
-    return b.known is not None and known_verdicts.intermittent(b.known) \
-        and known_verdicts.holds(a.verdicts[:2], b.known[:2]) and growth_held(a.verdicts[2], b.known[2])
+    return (
+        b.known is not None
+        and known_verdicts.intermittent(b.known)
+        and known_verdicts.holds(a.verdicts[:2], b.known[:2])
+        and growth_held(a.verdicts[2], b.known[2])
+    )
 
 
 def same_cell(a: Cell, b: Cell) -> bool:
@@ -344,7 +413,7 @@ def changed_in(cell_list) -> dict[tuple[str, bool, str, str], list[str]]:
     out = {}
     for key, cs in series.items():
         cs = sorted(cs, key=lambda c: version_key(c.triton_version))
-        out[key] = [dated(a.triton_version, b.triton_version) for a, b in zip(cs, cs[1:]) if not same_cell(a, b)]
+        out[key] = [dated(a.triton_version, b.triton_version) for a, b in itertools.pairwise(cs) if not same_cell(a, b)]
     return out
 
 
@@ -359,18 +428,26 @@ def shape_moves(cell_list) -> list[dict]:
         by.setdefault((c.scenario, c.control, c.engine, c.triton_version), {})[c.shape] = c
     out = []
     for (scenario, control, engine, version), shapes in sorted(
-            by.items(), key=lambda kv: (_scenario_order(kv[0][0]), kv[0][1], engine_order(kv[0][2]),
-                                        version_key(kv[0][3]))):
+        by.items(), key=lambda kv: (_scenario_order(kv[0][0]), kv[0][1], engine_order(kv[0][2]), version_key(kv[0][3]))
+    ):
         s = scenarios.SCENARIOS.get(scenario)
         default = s.shapes[0] if s is not None else UNBATCHED
         if default not in shapes or len(shapes) < 2:
             continue
         base = shapes[default].verdicts
         others = sorted((sh for sh in shapes if sh != default), key=shape_order)
-        out.append({"scenario": scenario, "control": control, "engine": engine, "triton_version": version,
-                    "default": default, "verdicts": base,
-                    "moved": {sh: shapes[sh].verdicts for sh in others if not same_verdicts(base, shapes[sh].verdicts)},
-                    "same": [sh for sh in others if same_verdicts(base, shapes[sh].verdicts)]})
+        out.append(
+            {
+                "scenario": scenario,
+                "control": control,
+                "engine": engine,
+                "triton_version": version,
+                "default": default,
+                "verdicts": base,
+                "moved": {sh: shapes[sh].verdicts for sh in others if not same_verdicts(base, shapes[sh].verdicts)},
+                "same": [sh for sh in others if same_verdicts(base, shapes[sh].verdicts)],
+            }
+        )
     return out
 
 
@@ -385,23 +462,42 @@ def build(frame, known_path: str | Path | None = None, skipped=None, windows=Non
     changes = changed_in(cs)
     skips: dict[tuple, str] = {}
     for s in skipped or ():
-        key = (str(s.get("engine") or "-"), shape_of(s.get("shape")), str(s["scenario"]), bool(s.get("control")),
-               str(s.get("triton_version") or "-"))
+        key = (
+            str(s.get("engine") or "-"),
+            shape_of(s.get("shape")),
+            str(s["scenario"]),
+            bool(s.get("control")),
+            str(s.get("triton_version") or "-"),
+        )
         skips[key] = str(s.get("reason") or "skipped")
     grids = []
-    for engine, shape in sorted({(c.engine, c.shape) for c in cs} | {k[:2] for k in skips},
-                                key=lambda es: (engine_order(es[0]), shape_order(es[1]))):
+    for engine, shape in sorted(
+        {(c.engine, c.shape) for c in cs} | {k[:2] for k in skips},
+        key=lambda es: (engine_order(es[0]), shape_order(es[1])),
+    ):
         mine = [c for c in cs if (c.engine, c.shape) == (engine, shape)]
         mine_skips = {k[2:]: why for k, why in skips.items() if k[:2] == (engine, shape)}
         # every core the API ran, in every one of its shapes: a release not run in this shape is a
         # column of never-run cells, not a column left out (a reader sees the gap a change spans)
-        cores = sorted({c.triton_version for c in cs if c.engine == engine}
-                       | {k[4] for k in skips if k[0] == engine}, key=version_key)
-        rows = sorted({(c.scenario, c.control) for c in mine} | {k[:2] for k in mine_skips},
-                      key=lambda r: (_scenario_order(r[0]), r[1]))
-        grids.append(Grid(engine, shape, tuple(cores), tuple(rows),
-                          {(c.scenario, c.control, c.triton_version): c for c in mine},
-                          {r: tuple(changes.get((*r, engine, shape), ())) for r in rows}, mine_skips))
+        cores = sorted(
+            {c.triton_version for c in cs if c.engine == engine} | {k[4] for k in skips if k[0] == engine},
+            key=version_key,
+        )
+        rows = sorted(
+            {(c.scenario, c.control) for c in mine} | {k[:2] for k in mine_skips},
+            key=lambda r: (_scenario_order(r[0]), r[1]),
+        )
+        grids.append(
+            Grid(
+                engine,
+                shape,
+                tuple(cores),
+                tuple(rows),
+                {(c.scenario, c.control, c.triton_version): c for c in mine},
+                {r: tuple(changes.get((*r, engine, shape), ())) for r in rows},
+                mine_skips,
+            )
+        )
     return Conformance(tuple(cs), tuple(grids))
 
 
@@ -415,15 +511,27 @@ def findings(frame, known_path: str | Path | None = None) -> list[dict]:
         if c.judgement != FINDING:
             continue
         got = ", ".join(f"{n}x {v}" for v, n in c.got.items())
-        out.append({"scenario": c.scenario, "control": c.control, "shape": c.shape, "engine": c.engine,
-                    "triton_version": c.triton_version, "cycles": c.cycles, "differing": c.differing,
-                    "known": c.known, "got": dict(c.got), "run_ids": list(c.run_ids),
-                    "reason": f"{c.label}, {c.shape}, {c.engine}, Triton {c.triton_version}: {c.differing}/{c.cycles} "
-                              f"cycle(s) differ from the known {' / '.join(c.known)} (got {got})"})
+        out.append(
+            {
+                "scenario": c.scenario,
+                "control": c.control,
+                "shape": c.shape,
+                "engine": c.engine,
+                "triton_version": c.triton_version,
+                "cycles": c.cycles,
+                "differing": c.differing,
+                "known": c.known,
+                "got": dict(c.got),
+                "run_ids": list(c.run_ids),
+                "reason": f"{c.label}, {c.shape}, {c.engine}, Triton {c.triton_version}: {c.differing}/{c.cycles} "
+                f"cycle(s) differ from the known {' / '.join(c.known)} (got {got})",
+            }
+        )
     return out
 
 
 # --- rendering ------------------------------------------------------------------------------------
+
 
 def spans_cores_or_shapes(frame) -> bool:
     """Whether the scenario cycles of a cycles frame come from more than one core or model shape

@@ -29,11 +29,11 @@ FROM, FIRST, TO = "from", "first changed", "to"
 class Row:
     """One scenario (or its control), API and shape whose cell differs between the two cores."""
 
-    before: Cell                 # on --from
-    after: Cell                  # on --to
-    changed: Cell                # the first core, walking from --from towards --to, that differs from ``before``
-    last_same: Cell              # the core walked just before ``changed`` (``before`` itself where adjacent)
-    gap: tuple[str, ...]         # the releases between ``last_same`` and ``changed`` with no cycle of this row
+    before: Cell  # on --from
+    after: Cell  # on --to
+    changed: Cell  # the first core, walking from --from towards --to, that differs from ``before``
+    last_same: Cell  # the core walked just before ``changed`` (``before`` itself where adjacent)
+    gap: tuple[str, ...]  # the releases between ``last_same`` and ``changed`` with no cycle of this row
     settled: Cell | None = None  # where it moved twice: the first core from which every one walked gives ``after``'s
 
     @property
@@ -46,20 +46,20 @@ class Api:
     """One API's side of the comparison."""
 
     engine: str
-    compared: int                # rows with a cell on both cores
-    rows: tuple[Row, ...]        # those that differ
+    compared: int  # rows with a cell on both cores
+    rows: tuple[Row, ...]  # those that differ
     only_before: tuple[Cell, ...]  # cells run on --from only
-    only_after: tuple[Cell, ...]   # cells run on --to only
+    only_after: tuple[Cell, ...]  # cells run on --to only
 
 
 @dataclasses.dataclass(frozen=True)
 class Upgrade:
-    source: str                  # the Triton version upgraded from (--from)
-    target: str                  # and to (--to)
-    said: dict                   # {"--from": text given, ...} where the text was not the Triton version itself
+    source: str  # the Triton version upgraded from (--from)
+    target: str  # and to (--to)
+    said: dict  # {"--from": text given, ...} where the text was not the Triton version itself
     apis: tuple[Api, ...]
-    absent: dict                 # engine -> (the cores of source, target it has no cycle on, its cores)
-    results: str                 # the results folder, as the commands to follow a run name it
+    absent: dict  # engine -> (the cores of source, target it has no cycle on, its cores)
+    results: str  # the results folder, as the commands to follow a run name it
 
     @property
     def downgrade(self) -> bool:
@@ -75,6 +75,7 @@ class Upgrade:
 
 
 # --- names ------------------------------------------------------------------------------------------
+
 
 def triton_version(name: str) -> str:
     """The Triton version a name says: itself (``2.48.0``; ``2.48`` is ``2.48.0``, ``v2.48.0`` too),
@@ -96,8 +97,12 @@ def _split(values, whole=()) -> list[str]:
     """Repeated or comma-separated values; a shape of two parts joined with ``+`` (as ``rig matrix
     --shapes`` takes it: ``decoupled+instances-2``), its name's comma being the list's, or given as
     it is named where it is one of ``whole``."""
-    return [v.strip().replace("+", ",") for text in values or ()
-            for v in ([text] if text in whole else str(text).split(",")) if v.strip()]
+    return [
+        v.strip().replace("+", ",")
+        for text in values or ()
+        for v in ([text] if text in whole else str(text).split(","))
+        if v.strip()
+    ]
 
 
 def _narrow(cells: list[Cell], option: str, field: str, given, order, results: str, known=()) -> list[Cell]:
@@ -108,8 +113,10 @@ def _narrow(cells: list[Cell], option: str, field: str, given, order, results: s
     for w in wanted:
         if w not in present:
             what = f"the rig's {field} {w} never ran" if w in known else f"no {field} {w}"
-            raise RigError(f"{option} {w}: {what} in {results}, whose scenario cycles hold {field}s "
-                           f"{_listed(p.replace(',', '+') for p in present)}")
+            raise RigError(
+                f"{option} {w}: {what} in {results}, whose scenario cycles hold {field}s "
+                f"{_listed(p.replace(',', '+') for p in present)}"
+            )
     return [c for c in cells if getattr(c, field) in wanted]
 
 
@@ -117,8 +124,10 @@ def _resolve(option: str, name: str, present: list[str], results: str, narrowed:
     v = triton_version(name)
     if v not in present:
         said = "" if v == name.strip() else f" (Triton {v})"
-        raise RigError(f"{option} {name}{said}: no scenario cycle of that core in {results}{narrowed}, which holds "
-                       f"Triton {_listed(present)}")
+        raise RigError(
+            f"{option} {name}{said}: no scenario cycle of that core in {results}{narrowed}, which holds "
+            f"Triton {_listed(present)}"
+        )
     return v
 
 
@@ -133,6 +142,7 @@ releases = conformance.releases
 
 # --- the comparison ---------------------------------------------------------------------------------
 
+
 def upgrade(table, source: str, target: str, scenario=None, shape=None, engine=None, results: str = "R") -> Upgrade:
     """The cells of ``table`` (a ``conformance.Conformance`` or a cycles frame) that differ between
     Triton ``source`` and ``target`` (either may name an nvidia-pytriton release or a release branch:
@@ -143,14 +153,16 @@ def upgrade(table, source: str, target: str, scenario=None, shape=None, engine=N
         table = conformance.build(table)
     cells = list(table.cells)
     if not cells:
-        raise RigError(f"{results} holds no scenario cycles: run rig matrix --scenarios all (or rig soak --scenario "
-                       f"NAME) with --results {results}")
+        raise RigError(
+            f"{results} holds no scenario cycles: run rig matrix --scenarios all (or rig soak --scenario "
+            f"NAME) with --results {results}"
+        )
     cells = _narrow(cells, "--engine", "engine", engine, conformance.engine_order, results, API_NAMES)
     cells = _narrow(cells, "--shape", "shape", shape, conformance.shape_order, results)
-    cells = _narrow(cells, "--scenario", "scenario", scenario, _scenario_order, results,
-                    scenarios.SCENARIOS)
-    narrowing = [f"{o} {','.join(g)}" for o, g in (("--engine", engine), ("--shape", shape),
-                                                     ("--scenario", scenario)) if g]
+    cells = _narrow(cells, "--scenario", "scenario", scenario, _scenario_order, results, scenarios.SCENARIOS)
+    narrowing = [
+        f"{o} {','.join(g)}" for o, g in (("--engine", engine), ("--shape", shape), ("--scenario", scenario)) if g
+    ]
     narrowed = f" narrowed to {', '.join(narrowing)}" if narrowing else ""
     present = sorted({c.triton_version for c in cells}, key=version_key)
     src = _resolve("--from", source, present, results, narrowed)
@@ -190,8 +202,9 @@ def _api(engine: str, cells: list[Cell], src: str, dst: str, known: list[str]) -
         before, after = by[src], by[dst]
         if same_cell(before, after):
             continue
-        walk = sorted((v for v in by if version_key(lo) <= version_key(v) <= version_key(hi)), key=version_key,
-                      reverse=down)
+        walk = sorted(
+            (v for v in by if version_key(lo) <= version_key(v) <= version_key(hi)), key=version_key, reverse=down
+        )
         last, changed = before, after
         for v in walk[1:]:
             if not same_cell(before, by[v]):
@@ -205,8 +218,16 @@ def _api(engine: str, cells: list[Cell], src: str, dst: str, known: list[str]) -
             if not same_cell(after, by[v]):
                 break
             settled = by[v]
-        rows.append(Row(before, after, changed, last, tuple(reversed(gap)) if down else tuple(gap),
-                        None if settled is changed else settled))
+        rows.append(
+            Row(
+                before,
+                after,
+                changed,
+                last,
+                tuple(reversed(gap)) if down else tuple(gap),
+                None if settled is changed else settled,
+            )
+        )
     return Api(engine, compared, tuple(rows), tuple(only_before), tuple(only_after))
 
 

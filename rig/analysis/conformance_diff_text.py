@@ -18,6 +18,7 @@ from rig.parent.known import intermittent
 
 # --- words --------------------------------------------------------------------------------------------
 
+
 def where_text(row: Row, down: bool = False) -> str:
     """Where a row's cell first changed: ``changed in 2.67.0``, or where the cores between were not
     run, ``changed between 2.55.0 and 2.60.0 (2.56.0, 2.57.0 not run)``."""
@@ -58,9 +59,11 @@ def _counts(d: dict) -> str:
 
 def change_text(row: Row) -> str:
     """What moved between --from and --to: ``lifecycle clean → aborted_at_exit``, each verdict that did."""
-    moved = [f"{what} {a} → {b}" for what, a, b in zip(("lifecycle", "load", "growth"), row.before.verdicts,
-                                                        row.after.verdicts) if a != b
-             and not (what == "growth" and NOT_MEASURED in (a, b))]  # an unmeasured growth differs from none
+    moved = [
+        f"{what} {a} → {b}"
+        for what, a, b in zip(("lifecycle", "load", "growth"), row.before.verdicts, row.after.verdicts)
+        if a != b and not (what == "growth" and NOT_MEASURED in (a, b))
+    ]  # an unmeasured growth differs from none
     if None not in (row.before.probed, row.after.probed) and row.before.probed != row.after.probed:
         moved.append(f"readiness {row.before.probed} → {row.after.probed}")
     return ", ".join(moved) or "the verdicts most cycles gave"
@@ -82,8 +85,18 @@ def evidence(row: Row) -> list[tuple[str, Cell]]:
     return [(FROM, row.before), (FIRST, row.changed), (TO, row.after)]
 
 
-EVIDENCE = ["cell", "core", "", "cycles", "lifecycle", "load", "growth", "stop p50 s",
-            "finalize before stop / expected", "runs"]
+EVIDENCE = [
+    "cell",
+    "core",
+    "",
+    "cycles",
+    "lifecycle",
+    "load",
+    "growth",
+    "stop p50 s",
+    "finalize before stop / expected",
+    "runs",
+]
 
 
 def _evidence_rows(a: Api) -> list[list[str]]:
@@ -91,18 +104,36 @@ def _evidence_rows(a: Api) -> list[list[str]]:
     for r in a.rows:
         for what, c in evidence(r):
             life = _counts(c.lifecycle) + (f" ({c.probed} after the stub died)" if c.probed else "")
-            out.append([f"{c.shape}, {c.label}", c.triton_version, what, str(c.cycles), life, _counts(c.load),
-                        _counts(c.growth), "—" if c.stop_p50 is None else f"{c.stop_p50:.3f}",
-                        "—" if not c.finalize_expected else f"{c.finalize_before}/{c.finalize_expected}",
-                        ", ".join(c.run_ids)])
+            out.append(
+                [
+                    f"{c.shape}, {c.label}",
+                    c.triton_version,
+                    what,
+                    str(c.cycles),
+                    life,
+                    _counts(c.load),
+                    _counts(c.growth),
+                    "—" if c.stop_p50 is None else f"{c.stop_p50:.3f}",
+                    "—" if not c.finalize_expected else f"{c.finalize_before}/{c.finalize_expected}",
+                    ", ".join(c.run_ids),
+                ]
+            )
     return out
 
 
 def _summary_rows(u: Upgrade, a: Api) -> tuple[list[str], list[list[str]]]:
     head = ["shape", "scenario", f"on {u.source}", f"on {u.target}", "where it changed", "upstream"]
-    return head, [[r.before.shape, r.before.label, verdicts_text(r.before, _probes_differ(r)),
-                   verdicts_text(r.after, _probes_differ(r)), where_text(r, u.downgrade), upstream(r.before.scenario)]
-                  for r in a.rows]
+    return head, [
+        [
+            r.before.shape,
+            r.before.label,
+            verdicts_text(r.before, _probes_differ(r)),
+            verdicts_text(r.after, _probes_differ(r)),
+            where_text(r, u.downgrade),
+            upstream(r.before.scenario),
+        ]
+        for r in a.rows
+    ]
 
 
 def _only(u: Upgrade, a: Api) -> list[tuple[str, list[str], list[list[str]]]]:
@@ -110,9 +141,13 @@ def _only(u: Upgrade, a: Api) -> list[tuple[str, list[str], list[list[str]]]]:
     out = []
     for side, other, cs in ((u.source, u.target, a.only_after), (u.target, u.source, a.only_before)):
         if cs:
-            out.append((f"Not run on {side} through {a.engine} (run on {other} only)",
-                        ["shape", "scenario", f"on {other}", "runs"],
-                        [[c.shape, c.label, verdicts_text(c), ", ".join(c.run_ids)] for c in cs]))
+            out.append(
+                (
+                    f"Not run on {side} through {a.engine} (run on {other} only)",
+                    ["shape", "scenario", f"on {other}", "runs"],
+                    [[c.shape, c.label, verdicts_text(c), ", ".join(c.run_ids)] for c in cs],
+                )
+            )
     return out
 
 
@@ -131,16 +166,32 @@ def header(u: Upgrade) -> list[str]:
     """The lines that say what was compared: the cores (as asked where an alias named one), how many
     cells per API and how many differ, an API not run on one of the cores."""
     names = {"--from": u.source, "--to": u.target}
-    asked = "; ".join(f"{o} {n}: " + (f"nvidia-pytriton {n}, whose core is Triton {names[o]}" if n in PYTRITON_CORE
-                                      else f"Triton {names[o]}") for o, n in u.said.items())
-    lines = [f"{section_title(u)}" + (f" ({asked})" if asked else "") + ": "
-             + (f"{u.compared} cell(s) run on both compared, "
-                + (f"{u.differing} differ." if u.differing else "none differs.") if u.apis else "nothing to compare.")]
-    per = [f"{API_NAMES.get(a.engine, a.engine)}: {a.compared} compared, {len(a.rows)} differ"
-           + (f", {len(a.only_before)} run on {u.source} only" if a.only_before else "")
-           + (f", {len(a.only_after)} run on {u.target} only" if a.only_after else "") for a in u.apis]
-    per += [f"{API_NAMES.get(e, e)}: no cycle on {' or '.join(lacks)} (it ran on {_span(cores)}), not compared"
-            for e, (lacks, cores) in u.absent.items()]
+    asked = "; ".join(
+        f"{o} {n}: "
+        + (f"nvidia-pytriton {n}, whose core is Triton {names[o]}" if n in PYTRITON_CORE else f"Triton {names[o]}")
+        for o, n in u.said.items()
+    )
+    lines = [
+        f"{section_title(u)}"
+        + (f" ({asked})" if asked else "")
+        + ": "
+        + (
+            f"{u.compared} cell(s) run on both compared, "
+            + (f"{u.differing} differ." if u.differing else "none differs.")
+            if u.apis
+            else "nothing to compare."
+        )
+    ]
+    per = [
+        f"{API_NAMES.get(a.engine, a.engine)}: {a.compared} compared, {len(a.rows)} differ"
+        + (f", {len(a.only_before)} run on {u.source} only" if a.only_before else "")
+        + (f", {len(a.only_after)} run on {u.target} only" if a.only_after else "")
+        for a in u.apis
+    ]
+    per += [
+        f"{API_NAMES.get(e, e)}: no cycle on {' or '.join(lacks)} (it ran on {_span(cores)}), not compared"
+        for e, (lacks, cores) in u.absent.items()
+    ]
     return lines + per
 
 
@@ -150,15 +201,19 @@ def _span(cores) -> str:
 
 def follow(u: Upgrade) -> str:
     """How a reader follows a run id."""
-    return (f"A run's cycles: `rig report --conformance {u.results} --where run_id=RUN_ID` (its cell's figures) "
-            f"or `rig report {u.results} --where run_id=RUN_ID --out run.html` (its whole report); "
-            "several: `--where run_id=ID1,ID2`.")
+    return (
+        f"A run's cycles: `rig report --conformance {u.results} --where run_id=RUN_ID` (its cell's figures) "
+        f"or `rig report {u.results} --where run_id=RUN_ID --out run.html` (its whole report); "
+        "several: `--where run_id=ID1,ID2`."
+    )
 
 
-NOTE = ("Verdicts: lifecycle / load / growth, as most of a cell's cycles gave them (n/N where its cycles disagree); "
-        "a known intermittent cell gives either of two verdicts, each cycle one of them, so a difference there may be "
-        "the race's draw. Where it changed: the first core, walking the cores run from --from towards --to, whose "
-        "verdicts differ from --from's; releases between that were not run are named.")
+NOTE = (
+    "Verdicts: lifecycle / load / growth, as most of a cell's cycles gave them (n/N where its cycles disagree); "
+    "a known intermittent cell gives either of two verdicts, each cycle one of them, so a difference there may be "
+    "the race's draw. Where it changed: the first core, walking the cores run from --from towards --to, whose "
+    "verdicts differ from --from's; releases between that were not run are named."
+)
 
 
 def _none_text(u: Upgrade, a: Api) -> str:
@@ -171,9 +226,13 @@ def _changes_text(a: Api) -> str:
 
 # --- Markdown -------------------------------------------------------------------------------------------
 
+
 def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(md_cell(x) for x in head) + " |", "|" + " --- |" * len(head),
-            *("| " + " | ".join(md_cell(x) for x in r) + " |" for r in rows)]
+    return [
+        "| " + " | ".join(md_cell(x) for x in head) + " |",
+        "|" + " --- |" * len(head),
+        *("| " + " | ".join(md_cell(x) for x in r) + " |" for r in rows),
+    ]
 
 
 def to_markdown(u: Upgrade, level: int = 1) -> str:
@@ -189,9 +248,16 @@ def to_markdown(u: Upgrade, level: int = 1) -> str:
         if not a.rows:
             lines += [_none_text(u, a), ""]
         else:
-            lines += [f"{len(a.rows)} of {a.compared} cell(s) differ. {_changes_text(a)}", "",
-                      *_md_table(*_summary_rows(u, a)), "", f"**Evidence: {a.engine}**", "",
-                      *_md_table(EVIDENCE, _evidence_rows(a)), ""]
+            lines += [
+                f"{len(a.rows)} of {a.compared} cell(s) differ. {_changes_text(a)}",
+                "",
+                *_md_table(*_summary_rows(u, a)),
+                "",
+                f"**Evidence: {a.engine}**",
+                "",
+                *_md_table(EVIDENCE, _evidence_rows(a)),
+                "",
+            ]
         for caption, head_, rows in _only(u, a):
             lines += [f"**{caption}**", "", *_md_table(head_, rows), ""]
         if a.rows or a.only_before or a.only_after:
@@ -203,6 +269,7 @@ def to_markdown(u: Upgrade, level: int = 1) -> str:
 
 # --- HTML -----------------------------------------------------------------------------------------------
 
+
 def _inline(text: str) -> str:
     """Markdown's backticks as <code>, the rest escaped."""
     parts = html.escape(text).split("`")
@@ -211,17 +278,24 @@ def _inline(text: str) -> str:
 
 def _table(head: list[str], rows: list[list[str]], caption: str = "") -> str:
     cap = f"<caption>{_inline(caption)}</caption>" if caption else ""
-    return (f'<table class="cf-figures">{cap}<thead><tr>' + "".join(f"<th>{html.escape(x)}</th>" for x in head)
-            + "</tr></thead><tbody>" + "".join("<tr>" + "".join(f"<td>{html.escape(x)}</td>" for x in r) + "</tr>"
-                                               for r in rows) + "</tbody></table>")
+    return (
+        f'<table class="cf-figures">{cap}<thead><tr>'
+        + "".join(f"<th>{html.escape(x)}</th>" for x in head)
+        + "</tr></thead><tbody>"
+        + "".join("<tr>" + "".join(f"<td>{html.escape(x)}</td>" for x in r) + "</tr>" for r in rows)
+        + "</tbody></table>"
+    )
 
 
 def to_html(u: Upgrade, level: int = 3) -> str:
     """The same as ``to_markdown``, as an HTML fragment for the report's page (whose section title
     says the two cores)."""
     head = header(u)
-    out = ['<div class="conformance upgrade">', f'<p class="note">{_inline(head[0])}</p>',
-           "<ul>" + "".join(f"<li>{_inline(x)}</li>" for x in head[1:]) + "</ul>"]
+    out = [
+        '<div class="conformance upgrade">',
+        f'<p class="note">{_inline(head[0])}</p>',
+        "<ul>" + "".join(f"<li>{_inline(x)}</li>" for x in head[1:]) + "</ul>",
+    ]
     if u.differing:
         out.append(f'<p class="note">{_inline(NOTE)}</p>')
     for a in u.apis:

@@ -27,15 +27,26 @@ def page_anchor(c: Cell) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-
-FIGURES = ["cell", "cycles", "lifecycle", "load", "growth", "known", "judgement", "stop p50 s",
-           "finalize before stop", "runs"]
+FIGURES = [
+    "cell",
+    "cycles",
+    "lifecycle",
+    "load",
+    "growth",
+    "known",
+    "judgement",
+    "stop p50 s",
+    "finalize before stop",
+    "runs",
+]
 BATCHES = "batches formed"  # a batched shape's figures: after growth
-BATCH_NOTE = ("batches formed: the batch sizes Triton's scheduler formed over the cell's cycles (size x "
-              "executions, and the mean batch; from Triton's statistics of each cycle, or of its load windows in a "
-              "store before schema 15); never above 1: no execute ran more than one request, so the cell is not "
-              "batched whatever its config says; not measured: none of its cycles recorded them (a run with "
-              "--server-stats off, or a fixed count of requests stored before schema 15).")
+BATCH_NOTE = (
+    "batches formed: the batch sizes Triton's scheduler formed over the cell's cycles (size x "
+    "executions, and the mean batch; from Triton's statistics of each cycle, or of its load windows in a "
+    "store before schema 15); never above 1: no execute ran more than one request, so the cell is not "
+    "batched whatever its config says; not measured: none of its cycles recorded them (a run with "
+    "--server-stats off, or a fixed count of requests stored before schema 15)."
+)
 
 
 def batches_text(c: Cell) -> str:
@@ -122,8 +133,11 @@ def _page_figure_rows(g: Grid) -> list[tuple[list[str], list[str]]]:
 
 
 def _finalize_text(c: Cell) -> str:
-    return "—" if not c.finalize_expected else f"{c.finalize_before}/{c.finalize_expected}" + (
-        f", {c.finalize_after} after" if c.finalize_after else "")
+    return (
+        "—"
+        if not c.finalize_expected
+        else f"{c.finalize_before}/{c.finalize_expected}" + (f", {c.finalize_after} after" if c.finalize_after else "")
+    )
 
 
 def _figure_rows(g: Grid) -> list[tuple[str, list[str]]]:
@@ -138,10 +152,18 @@ def _figure_rows(g: Grid) -> list[tuple[str, list[str]]]:
             beside = c.exit_aborts - c.lifecycle.get("aborted_at_exit", 0)
             if beside > 0:
                 life += f" ({EXIT_ABORT_WORDS} in {beside})"
-            cols = [f"{c.label}, {v}", str(c.cycles), life, _counts_text(c.load),
-                    _counts_text(c.growth), " / ".join(c.known) if c.known else "—",
-                    c.judgement + (f" ({c.differing}/{c.cycles} differ)" if c.differing else ""),
-                    "—" if c.stop_p50 is None else f"{c.stop_p50:.3f}", fin, ", ".join(c.run_ids)]
+            cols = [
+                f"{c.label}, {v}",
+                str(c.cycles),
+                life,
+                _counts_text(c.load),
+                _counts_text(c.growth),
+                " / ".join(c.known) if c.known else "—",
+                c.judgement + (f" ({c.differing}/{c.cycles} differ)" if c.differing else ""),
+                "—" if c.stop_p50 is None else f"{c.stop_p50:.3f}",
+                fin,
+                ", ".join(c.run_ids),
+            ]
             if is_batched(g.shape):
                 cols.insert(5, batches_text(c))
             out.append((c.anchor, cols))

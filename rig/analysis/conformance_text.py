@@ -52,9 +52,11 @@ from rig.analysis.conformance_figures import (
     _figure_head,
     _figure_rows,
     _page_figure_rows,
-    batches_text as batches_text,  # its callers read it here
     page_anchor,
     what,
+)
+from rig.analysis.conformance_figures import (
+    batches_text as batches_text,  # its callers read it here
 )
 from rig.common.text import md_cell
 from rig.contract.verdicts import NOT_MEASURED
@@ -151,12 +153,15 @@ def _lifecycle_key() -> str:
 def legend() -> list[str]:
     """The legend's lines (Markdown; the HTML escapes them and shows each symbol as its colour)."""
     return [
-        f"Colour, what a cell's cycles did: {SYMBOLS[HEALTHY]} healthy: every cycle stopped clean (lifecycle "
-        "`clean`), answered its requests (load `ok`) and did not grow (growth `ok` or not measured); "
-        f"{SYMBOLS[UNHEALTHY]} unhealthy: none did (a scenario that reproduces a bug is unhealthy on every core "
-        f"where it does: that is what to look for); {SYMBOLS[INTERMITTENT_HEALTH]} intermittent: some cycles did "
-        f"and some did not, or the cell is known to go either way (a race, {INTERMITTENT}).",
-        "Text: the lifecycle verdict most of the cell's cycles gave, in words: clean; " + _lifecycle_key()
+        (
+            f"Colour, what a cell's cycles did: {SYMBOLS[HEALTHY]} healthy: every cycle stopped clean (lifecycle "
+            "`clean`), answered its requests (load `ok`) and did not grow (growth `ok` or not measured); "
+            f"{SYMBOLS[UNHEALTHY]} unhealthy: none did (a scenario that reproduces a bug is unhealthy on every core "
+            f"where it does: that is what to look for); {SYMBOLS[INTERMITTENT_HEALTH]} intermittent: some cycles did "
+            f"and some did not, or the cell is known to go either way (a race, {INTERMITTENT})."
+        ),
+        "Text: the lifecycle verdict most of the cell's cycles gave, in words: clean; "
+        + _lifecycle_key()
         + f". · {EXIT_ABORT_WORDS} after another verdict: the stop waited out exit_timeout or a finalize raised, "
         "and a stub then died of a signal as it exited too (n/N where not in every cycle). Then the load's "
         "(· errors, · timeouts, · wrong outputs, · nothing completed, · no load) where not ok, and the growth's "
@@ -166,25 +171,33 @@ def legend() -> list[str]:
         f"cycle one of them; {UNBATCHED_MARK}: a cell of a batched shape in which no execute ran more than one "
         "request, so it tested the config, not batches. Each cell links to its figures (the verdicts counted "
         "by their stored names) below its grid; each scenario to what it does.",
-        f"Against the known verdicts ({KNOWN_FILE}, per scenario, shape, API and core): no mark where every "
-        f"cycle gave them; {FINDING_MARK} known: V where some cycle gave others (a finding: its figures say "
-        f"which); {UNJUDGED_MARK} where nothing is known for the cell yet (recorded, not judged; a control with "
-        "nothing known is held to its contract, clean). The control of a scenario made from the plain template "
-        "model (no client, no load of its own) is the `template` row: the same model and client without the "
-        "fault, run once a shape.",
-        f"{NEVER_RUN} never run: no cycle of that scenario on that core, API and shape in the results; "
-        f"{SKIPPED} skipped, with why; {NOT_EXACT_MARK} a core built here that is not exactly its release (the "
-        "footnote says how). changed in: the cores whose verdicts (or readiness after a dead stub) differ from "
-        f"those of the core before (versions in numeric order), each dated only as closely as the cores run allow: "
-        f"2.68.0…2.70.0 where the releases before 2.70.0 back to 2.68.0 were not run in that row (the change came in "
-        f"one of them); {NO_CHANGE}: the same on every core shown.",
+        (
+            f"Against the known verdicts ({KNOWN_FILE}, per scenario, shape, API and core): no mark where every "
+            f"cycle gave them; {FINDING_MARK} known: V where some cycle gave others (a finding: its figures say "
+            f"which); {UNJUDGED_MARK} where nothing is known for the cell yet (recorded, not judged; a control with "
+            "nothing known is held to its contract, clean). The control of a scenario made from the plain template "
+            "model (no client, no load of its own) is the `template` row: the same model and client without the "
+            "fault, run once a shape."
+        ),
+        (
+            f"{NEVER_RUN} never run: no cycle of that scenario on that core, API and shape in the results; "
+            f"{SKIPPED} skipped, with why; {NOT_EXACT_MARK} a core built here that is not exactly its release (the "
+            "footnote says how). changed in: the cores whose verdicts (or readiness after a dead stub) differ from "
+            f"those of the core before (versions in numeric order), each dated only as closely as the cores run "
+            "allow: "
+            f"2.68.0…2.70.0 where the releases before 2.70.0 back to 2.68.0 were not run in that row "
+            "(the change came in "
+            f"one of them); {NO_CHANGE}: the same on every core shown."
+        ),
     ]
 
 
 def key_line(legend_link: str | None = None) -> str:
     """One line that reads a grid (a page's, above it): the symbols and marks, and where the legend is."""
-    line = (f"{SYMBOLS[HEALTHY]} healthy · {SYMBOLS[UNHEALTHY]} unhealthy · {SYMBOLS[INTERMITTENT_HEALTH]} "
-            f"intermittent · {FINDING_MARK} differs from the known verdicts · {UNJUDGED_MARK} nothing known")
+    line = (
+        f"{SYMBOLS[HEALTHY]} healthy · {SYMBOLS[UNHEALTHY]} unhealthy · {SYMBOLS[INTERMITTENT_HEALTH]} "
+        f"intermittent · {FINDING_MARK} differs from the known verdicts · {UNJUDGED_MARK} nothing known"
+    )
     return line + (f" ([legend]({legend_link}))" if legend_link else "")
 
 
@@ -200,8 +213,9 @@ def _footnotes(g: Grid) -> list[str]:
     notes = []
     if any((*r, v) not in g.cells and (*r, v) not in g.skipped for r in g.rows for v in g.cores):
         notes.append(f"{NEVER_RUN} never run: no cycle stored for that scenario on that core.")
-    for (name, control, version), why in sorted(g.skipped.items(), key=lambda kv: (_scenario_order(kv[0][0]),
-                                                                                  kv[0][1], version_key(kv[0][2]))):
+    for (name, control, version), why in sorted(
+        g.skipped.items(), key=lambda kv: (_scenario_order(kv[0][0]), kv[0][1], version_key(kv[0][2]))
+    ):
         notes.append(f"{SKIPPED} {row_label(name, control)} on {version}: skipped, {why}")
     notes += [f"{NOT_EXACT_MARK} {v}: {not_exact(v)}." for v in g.cores if not_exact(v)]
     return notes
@@ -211,11 +225,11 @@ def _footnotes(g: Grid) -> list[str]:
 class _Slot:
     """One cell of a grid as both renderings need it."""
 
-    md: str                 # its Markdown text (with the health's symbol)
-    html: str               # its text in HTML (the class shows the health)
-    link: str | None        # the id it links to
-    classes: str = ""       # its HTML classes
-    title: str = ""         # its HTML tooltip
+    md: str  # its Markdown text (with the health's symbol)
+    html: str  # its text in HTML (the class shows the health)
+    link: str | None  # the id it links to
+    classes: str = ""  # its HTML classes
+    title: str = ""  # its HTML tooltip
     # parts of its text that link elsewhere, each (text, id): "changed in" links each core it names to
     # that core's cell, the evidence of the change
     parts: tuple = ()
@@ -241,8 +255,9 @@ def _parts_md(s: _Slot) -> str:
 def _parts_html(s: _Slot) -> str:
     if not s.parts:
         return html.escape(s.html)
-    return "changed in " + ", ".join(html.escape(t) if to is None else f'<a href="#{to}">{html.escape(t)}</a>'
-                                      for t, to in s.parts)
+    return "changed in " + ", ".join(
+        html.escape(t) if to is None else f'<a href="#{to}">{html.escape(t)}</a>' for t, to in s.parts
+    )
 
 
 def _cell_anchor(c: Cell) -> str:
@@ -299,8 +314,12 @@ def descriptions_markdown(names, title: str | None = None) -> list[str]:
     """The scenarios' descriptions as a Markdown table (a bold ``title`` above it, if given), each
     row an anchor the grids' rows link to (``what_anchor``); a control is its scenario without the fault."""
     note = "A scenario's control is the same without the fault."
-    lines = [f"**{title}** ({note[0].lower()}{note[1:-1]})" if title else note, "",
-             "| scenario | what it does | upstream |", "| --- | --- | --- |"]
+    lines = [
+        f"**{title}** ({note[0].lower()}{note[1:-1]})" if title else note,
+        "",
+        "| scenario | what it does | upstream |",
+        "| --- | --- | --- |",
+    ]
     for name in sorted(dict.fromkeys(names), key=_scenario_order):
         lines.append(_md_row([f'<a id="{what_anchor(name)}"></a>{_md(name)}', _md(what(name)), _md(upstream(name))]))
     return [*lines, ""]
@@ -310,12 +329,17 @@ def figures_markdown(g: Grid, page: bool = False) -> list[str]:
     """A grid's figures as Markdown lines: a row per cell, its anchor the grid's link (a batched
     shape's with the batch sizes Triton formed, and their note). ``page``: in a page's fewer
     columns (``PAGE_FIGURES``), each row's id its ``page_anchor``."""
-    head = ([*PAGE_FIGURES[:2], BATCHES, *PAGE_FIGURES[2:]] if is_batched(g.shape) else PAGE_FIGURES) if page \
+    head = (
+        ([*PAGE_FIGURES[:2], BATCHES, *PAGE_FIGURES[2:]] if is_batched(g.shape) else PAGE_FIGURES)
+        if page
         else _figure_head(g)
+    )
     lines = [f"**Figures: {grid_title(g)}**", "", _md_row(head), "|" + " --- |" * len(head)]
     rows = _page_figure_rows(g) if page else [([aid], cols) for aid, cols in _figure_rows(g)]
     for ids, cols in rows:
-        lines.append(_md_row(["".join(f'<a id="{aid}"></a>' for aid in ids) + _md(cols[0]), *(_md(x) for x in cols[1:])]))
+        lines.append(
+            _md_row(["".join(f'<a id="{aid}"></a>' for aid in ids) + _md(cols[0]), *(_md(x) for x in cols[1:])])
+        )
     lines.append("")
     if is_batched(g.shape):
         lines += [BATCH_NOTE, ""]
@@ -330,7 +354,11 @@ def to_markdown(table: Conformance, level: int = 2) -> str:
     lines = [f"{h} Legend", "", *(line for text in legend() for line in (text, ""))]
     for g in table.grids:
         lines += [f"{h} {grid_title(g)}", "", *grid_markdown(g), *figures_markdown(g)]
-    lines += [f"{h} What each scenario does", "", *descriptions_markdown(name for g in table.grids for name, _ in g.rows)]
+    lines += [
+        f"{h} What each scenario does",
+        "",
+        *descriptions_markdown(name for g in table.grids for name, _ in g.rows),
+    ]
     if len({c.shape for c in table.cells}) > 1:
         lines.append(shape_moves_markdown(table.cells, level))
     return "\n".join(lines).rstrip() + "\n"
@@ -339,9 +367,13 @@ def to_markdown(table: Conformance, level: int = 2) -> str:
 def grid_page(g: Grid, legend_link: str | None = None) -> str:
     """One API and shape on a page of its own (below its title): the key to its marks, its grid
     and footnotes, what its rows do, its cells' figures."""
-    lines = [key_line(legend_link), "", *grid_markdown(g, page_anchor),
-             *descriptions_markdown((name for name, _ in g.rows), "What each row does"),
-             *figures_markdown(g, page=True)]
+    lines = [
+        key_line(legend_link),
+        "",
+        *grid_markdown(g, page_anchor),
+        *descriptions_markdown((name for name, _ in g.rows), "What each row does"),
+        *figures_markdown(g, page=True),
+    ]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -382,8 +414,11 @@ def to_html(table: Conformance, level: int = 3) -> str:
             out.append("<tr>" + "".join(tds) + "</tr>")
         out.append("</tbody></table>")
         out += [f'<p class="note">{html.escape(n)}</p>' for n in _footnotes(g)]
-        out.append(f'<table class="cf-figures"><caption>Figures: {_inline(grid_title(g))}</caption><thead><tr>'
-                   + "".join(f"<th>{html.escape(x)}</th>" for x in _figure_head(g)) + "</tr></thead><tbody>")
+        out.append(
+            f'<table class="cf-figures"><caption>Figures: {_inline(grid_title(g))}</caption><thead><tr>'
+            + "".join(f"<th>{html.escape(x)}</th>" for x in _figure_head(g))
+            + "</tr></thead><tbody>"
+        )
         for aid, cols in _figure_rows(g):
             out.append(f'<tr id="{aid}">' + "".join(f"<td>{html.escape(x)}</td>" for x in cols) + "</tr>")
         out.append("</tbody></table>")
@@ -399,15 +434,26 @@ def shape_moves_markdown(cell_list, level: int = 2) -> str:
     rows = shape_moves(cell_list)
     h = "#" * level
     moved = [r for r in rows if r["moved"]]
-    lines = [f"{h} Where the model shape moves a verdict", "",
-             f"Of {len(rows)} scenario cell(s) run in their default shape and in others on the same core and API, "
-             f"{len(moved)} gave other verdicts in some shape{':' if moved else '.'}", ""]
+    lines = [
+        f"{h} Where the model shape moves a verdict",
+        "",
+        (
+            f"Of {len(rows)} scenario cell(s) run in their default shape and in others on the same core and API, "
+            f"{len(moved)} gave other verdicts in some shape{':' if moved else '.'}"
+        ),
+        "",
+    ]
     if moved:
-        lines += ["| scenario | API | Triton | default shape: verdicts | moved in | held in |", "| --- | --- | --- | --- | --- | --- |"]
+        lines += [
+            "| scenario | API | Triton | default shape: verdicts | moved in | held in |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
         for r in moved:
-            lines.append(f"| {_md(row_label(r['scenario'], r['control']))} | {r['engine']} | {r['triton_version']} | "
-                         f"{r['default']}: {' / '.join(r['verdicts'])} | "
-                         + _md("; ".join(f"{sh}: {' / '.join(v)}" for sh, v in r["moved"].items()))
-                         + f" | {', '.join(r['same']) or '—'} |")
+            lines.append(
+                f"| {_md(row_label(r['scenario'], r['control']))} | {r['engine']} | {r['triton_version']} | "
+                f"{r['default']}: {' / '.join(r['verdicts'])} | "
+                + _md("; ".join(f"{sh}: {' / '.join(v)}" for sh, v in r["moved"].items()))
+                + f" | {', '.join(r['same']) or '—'} |"
+            )
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"

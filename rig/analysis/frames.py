@@ -101,14 +101,24 @@ def lifecycle(cycles: pd.DataFrame, by=None) -> pd.DataFrame:
         row.update(finalize_ok=ok, finalize_cycles=n, finalize_rate=rate, finalize_low=low, finalize_high=high)
         for what in ("start", "stop"):
             col = g[f"{what}_latency_s"]
-            row.update({f"{what}_p50_s": _quantile(col, 50), f"{what}_p95_s": _quantile(col, 95),
-                        f"{what}_max_s": _quantile(col, 100)})
+            row.update(
+                {
+                    f"{what}_p50_s": _quantile(col, 50),
+                    f"{what}_p95_s": _quantile(col, 95),
+                    f"{what}_max_s": _quantile(col, 100),
+                }
+            )
         row["stubs_killed_per_cycle"] = float(pd.to_numeric(g["stubs_killed"], errors="coerce").fillna(0).mean())
         row["shm_left_per_cycle"] = float(pd.to_numeric(g["shm_regions_leaked"], errors="coerce").fillna(0).mean())
         for col, name in (("worker_rss_bytes", "worker_rss"), ("stub_rss_bytes", "stub_rss")):
             s = rss_slope(g, col)
-            row.update({f"{name}_slope": s[0] if s else None, f"{name}_slope_low": s[1] if s else None,
-                        f"{name}_slope_high": s[2] if s else None})
+            row.update(
+                {
+                    f"{name}_slope": s[0] if s else None,
+                    f"{name}_slope_low": s[1] if s else None,
+                    f"{name}_slope_high": s[2] if s else None,
+                }
+            )
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -234,12 +244,21 @@ def streaming(windows: pd.DataFrame, by=None, store=None, max_merged: int | None
             merged = hdr.merge(found) if len(found) else None
             if merged is not None and merged.get_total_count():
                 pct = merged.get_percentile_to_value_dict([50, 99])
-                row.update({f"{name}_p50_us": float(pct[50]), f"{name}_p99_us": float(pct[99]),
-                            f"{name}_from": f"HDR, {len(found):,} windows"})
+                row.update(
+                    {
+                        f"{name}_p50_us": float(pct[50]),
+                        f"{name}_p99_us": float(pct[99]),
+                        f"{name}_from": f"HDR, {len(found):,} windows",
+                    }
+                )
             else:
-                row.update({f"{name}_p50_us": _quantile(part[f"{name}_p50_us"], 50),
-                            f"{name}_p99_us": _quantile(part[f"{name}_p99_us"], 50),
-                            f"{name}_from": "window medians" if part[f"{name}_p50_us"].notna().any() else "-"})
+                row.update(
+                    {
+                        f"{name}_p50_us": _quantile(part[f"{name}_p50_us"], 50),
+                        f"{name}_p99_us": _quantile(part[f"{name}_p99_us"], 50),
+                        f"{name}_from": "window medians" if part[f"{name}_p50_us"].notna().any() else "-",
+                    }
+                )
         responses = pd.to_numeric(part["responses"], errors="coerce").fillna(0)
         per = pd.to_numeric(part["responses_per_request"], errors="coerce")
         streamed = (responses / per).where(per > 0, pd.to_numeric(part["requests"], errors="coerce")).sum()
@@ -249,8 +268,9 @@ def streaming(windows: pd.DataFrame, by=None, store=None, max_merged: int | None
     return pd.DataFrame(rows)
 
 
-def performance(windows: pd.DataFrame, by=None, cycles: pd.DataFrame | None = None,
-                max_merged: int | None = None) -> pd.DataFrame:
+def performance(
+    windows: pd.DataFrame, by=None, cycles: pd.DataFrame | None = None, max_merged: int | None = None
+) -> pd.DataFrame:
     """Per group, point (mode, concurrency or rate) and tool (rig / perf_analyzer), over the
     measured windows (``measured_windows``): windows, requests, errors, the throughput median
     over windows with its bootstrap interval over independent units (``unit_values``; named
@@ -264,7 +284,7 @@ def performance(windows: pd.DataFrame, by=None, cycles: pd.DataFrame | None = No
     w = measured_windows(w)
     rows = []
     keys = [*by, *POINT, "tool"]
-    for key, g in (w.groupby(keys, dropna=False, sort=True) if len(w) else []):
+    for key, g in w.groupby(keys, dropna=False, sort=True) if len(w) else []:
         row = dict(zip(keys, key))
         row["point"] = point_label(row["mode"], row["concurrency"], row["rate"])
         tput = _values(g["throughput"])
@@ -273,9 +293,16 @@ def performance(windows: pd.DataFrame, by=None, cycles: pd.DataFrame | None = No
         _, low, high = stats.bootstrap_ci(units)
         if est is not None:
             low, high = min(low, est), max(high, est)
-        row.update(runs=g["run_id"].nunique(), windows=len(g), requests=int(g["requests"].sum()),
-                   errors=int(g["errors"].sum()), throughput=est, throughput_low=low,
-                   throughput_high=high, throughput_unit=f"{units.size} {unit}")
+        row.update(
+            runs=g["run_id"].nunique(),
+            windows=len(g),
+            requests=int(g["requests"].sum()),
+            errors=int(g["errors"].sum()),
+            throughput=est,
+            throughput_low=low,
+            throughput_high=high,
+            throughput_unit=f"{units.size} {unit}",
+        )
         hist = g["histogram"].dropna() if "histogram" in g else pd.Series(dtype=object)
         hist = latest(g.loc[hist.index], max_merged)["histogram"] if len(hist) else hist
         pct = stats.histogram_percentiles(hdr.merge(hist), PERCENTILES)
@@ -322,13 +349,34 @@ def _run_value(metric: str, c: pd.DataFrame, w: pd.DataFrame, point: dict | None
     return stats.histogram_percentiles(hdr.merge(w["histogram"]), PERCENTILES).get(metric)
 
 
-NIGHTLY_METRICS = ("finalize_success", "stop_p50", "stop_p95", "stop_max", "start_p50", "start_p95",
-                   "stubs_killed", "shm_regions_leaked", "worker_rss_slope", "stub_rss_slope",
-                   "throughput", "p50_us", "p90_us", "p99_us", "p999_us", "max_us")
+NIGHTLY_METRICS = (
+    "finalize_success",
+    "stop_p50",
+    "stop_p95",
+    "stop_max",
+    "start_p50",
+    "start_p95",
+    "stubs_killed",
+    "shm_regions_leaked",
+    "worker_rss_slope",
+    "stub_rss_slope",
+    "throughput",
+    "p50_us",
+    "p90_us",
+    "p99_us",
+    "p999_us",
+    "max_us",
+)
 
 
-def nightly(cycles: pd.DataFrame, windows: pd.DataFrame | None, metric: str, by=None,
-            point: dict | None = None, runs: pd.DataFrame | None = None) -> pd.DataFrame:
+def nightly(
+    cycles: pd.DataFrame,
+    windows: pd.DataFrame | None,
+    metric: str,
+    by=None,
+    point: dict | None = None,
+    runs: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """One value of ``metric`` per run, runs ordered by start time within each series (``by``:
     tag columns; default none, one series), with ``change`` True where stats.change_points
     says a new level starts. Metrics: NIGHTLY_METRICS (throughput and latencies from the
@@ -345,8 +393,7 @@ def nightly(cycles: pd.DataFrame, windows: pd.DataFrame | None, metric: str, by=
     for run_id, c in cycles.groupby("run_id", sort=False):
         row = {k: c[k].iloc[0] for k in by}
         w = per_run.get(run_id, windows.iloc[:0])
-        row.update(run_id=run_id, started_at=starts.get(run_id), cycles=len(c),
-                   value=_run_value(metric, c, w, point))
+        row.update(run_id=run_id, started_at=starts.get(run_id), cycles=len(c), value=_run_value(metric, c, w, point))
         rows.append(row)
     df = pd.DataFrame(rows, columns=[*by, "run_id", "started_at", "cycles", "value"])
     if not len(df):
@@ -354,7 +401,7 @@ def nightly(cycles: pd.DataFrame, windows: pd.DataFrame | None, metric: str, by=
     df = df.sort_values([*by, "started_at", "run_id"]).reset_index(drop=True)
     df["metric"] = metric
     df["change"] = False
-    for _, g in (df.groupby(by, dropna=False, sort=False) if by else [(None, df)]):
+    for _, g in df.groupby(by, dropna=False, sort=False) if by else [(None, df)]:
         vals = g["value"].dropna()
         for i in stats.change_points(vals.to_numpy(dtype=float)):
             df.loc[vals.index[i], "change"] = True

@@ -3,7 +3,8 @@ back from the stored cycles, the summary table (Markdown) and the matrix's exit 
 
 A row is a plain dict: ``runtime``, ``triton_version``, ``engine``, ``retain``, ``status`` (one of
 ``STATUSES``), ``reason`` (why a cell did not pass, or was skipped), ``run_id`` and the figures of
-``cell_figures`` (a soak's cell also the batch sizes Triton formed, ``batch_figures``); a scenario cell also ``expected`` (the lifecycle's and the load's verdicts) and
+``cell_figures`` (a soak's cell also the batch sizes Triton formed, ``batch_figures``); a scenario cell
+also ``expected`` (the lifecycle's and the load's verdicts) and
 ``growth`` (the growth verdict it gives: ``rig.parent.scenarios.Scenario.growth``, ``ok`` for a control).
 Pure functions: no Triton, no store access.
 """
@@ -63,14 +64,22 @@ def cell_figures(cycles) -> dict:
         if r.get("cleanup") and r["cleanup"] != "ok":
             cleanup[r["cleanup"]] = cleanup.get(r["cleanup"], 0) + 1
     verdicts = [(r["outcome"], r.get("load_outcome")) for r in rows]
-    return {"cycles": len(rows), "outcomes": outcomes, "load_outcomes": loads, "verdicts": verdicts,
-            "growth_outcomes": growths, "growths": [r.get("growth_outcome") for r in rows],
-            "finalize_before": sum(int(r.get("finalize_before_stop") or 0) for r in rows),
-            "finalize_expected": sum(int(r.get("finalize_expected") or 0) for r in rows),
-            "finalize_after": sum(int(r.get("finalize_after_stop") or 0) for r in rows),
-            "finalize_success": finalize_success(rows),
-            "stop_p50": statistics.median(lat) if lat else None, "stop_max": lat[-1] if lat else None,
-            "triton_version": ", ".join(versions) or None, "cleanup": cleanup}
+    return {
+        "cycles": len(rows),
+        "outcomes": outcomes,
+        "load_outcomes": loads,
+        "verdicts": verdicts,
+        "growth_outcomes": growths,
+        "growths": [r.get("growth_outcome") for r in rows],
+        "finalize_before": sum(int(r.get("finalize_before_stop") or 0) for r in rows),
+        "finalize_expected": sum(int(r.get("finalize_expected") or 0) for r in rows),
+        "finalize_after": sum(int(r.get("finalize_after_stop") or 0) for r in rows),
+        "finalize_success": finalize_success(rows),
+        "stop_p50": statistics.median(lat) if lat else None,
+        "stop_max": lat[-1] if lat else None,
+        "triton_version": ", ".join(versions) or None,
+        "cleanup": cleanup,
+    }
 
 
 def batch_figures(windows) -> dict:
@@ -103,14 +112,18 @@ def judge_scenario(row: dict) -> dict:
     growth = row.get("growth") or "ok"
     growths = list(row.get("growths") or [None] * len(got))
     growths += [None] * (len(got) - len(growths))
-    row["as_expected"] = None if want is None else sum(
-        holds(v, want) and growth_held(g, growth) for v, g in zip(got, growths))
+    row["as_expected"] = (
+        None if want is None else sum(holds(v, want) and growth_held(g, growth) for v, g in zip(got, growths))
+    )
     if row["status"] != "pass":
         return row
     if want is None:
-        row.update(status="unjudged", reason=f"nothing known for Triton {row.get('triton_version') or '?'} "
-                   f"through {row.get('engine')} in shape {row.get('shape') or 'unbatched'}: verdicts recorded, "
-                   "not judged")
+        row.update(
+            status="unjudged",
+            reason=f"nothing known for Triton {row.get('triton_version') or '?'} "
+            f"through {row.get('engine')} in shape {row.get('shape') or 'unbatched'}: verdicts recorded, "
+            "not judged",
+        )
     elif not got or row["as_expected"] < len(got):
         bad = []
         if any(not holds(v, want) for v in got):
@@ -180,8 +193,19 @@ def _status(row: dict, short: bool = False) -> str:
 
 def format_table(rows: list[dict]) -> str:
     """The matrix as a Markdown table (the same text on stdout and in the README)."""
-    head = ["runtime", "Triton", "engine", "retain", "outcomes", "load", "growth", "batches", "finalize before stop",
-            "stop p50 / max (s)", "status"]
+    head = [
+        "runtime",
+        "Triton",
+        "engine",
+        "retain",
+        "outcomes",
+        "load",
+        "growth",
+        "batches",
+        "finalize before stop",
+        "stop p50 / max (s)",
+        "status",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
         outcomes = ", ".join(f"{k} {v}" for k, v in sorted((r.get("outcomes") or {}).items())) or "-"
@@ -189,9 +213,19 @@ def format_table(rows: list[dict]) -> str:
             outcomes += " (cleanup " + ", ".join(f"{k} in {v}" for k, v in sorted(r["cleanup"].items())) + ")"
         stop = "-" if r.get("stop_p50") is None else f"{_secs(r['stop_p50'])} / {_secs(r.get('stop_max'))}"
         loads = ", ".join(f"{k} {v}" for k, v in sorted((r.get("load_outcomes") or {}).items())) or "-"
-        cells = [r["runtime"], r.get("triton_version") or "-", r.get("engine") or "-", r.get("retain") or "-",
-                 outcomes, loads, _tally(r.get("growth_outcomes")), _batches(r), _finalize(r), stop,
-                 _status(r, short=True)]
+        cells = [
+            r["runtime"],
+            r.get("triton_version") or "-",
+            r.get("engine") or "-",
+            r.get("retain") or "-",
+            outcomes,
+            loads,
+            _tally(r.get("growth_outcomes")),
+            _batches(r),
+            _finalize(r),
+            stop,
+            _status(r, short=True),
+        ]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
 
@@ -218,20 +252,43 @@ def format_scenarios(rows: list[dict]) -> str:
     """The scenario cells as a Markdown table: scenario (its control marked), runtime and Triton
     version, engine, the verdicts counted (lifecycle, load, growth), the batch sizes Triton formed,
     those expected there (the three), whether every cycle gave them."""
-    head = ["scenario", "shape", "runtime", "Triton", "engine", "outcomes", "load", "growth", "batches", "expected",
-            "as expected", "status"]
+    head = [
+        "scenario",
+        "shape",
+        "runtime",
+        "Triton",
+        "engine",
+        "outcomes",
+        "load",
+        "growth",
+        "batches",
+        "expected",
+        "as expected",
+        "status",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
         outcomes = ", ".join(f"{k} {v}" for k, v in sorted((r.get("outcomes") or {}).items())) or "-"
         loads = ", ".join(f"{k} {v}" for k, v in sorted((r.get("load_outcomes") or {}).items())) or "-"
         want = r.get("expected")
-        expected = "-" if r["status"] == "skipped" else " / ".join((*want, r.get("growth") or "ok")) if want \
-            else "not known"  # unjudged
+        expected = (
+            "-" if r["status"] == "skipped" else " / ".join((*want, r.get("growth") or "ok")) if want else "not known"
+        )  # unjudged
         name = r.get("scenario") or "-"
-        cells = [name + (" (control)" if r.get("control") else ""), r.get("shape") or "-", r["runtime"],
-                 r.get("triton_version") or "-",
-                 r.get("engine") or "-", outcomes, loads, _tally(r.get("growth_outcomes")), _batches(r), expected,
-                 _as_expected(r), _status(r, short=True)]
+        cells = [
+            name + (" (control)" if r.get("control") else ""),
+            r.get("shape") or "-",
+            r["runtime"],
+            r.get("triton_version") or "-",
+            r.get("engine") or "-",
+            outcomes,
+            loads,
+            _tally(r.get("growth_outcomes")),
+            _batches(r),
+            expected,
+            _as_expected(r),
+            _status(r, short=True),
+        ]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
 
@@ -240,10 +297,16 @@ def format_bench(rows: list[dict]) -> str:
     """Bench cells: one line per runtime and engine, its points side by side."""
     lines = ["| runtime | Triton | engine | points: infer/s (p99 us) | status |", "| --- | --- | --- | --- | --- |"]
     for r in rows:
-        pts = "; ".join(f"{p['point']:g}: {_num(p.get('throughput'))} ({_num(p.get('p99_us'))})"
-                        for p in r.get("points") or []) or "-"
-        lines.append(f"| {r['runtime']} | {r.get('triton_version') or '-'} | {r.get('engine') or '-'} | {pts} | "
-                     f"{_status(r, short=True)} |")
+        pts = (
+            "; ".join(
+                f"{p['point']:g}: {_num(p.get('throughput'))} ({_num(p.get('p99_us'))})" for p in r.get("points") or []
+            )
+            or "-"
+        )
+        lines.append(
+            f"| {r['runtime']} | {r.get('triton_version') or '-'} | {r.get('engine') or '-'} | {pts} | "
+            f"{_status(r, short=True)} |"
+        )
     return "\n".join(lines)
 
 

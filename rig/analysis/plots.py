@@ -28,8 +28,7 @@ def bench_points(windows: pd.DataFrame) -> pd.DataFrame:
     w["point"] = w["concurrency"].where(w["mode"] == "closed", w["rate"])
     repeats = []
     for (tool, point, _cycle), g in w.groupby(["tool", "point", "cycle"]):
-        repeats.append({"tool": tool, "point": point,
-                        **summarize(g.sort_values("window").to_dict("records"))})
+        repeats.append({"tool": tool, "point": point, **summarize(g.sort_values("window").to_dict("records"))})
     r = pd.DataFrame(repeats)
     out = r.groupby(["tool", "point"], as_index=False)[["throughput", "p50_us", "p99_us"]].median()
     return out.sort_values(["tool", "point"]).reset_index(drop=True)
@@ -113,7 +112,7 @@ class Pending:
     def result(self) -> bytes:
         try:
             return self.future.result(timeout=RENDER_TIMEOUT_S)
-        except Exception:  # the renderer died, hangs or could not take the data: draw it here
+        except Exception:  # the renderer died, hangs or could not take the data: draw it here  # noqa: BLE001
             stop_renderer()  # (a hung one is killed: the figures after this one fail fast)
             return _render(*self.recipe)
 
@@ -125,7 +124,7 @@ def submit(fn, *args):
         return None
     try:
         return _renderer.submit(fn, *args)
-    except Exception:
+    except Exception:  # noqa: BLE001
         return None
 
 
@@ -155,7 +154,7 @@ def start_renderer() -> bool:
     try:
         _renderer = ProcessPoolExecutor(1, mp_context=mp.get_context("fork"))
         _renderer.submit(int)  # forks now
-    except Exception:  # no processes to be had: figures render here
+    except Exception:  # no processes to be had: figures render here  # noqa: BLE001
         _renderer = None
     return _renderer is not None
 
@@ -181,7 +180,7 @@ def render(name: str, *args, **kwargs):
     if _renderer is not None:
         try:
             return Pending(_renderer.submit(_render, name, args, kwargs), name, args, kwargs)
-        except Exception:  # a broken renderer: draw here from now on
+        except Exception:  # a broken renderer: draw here from now on  # noqa: BLE001
             stop_renderer()
     return _render(name, args, kwargs)
 
@@ -291,8 +290,15 @@ def trend_figure(nightly: pd.DataFrame, metric: str, ylabel: str, changes: dict 
         ax.plot(x, g[metric], marker="o", ms=3, color=c, label=str(label))
         for d in (changes or {}).get(label, []):
             ax.axvline(pd.to_datetime(d), color=c, ls="--", lw=1.2)
-            ax.annotate(f"step {d}", (pd.to_datetime(d), ax.get_ylim()[1]), fontsize=7, color=c,
-                        rotation=90, va="top", ha="right")
+            ax.annotate(
+                f"step {d}",
+                (pd.to_datetime(d), ax.get_ylim()[1]),
+                fontsize=7,
+                color=c,
+                rotation=90,
+                va="top",
+                ha="right",
+            )
     ax.set(ylabel=ylabel, title=f"{ylabel} per night (dashed: change point)")
     fig.autofmt_xdate()
     ax.legend(fontsize=7)
@@ -312,23 +318,52 @@ def growth_figure(memory: pd.DataFrame, latency: pd.DataFrame, title: str = ""):
     for (cycle, label), g in memory.groupby(["cycle", "label"], sort=True):
         g = g.dropna(subset=["requests", "mib"]).sort_values("requests")
         if len(g):
-            a.plot(g["requests"], g["mib"], ls=styles[cycle], color=colours[label], marker=".", ms=3,
-                   label=f"{label} (cycle {cycle})" if len(cycles) > 1 else label)
+            a.plot(
+                g["requests"],
+                g["mib"],
+                ls=styles[cycle],
+                color=colours[label],
+                marker=".",
+                ms=3,
+                label=f"{label} (cycle {cycle})" if len(cycles) > 1 else label,
+            )
     a.set(xlabel="requests completed", ylabel="RSS, MiB", title="Memory per process")
     if a.get_legend_handles_labels()[0]:
         a.legend(fontsize=7)
-    for cycle, g in (latency.groupby("cycle", sort=True) if len(latency) else ()):
+    for cycle, g in latency.groupby("cycle", sort=True) if len(latency) else ():
         suffix = f" (cycle {cycle})" if len(cycles) > 1 else ""
-        b.plot(g["requests_done"], g["p50_us"] / 1000, ls=styles.get(cycle, "-"), color="C0", marker="o", ms=3,
-               label="p50" + suffix)
-        b.plot(g["requests_done"], g["p99_us"] / 1000, ls=styles.get(cycle, "-"), color="C3", marker="x", ms=3,
-               label="p99" + suffix)
+        b.plot(
+            g["requests_done"],
+            g["p50_us"] / 1000,
+            ls=styles.get(cycle, "-"),
+            color="C0",
+            marker="o",
+            ms=3,
+            label="p50" + suffix,
+        )
+        b.plot(
+            g["requests_done"],
+            g["p99_us"] / 1000,
+            ls=styles.get(cycle, "-"),
+            color="C3",
+            marker="x",
+            ms=3,
+            label="p99" + suffix,
+        )
     if len(latency):
         b.set_ylim(bottom=0)
         b.legend(fontsize=7)
     else:
-        b.text(0.5, 0.5, "no windows stored for these cycles\n(a fixed count of requests, no workload)",
-               ha="center", va="center", transform=b.transAxes, fontsize=9, color="0.4")
+        b.text(
+            0.5,
+            0.5,
+            "no windows stored for these cycles\n(a fixed count of requests, no workload)",
+            ha="center",
+            va="center",
+            transform=b.transAxes,
+            fontsize=9,
+            color="0.4",
+        )
     b.set(xlabel="requests completed", ylabel="latency (ms)", title="Latency over the load (windows)")
     if title:
         fig.suptitle(title, fontsize=10)

@@ -24,8 +24,9 @@ def releases(present=()) -> list[str]:
     from rig.build.releases import RELEASES
     from rig.contract import ngc
 
-    return sorted({*(r.triton_version for r in ngc.RELEASES), *RELEASES, *ngc.PYTRITON_CORE.values(), *present},
-                  key=version_key)
+    return sorted(
+        {*(r.triton_version for r in ngc.RELEASES), *RELEASES, *ngc.PYTRITON_CORE.values(), *present}, key=version_key
+    )
 
 
 def between(a: str, b: str, present=()) -> list[str]:

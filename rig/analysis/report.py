@@ -33,19 +33,63 @@ from rig.contract.rows import CycleRow
 from rig.parent.config import RunConfig
 
 DIMS = ("triton_version", "engine", "model", "retain", "stop_strategy", "restart")
-WINDOW_COLUMNS = ["run_id", "cycle", "window", "engine", "model", "tool", "mode", "concurrency", "rate",
-                  "requests", "throughput", "p50_us", "p99_us", "triton_version", "date",
-                  "first_p50_us", "first_p99_us", "gap_p50_us", "gap_p99_us", "responses",
-                  "responses_per_request"]  # what the sections read
+WINDOW_COLUMNS = [
+    "run_id",
+    "cycle",
+    "window",
+    "engine",
+    "model",
+    "tool",
+    "mode",
+    "concurrency",
+    "rate",
+    "requests",
+    "throughput",
+    "p50_us",
+    "p99_us",
+    "triton_version",
+    "date",
+    "first_p50_us",
+    "first_p99_us",
+    "gap_p50_us",
+    "gap_p99_us",
+    "responses",
+    "responses_per_request",
+]  # what the sections read
 WINDOW_COLUMNS += report_server.COLUMNS  # where the time goes (schema 14)
-CYCLE_COLUMNS = ["run_id", "cycle", "engine", "model", "retain", "outcome", "load_outcome", "restart", "stop_strategy",
-                 "start_latency_s", "stop_latency_s", "finalize_expected", "finalize_before_stop", "stubs_killed",
-                 "shm_regions_leaked", "throughput", "worker_rss_bytes", "stub_rss_bytes", "triton_version", "date",
-                 "scenario", "control", "finalize_after_stop"]
+CYCLE_COLUMNS = [
+    "run_id",
+    "cycle",
+    "engine",
+    "model",
+    "retain",
+    "outcome",
+    "load_outcome",
+    "restart",
+    "stop_strategy",
+    "start_latency_s",
+    "stop_latency_s",
+    "finalize_expected",
+    "finalize_before_stop",
+    "stubs_killed",
+    "shm_regions_leaked",
+    "throughput",
+    "worker_rss_bytes",
+    "stub_rss_bytes",
+    "triton_version",
+    "date",
+    "scenario",
+    "control",
+    "finalize_after_stop",
+]
 CYCLE_COLUMNS += [c for c in report_scenarios.COLUMNS if c not in CYCLE_COLUMNS]  # the scenario tables'
 CYCLE_COLUMNS += [c for c in report_growth.COLUMNS if c not in CYCLE_COLUMNS]  # growth and slowdown
-CYCLE_COLUMNS += [c for c in conformance.COLUMNS if c not in CYCLE_COLUMNS  # the conformance grid's (shape: schema 12)
-                  and c in {f.name for f in dataclasses.fields(CycleRow)}]
+CYCLE_COLUMNS += [
+    c
+    for c in conformance.COLUMNS
+    if c not in CYCLE_COLUMNS  # the conformance grid's (shape: schema 12)
+    and c in {f.name for f in dataclasses.fields(CycleRow)}
+]
 TABLES = ("runs", "cycles", "windows")
 DEFAULTS = {k: getattr(RunConfig, k) for k in ("retain", "stop_strategy", "restart")}  # the rig's own defaults
 
@@ -55,8 +99,8 @@ class Data:
     root: str
     runs: pd.DataFrame
     cycles: pd.DataFrame
-    windows: pd.DataFrame          # without the histogram column
-    filters: tuple = ()            # pyarrow expressions the windows were read under
+    windows: pd.DataFrame  # without the histogram column
+    filters: tuple = ()  # pyarrow expressions the windows were read under
 
 
 def load(root: str, where_keys=()) -> Data:
@@ -93,15 +137,17 @@ def load(root: str, where_keys=()) -> Data:
             cycles = pending.result()
         except RigError:
             raise
-        except Exception:  # the renderer could not: read them here
+        except Exception:  # the renderer could not: read them here  # noqa: BLE001
             cycles = None
     if cycles is None:
         cycles = store.read("cycles", columns=cycle_columns)
     if failed is not None:
         raise failed
     if cycles.empty and windows.empty:
-        raise RigError(f"{redact(str(root))} holds no cycles or windows yet; run rig soak or rig bench "
-                       f"with --results {redact(str(root))}")
+        raise RigError(
+            f"{redact(str(root))} holds no cycles or windows yet; run rig soak or rig bench "
+            f"with --results {redact(str(root))}"
+        )
     return Data(str(root), runs, cycles, windows)
 
 
@@ -160,8 +206,9 @@ def _tag_windows(data: Data, vary=None) -> pd.DataFrame:
     tags = [d for d in ("retain", "stop_strategy", "restart") if d in data.cycles and (vary is None or d in vary)]
     if not tags:
         return data.windows
-    w = data.windows.merge(data.cycles[["run_id", "cycle"] + tags].drop_duplicates(["run_id", "cycle"]),
-                           on=["run_id", "cycle"], how="left")
+    w = data.windows.merge(
+        data.cycles[["run_id", "cycle"] + tags].drop_duplicates(["run_id", "cycle"]), on=["run_id", "cycle"], how="left"
+    )
     for d in tags:
         w[d] = w[d].astype("string").fillna("-")
     return w
@@ -185,25 +232,33 @@ def plan(data: Data, baseline: str | None) -> dict:
         if axis is None or baseline not in values:
             if axis in (None, "triton_version") or baseline in versions or baseline[:1].isdigit():
                 if baseline not in versions:
-                    raise RigError(f"--baseline {baseline}: no Triton version {baseline} in {redact(data.root)} "
-                                   f"(present: {', '.join(versions) or 'none'})")
-                raise RigError(f"--baseline {baseline}: only one Triton version here; the runs differ by "
-                               f"{axis}: pass one of {', '.join(values)}")
+                    raise RigError(
+                        f"--baseline {baseline}: no Triton version {baseline} in {redact(data.root)} "
+                        f"(present: {', '.join(versions) or 'none'})"
+                    )
+                raise RigError(
+                    f"--baseline {baseline}: only one Triton version here; the runs differ by "
+                    f"{axis}: pass one of {', '.join(values)}"
+                )
             raise RigError(f"--baseline {baseline}: not a value of {axis} here (present: {', '.join(values)})")
         base, why = baseline, "as asked"
     elif axis in DEFAULTS and DEFAULTS[axis] in values:
         base, why = DEFAULTS[axis], "the rig's default"
     elif axis:
         base = values[0]
-        why = "the oldest version" if axis == "triton_version" else ("the earliest run" if axis == "run_id"
-                                                                    else "the first in order")
+        why = (
+            "the oldest version"
+            if axis == "triton_version"
+            else ("the earliest run" if axis == "run_id" else "the first in order")
+        )
     else:
         base, why = None, ""
     return {"vary": vary, "axis": axis, "baseline": base, "why": why, "values": values, "seen": seen}
 
 
-def build(data: Data, baseline: str | None = None, max_histograms: int = 8,
-          upgrade: dict | None = None) -> tuple[str, str]:
+def build(
+    data: Data, baseline: str | None = None, max_histograms: int = 8, upgrade: dict | None = None
+) -> tuple[str, str]:
     """The Markdown summary and the HTML page of ``data``; ``upgrade``: the upgrade question's
     arguments (``conformance_diff.upgrade``: source, target, ...) where asked."""
     pl = plan(data, baseline)
@@ -213,11 +268,14 @@ def build(data: Data, baseline: str | None = None, max_histograms: int = 8,
     windows = windows.assign(_run=pd.factorize(windows["run_id"])[0])  # run ids as integers, factorized once
     gkeys = vary or []
     title = f"rig report: {redact(data.root)}"  # a URI's credentials never go into the page
-    summary = [f"{len(pl['seen']['run_id']):,} run(s), {len(cycles):,} cycle(s), {len(windows):,} window(s); Triton "
-               + ", ".join(sorted(pl["seen"]["triton_version"], key=_version_key))]
+    summary = [
+        f"{len(pl['seen']['run_id']):,} run(s), {len(cycles):,} cycle(s), {len(windows):,} window(s); Triton "
+        + ", ".join(sorted(pl["seen"]["triton_version"], key=_version_key))
+    ]
     if axis:
-        summary.append(f"Compared by {axis}; baseline {axis}={base} ({pl['why']}); groups differ by "
-                       f"{', '.join(gkeys)}.")
+        summary.append(
+            f"Compared by {axis}; baseline {axis}={base} ({pl['why']}); groups differ by {', '.join(gkeys)}."
+        )
     else:
         summary.append("One group: nothing varies here to compare.")
     sections = []
@@ -255,8 +313,11 @@ def conformance_section(cycles: pd.DataFrame, windows: pd.DataFrame | None = Non
     counts = ", ".join(f"{n} {j}" for j, n in table.counts.items())
     return rh.Section("Conformance").add(
         f"Each scenario's verdicts per core, API and model shape against the known ones: {counts}.",
-        rh.Html(conformance_text.to_html(table),
-                markdown="The grid is in the HTML page; `rig report --conformance RESULTS` prints it here."))
+        rh.Html(
+            conformance_text.to_html(table),
+            markdown="The grid is in the HTML page; `rig report --conformance RESULTS` prints it here.",
+        ),
+    )
 
 
 def upgrade_section(cycles: pd.DataFrame, root: str, asked: dict | None = None) -> rh.Section | None:
@@ -272,6 +333,10 @@ def upgrade_section(cycles: pd.DataFrame, root: str, asked: dict | None = None) 
     first, *per = conformance_diff_text.header(u)
     said = "\n".join([first, "", *(f"- {x}" for x in per)])
     if any(a.rows or a.only_before or a.only_after for a in u.apis):
-        said += (f"\n\nThe cells are in the HTML page; `rig report --conformance {redact(root)} --from {u.source} "
-                 f"--to {u.target}` prints them here.")
-    return rh.Section(conformance_diff_text.section_title(u)).add(rh.Html(conformance_diff_text.to_html(u), markdown=said))
+        said += (
+            f"\n\nThe cells are in the HTML page; `rig report --conformance {redact(root)} --from {u.source} "
+            f"--to {u.target}` prints them here."
+        )
+    return rh.Section(conformance_diff_text.section_title(u)).add(
+        rh.Html(conformance_diff_text.to_html(u), markdown=said)
+    )

@@ -49,10 +49,21 @@ def _test_rows(b: pd.DataFrame, o: pd.DataFrame, bm: dict, om: dict) -> list[dic
         oe, ook = _finalized(o)
         if be.sum() and oe.sum():
             rb, ro = bok.sum() / be.sum(), ook.sum() / oe.sum()
-            rows.append({"metric": "finalize success", "baseline": _pct(rb), "other": _pct(ro),
-                         "change": f"{100 * (ro - rb):+.0f} points", "estimate": 100 * (ro - rb), "lo": np.nan,
-                         "hi": np.nan, "p": stats.fisher(int(ook.sum()), int(oe.sum()), int(bok.sum()), int(be.sum()),
-                                                       alternative="two-sided"), "sign": np.sign(ro - rb)})
+            rows.append(
+                {
+                    "metric": "finalize success",
+                    "baseline": _pct(rb),
+                    "other": _pct(ro),
+                    "change": f"{100 * (ro - rb):+.0f} points",
+                    "estimate": 100 * (ro - rb),
+                    "lo": np.nan,
+                    "hi": np.nan,
+                    "p": stats.fisher(
+                        int(ook.sum()), int(oe.sum()), int(bok.sum()), int(be.sum()), alternative="two-sided"
+                    ),
+                    "sign": np.sign(ro - rb),
+                }
+            )
     for name, (a, unit) in bm.items():
         if name in om and (unit != "s" or (len(b) and len(o))):
             rows.append(_num_row(name, *frames.paired_units(a, om[name][0])[:2], unit))
@@ -65,9 +76,17 @@ def _num_row(name, a, b, unit):
         return None
     cmp = stats.compare(a, b)
     est, lo, hi = stats.ratio_ci(a, b)
-    return {"metric": name, "baseline": f"{cell(cmp['a_median'])} {unit}", "other": f"{cell(cmp['b_median'])} {unit}",
-            "change": "-" if pd.isna(est) else f"{100 * est:+.1f} %", "estimate": 100 * est, "lo": 100 * lo,
-            "hi": 100 * hi, "p": cmp["p_value"], "sign": np.sign(cmp["diff"] or 0)}
+    return {
+        "metric": name,
+        "baseline": f"{cell(cmp['a_median'])} {unit}",
+        "other": f"{cell(cmp['b_median'])} {unit}",
+        "change": "-" if pd.isna(est) else f"{100 * est:+.1f} %",
+        "estimate": 100 * est,
+        "lo": 100 * lo,
+        "hi": 100 * hi,
+        "p": cmp["p_value"],
+        "sign": np.sign(cmp["diff"] or 0),
+    }
 
 
 def differences_section(cycles, pts: dict, keys, axis, base) -> Section:
@@ -77,7 +96,7 @@ def differences_section(cycles, pts: dict, keys, axis, base) -> Section:
     by_side: dict = {}  # (axis value, rest values) -> the points of that side (keys are [axis, *rest])
     for g, name in enumerate(pts["names"]):
         if pd.notna(name[-1]) and pd.notna(name[0]):
-            by_side.setdefault((str(name[0]), tuple(name[1:len(keys)])), []).append(g)
+            by_side.setdefault((str(name[0]), tuple(name[1 : len(keys)])), []).append(g)
     c_all = cycles.assign(_axis=cycles[axis].astype("string"))
     rows = []
     for rk, c_rest in _groups(c_all, rest):
@@ -109,23 +128,42 @@ def differences_section(cycles, pts: dict, keys, axis, base) -> Section:
     material = t.estimate.abs().ge(floor) | t.metric.eq("finalize success")
     t["significant"] = t["p adj"].lt(ALPHA) & material
     t["direction"] = np.where(t.sign > 0, "higher", np.where(t.sign < 0, "lower", "same"))
-    heads = [f"{axis}={r[axis]}{' (' + r['scope'] + ')' if r['scope'] else ''} vs {base}: {r['metric']} "
-             f"{r['direction']} ({r['baseline']} → {r['other']}, {r['change']}, p={r['p']:.2g})"
-             for r in t[t.significant].to_dict("records")]
+    heads = [
+        f"{axis}={r[axis]}{' (' + r['scope'] + ')' if r['scope'] else ''} vs {base}: {r['metric']} "
+        f"{r['direction']} ({r['baseline']} → {r['other']}, {r['change']}, p={r['p']:.2g})"
+        for r in t[t.significant].to_dict("records")
+    ]
     if not heads:
-        heads = [f"No significant difference from {axis}={base} ({int(tested.sum())} tests, "
-                 f"Benjamini-Hochberg at {ALPHA:.0%}, changes of {MIN_EFFECT_PCT:g} % or more)."]
+        heads = [
+            (
+                f"No significant difference from {axis}={base} ({int(tested.sum())} tests, "
+                f"Benjamini-Hochberg at {ALPHA:.0%}, changes of {MIN_EFFECT_PCT:g} % or more)."
+            )
+        ]
     sec.headlines = heads
-    cols = [axis] + (["scope"] if rest else []) + ["metric", "baseline", "other", "change", "direction", "p",
-                                                      "p adj", "significant"]
-    sec.add(*heads, Table(t[cols], f"Each {axis} against {axis}={base} (medians and Mann-Whitney U over cycles, "
-                          f"over runs' medians where both sides have over {frames.MAX_UNITS:,} cycles, over windows for a "
-                          f"point measured in under 3 cycles; Fisher's exact test for finalize; BH-adjusted p; "
-                          f"significant: p adj < {ALPHA:g} and a change of {MIN_EFFECT_PCT:g} % or more; for "
-                          f"throughput, latency and start latency with one run a side, {MIN_EFFECT_ONE_RUN_PCT:g} % or more, since "
-                          f"the cycles of one run share its machine's state)"))
+    cols = (
+        [axis]
+        + (["scope"] if rest else [])
+        + ["metric", "baseline", "other", "change", "direction", "p", "p adj", "significant"]
+    )
+    sec.add(
+        *heads,
+        Table(
+            t[cols],
+            f"Each {axis} against {axis}={base} (medians and Mann-Whitney U over cycles, "
+            f"over runs' medians where both sides have over {frames.MAX_UNITS:,} cycles, over windows for a "
+            f"point measured in under 3 cycles; Fisher's exact test for finalize; BH-adjusted p; "
+            f"significant: p adj < {ALPHA:g} and a change of {MIN_EFFECT_PCT:g} % or more; for "
+            f"throughput, latency and start latency with one run a side, {MIN_EFFECT_ONE_RUN_PCT:g} % or more, since "
+            f"the cycles of one run share its machine's state)",
+        ),
+    )
     fig_rows = t[t.estimate.notna()].head(30).assign(label=lambda d: d[axis] + " " + d.metric)
     if len(fig_rows):
-        sec.add(Figure(plots.render("comparison_figure", fig_rows, f"Change from {axis}={base} (95 % interval)"),
-                       "Differences from the baseline with intervals; significant in red"))
+        sec.add(
+            Figure(
+                plots.render("comparison_figure", fig_rows, f"Change from {axis}={base} (95 % interval)"),
+                "Differences from the baseline with intervals; significant in red",
+            )
+        )
     return sec

@@ -24,15 +24,34 @@ from rig.common import trends
 
 TITLE = "Growth and slowdown"
 # The cycles' columns the section reads (rig.analysis.report reads them beside its own).
-COLUMNS = ["run_id", "cycle", "started_at", "growth_outcome", "memory_samples", "worker_growth_per_1k_b",
-           "worker_growth_low_b", "worker_growth_high_b", "stub_growth_per_1k_b", "stub_growth_low_b",
-           "stub_growth_high_b", "stub_growth_model", "gpu_growth_per_1k_b", "growth_requests", "growth_by_process",
-           "slowdown_pct", "slowdown_low_pct", "workload_s", "throughput"]
+COLUMNS = [
+    "run_id",
+    "cycle",
+    "started_at",
+    "growth_outcome",
+    "memory_samples",
+    "worker_growth_per_1k_b",
+    "worker_growth_low_b",
+    "worker_growth_high_b",
+    "stub_growth_per_1k_b",
+    "stub_growth_low_b",
+    "stub_growth_high_b",
+    "stub_growth_model",
+    "gpu_growth_per_1k_b",
+    "growth_requests",
+    "growth_by_process",
+    "slowdown_pct",
+    "slowdown_low_pct",
+    "workload_s",
+    "throughput",
+]
 MEMORY_COLUMNS = ["run_id", "cycle", "sample", "requests", "process", "model", "instance", "rss_bytes"]
-MAX_RUNS_PLOTTED = 6   # the latest runs with memory samples
-ALL_CYCLES_UNDER = 3   # a run of this many cycles or fewer has every cycle plotted
-NOTHING = ("Nothing to show: no cycle here recorded a growth verdict (stores before schema 11 have no memory "
-           "samples; a soak samples each process's memory through its load unless told not to).")
+MAX_RUNS_PLOTTED = 6  # the latest runs with memory samples
+ALL_CYCLES_UNDER = 3  # a run of this many cycles or fewer has every cycle plotted
+NOTHING = (
+    "Nothing to show: no cycle here recorded a growth verdict (stores before schema 11 have no memory "
+    "samples; a soak samples each process's memory through its load unless told not to)."
+)
 
 
 def _num(df: pd.DataFrame, col: str) -> pd.Series:
@@ -115,19 +134,34 @@ def run_rows(cycles: pd.DataFrame, windows: pd.DataFrame) -> tuple[pd.DataFrame,
         top = stubs["per_1k"].idxmax() if len(stubs) and stubs["per_1k"].notna().any() else None
         trend = run_trend(g, p50[p50["run_id"] == run])
         slow = _num(g, "slowdown_pct")
-        runs.append({
-            "run": run, "cycles": len(g), "growth": _counts(g["growth_outcome"]),
-            "worker KB/1k req": _kb(med.loc["worker", "per_1k"]) if "worker" in med.index else None,
-            "stubs KB/1k req": _kb(stubs.loc[top, "per_1k"]) if top else None,
-            "stub model": top[len("stub "):] if top else None,
-            "slowdown within a load %": float(slow.median()) if slow.notna().any() else None,
-            "across cycles: throughput %": trend.get("throughput_change_pct"),
-            "p50 %": trend.get("p50_change_pct"), "slowdown %": trend.get("slowdown_pct"),
-            "at least %": trend.get("slowdown_low_pct"), "% per min of load": trend.get("pct_per_min")})
+        runs.append(
+            {
+                "run": run,
+                "cycles": len(g),
+                "growth": _counts(g["growth_outcome"]),
+                "worker KB/1k req": _kb(med.loc["worker", "per_1k"]) if "worker" in med.index else None,
+                "stubs KB/1k req": _kb(stubs.loc[top, "per_1k"]) if top else None,
+                "stub model": top[len("stub ") :] if top else None,
+                "slowdown within a load %": float(slow.median()) if slow.notna().any() else None,
+                "across cycles: throughput %": trend.get("throughput_change_pct"),
+                "p50 %": trend.get("p50_change_pct"),
+                "slowdown %": trend.get("slowdown_pct"),
+                "at least %": trend.get("slowdown_low_pct"),
+                "% per min of load": trend.get("pct_per_min"),
+            }
+        )
         for process, m in med.iterrows():
             n = int(pr.loc[pr["process"] == process, "per_1k"].notna().sum())
-            kinds.append({"run": run, "process": process, "cycles": n, "KB/1k req (median)": _kb(m["per_1k"]),
-                          "low": _kb(m["low"]), "high": _kb(m["high"])})
+            kinds.append(
+                {
+                    "run": run,
+                    "process": process,
+                    "cycles": n,
+                    "KB/1k req (median)": _kb(m["per_1k"]),
+                    "low": _kb(m["low"]),
+                    "high": _kb(m["high"]),
+                }
+            )
     return pd.DataFrame(runs), pd.DataFrame(kinds)
 
 
@@ -161,9 +195,14 @@ def with_labels(m: pd.DataFrame) -> pd.DataFrame:
     m = m.copy()
     value = _num(m, "rss_bytes")
     m["mib"] = value / 2**20
-    m["label"] = ["worker" if p == "worker" else f"stub {mod}/{inst}"
-                  for p, mod, inst in zip(m["process"], m.get("model", pd.Series(index=m.index, dtype=object)),
-                                          m.get("instance", pd.Series(index=m.index, dtype=object)))]
+    m["label"] = [
+        "worker" if p == "worker" else f"stub {mod}/{inst}"
+        for p, mod, inst in zip(
+            m["process"],
+            m.get("model", pd.Series(index=m.index, dtype=object)),
+            m.get("instance", pd.Series(index=m.index, dtype=object)),
+        )
+    ]
     return m
 
 
@@ -188,14 +227,22 @@ def growth_section(root: str, cycles: pd.DataFrame, windows: pd.DataFrame) -> Se
     if "growth_outcome" not in cycles or not cycles["growth_outcome"].notna().any():
         return sec.add(NOTHING)
     runs, kinds = run_rows(cycles, windows)
-    sec.add(Table(runs, "Per run: the growth verdicts counted; the worker's and the stubs' (the model that grew "
-                        "most) median growth per 1,000 requests, KB (Theil-Sen over each cycle's load, the warm-up "
-                        "left out); the median slowdown within a cycle's load (the end against the start: p50's rise "
-                        "or throughput's fall); across the run's cycles, the Theil-Sen change of throughput and "
-                        "median p50 from the first cycle to the last against the load run so far, the slowdown it "
-                        "reads with its interval's lower bound, and per minute of load (- under 4 cycles)"),
-            Table(kinds, "Per run and process kind: the median growth per 1,000 requests, KB, and the medians of "
-                         "its 95 % intervals' bounds"))
+    sec.add(
+        Table(
+            runs,
+            "Per run: the growth verdicts counted; the worker's and the stubs' (the model that grew "
+            "most) median growth per 1,000 requests, KB (Theil-Sen over each cycle's load, the warm-up "
+            "left out); the median slowdown within a cycle's load (the end against the start: p50's rise "
+            "or throughput's fall); across the run's cycles, the Theil-Sen change of throughput and "
+            "median p50 from the first cycle to the last against the load run so far, the slowdown it "
+            "reads with its interval's lower bound, and per minute of load (- under 4 cycles)",
+        ),
+        Table(
+            kinds,
+            "Per run and process kind: the median growth per 1,000 requests, KB, and the medians of "
+            "its 95 % intervals' bounds",
+        ),
+    )
     shown = 0
     for run, g in cycles[cycles["growth_outcome"].notna()].groupby("run_id", sort=False):
         if shown >= MAX_RUNS_PLOTTED:
@@ -208,9 +255,13 @@ def growth_section(root: str, cycles: pd.DataFrame, windows: pd.DataFrame) -> Se
         lat = latency(windows, str(run), picked)
         shown += 1
         which = ", ".join(str(c) for c in picked)
-        sec.add(Figure(plots.render("growth_figure", mem, lat, f"run {run}, cycle(s) {which}"),
-                       f"Run {run}, cycle(s) {which}: each process's memory (RSS) against the requests "
-                       "completed in its cycle, and the windows' p50 and p99 against them"))
+        sec.add(
+            Figure(
+                plots.render("growth_figure", mem, lat, f"run {run}, cycle(s) {which}"),
+                f"Run {run}, cycle(s) {which}: each process's memory (RSS) against the requests "
+                "completed in its cycle, and the windows' p50 and p99 against them",
+            )
+        )
     if not shown:
         sec.add("No memory samples stored for these runs (the memory table is empty or absent): no figure.")
     return sec

@@ -33,7 +33,7 @@ class Table:
 
 @dataclasses.dataclass
 class Html:
-    html: str           # a fragment for the page, as it is (the caller escaped it)
+    html: str  # a fragment for the page, as it is (the caller escaped it)
     markdown: str = ""  # what the Markdown summary shows in its place (empty: nothing)
 
 
@@ -96,19 +96,24 @@ def markdown(title: str, summary: list[str], sections: list[Section]) -> str:
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d2329;background:#f6f7f9}
 main{max-width:1180px;margin:0 auto;padding:18px 28px 48px}
-h1{font-size:22px;margin:8px 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #d6dae0;padding-bottom:4px}
+h1{font-size:22px;margin:8px 0 4px}
+h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #d6dae0;padding-bottom:4px}
 p.sum{margin:2px 0;color:#39424c}nav a{margin-right:14px;color:#2a5db0}
 table{border-collapse:collapse;margin:6px 0 14px;background:#fff;font-size:12.5px;font-variant-numeric:tabular-nums}
 th,td{border:1px solid #dde1e6;padding:3px 8px;text-align:right}th{background:#eef1f5;text-align:center}
-td:first-child,th:first-child{text-align:left}caption{caption-side:top;text-align:left;font-weight:600;padding:4px 0}
-tr.flag td{background:#fdecea}figure{margin:8px 0 18px;background:#fff;padding:8px;border:1px solid #dde1e6;display:inline-block}
+td:first-child,th:first-child{text-align:left}
+caption{caption-side:top;text-align:left;font-weight:600;padding:4px 0}
+tr.flag td{background:#fdecea}
+figure{margin:8px 0 18px;background:#fff;padding:8px;border:1px solid #dde1e6;display:inline-block}
 img{max-width:100%;height:auto;display:block}figcaption{font-size:12px;color:#5b6570}
 .note{color:#5b6570;font-size:12.5px}
 h3{font-size:15px;margin:18px 0 6px}.conformance td a{color:inherit;text-decoration:none}
 .cf-grid td{text-align:left;min-width:7em;max-width:10em;vertical-align:top}
-.cf-grid th.cf-row{background:#fff;font-weight:600;white-space:nowrap;vertical-align:top;position:sticky;left:0;z-index:1}
+.cf-grid th.cf-row{background:#fff;font-weight:600;white-space:nowrap;vertical-align:top;
+position:sticky;left:0;z-index:1}
 .cf-grid thead th:first-child{position:sticky;left:0;z-index:2}
-.cf-grid td.cf-healthy,.cf-key.cf-healthy{background:#dcf1de}.cf-grid td.cf-unhealthy,.cf-key.cf-unhealthy{background:#f9d9d5}
+.cf-grid td.cf-healthy,.cf-key.cf-healthy{background:#dcf1de}
+.cf-grid td.cf-unhealthy,.cf-key.cf-unhealthy{background:#f9d9d5}
 .cf-grid td.cf-intermittent,.cf-key.cf-intermittent{background:#fbeeb8}
 .cf-grid td.cf-finding{box-shadow:inset 0 0 0 2px #b3261e;font-weight:600}.cf-grid td.cf-unjudged{font-style:italic}
 .cf-grid td.never-run,.cf-grid td.skipped{color:#8a939c}
@@ -133,8 +138,10 @@ def _html_table(t: Table) -> str:
 
 def _html_figure(f: Figure) -> str:
     data = base64.b64encode(f.png if isinstance(f.png, bytes) else f.png.result()).decode("ascii")
-    return (f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(f.alt)}">'
-            f"<figcaption>{html.escape(f.alt)}</figcaption></figure>")
+    return (
+        f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(f.alt)}">'
+        f"<figcaption>{html.escape(f.alt)}</figcaption></figure>"
+    )
 
 
 def page(title: str, summary: list[str], sections: list[Section]) -> str:
@@ -155,7 +162,10 @@ def page(title: str, summary: list[str], sections: list[Section]) -> str:
             elif isinstance(b, Html):
                 parts.append(b.html)
         parts.append("</section>")
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>{html.escape(title)}</title>"
-            f"<link rel=\"icon\" href=\"data:,\"><style>{_CSS}</style></head><body><main>\n"
-            + "\n".join(parts) + "\n</main></body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width,initial-scale=1"><title>{html.escape(title)}</title>'
+        f'<link rel="icon" href="data:,"><style>{_CSS}</style></head><body><main>\n'
+        + "\n".join(parts)
+        + "\n</main></body></html>\n"
+    )

@@ -50,32 +50,63 @@ def _finalized(c: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
 def lifecycle_section(cycles: pd.DataFrame, keys: list[str]) -> Section:
     c = cycles.copy()
     c["_exp"], c["_ok"] = _finalized(c)
-    for col in ("stop_latency_s", "start_latency_s", "stubs_killed", "shm_regions_leaked",
-                "worker_rss_bytes", "stub_rss_bytes", "cycle"):
+    for col in (
+        "stop_latency_s",
+        "start_latency_s",
+        "stubs_killed",
+        "shm_regions_leaked",
+        "worker_rss_bytes",
+        "stub_rss_bytes",
+        "cycle",
+    ):
         c[col] = pd.to_numeric(c[col], errors="coerce")
     g = c.groupby(keys, sort=True, dropna=False) if keys else c.groupby(lambda _: "all")
-    agg = g.agg(cycles=("cycle", "size"), fin_n=("_exp", "sum"), fin_ok=("_ok", "sum"),
-                stop_p50=("stop_latency_s", "median"), stop_p95=("stop_latency_s", lambda s: s.quantile(0.95)),
-                stop_max=("stop_latency_s", "max"), start_p50=("start_latency_s", "median"),
-                start_p95=("start_latency_s", lambda s: s.quantile(0.95)), start_max=("start_latency_s", "max"),
-                stubs_killed=("stubs_killed", "mean"), shm_left=("shm_regions_leaked", "mean"))
+    agg = g.agg(
+        cycles=("cycle", "size"),
+        fin_n=("_exp", "sum"),
+        fin_ok=("_ok", "sum"),
+        stop_p50=("stop_latency_s", "median"),
+        stop_p95=("stop_latency_s", lambda s: s.quantile(0.95)),
+        stop_max=("stop_latency_s", "max"),
+        start_p50=("start_latency_s", "median"),
+        start_p95=("start_latency_s", lambda s: s.quantile(0.95)),
+        start_max=("start_latency_s", "max"),
+        stubs_killed=("stubs_killed", "mean"),
+        shm_left=("shm_regions_leaked", "mean"),
+    )
     by = [c[k] for k in keys] if keys else [pd.Series("all", index=c.index)]
     outcomes = pd.crosstab(by, c.outcome)
-    agg["outcomes"] = [", ".join(f"{o} {int(n)}" for o, n in row.items() if n) for _, row in outcomes.reindex(agg.index).iterrows()]
+    agg["outcomes"] = [
+        ", ".join(f"{o} {int(n)}" for o, n in row.items() if n) for _, row in outcomes.reindex(agg.index).iterrows()
+    ]
     # the load's verdict, apart (older stores read one through rig.store; a frame without it shows -)
     load = c["load_outcome"] if "load_outcome" in c else pd.Series(None, index=c.index, dtype=object)
     loads = pd.crosstab(by, load.fillna("-"))
-    agg["load"] = [", ".join(f"{o} {int(n)}" for o, n in row.items() if n) for _, row in loads.reindex(agg.index).iterrows()]
+    agg["load"] = [
+        ", ".join(f"{o} {int(n)}" for o, n in row.items() if n) for _, row in loads.reindex(agg.index).iterrows()
+    ]
     rows = []
     same = c[c.restart.astype("string").isin(frames.ONE_WORKER)] if "restart" in c else c.iloc[:0]
     for idx, r in agg.iterrows():
         rate, lo, hi = stats.wilson(int(r.fin_ok), int(r.fin_n))
         row = dict(zip(keys, idx if isinstance(idx, tuple) else (idx,))) if keys else {}
-        row.update({"cycles": int(r.cycles), "outcomes": r.outcomes, "load": r.load, "finalize": _pct(rate),
-                    "finalize 95 % CI": f"{_pct(lo)} – {_pct(hi)}" if rate is not None else "-",
-                    "stop p50 s": r.stop_p50, "stop p95 s": r.stop_p95, "stop max s": r.stop_max,
-                    "start p50 s": r.start_p50, "start p95 s": r.start_p95, "start max s": r.start_max,
-                    "stubs killed/cycle": r.stubs_killed, "shm left/cycle": r.shm_left})
+        row.update(
+            {
+                "cycles": int(r.cycles),
+                "outcomes": r.outcomes,
+                "load": r.load,
+                "finalize": _pct(rate),
+                "finalize 95 % CI": f"{_pct(lo)} – {_pct(hi)}" if rate is not None else "-",
+                "stop p50 s": r.stop_p50,
+                "stop p95 s": r.stop_p95,
+                "stop max s": r.stop_max,
+                "start p50 s": r.start_p50,
+                "start p95 s": r.start_p95,
+                "start max s": r.start_max,
+                "stubs killed/cycle": r.stubs_killed,
+                "shm left/cycle": r.shm_left,
+            }
+        )
         mine = same
         for k, v in zip(keys, idx if isinstance(idx, tuple) else (idx,)):
             mine = mine[mine[k] == v]
@@ -84,21 +115,33 @@ def lifecycle_section(cycles: pd.DataFrame, keys: list[str]) -> Section:
             row[name] = "-" if s is None else f"{s[0]:+.1f} [{s[1]:+.1f}, {s[2]:+.1f}]"
         rows.append(row)
     table = pd.DataFrame(rows)
-    sec = Section("Lifecycle").add(Table(table, "Outcomes (the lifecycle's verdict) and the load's verdict, each "
-                                         "judged apart; finalize success (Wilson interval), stop and start "
-                                         "latency, leaks, RSS slope (same-process and reload runs only)"))
+    sec = Section("Lifecycle").add(
+        Table(
+            table,
+            "Outcomes (the lifecycle's verdict) and the load's verdict, each "
+            "judged apart; finalize success (Wilson interval), stop and start "
+            "latency, leaks, RSS slope (same-process and reload runs only)",
+        )
+    )
     labelled = c.assign(_g=_labels(c, keys))
     top = labelled._g.value_counts().index[:MAX_GROUPS_PLOTTED]
-    series = {p: {lab: labelled.loc[labelled._g == lab, col].to_numpy() for lab in top}
-              for p, col in (("stop latency", "stop_latency_s"), ("start latency", "start_latency_s"))}
-    sec.add(Figure(plots.render("ecdf_figure", series, "Stop and start latency (ECDF per group)", "seconds"),
-                   "ECDF of stop and start latency per group"))
+    series = {
+        p: {lab: labelled.loc[labelled._g == lab, col].to_numpy() for lab in top}
+        for p, col in (("stop latency", "stop_latency_s"), ("start latency", "start_latency_s"))
+    }
+    sec.add(
+        Figure(
+            plots.render("ecdf_figure", series, "Stop and start latency (ECDF per group)", "seconds"),
+            "ECDF of stop and start latency per group",
+        )
+    )
     return sec
 
 
 def _points(windows: pd.DataFrame) -> pd.Series:
-    return pd.to_numeric(windows.concurrency, errors="coerce").where(windows["mode"] == "closed",
-                                                                      pd.to_numeric(windows.rate, errors="coerce"))
+    return pd.to_numeric(windows.concurrency, errors="coerce").where(
+        windows["mode"] == "closed", pd.to_numeric(windows.rate, errors="coerce")
+    )
 
 
 def _hist_percentiles(root: str, w: pd.DataFrame, gid: np.ndarray, chosen: list[int]) -> dict:
@@ -136,8 +179,28 @@ def points(windows: pd.DataFrame, keys: list[str]) -> dict:
     ``frames.unit_levels``, from one grouping of all windows by point, run and cycle) and
     ``medians`` (throughput, p50 and p99 over each point's windows, an array by point)."""
     pkeys = keys + ["tool", "mode", "point"]
-    w = windows[[c for c in dict.fromkeys([*keys, "tool", "mode", "run_id", "cycle", "window", "date", "requests",
-                                           "throughput", "p50_us", "p99_us", "_run"]) if c in windows]]
+    w = windows[
+        [
+            c
+            for c in dict.fromkeys(
+                [
+                    *keys,
+                    "tool",
+                    "mode",
+                    "run_id",
+                    "cycle",
+                    "window",
+                    "date",
+                    "requests",
+                    "throughput",
+                    "p50_us",
+                    "p99_us",
+                    "_run",
+                ]
+            )
+            if c in windows
+        ]
+    ]
     w = w.assign(point=_points(windows))
     gid = w.groupby(pkeys, sort=True, dropna=False).ngroup().to_numpy()
     if not len(gid):  # soaks without a workload store no windows: no points to show
@@ -146,8 +209,7 @@ def points(windows: pd.DataFrame, keys: list[str]) -> dict:
     first[gid[::-1]] = np.arange(len(gid) - 1, -1, -1)  # each point's first window (the last write wins)
     names = [tuple(r) for r in w[pkeys].iloc[first].itertuples(index=False)]
     cols = ["throughput", "p99_us"]
-    vals = {c: pd.to_numeric(w[c], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-            for c in (*cols, "p50_us")}
+    vals = {c: pd.to_numeric(w[c], errors="coerce").to_numpy(dtype=float, na_value=np.nan) for c in (*cols, "p50_us")}
     per = pd.DataFrame({"g": gid, "run": _run_codes(w), "cycle": w["cycle"].to_numpy(), **vals})
     per = per.groupby(["g", "run", "cycle"], sort=False, dropna=False)[cols].median()
     order = np.argsort(gid, kind="stable")
@@ -155,9 +217,12 @@ def points(windows: pd.DataFrame, keys: list[str]) -> dict:
     units = {}
     medians = {c: np.full(len(names), np.nan) for c in vals}  # each point's median over its windows
     for g, part in per.groupby(level="g", sort=False):
-        rows = order[bounds[g]:bounds[g + 1]]  # the point's windows, in frame order
-        units[g] = {c: {"windows": v[~np.isnan(v)], **frames.cycle_levels(part[c].droplevel("g"))}
-                    for c in cols for v in (vals[c][rows],)}
+        rows = order[bounds[g] : bounds[g + 1]]  # the point's windows, in frame order
+        units[g] = {
+            c: {"windows": v[~np.isnan(v)], **frames.cycle_levels(part[c].droplevel("g"))}
+            for c in cols
+            for v in (vals[c][rows],)
+        }
         for c, v in vals.items():
             v = units[g][c]["windows"] if c in cols else v[rows][~np.isnan(v[rows])]
             medians[c][g] = np.median(v) if v.size else np.nan
@@ -168,14 +233,19 @@ def performance_section(data, pts: dict, keys: list[str], max_hist: int) -> Sect
     pkeys, w, gid, names = pts["keys"], pts["frame"], pts["gid"], pts["names"]
     agg = w.groupby(gid, sort=True).agg(windows=("window", "size"), requests=("requests", "sum"))
     med = pts["medians"]
-    agg = agg.assign(p50_med=med["p50_us"][agg.index], p99_med=med["p99_us"][agg.index],
-                     tput=med["throughput"][agg.index])
+    agg = agg.assign(
+        p50_med=med["p50_us"][agg.index], p99_med=med["p99_us"][agg.index], tput=med["throughput"][agg.index]
+    )
     chosen = list(agg.sort_values("requests", ascending=False).index[:max_hist])
     hists = _hist_percentiles(data.root, w, gid, chosen)
     hists = {names[i]: v for i, v in hists.items()}
     if hists:  # asked for first: a renderer draws it while the rest is computed
-        curves = {f"{_label(pkeys[:-1], k[:-1])} @ {k[-1]:g}": v[1] for k, v in list(hists.items())[:MAX_GROUPS_PLOTTED]}
-        latency = Figure(plots.render("latency_distribution_figure", curves), "Latency by percentile, merged HDR histograms")
+        curves = {
+            f"{_label(pkeys[:-1], k[:-1])} @ {k[-1]:g}": v[1] for k, v in list(hists.items())[:MAX_GROUPS_PLOTTED]
+        }
+        latency = Figure(
+            plots.render("latency_distribution_figure", curves), "Latency by percentile, merged HDR histograms"
+        )
     rows = []
     capped = 0
     for i, a in zip(agg.index, agg.itertuples(index=False)):
@@ -189,12 +259,21 @@ def performance_section(data, pts: dict, keys: list[str], max_hist: int) -> Sect
         lo, hi = (min(lo, est), max(hi, est)) if pd.notna(est) else (lo, hi)
         row = dict(zip(pkeys, k))
         hp = hists.get(k, (None,))[0]
-        row.update({"windows": int(a.windows), "infer/s": est, "infer/s 95 % CI": f"{lo:,.0f} – {hi:,.0f}",
-                    "CI over": f"{vals.size:,} {unit}",
-                    "p50 µs": hp["p50_us"] if hp else a.p50_med, "p99 µs": hp["p99_us"] if hp else a.p99_med,
-                    "p99.9 µs": hp["p999_us"] if hp else None, "max µs": hp["max_us"] if hp else None,
-                    "latency from": (f"HDR, {hists[k][2]:,} windows merged" if hp else "window medians"),
-                    "throughput_lo": lo, "throughput_hi": hi})
+        row.update(
+            {
+                "windows": int(a.windows),
+                "infer/s": est,
+                "infer/s 95 % CI": f"{lo:,.0f} – {hi:,.0f}",
+                "CI over": f"{vals.size:,} {unit}",
+                "p50 µs": hp["p50_us"] if hp else a.p50_med,
+                "p99 µs": hp["p99_us"] if hp else a.p99_med,
+                "p99.9 µs": hp["p999_us"] if hp else None,
+                "max µs": hp["max_us"] if hp else None,
+                "latency from": (f"HDR, {hists[k][2]:,} windows merged" if hp else "window medians"),
+                "throughput_lo": lo,
+                "throughput_hi": hi,
+            }
+        )
         rows.append(row)
     pts = pd.DataFrame(rows)
     knees, lines = {}, []
@@ -203,23 +282,36 @@ def performance_section(data, pts: dict, keys: list[str], max_hist: int) -> Sect
         if s.point.nunique() < 2:
             continue
         lab = _label(skeys, k)
-        kn = sweeps.knee(s.sort_values("point").rename(columns={"infer/s": "throughput", "p99 µs": "p99_us"})
-                         [["point", "throughput", "p99_us"]].to_dict("records"), open_loop=k[-1] == "open")
+        kn = sweeps.knee(
+            s.sort_values("point")
+            .rename(columns={"infer/s": "throughput", "p99 µs": "p99_us"})[["point", "throughput", "p99_us"]]
+            .to_dict("records"),
+            open_loop=k[-1] == "open",
+        )
         knees[lab] = kn["point"] if kn else None
         lines.append({"series": lab, "knee point": knees[lab], "infer/s at knee": kn["throughput"] if kn else None})
     shown = pts.drop(columns=["throughput_lo", "throughput_hi"])
-    sec = Section("Performance").add(Table(shown, "Throughput (median of windows; bootstrap interval of the median "
-                                          "over independent units: cycles' medians, runs' for a point with over "
-                                          f"{frames.MAX_UNITS:,} cycles, windows for one measured in under 3 cycles) "
-                                          "and latency per point; percentiles exact from merged HDR histograms where "
-                                          "marked"))
+    sec = Section("Performance").add(
+        Table(
+            shown,
+            "Throughput (median of windows; bootstrap interval of the median "
+            "over independent units: cycles' medians, runs' for a point with over "
+            f"{frames.MAX_UNITS:,} cycles, windows for one measured in under 3 cycles) "
+            "and latency per point; percentiles exact from merged HDR histograms where "
+            "marked",
+        )
+    )
     if len(hists) < len(pts):
-        sec.add(f"Histograms merged for the {len(hists)} busiest of {len(pts)} points (--max-histograms); "
-                "the others show their windows' median percentiles.")
+        sec.add(
+            f"Histograms merged for the {len(hists)} busiest of {len(pts)} points (--max-histograms); "
+            "the others show their windows' median percentiles."
+        )
     if capped:
-        sec.add(f"HDR percentiles merge a point's latest {MAX_MERGED:,} windows with histograms, of its latest "
-                f"{MAX_MERGED_RUNS} runs at most: {capped} point(s) here merge fewer than all their windows "
-                "('latency from' says how many).")
+        sec.add(
+            f"HDR percentiles merge a point's latest {MAX_MERGED:,} windows with histograms, of its latest "
+            f"{MAX_MERGED_RUNS} runs at most: {capped} point(s) here merge fewer than all their windows "
+            "('latency from' says how many)."
+        )
     if lines:
         sec.add(Table(pd.DataFrame(lines), "Knee of each sweep"))
         fig_pts = pts.rename(columns={"infer/s": "throughput", "p99 µs": "p99_us"})
@@ -241,17 +333,28 @@ def streaming_section(root: str, windows: pd.DataFrame, keys: list[str]) -> Sect
     t = frames.streaming(windows, by=keys, store=Store(root), max_merged=MAX_MERGED)
     if not len(t):
         return None
-    shown = t[[*keys, "tool", "point", "runs", "windows"]].assign(**{
-        "first response p50 µs": t.first_p50_us, "first response p99 µs": t.first_p99_us,
-        "gap p50 µs": t.gap_p50_us, "gap p99 µs": t.gap_p99_us,
-        "responses/request": t.responses_per_request, "responses": t.responses,
-        "from": [f if f == g else f"{f}; gaps: {g}" for f, g in zip(t.first_from, t.gap_from)]})
-    return Section("Streaming").add(Table(shown, "Streaming (decoupled) models, per point: time from submission to a "
-                                          "request's first response with data (to its final flag where none had "
-                                          "data), gaps between consecutive responses of a request, and responses "
-                                          "with data per answered request; the latency of the Performance section "
-                                          "is to the final flag. Percentiles exact from merged HDR histograms "
-                                          f"(a point's latest {MAX_MERGED:,} windows) where marked"))
+    shown = t[[*keys, "tool", "point", "runs", "windows"]].assign(
+        **{
+            "first response p50 µs": t.first_p50_us,
+            "first response p99 µs": t.first_p99_us,
+            "gap p50 µs": t.gap_p50_us,
+            "gap p99 µs": t.gap_p99_us,
+            "responses/request": t.responses_per_request,
+            "responses": t.responses,
+            "from": [f if f == g else f"{f}; gaps: {g}" for f, g in zip(t.first_from, t.gap_from)],
+        }
+    )
+    return Section("Streaming").add(
+        Table(
+            shown,
+            "Streaming (decoupled) models, per point: time from submission to a "
+            "request's first response with data (to its final flag where none had "
+            "data), gaps between consecutive responses of a request, and responses "
+            "with data per answered request; the latency of the Performance section "
+            "is to the final flag. Percentiles exact from merged HDR histograms "
+            f"(a point's latest {MAX_MERGED:,} windows) where marked",
+        )
+    )
 
 
 def _run_codes(df: pd.DataFrame) -> np.ndarray:
@@ -268,32 +371,58 @@ def trends_section(cycles: pd.DataFrame, windows: pd.DataFrame, keys: list[str])
         skeys.remove("triton_version")  # one version a night: an upgrade is a step of one series
     exp, ok = _finalized(cycles)
     c = cycles.assign(_exp=exp, _ok=ok)
-    night = c.groupby(skeys + ["date"], dropna=False).agg(throughput=("throughput", "median"),
-                                                          stop_latency_s=("stop_latency_s", "median"),
-                                                          _ok=("_ok", "sum"), _exp=("_exp", "sum")).reset_index()
+    night = (
+        c.groupby(skeys + ["date"], dropna=False)
+        .agg(
+            throughput=("throughput", "median"),
+            stop_latency_s=("stop_latency_s", "median"),
+            _ok=("_ok", "sum"),
+            _exp=("_exp", "sum"),
+        )
+        .reset_index()
+    )
     night["finalize_pct"] = 100 * night._ok / night._exp.where(night._exp > 0)
-    wn = windows.groupby(skeys + ["date"], dropna=False).agg(p99_us=("p99_us", "median"),
-                                                             w_tp=("throughput", "median")).reset_index()
+    wn = (
+        windows.groupby(skeys + ["date"], dropna=False)
+        .agg(p99_us=("p99_us", "median"), w_tp=("throughput", "median"))
+        .reset_index()
+    )
     night = night.merge(wn, on=skeys + ["date"], how="outer") if len(night) else wn.assign(throughput=wn.w_tp)
     night["throughput"] = night.throughput.fillna(night.w_tp)
     night["series"] = [_label(skeys, tuple(r)) for r in night[skeys].itertuples(index=False)] if skeys else "all"
     night = night.sort_values(["series", "date"])
     found, changes = [], {}
-    metrics = (("throughput", "infer/s"), ("p99_us", "p99 µs"), ("stop_latency_s", "stop latency s"),
-               ("finalize_pct", "finalize %"))
+    metrics = (
+        ("throughput", "infer/s"),
+        ("p99_us", "p99 µs"),
+        ("stop_latency_s", "stop latency s"),
+        ("finalize_pct", "finalize %"),
+    )
     for m, name in metrics:
         for s, g in night.groupby("series", sort=False):
             g = g.dropna(subset=[m])
             for pos in stats.change_points(g[m].to_numpy(dtype=float)):
                 before, after = g[m].iloc[:pos].median(), g[m].iloc[pos:].median()
-                found.append({"series": s, "metric": name, "night": g.date.iloc[pos], "before": before,
-                              "after": after, "change": f"{100 * (after / before - 1):+.1f} %" if before else "-"})
+                found.append(
+                    {
+                        "series": s,
+                        "metric": name,
+                        "night": g.date.iloc[pos],
+                        "before": before,
+                        "after": after,
+                        "change": f"{100 * (after / before - 1):+.1f} %" if before else "-",
+                    }
+                )
                 if m in ("throughput", "p99_us"):
                     changes.setdefault((m, s), []).append(g.date.iloc[pos])
     sec = Section("Trends across nights")
     sec.add(f"{len(dates)} nights; change points by PELT (ruptures) on each series' nightly medians.")
-    sec.add(Table(pd.DataFrame(found, columns=["series", "metric", "night", "before", "after", "change"]),
-                  "Change points (the night a step happens)"))
+    sec.add(
+        Table(
+            pd.DataFrame(found, columns=["series", "metric", "night", "before", "after", "change"]),
+            "Change points (the night a step happens)",
+        )
+    )
     for m, name in metrics[:2]:
         if night[m].notna().any():
             ch = {s: d for (mm, s), d in changes.items() if mm == m}

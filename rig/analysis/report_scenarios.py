@@ -1,7 +1,8 @@
 """`rig report`'s scenario tables: for each lifecycle scenario (``rig.parent.scenarios``) and its
 negative control, by Triton version and engine, the verdicts counted (lifecycle, load, growth)
 against the ones the scenario is known to give (its growth verdict: ``Scenario.growth``; a
-control's and the baseline's ok; a cycle with none, or not_measured, is not held against it), stop latency, finalize, the upstream report (the first table); what
+control's and the baseline's ok; a cycle with none, or not_measured, is not held against it), stop latency,
+finalize, the upstream report (the first table); what
 the cycles left and how memory grew across them (the second: leaks, stub crashes, requests in
 flight at stop, refused requests, least-squares slopes per cycle, growth per 1,000 requests).
 
@@ -24,32 +25,76 @@ from rig.parent.known import holds
 
 KEYS = ["scenario", "control", "shape", "triton_version", "engine"]
 # The cycles' columns the tables read (rig.analysis.report reads them beside its own).
-COLUMNS = ["scenario", "control", "run_id", "cycle", "started_at", "outcome", "load_outcome", "growth_outcome",
-           "stop_latency_s",
-           "finalize_expected", "finalize_before_stop", "stubs_killed", "shm_regions_leaked", "stub_crashes",
-           "in_flight", "in_flight_answered", "in_flight_failed", "in_flight_lost", "refused", "ready_after_load",
-           "worker_rss_bytes", "shm_bytes", "stub_rss_bytes", "rss_per_1k_requests_b", "traced_per_1k_requests_b"]
-NOT_RECORDED = "—"   # no cycle of the group recorded this figure
-FEW = "n<3"          # a slope over fewer than three cycles
+COLUMNS = [
+    "scenario",
+    "control",
+    "run_id",
+    "cycle",
+    "started_at",
+    "outcome",
+    "load_outcome",
+    "growth_outcome",
+    "stop_latency_s",
+    "finalize_expected",
+    "finalize_before_stop",
+    "stubs_killed",
+    "shm_regions_leaked",
+    "stub_crashes",
+    "in_flight",
+    "in_flight_answered",
+    "in_flight_failed",
+    "in_flight_lost",
+    "refused",
+    "ready_after_load",
+    "worker_rss_bytes",
+    "shm_bytes",
+    "stub_rss_bytes",
+    "rss_per_1k_requests_b",
+    "traced_per_1k_requests_b",
+]
+NOT_RECORDED = "—"  # no cycle of the group recorded this figure
+FEW = "n<3"  # a slope over fewer than three cycles
 MIN_SLOPE_CYCLES = 3
 # Least-squares slopes across a group's cycles, in cycle order: column shown -> stored column.
-SLOPES = {"worker RSS B/cycle": "worker_rss_bytes", "/dev/shm B/cycle": "shm_bytes",
-          "stub RSS B/cycle": "stub_rss_bytes"}
+SLOPES = {
+    "worker RSS B/cycle": "worker_rss_bytes",
+    "/dev/shm B/cycle": "shm_bytes",
+    "stub RSS B/cycle": "stub_rss_bytes",
+}
 # Medians of the memory client's growth per 1,000 requests: column shown -> stored column.
 PER_1K = {"RSS B/1k req": "rss_per_1k_requests_b", "traced B/1k req": "traced_per_1k_requests_b"}
 ROW = ["scenario", "Triton", "engine"]
-VERDICTS = [*ROW, "cycles", "outcomes", "load", "growth", "expected", "as expected", "stop p50 s", "finalize before stop",
-            "upstream"]
-LEFT = [*ROW, "stubs killed", "shm left", "stub crashes", "ready after load", "in flight (answered/failed/lost)",
-        "refused", *SLOPES, *PER_1K]
+VERDICTS = [
+    *ROW,
+    "cycles",
+    "outcomes",
+    "load",
+    "growth",
+    "expected",
+    "as expected",
+    "stop p50 s",
+    "finalize before stop",
+    "upstream",
+]
+LEFT = [
+    *ROW,
+    "stubs killed",
+    "shm left",
+    "stub crashes",
+    "ready after load",
+    "in flight (answered/failed/lost)",
+    "refused",
+    *SLOPES,
+    *PER_1K,
+]
 NOTES = {
     NOT_RECORDED: f"{NOT_RECORDED}: no cycle of the row recorded this figure (only the client behaviours that "
-                  "measure it do: in flight under stop-in-flight, refused under refused-request, growth per 1k "
-                  "requests under memory; a server that never started has no stop; stores before schema 10 have "
-                  "no stub crashes, /dev/shm bytes or requests in flight).",
+    "measure it do: in flight under stop-in-flight, refused under refused-request, growth per 1k "
+    "requests under memory; a server that never started has no stop; stores before schema 10 have "
+    "no stub crashes, /dev/shm bytes or requests in flight).",
     FEW: f"{FEW}: a slope needs {MIN_SLOPE_CYCLES} cycles or more with the figure; run more cycles.",
     "not measured": "not measured on this core / through this engine: the scenario's verdicts were never measured "
-                    "there (`rig scenarios` says where they were), so its cycles are counted, not judged.",
+    "there (`rig scenarios` says where they were), so its cycles are counted, not judged.",
 }
 
 
@@ -157,24 +202,34 @@ def rows(cycles: pd.DataFrame) -> pd.DataFrame:
         exp, before = _num(g, "finalize_expected").fillna(0), _num(g, "finalize_before_stop").fillna(0)
         flight = {k: _num(g, f"in_flight{k}") for k in ("", "_answered", "_failed", "_lost")}
         row = {
-            "scenario": name + (" (control)" if control else "")
-            + ("" if known is not None and shape == known.shapes[0] or shape == "unbatched" else f" [{shape}]"),
-            "Triton": version, "engine": engine,
-            "cycles": len(g), "outcomes": _counts(g["outcome"]), "load": _counts(load),
+            "scenario": name
+            + (" (control)" if control else "")
+            + ("" if (known is not None and shape == known.shapes[0]) or shape == "unbatched" else f" [{shape}]"),
+            "Triton": version,
+            "engine": engine,
+            "cycles": len(g),
+            "outcomes": _counts(g["outcome"]),
+            "load": _counts(load),
             "growth": _counts(growth),
             "expected": " / ".join((*want, want_growth)) if want else why,
-            "as expected": "not judged" if want is None
+            "as expected": "not judged"
+            if want is None
             else f"{sum(holds(x, want) and h for x, h in zip(got, held))}/{len(got)}",
             "stop p50 s": stop.median() if stop.notna().any() else NOT_RECORDED,
             "finalize before stop": f"{int(before.sum())}/{int(exp.sum())}" if exp.sum() else NOT_RECORDED,
-            "upstream": (", ".join(known.upstream) or "the rig's own control") if known
+            "upstream": (", ".join(known.upstream) or "the rig's own control")
+            if known
             else ("the rig's default: no fault, no retention" if name == "baseline" else NOT_RECORDED),
-            "stubs killed": _total(g, "stubs_killed"), "shm left": _total(g, "shm_regions_leaked"),
+            "stubs killed": _total(g, "stubs_killed"),
+            "shm left": _total(g, "shm_regions_leaked"),
             "stub crashes": _total(g, "stub_crashes"),
             "ready after load": _ready(g),
-            "in flight (answered/failed/lost)": NOT_RECORDED if not flight[""].notna().any() else
-            (f"{int(flight['_answered'].sum())}/{int(flight['_failed'].sum())}/{int(flight['_lost'].sum())} "
-             f"of {int(flight[''].sum())}"),
+            "in flight (answered/failed/lost)": NOT_RECORDED
+            if not flight[""].notna().any()
+            else (
+                f"{int(flight['_answered'].sum())}/{int(flight['_failed'].sum())}/{int(flight['_lost'].sum())} "
+                f"of {int(flight[''].sum())}"
+            ),
             "refused": _total(g, "refused"),
         }
         for shown, col in SLOPES.items():
@@ -182,19 +237,27 @@ def rows(cycles: pd.DataFrame) -> pd.DataFrame:
         for shown, col in PER_1K.items():
             s = _num(g, col)
             row[shown] = float(s.median()) if s.notna().any() else NOT_RECORDED
-        row["_order"] = (_order(name), bool(control), _shape_order(known, str(shape)), _version_key(version),
-                         str(engine))
+        row["_order"] = (
+            _order(name),
+            bool(control),
+            _shape_order(known, str(shape)),
+            _version_key(version),
+            str(engine),
+        )
         out.append(row)
     table = pd.DataFrame(out)
     table = table.iloc[sorted(range(len(table)), key=lambda i: table["_order"].iat[i])].drop(columns="_order")
-    return table[[*VERDICTS, *LEFT[len(ROW):]]].reset_index(drop=True)
+    return table[[*VERDICTS, *LEFT[len(ROW) :]]].reset_index(drop=True)
 
 
 def notes(table: pd.DataFrame) -> list[str]:
     """The footnotes of the marks the table uses."""
     text = table.astype(str)
-    used = {NOT_RECORDED: (text == NOT_RECORDED).any().any(), FEW: (text == FEW).any().any(),
-            "not measured": text["expected"].str.startswith("not measured").any()}
+    used = {
+        NOT_RECORDED: (text == NOT_RECORDED).any().any(),
+        FEW: (text == FEW).any().any(),
+        "not measured": text["expected"].str.startswith("not measured").any(),
+    }
     return [NOTES[k] for k, on in used.items() if on]
 
 
@@ -203,13 +266,20 @@ def scenarios_section(cycles: pd.DataFrame) -> Section | None:
     if table.empty or set(table["scenario"]) <= {"baseline"}:
         return None
     return Section("Scenarios").add(
-        Table(table[VERDICTS], "Each lifecycle scenario (`rig scenarios`) and its negative control by Triton "
-                               "version and engine: the verdicts counted (lifecycle, load, growth), those the "
-                               "scenario is known to give and how many cycles gave them (a growth verdict not "
-                               "measured, or none in an older store, is not held against a cycle), stop latency, finalize, its upstream "
-                               "report"),
-        Table(table[LEFT], "What the cycles left and how memory grew: stubs the rig killed, shared-memory regions "
-                           "left and stub crashes (summed over the cycles), requests in flight at stop, refused "
-                           "requests; least-squares slopes across the cycles in the order they ran, and the "
-                           "median growth per 1,000 requests"),
-        *notes(table))
+        Table(
+            table[VERDICTS],
+            "Each lifecycle scenario (`rig scenarios`) and its negative control by Triton "
+            "version and engine: the verdicts counted (lifecycle, load, growth), those the "
+            "scenario is known to give and how many cycles gave them (a growth verdict not "
+            "measured, or none in an older store, is not held against a cycle), stop latency, finalize, its upstream "
+            "report",
+        ),
+        Table(
+            table[LEFT],
+            "What the cycles left and how memory grew: stubs the rig killed, shared-memory regions "
+            "left and stub crashes (summed over the cycles), requests in flight at stop, refused "
+            "requests; least-squares slopes across the cycles in the order they ran, and the "
+            "median growth per 1,000 requests",
+        ),
+        *notes(table),
+    )

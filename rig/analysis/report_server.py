@@ -22,33 +22,51 @@ def server_section(windows: pd.DataFrame, keys: list[str]) -> Section | None:
     if "server_success" not in windows or not windows["server_success"].notna().any():
         return None
     w = windows[windows["server_success"].notna()]
-    w = w.assign(point=_points(w), _client_ns=pd.to_numeric(w["mean_us"], errors="coerce") * 1000
-                 * pd.to_numeric(w["requests"], errors="coerce"),
-                 _client_n=pd.to_numeric(w["requests"], errors="coerce").where(w["mean_us"].notna()))
+    w = w.assign(
+        point=_points(w),
+        _client_ns=pd.to_numeric(w["mean_us"], errors="coerce") * 1000 * pd.to_numeric(w["requests"], errors="coerce"),
+        _client_n=pd.to_numeric(w["requests"], errors="coerce").where(w["mean_us"].notna()),
+    )
     pkeys = [*keys, "tool", "mode", "point"]
     named = {k: (c, "sum") for k, c in server_stats.COLUMNS.items()}
     g = w.groupby(pkeys, sort=True, dropna=False)
-    sums = g.agg(windows=("server_success", "size"), client_ns=("_client_ns", "sum"),
-                 client_n=("_client_n", "sum"), **named)
+    sums = g.agg(
+        windows=("server_success", "size"), client_ns=("_client_ns", "sum"), client_n=("_client_n", "sum"), **named
+    )
     batches = g["batch_sizes"].agg(lambda s: _merged(s.tail(MAX_BATCH_WINDOWS))).to_list()  # in sums' order
     rows = []
     for (k, r), batch in zip(sums.iterrows(), batches):
         t = server_stats.parts({f: float(r[f]) for f in server_stats.FIGURES})
         client = r.client_ns / r.client_n / 1000 if r.client_n else None
         row = dict(zip(pkeys, k if isinstance(k, tuple) else (k,)))
-        row.update({"windows": int(r.windows), "client µs": client, "Triton µs": t["request_us"],
-                    "queue µs": t["queue_us"], "compute input µs": t["compute_input_us"],
-                    "compute infer µs": t["compute_infer_us"], "compute output µs": t["compute_output_us"],
-                    "overhead µs": t["overhead_us"],
-                    "own µs": client - t["request_us"] if client is not None and t["request_us"] is not None else None,
-                    "mean batch": t["mean_batch_size"], "batch sizes": server_stats.batch_text(batch, most=4)})
+        row.update(
+            {
+                "windows": int(r.windows),
+                "client µs": client,
+                "Triton µs": t["request_us"],
+                "queue µs": t["queue_us"],
+                "compute input µs": t["compute_input_us"],
+                "compute infer µs": t["compute_infer_us"],
+                "compute output µs": t["compute_output_us"],
+                "overhead µs": t["overhead_us"],
+                "own µs": client - t["request_us"] if client is not None and t["request_us"] is not None else None,
+                "mean batch": t["mean_batch_size"],
+                "batch sizes": server_stats.batch_text(batch, most=4),
+            }
+        )
         rows.append(row)
-    return Section("Where the time goes").add(Table(pd.DataFrame(rows), (
-        "Per request, over the windows that read Triton's own statistics: the client's mean latency, the "
-        "request's time in the server (Triton µs = queue + compute input + compute infer + compute output + "
-        "overhead, as perf_analyzer splits it), the client's own cost (own µs = client - Triton), and the "
-        "batches the server formed (size x executions; mean batch = requests per execution). perf_analyzer's "
-        "rows are its own summary's averages")))
+    return Section("Where the time goes").add(
+        Table(
+            pd.DataFrame(rows),
+            (
+                "Per request, over the windows that read Triton's own statistics: the client's mean latency, the "
+                "request's time in the server (Triton µs = queue + compute input + compute infer + compute output + "
+                "overhead, as perf_analyzer splits it), the client's own cost (own µs = client - Triton), and the "
+                "batches the server formed (size x executions; mean batch = requests per execution). perf_analyzer's "
+                "rows are its own summary's averages"
+            ),
+        )
+    )
 
 
 def _merged(texts: pd.Series) -> dict:

@@ -30,7 +30,7 @@ def preload(*modules: str) -> None:
         for name in modules or ("scipy.stats", "ruptures"):
             try:
                 importlib.import_module(name)
-            except Exception:  # noqa: BLE001 - reported by the import where it is used
+            except Exception:  # noqa: BLE001, S110
                 pass
 
     threading.Thread(target=run, name="rig-preload", daemon=True).start()
@@ -68,8 +68,14 @@ def _subsample(a: np.ndarray, max_values: int | None, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).choice(a, max_values, replace=False)
 
 
-def bootstrap_ci(values, statistic: Callable = np.median, confidence: float = 0.95,
-                 n_resamples: int = 2000, seed: int = 0, max_values: int | None = BOOT_MAX) -> tuple[float, float, float]:
+def bootstrap_ci(
+    values,
+    statistic: Callable = np.median,
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    max_values: int | None = BOOT_MAX,
+) -> tuple[float, float, float]:
     """``statistic`` of ``values`` with its bootstrap interval (BCa, percentile where BCa is
     undefined). One value or all values equal: ``(v, v, v)``. No values: NaNs. The estimate is
     of all values; the interval resamples at most ``max_values`` of them (a seeded subsample:
@@ -86,8 +92,14 @@ def bootstrap_ci(values, statistic: Callable = np.median, confidence: float = 0.
     for method in ("BCa", "percentile"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # BCa on tiny samples warns, then we fall back
-            res = bootstrap((a,), statistic, confidence_level=confidence, n_resamples=n_resamples,
-                            method=method, rng=np.random.default_rng(seed))
+            res = bootstrap(
+                (a,),
+                statistic,
+                confidence_level=confidence,
+                n_resamples=n_resamples,
+                method=method,
+                rng=np.random.default_rng(seed),
+            )
         low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
         if math.isfinite(low) and math.isfinite(high):
             return est, min(low, est), max(high, est)
@@ -111,12 +123,25 @@ def compare(a, b, alternative: str = "two-sided") -> dict:
             p = 1.0  # identical constants: nothing to tell apart (scipy answers NaN)
         else:
             p = float(mannwhitneyu(x, y, alternative=alternative).pvalue)
-    return {"a_median": am, "b_median": bm, "diff": diff, "rel_diff": rel, "p_value": p,
-            "test": f"Mann-Whitney U ({alternative})"}
+    return {
+        "a_median": am,
+        "b_median": bm,
+        "diff": diff,
+        "rel_diff": rel,
+        "p_value": p,
+        "test": f"Mann-Whitney U ({alternative})",
+    }
 
 
-def ratio_ci(a, b, statistic: Callable = np.median, confidence: float = 0.95,
-             n_resamples: int = 2000, seed: int = 0, max_values: int | None = BOOT_MAX) -> tuple[float, float, float]:
+def ratio_ci(
+    a,
+    b,
+    statistic: Callable = np.median,
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    max_values: int | None = BOOT_MAX,
+) -> tuple[float, float, float]:
     """``statistic(b) / statistic(a) - 1`` with its bootstrap interval (each sample resampled
     on its own, at most ``max_values`` of each: see ``bootstrap_ci``). NaNs when either side is
     empty or ``statistic(a)`` is 0."""
@@ -135,8 +160,14 @@ def ratio_ci(a, b, statistic: Callable = np.median, confidence: float = 0.95,
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = bootstrap((x, y), rel, confidence_level=confidence, n_resamples=n_resamples,
-                        method="percentile", rng=np.random.default_rng(seed))
+        res = bootstrap(
+            (x, y),
+            rel,
+            confidence_level=confidence,
+            n_resamples=n_resamples,
+            method="percentile",
+            rng=np.random.default_rng(seed),
+        )
     low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
     if not (math.isfinite(low) and math.isfinite(high)):
         return est, est, est
@@ -181,8 +212,11 @@ def slope_ci(x, y, confidence: float = 0.95) -> tuple[float, float, float] | Non
     linregress's standard error); None with fewer than 3 points or a constant ``x``."""
     from scipy.stats import linregress, t
 
-    pairs = [(float(a), float(b)) for a, b in zip(x, y) if a is not None and b is not None
-             and math.isfinite(float(a)) and math.isfinite(float(b))]
+    pairs = [
+        (float(a), float(b))
+        for a, b in zip(x, y)
+        if a is not None and b is not None and math.isfinite(float(a)) and math.isfinite(float(b))
+    ]
     if len(pairs) < 3:
         return None
     xs, ys = np.array(pairs).T
@@ -219,7 +253,7 @@ def change_points(values, penalty: float | None = None, min_size: int = 2) -> li
         sigma = noise_sigma(a)
         if sigma == 0:
             sigma = 1e-6 * (float(np.max(np.abs(a))) or 1.0)
-        penalty = 4.0 * sigma ** 2 * math.log(n)
+        penalty = 4.0 * sigma**2 * math.log(n)
     # PELT with ruptures' C implementation of the l2 cost (the linear kernel's): the same
     # segmentation as ``ruptures.Pelt(model="l2", jump=1)``, a hundred times faster on a
     # year of nights, where nothing prunes and PELT weighs about n**2/2 segments.

@@ -17,8 +17,9 @@ def latest(df: pd.DataFrame, n: int | None) -> pd.DataFrame:
     return df.sort_values(order, kind="stable").tail(n)
 
 
-def attach_histograms(store, windows: pd.DataFrame, keys: list[str], latest_windows: int | None,
-                      max_runs: int = 50) -> pd.DataFrame:
+def attach_histograms(
+    store, windows: pd.DataFrame, keys: list[str], latest_windows: int | None, max_runs: int = 50
+) -> pd.DataFrame:
     """``windows`` (read without their heavy ``histogram`` column) with it filled in from
     ``store`` for each ``keys`` group's latest runs, as many as hold its latest
     ``latest_windows`` windows (all where None), at most ``max_runs`` runs in all; None
@@ -45,8 +46,15 @@ def _partitions(windows: pd.DataFrame, rcode: np.ndarray, runs: np.ndarray) -> l
     return [{p: sorted(v) for p, v in d.items() if None not in v} for d in out]
 
 
-def histograms(store, windows: pd.DataFrame, gid: np.ndarray | None, latest_windows: int | None,
-               max_runs: int = 50, run_codes: np.ndarray | None = None, column: str = "histogram") -> np.ndarray:
+def histograms(
+    store,
+    windows: pd.DataFrame,
+    gid: np.ndarray | None,
+    latest_windows: int | None,
+    max_runs: int = 50,
+    run_codes: np.ndarray | None = None,
+    column: str = "histogram",
+) -> np.ndarray:
     """The stored histogram of each row of ``windows`` (an object array, None where not read;
     ``column``: which of a window's histograms, e.g. a stream's ``first_response_histogram``):
     those of each group's latest runs (``gid`` numbers the rows' groups, -1 for rows of none;
@@ -61,8 +69,11 @@ def histograms(store, windows: pd.DataFrame, gid: np.ndarray | None, latest_wind
     first = np.empty(rcode.max() + 1, dtype=np.int64)
     first[rcode[::-1]] = np.arange(len(rcode) - 1, -1, -1)  # each run's first row (the last write wins)
     run_ids = windows["run_id"].iloc[first].to_numpy(dtype=object)
-    dates = (windows["date"].iloc[first].astype("string").fillna("").to_numpy(dtype=str) if "date" in windows
-             else np.full(len(run_ids), ""))
+    dates = (
+        windows["date"].iloc[first].astype("string").fillna("").to_numpy(dtype=str)
+        if "date" in windows
+        else np.full(len(run_ids), "")
+    )
     latest_first = np.lexsort((np.asarray(run_ids, dtype=str), dates))[::-1]  # run codes, latest first
     mine = gid >= 0
     counts = np.bincount(gid[mine] * len(run_ids) + rcode[mine], minlength=(gid.max() + 1) * len(run_ids))
@@ -71,8 +82,10 @@ def histograms(store, windows: pd.DataFrame, gid: np.ndarray | None, latest_wind
     need = (counts > 0) & (True if latest_windows is None else before < latest_windows)
     wanted = latest_first[need.any(axis=0)][:max_runs]
     cols = ["run_id", "cycle", "window", "tool"]
-    read = [store.read("windows", run_id=run_ids[r], columns=[*cols, column], **where)
-            for r, where in zip(wanted, _partitions(windows, rcode, wanted))]
+    read = [
+        store.read("windows", run_id=run_ids[r], columns=[*cols, column], **where)
+        for r, where in zip(wanted, _partitions(windows, rcode, wanted))
+    ]
     if read:
         rows = np.flatnonzero(mine & np.isin(rcode, wanted))
         part = windows.iloc[rows][cols].assign(_row=rows).merge(pd.concat(read), on=cols, how="inner")

@@ -3,6 +3,7 @@ summary, and the knee of a sweep. Pure functions over window rows (dicts)."""
 
 from __future__ import annotations
 
+import itertools
 import statistics
 
 from rig.common.stability import stable  # noqa: F401 - re-exported: the worker applies it live
@@ -21,9 +22,13 @@ def summarize(windows: list[dict]) -> dict:
         vals = [w[key] for w in ws if w.get(key) is not None]
         return statistics.median(vals) if vals else None
 
-    return {"throughput": med("throughput"), "p50_us": med("p50_us"), "p99_us": med("p99_us"),
-            "hub_block_max_ms": max((w.get("hub_block_max_ms") or 0) for w in windows) if windows else None,
-            "stable": bool(windows and windows[-1].get("stable"))}
+    return {
+        "throughput": med("throughput"),
+        "p50_us": med("p50_us"),
+        "p99_us": med("p99_us"),
+        "hub_block_max_ms": max((w.get("hub_block_max_ms") or 0) for w in windows) if windows else None,
+        "stable": bool(windows and windows[-1].get("stable")),
+    }
 
 
 def knee(points: list[dict], open_loop: bool = False) -> dict | None:
@@ -35,10 +40,11 @@ def knee(points: list[dict], open_loop: bool = False) -> dict | None:
         return None
     if open_loop:
         base = ok[0].get("p99_us") or 0
-        kept_up = [p for p in ok if p["throughput"] >= 0.95 * p["point"]
-                   and (not base or (p.get("p99_us") or 0) <= 10 * base)]
+        kept_up = [
+            p for p in ok if p["throughput"] >= 0.95 * p["point"] and (not base or (p.get("p99_us") or 0) <= 10 * base)
+        ]
         return kept_up[-1] if kept_up else None
-    for a, b in zip(ok, ok[1:]):
+    for a, b in itertools.pairwise(ok):
         if b["throughput"] < a["throughput"] * 1.10:
             return a
     return ok[-1]

@@ -77,8 +77,7 @@ def fit(n, x, kappa: bool = True, start: Fit | None = None) -> Fit | None:
     lam0 = float(np.median(x[n == loads[0]]) / loads[0])
     both = kappa and loads.size >= MIN_POINTS
     k = 3 if both else 2
-    p0 = ([start.lam, max(start.sigma, 1e-6), max(start.kappa, 1e-9)] if start is not None
-          else [lam0, 0.05, 1e-4])[:k]
+    p0 = ([start.lam, max(start.sigma, 1e-6), max(start.kappa, 1e-9)] if start is not None else [lam0, 0.05, 1e-4])[:k]
 
     def squared(n, lam, s, c=0.0):  # σ = s², κ = c²: never negative, and MINPACK's LM needs no bounds
         return throughput(n, lam, s * s, c * c)
@@ -94,8 +93,15 @@ def fit(n, x, kappa: bool = True, start: Fit | None = None) -> Fit | None:
             pass
         if p is None:  # LM left the law's domain (σ > 1): the bounded trust-region fit instead
             try:
-                p, _ = curve_fit(lambda n, lam, s, c=0.0: throughput(n, lam, s, c), n, x, p0=p0, sigma=x,
-                                 bounds=([0.0] * k, [np.inf, 1.0, np.inf][:k]), maxfev=5000)
+                p, _ = curve_fit(
+                    lambda n, lam, s, c=0.0: throughput(n, lam, s, c),
+                    n,
+                    x,
+                    p0=p0,
+                    sigma=x,
+                    bounds=([0.0] * k, [np.inf, 1.0, np.inf][:k]),
+                    maxfev=5000,
+                )
             except (RuntimeError, ValueError):
                 return None
     lam, sigma, kap = (float(p[0]), float(p[1]), float(p[2]) if both else 0.0)
@@ -176,8 +182,13 @@ def p99_at(load: float, n, p99) -> float | None:
     return float(math.exp(math.log(lo) + frac * (math.log(hi) - math.log(lo))))
 
 
-def nodes_for(target: float, per_node: float | None, headroom: float, sigma: float = 0.0, kappa: float = 0.0,
-              ) -> int | None:
+def nodes_for(
+    target: float,
+    per_node: float | None,
+    headroom: float,
+    sigma: float = 0.0,
+    kappa: float = 0.0,
+) -> int | None:
     """The fewest nodes whose throughput, X(n) = per_node · n / (1 + σ(n−1) + κn(n−1)), each run at
     ``1 - headroom``, serves ``target``; None where none can (the law's peak is below it, or no
     capacity). σ = κ = 0: ceil(target / (per_node (1 - headroom)))."""

@@ -38,8 +38,8 @@ from rig.analysis import stats
 from rig.contract import verdicts
 
 ALPHA = 0.05
-MAX_FINALIZE_DROP = 0.05    # absolute: 100 % -> 94 % fails (when significant)
-MAX_STOP_REGRESSION = 1.5   # candidate stop p95 / baseline stop p95
+MAX_FINALIZE_DROP = 0.05  # absolute: 100 % -> 94 % fails (when significant)
+MAX_STOP_REGRESSION = 1.5  # candidate stop p95 / baseline stop p95
 MAX_THROUGHPUT_DROP = 0.10  # relative: 10 % fewer inferences per second at a point
 
 
@@ -58,12 +58,18 @@ def _sum(rows: list[dict], key: str) -> int:
     return sum(int(r.get(key) or 0) for r in rows)
 
 
-from rig.contract.verdicts import finalize_success
+from rig.contract.verdicts import finalize_success  # noqa: E402
 
 
-def soak(cycles, allowed: Iterable[str], max_stop_latency_s: float | None = None,
-         min_finalize_success: float | None = None, allow_leaks: bool = False,
-         run_trend: dict | None = None, max_slowdown: float | None = None) -> list[str]:
+def soak(
+    cycles,
+    allowed: Iterable[str],
+    max_stop_latency_s: float | None = None,
+    min_finalize_success: float | None = None,
+    allow_leaks: bool = False,
+    run_trend: dict | None = None,
+    max_slowdown: float | None = None,
+) -> list[str]:
     """Reasons a soak fails its thresholds (empty: it passes): outcomes not ``allowed`` (the
     lifecycle's, the load's, the growth's: ``leaking`` and ``slowing`` fail unless named), the
     longest stop above ``max_stop_latency_s``, finalize success (over finalizes) below
@@ -76,8 +82,11 @@ def soak(cycles, allowed: Iterable[str], max_stop_latency_s: float | None = None
     reasons = []
     # Two verdicts, judged apart: the lifecycle's (``outcome``) and the load's (``load_outcome``;
     # a row without one, or whose load was not measured, is judged on its lifecycle alone).
-    for key, label, skip in (("outcome", "outcomes", ()), ("load_outcome", "load outcomes", (None, verdicts.NOT_MEASURED)),
-                             ("growth_outcome", "growth outcomes", (None, verdicts.NOT_MEASURED, "ok"))):
+    for key, label, skip in (
+        ("outcome", "outcomes", ()),
+        ("load_outcome", "load outcomes", (None, verdicts.NOT_MEASURED)),
+        ("growth_outcome", "growth outcomes", (None, verdicts.NOT_MEASURED, "ok")),
+    ):
         counts: dict[str, int] = {}
         for r in rows:
             if r.get(key) not in skip:
@@ -96,8 +105,10 @@ def soak(cycles, allowed: Iterable[str], max_stop_latency_s: float | None = None
         reasons.append(f"leaks: {stubs} stub(s) killed by the rig, {shm} shared-memory region(s) left")
     low = (run_trend or {}).get("slowdown_low_pct")
     if max_slowdown is not None and low is not None and low > max_slowdown and "slowing" not in allowed:
-        reasons.append(f"slowing across the run: {run_trend['slowdown_pct']:.0f} % slower at its last cycles than its "
-                       f"first (at least {low:.0f} % > {max_slowdown:g} %)")
+        reasons.append(
+            f"slowing across the run: {run_trend['slowdown_pct']:.0f} % slower at its last cycles than its "
+            f"first (at least {low:.0f} % > {max_slowdown:g} %)"
+        )
     return reasons
 
 
@@ -186,8 +197,11 @@ def _new_outcomes(base, cand) -> list[str]:
     ``growth_outcome`` other than ok: leaking, slowing)."""
     reasons = []
     fine_load = (*verdicts.GOOD, verdicts.NOT_MEASURED)
-    for key, label, fine in (("outcome", "outcome", verdicts.GOOD), ("load_outcome", "load outcome", fine_load),
-                             ("growth_outcome", "growth outcome", fine_load)):
+    for key, label, fine in (
+        ("outcome", "outcome", verdicts.GOOD),
+        ("load_outcome", "load outcome", fine_load),
+        ("growth_outcome", "growth outcome", fine_load),
+    ):
         if key not in cand:
             continue
         seen = set(base[key].dropna()) if key in base else set()
@@ -195,8 +209,11 @@ def _new_outcomes(base, cand) -> list[str]:
         new = {k: int(v) for k, v in counts.items() if k not in seen and k not in fine}
         if new:
             had = ", ".join(sorted(seen)) or "no cycles"
-            reasons.append(f"new {label}(s): " + ", ".join(f"{k} in {v}/{len(cand)} cycles" for k, v in sorted(new.items()))
-                           + f" (baseline had only {had})")
+            reasons.append(
+                f"new {label}(s): "
+                + ", ".join(f"{k} in {v}/{len(cand)} cycles" for k, v in sorted(new.items()))
+                + f" (baseline had only {had})"
+            )
     return reasons
 
 
@@ -210,8 +227,9 @@ def first_response(streaming, max_p99_us: float | None) -> list[str]:
         if p99 is None or p99 != p99 or p99 <= max_p99_us:
             continue
         where = r["point"] + ("" if r.get("tool") in (None, "rig") else f" ({r['tool']})")
-        reasons.append(f"first response p99 at {where}: {p99:,.0f} us > {max_p99_us:,.0f} us "
-                       f"({r.get('first_from', '-')})")
+        reasons.append(
+            f"first response p99 at {where}: {p99:,.0f} us > {max_p99_us:,.0f} us ({r.get('first_from', '-')})"
+        )
     return reasons
 
 
@@ -227,16 +245,26 @@ def _judged(cycles):
     return cycles.reindex(columns=list(JUDGED))
 
 
-def gate(baseline_cycles, baseline_windows, candidate_cycles, candidate_windows,
-         max_finalize_drop: float = MAX_FINALIZE_DROP, max_stop_regression: float = MAX_STOP_REGRESSION,
-         max_throughput_drop: float = MAX_THROUGHPUT_DROP, alpha: float = ALPHA,
-         max_first_response_p99_us: float | None = None, candidate_streaming=None) -> list[str]:
+def gate(
+    baseline_cycles,
+    baseline_windows,
+    candidate_cycles,
+    candidate_windows,
+    max_finalize_drop: float = MAX_FINALIZE_DROP,
+    max_stop_regression: float = MAX_STOP_REGRESSION,
+    max_throughput_drop: float = MAX_THROUGHPUT_DROP,
+    alpha: float = ALPHA,
+    max_first_response_p99_us: float | None = None,
+    candidate_streaming=None,
+) -> list[str]:
     """Reasons the candidate regressed from the baseline (empty: it passes); see the module's
     docstring for the rules. ``candidate_streaming``: ``frames.streaming`` of the candidate's
     windows (with their histograms), for ``max_first_response_p99_us``."""
     base, cand = _judged(baseline_cycles), _judged(candidate_cycles)
-    return (_new_outcomes(base, cand)
-            + _finalize(base, cand, max_finalize_drop, alpha)
-            + _stop(base, cand, max_stop_regression, alpha)
-            + _throughput(baseline_windows, candidate_windows, max_throughput_drop, alpha)
-            + first_response(candidate_streaming, max_first_response_p99_us))
+    return (
+        _new_outcomes(base, cand)
+        + _finalize(base, cand, max_finalize_drop, alpha)
+        + _stop(base, cand, max_stop_regression, alpha)
+        + _throughput(baseline_windows, candidate_windows, max_throughput_drop, alpha)
+        + first_response(candidate_streaming, max_first_response_p99_us)
+    )

@@ -31,8 +31,9 @@ def _dir_mb(path: Path) -> float:
     return total / 1e6
 
 
-def assemble(version, branch, refs, commits, notes, sources, work, timings, t0, log,
-              py, python, reuse, old, compiled) -> dict:
+def assemble(
+    version, branch, refs, commits, notes, sources, work, timings, t0, log, py, python, reuse, old, compiled
+) -> dict:
     root = built_root(version)
     staging = Path(tempfile.mkdtemp(prefix=f".built-{version}-", dir=runtimes_dir()))
     os.chmod(staging, 0o755)
@@ -47,24 +48,37 @@ def assemble(version, branch, refs, commits, notes, sources, work, timings, t0, 
         api = _check_core(staging / "lib" / "libtritonserver.so", version, log)
         work_mb = _dir_mb(work)
         # this step is still running: its time so far (the others hold their durations)
-        timings = {k: (round(time.monotonic() - v, 1) if k == "assemble and check" else v)
-                   for k, v in timings.items()}
+        timings = {k: (round(time.monotonic() - v, 1) if k == "assemble and check" else v) for k, v in timings.items()}
         m = {
-            "kind": "built", "recipe": RECIPE, "triton_version": version, "branch": branch,
-            "refs": refs, "commits": commits, "sources": sources.describe(),
-            "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": os.uname().nodename,
-            "cpus": len(os.sched_getaffinity(0)), "compiler": _first_line(["g++", "--version"]),
+            "kind": "built",
+            "recipe": RECIPE,
+            "triton_version": version,
+            "branch": branch,
+            "refs": refs,
+            "commits": commits,
+            "sources": sources.describe(),
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "host": os.uname().nodename,
+            "cpus": len(os.sched_getaffinity(0)),
+            "compiler": _first_line(["g++", "--version"]),
             "cmake": _first_line([preflight.tools(runtimes_dir().parent, log)[0], "--version"]),
-            "core_flags": recipe.CORE_FLAGS, "backend_flags": recipe.BACKEND_FLAGS,
-            "pythons": {py: python}, "api_version": api, "adaptations": notes, "carried_libraries": carried,
-            "differs_from_ngc": list(recipe.DIFFERS_FROM_NGC), "step_seconds": timings,
+            "core_flags": recipe.CORE_FLAGS,
+            "backend_flags": recipe.BACKEND_FLAGS,
+            "pythons": {py: python},
+            "api_version": api,
+            "adaptations": notes,
+            "carried_libraries": carried,
+            "differs_from_ngc": list(recipe.DIFFERS_FROM_NGC),
+            "step_seconds": timings,
             "pybind11": _pybind11_version(work / "src" / "pybind11"),
-            "build_seconds": round(time.monotonic() - t0, 1), "work_mb": round(work_mb, 1),
+            "build_seconds": round(time.monotonic() - t0, 1),
+            "work_mb": round(work_mb, 1),
         }
         # pybind11 before 2.12 (python_backend r24.10) knows numpy 1 only: its stub, given numpy 2,
         # answers every output with zeros (measured on 2.51.0), so it gets numpy<2 as the PyPI cores' do
-        m["stub_numpy1"] = tuple(int(x) for x in m["pybind11"].split(".")[:2]) < (2, 12) \
-            if m["pybind11"] != "unknown" else False
+        m["stub_numpy1"] = (
+            tuple(int(x) for x in m["pybind11"].split(".")[:2]) < (2, 12) if m["pybind11"] != "unknown" else False
+        )
         m["size_mb"] = round(_dir_mb(staging), 1)
         if reuse is not None:
             m["step_seconds"] = {**old.get("step_seconds", {}), **timings}
@@ -89,8 +103,7 @@ def _lay_out(staging: Path, work: Path, py: str, reuse: Path | None, log) -> Non
     if not core.exists():
         found = sorted((work / "build" / "core").rglob("libtritonserver.so"))
         if not found:
-            raise RigError(f"the core built but no libtritonserver.so is in {work / 'build' / 'core'}; "
-                           f"see {log.path}")
+            raise RigError(f"the core built but no libtritonserver.so is in {work / 'build' / 'core'}; see {log.path}")
         core = found[0]
     shutil.copy2(core, staging / "lib" / "libtritonserver.so")
     pb = staging / f"py{py}" / "backends" / "python"
@@ -114,8 +127,10 @@ def _compiled_bindings(compiled: Path | None, dest: Path, version: str, refs: di
     info = dest / f"tritonserver-{version}.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: tritonserver\nVersion: {version}\n")
-    return (f"official bindings: compiled here from core/python of {refs['core']} for Python {py} "
-            "(PyPI has none of this version for it)")
+    return (
+        f"official bindings: compiled here from core/python of {refs['core']} for Python {py} "
+        "(PyPI has none of this version for it)"
+    )
 
 
 def _replace(root: Path, staging: Path, version: str) -> None:
@@ -137,15 +152,39 @@ def compile_bindings(src: Path, out: Path, python: str, core_dir: Path, log) -> 
     if not cc.exists():
         log("no core/python bindings in this branch")
         return None
-    info = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['include']); "
-                           "print(sysconfig.get_config_var('EXT_SUFFIX'))"], capture_output=True, text=True)
+    info = subprocess.run(
+        [
+            python,
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['include']); print(sysconfig.get_config_var('EXT_SUFFIX'))",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     include, suffix = info.stdout.split()[:2]
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(cc.parent.parent, out, ignore=shutil.ignore_patterns("CMakeLists.txt", "*.cc"))
     core_lib = core_dir / "libtritonserver.so"
-    run(["g++", "-O2", "-shared", "-fPIC", "-std=c++17", "-fvisibility=hidden", f"-I{include}",
-          f"-I{src / 'pybind11' / 'include'}", f"-I{src / 'core' / 'include'}", str(cc),
-          "-o", str(out / "_c" / f"triton_bindings{suffix}"), f"-L{core_lib.parent}", "-ltritonserver"], log)
+    run(
+        [
+            "g++",
+            "-O2",
+            "-shared",
+            "-fPIC",
+            "-std=c++17",
+            "-fvisibility=hidden",
+            f"-I{include}",
+            f"-I{src / 'pybind11' / 'include'}",
+            f"-I{src / 'core' / 'include'}",
+            str(cc),
+            "-o",
+            str(out / "_c" / f"triton_bindings{suffix}"),
+            f"-L{core_lib.parent}",
+            "-ltritonserver",
+        ],
+        log,
+    )
     return out
 
 
@@ -154,10 +193,33 @@ def _official_bindings(version: str, py: str, dest: Path, log) -> str | None:
     Python (2.70.0 and later, CPython 3.12): the official engine then runs over its own core."""
     tag = "cp" + py.replace(".", "")
     with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
-                               "--no-deps", "--only-binary=:all:", "--python-version", py, "--implementation", "cp",
-                               "--abi", tag, "--platform", "manylinux_2_39_x86_64", "-d", tmp,
-                               f"tritonserver=={version}"], capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--disable-pip-version-check",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--python-version",
+                py,
+                "--implementation",
+                "cp",
+                "--abi",
+                tag,
+                "--platform",
+                "manylinux_2_39_x86_64",
+                "-d",
+                tmp,
+                f"tritonserver=={version}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         wheels = sorted(Path(tmp).glob("tritonserver-*.whl"))
         if proc.returncode != 0 or not wheels:
             log(f"no tritonserver {version} bindings for Python {py} on PyPI: {proc.stderr.strip()[-300:]}")
@@ -171,8 +233,18 @@ def _official_bindings(version: str, py: str, dest: Path, log) -> str | None:
 
 
 # Libraries every Linux the runtime runs on has, in versions at least as new as here's: not carried.
-BASE_LIBRARIES = ("libc.so", "libm.so", "libpthread.so", "libdl.so", "librt.so", "ld-linux", "libstdc++.so",
-                  "libgcc_s.so", "libpython", "linux-vdso")
+BASE_LIBRARIES = (
+    "libc.so",
+    "libm.so",
+    "libpthread.so",
+    "libdl.so",
+    "librt.so",
+    "ld-linux",
+    "libstdc++.so",
+    "libgcc_s.so",
+    "libpython",
+    "linux-vdso",
+)
 
 
 def _carry_libraries(staging: Path, log) -> list[str]:
@@ -180,17 +252,26 @@ def _carry_libraries(staging: Path, log) -> list[str]:
     prometheus-cpp, ...) into the runtime's lib/, so it runs where those versions are not
     installed: the official engine's Debian 13 sandbox, a fleet node."""
     carried = []
-    binaries = [staging / "lib" / "libtritonserver.so", *staging.glob("py*/backends/python/libtriton_python.so"),
-                *staging.glob("py*/backends/python/" + STUB_NAME)]
+    binaries = [
+        staging / "lib" / "libtritonserver.so",
+        *staging.glob("py*/backends/python/libtriton_python.so"),
+        *staging.glob("py*/backends/python/" + STUB_NAME),
+    ]
     for binary in binaries:
-        needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]",
-                            subprocess.run(["readelf", "-d", str(binary)], capture_output=True, text=True).stdout)
-        resolved = dict(re.findall(r"^\s*(\S+) => (/\S+)", subprocess.run(
-            ["ldd", str(binary)], capture_output=True, text=True).stdout, flags=re.MULTILINE))
+        needed = re.findall(
+            r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]",
+            subprocess.run(["readelf", "-d", str(binary)], capture_output=True, text=True, check=False).stdout,
+        )
+        resolved = dict(
+            re.findall(
+                r"^\s*(\S+) => (/\S+)",
+                subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=False).stdout,
+                flags=re.MULTILINE,
+            )
+        )
         for name in needed:
             # the backend links the core by name: never carry what the runtime itself provides
-            if any(name.startswith(b) for b in BASE_LIBRARIES) or name in carried \
-                    or (staging / "lib" / name).exists():
+            if any(name.startswith(b) for b in BASE_LIBRARIES) or name in carried or (staging / "lib" / name).exists():
                 continue
             path = resolved.get(name)
             if path is None:
@@ -214,7 +295,7 @@ def _pybind11_version(src: Path) -> str:
 
 def _first_line(args: list[str]) -> str:
     try:
-        return subprocess.run(args, capture_output=True, text=True).stdout.splitlines()[0]
+        return subprocess.run(args, capture_output=True, text=True, check=False).stdout.splitlines()[0]
     except (OSError, IndexError):
         return "unknown"
 
@@ -253,10 +334,12 @@ print(json.dumps({"api": f"{a.value}.{b.value}", "metadata": meta}))
 def _check_core(lib: Path, version: str, log) -> str:
     """Start the built core in a fresh process over an empty repository and ask its metadata:
     every library it links resolves, and it reports its version as JSON, or the build is refused."""
-    env = dict(os.environ, LD_LIBRARY_PATH=os.pathsep.join(filter(None, [str(lib.parent),
-                                                                         os.environ.get("LD_LIBRARY_PATH")])))
-    proc = subprocess.run([sys.executable, "-c", CHECK, str(lib)], capture_output=True, text=True, timeout=120,
-                          env=env)
+    env = dict(
+        os.environ, LD_LIBRARY_PATH=os.pathsep.join(filter(None, [str(lib.parent), os.environ.get("LD_LIBRARY_PATH")]))
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", CHECK, str(lib)], capture_output=True, text=True, timeout=120, env=env, check=False
+    )
     log(f"core check: {proc.stdout.strip()}\n{proc.stderr.strip()[-2000:]}")
     try:
         got = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -265,6 +348,8 @@ def _check_core(lib: Path, version: str, log) -> str:
         raise RigError(f"the built core does not start ({last}); see {log.path}") from None
     meta = got.get("metadata") or {}
     if meta.get("version") != version:
-        raise RigError(f"the built core started but its metadata says {json.dumps(meta)[:120]} where version "
-                       f"{version} was expected; see {log.path}")
+        raise RigError(
+            f"the built core started but its metadata says {json.dumps(meta)[:120]} where version "
+            f"{version} was expected; see {log.path}"
+        )
     return got["api"]

@@ -36,12 +36,12 @@ from rig.common.errors import RigError
 
 @dataclasses.dataclass
 class Request:
-    version: str                 # what the user typed: 2.67.0 or r26.03
-    sources: str | None = None   # a folder of git bundles; None: GitHub
-    refs: dict[str, str] = dataclasses.field(default_factory=dict)   # --ref overrides
+    version: str  # what the user typed: 2.67.0 or r26.03
+    sources: str | None = None  # a folder of git bundles; None: GitHub
+    refs: dict[str, str] = dataclasses.field(default_factory=dict)  # --ref overrides
     force: bool = False
     jobs: int | None = None
-    python: str | None = None    # the interpreter whose backend stub is built; None: this one
+    python: str | None = None  # the interpreter whose backend stub is built; None: this one
 
 
 def build(req: Request, out=print, progress: bool | None = None) -> dict:
@@ -51,8 +51,7 @@ def build(req: Request, out=print, progress: bool | None = None) -> dict:
     py = python_tag(req.python)
     if not req.force and is_built(root, py):
         m = manifest(root)
-        out(f"built-{version} is already built (cache hit): Triton {version} from {m.get('branch')} "
-            f"in {root}")
+        out(f"built-{version} is already built (cache hit): Triton {version} from {m.get('branch')} in {root}")
         return m
     preflight.check(req.python or sys.executable)
     sources = Sources(req.sources)
@@ -67,19 +66,21 @@ def build(req: Request, out=print, progress: bool | None = None) -> dict:
         if not req.force and is_built(root, py):
             out(f"built-{version} was built meanwhile (cache hit): {root}")
             return manifest(root)
-        return _build_locked(req, version, branch, py, sources, out,
-                             sys.stderr.isatty() if progress is None else progress)
+        return _build_locked(
+            req, version, branch, py, sources, out, sys.stderr.isatty() if progress is None else progress
+        )
 
 
 def _pick_refs(req: Request, version: str, branch: str, sources: Sources) -> tuple[dict, dict]:
     """(ref, why) per repository; a release none of them has is refused in one line."""
     if not req.refs and not sources.has_release(branch, releases.COMPONENTS):
-        newest = max((h for n in releases.COMPONENTS for h in sources.heads(n) if h in releases.BRANCHES),
-                     default=None)
-        raise RigError(f"{sources.describe()} has no {branch} branch of any of {', '.join(releases.COMPONENTS)}: "
-                       f"Triton {version} is not there (its newest release: "
-                       f"{releases.BRANCHES.get(newest, 'none')}{f' ({newest})' if newest else ''}); "
-                       "fetch it, or build from GitHub without --sources")
+        newest = max((h for n in releases.COMPONENTS for h in sources.heads(n) if h in releases.BRANCHES), default=None)
+        raise RigError(
+            f"{sources.describe()} has no {branch} branch of any of {', '.join(releases.COMPONENTS)}: "
+            f"Triton {version} is not there (its newest release: "
+            f"{releases.BRANCHES.get(newest, 'none')}{f' ({newest})' if newest else ''}); "
+            "fetch it, or build from GitHub without --sources"
+        )
     picked = {name: sources.pick(name, branch, req.refs.get(name), nearest=True) for name in releases.COMPONENTS}
     return {n: p[0] for n, p in picked.items()}, {n: p[1] for n, p in picked.items()}
 
@@ -124,6 +125,7 @@ def _build_locked(req: Request, version: str, branch: str, py: str, sources: Sou
     jobs = ["-j", str(req.jobs)] if req.jobs else []
     try:
         with Progress(show) as bar:
+
             def step(name):
                 bar.start(name)
                 timings[name] = time.monotonic()
@@ -139,8 +141,11 @@ def _build_locked(req: Request, version: str, branch: str, py: str, sources: Sou
 
             if reuse is None:
                 step("configure core")
-                run(recipe.core_configure(cmake, ninja, src, bld / "core", shim, version, refs)
-                    + recipe.ccache_flags(ccache), log)
+                run(
+                    recipe.core_configure(cmake, ninja, src, bld / "core", shim, version, refs)
+                    + recipe.ccache_flags(ccache),
+                    log,
+                )
                 done("configure core")
                 step("build core")
                 run([ninja, "-C", str(bld / "core"), *jobs, "triton-core"], log, bar.tick)
@@ -152,23 +157,27 @@ def _build_locked(req: Request, version: str, branch: str, py: str, sources: Sou
 
             pbuild = bld / f"python_backend-py{py}"
             step("configure python backend")
-            run(recipe.backend_configure(cmake, ninja, src, pbuild, shim, version, refs, python)
-                + recipe.ccache_flags(ccache), log)
+            run(
+                recipe.backend_configure(cmake, ninja, src, pbuild, shim, version, refs, python)
+                + recipe.ccache_flags(ccache),
+                log,
+            )
             done("configure python backend")
             step("build python backend")
             # the two targets only: "all" also compiles common's unit tests
-            run([ninja, "-C", str(pbuild), *jobs, "triton-python-backend", "triton-python-backend-stub"],
-                 log, bar.tick)
+            run([ninja, "-C", str(pbuild), *jobs, "triton-python-backend", "triton-python-backend-stub"], log, bar.tick)
             done("build python backend")
 
             step("python bindings")
-            compiled = compile_bindings(src, work / "build" / f"bindings-py{py}", python,
-                                         reuse.parent if reuse else bld / "core", log)
+            compiled = compile_bindings(
+                src, work / "build" / f"bindings-py{py}", python, reuse.parent if reuse else bld / "core", log
+            )
             done("python bindings")
 
             step("assemble and check")
-            m = assemble(version, branch, refs, commits, notes, sources, work, timings, t0, log,
-                          py, python, reuse, old, compiled)
+            m = assemble(
+                version, branch, refs, commits, notes, sources, work, timings, t0, log, py, python, reuse, old, compiled
+            )
             _add_to_manifest(m, version, ccache, resumed, log)
             done("assemble and check")
     except KeyboardInterrupt:
@@ -180,17 +189,25 @@ def _build_locked(req: Request, version: str, branch: str, py: str, sources: Sou
     finally:
         log.close()
     shutil.rmtree(work, ignore_errors=True)  # the result is in runtimes/; the trees are not needed
-    out(f"built-{version}: Triton {version} in {built_root(version)} "
+    out(
+        f"built-{version}: Triton {version} in {built_root(version)} "
         f"({m['build_seconds'] / 60:.1f} min, {m['size_mb']:.0f} MB; peak work tree {m['work_mb']:.0f} MB"
-        + (f"; compiler cache: {cc['hits']} of {cc['hits'] + cc['misses']} compiles served"
-           if (cc := m.get("compiler_cache")) else "") + ")")
+        + (
+            f"; compiler cache: {cc['hits']} of {cc['hits'] + cc['misses']} compiles served"
+            if (cc := m.get("compiler_cache"))
+            else ""
+        )
+        + ")"
+    )
     return m
 
 
 def _announce(version: str, branch: str, py: str, sources: Sources, reuse, log, out) -> None:
     log(f"\n==== rig runtime build {version} ({branch}) {time.strftime('%Y-%m-%d %H:%M:%S')} ====")
-    out(f"building Triton {version} ({branch}) for CPU, backend stub for Python {py}, from "
-        f"{sources.describe()}{'; the core is reused from ' + str(reuse) if reuse else ''}; log: {log.path}")
+    out(
+        f"building Triton {version} ({branch}) for CPU, backend stub for Python {py}, from "
+        f"{sources.describe()}{'; the core is reused from ' + str(reuse) if reuse else ''}; log: {log.path}"
+    )
 
 
 def _add_to_manifest(m: dict, version: str, ccache: str | None, resumed: bool, log) -> None:
@@ -221,14 +238,14 @@ def _compiler_cache(log) -> str | None:
     os.environ["CCACHE_BASEDIR"] = str(builds_dir())
     os.environ.setdefault("CCACHE_NOHASHDIR", "true")
     os.environ.setdefault("CCACHE_MAXSIZE", "4G")
-    subprocess.run([path, "--zero-stats"], capture_output=True)
+    subprocess.run([path, "--zero-stats"], capture_output=True, check=False)
     log(f"compiler cache: {path} in {os.environ['CCACHE_DIR']}")
     return path
 
 
 def _cache_stats(ccache: str) -> dict[str, int]:
     """This build's compiles served by the cache (``hits``), compiled anew (``misses``)."""
-    p = subprocess.run([ccache, "--print-stats"], capture_output=True, text=True)
+    p = subprocess.run([ccache, "--print-stats"], capture_output=True, text=True, check=False)
     stats = dict(line.split("\t", 1) for line in p.stdout.splitlines() if "\t" in line)
 
     def n(key):
@@ -247,8 +264,12 @@ def _fetch_all(sources: Sources, refs: dict[str, str], src: Path, notes: list[st
         if not (dest / ".git").exists():
             shutil.rmtree(dest, ignore_errors=True)
             sources.fetch(name, refs[name], dest, log)
-        commits[name] = subprocess.run(["git", "-C", str(dest), "rev-parse", "HEAD"], capture_output=True,
-                                       text=True).stdout.strip()
+        commits[name] = subprocess.run(
+            ["git", "-C", str(dest), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
     logging_cc = src / "common" / "src" / "logging.cc"
     header = src / "common" / "include" / "triton" / "common" / "triton_json.h"
     if logging_cc.exists() and header.exists():
@@ -257,8 +278,10 @@ def _fetch_all(sources: Sources, refs: dict[str, str], src: Path, notes: list[st
         if patched != text:
             logging_cc.write_text(patched)
         if recipe.JSON_MARK in patched:
-            notes.append("common: TritonJson renamed in src/logging.cc, whose status type clashed with the "
-                         "core's (fixed upstream in r25.10)")
+            notes.append(
+                "common: TritonJson renamed in src/logging.cc, whose status type clashed with the "
+                "core's (fixed upstream in r25.10)"
+            )
     core_cml = src / "core" / "src" / "CMakeLists.txt"
     if core_cml.exists():
         text = core_cml.read_text()
@@ -281,18 +304,40 @@ def _fetch_all(sources: Sources, refs: dict[str, str], src: Path, notes: list[st
                 _clone_bundle_at(sources, name, want, dest, notes, log)
             else:
                 sources.fetch(name, want or "master", dest, log)
-        commits[name] = subprocess.run(["git", "-C", str(dest), "rev-parse", "HEAD"], capture_output=True,
-                                       text=True).stdout.strip()
+        commits[name] = subprocess.run(
+            ["git", "-C", str(dest), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
     return commits
 
 
 def _clone_bundle_at(sources: Sources, name: str, want: str | None, dest: Path, notes, log) -> None:
     """A bundle holds named refs; the pinned commit is checked out if the bundle has it."""
     git(["git", "clone", "-q", "--no-checkout", sources.url(name), str(dest)], log)
-    git(["git", "-C", str(dest), "fetch", "-q", "origin", "+refs/heads/*:refs/remotes/origin/*",
-          "+refs/tags/*:refs/tags/*"], log)
-    ok = want and subprocess.run(["git", "-C", str(dest), "cat-file", "-e", f"{want}^{{commit}}"],
-                                 capture_output=True).returncode == 0
+    git(
+        [
+            "git",
+            "-C",
+            str(dest),
+            "fetch",
+            "-q",
+            "origin",
+            "+refs/heads/*:refs/remotes/origin/*",
+            "+refs/tags/*:refs/tags/*",
+        ],
+        log,
+    )
+    ok = (
+        want
+        and subprocess.run(
+            ["git", "-C", str(dest), "cat-file", "-e", f"{want}^{{commit}}"],
+            capture_output=True,
+            check=False,
+        ).returncode
+        == 0
+    )
     if not ok:
         have = sources.heads(name)
         fallback = have[-1] if have else "HEAD"

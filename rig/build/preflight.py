@@ -20,10 +20,10 @@ from rig.common.errors import RigError
 
 @dataclasses.dataclass(frozen=True)
 class Need:
-    package: str            # the Debian package that provides it
-    what: str               # what the build uses it for
-    paths: tuple[str, ...] = ()   # any of these existing satisfies it
-    command: str | None = None    # or this command on PATH
+    package: str  # the Debian package that provides it
+    what: str  # what the build uses it for
+    paths: tuple[str, ...] = ()  # any of these existing satisfies it
+    command: str | None = None  # or this command on PATH
 
 
 NEEDS = (
@@ -43,8 +43,14 @@ NEEDS = (
     Need("googletest", "common's test framework sources", ("/usr/src/googletest/CMakeLists.txt",)),
     # the core's own tests (src/test, always configured off Windows) find_package(GTest): the
     # sources above do not satisfy it, Debian's built library does
-    Need("libgtest-dev", "the core's test framework (find_package(GTest))",
-         ("/usr/lib/x86_64-linux-gnu/cmake/GTest/GTestConfig.cmake", "/usr/lib/aarch64-linux-gnu/cmake/GTest/GTestConfig.cmake")),
+    Need(
+        "libgtest-dev",
+        "the core's test framework (find_package(GTest))",
+        (
+            "/usr/lib/x86_64-linux-gnu/cmake/GTest/GTestConfig.cmake",
+            "/usr/lib/aarch64-linux-gnu/cmake/GTest/GTestConfig.cmake",
+        ),
+    ),
 )
 
 BOOST_MIN = 107800
@@ -62,8 +68,7 @@ def missing_packages(exists=os.path.exists, which=shutil.which) -> list[str]:
     """The Debian packages whose files are absent (in NEEDS order)."""
     out = []
     for need in NEEDS:
-        ok = (need.command is not None and which(need.command) is not None) or \
-             any(exists(p) for p in need.paths)
+        ok = (need.command is not None and which(need.command) is not None) or any(exists(p) for p in need.paths)
         if not ok:
             out.append(need.package)
     return out
@@ -71,11 +76,14 @@ def missing_packages(exists=os.path.exists, which=shutil.which) -> list[str]:
 
 def python_headers_missing(python: str = sys.executable) -> str | None:
     """The interpreter's Python.h, which the backend stub embeds, or what provides it."""
-    code = ("import sys, sysconfig; print(sysconfig.get_paths()['include']); "
-            "print(f'{sys.version_info[0]}.{sys.version_info[1]}'); print(sys.base_prefix)")
+    code = (
+        "import sys, sysconfig; print(sysconfig.get_paths()['include']); "
+        "print(f'{sys.version_info[0]}.{sys.version_info[1]}'); print(sys.base_prefix)"
+    )
     try:
-        inc, v, prefix = subprocess.run([python, "-c", code], capture_output=True, text=True,
-                                        timeout=60).stdout.split("\n")[:3]
+        inc, v, prefix = subprocess.run(
+            [python, "-c", code], capture_output=True, text=True, timeout=60, check=False
+        ).stdout.split("\n")[:3]
     except (OSError, ValueError, subprocess.TimeoutExpired):
         return f"a Python interpreter at {python}"
     if os.path.exists(os.path.join(inc, "Python.h")):
@@ -93,21 +101,26 @@ def check(python: str = sys.executable) -> None:
         missing.append(headers)
         headers = None
     if missing:
-        raise RigError(f"a source build needs {', '.join(missing)}: "
-                       f"apt-get update && apt-get install -y --no-install-recommends {' '.join(missing)}")
+        raise RigError(
+            f"a source build needs {', '.join(missing)}: "
+            f"apt-get update && apt-get install -y --no-install-recommends {' '.join(missing)}"
+        )
     if headers:
-        raise RigError(f"a source build needs {headers} (Python.h); install them, or run the rig "
-                       "with an interpreter that has them")
+        raise RigError(
+            f"a source build needs {headers} (Python.h); install them, or run the rig with an interpreter that has them"
+        )
 
 
 def tools(cache: Path, log) -> tuple[str, str]:
     """cmake and ninja from PyPI, installed once into the cache; returns their paths."""
     target = cache / "build-tools"
+
     def found():
         cmake = target / "cmake" / "data" / "bin" / "cmake"
         # ninja's wheels moved its binary from ninja/data/bin to the scripts folder (1.11 -> 1.13)
-        ninja = next((p for p in (target / "ninja" / "data" / "bin" / "ninja", target / "bin" / "ninja")
-                      if p.is_file()), None)
+        ninja = next(
+            (p for p in (target / "ninja" / "data" / "bin" / "ninja", target / "bin" / "ninja") if p.is_file()), None
+        )
         if cmake.is_file() and ninja is not None and (target / ".complete").exists():
             return str(cmake), str(ninja)
         return None
@@ -117,9 +130,15 @@ def tools(cache: Path, log) -> tuple[str, str]:
     log("installing cmake and ninja from PyPI into " + str(target))
     from rig.common.wheels import pip_install_into
 
-    pip_install_into(target, ["cmake>=3.31.8,<5", "ninja"], "cmake and ninja from PyPI",
-                     "a source build needs them (pip install 'cmake>=3.31.8' ninja)")
+    pip_install_into(
+        target,
+        ["cmake>=3.31.8,<5", "ninja"],
+        "cmake and ninja from PyPI",
+        "a source build needs them (pip install 'cmake>=3.31.8' ninja)",
+    )
     if not found():
-        raise RigError(f"cmake and ninja installed from PyPI into {target}, but their binaries are not "
-                       "where expected; remove that folder and try again")
+        raise RigError(
+            f"cmake and ninja installed from PyPI into {target}, but their binaries are not "
+            "where expected; remove that folder and try again"
+        )
     return found()

@@ -12,29 +12,46 @@ import re
 from pathlib import Path
 
 CORE_FLAGS = {
-    "TRITON_ENABLE_LOGGING": "ON", "TRITON_ENABLE_STATS": "ON", "TRITON_ENABLE_METRICS": "ON",
-    "TRITON_ENABLE_METRICS_CPU": "ON", "TRITON_ENABLE_ENSEMBLE": "ON",
-    "TRITON_ENABLE_GPU": "OFF", "TRITON_ENABLE_METRICS_GPU": "OFF", "TRITON_ENABLE_MALI_GPU": "OFF",
-    "TRITON_ENABLE_TRACING": "OFF", "TRITON_ENABLE_NVTX": "OFF", "TRITON_ENABLE_TENSORRT": "OFF",
-    "TRITON_ENABLE_GCS": "OFF", "TRITON_ENABLE_S3": "OFF", "TRITON_ENABLE_AZURE_STORAGE": "OFF",
-    "TRITON_ENABLE_GRPC": "OFF", "TRITON_ENABLE_HTTP": "OFF", "TRITON_ENABLE_SAGEMAKER": "OFF",
+    "TRITON_ENABLE_LOGGING": "ON",
+    "TRITON_ENABLE_STATS": "ON",
+    "TRITON_ENABLE_METRICS": "ON",
+    "TRITON_ENABLE_METRICS_CPU": "ON",
+    "TRITON_ENABLE_ENSEMBLE": "ON",
+    "TRITON_ENABLE_GPU": "OFF",
+    "TRITON_ENABLE_METRICS_GPU": "OFF",
+    "TRITON_ENABLE_MALI_GPU": "OFF",
+    "TRITON_ENABLE_TRACING": "OFF",
+    "TRITON_ENABLE_NVTX": "OFF",
+    "TRITON_ENABLE_TENSORRT": "OFF",
+    "TRITON_ENABLE_GCS": "OFF",
+    "TRITON_ENABLE_S3": "OFF",
+    "TRITON_ENABLE_AZURE_STORAGE": "OFF",
+    "TRITON_ENABLE_GRPC": "OFF",
+    "TRITON_ENABLE_HTTP": "OFF",
+    "TRITON_ENABLE_SAGEMAKER": "OFF",
     "TRITON_ENABLE_VERTEX_AI": "OFF",
 }
 BACKEND_FLAGS = {"TRITON_ENABLE_GPU": "OFF", "TRITON_ENABLE_STATS": "ON", "TRITON_ENABLE_NVTX": "OFF"}
 
 DIFFERS_FROM_NGC = (
-    "CPU only: TRITON_ENABLE_GPU, TRITON_ENABLE_METRICS_GPU and the Python backend's GPU support are "
-    "off (no CUDA memory, no CUDA shared memory between stub and core, no DLPack on GPU)",
+    (
+        "CPU only: TRITON_ENABLE_GPU, TRITON_ENABLE_METRICS_GPU and the Python backend's GPU support are "
+        "off (no CUDA memory, no CUDA shared memory between stub and core, no DLPack on GPU)"
+    ),
     "no tracing (TRITON_ENABLE_TRACING off: OpenTelemetry is not packaged here) and no NVTX",
     "no cloud model repositories (GCS, S3, Azure Storage off)",
     "no TensorRT, and no backends but python (the image ships onnxruntime, pytorch, tensorrt, ...)",
-    "the libraries are Debian 12's (protobuf 3.21, re2 2022-12, Boost 1.81 headers, prometheus-cpp "
-    "1.0, RapidJSON), not the versions the image builds from third_party",
+    (
+        "the libraries are Debian 12's (protobuf 3.21, re2 2022-12, Boost 1.81 headers, prometheus-cpp "
+        "1.0, RapidJSON), not the versions the image builds from third_party"
+    ),
     "compiled by Debian 12's GCC 12 against glibc 2.36 (the image: its Ubuntu's GCC and glibc)",
     "the backend stub is built for the Python that ran the build, not the image's Python 3.12",
-    "the in-process Python bindings (the tritonserver package): PyPI's wheel where it has this version "
-    "for this Python (2.70.0 and later, CPython 3.12), else compiled here from core/python of the same "
-    "branch with g++ directly (the image's wheel is built by its CMake)",
+    (
+        "the in-process Python bindings (the tritonserver package): PyPI's wheel where it has this version "
+        "for this Python (2.70.0 and later, CPython 3.12), else compiled here from core/python of the same "
+        "branch with g++ directly (the image's wheel is built by its CMake)"
+    ),
 )
 
 # Debian 12 ships no CMake config files for protobuf or re2, which the CMakeLists find in CONFIG
@@ -97,9 +114,10 @@ def python_backend_patch(cmakelists: str) -> str:
     if not m or BOOST_MARK in cmakelists:
         return cmakelists
     block = re.sub(r"^\s*URL_HASH\s+SHA256=\w+\s*$\n?", "", m.group(1), flags=re.MULTILINE)
-    block = re.sub(r"^(\s*)URL\s+\S+", lambda u: f"{u.group(1)}URL ${{TRITON_BOOST_URL}}", block,
-                   count=1, flags=re.MULTILINE)
-    return (cmakelists[:m.start(1)] + block + "\n)\n" + BOOST_MARK + cmakelists[m.end():])
+    block = re.sub(
+        r"^(\s*)URL\s+\S+", lambda u: f"{u.group(1)}URL ${{TRITON_BOOST_URL}}", block, count=1, flags=re.MULTILINE
+    )
+    return cmakelists[: m.start(1)] + block + "\n)\n" + BOOST_MARK + cmakelists[m.end() :]
 
 
 VERSION_MARK = "# rig: TRITON_VERSION defined for server.cc only, its one user (a compiler cache then serves the rest)"
@@ -113,11 +131,19 @@ def core_version_patch(cmakelists: str) -> str:
     a CMakeLists without that definition is left as it is."""
     if VERSION_MARK in cmakelists:
         return cmakelists
-    pattern = re.compile(r'target_compile_definitions\(\s*triton-core\s+PRIVATE\s+TRITON_VERSION="\$\{TRITON_VERSION\}"\s*\)')
+    pattern = re.compile(
+        r'target_compile_definitions\(\s*triton-core\s+PRIVATE\s+TRITON_VERSION="\$\{TRITON_VERSION\}"\s*\)'
+    )
     if not pattern.search(cmakelists):
         return cmakelists
-    return pattern.sub(lambda m: 'set_property(SOURCE server.cc APPEND PROPERTY COMPILE_DEFINITIONS '
-                       'TRITON_VERSION="${TRITON_VERSION}")\n' + VERSION_MARK, cmakelists, count=1)
+    return pattern.sub(
+        lambda m: (
+            "set_property(SOURCE server.cc APPEND PROPERTY COMPILE_DEFINITIONS "
+            'TRITON_VERSION="${TRITON_VERSION}")\n' + VERSION_MARK
+        ),
+        cmakelists,
+        count=1,
+    )
 
 
 def ccache_flags(ccache: str | None) -> list[str]:
@@ -148,34 +174,63 @@ def _defs(flags: dict[str, str]) -> list[str]:
     return [f"-D{k}={v}" for k, v in flags.items()]
 
 
-def core_configure(cmake: str, ninja: str, src: Path, build: Path, shim: Path, version: str,
-                   refs: dict[str, str]) -> list[str]:
-    return [cmake, "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}", "-S", str(src / "core" / "src"),
-            "-B", str(build), "-DCMAKE_BUILD_TYPE=Release", f"-DTRITON_VERSION={version}",
-            f"-DTRITON_COMMON_REPO_TAG={refs['common']}", f"-DTRITON_CORE_REPO_TAG={refs['core']}",
-            f"-DTRITON_BACKEND_REPO_TAG={refs['backend']}",
-            "-DTRITON_REPO_ORGANIZATION=https://github.com/triton-inference-server",
-            *_defs(CORE_FLAGS), *_offline(src, ("common",)),
-            f"-DCMAKE_PREFIX_PATH={shim}", "-DCMAKE_POLICY_VERSION_MINIMUM=3.5"]
+def core_configure(
+    cmake: str, ninja: str, src: Path, build: Path, shim: Path, version: str, refs: dict[str, str]
+) -> list[str]:
+    return [
+        cmake,
+        "-G",
+        "Ninja",
+        f"-DCMAKE_MAKE_PROGRAM={ninja}",
+        "-S",
+        str(src / "core" / "src"),
+        "-B",
+        str(build),
+        "-DCMAKE_BUILD_TYPE=Release",
+        f"-DTRITON_VERSION={version}",
+        f"-DTRITON_COMMON_REPO_TAG={refs['common']}",
+        f"-DTRITON_CORE_REPO_TAG={refs['core']}",
+        f"-DTRITON_BACKEND_REPO_TAG={refs['backend']}",
+        "-DTRITON_REPO_ORGANIZATION=https://github.com/triton-inference-server",
+        *_defs(CORE_FLAGS),
+        *_offline(src, ("common",)),
+        f"-DCMAKE_PREFIX_PATH={shim}",
+        "-DCMAKE_POLICY_VERSION_MINIMUM=3.5",
+    ]
 
 
-def backend_configure(cmake: str, ninja: str, src: Path, build: Path, shim: Path, version: str,
-                      refs: dict[str, str], py: str) -> list[str]:
-    return [cmake, "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}", "-S", str(src / "python_backend"),
-            "-B", str(build), "-DCMAKE_BUILD_TYPE=Release", f"-DTRITON_VERSION={version}",
-            f"-DTRITON_COMMON_REPO_TAG={refs['common']}", f"-DTRITON_CORE_REPO_TAG={refs['core']}",
-            f"-DTRITON_BACKEND_REPO_TAG={refs['backend']}",
-            "-DTRITON_REPO_ORGANIZATION=https://github.com/triton-inference-server",
-            *_defs(BACKEND_FLAGS), *_offline(src, ("common", "core", "backend", "pybind11", "dlpack")),
-            f"-DTRITON_BOOST_URL={shim / 'boost-src'}",
-            f"-DCMAKE_PREFIX_PATH={shim}", "-DCMAKE_POLICY_VERSION_MINIMUM=3.5",
-            f"-DPYTHON_EXECUTABLE={py}", f"-DPython3_EXECUTABLE={py}", f"-DPython_EXECUTABLE={py}"]
+def backend_configure(
+    cmake: str, ninja: str, src: Path, build: Path, shim: Path, version: str, refs: dict[str, str], py: str
+) -> list[str]:
+    return [
+        cmake,
+        "-G",
+        "Ninja",
+        f"-DCMAKE_MAKE_PROGRAM={ninja}",
+        "-S",
+        str(src / "python_backend"),
+        "-B",
+        str(build),
+        "-DCMAKE_BUILD_TYPE=Release",
+        f"-DTRITON_VERSION={version}",
+        f"-DTRITON_COMMON_REPO_TAG={refs['common']}",
+        f"-DTRITON_CORE_REPO_TAG={refs['core']}",
+        f"-DTRITON_BACKEND_REPO_TAG={refs['backend']}",
+        "-DTRITON_REPO_ORGANIZATION=https://github.com/triton-inference-server",
+        *_defs(BACKEND_FLAGS),
+        *_offline(src, ("common", "core", "backend", "pybind11", "dlpack")),
+        f"-DTRITON_BOOST_URL={shim / 'boost-src'}",
+        f"-DCMAKE_PREFIX_PATH={shim}",
+        "-DCMAKE_POLICY_VERSION_MINIMUM=3.5",
+        f"-DPYTHON_EXECUTABLE={py}",
+        f"-DPython3_EXECUTABLE={py}",
+        f"-DPython_EXECUTABLE={py}",
+    ]
 
 
 def _offline(src: Path, names: tuple[str, ...]) -> list[str]:
     """FetchContent from the checked-out sources only: nothing is downloaded while building."""
-    out = ["-DFETCHCONTENT_FULLY_DISCONNECTED=ON",
-           "-DFETCHCONTENT_SOURCE_DIR_GOOGLETEST=/usr/src/googletest"]
+    out = ["-DFETCHCONTENT_FULLY_DISCONNECTED=ON", "-DFETCHCONTENT_SOURCE_DIR_GOOGLETEST=/usr/src/googletest"]
     for name in names:
         key = f"REPO-{name.upper()}" if name in ("common", "core", "backend") else name.upper()
         out.append(f"-DFETCHCONTENT_SOURCE_DIR_{key}={src / name}")

@@ -63,10 +63,13 @@ def parse(spec: str) -> tuple[str, str]:
     if text in RELEASES:
         return text, RELEASES[text]
     if re.fullmatch(r"2\.\d+\.\d+|r\d\d\.\d\d", text):
-        raise RigError(f"unknown Triton version {spec!r}: a source build knows {known_range()}; "
-                       f"older cores come from PyPI (rig runtime install)")
-    raise RigError(f"unknown Triton version {spec!r}: say a release such as 2.67.0 or its "
-                   f"branch r26.03 (known: {known_range()})")
+        raise RigError(
+            f"unknown Triton version {spec!r}: a source build knows {known_range()}; "
+            f"older cores come from PyPI (rig runtime install)"
+        )
+    raise RigError(
+        f"unknown Triton version {spec!r}: say a release such as 2.67.0 or its branch r26.03 (known: {known_range()})"
+    )
 
 
 def parse_refs(items: list[str] | None) -> dict[str, str]:

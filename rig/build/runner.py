@@ -19,7 +19,7 @@ class Log:
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._f = open(path, "a", buffering=1)
+        self._f = open(path, "a", buffering=1)  # noqa: SIM115
 
     def __call__(self, line: str) -> None:
         self._f.write(line.rstrip("\n") + "\n")
@@ -32,8 +32,9 @@ def run(args: list[str], log: Log, step=None, cwd: str | None = None) -> None:
     """Run one build command, its output to the log; ninja's [n/N] drives the step's bar."""
     log("$ " + " ".join(args))
     env = dict(os.environ, NINJA_STATUS="[%f/%t] ", LC_ALL="C")
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            cwd=cwd, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd, env=env, start_new_session=True
+    )
     tail: list[str] = []
     try:
         for line in proc.stdout:
@@ -50,8 +51,10 @@ def run(args: list[str], log: Log, step=None, cwd: str | None = None) -> None:
         raise
     if rc != 0:
         errors = [t for t in tail if "error" in t.lower() or "Error" in t] or tail[-3:] or ["no output"]
-        raise RigError(f"{Path(args[0]).name} {' '.join(args[1:3])} ... failed (exit {rc}): "
-                       f"{errors[0].strip()[:240]}; the whole log: {log.path}")
+        raise RigError(
+            f"{Path(args[0]).name} {' '.join(args[1:3])} ... failed (exit {rc}): "
+            f"{errors[0].strip()[:240]}; the whole log: {log.path}"
+        )
 
 
 class Progress:
@@ -70,9 +73,15 @@ class Progress:
                 TimeElapsedColumn,
             )
             from rich.progress import Progress as RichProgress
-            self._p = RichProgress(TextColumn("[bold]{task.description}"), BarColumn(),
-                                   MofNCompleteColumn(), TextColumn("{task.fields[detail]}"),
-                                   TimeElapsedColumn(), transient=False)
+
+            self._p = RichProgress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[detail]}"),
+                TimeElapsedColumn(),
+                transient=False,
+            )
             self._p.__enter__()
             self._overall = self._p.add_task("build", total=len(STEPS), detail="")
             self._step = None

@@ -13,8 +13,7 @@ from rig.common.errors import RigError
 
 GITHUB = "https://github.com/triton-inference-server/{name}.git"
 # Third-party repositories the Python backend pins (its CMakeLists names them).
-THIRD_PARTY = {"pybind11": "https://github.com/pybind/pybind11.git",
-               "dlpack": "https://github.com/dmlc/dlpack.git"}
+THIRD_PARTY = {"pybind11": "https://github.com/pybind/pybind11.git", "dlpack": "https://github.com/dmlc/dlpack.git"}
 
 # A release branch some repositories never cut: upstream's build then takes main (the backend
 # helpers stopped branching after r26.02). Used, and recorded, only where the branch is absent.
@@ -27,8 +26,10 @@ class Sources:
     def __init__(self, folder: str | None):
         self.folder = Path(folder).resolve() if folder else None
         if self.folder is not None and not self.folder.is_dir():
-            raise RigError(f"--sources {folder}: no such folder; give a folder of git bundles "
-                           "(core.bundle, common.bundle, ...) or leave it out to fetch from GitHub")
+            raise RigError(
+                f"--sources {folder}: no such folder; give a folder of git bundles "
+                "(core.bundle, common.bundle, ...) or leave it out to fetch from GitHub"
+            )
         self._heads: dict[str, list[str]] = {}
 
     def describe(self) -> str:
@@ -39,46 +40,60 @@ class Sources:
             return THIRD_PARTY.get(name) or GITHUB.format(name=name)
         bundle = self.folder / f"{name}.bundle"
         if not bundle.exists():
-            raise RigError(f"--sources {self.folder} has no {name}.bundle; add it (git bundle create "
-                           f"{name}.bundle --all in a clone of {name}) or leave --sources out to fetch from GitHub")
+            raise RigError(
+                f"--sources {self.folder} has no {name}.bundle; add it (git bundle create "
+                f"{name}.bundle --all in a clone of {name}) or leave --sources out to fetch from GitHub"
+            )
         return str(bundle)
 
     def heads(self, name: str) -> list[str]:
         """Branch and tag names the repository has (``git ls-remote``, which reads bundles too)."""
         if name not in self._heads:
-            proc = subprocess.run(["git", "ls-remote", "--heads", "--tags", self.url(name)],
-                                  capture_output=True, text=True, timeout=120)
+            proc = subprocess.run(
+                ["git", "ls-remote", "--heads", "--tags", self.url(name)],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
             if proc.returncode != 0:
                 last = (proc.stderr.strip().splitlines() or ["git ls-remote failed"])[-1]
-                raise RigError(f"cannot list the branches of {name} at {self.url(name)} ({last}); "
-                               "without a network use --sources DIR with git bundles")
+                raise RigError(
+                    f"cannot list the branches of {name} at {self.url(name)} ({last}); "
+                    "without a network use --sources DIR with git bundles"
+                )
             names = []
             for line in proc.stdout.splitlines():
                 ref = line.split("\t", 1)[-1]
                 for prefix in ("refs/heads/", "refs/tags/"):
                     if ref.startswith(prefix):
-                        names.append(ref[len(prefix):].removesuffix("^{}"))
+                        names.append(ref[len(prefix) :].removesuffix("^{}"))
             self._heads[name] = sorted(set(names))
         return self._heads[name]
 
-    def pick(self, name: str, branch: str, override: str | None = None,
-             nearest: bool = False) -> tuple[str, str]:
+    def pick(self, name: str, branch: str, override: str | None = None, nearest: bool = False) -> tuple[str, str]:
         """(ref to build, why) for one repository. A release branch it lacks is refused, unless
         ``nearest`` (the release is there, in other repositories): then main, said loudly."""
         if override:
             if override not in self.heads(name):
-                raise RigError(f"--ref {name}={override}: {self.describe()} has no such branch of {name} "
-                               f"(it has {_span(self.heads(name))})")
+                raise RigError(
+                    f"--ref {name}={override}: {self.describe()} has no such branch of {name} "
+                    f"(it has {_span(self.heads(name))})"
+                )
             return override, f"--ref {name}={override}"
         if branch in self.heads(name):
             return branch, "release branch"
         if name in FALLBACK_TO_MAIN and "main" in self.heads(name):
             return "main", f"no {branch} branch of {name}: main, as upstream's build takes"
         if nearest and "main" in self.heads(name):
-            return "main", (f"no {branch} branch of {name} in {self.describe()}: built from its main "
-                            f"(the nearest there), so this is not exactly the release's {name}")
-        raise RigError(f"{self.describe()} has no {branch} branch of {name} (it has {_span(self.heads(name))}); "
-                       f"fetch it, or build from another branch with --ref {name}=BRANCH")
+            return "main", (
+                f"no {branch} branch of {name} in {self.describe()}: built from its main "
+                f"(the nearest there), so this is not exactly the release's {name}"
+            )
+        raise RigError(
+            f"{self.describe()} has no {branch} branch of {name} (it has {_span(self.heads(name))}); "
+            f"fetch it, or build from another branch with --ref {name}=BRANCH"
+        )
 
     def has_release(self, branch: str, names) -> bool:
         return any(branch in self.heads(n) for n in names)
@@ -90,8 +105,7 @@ class Sources:
         if self.folder is None and name not in THIRD_PARTY:
             args[3:3] = ["--depth", "1", "--branch", ref]
         git(args, log)
-        git(["git", "-C", str(dest), "checkout", "-q", ref if self.folder or name in THIRD_PARTY
-              else "HEAD"], log)
+        git(["git", "-C", str(dest), "checkout", "-q", ref if self.folder or name in THIRD_PARTY else "HEAD"], log)
         return git(["git", "-C", str(dest), "rev-parse", "HEAD"], log).strip()
 
 
@@ -104,7 +118,7 @@ def _span(names: list[str]) -> str:
 
 def git(args: list[str], log) -> str:
     log("$ " + " ".join(args))
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=1800, check=False)
     if proc.stdout.strip():
         log(proc.stdout.rstrip())
     if proc.stderr.strip():

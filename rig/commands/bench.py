@@ -87,16 +87,22 @@ def _check_workload(cfg: RunConfig) -> None:
     """A point holds users x in-flight requests throughout: no shape, no users with tasks."""
     name = cfg.workload.name
     if name in SHAPED:
-        raise RigError(f"--workload {name} changes the users during a run, and a bench point holds its "
-                       f"concurrency steady: drop --workload (steady), or run `rig soak --workload {shlex.quote(str(name))}`")
+        raise RigError(
+            f"--workload {name} changes the users during a run, and a bench point holds its "
+            f"concurrency steady: drop --workload (steady), or run `rig soak --workload {shlex.quote(str(name))}`"
+        )
     if name.endswith(".py"):
         info = check_workload(name)
         if info.get("shape"):
-            raise RigError(f"workload {name}: its LoadTestShape {info['shape']} would change the users "
-                           "during a point; bench holds each point's concurrency steady: drop the shape")
+            raise RigError(
+                f"workload {name}: its LoadTestShape {info['shape']} would change the users "
+                "during a point; bench holds each point's concurrency steady: drop the shape"
+            )
         if info.get("task_users"):
-            raise RigError(f"workload {name}: user(s) {', '.join(info['task_users'])} have tasks (one request "
-                           "at a time, not --in-flight): a bench point needs users without tasks of their own")
+            raise RigError(
+                f"workload {name}: user(s) {', '.join(info['task_users'])} have tasks (one request "
+                "at a time, not --in-flight): a bench point needs users without tasks of their own"
+            )
 
 
 def _target(p: orchestrator.Prepared, args) -> orchestrator.Prepared:
@@ -114,9 +120,16 @@ def _repository(p: orchestrator.Prepared, n: int | None, log):
     cfg = p.config
     if n is None or n == cfg.instances:
         return p.repository
-    spec = repository.ModelSpec(kind=cfg.model, size=cfg.model_size, instances=n,
-                                max_batch_size=cfg.max_batch_size, dynamic_batching=cfg.dynamic_batching,
-                                queue_delay_us=cfg.queue_delay_us, fault=cfg.fault, execute_delay_ms=cfg.execute_delay_ms)
+    spec = repository.ModelSpec(
+        kind=cfg.model,
+        size=cfg.model_size,
+        instances=n,
+        max_batch_size=cfg.max_batch_size,
+        dynamic_batching=cfg.dynamic_batching,
+        queue_delay_us=cfg.queue_delay_us,
+        fault=cfg.fault,
+        execute_delay_ms=cfg.execute_delay_ms,
+    )
     repo = p.work_dir / f"models-i{n}"
     repository.render(spec, repo)
     return without_spaces(repo, f"{p.run_id}-i{n}", log)
@@ -134,8 +147,10 @@ def run(cfg: RunConfig, args, log=print, run_id: str | None = None) -> int:
     in_flight = max(1, cfg.workload.in_flight)
     uneven = [c for c in conc if c % in_flight]
     if uneven:
-        raise RigError(f"--in-flight {in_flight} does not divide the point(s) {', '.join(map(str, uneven))}: "
-                       "a point is the requests in flight, users x in-flight")
+        raise RigError(
+            f"--in-flight {in_flight} does not divide the point(s) {', '.join(map(str, uneven))}: "
+            "a point is the requests in flight, users x in-flight"
+        )
     if args.windows < 1:
         raise RigError("--windows must be >= 1")
     repeats = args.repeats
@@ -161,9 +176,11 @@ def _sweep(p, cfg: RunConfig, args, conc, rates, repeats, counts, hold, log) -> 
 
         pa.ensure_perf_analyzer(log=log)
         pa_inputs = pa_input_options(p)
-    log(f"bench {p.run_id}: {p.runtime.name} (Triton {p.runtime.triton_version}), engine {p.engine}, "
+    log(
+        f"bench {p.run_id}: {p.runtime.name} (Triton {p.runtime.triton_version}), engine {p.engine}, "
         f"model {p.model_label}, {args.windows} windows of {cfg.workload.window_seconds} s per point, "
-        f"{repeats} repeat(s)" + (f", instances {','.join(map(str, counts))}" if counts != [None] else ""))
+        f"{repeats} repeat(s)" + (f", instances {','.join(map(str, counts))}" if counts != [None] else "")
+    )
     log(f"cpu idle: {_hold_text(hold)}")
     share = cpushare.current()  # held by --cpus (options.run_config), a cgroup quota, or the whole machine
     log(f"node share: {share['cpu_share']:g} CPU(s) ({share['cpus']}; {share['cpu_share_from']})")
@@ -179,8 +196,10 @@ def _sweep(p, cfg: RunConfig, args, conc, rates, repeats, counts, hold, log) -> 
                 for tool in order:
                     if tool == "perf_analyzer" and pa is None:
                         continue
-                    where = (f"  [{'' if n is None else f'i{n} '}{'c' if conc else 'r'}{point:g} "
-                             f"repeat {r}/{repeats}] {tool:<13}")
+                    where = (
+                        f"  [{'' if n is None else f'i{n} '}{'c' if conc else 'r'}{point:g} "
+                        f"repeat {r}/{repeats}] {tool:<13}"
+                    )
                     if tool == "rig":
                         fig = _rig_once(p, cfg, args, repo, cycle, point, bool(conc), n)
                     else:
@@ -198,8 +217,10 @@ def _sweep(p, cfg: RunConfig, args, conc, rates, repeats, counts, hold, log) -> 
                 break
         k = knee(swept, open_loop=not conc)
         if k:
-            log(f"knee{f' ({n} instance(s))' if len(counts) > 1 else ''}: {k['point']:g} "
-                f"({_f(k['throughput'], '{:,.0f}')} infer/s, p99 {_f(k['p99_us'])} us)")
+            log(
+                f"knee{f' ({n} instance(s))' if len(counts) > 1 else ''}: {k['point']:g} "
+                f"({_f(k['throughput'], '{:,.0f}')} infer/s, p99 {_f(k['p99_us'])} us)"
+            )
     log(format_table(table, pa is not None, repeats, closed=bool(conc)))
     p.store.compact(p.run_id, owner=True)  # its files merged: one per table and partition
     measured = any(row["repeats"] for row in table)
@@ -208,8 +229,10 @@ def _sweep(p, cfg: RunConfig, args, conc, rates, repeats, counts, hold, log) -> 
         p.store.compact(p.run_id, owner=True)  # the plot's files too
     log(f"results: {redact(str(cfg.results))}/windows (run_id {p.run_id})")
     if not measured:  # a model that never loads, or never answers: one line, no plot
-        log(f"FAIL: no point was measured ({failed[0] if failed else 'no window came back'}); "
-            "the lines above give each point's outcome")
+        log(
+            f"FAIL: no point was measured ({failed[0] if failed else 'no window came back'}); "
+            "the lines above give each point's outcome"
+        )
         return Exit.FAILED
     return Exit.OK
 
@@ -221,7 +244,10 @@ def _hold_text(hold) -> str:
         return f"held awake for every tool ({len(hold.pids)} idle-priority pollers, one per CPU)"
     if hold.detail:
         return f"left to the kernel: --cpu-idle hold failed, {hold.detail}"
-    return "left to the kernel (--cpu-idle os): figures depend on wake-up costs, see docs/guide/workloads.md, CPU idle states"
+    return (
+        "left to the kernel (--cpu-idle os): figures depend on wake-up costs, "
+        "see docs/guide/workloads.md, CPU idle states"
+    )
 
 
 def _rig_once(p, cfg: RunConfig, args, repo, cycle: int, point, closed: bool, n: int | None) -> dict:
@@ -277,26 +303,41 @@ def pa_input_options(p) -> dict:
     return {"input_data": p.config.input_data, "shapes": dict(info.get("shapes") or {})}
 
 
-def _pa_once(pa, p, cfg: RunConfig, repo, cycle: int, point, closed: bool, n: int | None,
-             inputs: dict | None = None) -> dict:
+def _pa_once(
+    pa, p, cfg: RunConfig, repo, cycle: int, point, closed: bool, n: int | None, inputs: dict | None = None
+) -> dict:
     """perf_analyzer at one point, with the rig's inputs (``pa_input_options``); its windows
     stored as ``tool = perf_analyzer`` rows."""
     try:
         kw = {"concurrency": [int(point)]} if closed else {"rate": [point]}
-        got = pa.run_perf_analyzer(p.runtime, str(repo), p.models[0], stability_pct=PA_STABILITY_PCT,
-                                   measurement_ms=int(cfg.workload.window_seconds * 1000),
-                                   **(inputs or {}), **kw)[0]
+        got = pa.run_perf_analyzer(
+            p.runtime,
+            str(repo),
+            p.models[0],
+            stability_pct=PA_STABILITY_PCT,
+            measurement_ms=int(cfg.workload.window_seconds * 1000),
+            **(inputs or {}),
+            **kw,
+        )[0]
     except RigError as e:
         return {"throughput": None, "note": f"perf_analyzer failed: {e}"}
     windows = got.get("windows") or []
     if not windows:
         return {"throughput": None, "note": "perf_analyzer left no profile export (its windows): not stored"}
-    tags = {"cycle": cycle, "tool": "perf_analyzer", "mode": "closed" if closed else "open",
-            "concurrency": int(point) if closed else None, "rate": None if closed else float(point),
-            "instances": n, "host": p.config.node or platform.node()}
+    tags = {
+        "cycle": cycle,
+        "tool": "perf_analyzer",
+        "mode": "closed" if closed else "open",
+        "concurrency": int(point) if closed else None,
+        "rate": None if closed else float(point),
+        "instances": n,
+        "host": p.config.node or platform.node(),
+    }
     server = pa_server_columns(got.get("server"), windows)
-    rows = [window_row(p.run_id, p.engine, p.model_label,
-                       {**w, **tags, **server[i], "stable": stable(windows[:i + 1])}) for i, w in enumerate(windows)]
+    rows = [
+        window_row(p.run_id, p.engine, p.model_label, {**w, **tags, **server[i], "stable": stable(windows[: i + 1])})
+        for i, w in enumerate(windows)
+    ]
     p.store.write("windows", rows, p.runtime.triton_version, f"pa-c{cycle:06d}")
     ws = [dataclasses.asdict(r) for r in rows]
     return {**summarize(ws), "server": server_stats.over_windows(measured(ws))}
@@ -314,11 +355,20 @@ def pa_server_columns(summary: dict | None, windows: list[dict]) -> list[dict]:
     for w in windows:
         n = w.get("requests") or 0
         share = n / summary["success"] if summary["success"] else 0.0
-        out.append(server_stats.from_averages(
-            n, round((summary.get("inferences") or summary["success"]) * share),
-            round((summary.get("executions") or summary["success"]) * share), summary["request_us"],
-            summary["queue_us"], summary["compute_input_us"], summary["compute_infer_us"],
-            summary["compute_output_us"]) if n else {})
+        out.append(
+            server_stats.from_averages(
+                n,
+                round((summary.get("inferences") or summary["success"]) * share),
+                round((summary.get("executions") or summary["success"]) * share),
+                summary["request_us"],
+                summary["queue_us"],
+                summary["compute_input_us"],
+                summary["compute_infer_us"],
+                summary["compute_output_us"],
+            )
+            if n
+            else {}
+        )
     return out
 
 
@@ -330,23 +380,39 @@ def _median(figs: list[dict], key: str):
 def point_medians(point, instances, rig: list[dict], pa: list[dict]) -> dict:
     """A point's row of the table: medians over repeats, the rig's and perf_analyzer's, and the
     ratios of the medians (rig / perf_analyzer)."""
-    row = {"point": point, "instances": instances, "repeats": len(rig), "pa_repeats": len(pa),
-           "stable": sum(1 for f in rig if f.get("stable")),
-           "hub_block_max_ms": max((f.get("hub_block_max_ms") or 0 for f in rig), default=None)}
+    row = {
+        "point": point,
+        "instances": instances,
+        "repeats": len(rig),
+        "pa_repeats": len(pa),
+        "stable": sum(1 for f in rig if f.get("stable")),
+        "hub_block_max_ms": max((f.get("hub_block_max_ms") or 0 for f in rig), default=None),
+    }
     for key in ("throughput", "p50_us", "p99_us"):
         row[key], row[f"pa_{key}"] = _median(rig, key), _median(pa, key)
     for key, out in (("throughput", "throughput_x"), ("p99_us", "p99_x"), ("p50_us", "p50_x")):
         a, b = row[key], row[f"pa_{key}"]
         row[out] = a / b if a is not None and b else None
-    row["server"] = {tool: {k: _median([f.get("server") or {} for f in figs], k) for k in TIME_KEYS}
-                     for tool, figs in (("rig", rig), ("perf_analyzer", pa))}
+    row["server"] = {
+        tool: {k: _median([f.get("server") or {} for f in figs], k) for k in TIME_KEYS}
+        for tool, figs in (("rig", rig), ("perf_analyzer", pa))
+    }
     return row
 
 
 # Where the time goes, per request (server_stats.over_windows): the client's mean, the server's
 # request time and its parts, the tool's own cost (client - server), and the mean batch formed
-TIME_KEYS = ("client_us", "request_us", "queue_us", "compute_input_us", "compute_infer_us", "compute_output_us",
-             "overhead_us", "own_us", "mean_batch_size")
+TIME_KEYS = (
+    "client_us",
+    "request_us",
+    "queue_us",
+    "compute_input_us",
+    "compute_infer_us",
+    "compute_output_us",
+    "overhead_us",
+    "own_us",
+    "mean_batch_size",
+)
 
 
 def time_table(rows: list[dict], with_pa: bool) -> str:
@@ -355,10 +421,16 @@ def time_table(rows: list[dict], with_pa: bool) -> str:
     tools = ("rig", "perf_analyzer") if with_pa else ("rig",)
     if not any((r.get("server") or {}).get(t, {}).get("request_us") is not None for r in rows for t in tools):
         return ""
-    lines = ["where the time goes, us per request (medians over repeats): client = the tool's mean latency; "
-             "server = Triton's request time = queue + input + infer + output + overhead; own = client - server",
-             f"{'inst':>4} {'point':>7} {'tool':<13} {'client':>7} {'server':>7} {'queue':>7} {'input':>6} "
-             f"{'infer':>7} {'output':>6} {'overh.':>6} {'own':>6} {'batch':>5}"]
+    lines = [
+        (
+            "where the time goes, us per request (medians over repeats): client = the tool's mean latency; "
+            "server = Triton's request time = queue + input + infer + output + overhead; own = client - server"
+        ),
+        (
+            f"{'inst':>4} {'point':>7} {'tool':<13} {'client':>7} {'server':>7} {'queue':>7} {'input':>6} "
+            f"{'infer':>7} {'output':>6} {'overh.':>6} {'own':>6} {'batch':>5}"
+        ),
+    ]
     for r in rows:
         for t in tools:
             f = (r.get("server") or {}).get(t) or {}
@@ -367,12 +439,15 @@ def time_table(rows: list[dict], with_pa: bool) -> str:
             lines.append(_time_line(r, t, f, "{:.0f}"))
         both = [(r.get("server") or {}).get(t) or {} for t in tools]
         if with_pa and all(f.get("request_us") is not None for f in both):
-            lines.append(_time_line(r, "rig / PA", {k: _ratio(both[0].get(k), both[1].get(k)) for k in TIME_KEYS},
-                                    "{:.2f}"))
+            lines.append(
+                _time_line(r, "rig / PA", {k: _ratio(both[0].get(k), both[1].get(k)) for k in TIME_KEYS}, "{:.2f}")
+            )
     if with_pa:
-        lines.append("rig / PA: the ratio of each part. Triton runs each tool's response callback on its own thread "
-                     "and counts it in 'output' (and, at one instance, in the next request's queue): compare "
-                     "'input' and 'infer' for the server alone")
+        lines.append(
+            "rig / PA: the ratio of each part. Triton runs each tool's response callback on its own thread "
+            "and counts it in 'output' (and, at one instance, in the next request's queue): compare "
+            "'input' and 'infer' for the server alone"
+        )
     return "\n".join(lines)
 
 
@@ -381,28 +456,38 @@ def _ratio(a, b):
 
 
 def _time_line(r: dict, tool: str, f: dict, fmt: str) -> str:
-    return (f"{'-' if r['instances'] is None else r['instances']:>4} {r['point']:>7g} {tool:<13} "
-            f"{_f(f['client_us'], fmt):>7} {_f(f['request_us'], fmt):>7} {_f(f['queue_us'], fmt):>7} "
-            f"{_f(f['compute_input_us'], fmt):>6} {_f(f['compute_infer_us'], fmt):>7} "
-            f"{_f(f['compute_output_us'], fmt):>6} {_f(f['overhead_us'], fmt):>6} {_f(f['own_us'], fmt):>6} "
-            f"{_f(f['mean_batch_size'], '{:.2f}'):>5}")
+    return (
+        f"{'-' if r['instances'] is None else r['instances']:>4} {r['point']:>7g} {tool:<13} "
+        f"{_f(f['client_us'], fmt):>7} {_f(f['request_us'], fmt):>7} {_f(f['queue_us'], fmt):>7} "
+        f"{_f(f['compute_input_us'], fmt):>6} {_f(f['compute_infer_us'], fmt):>7} "
+        f"{_f(f['compute_output_us'], fmt):>6} {_f(f['overhead_us'], fmt):>6} {_f(f['own_us'], fmt):>6} "
+        f"{_f(f['mean_batch_size'], '{:.2f}'):>5}"
+    )
 
 
 def format_table(rows: list[dict], with_pa: bool, repeats: int, closed: bool = True) -> str:
     """The sweep's table: per point (and instance count), medians over repeats."""
-    head = (f"{'inst':>4} {'point':>7} {'n':>3} {'infer/s':>10} {'p50 us':>8} {'p99 us':>8} "
-            f"{'hub ms':>7} {'stable':>6}")
+    head = f"{'inst':>4} {'point':>7} {'n':>3} {'infer/s':>10} {'p50 us':>8} {'p99 us':>8} {'hub ms':>7} {'stable':>6}"
     if with_pa:
         head += f" | {'PA n':>4} {'PA infer/s':>10} {'PA p50':>7} {'PA p99':>7} | {'tput x':>6} {'p99 x':>6}"
-    lines = [f"{'concurrency' if closed else 'rate'} points, medians over {repeats} repeat(s) "
-             "(each: median of its last 3 windows); x = rig / perf_analyzer", head]
+    lines = [
+        (
+            f"{'concurrency' if closed else 'rate'} points, medians over {repeats} repeat(s) "
+            "(each: median of its last 3 windows); x = rig / perf_analyzer"
+        ),
+        head,
+    ]
     for r in rows:
-        line = (f"{'-' if r['instances'] is None else r['instances']:>4} {r['point']:>7g} {r['repeats']:>3} "
-                f"{_f(r['throughput'], '{:,.0f}'):>10} {_f(r['p50_us']):>8} {_f(r['p99_us']):>8} "
-                f"{_f(r['hub_block_max_ms'], '{:.1f}'):>7} {r['stable']:>3}/{r['repeats']:<2}")
+        line = (
+            f"{'-' if r['instances'] is None else r['instances']:>4} {r['point']:>7g} {r['repeats']:>3} "
+            f"{_f(r['throughput'], '{:,.0f}'):>10} {_f(r['p50_us']):>8} {_f(r['p99_us']):>8} "
+            f"{_f(r['hub_block_max_ms'], '{:.1f}'):>7} {r['stable']:>3}/{r['repeats']:<2}"
+        )
         if with_pa:
-            line += (f" | {r['pa_repeats']:>4} {_f(r['pa_throughput'], '{:,.0f}'):>10} {_f(r['pa_p50_us']):>7} "
-                     f"{_f(r['pa_p99_us']):>7} | {_f(r['throughput_x'], '{:.2f}'):>6} {_f(r['p99_x'], '{:.2f}'):>6}")
+            line += (
+                f" | {r['pa_repeats']:>4} {_f(r['pa_throughput'], '{:,.0f}'):>10} {_f(r['pa_p50_us']):>7} "
+                f"{_f(r['pa_p99_us']):>7} | {_f(r['throughput_x'], '{:.2f}'):>6} {_f(r['p99_x'], '{:.2f}'):>6}"
+            )
         lines.append(line)
     times = time_table(rows, with_pa)
     return "\n".join(lines + ([times] if times else []))
@@ -411,8 +496,7 @@ def format_table(rows: list[dict], with_pa: bool, repeats: int, closed: bool = T
 def _progress(fig: dict) -> str:
     if fig.get("throughput") is None:
         return fig.get("note") or "no figures"
-    text = (f"{_f(fig['throughput'], '{:,.0f}')} infer/s, p50 {_f(fig.get('p50_us'))} us, "
-            f"p99 {_f(fig.get('p99_us'))} us")
+    text = f"{_f(fig['throughput'], '{:,.0f}')} infer/s, p50 {_f(fig.get('p50_us'))} us, p99 {_f(fig.get('p99_us'))} us"
     return f"{text}   [{fig['note']}]" if fig.get("note") else text
 
 

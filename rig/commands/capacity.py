@@ -13,31 +13,58 @@ import math
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("capacity", help="nodes needed for a throughput under a p99 bound, from bench sweeps",
-                       description="From `rig bench` sweeps (the rig's windows; --instances 1,2,4 sweeps "
-                       "instance counts; --cpus holds a node to a share of the machine): per Triton version, engine, "
-                       "model, node share and instance count, the best point whose p99 (merged histograms of its "
-                       "repeats) stays within --p99-ms without errors; the Universal Scalability Law fitted to the "
-                       "sweep with bootstrap intervals over the repeats; and the nodes --target-throughput needs "
-                       "when each node runs at (1 - headroom) of its throughput at the bound, with an interval, by "
-                       "the model that fits (the USL, or the linear baseline). --check compares the predictions "
-                       "with the `rig fleet` runs in the store.")
+    p = sub.add_parser(
+        "capacity",
+        help="nodes needed for a throughput under a p99 bound, from bench sweeps",
+        description="From `rig bench` sweeps (the rig's windows; --instances 1,2,4 sweeps "
+        "instance counts; --cpus holds a node to a share of the machine): per Triton version, engine, "
+        "model, node share and instance count, the best point whose p99 (merged histograms of its "
+        "repeats) stays within --p99-ms without errors; the Universal Scalability Law fitted to the "
+        "sweep with bootstrap intervals over the repeats; and the nodes --target-throughput needs "
+        "when each node runs at (1 - headroom) of its throughput at the bound, with an interval, by "
+        "the model that fits (the USL, or the linear baseline). --check compares the predictions "
+        "with the `rig fleet` runs in the store.",
+    )
     p.add_argument("results", help="results folder (the --results of rig bench, and of rig fleet for --check)")
-    p.add_argument("--target-throughput", metavar="N[,N...]",
-                   help="infer/s to serve, or several (e.g. 5000,50000,500000); required unless --check")
+    p.add_argument(
+        "--target-throughput",
+        metavar="N[,N...]",
+        help="infer/s to serve, or several (e.g. 5000,50000,500000); required unless --check",
+    )
     p.add_argument("--p99-ms", type=float, required=True, metavar="X", help="p99 latency bound in ms")
-    p.add_argument("--headroom", type=float, default=0.3, metavar="H",
-                   help="fraction of each node's best throughput held in reserve (default 0.3)")
-    p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
-                   help="keep windows where a column (of windows, or of runs) equals VALUE, or one of "
-                   "V1,V2,... (repeatable: all must hold), e.g. engine=capi, run_id=A,B, instances=1,2, cpu_share=1")
-    p.add_argument("--check", action="store_true",
-                   help="compare each prediction with the measured `rig fleet` runs in RESULTS of the same Triton "
-                   "version, engine, model and node share: throughput and p99 at the fleet's load, errors in %%")
-    p.add_argument("--bootstrap", type=int, default=1000, metavar="B",
-                   help="resamples of the repeats for the intervals (default 1000; 0: no intervals)")
-    p.add_argument("--plot", metavar="FILE.png",
-                   help="also draw throughput and p99 against load and nodes, measured and predicted, as a PNG")
+    p.add_argument(
+        "--headroom",
+        type=float,
+        default=0.3,
+        metavar="H",
+        help="fraction of each node's best throughput held in reserve (default 0.3)",
+    )
+    p.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="keep windows where a column (of windows, or of runs) equals VALUE, or one of "
+        "V1,V2,... (repeatable: all must hold), e.g. engine=capi, run_id=A,B, instances=1,2, cpu_share=1",
+    )
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="compare each prediction with the measured `rig fleet` runs in RESULTS of the same Triton "
+        "version, engine, model and node share: throughput and p99 at the fleet's load, errors in %%",
+    )
+    p.add_argument(
+        "--bootstrap",
+        type=int,
+        default=1000,
+        metavar="B",
+        help="resamples of the repeats for the intervals (default 1000; 0: no intervals)",
+    )
+    p.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="also draw throughput and p99 against load and nodes, measured and predicted, as a PNG",
+    )
     p.set_defaults(func=run)
 
 
@@ -50,8 +77,9 @@ def targets(text: str | None) -> list[float]:
     except ValueError:
         vals = []
     if not vals or not all(_finite_positive(v) for v in vals):
-        raise RigError(f"--target-throughput must be a positive number of infer/s, or several joined with commas "
-                       f"(got {text!r})")
+        raise RigError(
+            f"--target-throughput must be a positive number of infer/s, or several joined with commas (got {text!r})"
+        )
     return vals
 
 
@@ -97,8 +125,10 @@ def run(args) -> int:
     runs = store.read("runs")
     fleet = store.read("fleet") if args.check else None
     if args.check and (fleet is None or fleet.empty):
-        raise RigError(f"{root} holds no `rig fleet` runs to check against: run `rig fleet --results RESULTS` "
-                       "with nodes held to the bench's share (rig soak --locust-master ... --cpus ...) first")
+        raise RigError(
+            f"{root} holds no `rig fleet` runs to check against: run `rig fleet --results RESULTS` "
+            "with nodes held to the bench's share (rig soak --locust-master ... --cpus ...) first"
+        )
     bench_ids = set(runs[runs["command"] == "bench"]["run_id"]) if len(runs) else set()
     every = store.read("windows")
     windows = every[every["run_id"].isin(bench_ids) & (every["tool"] == "rig")] if len(every) else every
@@ -120,8 +150,11 @@ def run(args) -> int:
     laws = {id(m): capacity_fleet.node_law(checked, m) for m in models}
     for m in models:
         print()
-        print(capacity.node_title(m["triton_version"], m["engine"], m["model"], m["cpu_share"], m["cpus"])
-              + (f", {m['instances']} instance(s)" if m["instances"] is not None else "") + ":")
+        print(
+            capacity.node_title(m["triton_version"], m["engine"], m["model"], m["cpu_share"], m["cpus"])
+            + (f", {m['instances']} instance(s)" if m["instances"] is not None else "")
+            + ":"
+        )
         print(capacity_text.format_model(m, goals, args.headroom, laws[id(m)]))
     for law in capacity.instance_laws(models):
         print()

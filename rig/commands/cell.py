@@ -72,8 +72,7 @@ def run(spec: CellSpec, bench_args: BenchArgs, log: Callable[[str], None] = prin
     from rig.commands import soak
     from rig.common.text import redact
 
-    status, tally, run_id, reasons = soak.execute(cfg, "soak", allowed=tuple(spec.allowed), log=log,
-                                                  run_id=spec.run_id)
+    status, tally, run_id, reasons = soak.execute(cfg, "soak", allowed=tuple(spec.allowed), log=log, run_id=spec.run_id)
     print(soak.summary_table(tally), flush=True)
     for reason in reasons:
         print(f"FAIL: {reason}", flush=True)
@@ -97,5 +96,6 @@ def _sender(fd: int) -> Callable[[Message], None]:
             sys.stdout.flush()
             return
         while data:
-            data = data[os.write(fd, data):]
+            data = data[os.write(fd, data) :]
+
     return send

@@ -12,12 +12,18 @@ from rig.common.text import redact
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("check", help="list damaged or foreign files in a results folder (and move them aside)",
-                       description=__doc__.split("\n\n")[0].split(": ", 1)[1])
+    p = sub.add_parser(
+        "check",
+        help="list damaged or foreign files in a results folder (and move them aside)",
+        description=__doc__.split("\n\n")[0].split(": ", 1)[1],
+    )
     p.add_argument("results", metavar="RESULTS", help="results folder or pyarrow filesystem URI")
-    p.add_argument("--move-aside", metavar="DIR",
-                   help="move each such file into DIR (outside the table folders; e.g. RESULTS/_damaged), "
-                   "keeping its path below RESULTS")
+    p.add_argument(
+        "--move-aside",
+        metavar="DIR",
+        help="move each such file into DIR (outside the table folders; e.g. RESULTS/_damaged), "
+        "keeping its path below RESULTS",
+    )
     p.set_defaults(func=run)
 
 
@@ -32,11 +38,15 @@ def problems(store) -> list[tuple[str, str]]:
     for table in TABLES:
         base = f"{store.base}/{table}"
         for info in store.fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True)):
-            parts = info.path[len(base) + 1:].split("/")
+            parts = info.path[len(base) + 1 :].split("/")
             if info.type != pafs.FileType.File or any(p.startswith((".", "_")) for p in parts):
                 continue  # hidden: a write or compaction in progress, or one a kill left (readers skip it)
-            if (len(parts) != 3 or not parts[0].startswith("triton_version=") or not parts[1].startswith("date=")
-                    or not parts[2].endswith(".parquet")):
+            if (
+                len(parts) != 3
+                or not parts[0].startswith("triton_version=")
+                or not parts[1].startswith("date=")
+                or not parts[2].endswith(".parquet")
+            ):
                 why = f"foreign: not a file the rig writes ({table}/triton_version=V/date=D/RUN-UNIT.parquet)"
             else:
                 why = store.inspect(table, info.path)
@@ -51,7 +61,7 @@ def move_aside(store, path: str, dest: str) -> str:
 
     import pyarrow.fs as pafs
 
-    rel = path[len(store.base):].lstrip("/")
+    rel = path[len(store.base) :].lstrip("/")
     if store.local and "://" not in dest:
         target = Path(dest).absolute() / rel
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -83,11 +93,16 @@ def run(args) -> int:
 
     store = Store.open(args.results)
     if args.move_aside:
-        dest = (os.path.abspath(args.move_aside) if store.local and "://" not in args.move_aside
-                else _fs_path(args.move_aside))
+        dest = (
+            os.path.abspath(args.move_aside)
+            if store.local and "://" not in args.move_aside
+            else _fs_path(args.move_aside)
+        )
         if any(dest == f"{store.base}/{t}" or dest.startswith(f"{store.base}/{t}/") for t in TABLES):
-            raise RigError(f"--move-aside {args.move_aside} is inside a table folder, where readers look: "
-                           f"choose a folder outside them, e.g. {store.root}/_damaged")
+            raise RigError(
+                f"--move-aside {args.move_aside} is inside a table folder, where readers look: "
+                f"choose a folder outside them, e.g. {store.root}/_damaged"
+            )
     found = problems(store)
     for path, why in found:
         line = f"{store.shown(path)}: {why}"
@@ -97,7 +112,12 @@ def run(args) -> int:
     if not found:
         print(f"{store.root}: every file in its tables is readable")
         return Exit.OK
-    print(f"{len(found)} damaged or foreign file(s) in {store.root}"
-          + (f", moved aside into {args.move_aside}" if args.move_aside else
-             "; `rig check --move-aside DIR` moves them out of the tables"))
+    print(
+        f"{len(found)} damaged or foreign file(s) in {store.root}"
+        + (
+            f", moved aside into {args.move_aside}"
+            if args.move_aside
+            else "; `rig check --move-aside DIR` moves them out of the tables"
+        )
+    )
     return Exit.FAILED

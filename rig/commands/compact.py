@@ -16,12 +16,18 @@ from rig.common.text import redact
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("compact", help="merge finished runs' files into one per table and partition",
-                       description=__doc__.split("\n\n")[0].split(": ", 1)[1])
+    p = sub.add_parser(
+        "compact",
+        help="merge finished runs' files into one per table and partition",
+        description=__doc__.split("\n\n")[0].split(": ", 1)[1],
+    )
     p.add_argument("results", metavar="RESULTS", help="results folder or pyarrow filesystem URI")
-    p.add_argument("--run", metavar="RUN_ID",
-                   help="only this run (default: every run not running now). Required over an object store "
-                   "(s3://...), which has no locks: give only a run that has ended")
+    p.add_argument(
+        "--run",
+        metavar="RUN_ID",
+        help="only this run (default: every run not running now). Required over an object store "
+        "(s3://...), which has no locks: give only a run that has ended",
+    )
     p.set_defaults(func=run)
 
 
@@ -30,10 +36,15 @@ def run(args) -> int:
 
     store = Store.open(args.results)
     if not store.local and not args.run:
-        raise RigError(f"{store.root} is an object store, which has no locks to tell a running run from an "
-                       "ended one: give --run RUN_ID for each run that has ended")
+        raise RigError(
+            f"{store.root} is an object store, which has no locks to tell a running run from an "
+            "ended one: give --run RUN_ID for each run that has ended"
+        )
     if args.run and not any(store.files(t, run_id=args.run) for t in TABLES):
-        raise RigError(f"no run {args.run!r} in {redact(str(store.root))}: check the run id (`rig report {shlex.quote(redact(str(store.root)))}` lists runs)")
+        raise RigError(
+            f"no run {args.run!r} in {redact(str(store.root))}: check the run id "
+            f"(`rig report {shlex.quote(redact(str(store.root)))}` lists runs)"
+        )
 
     def progress(i, n, run_id, summary):
         if run_id in summary["skipped"]:
@@ -49,8 +60,13 @@ def run(args) -> int:
     if not done and not skipped:
         print(f"nothing to compact in {store.root}: every run is one file per table and partition")
     else:
-        print(f"compacted {len(done)} run(s): {files:,} unit file(s) merged"
-              + (f"; skipped {len(skipped)} running run(s)" if skipped else ""))
+        print(
+            f"compacted {len(done)} run(s): {files:,} unit file(s) merged"
+            + (f"; skipped {len(skipped)} running run(s)" if skipped else "")
+        )
     if store.damaged:
-        print(f"{len(store.damaged)} damaged file(s) left in place: see `rig check {shlex.quote(redact(str(store.root)))}`")
+        print(
+            f"{len(store.damaged)} damaged file(s) left in place: "
+            f"see `rig check {shlex.quote(redact(str(store.root)))}`"
+        )
     return Exit.SKIPPED if args.run and skipped else Exit.OK

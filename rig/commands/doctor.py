@@ -11,8 +11,16 @@ from rig.parent import runtime
 from rig.worker import engines
 
 # Import name → distribution name, for the rig's own run-time dependencies.
-DEPENDENCIES = {"numpy": "numpy", "pandas": "pandas", "pyarrow": "pyarrow", "locust": "locust",
-                "hdrh": "hdrhistogram", "psutil": "psutil", "rich": "rich", "matplotlib": "matplotlib"}
+DEPENDENCIES = {
+    "numpy": "numpy",
+    "pandas": "pandas",
+    "pyarrow": "pyarrow",
+    "locust": "locust",
+    "hdrh": "hdrhistogram",
+    "psutil": "psutil",
+    "rich": "rich",
+    "matplotlib": "matplotlib",
+}
 
 
 def _version(dist: str) -> str:
@@ -61,9 +69,11 @@ def _idle_line() -> str:
     from rig.common import cpuidle
 
     method, why = cpuidle.plan("hold")
-    held = {"pm_qos": "holds the CPUs awake with a PM QoS request of 0 us",
-            "poll": f"holds the CPUs awake with {len(os.sched_getaffinity(0))} idle-priority pollers "
-                    "(no cpuidle driver, or PM QoS closed to this user)"}.get(method, f"cannot hold the CPUs awake: {why}")
+    held = {
+        "pm_qos": "holds the CPUs awake with a PM QoS request of 0 us",
+        "poll": f"holds the CPUs awake with {len(os.sched_getaffinity(0))} idle-priority pollers "
+        "(no cpuidle driver, or PM QoS closed to this user)",
+    }.get(method, f"cannot hold the CPUs awake: {why}")
     return f"driver {cpuidle.idle_driver() or 'unknown'}: rig bench {held}"
 
 
@@ -89,8 +99,12 @@ def version_lines(container_triton: str | None, driver: str | None) -> list[str]
     if container_triton is not None:
         row = ngc.by_triton(container_triton)
         if row is None:
-            return [f"versions    Triton {container_triton} is not in the version table "
-                    f"(NGC {ngc.RELEASES[0].ngc_tag} to {ngc.RELEASES[-1].ngc_tag}): no driver floor known"]
+            return [
+                (
+                    f"versions    Triton {container_triton} is not in the version table "
+                    f"(NGC {ngc.RELEASES[0].ngc_tag} to {ngc.RELEASES[-1].ngc_tag}): no driver floor known"
+                )
+            ]
         rows, lines = [row], [f"versions    this image: {ngc.describe(row)}"]
     else:
         rows = [ngc.by_tag(ngc.BASELINE_TAG), ngc.by_tag(ngc.CANDIDATE_TAG)]
@@ -108,8 +122,10 @@ def gpu_lines(gpu) -> list[str]:
     """The GPU NVML sees, and what a soak's GPU figures will lack here and why (a MIG slice, a vGPU)."""
     if not gpu.available:
         return [f"gpu         none: {gpu.why}"]
-    return [f"gpu         NVML: {gpu.name}", *(f"gpu         {probe}: null ({why})"
-                                                for probe, why in gpu.survey().items())]
+    return [
+        f"gpu         NVML: {gpu.name}",
+        *(f"gpu         {probe}: null ({why})" for probe, why in gpu.survey().items()),
+    ]
 
 
 def report() -> str:
@@ -136,13 +152,23 @@ def report() -> str:
 
     for b in runtime.list_built():
         ok = runtime.python_tag() in b["pythons"] and b["current"]
-        why = "" if ok else (f" (built for Python {', '.join(b['pythons'])}: unusable with this interpreter)"
-                             if b["current"] else " (an older recipe: rig runtime build --force)")
+        why = (
+            ""
+            if ok
+            else (
+                f" (built for Python {', '.join(b['pythons'])}: unusable with this interpreter)"
+                if b["current"]
+                else " (an older recipe: rig runtime build --force)"
+            )
+        )
         lines.append(f"runtime     {b['name']}: Triton {b['triton_version']} built from source{why}")
         lines.append(f"runtime       {describe(b)}")
     if not installed:
-        lines.append(f"runtime     embedded: none installed (`rig runtime install` adds {runtime.said(runtime.DEFAULT_EMBEDDED)}; "
-                     "the first cycle installs it too)")
+        lines.append(
+            "runtime     embedded: none installed "
+            f"(`rig runtime install` adds {runtime.said(runtime.DEFAULT_EMBEDDED)}; "
+            "the first cycle installs it too)"
+        )
     ok, why = engines.official_probe()
     if ok:
         try:
@@ -169,8 +195,9 @@ def report() -> str:
         from rig.parent.preflight import cupy_usable
 
         ok, why = cupy_usable()
-        lines.append(f"cupy        {'usable' if ok else 'unusable'}: {why}"
-                     + ("" if ok else " (the cupy model is skipped)"))
+        lines.append(
+            f"cupy        {'usable' if ok else 'unusable'}: {why}" + ("" if ok else " (the cupy model is skipped)")
+        )
     try:
         import locust
 

@@ -16,25 +16,45 @@ from rig.common.errors import Exit, RigError
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("fleet", help="the master of a distributed run: one load shape across nodes that "
-                       "each host their own server (rig soak --locust-master HOST:PORT)",
-                       description=__doc__.split("\n\n")[1])
+    p = sub.add_parser(
+        "fleet",
+        help="the master of a distributed run: one load shape across nodes that "
+        "each host their own server (rig soak --locust-master HOST:PORT)",
+        description=__doc__.split("\n\n")[1],
+    )
     p.add_argument("--nodes", type=int, required=True, help="nodes to wait for before the first round")
-    p.add_argument("--cycles", type=int, default=1,
-                   help="rounds, one per node cycle: give the nodes the same --cycles (default 1)")
-    p.add_argument("--workload", default="steady", help="steady (default), ramp, step, spike, soak or a "
-                   "locustfile: its shape drives the users (the nodes give the same --workload)")
-    p.add_argument("--users", type=int, default=None, help="users at the peak, spread over the nodes "
-                   "(default one per node; at least one per node)")
+    p.add_argument(
+        "--cycles", type=int, default=1, help="rounds, one per node cycle: give the nodes the same --cycles (default 1)"
+    )
+    p.add_argument(
+        "--workload",
+        default="steady",
+        help="steady (default), ramp, step, spike, soak or a "
+        "locustfile: its shape drives the users (the nodes give the same --workload)",
+    )
+    p.add_argument(
+        "--users",
+        type=int,
+        default=None,
+        help="users at the peak, spread over the nodes (default one per node; at least one per node)",
+    )
     p.add_argument("--workload-seconds", type=float, default=10.0, help="load per round (default 10)")
     p.add_argument("--window-seconds", type=float, default=1.0, help="the nodes' windows (default 1)")
-    p.add_argument("--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1; "
-                   "0.0.0.0 for nodes on other machines)")
+    p.add_argument(
+        "--bind",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1; 0.0.0.0 for nodes on other machines)",
+    )
     p.add_argument("--port", type=int, default=5557, help="port to listen on (default 5557)")
-    p.add_argument("--join-timeout", type=float, default=120.0,
-                   help="seconds to wait for the nodes at each round's start (default 120)")
-    p.add_argument("--results", default="results", help="results folder or URI, shared with the nodes "
-                   "(default results/)")
+    p.add_argument(
+        "--join-timeout",
+        type=float,
+        default=120.0,
+        help="seconds to wait for the nodes at each round's start (default 120)",
+    )
+    p.add_argument(
+        "--results", default="results", help="results folder or URI, shared with the nodes (default results/)"
+    )
     p.add_argument("--allow-node-loss", action="store_true", help="exit 0 even when a node was lost")
     p.set_defaults(func=run)
 
@@ -46,8 +66,9 @@ def _check(a) -> None:
         raise RigError("--nodes and --cycles must be >= 1")
     a.users = a.nodes if a.users is None else a.users
     if a.users < a.nodes:
-        raise RigError(f"--users {a.users} leaves a node without a user (--nodes {a.nodes}): give at least one "
-                       "user per node")
+        raise RigError(
+            f"--users {a.users} leaves a node without a user (--nodes {a.nodes}): give at least one user per node"
+        )
     if a.workload_seconds <= 0 or a.window_seconds <= 0:
         raise RigError("--workload-seconds and --window-seconds must be > 0")
     if not 0 < a.join_timeout <= NODE_WAIT_S:
@@ -70,8 +91,9 @@ class Master:
         try:
             self.runner = self.env.create_master_runner(a.bind, a.port)
         except Exception as e:  # noqa: BLE001 - zmq's address in use, a bad address
-            raise RigError(f"cannot listen on {a.bind}:{a.port} ({type(e).__name__}: {e}): choose another "
-                           "--port or --bind") from None
+            raise RigError(
+                f"cannot listen on {a.bind}:{a.port} ({type(e).__name__}: {e}): choose another --port or --bind"
+            ) from None
         self.pending: dict[str, tuple[str, dict]] = {}  # node -> (client id, hello), joined this round
         self.reports: dict[str, dict] = {}
         self.classes: dict | None = None
@@ -91,8 +113,10 @@ class Master:
         if self.over:
             why = f"the fleet ran its {self.a.cycles} round(s)"
         elif self.classes is not None and data.get("classes") != self.classes:
-            why = (f"its workload's users {sorted(data.get('classes') or {})} differ from the fleet's "
-                   f"{sorted(self.classes)}: give every node the master's --workload and model")
+            why = (
+                f"its workload's users {sorted(data.get('classes') or {})} differ from the fleet's "
+                f"{sorted(self.classes)}: give every node the master's --workload and model"
+            )
             self.refused[data["node"]] = why
         if why:
             self.runner.send_message("rig_over", {"why": why}, client_id=cid)
@@ -130,8 +154,10 @@ class Master:
             def nothing(self):
                 pass
 
-        self.env.user_classes = [type(name, (Placeholder,), {"weight": w, "fixed_count": fc, "abstract": False})
-                                 for name, (w, fc) in self.classes.items()]
+        self.env.user_classes = [
+            type(name, (Placeholder,), {"weight": w, "fixed_count": fc, "abstract": False})
+            for name, (w, fc) in self.classes.items()
+        ]
 
     def _drive(self):
         """The shape's ticks (Locust's own shape loop would stop the workers at its end)."""
@@ -180,11 +206,15 @@ class Master:
         self.running = True
 
         shares = share_text({name: hello for name, (_, hello) in joined.items()})
-        self.log(f"round {r}/{self.a.cycles}: {len(joined)} node(s) joined ({shares}); "
-                 f"{self.a.workload_seconds:g} s of load")
+        self.log(
+            f"round {r}/{self.a.cycles}: {len(joined)} node(s) joined ({shares}); {self.a.workload_seconds:g} s of load"
+        )
         for cid in self.current.values():
-            self.runner.send_message("rig_round", {"round": r, "seconds": self.a.workload_seconds,
-                                                   "window_seconds": self.a.window_seconds}, client_id=cid)
+            self.runner.send_message(
+                "rig_round",
+                {"round": r, "seconds": self.a.workload_seconds, "window_seconds": self.a.window_seconds},
+                client_id=cid,
+            )
         driver = gevent.spawn(self._drive)
         t0, missing_at = now(), {}
         budget = min(NODE_WAIT_S, self.a.workload_seconds * 2 + 60)
@@ -235,33 +265,87 @@ def _rows(fleet_id: str, r: int, started: str, a, joined, reports, missing_at, a
         rep = reports.get(name)
         if rep is None:
             when = missing_at.get(name)
-            why = (f"went silent {when:.1f} s into the round (no heartbeat) and never reported" if when is not None
-                   else "never reported its figures")
-            rows.append(FleetRow(**base, node=name, outcome="lost", users=None, node_run_id=hello.get("run_id"),
-                                 node_cycle=hello.get("cycle"), requests=None, errors=None, throughput=None,
-                                 p50_us=None, p99_us=None, max_us=None, histogram=None, detail=why))
+            why = (
+                f"went silent {when:.1f} s into the round (no heartbeat) and never reported"
+                if when is not None
+                else "never reported its figures"
+            )
+            rows.append(
+                FleetRow(
+                    **base,
+                    node=name,
+                    outcome="lost",
+                    users=None,
+                    node_run_id=hello.get("run_id"),
+                    node_cycle=hello.get("cycle"),
+                    requests=None,
+                    errors=None,
+                    throughput=None,
+                    p50_us=None,
+                    p99_us=None,
+                    max_us=None,
+                    histogram=None,
+                    detail=why,
+                )
+            )
             continue
         h = hdr.merge(rep.get("histograms") or [])
         if h is not None:
             hists.append(h)
-        rows.append(FleetRow(**base, node=name, outcome="ok", users=None, node_run_id=rep.get("run_id"),
-                             node_cycle=rep.get("cycle"), requests=rep.get("requests"), errors=rep.get("errors"),
-                             throughput=rep.get("throughput"), detail=None, **figures(h)))
+        rows.append(
+            FleetRow(
+                **base,
+                node=name,
+                outcome="ok",
+                users=None,
+                node_run_id=rep.get("run_id"),
+                node_cycle=rep.get("cycle"),
+                requests=rep.get("requests"),
+                errors=rep.get("errors"),
+                throughput=rep.get("throughput"),
+                detail=None,
+                **figures(h),
+            )
+        )
     for name, why in sorted(absent.items()):
-        rows.append(FleetRow(**base, node=name, outcome="absent" if "refused" not in why else "refused", users=None,
-                             node_run_id=None, node_cycle=None, requests=None, errors=None, throughput=None,
-                             p50_us=None, p99_us=None, max_us=None, histogram=None, detail=why))
+        rows.append(
+            FleetRow(
+                **base,
+                node=name,
+                outcome="absent" if "refused" not in why else "refused",
+                users=None,
+                node_run_id=None,
+                node_cycle=None,
+                requests=None,
+                errors=None,
+                throughput=None,
+                p50_us=None,
+                p99_us=None,
+                max_us=None,
+                histogram=None,
+                detail=why,
+            )
+        )
     ok = [x for x in rows if x.outcome == "ok"]
     total = hists[0] if hists else None
     for h in hists[1:]:
         total.add(h)
     bad = [x for x in rows if x.outcome != "ok"]
-    rows.append(FleetRow(**base, node="*", outcome="ok" if not bad else "degraded",
-                         users=users, node_run_id=None, node_cycle=None,
-                         requests=sum(x.requests or 0 for x in ok), errors=sum(x.errors or 0 for x in ok),
-                         throughput=sum(x.throughput or 0.0 for x in ok),
-                         detail="; ".join(f"{x.node} {x.outcome}: {x.detail}" for x in bad) or None,
-                         **figures(total)))
+    rows.append(
+        FleetRow(
+            **base,
+            node="*",
+            outcome="ok" if not bad else "degraded",
+            users=users,
+            node_run_id=None,
+            node_cycle=None,
+            requests=sum(x.requests or 0 for x in ok),
+            errors=sum(x.errors or 0 for x in ok),
+            throughput=sum(x.throughput or 0.0 for x in ok),
+            detail="; ".join(f"{x.node} {x.outcome}: {x.detail}" for x in bad) or None,
+            **figures(total),
+        )
+    )
     return rows
 
 
@@ -278,8 +362,10 @@ def run(a) -> int:
     store = Store(a.results)
     master = Master(a, log)
     fleet_id = new_run_id()
-    log(f"fleet {fleet_id}: listening on {a.bind}:{a.port} for {a.nodes} node(s); {a.cycles} round(s) of "
-        f"{a.workload_seconds:g} s, {a.users} user(s) at the peak")
+    log(
+        f"fleet {fleet_id}: listening on {a.bind}:{a.port} for {a.nodes} node(s); {a.cycles} round(s) of "
+        f"{a.workload_seconds:g} s, {a.users} user(s) at the peak"
+    )
     known: set[str] = set()
     gone: dict[str, str] = {}
     fails: list[str] = []
@@ -293,7 +379,9 @@ def run(a) -> int:
             started = now_iso()
             joined, reports, missing_at = master.play(r, expect)
             known |= set(joined)
-            absent = {n: f"did not join round {r} within {a.join_timeout:g} s" for n in (expect or set()) - set(joined)}
+            absent = dict.fromkeys(
+                (expect or set()) - set(joined), f"did not join round {r} within {a.join_timeout:g} s"
+            )
             absent.update({n: f"refused: {why}" for n, why in master.refused.items() if n not in gone})
             master.refused.clear()
             for n, why in absent.items():
@@ -305,29 +393,49 @@ def run(a) -> int:
                 break
             rows = _rows(fleet_id, r, started, a, joined, reports, missing_at, absent, a.users)
             # Locust's master clears its stats when a round starts: what it holds now is this round's
-            note = "; ".join(filter(None, [rows[-1].detail, *(
-                f"{n} joined during the round (for the next): the users Locust moved to it idled"
-                for n in master.late)])) or None
+            note = (
+                "; ".join(
+                    filter(
+                        None,
+                        [
+                            rows[-1].detail,
+                            *(
+                                f"{n} joined during the round (for the next): the users Locust moved to it idled"
+                                for n in master.late
+                            ),
+                        ],
+                    )
+                )
+                or None
+            )
             total = dataclasses.replace(rows[-1], locust_requests=master.env.stats.total.num_requests, detail=note)
             rows[-1] = total
             versions = {h.get("triton_version") for _, h in joined.values()} - {None}
-            store.write("fleet", rows, versions.pop() if len(versions) == 1 else ("mixed" if versions else "unknown"),
-                        f"r{r:06d}")
+            store.write(
+                "fleet",
+                rows,
+                versions.pop() if len(versions) == 1 else ("mixed" if versions else "unknown"),
+                f"r{r:06d}",
+            )
             for x in rows[:-1]:
                 if x.outcome != "ok":
                     fails.append(f"round {r}: node {x.node} {x.outcome}: {x.detail}")
             table.append((total, sum(x.outcome == "ok" for x in rows[:-1]), len(rows) - 1))
-            log(f"round {r}/{a.cycles}: {sum(x.outcome == 'ok' for x in rows[:-1])}/{len(rows) - 1} node(s) reported, "
+            log(
+                f"round {r}/{a.cycles}: {sum(x.outcome == 'ok' for x in rows[:-1])}/{len(rows) - 1} node(s) reported, "
                 f"{total.requests or 0:,} requests, {total.throughput or 0:,.0f} infer/s, p99 "
-                f"{f'{total.p99_us:,.0f} us' if total.p99_us else '-'}" + (f"; {total.detail}" if total.detail else ""))
+                f"{f'{total.p99_us:,.0f} us' if total.p99_us else '-'}" + (f"; {total.detail}" if total.detail else "")
+            )
     except KeyboardInterrupt:
         fails.append("interrupted; the rounds stored so far stay")
     finally:
         master.close()
     print(f"{'round':>5}  {'nodes':>5}  {'requests':>9}  {'infer/s':>9}  {'p99 us':>8}  {'Locust saw':>10}  outcome")
     for t, ok, n in table:
-        print(f"{t.round:>5}  {f'{ok}/{n}':>5}  {t.requests:>9,}  {t.throughput:>9,.0f}  "
-              f"{t.p99_us or 0:>8,.0f}  {t.locust_requests or 0:>10,}  {t.outcome}")
+        print(
+            f"{t.round:>5}  {f'{ok}/{n}':>5}  {t.requests:>9,}  {t.throughput:>9,.0f}  "
+            f"{t.p99_us or 0:>8,.0f}  {t.locust_requests or 0:>10,}  {t.outcome}"
+        )
     for f in fails:
         print(f"FAIL: {f}")
     print(f"results: {redact(str(a.results))}/fleet (run_id {fleet_id})")
@@ -340,6 +448,7 @@ def _log(msg: str) -> None:
 
 def share_text(hellos: dict[str, dict]) -> str:
     """The nodes' shares of their machines, as the master logs them: ``a 1 CPU (0), b 1 CPU (1)``."""
+
     def one(h):
         n = h.get("cpu_share")
         return "share unknown" if n is None else f"{n:g} CPU{'s' if n != 1 else ''} ({h.get('cpus')})"

@@ -40,28 +40,63 @@ Exit status: 0 pass, 1 regression, 2 bad input."""
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("gate", help="fail when a candidate version or run regresses from a baseline",
-                       description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "gate",
+        help="fail when a candidate version or run regresses from a baseline",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("results", metavar="RESULTS", help="the results folder (as given to --results)")
     p.add_argument("--baseline", "-a", required=True, metavar="A", help="Triton version or run id")
     p.add_argument("--candidate", "-b", required=True, metavar="B", help="Triton version or run id")
-    p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
-                   help="keep only cycles whose column KEY equals VALUE (e.g. retain=none); repeatable")
-    p.add_argument("--max-finalize-drop", type=float, default=0.05, metavar="F",
-                   help="largest allowed drop of finalize success, absolute (default 0.05)")
-    p.add_argument("--max-stop-regression", type=float, default=1.5, metavar="X",
-                   help="largest allowed ratio of stop latency p95, candidate/baseline (default 1.5)")
-    p.add_argument("--max-throughput-drop", type=float, default=0.10, metavar="P",
-                   help="largest allowed relative throughput drop at a point (default 0.10)")
-    p.add_argument("--max-first-response-p99-us", type=float, default=None, metavar="N",
-                   help="streaming (decoupled) models: fail where the candidate's time to the first "
-                   "response, p99 at a point, exceeds N microseconds (default: not judged)")
-    p.add_argument("--junit", metavar="FILE",
-                   help="also write the gate's checks as JUnit XML for CI (a test case per check, the reason as "
-                   "its failure); its folder must exist (checked before anything is read)")
-    p.add_argument("--summary-json", metavar="FILE",
-                   help="also write the gate's verdict as JSON: pass or fail, the reasons, each side's run ids and "
-                   "verdict counts, the exit status (written whole or not at all); its folder must exist")
+    p.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="keep only cycles whose column KEY equals VALUE (e.g. retain=none); repeatable",
+    )
+    p.add_argument(
+        "--max-finalize-drop",
+        type=float,
+        default=0.05,
+        metavar="F",
+        help="largest allowed drop of finalize success, absolute (default 0.05)",
+    )
+    p.add_argument(
+        "--max-stop-regression",
+        type=float,
+        default=1.5,
+        metavar="X",
+        help="largest allowed ratio of stop latency p95, candidate/baseline (default 1.5)",
+    )
+    p.add_argument(
+        "--max-throughput-drop",
+        type=float,
+        default=0.10,
+        metavar="P",
+        help="largest allowed relative throughput drop at a point (default 0.10)",
+    )
+    p.add_argument(
+        "--max-first-response-p99-us",
+        type=float,
+        default=None,
+        metavar="N",
+        help="streaming (decoupled) models: fail where the candidate's time to the first "
+        "response, p99 at a point, exceeds N microseconds (default: not judged)",
+    )
+    p.add_argument(
+        "--junit",
+        metavar="FILE",
+        help="also write the gate's checks as JUnit XML for CI (a test case per check, the reason as "
+        "its failure); its folder must exist (checked before anything is read)",
+    )
+    p.add_argument(
+        "--summary-json",
+        metavar="FILE",
+        help="also write the gate's verdict as JSON: pass or fail, the reasons, each side's run ids and "
+        "verdict counts, the exit status (written whole or not at all); its folder must exist",
+    )
     p.set_defaults(func=run)
 
 
@@ -70,13 +105,48 @@ def _shorten(names, n: int = 5) -> str:
     return ", ".join(names[:n]) + (f", ... ({len(names)} in all)" if len(names) > n else "")
 
 
-CYCLE_COLUMNS = ["run_id", "cycle", "outcome", "load_outcome", "growth_outcome", "finalize_expected", "finalize_before_stop", "stop_latency_s",
-                 "engine", "model", "retain", "stop_strategy", "restart", "triton_version", "date", "scenario", "control",
-                 "shape"]  # the last three: the conformance check (the verdicts known per scenario cell)
-WINDOW_COLUMNS = ["run_id", "cycle", "window", "tool", "mode", "concurrency", "rate", "stable", "requests",
-                  "errors", "throughput", "mean_us", "triton_version", "date",
-                  "first_p50_us", "first_p99_us", "gap_p50_us", "gap_p99_us", "responses",
-                  "responses_per_request"]  # not the heavy histograms
+CYCLE_COLUMNS = [
+    "run_id",
+    "cycle",
+    "outcome",
+    "load_outcome",
+    "growth_outcome",
+    "finalize_expected",
+    "finalize_before_stop",
+    "stop_latency_s",
+    "engine",
+    "model",
+    "retain",
+    "stop_strategy",
+    "restart",
+    "triton_version",
+    "date",
+    "scenario",
+    "control",
+    "shape",
+]  # the last three: the conformance check (the verdicts known per scenario cell)
+WINDOW_COLUMNS = [
+    "run_id",
+    "cycle",
+    "window",
+    "tool",
+    "mode",
+    "concurrency",
+    "rate",
+    "stable",
+    "requests",
+    "errors",
+    "throughput",
+    "mean_us",
+    "triton_version",
+    "date",
+    "first_p50_us",
+    "first_p99_us",
+    "gap_p50_us",
+    "gap_p99_us",
+    "responses",
+    "responses_per_request",
+]  # not the heavy histograms
 MAX_MERGED = 2000  # windows per point whose HDR histograms are merged (the latest): 20-40 ms per 1,000
 
 
@@ -107,8 +177,13 @@ def load(results: str, keys=(), sides=()):
             present = set()
         if set(sides) <= present:
             pruned = {"triton_version": sorted(set(sides))}
-    cycles = _read(store, results, "cycles",
-                   columns=list(dict.fromkeys([*CYCLE_COLUMNS, *(k for k in keys if k in names)])), **pruned)
+    cycles = _read(
+        store,
+        results,
+        "cycles",
+        columns=list(dict.fromkeys([*CYCLE_COLUMNS, *(k for k in keys if k in names)])),
+        **pruned,
+    )
     if not len(cycles):
         raise RigError(f"{redact(results)} holds no cycles: no soak or bench stored there yet")
     return store, cycles
@@ -162,8 +237,10 @@ def select(cycles, name: str, role: str, filtered: bool = False):
             raise RigError(f"--{role} {name}: matches {len(matches)} runs ({_shorten(matches)}); give more of the id")
         if not matches:
             among = " among the cycles --where keeps" if filtered else ""
-            raise RigError(f"--{role} {name}: no such Triton version or run id{among}; versions: "
-                           f"{_shorten(versions)}; runs: {_shorten(runs)}")
+            raise RigError(
+                f"--{role} {name}: no such Triton version or run id{among}; versions: "
+                f"{_shorten(versions)}; runs: {_shorten(runs)}"
+            )
         mask = cycles["run_id"] == matches[0]
         label, version = f"run {matches[0]}", None
     return label, cycles[mask], version
@@ -211,10 +288,13 @@ def side_lines(label: str, cycles, windows, store=None, streaming=None) -> dict[
             if p99 and r.merged < r.windows:
                 p99 += f" (HDR of the latest {r.merged:,} of {r.windows:,} windows)"
             out[name] = f"{r.throughput:,.0f} infer/s{p99}"
-    for r in (streaming.itertuples() if streaming is not None else ()):
+    for r in streaming.itertuples() if streaming is not None else ():
         name = f"first response @ {r.point}" + ("" if r.tool == "rig" else f" ({r.tool})")
-        per = "-" if r.responses_per_request is None or r.responses_per_request != r.responses_per_request \
+        per = (
+            "-"
+            if r.responses_per_request is None or r.responses_per_request != r.responses_per_request
             else f"{r.responses_per_request:.2f}"
+        )
         out[name] = f"p50 {r.first_p50_us:,.0f} / p99 {r.first_p99_us:,.0f} us, {per} responses/request"
     return out
 
@@ -239,9 +319,11 @@ def idle_note(a: set[str], b: set[str]) -> str:
     """A line when the sides measured under different CPU idle regimes (``rig bench --cpu-idle``)."""
     if not a or not b or a == b:
         return ""
-    return (f"note: the baseline ran with cpu_idle={','.join(sorted(a))} and the candidate with "
-            f"cpu_idle={','.join(sorted(b))}: held CPUs change throughput and latency by tens of per cent "
-            "on some machines (README, \"CPU idle states\"), so those figures do not compare")
+    return (
+        f"note: the baseline ran with cpu_idle={','.join(sorted(a))} and the candidate with "
+        f"cpu_idle={','.join(sorted(b))}: held CPUs change throughput and latency by tens of per cent "
+        'on some machines (README, "CPU idle states"), so those figures do not compare'
+    )
 
 
 def conformance_reasons(candidate) -> list[str]:
@@ -279,16 +361,19 @@ def junit_checks(reasons: list[str], ca, wa, cb, wb, args, streaming) -> list:
     elif streaming is None:
         not_judged["first response p99"] = "the candidate has no streaming (decoupled) model's windows"
     new = "fails on a verdict the candidate has and the baseline never had"
-    figures = {"new lifecycle outcomes": new + " (but clean)", "new load outcomes": new + " (but ok)",
-               "new growth outcomes": new + " (leaking, slowing)",
-               "finalize success": f"fails on a drop above {args.max_finalize_drop:g} (absolute), when significant",
-               "stop latency p95": f"fails on a ratio above {args.max_stop_regression:g} (candidate/baseline), "
-                                   "when significant",
-               "throughput": f"fails on a drop above {args.max_throughput_drop:.0%} (at least "
-                             f"{verdict.ONE_RUN_DROP:.0%} where a side holds one run) at a point both sides "
-                             "measured, when significant",
-               "first response p99": "not bounded" if bound is None else f"fails above {bound:,.0f} us at a point",
-               "conformance": "fails on a scenario cell whose verdicts differ from the known ones (rig/known_verdicts.csv)"}
+    figures = {
+        "new lifecycle outcomes": new + " (but clean)",
+        "new load outcomes": new + " (but ok)",
+        "new growth outcomes": new + " (leaking, slowing)",
+        "finalize success": f"fails on a drop above {args.max_finalize_drop:g} (absolute), when significant",
+        "stop latency p95": f"fails on a ratio above {args.max_stop_regression:g} (candidate/baseline), "
+        "when significant",
+        "throughput": f"fails on a drop above {args.max_throughput_drop:.0%} (at least "
+        f"{verdict.ONE_RUN_DROP:.0%} where a side holds one run) at a point both sides "
+        "measured, when significant",
+        "first response p99": "not bounded" if bound is None else f"fails above {bound:,.0f} us at a point",
+        "conformance": "fails on a scenario cell whose verdicts differ from the known ones (rig/known_verdicts.csv)",
+    }
     return junit.judged(reasons, junit.GATE_CHECKS, "gate", not_judged, figures)
 
 
@@ -321,15 +406,20 @@ def run(args) -> int:
     la, ca, va = select(cycles, args.baseline, "baseline", bool(args.where))
     lb, cb, vb = select(cycles, args.candidate, "candidate", bool(args.where))
     if set(ca["run_id"]) == set(cb["run_id"]):
-        raise RigError(f"--baseline {args.baseline} and --candidate {args.candidate} select the same "
-                       "runs: compare two different sides")
+        raise RigError(
+            f"--baseline {args.baseline} and --candidate {args.candidate} select the same "
+            "runs: compare two different sides"
+        )
     wa = side_windows(store, args.results, ca, va, bool(args.where))
     wb = side_windows(store, args.results, cb, vb, bool(args.where))
     sa, sb = side_streaming(wa, store), side_streaming(wb, store)
     print(table(side_lines("baseline: " + la, ca, wa, store, sa), side_lines("candidate: " + lb, cb, wb, store, sb)))
     for label, c in (("baseline", ca), ("candidate", cb)):
-        mixed = [f"{k}={','.join(sorted(map(str, c[k].dropna().unique())))}"
-                 for k in ("engine", "model", "retain", "stop_strategy", "restart") if c[k].nunique() > 1]
+        mixed = [
+            f"{k}={','.join(sorted(map(str, c[k].dropna().unique())))}"
+            for k in ("engine", "model", "retain", "stop_strategy", "restart")
+            if c[k].nunique() > 1
+        ]
         if mixed:
             print(f"note: the {label} mixes {'; '.join(mixed)} (pin one with --where)")
     runs = _read(store, args.results, "runs", columns=["run_id", "cpu_idle"])
@@ -337,29 +427,46 @@ def run(args) -> int:
     if note:
         print(note)
     if bound is not None and sb is None:
-        print("note: --max-first-response-p99-us: the candidate has no streaming (decoupled) model's "
-              "windows; the first response is not judged")
-    reasons = verdict.gate(ca, wa, cb, wb, max_finalize_drop=args.max_finalize_drop,
-                           max_stop_regression=args.max_stop_regression,
-                           max_throughput_drop=args.max_throughput_drop,
-                           max_first_response_p99_us=bound, candidate_streaming=sb)
+        print(
+            "note: --max-first-response-p99-us: the candidate has no streaming (decoupled) model's "
+            "windows; the first response is not judged"
+        )
+    reasons = verdict.gate(
+        ca,
+        wa,
+        cb,
+        wb,
+        max_finalize_drop=args.max_finalize_drop,
+        max_stop_regression=args.max_stop_regression,
+        max_throughput_drop=args.max_throughput_drop,
+        max_first_response_p99_us=bound,
+        candidate_streaming=sb,
+    )
     reasons += conformance_reasons(cb)
     for r in reasons:
         print(f"FAIL: {r}")
     if not reasons:
         print("PASS: no significant regression beyond the thresholds")
     if args.junit is not None:
-        suite = junit.suite(f"rig gate {args.baseline} -> {args.candidate}",
-                            junit_checks(reasons, ca, wa, cb, wb, args, sb), time=time.monotonic() - started[1],
-                            timestamp=started[0], properties={"baseline": la, "candidate": lb,
-                                                              "results": redact(args.results),
-                                                              "where": "; ".join(args.where) or None})
+        suite = junit.suite(
+            f"rig gate {args.baseline} -> {args.candidate}",
+            junit_checks(reasons, ca, wa, cb, wb, args, sb),
+            time=time.monotonic() - started[1],
+            timestamp=started[0],
+            properties={
+                "baseline": la,
+                "candidate": lb,
+                "results": redact(args.results),
+                "where": "; ".join(args.where) or None,
+            },
+        )
         junit.write(args.junit, [suite])
         print(f"JUnit XML: {args.junit}")
     status = Exit.FAILED if reasons else Exit.OK
     if summary_json:
         sides = {"baseline": summary.gate_side(la, ca), "candidate": summary.gate_side(lb, cb)}
-        summary.write(summary_json, summary.gate(status, reasons, args.baseline, args.candidate, sides,
-                                                 redact(args.results)))
+        summary.write(
+            summary_json, summary.gate(status, reasons, args.baseline, args.candidate, sides, redact(args.results))
+        )
         print(f"summary JSON: {summary_json}")
     return status

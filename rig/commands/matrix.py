@@ -51,9 +51,21 @@ from rig.parent.options import (
 )
 
 # Options a bench cell takes from the matrix's (the server and the model; no lifecycle, no load).
-_BENCH_DESTS = ("model", "model_repository", "model_size", "instances", "max_batch_size", "dynamic_batching",
-                "queue_delay_us", "input_memory",
-                "execute_delay_ms", "exit_timeout", "startup_timeout", "request_timeout", "in_flight")
+_BENCH_DESTS = (
+    "model",
+    "model_repository",
+    "model_size",
+    "instances",
+    "max_batch_size",
+    "dynamic_batching",
+    "queue_delay_us",
+    "input_memory",
+    "execute_delay_ms",
+    "exit_timeout",
+    "startup_timeout",
+    "request_timeout",
+    "in_flight",
+)
 # A bench cell's own settings (`rig bench`'s options): 3 windows of 1 s a point, one repeat.
 BENCH_SETTINGS = {"windows": 3, "window_seconds": 1.0, "repeats": 1}
 DEFAULT_CYCLES = 3
@@ -61,8 +73,11 @@ DEFAULT_CYCLES = 3
 # --workload: the load its verdicts were measured under (docs/guide/scenarios.md), as config keys.
 SCENARIO_LOAD_KEYS = {"workload.name": "steady", "workload.seconds": 2.0, "workload.users": 2}
 # The same load as `rig soak` options (a scenario's class run by hand: tests/test_variants.py).
-SCENARIO_LOAD = tuple(w for k, v in SCENARIO_LOAD_KEYS.items() for w in (option(OVERRIDES[k]), f"{v:g}"
-                                                                          if isinstance(v, float) else str(v)))
+SCENARIO_LOAD = tuple(
+    w
+    for k, v in SCENARIO_LOAD_KEYS.items()
+    for w in (option(OVERRIDES[k]), f"{v:g}" if isinstance(v, float) else str(v))
+)
 # The timeouts of a scenario matrix where none is given (_scenario_timeouts): each no longer than
 # its verdict needs.
 SCENARIO_EXIT_TIMEOUT = 5
@@ -70,54 +85,98 @@ SCENARIO_REQUEST_TIMEOUT = 5.0
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("matrix", help="the same soak (and bench) across Triton runtimes and engines, one store",
-                       description="Run the same soak against each runtime x engine x retention policy, each "
-                       "cell in its own process, into one results folder; a summary table (Markdown) and an exit "
-                       f"status: {Exit.OK:d} every cell that can run here passed, {Exit.FAILED:d} a cell failed its "
-                       f"thresholds, refused its input, crashed or timed out, {Exit.USAGE:d} bad input, "
-                       f"{Exit.SKIPPED:d} every cell was skipped, {Exit.MACHINE:d} the machine failed a cell. With "
-                       "--retain last-response/last-array, exit_timeout is allowed (the expected outcome of a reference kept across stop()); the table "
-                       "shows every outcome. With --scenarios, each scenario and its negative control are cells of "
-                       "their own, passing when their verdicts are the ones known for that core and engine.")
+    p = sub.add_parser(
+        "matrix",
+        help="the same soak (and bench) across Triton runtimes and engines, one store",
+        description="Run the same soak against each runtime x engine x retention policy, each "
+        "cell in its own process, into one results folder; a summary table (Markdown) and an exit "
+        f"status: {Exit.OK:d} every cell that can run here passed, {Exit.FAILED:d} a cell failed its "
+        f"thresholds, refused its input, crashed or timed out, {Exit.USAGE:d} bad input, "
+        f"{Exit.SKIPPED:d} every cell was skipped, {Exit.MACHINE:d} the machine failed a cell. With "
+        "--retain last-response/last-array, exit_timeout is allowed (the expected outcome of a reference kept "
+        "across stop()); the table "
+        "shows every outcome. With --scenarios, each scenario and its negative control are cells of "
+        "their own, passing when their verdicts are the ones known for that core and engine.",
+    )
     m = p.add_argument_group("the matrix")
-    m.add_argument("--runtimes", required=True, metavar="LIST",
-                   help="embedded versions (0.5.0,0.5.10,0.7.0; one not installed is installed first), "
-                   "container, installed, or all (one embedded runtime per core, installed first where missing, "
-                   "the cores built here, and in an NGC image its own core: `container`)")
-    m.add_argument("--engines", default="auto", metavar="LIST",
-                   help="auto (per runtime, as rig soak picks), capi, tritonserver; an engine that cannot run "
-                   "over a runtime is a row 'skipped: why' (default auto)")
-    m.add_argument("--retain", default="none", metavar="LIST",
-                   help="retention policies: none, last-response, last-array, or all (default none)")
-    m.add_argument("--scenarios", metavar="LIST",
-                   help="lifecycle scenarios (`rig scenarios` lists them), or all: each a cell per runtime and "
-                   "engine, its negative control another; passes when the verdicts are those known for that core "
-                   "and engine (not with --retain, --fault, --model-repository or --allow-outcomes)")
+    m.add_argument(
+        "--runtimes",
+        required=True,
+        metavar="LIST",
+        help="embedded versions (0.5.0,0.5.10,0.7.0; one not installed is installed first), "
+        "container, installed, or all (one embedded runtime per core, installed first where missing, "
+        "the cores built here, and in an NGC image its own core: `container`)",
+    )
+    m.add_argument(
+        "--engines",
+        default="auto",
+        metavar="LIST",
+        help="auto (per runtime, as rig soak picks), capi, tritonserver; an engine that cannot run "
+        "over a runtime is a row 'skipped: why' (default auto)",
+    )
+    m.add_argument(
+        "--retain",
+        default="none",
+        metavar="LIST",
+        help="retention policies: none, last-response, last-array, or all (default none)",
+    )
+    m.add_argument(
+        "--scenarios",
+        metavar="LIST",
+        help="lifecycle scenarios (`rig scenarios` lists them), or all: each a cell per runtime and "
+        "engine, its negative control another; passes when the verdicts are those known for that core "
+        "and engine (not with --retain, --fault, --model-repository or --allow-outcomes)",
+    )
     m.add_argument("--bench", action="store_true", help="also run a short bench per runtime and engine")
-    m.add_argument("--bench-concurrency", default="1,4", metavar="LIST",
-                   help="the bench's points (default 1,4; 3 windows of 1 s each, one repeat)")
-    m.add_argument("--shapes", default="all", metavar="LIST",
-                   help="with --scenarios: the model shapes to run each scenario in, of those it runs in (`rig "
-                   "scenarios` says which): all, first (each its own default), or a list (unbatched,batched,"
-                   "instances-2,decoupled; a shape of two parts joined with +: decoupled+instances-2) (default all)")
-    m.add_argument("--jobs", default="auto", metavar="N",
-                   help="cells run side by side, up to N at a time; each cycle's start and load still run one at a "
-                   "time across them (rig.worker.quiet), the stops and exit timeouts overlap; benches always run alone "
-                   "(default auto: with --scenarios, three times the CPUs this process may use, at most 8; else 1)")
-    m.add_argument("--shard", metavar="K/N",
-                   help="run shard K of N (K from 0, as a Kubernetes Indexed Job's completion index): a fixed share "
-                   "of the cells, so that N nodes given K = 0..N-1 into one store run every cell once")
-    m.add_argument("--known-file", metavar="FILE",
-                   help="the verdicts known per scenario, shape, engine and core (default the rig's own, "
-                   "rig/known_verdicts.csv; `rig scenarios --accept RESULTS` writes one)")
+    m.add_argument(
+        "--bench-concurrency",
+        default="1,4",
+        metavar="LIST",
+        help="the bench's points (default 1,4; 3 windows of 1 s each, one repeat)",
+    )
+    m.add_argument(
+        "--shapes",
+        default="all",
+        metavar="LIST",
+        help="with --scenarios: the model shapes to run each scenario in, of those it runs in (`rig "
+        "scenarios` says which): all, first (each its own default), or a list (unbatched,batched,"
+        "instances-2,decoupled; a shape of two parts joined with +: decoupled+instances-2) (default all)",
+    )
+    m.add_argument(
+        "--jobs",
+        default="auto",
+        metavar="N",
+        help="cells run side by side, up to N at a time; each cycle's start and load still run one at a "
+        "time across them (rig.worker.quiet), the stops and exit timeouts overlap; benches always run alone "
+        "(default auto: with --scenarios, three times the CPUs this process may use, at most 8; else 1)",
+    )
+    m.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="run shard K of N (K from 0, as a Kubernetes Indexed Job's completion index): a fixed share "
+        "of the cells, so that N nodes given K = 0..N-1 into one store run every cell once",
+    )
+    m.add_argument(
+        "--known-file",
+        metavar="FILE",
+        help="the verdicts known per scenario, shape, engine and core (default the rig's own, "
+        "rig/known_verdicts.csv; `rig scenarios --accept RESULTS` writes one)",
+    )
     m.add_argument("--junit", metavar="FILE", help="also write the cells as JUnit XML (one test case per cell)")
-    m.add_argument("--summary-json", metavar="FILE",
-                   help="also write the matrix's summary as JSON: each cell's run id, status and verdict counts, "
-                   "the counts summed, the reasons, the exit status (written whole or not at all); its folder must "
-                   "exist")
-    m.add_argument("--cell-timeout", type=float, metavar="S",
-                   help="seconds a cell may run before it is killed and recorded 'timeout' (default from "
-                   "cycles, startup and exit timeouts)")
+    m.add_argument(
+        "--summary-json",
+        metavar="FILE",
+        help="also write the matrix's summary as JSON: each cell's run id, status and verdict counts, "
+        "the counts summed, the reasons, the exit status (written whole or not at all); its folder must "
+        "exist",
+    )
+    m.add_argument(
+        "--cell-timeout",
+        type=float,
+        metavar="S",
+        help="seconds a cell may run before it is killed and recorded 'timeout' (default from "
+        "cycles, startup and exit timeouts)",
+    )
     # The soak's own options, as `rig soak` defines them, passed to every cell.
     tmp = argparse.ArgumentParser(add_help=False)
     add_target_options(tmp)
@@ -135,11 +194,20 @@ def refuse_with_scenarios(args) -> None:
     """What cannot combine with --scenarios, in one line: each scenario sets its own fault,
     retention and models, and the verdicts its cells pass with."""
     given = [f"--retain {args.retain}"] if args.retain != "none" else []
-    given += [o for o, d in (("--fault", "fault"), ("--model-repository", "model_repository"),
-                             ("--allow-outcomes", "allow_outcomes")) if getattr(args, d, None) is not None]
+    given += [
+        o
+        for o, d in (
+            ("--fault", "fault"),
+            ("--model-repository", "model_repository"),
+            ("--allow-outcomes", "allow_outcomes"),
+        )
+        if getattr(args, d, None) is not None
+    ]
     if given:
-        raise RigError(f"{', '.join(given)} cannot combine with --scenarios: each scenario sets its own fault, "
-                       "retention and models, and its cells pass with the verdicts known for it; drop them")
+        raise RigError(
+            f"{', '.join(given)} cannot combine with --scenarios: each scenario sets its own fault, "
+            "retention and models, and its cells pass with the verdicts known for it; drop them"
+        )
 
 
 def run(args) -> int:
@@ -161,19 +229,27 @@ def run(args) -> int:
     loads = _check_scenarios(args, cfg, scens) if scens is not None else {}
     if cfg.cycles < 1:
         raise RigError("--cycles must be >= 1")
-    timeout = args.cell_timeout or cfg.cycles * (cfg.startup_timeout + cfg.exit_timeout + cfg.request_timeout
-                                                  + cfg.workload.seconds + 30) + 120
+    timeout = (
+        args.cell_timeout
+        or cfg.cycles * (cfg.startup_timeout + cfg.exit_timeout + cfg.request_timeout + cfg.workload.seconds + 30) + 120
+    )
     if scens is None and any(r != "none" for r in retains):
-        print(f"retain {', '.join(r for r in retains if r != 'none')}: exit_timeout is allowed (a reference kept "
-              "across stop() holds its model: the expected outcome); the table shows every outcome", flush=True)
+        print(
+            f"retain {', '.join(r for r in retains if r != 'none')}: exit_timeout is allowed (a reference kept "
+            "across stop() holds its model: the expected outcome); the table shows every outcome",
+            flush=True,
+        )
     _install_missing(specs, installed, shard)
     plan = _plan(specs, engines, retains if scens is None else ["none"])
     rows = _skipped_rows(plan, scens)
     if scens is not None:
         cells = take_shard(scenario_cells(scens, plan, only_shapes=only_shapes), shard)
         rows += [c for c in cells if c.get("status") == "skipped"]
-        jobs = [_scenario_job(cell, cfg, loads.get(cell["scenario"], {}), args.cpus)
-                for cell in cells if cell.get("status") != "skipped"]
+        jobs = [
+            _scenario_job(cell, cfg, loads.get(cell["scenario"], {}), args.cpus)
+            for cell in cells
+            if cell.get("status") != "skipped"
+        ]
     else:
         jobs = _plain_jobs(cfg, plan, retains, shard, args.cpus)
     bench_jobs = _bench_jobs(args, plan, str(cfg.results), shard) if args.bench else []
@@ -192,8 +268,10 @@ def _axes(args) -> tuple:
     args.jobs = parse_jobs(args.jobs, scens is not None)
     if args.known_file:
         if not Path(args.known_file).is_file():
-            raise RigError(f"--known-file {args.known_file} does not exist: give a file `rig scenarios --accept` "
-                           "wrote, or drop it for the rig's own")
+            raise RigError(
+                f"--known-file {args.known_file} does not exist: give a file `rig scenarios --accept` "
+                "wrote, or drop it for the rig's own"
+            )
         os.environ["RIG_KNOWN_VERDICTS"] = str(Path(args.known_file).resolve())  # the cells read it too
     if args.junit:
         from rig.parent import junit
@@ -205,8 +283,9 @@ def _axes(args) -> tuple:
     return scens, shard, only_shapes
 
 
-def _run_and_table(args, jobs: list[Job], bench_jobs: list[Job], rows: list[dict], timeout: float, results: str,
-                   scens, shard) -> int:
+def _run_and_table(
+    args, jobs: list[Job], bench_jobs: list[Job], rows: list[dict], timeout: float, results: str, scens, shard
+) -> int:
     """Run the cells (then the benches, alone), print the table (and write --junit): the exit status."""
     from rig.analysis import matrix
 
@@ -215,8 +294,11 @@ def _run_and_table(args, jobs: list[Job], bench_jobs: list[Job], rows: list[dict
         job.label = f"[{i}/{total}] {job.label}"
         job.start_line = f"[{i}/{total}] {job.start_line}" if job.start_line else ""
     where = f"shard {shard[0]}/{shard[1]}: " if shard else ""
-    print(f"{where}{len(jobs)} cell(s) to run{f', {args.jobs} side by side' if args.jobs > 1 else ''}"
-          f"{f', {len(bench_jobs)} bench(es) after them, alone' if bench_jobs else ''}", flush=True)
+    print(
+        f"{where}{len(jobs)} cell(s) to run{f', {args.jobs} side by side' if args.jobs > 1 else ''}"
+        f"{f', {len(bench_jobs)} bench(es) after them, alone' if bench_jobs else ''}",
+        flush=True,
+    )
     logs = Path(results) / "logs" / f"matrix-{os.getpid()}" if "://" not in results else None
     judge = matrix.judge_scenario if scens is not None else (lambda row: row)
     rows += run_jobs(jobs, args.jobs, timeout, results, logs, judge, matrix._status)
@@ -234,8 +316,10 @@ def _run_and_table(args, jobs: list[Job], bench_jobs: list[Job], rows: list[dict
         print(f"\njunit: {args.junit}")
     from rig.common.text import redact
 
-    print(f"\nresults: {redact(results)} (compare them: rig report {redact(results)}"
-          f"{f'; the grid: rig report --conformance {redact(results)}' if scens is not None else ''})")
+    print(
+        f"\nresults: {redact(results)} (compare them: rig report {redact(results)}"
+        f"{f'; the grid: rig report --conformance {redact(results)}' if scens is not None else ''})"
+    )
     status = matrix.exit_status(rows + bench_rows)
     if getattr(args, "summary_json", None):
         from rig.commands import summary
@@ -282,8 +366,11 @@ def _install_missing(specs: list[str], installed: list[str], shard) -> None:
 
     for v in specs:
         if v != "container" and not v.startswith("built-") and v not in installed:
-            print(f"runtime {v} is not installed: installing it (nvidia-pytriton {v}, Triton "
-                  f"{runtime.PYTRITON_CORE.get(v, '?')})", flush=True)
+            print(
+                f"runtime {v} is not installed: installing it (nvidia-pytriton {v}, Triton "
+                f"{runtime.PYTRITON_CORE.get(v, '?')})",
+                flush=True,
+            )
             try:
                 runtime.install_embedded(v, log=lambda m: print(f"  {m}", flush=True))
             except RigError as e:
@@ -300,8 +387,7 @@ def _skipped_rows(plan: list[dict], scens) -> list[dict]:
             if scens is not None:
                 skipped.update(scenario=scens[0].name if len(scens) == 1 else "every scenario", retain="-")
             rows.append(skipped)
-            print(f"runtime {skipped['runtime']}, engine {skipped['engine']}: skipped: {skipped['reason']}",
-                  flush=True)
+            print(f"runtime {skipped['runtime']}, engine {skipped['engine']}: skipped: {skipped['reason']}", flush=True)
     return rows
 
 
@@ -309,10 +395,15 @@ def _scenario_job(cell: dict, base, load: dict, cpus: str | None = None) -> Job:
     """A scenario cell's job: its config derived from the matrix's ``base`` (``scenario_changes``);
     ``cpus``: the matrix's --cpus, held by the cell too."""
     name = cell["scenario"] + (" (control)" if cell["control"] else "")
-    label = f"{name} [{cell['shape']}], runtime {cell['runtime']} (Triton {cell['triton_version']}), " \
-            f"engine {cell['engine']}"
-    want = " / ".join((*cell["expected"], cell.get("growth") or "ok")) if cell["expected"] \
+    label = (
+        f"{name} [{cell['shape']}], runtime {cell['runtime']} (Triton {cell['triton_version']}), "
+        f"engine {cell['engine']}"
+    )
+    want = (
+        " / ".join((*cell["expected"], cell.get("growth") or "ok"))
+        if cell["expected"]
         else "nothing known here: recorded, not judged"
+    )
     start = f"{label}: soak, {base.cycles} cycle(s), expected {want}{_under(load)} ({cell['why']})"
     row = {k: v for k, v in cell.items() if k != "why"}
     row["retain"] = "-"
@@ -321,8 +412,15 @@ def _scenario_job(cell: dict, base, load: dict, cpus: str | None = None) -> Job:
         cfg, text = cell_config(base, changes)
     except RigError as e:
         raise RigError(f"--scenarios {name} [{cell['shape']}] over {cell['runtime']}, {cell['engine']}: {e}") from None
-    spec = CellSpec("soak", text, "", label=label, allowed=tuple(cfg.thresholds.allow_outcomes.split(",")),
-                    results=str(cfg.results), cpus=cpus)
+    spec = CellSpec(
+        "soak",
+        text,
+        "",
+        label=label,
+        allowed=tuple(cfg.thresholds.allow_outcomes.split(",")),
+        results=str(cfg.results),
+        cpus=cpus,
+    )
     return Job(label, spec, row, start_line=start)
 
 
@@ -330,27 +428,41 @@ def _under(load: dict) -> str:
     """`` under the steady workload, 2 user(s), 2 s a cycle`` (a scenario's load), or nothing."""
     if not load:
         return ""
-    return (f" under the {load['workload.name']} workload, {load['workload.users']} user(s), "
-            f"{load['workload.seconds']:g} s a cycle")
+    return (
+        f" under the {load['workload.name']} workload, {load['workload.users']} user(s), "
+        f"{load['workload.seconds']:g} s a cycle"
+    )
 
 
 def _plain_jobs(base, plan: list[dict], retains: list[str], shard, cpus: str | None = None) -> list[Job]:
     """A soak per runtime x engine x retention policy, each its config derived from ``base``."""
     from rig.analysis import matrix
     from rig.commands import soak
+
     base_allowed = soak.allowed_outcomes(base, soak.DEFAULT_ALLOWED)
-    plain = [{"runtime": p["spec"], "triton_version": p["triton"], "engine": engine, "why": why, "retain": retain}
-             for p in plan for engine, why in p["engines"] for retain in retains]
+    plain = [
+        {"runtime": p["spec"], "triton_version": p["triton"], "engine": engine, "why": why, "retain": retain}
+        for p in plan
+        for engine, why in p["engines"]
+        for retain in retains
+    ]
     jobs = []
     for cell in take_shard(plain, shard):
         allowed = matrix.allowed_for(cell["retain"], base_allowed)
-        label = (f"runtime {cell['runtime']} (Triton {cell['triton_version']}), engine {cell['engine']}, "
-                 f"retain {cell['retain']}")
+        label = (
+            f"runtime {cell['runtime']} (Triton {cell['triton_version']}), engine {cell['engine']}, "
+            f"retain {cell['retain']}"
+        )
         cfg, text = cell_config(base, plain_changes(cell, base.cycles, str(base.results), allowed))
-        spec = CellSpec("soak", text, "", label=label, allowed=allowed, results=str(cfg.results),
-                        cpus=cpus)
-        jobs.append(Job(label, spec, {k: v for k, v in cell.items() if k != "why"},
-                        start_line=f"{label}: soak, {base.cycles} cycle(s) ({cell['why']})"))
+        spec = CellSpec("soak", text, "", label=label, allowed=allowed, results=str(cfg.results), cpus=cpus)
+        jobs.append(
+            Job(
+                label,
+                spec,
+                {k: v for k, v in cell.items() if k != "why"},
+                start_line=f"{label}: soak, {base.cycles} cycle(s) ({cell['why']})",
+            )
+        )
     return jobs
 
 
@@ -358,32 +470,57 @@ def _bench_jobs(args, plan: list[dict], results: str, shard) -> list[Job]:
     """A short bench per runtime and engine: the matrix's server and model options only
     (``_BENCH_DESTS``), at --bench-concurrency (``BENCH_SETTINGS``)."""
     from rig.parent.config import RunConfig
+
     given = {key: getattr(args, dest, None) for key, dest in OVERRIDES.items() if dest in _BENCH_DESTS}
     settings = {"concurrency": args.bench_concurrency, **BENCH_SETTINGS}
     jobs = []
-    cells = take_shard([{"runtime": p["spec"], "triton_version": p["triton"], "engine": engine, "retain": "bench"}
-                        for p in plan for engine, _ in p["engines"]], shard)
+    cells = take_shard(
+        [
+            {"runtime": p["spec"], "triton_version": p["triton"], "engine": engine, "retain": "bench"}
+            for p in plan
+            for engine, _ in p["engines"]
+        ],
+        shard,
+    )
     for c in cells:
         label = f"runtime {c['runtime']} (Triton {c['triton_version']}), engine {c['engine']}"
-        cfg, text = cell_config(RunConfig(), {**given, "runtime": c["runtime"], "engine": c["engine"],
-                                              "results": results,
-                                              "workload.window_seconds": settings["window_seconds"]})
+        cfg, text = cell_config(
+            RunConfig(),
+            {
+                **given,
+                "runtime": c["runtime"],
+                "engine": c["engine"],
+                "results": results,
+                "workload.window_seconds": settings["window_seconds"],
+            },
+        )
         spec = CellSpec("bench", text, "", label=label, bench=settings, results=str(cfg.results))
-        jobs.append(Job(label, spec, {**c, "retain": "-"}, table="windows",
-                        start_line=f"{label}: bench at concurrency {args.bench_concurrency}"))
+        jobs.append(
+            Job(
+                label,
+                spec,
+                {**c, "retain": "-"},
+                table="windows",
+                start_line=f"{label}: bench at concurrency {args.bench_concurrency}",
+            )
+        )
     return jobs
 
 
 def _say_unjudged_and_findings(rows: list[dict]) -> None:
     unjudged = [r for r in rows if r["status"] == "unjudged"]
     if unjudged:
-        print(f"\n{len(unjudged)} cell(s) ran where nothing is known of their scenario's verdicts (that core, "
-              "engine or shape was never reviewed): recorded, not judged (review them: rig report --conformance "
-              "RESULTS; accept them: rig scenarios --accept RESULTS)")
+        print(
+            f"\n{len(unjudged)} cell(s) ran where nothing is known of their scenario's verdicts (that core, "
+            "engine or shape was never reviewed): recorded, not judged (review them: rig report --conformance "
+            "RESULTS; accept them: rig scenarios --accept RESULTS)"
+        )
     findings = [r for r in rows if r["status"] == "finding"]
     for r in findings:
-        print(f"FINDING: {r['scenario']}{' (control)' if r.get('control') else ''} [{r.get('shape')}] on Triton "
-              f"{r.get('triton_version')} through {r.get('engine')}: {r.get('reason')}")
+        print(
+            f"FINDING: {r['scenario']}{' (control)' if r.get('control') else ''} [{r.get('shape')}] on Triton "
+            f"{r.get('triton_version')} through {r.get('engine')}: {r.get('reason')}"
+        )
 
 
 def _check_scenarios(args, cfg, scens: list) -> dict[str, dict]:
@@ -391,16 +528,25 @@ def _check_scenarios(args, cfg, scens: list) -> dict[str, dict]:
     one line naming the scenario); the load each runs under where it needs one and none is given
     (``SCENARIO_LOAD_KEYS``)."""
 
-    clash = [k for k, v in (("scenario", cfg.scenario), ("retain", cfg.retain != "none" and cfg.retain),
-                            ("fault", cfg.fault != "none" and cfg.fault), ("model_repository", cfg.model_repository),
-                            ("allow_outcomes", cfg.thresholds.allow_outcomes)) if v]
+    clash = [
+        k
+        for k, v in (
+            ("scenario", cfg.scenario),
+            ("retain", cfg.retain != "none" and cfg.retain),
+            ("fault", cfg.fault != "none" and cfg.fault),
+            ("model_repository", cfg.model_repository),
+            ("allow_outcomes", cfg.thresholds.allow_outcomes),
+        )
+        if v
+    ]
     if clash:
-        raise RigError(f"{args.config}: {', '.join(clash)} cannot combine with --scenarios (each scenario sets its "
-                       "own, and the verdicts its cells pass with): drop them from the file")
+        raise RigError(
+            f"{args.config}: {', '.join(clash)} cannot combine with --scenarios (each scenario sets its "
+            "own, and the verdicts its cells pass with): drop them from the file"
+        )
     loads = {}
     for s in scens:
-        load = dict(SCENARIO_LOAD_KEYS) if s.workload and cfg.workload.name == "none" and args.requests is None \
-            else {}
+        load = dict(SCENARIO_LOAD_KEYS) if s.workload and cfg.workload.name == "none" and args.requests is None else {}
         if load and s.users is not None:
             load["workload.users"] = s.users
         for control in (False, True) if s.has_control else (False,):

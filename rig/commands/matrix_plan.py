@@ -13,8 +13,7 @@ from rig.contract.ngc import embedded_alias
 from rig.parent.config import ENGINES, RETAIN
 
 # Options of `rig soak` the matrix sets per cell or has no use for (each cell is a whole soak).
-_OWN = {"runtime", "engine", "retain", "skip_ok", "locust_web_port", "scenario", "control", "model_shape",
-        "junit"}
+_OWN = {"runtime", "engine", "retain", "skip_ok", "locust_web_port", "scenario", "control", "model_shape", "junit"}
 
 
 def _list(text: str, what: str) -> list[str]:
@@ -30,8 +29,10 @@ def parse_retain(text: str) -> list[str]:
         return list(RETAIN)
     bad = [x for x in items if x not in RETAIN]
     if bad:
-        raise RigError(f"unknown retention polic{'y' if len(bad) == 1 else 'ies'} {', '.join(bad)}: choose from "
-                       f"{', '.join(RETAIN)} or all")
+        raise RigError(
+            f"unknown retention polic{'y' if len(bad) == 1 else 'ies'} {', '.join(bad)}: choose from "
+            f"{', '.join(RETAIN)} or all"
+        )
     return items
 
 
@@ -57,8 +58,9 @@ def parse_shapes(text: str) -> list[str] | None:
     return [shapes.parse(x.replace("+", ",")).name for x in items]
 
 
-def scenario_cells(scens: list, plan: list[dict], known_path: str | None = None,
-                   only_shapes: list[str] | None = None) -> list[dict]:
+def scenario_cells(
+    scens: list, plan: list[dict], known_path: str | None = None, only_shapes: list[str] | None = None
+) -> list[dict]:
     """The scenario axis over the plan (``_plan``): per scenario, then its control, per model shape
     it runs in (``Scenario.shapes``), one cell per runtime and engine, in that order. A cell is a
     row: ``scenario``, ``control``, ``shape``, ``runtime``, ``triton_version``, ``engine``, ``why``
@@ -74,8 +76,11 @@ def scenario_cells(scens: list, plan: list[dict], known_path: str | None = None,
     cells, seen = [], set()
     for s in scens:
         for control in (False, True) if s.has_control else (False,):
-            wanted = (s.shapes[:1] if only_shapes == ["first"] else
-                      [x for x in s.shapes if only_shapes is None or x in only_shapes])
+            wanted = (
+                s.shapes[:1]
+                if only_shapes == ["first"]
+                else [x for x in s.shapes if only_shapes is None or x in only_shapes]
+            )
             # a control that is the plain template is the template's cell, once a shape
             name, is_control = (TEMPLATE, False) if control and s.shared_control else (s.name, control)
             for shape in wanted:
@@ -84,15 +89,26 @@ def scenario_cells(scens: list, plan: list[dict], known_path: str | None = None,
                         if (name, is_control, shape, p["spec"], engine) in seen:
                             continue
                         seen.add((name, is_control, shape, p["spec"], engine))
-                        k = known.expected(s if name == s.name else SCENARIOS[name], is_control, shape, engine,
-                                           p["triton"], known_path)
+                        k = known.expected(
+                            s if name == s.name else SCENARIOS[name], is_control, shape, engine, p["triton"], known_path
+                        )
                         want, growth = (k.verdicts, k.growth) if k else (None, None)
-                        cell = {"scenario": name, "control": is_control, "shape": shape, "runtime": p["spec"],
-                                "triton_version": p["triton"], "engine": engine, "why": why,
-                                "expected": want, "growth": growth}
+                        cell = {
+                            "scenario": name,
+                            "control": is_control,
+                            "shape": shape,
+                            "runtime": p["spec"],
+                            "triton_version": p["triton"],
+                            "engine": engine,
+                            "why": why,
+                            "expected": want,
+                            "growth": growth,
+                        }
                         if name == s.name and engine not in s.engines:  # (the template runs over every one)
-                            cell.update(status="skipped", reason=f"scenario {s.name} runs over "
-                                        f"{', '.join(s.engines)} only, not {engine}")
+                            cell.update(
+                                status="skipped",
+                                reason=f"scenario {s.name} runs over {', '.join(s.engines)} only, not {engine}",
+                            )
                         elif name == s.name and s.needs and p.get("runtime") is not None:
                             _needs(cell, s, p["runtime"])
                         cells.append(cell)
@@ -115,8 +131,10 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
         return None
     m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
     if not m or int(m.group(2)) < 1 or int(m.group(1)) >= int(m.group(2)):
-        raise RigError(f"--shard {text!r}: give K/N with 0 <= K < N (K: this node's index from 0, as a "
-                       "Kubernetes Indexed Job's JOB_COMPLETION_INDEX; N: the number of nodes)")
+        raise RigError(
+            f"--shard {text!r}: give K/N with 0 <= K < N (K: this node's index from 0, as a "
+            "Kubernetes Indexed Job's JOB_COMPLETION_INDEX; N: the number of nodes)"
+        )
     return int(m.group(1)), int(m.group(2))
 
 
@@ -150,16 +168,30 @@ def scenario_changes(cell: dict, cycles: int, results: str, load: dict) -> dict:
     needs one (``rig.commands.matrix.SCENARIO_LOAD_KEYS``)."""
     from rig.contract.verdicts import GROWTH_OUTCOMES, LOAD_OUTCOMES, OUTCOMES
 
-    return {**load, "runtime": cell["runtime"], "engine": cell["engine"], "scenario": cell["scenario"],
-            "model_shape": cell["shape"], "control": cell["control"], "cycles": cycles, "results": results,
-            "thresholds.allow_outcomes": ",".join((*OUTCOMES, *LOAD_OUTCOMES, *GROWTH_OUTCOMES)),
-            "thresholds.allow_leaks": None if cell["control"] else True}
+    return {
+        **load,
+        "runtime": cell["runtime"],
+        "engine": cell["engine"],
+        "scenario": cell["scenario"],
+        "model_shape": cell["shape"],
+        "control": cell["control"],
+        "cycles": cycles,
+        "results": results,
+        "thresholds.allow_outcomes": ",".join((*OUTCOMES, *LOAD_OUTCOMES, *GROWTH_OUTCOMES)),
+        "thresholds.allow_leaks": None if cell["control"] else True,
+    }
 
 
 def plain_changes(cell: dict, cycles: int, results: str, allowed: tuple[str, ...]) -> dict:
     """The config keys of a cell of runtime x engine x retention over the matrix's base config."""
-    return {"runtime": cell["runtime"], "engine": cell["engine"], "retain": cell["retain"], "cycles": cycles,
-            "results": results, "thresholds.allow_outcomes": ",".join(allowed)}
+    return {
+        "runtime": cell["runtime"],
+        "engine": cell["engine"],
+        "retain": cell["retain"],
+        "cycles": cycles,
+        "results": results,
+        "thresholds.allow_outcomes": ",".join(allowed),
+    }
 
 
 def cell_config(base, changes: dict):
@@ -198,7 +230,7 @@ def newest_per_core(known: dict[str, str], installed: list[str]) -> list[str]:
         if v not in known:
             by_core.setdefault(f"?{v}", []).append(v)
     out = []
-    for core, versions in sorted(by_core.items(), key=lambda kv: _version_key(kv[0].lstrip("?"))):
+    for core, versions in sorted(by_core.items(), key=lambda kv: _version_key(kv[0].lstrip("?"))):  # noqa: B007
         mine = [v for v in versions if v in installed]
         out.append(max(mine or versions, key=_version_key))
     return out
@@ -210,8 +242,9 @@ def local_runtimes() -> tuple[list[str], bool]:
     own (an NGC image's /opt/tritonserver, or ``$TRITON_HOME``: ``runtime.container_home``)."""
     from rig.parent import runtime
 
-    installed = [r["package_version"] for r in runtime.list_embedded()] + \
-        [b["name"] for b in runtime.list_built() if b["current"]]
+    installed = [r["package_version"] for r in runtime.list_embedded()] + [
+        b["name"] for b in runtime.list_built() if b["current"]
+    ]
     return installed, runtime.container_home() is not None
 
 
@@ -237,8 +270,12 @@ def parse_runtimes(text: str, installed: list[str], known: dict[str, str], conta
             out.extend(embedded)
             # then every core built from source that no embedded runtime bundles, oldest first
             cores = {known.get(v) for v in embedded}
-            out.extend(sorted((b for b in built if b[len("built-"):] not in cores),
-                              key=lambda b: _version_key(b[len("built-"):])))
+            out.extend(
+                sorted(
+                    (b for b in built if b[len("built-") :] not in cores),
+                    key=lambda b: _version_key(b[len("built-") :]),
+                )
+            )
             if container:
                 out.append("container")
             continue
@@ -247,15 +284,19 @@ def parse_runtimes(text: str, installed: list[str], known: dict[str, str], conta
         if item.startswith("built-") or re.fullmatch(r"2\.\d+\.\d+", item):
             name = item if item.startswith("built-") else f"built-{item}"
             if name not in built:
-                raise RigError(f"runtime {item!r} is not built here (built: {', '.join(built) or 'none'}): "
-                               f"rig runtime build {name[len('built-'):]}")
+                raise RigError(
+                    f"runtime {item!r} is not built here (built: {', '.join(built) or 'none'}): "
+                    f"rig runtime build {name[len('built-') :]}"
+                )
             out.append(name)
             continue
         if item == "installed":
-            out.extend(sorted(built, key=lambda b: _version_key(b[len("built-"):])))
+            out.extend(sorted(built, key=lambda b: _version_key(b[len("built-") :])))
             if not installed and not built and not container:
-                raise RigError("--runtimes installed: no runtime is installed or built here (rig runtime install, "
-                               "rig runtime build)")
+                raise RigError(
+                    "--runtimes installed: no runtime is installed or built here (rig runtime install, "
+                    "rig runtime build)"
+                )
             out.extend(sorted(installed, key=_version_key))
             if container:
                 out.append("container")
@@ -266,9 +307,11 @@ def parse_runtimes(text: str, installed: list[str], known: dict[str, str], conta
 
             v = DEFAULT_EMBEDDED
         if v != "container" and v not in installed and v not in known:
-            raise RigError(f"unknown runtime {item!r}: say a Triton version, 2.36.0 to 2.51.0 from a PyPI wheel "
-                           f"(rig runtime install) or 2.51.0 on built here (rig runtime build); installed and built "
-                           f"here: {', '.join(_said(installed + built, known)) or 'none'}")
+            raise RigError(
+                f"unknown runtime {item!r}: say a Triton version, 2.36.0 to 2.51.0 from a PyPI wheel "
+                f"(rig runtime install) or 2.51.0 on built here (rig runtime build); installed and built "
+                f"here: {', '.join(_said(installed + built, known)) or 'none'}"
+            )
         out.append(v)
     return list(dict.fromkeys(out))
 
@@ -300,8 +343,17 @@ def _plan(specs: list[str], engines: list[str], retains: list[str]) -> list[dict
         plan.append(entry)
 
         def skip(engine, why):
-            entry["skipped"].append({"runtime": spec, "triton_version": entry["triton"], "engine": engine,
-                                     "retain": ",".join(retains), "status": "skipped", "reason": why})
+            entry["skipped"].append(  # noqa: B023
+                {
+                    "runtime": spec,  # noqa: B023
+                    "triton_version": entry["triton"],  # noqa: B023
+                    "engine": engine,
+                    "retain": ",".join(retains),
+                    "status": "skipped",
+                    "reason": why,
+                }
+            )
+
         try:
             rt = runtime.resolve(spec, auto_install=False)
         except RigError as e:

@@ -34,15 +34,22 @@ from rig.contract.messages import CellDone, Fatal, Message, decode
 
 @dataclasses.dataclass
 class Job:
-    label: str                   # what the progress says of it: "[3/40] retained-response, runtime ..."
-    spec: CellSpec               # what the cell runs: its typed configuration (its run id named as it starts)
-    row: dict                    # the cell's row so far (its plan); the run's status and figures added
-    table: str = "cycles"        # where its figures are read back: cycles (a soak) or windows (a bench)
-    start_line: str = ""         # printed as it starts (sequential runs)
+    label: str  # what the progress says of it: "[3/40] retained-response, runtime ..."
+    spec: CellSpec  # what the cell runs: its typed configuration (its run id named as it starts)
+    row: dict  # the cell's row so far (its plan); the run's status and figures added
+    table: str = "cycles"  # where its figures are read back: cycles (a soak) or windows (a bench)
+    start_line: str = ""  # printed as it starts (sequential runs)
 
 
-def run_jobs(jobs: list[Job], parallel: int, timeout: float, results: str, log_dir: Path | None,
-             done: Callable[[dict], None], status: Callable[[dict], str]) -> list[dict]:
+def run_jobs(
+    jobs: list[Job],
+    parallel: int,
+    timeout: float,
+    results: str,
+    log_dir: Path | None,
+    done: Callable[[dict], None],
+    status: Callable[[dict], str],
+) -> list[dict]:
     """Run ``jobs`` (``parallel`` at a time) and return their rows in the jobs' order; ``done``
     sees each finished row first (to judge it), ``status`` says it in a word or two. Each cell's
     spec is a file beside its log (side by side, with ``log_dir``), else in a folder of its own
@@ -56,8 +63,9 @@ def run_jobs(jobs: list[Job], parallel: int, timeout: float, results: str, log_d
         if parallel <= 1:
             for i, job in enumerate(jobs):
                 print(job.start_line or f"{job.label}: running", flush=True)
-                rows[i] = _finish(job, _run_cell(job.spec, timeout, spec_path=specs / f"cell-{i + 1:04d}.json"),
-                                  results, done)
+                rows[i] = _finish(
+                    job, _run_cell(job.spec, timeout, spec_path=specs / f"cell-{i + 1:04d}.json"), results, done
+                )
                 print(f"{job.label}: {status(rows[i])}", flush=True)
         else:
             _side_by_side(jobs, parallel, timeout, results, log_dir if logged else None, specs, done, status, rows)
@@ -67,9 +75,17 @@ def run_jobs(jobs: list[Job], parallel: int, timeout: float, results: str, log_d
     return rows  # type: ignore[return-value]
 
 
-def _side_by_side(jobs: list[Job], parallel: int, timeout: float, results: str, log_dir: Path | None,
-                  specs: Path, done: Callable[[dict], None], status: Callable[[dict], str],
-                  rows: list[dict | None]) -> None:
+def _side_by_side(
+    jobs: list[Job],
+    parallel: int,
+    timeout: float,
+    results: str,
+    log_dir: Path | None,
+    specs: Path,
+    done: Callable[[dict], None],
+    status: Callable[[dict], str],
+    rows: list[dict | None],
+) -> None:
     env = {"RIG_QUIET_LOCK": str(quiet_lock_path()), "RIG_NO_PLOT": "1"}
     bar = _Bar(len(jobs))
     pool = ThreadPoolExecutor(max_workers=parallel)
@@ -132,8 +148,14 @@ class _Bar:
                 TimeRemainingColumn,
             )
 
-            self._bar = Progress(TextColumn("[bold]matrix"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                 TimeRemainingColumn(), TextColumn("{task.fields[figures]}"))
+            self._bar = Progress(
+                TextColumn("[bold]matrix"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                TextColumn("{task.fields[figures]}"),
+            )
             self._task = self._bar.add_task("matrix", total=total, figures="")
             self._bar.start()
 
@@ -161,8 +183,9 @@ def _end_all() -> None:
         procs.end_group(proc)
 
 
-def _run_cell(spec: CellSpec, timeout: float, env: dict | None = None, log: Path | None = None,
-              spec_path: Path | None = None) -> dict:
+def _run_cell(
+    spec: CellSpec, timeout: float, env: dict | None = None, log: Path | None = None, spec_path: Path | None = None
+) -> dict:
     """Run ``python -m rig cell`` on ``spec`` (written to ``spec_path``; None: a file of its own,
     removed after) in its own session, its lines shown indented (or written to ``log``): for
     people only. Its run id is named here, as it starts, where the spec has none (run ids keep
@@ -180,17 +203,24 @@ def _run_cell(spec: CellSpec, timeout: float, env: dict | None = None, log: Path
     spec_path.write_text(spec.to_json())
     r, w = os.pipe()
     try:
-        proc = subprocess.Popen([*procs.python_m("rig"), "cell", "--spec", str(spec_path), "--result-fd", str(w)],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                text=True, bufsize=1, start_new_session=True, pass_fds=(w,),
-                                env={**os.environ, **(env or {})})
+        proc = subprocess.Popen(
+            [*procs.python_m("rig"), "cell", "--spec", str(spec_path), "--result-fd", str(w)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            bufsize=1,
+            start_new_session=True,
+            pass_fds=(w,),
+            env={**os.environ, **(env or {})},
+        )
     except BaseException:
         os.close(r)
         raise
     finally:
         os.close(w)
     _LIVE.add(proc)
-    sink = open(log, "w") if log is not None else None
+    sink = open(log, "w") if log is not None else None  # noqa: SIM115
     reader = threading.Thread(target=_show, args=(proc, sink), daemon=True)
     reader.start()
     started = time.monotonic()
@@ -198,8 +228,12 @@ def _run_cell(spec: CellSpec, timeout: float, env: dict | None = None, log: Path
         msgs, timed_out = _collect(proc, r, timeout)
         if timed_out:
             procs.end_group(proc)
-            return {"status": "timeout", "reason": f"killed after {time.monotonic() - started:.0f} s "
-                    f"(--cell-timeout {timeout:.0f})", "run_id": spec.run_id, "wall_s": time.monotonic() - started}
+            return {
+                "status": "timeout",
+                "reason": f"killed after {time.monotonic() - started:.0f} s (--cell-timeout {timeout:.0f})",
+                "run_id": spec.run_id,
+                "wall_s": time.monotonic() - started,
+            }
         return {**cell_status(msgs, proc.wait(), spec.run_id), "wall_s": time.monotonic() - started}
     except KeyboardInterrupt:
         procs.end_group(proc)
@@ -287,7 +321,7 @@ def _figures(row: dict, results: str, table: str, triton: str) -> None:
         return
     try:
         frame = Store(results).read(table, row["run_id"])
-    except Exception as e:  # a store the cell could not finish: the row keeps its status
+    except Exception as e:  # a store the cell could not finish: the row keeps its status  # noqa: BLE001
         row["reason"] = (row.get("reason") or "") + f" (its results do not read back: {e})"
         return
     if frame is None or not len(frame):
@@ -315,7 +349,7 @@ def _batch_figures(row: dict, results: str) -> None:
 
     try:
         windows = Store(results).read("windows", row["run_id"], columns=["batch_sizes"])
-    except Exception as e:  # a store the cell could not finish: the row keeps its figures
+    except Exception as e:  # a store the cell could not finish: the row keeps its figures  # noqa: BLE001
         row["reason"] = (row.get("reason") or "") + f" (its windows do not read back: {e})"
         return
     row.update(matrix.batch_figures(windows))

@@ -11,39 +11,76 @@ from pathlib import Path
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("report", help="compare stored runs: Markdown on stdout, one offline HTML page",
-                       description="Compare what a results folder holds: Triton versions, engines, models, "
-                       "retention, stop strategies, restart modes and runs, where more than one is present.")
+    p = sub.add_parser(
+        "report",
+        help="compare stored runs: Markdown on stdout, one offline HTML page",
+        description="Compare what a results folder holds: Triton versions, engines, models, "
+        "retention, stop strategies, restart modes and runs, where more than one is present.",
+    )
     p.add_argument("results", help="results folder (the --results of rig soak, cycle, bench)")
-    p.add_argument("--baseline", metavar="VERSION",
-                   help="the reference for differences: a Triton version (default: the oldest present), "
-                   "or a value of the compared tag when one version only")
-    p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
-                   help="keep rows where a column of runs, cycles or windows equals VALUE, or one of "
-                   "V1,V2,... (repeatable: all must hold), e.g. engine=capi, retain=none, run_id=A,B")
+    p.add_argument(
+        "--baseline",
+        metavar="VERSION",
+        help="the reference for differences: a Triton version (default: the oldest present), "
+        "or a value of the compared tag when one version only",
+    )
+    p.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="keep rows where a column of runs, cycles or windows equals VALUE, or one of "
+        "V1,V2,... (repeatable: all must hold), e.g. engine=capi, retain=none, run_id=A,B",
+    )
     p.add_argument("--out", help="the HTML page (default report.html)")
-    p.add_argument("--max-histograms", type=int, metavar="N",
-                   help="points whose HDR histograms are merged exactly (the busiest; default 8)")
-    p.add_argument("--conformance", action="store_true",
-                   help="print only the conformance grid (Markdown): each lifecycle scenario and its control per "
-                   "core, API and model shape, judged against the known verdicts (rig/known_verdicts.csv)")
-    p.add_argument("--output", metavar="FILE",
-                   help="with --conformance: write the grid (with --from/--to: the cells that differ) to FILE "
-                   "(atomically) instead of stdout")
-    p.add_argument("--from", dest="source", metavar="VERSION",
-                   help="the upgrade question, with --to: only the scenario cells whose verdicts differ between "
-                   "two cores, per API and shape, where each first changed and its evidence (with --conformance: "
-                   "Markdown; else a section of the HTML page, which otherwise shows its oldest core to its newest). "
-                   "A Triton version (2.48.0), an nvidia-pytriton release (0.5.10: its core) or a release branch "
-                   "(r26.03); --from newer than --to is a downgrade, walked down")
+    p.add_argument(
+        "--max-histograms",
+        type=int,
+        metavar="N",
+        help="points whose HDR histograms are merged exactly (the busiest; default 8)",
+    )
+    p.add_argument(
+        "--conformance",
+        action="store_true",
+        help="print only the conformance grid (Markdown): each lifecycle scenario and its control per "
+        "core, API and model shape, judged against the known verdicts (rig/known_verdicts.csv)",
+    )
+    p.add_argument(
+        "--output",
+        metavar="FILE",
+        help="with --conformance: write the grid (with --from/--to: the cells that differ) to FILE "
+        "(atomically) instead of stdout",
+    )
+    p.add_argument(
+        "--from",
+        dest="source",
+        metavar="VERSION",
+        help="the upgrade question, with --to: only the scenario cells whose verdicts differ between "
+        "two cores, per API and shape, where each first changed and its evidence (with --conformance: "
+        "Markdown; else a section of the HTML page, which otherwise shows its oldest core to its newest). "
+        "A Triton version (2.48.0), an nvidia-pytriton release (0.5.10: its core) or a release branch "
+        "(r26.03); --from newer than --to is a downgrade, walked down",
+    )
     p.add_argument("--to", dest="target", metavar="VERSION", help="the core upgraded to (see --from)")
-    p.add_argument("--scenario", action="append", metavar="NAME",
-                   help="with --from/--to: only this scenario and its control (repeatable, or NAME,NAME)")
-    p.add_argument("--shape", action="append", metavar="SHAPE",
-                   help="with --from/--to: only this model shape (repeatable, or A,B; a shape of two parts joined "
-                   "with +: decoupled+instances-2)")
-    p.add_argument("--engine", action="append", metavar="API",
-                   help="with --from/--to: only this API, capi or tritonserver (repeatable, or A,B)")
+    p.add_argument(
+        "--scenario",
+        action="append",
+        metavar="NAME",
+        help="with --from/--to: only this scenario and its control (repeatable, or NAME,NAME)",
+    )
+    p.add_argument(
+        "--shape",
+        action="append",
+        metavar="SHAPE",
+        help="with --from/--to: only this model shape (repeatable, or A,B; a shape of two parts joined "
+        "with +: decoupled+instances-2)",
+    )
+    p.add_argument(
+        "--engine",
+        action="append",
+        metavar="API",
+        help="with --from/--to: only this API, capi or tritonserver (repeatable, or A,B)",
+    )
     p.set_defaults(func=run)
 
 
@@ -55,12 +92,19 @@ def _upgrade_asked(args):
         raise RigError("--from and --to go together: the core upgraded from and the one upgraded to")
     narrow = [o for o, v in (("--scenario", args.scenario), ("--shape", args.shape), ("--engine", args.engine)) if v]
     if narrow and args.source is None:
-        raise RigError(f"{', '.join(narrow)} {'narrows' if len(narrow) == 1 else 'narrow'} the upgrade question: "
-                       "give it with --from and --to")
+        raise RigError(
+            f"{', '.join(narrow)} {'narrows' if len(narrow) == 1 else 'narrow'} the upgrade question: "
+            "give it with --from and --to"
+        )
     if args.source is None:
         return None
-    return {"source": args.source, "target": args.target, "scenario": args.scenario, "shape": args.shape,
-            "engine": args.engine}
+    return {
+        "source": args.source,
+        "target": args.target,
+        "scenario": args.scenario,
+        "shape": args.shape,
+        "engine": args.engine,
+    }
 
 
 def run(args) -> int:
@@ -125,11 +169,16 @@ def conformance(args, asked: dict | None = None) -> int:
     from rig.contract.rows import CycleRow
     from rig.store import Store, where
 
-    given = [o for o, v in (("--out", args.out), ("--baseline", args.baseline),
-                            ("--max-histograms", args.max_histograms)) if v is not None]
+    given = [
+        o
+        for o, v in (("--out", args.out), ("--baseline", args.baseline), ("--max-histograms", args.max_histograms))
+        if v is not None
+    ]
     if given:
-        raise RigError(f"{', '.join(given)} cannot combine with --conformance, which prints the grid alone "
-                       "(--output FILE writes it to a file)")
+        raise RigError(
+            f"{', '.join(given)} cannot combine with --conformance, which prints the grid alone "
+            "(--output FILE writes it to a file)"
+        )
     store = Store.open(args.results)
     names = {f.name for f in dataclasses.fields(CycleRow)} | {"triton_version", "date"}
     clauses = where.parse(args.where)
@@ -141,22 +190,30 @@ def conformance(args, asked: dict | None = None) -> int:
         shown = where.present((cycles,), key)
         cycles = cycles[where.match(cycles[key], values)]
         if cycles.empty:
-            raise RigError(f"--where {key}={','.join(values)} matches nothing in {redact(str(args.results))} "
-                           f"(present: {shown})")
+            raise RigError(
+                f"--where {key}={','.join(values)} matches nothing in {redact(str(args.results))} (present: {shown})"
+            )
     # the batch sizes a batched cell formed are in its windows (the upgrade question reads none)
     runs = cf.batched_runs(cycles) if asked is None else []
-    windows = store.read("windows", columns=["run_id", "cycle", "batch_sizes"],
-                         filter=pc.field("run_id").isin(runs)) if runs else None
+    windows = (
+        store.read("windows", columns=["run_id", "cycle", "batch_sizes"], filter=pc.field("run_id").isin(runs))
+        if runs
+        else None
+    )
     table = cf.build(cycles, windows=windows)
     if not table.cells:
-        raise RigError(f"{redact(str(args.results))} holds no scenario cycles: run rig matrix --scenarios all "
-                       f"(or rig soak --scenario NAME) with --results {redact(str(args.results))}")
+        raise RigError(
+            f"{redact(str(args.results))} holds no scenario cycles: run rig matrix --scenarios all "
+            f"(or rig soak --scenario NAME) with --results {redact(str(args.results))}"
+        )
     if asked is not None:
         text = cdt.to_markdown(cd.upgrade(table, results=redact(str(args.results)), **asked))
     else:
         counts = ", ".join(f"{n} {j}" for j, n in table.counts.items())
-        text = (f"# Conformance: {redact(str(args.results))}\n\n{len(table.cells)} cell(s): {counts}.\n\n"
-                + cft.to_markdown(table))
+        text = (
+            f"# Conformance: {redact(str(args.results))}\n\n{len(table.cells)} cell(s): {counts}.\n\n"
+            + cft.to_markdown(table)
+        )
     if args.output is None:
         print(text, end="")
         return 0
@@ -186,4 +243,3 @@ def write_atomically(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-

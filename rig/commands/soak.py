@@ -36,7 +36,7 @@ def allowed_outcomes(cfg: RunConfig, default: tuple[str, ...]) -> tuple[str, ...
     not name keeps its default (clean; ok; ok: the growth's ``leaking`` and ``slowing`` fail). The names of schema
     5 and before still work: ``infer_error`` allows every failed load, ``wrong_output`` wrong
     outputs."""
-    from rig.worker.cycle import LOAD_OUTCOMES, OUTCOMES
+    from rig.contract.verdicts import LOAD_OUTCOMES, OUTCOMES
 
     text = cfg.thresholds.allow_outcomes
     if text is None:
@@ -46,9 +46,11 @@ def allowed_outcomes(cfg: RunConfig, default: tuple[str, ...]) -> tuple[str, ...
     growth = verdicts.GROWTH_OUTCOMES
     unknown = [x for x in named if x not in OUTCOMES and x not in LOAD_OUTCOMES and x not in growth and x not in legacy]
     if unknown:
-        raise RigError(f"unknown outcome(s) {', '.join(unknown)}: choose from the lifecycle's "
-                       f"{', '.join(OUTCOMES)}, the load's {', '.join(LOAD_OUTCOMES)} and the growth's "
-                       f"{', '.join(growth)}")
+        raise RigError(
+            f"unknown outcome(s) {', '.join(unknown)}: choose from the lifecycle's "
+            f"{', '.join(OUTCOMES)}, the load's {', '.join(LOAD_OUTCOMES)} and the growth's "
+            f"{', '.join(growth)}"
+        )
     allowed = [y for x in named for y in legacy.get(x, (x,))]
     if not any(x in OUTCOMES for x in allowed):
         allowed += [x for x in default if x in OUTCOMES]
@@ -62,9 +64,15 @@ def judge(tally: Tally, cfg: RunConfig, allowed: tuple[str, ...]) -> list[str]:
     from rig.analysis import verdict
 
     t = cfg.thresholds
-    return verdict.soak(tally.rows, allowed, max_stop_latency_s=t.max_stop_latency_s,
-                        min_finalize_success=t.min_finalize_success, allow_leaks=t.allow_leaks,
-                        run_trend=tally.run_trend(), max_slowdown=t.max_slowdown)
+    return verdict.soak(
+        tally.rows,
+        allowed,
+        max_stop_latency_s=t.max_stop_latency_s,
+        min_finalize_success=t.min_finalize_success,
+        allow_leaks=t.allow_leaks,
+        run_trend=tally.run_trend(),
+        max_slowdown=t.max_slowdown,
+    )
 
 
 class Progress:
@@ -84,9 +92,14 @@ class Progress:
             )
             from rich.progress import Progress as RichProgress
 
-            self._bar = RichProgress(TextColumn("[bold]{task.description}"), BarColumn(),
-                                     MofNCompleteColumn(), TimeElapsedColumn(),
-                                     TextColumn("{task.fields[figures]}"), transient=False)
+            self._bar = RichProgress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.fields[figures]}"),
+                transient=False,
+            )
             self._task = self._bar.add_task(label, total=total, figures="starting ...")
             self._bar.start()
 
@@ -95,13 +108,17 @@ class Progress:
         last = t.stop_latencies[-1] if t.stop_latencies else None
         fs = t.finalize_success
         tput = next((r.throughput for r in reversed(t.rows) if r.throughput), None)
-        parts = [f"{tput:,.0f} infer/s" if tput else "", f"last stop {last:.2f}s" if last is not None else "",
-                 f"finalize {fs:.0%}" if fs is not None else "",
-                 " ".join(f"{k}={v}" for k, v in sorted(t.outcomes.items())),
-                 "load " + " ".join(f"{k}={v}" for k, v in sorted(t.load_outcomes.items())) if t.load_outcomes else "",
-                 "growth " + " ".join(f"{k}={v}" for k, v in sorted(t.growth_outcomes.items()))
-                 if set(t.growth_outcomes) - {"ok", "not_measured"} else "",
-                 phase]
+        parts = [
+            f"{tput:,.0f} infer/s" if tput else "",
+            f"last stop {last:.2f}s" if last is not None else "",
+            f"finalize {fs:.0%}" if fs is not None else "",
+            " ".join(f"{k}={v}" for k, v in sorted(t.outcomes.items())),
+            "load " + " ".join(f"{k}={v}" for k, v in sorted(t.load_outcomes.items())) if t.load_outcomes else "",
+            "growth " + " ".join(f"{k}={v}" for k, v in sorted(t.growth_outcomes.items()))
+            if set(t.growth_outcomes) - {"ok", "not_measured"}
+            else "",
+            phase,
+        ]
         return "  ".join(p for p in parts if p)
 
     def window(self, w: WindowRow):
@@ -133,11 +150,18 @@ def results_store(results) -> Store:
     return store
 
 
-def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_given: bool = False,
-            allowed: tuple[str, ...] = DEFAULT_ALLOWED, log: Callable[[str], None] = print,
-            on_window: Callable[[WindowRow], None] | None = None,
-            junit: str | None = None, run_id: str | None = None,
-            summary_json: str | None = None) -> tuple[int, Tally, str, list[str]]:
+def execute(
+    cfg: RunConfig,
+    command: str,
+    resume: str | None = None,
+    cycles_given: bool = False,
+    allowed: tuple[str, ...] = DEFAULT_ALLOWED,
+    log: Callable[[str], None] = print,
+    on_window: Callable[[WindowRow], None] | None = None,
+    junit: str | None = None,
+    run_id: str | None = None,
+    summary_json: str | None = None,
+) -> tuple[int, Tally, str, list[str]]:
     """Run (or resume) a cycle/soak; returns (exit status, tally, run_id, reasons it failed).
     ``junit``: a file to write the judged run to as JUnit XML (checked beforehand:
     ``rig.parent.junit.check_path``), interrupted runs too. ``run_id``: a new run's id, named
@@ -182,8 +206,9 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
             log(cycle_line(row))
 
     try:
-        orchestrator.run_cycles(p, todo, on_cycle, on_window=collect_window,
-                                on_phase=progress.phase if progress else None)
+        orchestrator.run_cycles(
+            p, todo, on_cycle, on_window=collect_window, on_phase=progress.phase if progress else None
+        )
     except KeyboardInterrupt:
         if progress:
             progress.close()
@@ -203,31 +228,58 @@ def execute(cfg: RunConfig, command: str, resume: str | None = None, cycles_give
             _compact_and_plot(store, p, tally, log)
     except OSError as e:  # the machine failed what follows the judging (rig.cli: exit 4); the summary says so
         if summary_json:
-            _summary(summary_json, command, Exit.MACHINE, p, tally, cfg,
-                     [*reasons, f"the machine failed the run after its cycles: {e.strerror or e}"], log)
+            _summary(
+                summary_json,
+                command,
+                Exit.MACHINE,
+                p,
+                tally,
+                cfg,
+                [*reasons, f"the machine failed the run after its cycles: {e.strerror or e}"],
+                log,
+            )
         raise
     if summary_json:
         _summary(summary_json, command, status, p, tally, cfg, reasons, log)
     return status, tally, p.run_id, reasons
 
 
-def _interrupted(p, cfg: RunConfig, tally: Tally, allowed, command: str, started, junit: str | None,
-                 summary_json: str | None, log: Callable[[str], None]) -> None:
+def _interrupted(
+    p,
+    cfg: RunConfig,
+    tally: Tally,
+    allowed,
+    command: str,
+    started,
+    junit: str | None,
+    summary_json: str | None,
+    log: Callable[[str], None],
+) -> None:
     """An interrupted run: how to go on, and its JUnit file and summary as they stand."""
     resume_with = f"rig soak --resume {p.run_id} --results {shlex.quote(redact(str(cfg.results)))}"
     log(f"interrupted after {len(tally.rows)} stored cycle(s); continue with: {resume_with}")
     if junit:
         _junit_interrupted(junit, tally, cfg, allowed, command, p, started, resume_with, log)
     if summary_json:
-        _summary(summary_json, command, Exit.INTERRUPTED, p, tally, cfg,
-                 [f"interrupted after {len(tally.rows)} stored cycle(s); continue with: {resume_with}"], log)
+        _summary(
+            summary_json,
+            command,
+            Exit.INTERRUPTED,
+            p,
+            tally,
+            cfg,
+            [f"interrupted after {len(tally.rows)} stored cycle(s); continue with: {resume_with}"],
+            log,
+        )
 
 
 def _announce(p, cfg: RunConfig, store, log: Callable[[str], None]) -> None:
     """What runs, where, and how: the run's first lines."""
-    log(f"run {p.run_id}: {p.runtime.name} (Triton {p.runtime.triton_version}), engine {p.engine}, "
+    log(
+        f"run {p.run_id}: {p.runtime.name} (Triton {p.runtime.triton_version}), engine {p.engine}, "
         f"model {p.model_label}, retain {cfg.retain}, stop {cfg.stop_strategy}, "
-        f"restart {cfg.restart}, results in {store.root}/")
+        f"restart {cfg.restart}, results in {store.root}/"
+    )
     log(f"engine {p.engine}: {p.engine_reason.split(';')[0]}")
     if cfg.workload.name != "none" and cfg.workload.web_port:
         log(f"Locust's web UI: http://127.0.0.1:{cfg.workload.web_port}/ while each cycle's workload runs")
@@ -244,24 +296,39 @@ def _compact_and_plot(store, p, tally: Tally, log: Callable[[str], None]) -> Non
         log(f"plot: {store.publish(path)}")
 
 
-def _summary(path: str, command: str, status: int, p, tally: Tally, cfg: RunConfig, reasons: list[str],
-             log: Callable[[str], None]) -> None:
+def _summary(
+    path: str,
+    command: str,
+    status: int,
+    p,
+    tally: Tally,
+    cfg: RunConfig,
+    reasons: list[str],
+    log: Callable[[str], None],
+) -> None:
     """The run's summary JSON (``rig.commands.summary``); a failure to write it is said, and the
     run's own status stands."""
     from rig.commands import summary
 
-    extra = {"triton_version": p.runtime.triton_version, "runtime": p.runtime.name, "engine": p.engine,
-             "model": p.model_label, "results": redact(str(cfg.results))}
+    extra = {
+        "triton_version": p.runtime.triton_version,
+        "runtime": p.runtime.name,
+        "engine": p.engine,
+        "model": p.model_label,
+        "results": redact(str(cfg.results)),
+    }
     try:
-        summary.write(path, summary.soak(command, status, p.run_id, tally.rows, reasons,
-                                         cycles_planned=cfg.cycles, extra=extra))
+        summary.write(
+            path, summary.soak(command, status, p.run_id, tally.rows, reasons, cycles_planned=cfg.cycles, extra=extra)
+        )
         log(f"summary JSON: {path}")
     except OSError as e:
         log(f"summary JSON: {path} not written ({e.strerror or e})")
 
 
-def _resumed(store: Store, resume: str, cfg: RunConfig, cycles_given: bool,
-             log: Callable[[str], None]) -> tuple[RunConfig, list[CycleRow]]:
+def _resumed(
+    store: Store, resume: str, cfg: RunConfig, cycles_given: bool, log: Callable[[str], None]
+) -> tuple[RunConfig, list[CycleRow]]:
     """The config a killed run was started with (``--cycles`` may add more, ``--results`` says where
     it is now) and the cycles it stored; the stubs and shared memory it left are cleaned up."""
     stored = store.run_row(resume)
@@ -283,8 +350,10 @@ def _resumed(store: Store, resume: str, cfg: RunConfig, cycles_given: bool,
     # One read of what the killed run stored: which cycles are done, and their figures.
     df = store.read("cycles", resume)
     if store.damaged:
-        log(f"skipped {len(store.damaged)} damaged file(s) in {redact(str(cfg.results))} (their cycles run again): "
-            f"{store.damaged[0]}")
+        log(
+            f"skipped {len(store.damaged)} damaged file(s) in {redact(str(cfg.results))} (their cycles run again): "
+            f"{store.damaged[0]}"
+        )
     df = df.astype(object).where(df.notna(), None)
     stored_rows = [typed_row(CycleRow, rec) for rec in df.to_dict("records")]
     from rig.common import probes
@@ -299,16 +368,34 @@ def _resumed(store: Store, resume: str, cfg: RunConfig, cycles_given: bool,
     return cfg, stored_rows
 
 
-def _junit_interrupted(junit: str, tally: Tally, cfg: RunConfig, allowed, command: str, p, started,
-                       resume_with: str, log: Callable[[str], None]) -> None:
+def _junit_interrupted(
+    junit: str,
+    tally: Tally,
+    cfg: RunConfig,
+    allowed,
+    command: str,
+    p,
+    started,
+    resume_with: str,
+    log: Callable[[str], None],
+) -> None:
     """An interrupted run's JUnit XML, as far as it got (a failure to write it is said, not raised:
     the interruption is what the night ends with)."""
     from rig.commands import soak_junit
 
     try:
-        soak_junit.write(junit, tally, cfg, allowed, judge(tally, cfg, allowed), command, p, started,
-                         interrupted=f"interrupted after {len(tally.rows)} stored cycle(s) of {cfg.cycles}; "
-                         f"continue with: {resume_with}")
+        soak_junit.write(
+            junit,
+            tally,
+            cfg,
+            allowed,
+            judge(tally, cfg, allowed),
+            command,
+            p,
+            started,
+            interrupted=f"interrupted after {len(tally.rows)} stored cycle(s) of {cfg.cycles}; "
+            f"continue with: {resume_with}",
+        )
         log(f"JUnit XML: {junit}")
     except OSError as e:
         log(f"JUnit XML: {junit} not written ({e.strerror or e})")

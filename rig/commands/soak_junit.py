@@ -11,9 +11,17 @@ from rig.contract import verdicts
 from rig.parent.config import RunConfig
 
 
-def junit_suite(tally: Tally, cfg: RunConfig, allowed: tuple[str, ...], reasons: list[str], command: str,
-                run: dict, time_s: float | None = None, timestamp: str | None = None,
-                interrupted: str | None = None):
+def junit_suite(
+    tally: Tally,
+    cfg: RunConfig,
+    allowed: tuple[str, ...],
+    reasons: list[str],
+    command: str,
+    run: dict,
+    time_s: float | None = None,
+    timestamp: str | None = None,
+    interrupted: str | None = None,
+):
     """The run as a JUnit test suite (``rig.parent.junit``): a case per threshold the soak judges, failed
     with the reasons ``judge`` gave (skipped where it was not judged, and why), a case per cycle
     (failed where a verdict of it is not allowed), and an error where the run was ``interrupted``.
@@ -30,18 +38,25 @@ def junit_suite(tally: Tally, cfg: RunConfig, allowed: tuple[str, ...], reasons:
 
     lat, fs, (stubs, shm) = tally.stop_latencies, tally.finalize_success, tally.leaks
     trend = tally.run_trend()
-    figures = {"lifecycle outcomes": f"{counts(tally.outcomes)} (allowed: {', '.join(allowed)})",
-               "load outcomes": counts(tally.load_outcomes), "growth outcomes": counts(tally.growth_outcomes),
-               "leaks": f"{stubs} stub(s) killed by the rig, {shm} shared-memory region(s) left"}
+    figures = {
+        "lifecycle outcomes": f"{counts(tally.outcomes)} (allowed: {', '.join(allowed)})",
+        "load outcomes": counts(tally.load_outcomes),
+        "growth outcomes": counts(tally.growth_outcomes),
+        "leaks": f"{stubs} stub(s) killed by the rig, {shm} shared-memory region(s) left",
+    }
     if lat:
         figures["stop latency"] = f"max {max(lat):.3f} s" + (
-            f" (threshold {t.max_stop_latency_s} s)" if t.max_stop_latency_s is not None else "")
+            f" (threshold {t.max_stop_latency_s} s)" if t.max_stop_latency_s is not None else ""
+        )
     if fs is not None:
         figures["finalize success"] = f"{fs:.1%} before stop returned" + (
-            f" (threshold {t.min_finalize_success:.1%})" if t.min_finalize_success is not None else "")
+            f" (threshold {t.min_finalize_success:.1%})" if t.min_finalize_success is not None else ""
+        )
     if trend.get("slowdown_pct") is not None:
-        figures["slowdown across the run"] = (f"{trend['slowdown_pct']:+.1f} % slower at the end (at least "
-                                              f"{trend['slowdown_low_pct']:+.1f} %; threshold {t.max_slowdown:g} %)")
+        figures["slowdown across the run"] = (
+            f"{trend['slowdown_pct']:+.1f} % slower at the end (at least "
+            f"{trend['slowdown_low_pct']:+.1f} %; threshold {t.max_slowdown:g} %)"
+        )
     not_judged = {}
     if not set(tally.load_outcomes) - {verdicts.NOT_MEASURED}:
         not_judged["load outcomes"] = "no cycle's load was measured"
@@ -67,22 +82,56 @@ def junit_suite(tally: Tally, cfg: RunConfig, allowed: tuple[str, ...], reasons:
     checks += junit.cycle_checks(tally.rows, allowed, f"{classname}.cycles", line=cycle_line)
     if interrupted:
         checks.append(junit.Check(classname, "run", "error", interrupted, kind="interrupted"))
-    return junit.suite(f"rig {command} {run.get('run_id')}", checks, time=time_s, timestamp=timestamp,
-                       hostname=run.get("host"), properties={**run, "allowed": ",".join(allowed)})
+    return junit.suite(
+        f"rig {command} {run.get('run_id')}",
+        checks,
+        time=time_s,
+        timestamp=timestamp,
+        hostname=run.get("host"),
+        properties={**run, "allowed": ",".join(allowed)},
+    )
 
 
-def write(path: str, tally: Tally, cfg: RunConfig, allowed: tuple[str, ...], reasons: list[str],
-                 command: str, p, started: tuple[str, float], interrupted: str | None = None) -> None:
+def write(
+    path: str,
+    tally: Tally,
+    cfg: RunConfig,
+    allowed: tuple[str, ...],
+    reasons: list[str],
+    command: str,
+    p,
+    started: tuple[str, float],
+    interrupted: str | None = None,
+) -> None:
     """``junit_suite`` of the run (``p``: ``orchestrator.Prepared``; ``started``: its timestamp
     and monotonic clock) written to ``path`` (``rig.parent.junit.write``)."""
     import socket
 
     from rig.parent import junit
 
-    run = {"run_id": p.run_id, "command": command, "triton_version": p.runtime.triton_version,
-           "runtime": p.runtime.name, "engine": p.engine, "model": p.model_label, "retain": cfg.retain,
-           "scenario": cfg.scenario, "control": cfg.control if cfg.scenario else None, "cycles": cfg.cycles,
-           "results": redact(str(cfg.results)), "host": cfg.node or socket.gethostname()}
-    suite = junit_suite(tally, cfg, allowed, reasons, command, run,
-                        time_s=time.monotonic() - started[1], timestamp=started[0], interrupted=interrupted)
+    run = {
+        "run_id": p.run_id,
+        "command": command,
+        "triton_version": p.runtime.triton_version,
+        "runtime": p.runtime.name,
+        "engine": p.engine,
+        "model": p.model_label,
+        "retain": cfg.retain,
+        "scenario": cfg.scenario,
+        "control": cfg.control if cfg.scenario else None,
+        "cycles": cfg.cycles,
+        "results": redact(str(cfg.results)),
+        "host": cfg.node or socket.gethostname(),
+    }
+    suite = junit_suite(
+        tally,
+        cfg,
+        allowed,
+        reasons,
+        command,
+        run,
+        time_s=time.monotonic() - started[1],
+        timestamp=started[0],
+        interrupted=interrupted,
+    )
     junit.write(path, [suite])

@@ -78,53 +78,105 @@ def outcome_counts(rows) -> dict[str, dict[str, int]]:
     return {kind: counts(rows, key) for kind, key in KINDS}
 
 
-def soak(command: str, status: int, run_id: str, rows, reasons: list[str], *, verdict: str | None = None,
-         cycles_planned: int | None = None, extra: dict | None = None) -> dict:
+def soak(
+    command: str,
+    status: int,
+    run_id: str,
+    rows,
+    reasons: list[str],
+    *,
+    verdict: str | None = None,
+    cycles_planned: int | None = None,
+    extra: dict | None = None,
+) -> dict:
     """A soak's (or cycle's) summary: its run, its cycles' verdicts, why it failed."""
     if verdict is None:
-        verdict = {Exit.OK: "pass", Exit.FAILED: "fail", Exit.INTERRUPTED: "interrupted",
-                   Exit.MACHINE: "machine"}.get(int(status), str(int(status)))
-    return {**_status(status), "command": command, "run_id": run_id, "run_ids": [run_id], "verdict": verdict,
-            "cycles": len(rows), "cycles_planned": cycles_planned, "outcomes": outcome_counts(rows),
-            "reasons": list(reasons), **(extra or {})}
+        verdict = {Exit.OK: "pass", Exit.FAILED: "fail", Exit.INTERRUPTED: "interrupted", Exit.MACHINE: "machine"}.get(
+            int(status), str(int(status))
+        )
+    return {
+        **_status(status),
+        "command": command,
+        "run_id": run_id,
+        "run_ids": [run_id],
+        "verdict": verdict,
+        "cycles": len(rows),
+        "cycles_planned": cycles_planned,
+        "outcomes": outcome_counts(rows),
+        "reasons": list(reasons),
+        **(extra or {}),
+    }
 
 
 def matrix(status: int, rows: list[dict], results: str) -> dict:
     """A matrix's summary: each cell's run, status and verdict counts; the counts summed over cells."""
     cells, total = [], {kind: {} for kind, _ in KINDS}
     for r in rows:
-        per = {"lifecycle": r.get("outcomes") or {}, "load": r.get("load_outcomes") or {},
-               "growth": r.get("growth_outcomes") or {}}
+        per = {
+            "lifecycle": r.get("outcomes") or {},
+            "load": r.get("load_outcomes") or {},
+            "growth": r.get("growth_outcomes") or {},
+        }
         for kind, tally in per.items():
             for k, v in tally.items():
                 total[kind][str(k)] = total[kind].get(str(k), 0) + int(v)
-        cells.append({"run_id": r.get("run_id"), "status": r.get("status"), "reason": r.get("reason") or "",
-                      "runtime": r.get("runtime"), "triton_version": r.get("triton_version"),
-                      "engine": r.get("engine"), "retain": r.get("retain"), "scenario": r.get("scenario"),
-                      "control": r.get("control"), "shape": r.get("shape"),
-                      "outcomes": {k: {str(a): int(b) for a, b in v.items()} for k, v in per.items()}})
+        cells.append(
+            {
+                "run_id": r.get("run_id"),
+                "status": r.get("status"),
+                "reason": r.get("reason") or "",
+                "runtime": r.get("runtime"),
+                "triton_version": r.get("triton_version"),
+                "engine": r.get("engine"),
+                "retain": r.get("retain"),
+                "scenario": r.get("scenario"),
+                "control": r.get("control"),
+                "shape": r.get("shape"),
+                "outcomes": {k: {str(a): int(b) for a, b in v.items()} for k, v in per.items()},
+            }
+        )
     statuses: dict[str, int] = {}
     for c in cells:
         statuses[str(c["status"])] = statuses.get(str(c["status"]), 0) + 1
-    reasons = [f"{c['runtime']} {c['engine']}{' ' + c['scenario'] if c['scenario'] else ''}: {c['status']}: "
-               f"{c['reason']}" for c in cells if c["status"] in ("fail", "error", "crashed", "timeout", "finding",
-                                                                  "machine")]
-    return {**_status(status), "command": "matrix", "results": results,
-            "run_ids": [c["run_id"] for c in cells if c["run_id"]], "verdict": dict(sorted(statuses.items())),
-            "outcomes": {k: dict(sorted(v.items())) for k, v in total.items()}, "reasons": reasons,
-            "cells": cells}
+    reasons = [
+        f"{c['runtime']} {c['engine']}{' ' + c['scenario'] if c['scenario'] else ''}: {c['status']}: {c['reason']}"
+        for c in cells
+        if c["status"] in ("fail", "error", "crashed", "timeout", "finding", "machine")
+    ]
+    return {
+        **_status(status),
+        "command": "matrix",
+        "results": results,
+        "run_ids": [c["run_id"] for c in cells if c["run_id"]],
+        "verdict": dict(sorted(statuses.items())),
+        "outcomes": {k: dict(sorted(v.items())) for k, v in total.items()},
+        "reasons": reasons,
+        "cells": cells,
+    }
 
 
 def gate(status: int, reasons: list[str], baseline: str, candidate: str, sides: dict, results: str) -> dict:
     """A gate's summary: pass or fail, why, and each side (its label, runs and verdict counts)."""
-    return {**_status(status), "command": "gate", "verdict": "fail" if reasons else "pass",
-            "reasons": list(reasons), "baseline": baseline, "candidate": candidate, "results": results,
-            "run_ids": [r for side in sides.values() for r in side["run_ids"]], "sides": sides,
-            "outcomes": {name: side["outcomes"] for name, side in sides.items()}}
+    return {
+        **_status(status),
+        "command": "gate",
+        "verdict": "fail" if reasons else "pass",
+        "reasons": list(reasons),
+        "baseline": baseline,
+        "candidate": candidate,
+        "results": results,
+        "run_ids": [r for side in sides.values() for r in side["run_ids"]],
+        "sides": sides,
+        "outcomes": {name: side["outcomes"] for name, side in sides.items()},
+    }
 
 
 def gate_side(label: str, cycles) -> dict:
     """One side of a gate from its cycles frame: label, runs, cycles, verdict counts."""
     rows = cycles.to_dict("records")
-    return {"label": label, "run_ids": sorted({str(r) for r in cycles["run_id"].unique()}), "cycles": len(rows),
-            "outcomes": outcome_counts(rows)}
+    return {
+        "label": label,
+        "run_ids": sorted({str(r) for r in cycles["run_id"].unique()}),
+        "cycles": len(rows),
+        "outcomes": outcome_counts(rows),
+    }

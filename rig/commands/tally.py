@@ -24,8 +24,11 @@ class Tally:
 
     def add(self, row: CycleRow, windows: tuple[WindowRow, ...] = ()):
         self.rows.append(row)
-        self.server.extend({k: getattr(w, k) for k in _SERVER_KEYS} for w in windows
-                           if w.tool == "rig" and w.server_success is not None)
+        self.server.extend(
+            {k: getattr(w, k) for k in _SERVER_KEYS}
+            for w in windows
+            if w.tool == "rig" and w.server_success is not None
+        )
         p50 = [w.p50_us for w in windows if w.p50_us is not None and w.tool == "rig"]
         if p50:
             import statistics
@@ -44,8 +47,9 @@ class Tally:
         for r in rows:
             at += r.workload_s
             load.append(at)
-        return trends.run_trend(load, [r.throughput for r in rows],
-                                [self.p50_us.get(r.cycle, float("nan")) for r in rows])
+        return trends.run_trend(
+            load, [r.throughput for r in rows], [self.p50_us.get(r.cycle, float("nan")) for r in rows]
+        )
 
     @property
     def outcomes(self) -> collections.Counter:
@@ -75,11 +79,17 @@ class Tally:
 def cycle_line(r: CycleRow) -> str:
     """The one-line human summary of a cycle."""
     f = num
-    parts = [f"cycle {r.cycle}: {r.outcome}", f"load {r.load_outcome or '-'}",
-             *([f"growth {r.growth_outcome}"] if r.growth_outcome else []), f"start {f(r.start_latency_s)} s",
-             f"stop {f(r.stop_latency_s)} s",
-             f"finalize {f(r.finalize_before_stop, '{}')}/{f(r.finalize_expected, '{}')} before stop, "
-             f"{f(r.finalize_after_stop, '{}')} after"]
+    parts = [
+        f"cycle {r.cycle}: {r.outcome}",
+        f"load {r.load_outcome or '-'}",
+        *([f"growth {r.growth_outcome}"] if r.growth_outcome else []),
+        f"start {f(r.start_latency_s)} s",
+        f"stop {f(r.stop_latency_s)} s",
+        (
+            f"finalize {f(r.finalize_before_stop, '{}')}/{f(r.finalize_expected, '{}')} before stop, "
+            f"{f(r.finalize_after_stop, '{}')} after"
+        ),
+    ]
     if r.finalize_errors:
         parts.append(f"{r.finalize_errors} finalize raised")
     parts.append(f"stubs alive after stop {f(r.stubs_alive_after_stop, '{}')}")
@@ -88,11 +98,15 @@ def cycle_line(r: CycleRow) -> str:
     if r.shm_regions_leaked:
         parts.append(f"shm leaked {r.shm_regions_leaked}")
     if r.stub_crashes:
-        parts.append(f"stub crashes {r.stub_crashes}" + (f" ({r.stub_exit_aborts} at exit, after its finalize)"
-                                                         if r.stub_exit_aborts else ""))
+        parts.append(
+            f"stub crashes {r.stub_crashes}"
+            + (f" ({r.stub_exit_aborts} at exit, after its finalize)" if r.stub_exit_aborts else "")
+        )
     if r.in_flight:  # what a scenario's client saw (rig.worker.clientside)
-        parts.append(f"in flight at stop {r.in_flight}: {r.in_flight_answered or 0} answered, "
-                     f"{r.in_flight_failed or 0} failed, {r.in_flight_lost or 0} lost")
+        parts.append(
+            f"in flight at stop {r.in_flight}: {r.in_flight_answered or 0} answered, "
+            f"{r.in_flight_failed or 0} failed, {r.in_flight_lost or 0} lost"
+        )
     if r.refused:
         parts.append(f"{r.refused} refused at submission")
     if r.loading_at_stop:
@@ -156,20 +170,30 @@ def summary_table(tally: Tally) -> str:
     stubs, shm = tally.leaks
     tput = [r.throughput for r in tally.rows if r.throughput]
     over = [r.overhead_s for r in tally.rows if r.overhead_s is not None]
-    lines = [f"cycles        {len(tally.rows)}",
-             "outcomes      " + ", ".join(f"{k}={v}" for k, v in sorted(tally.outcomes.items())) + "  (lifecycle)",
-             "load          " + (", ".join(f"{k}={v}" for k, v in sorted(tally.load_outcomes.items())) or "-"),
-             *(["growth        " + ", ".join(f"{k}={v}" for k, v in sorted(tally.growth_outcomes.items()))
-                + "  (memory per 1k requests, slowdown over each load)"] if tally.growth_outcomes else []),
-             "finalize      " + ("-" if fs is None else f"{fs:.1%} before stop returned")]
+    lines = [
+        f"cycles        {len(tally.rows)}",
+        "outcomes      " + ", ".join(f"{k}={v}" for k, v in sorted(tally.outcomes.items())) + "  (lifecycle)",
+        "load          " + (", ".join(f"{k}={v}" for k, v in sorted(tally.load_outcomes.items())) or "-"),
+        *(
+            [
+                "growth        "
+                + ", ".join(f"{k}={v}" for k, v in sorted(tally.growth_outcomes.items()))
+                + "  (memory per 1k requests, slowdown over each load)"
+            ]
+            if tally.growth_outcomes
+            else []
+        ),
+        "finalize      " + ("-" if fs is None else f"{fs:.1%} before stop returned"),
+    ]
     if lat:
         q = sorted(lat)
         lines.append(f"stop latency  min {q[0]:.3f}  median {statistics.median(q):.3f}  max {q[-1]:.3f} s")
     if tput:
         lines.append(f"throughput    median {statistics.median(tput):,.0f} infer/s")
     if over:
-        lines.append(f"rig overhead  median {statistics.median(over):.3f} s per cycle "
-                     "(beyond start, workload and stop)")
+        lines.append(
+            f"rig overhead  median {statistics.median(over):.3f} s per cycle (beyond start, workload and stop)"
+        )
     lines.append(f"leaks         {stubs} stub(s) killed, {shm} shared-memory region(s) removed")
     lines.extend(time_lines(tally))
     lines.extend(growth_lines(tally))
@@ -185,26 +209,40 @@ def time_lines(tally: Tally) -> list[str]:
     if not t or t["request_us"] is None:  # no window measured (a fixed count): each cycle's own batches
         sizes = server_stats.summed_batches([getattr(r, "batch_sizes", None) for r in tally.rows])
         if sizes and (batched or max(sizes) > 1):
-            return [f"batches       {server_stats.batch_text(sizes)} (size x executions, over the cycles); mean "
-                    f"{num(server_stats.mean_batch(sizes), '{:.2f}')} requests per execution"]
+            return [
+                (
+                    f"batches       {server_stats.batch_text(sizes)} (size x executions, over the cycles); mean "
+                    f"{num(server_stats.mean_batch(sizes), '{:.2f}')} requests per execution"
+                )
+            ]
         return []
 
     def f(v, fmt="{:,.0f}"):
         return num(v, fmt)
 
-    lines = [f"per request   client {f(t['client_us'])} us; Triton {f(t['request_us'])} us = queue "
-             f"{f(t['queue_us'])} + compute input {f(t['compute_input_us'])} + infer {f(t['compute_infer_us'])} + "
-             f"output {f(t['compute_output_us'])} + overhead {f(t['overhead_us'])} (means over {t['windows']:,} windows)",
-             f"              the rig's own: client - Triton = {f(t['own_us'])} us (the client's time per request "
-             "beyond Triton's, which ends when the backend reports it, just before the core releases the request)"]
+    lines = [
+        (
+            f"per request   client {f(t['client_us'])} us; Triton {f(t['request_us'])} us = queue "
+            f"{f(t['queue_us'])} + compute input {f(t['compute_input_us'])} + infer {f(t['compute_infer_us'])} + "
+            f"output {f(t['compute_output_us'])} + overhead {f(t['overhead_us'])} (means over {t['windows']:,} windows)"
+        ),
+        (
+            f"              the rig's own: client - Triton = {f(t['own_us'])} us (the client's time per request "
+            "beyond Triton's, which ends when the backend reports it, just before the core releases the request)"
+        ),
+    ]
     if batched or any(size > 1 for size in t["batch_sizes"]):
-        lines.append(f"batches       {server_stats.batch_text(t['batch_sizes'])} (size x executions); "
-                     f"mean {f(t['mean_batch_size'], '{:.2f}')} requests per execution")
+        lines.append(
+            f"batches       {server_stats.batch_text(t['batch_sizes'])} (size x executions); "
+            f"mean {f(t['mean_batch_size'], '{:.2f}')} requests per execution"
+        )
     return lines
 
 
-GPU_SOURCES = {"process": "the cycle's processes by PID",
-               "device": "each visible device's used memory (NVML's PIDs could not match the cycle's)"}
+GPU_SOURCES = {
+    "process": "the cycle's processes by PID",
+    "device": "each visible device's used memory (NVML's PIDs could not match the cycle's)",
+}
 
 
 def growth_lines(tally: Tally) -> list[str]:
@@ -216,22 +254,32 @@ def growth_lines(tally: Tally) -> list[str]:
     for label, key in (("worker", "worker_growth_per_1k_b"), ("stubs", "stub_growth_per_1k_b")):
         vals = [getattr(r, key) for r in tally.rows if getattr(r, key) is not None]
         if vals:
-            lines.append(f"memory        {label}: median {statistics.median(vals) / 1000:+,.1f} KB per 1,000 requests "
-                         f"(max {max(vals) / 1000:+,.1f})")
+            lines.append(
+                f"memory        {label}: median {statistics.median(vals) / 1000:+,.1f} KB per 1,000 requests "
+                f"(max {max(vals) / 1000:+,.1f})"
+            )
     gpu = [r for r in tally.rows if r.gpu_growth_per_1k_b is not None]
     if gpu:  # which memory it read: a device's used memory holds every process on it, not only the cycle's
         vals = [r.gpu_growth_per_1k_b for r in gpu]
-        read = " and ".join(GPU_SOURCES.get(s, "an unknown source (a store before schema 16)")
-                            for s in sorted({r.gpu_memory_source for r in gpu}, key=str))
-        lines.append(f"memory        gpu: median {statistics.median(vals) / 1000:+,.1f} KB per 1,000 requests "
-                     f"(max {max(vals) / 1000:+,.1f}), read from {read}")
+        read = " and ".join(
+            GPU_SOURCES.get(s, "an unknown source (a store before schema 16)")
+            for s in sorted({r.gpu_memory_source for r in gpu}, key=str)
+        )
+        lines.append(
+            f"memory        gpu: median {statistics.median(vals) / 1000:+,.1f} KB per 1,000 requests "
+            f"(max {max(vals) / 1000:+,.1f}), read from {read}"
+        )
     slow = [r.slowdown_pct for r in tally.rows if r.slowdown_pct is not None]
     if slow:
-        lines.append(f"slowdown      within a cycle: median {statistics.median(slow):+,.1f} % (max {max(slow):+,.1f} %)")
+        lines.append(
+            f"slowdown      within a cycle: median {statistics.median(slow):+,.1f} % (max {max(slow):+,.1f} %)"
+        )
     trend = tally.run_trend()
     if trend.get("slowdown_pct") is not None:
         per_min = trend.get("pct_per_min")
-        lines.append(f"              across {trend['cycles']} cycles: {trend['slowdown_pct']:+,.1f} % slower at the end "
-                     f"(at least {trend['slowdown_low_pct']:+,.1f} %" + (f"; {per_min:+,.2f} % per minute of load)"
-                                                                       if per_min is not None else ")"))
+        lines.append(
+            f"              across {trend['cycles']} cycles: {trend['slowdown_pct']:+,.1f} % slower at the end "
+            f"(at least {trend['slowdown_low_pct']:+,.1f} %"
+            + (f"; {per_min:+,.2f} % per minute of load)" if per_min is not None else ")")
+        )
     return lines

@@ -118,8 +118,10 @@ def plan(mode: str, pm_qos_writable: bool | None = None) -> tuple[str, str]:
     if method == "poll":
         quota = cpu_quota()
         if quota:
-            return "os", (f"this cgroup caps CPU time ({quota} us per period): idle-priority pollers would "
-                          "spend the quota and get the server throttled, so none are started")
+            return "os", (
+                f"this cgroup caps CPU time ({quota} us per period): idle-priority pollers would "
+                "spend the quota and get the server throttled, so none are started"
+            )
     return method, ""
 
 
@@ -134,7 +136,7 @@ class Hold:
         self._fd: int | None = None
         self._pollers: list[subprocess.Popen] = []
 
-    def __enter__(self) -> Hold:
+    def __enter__(self) -> Hold:  # noqa: PYI034
         self.method, self.detail = plan(self.mode)
         if self.method == "pm_qos":
             try:
@@ -149,9 +151,14 @@ class Hold:
 
     def _start_pollers(self) -> None:
         for _ in os.sched_getaffinity(0):
-            self._pollers.append(subprocess.Popen(
-                [sys.executable, "-S", "-c", _POLLER, str(os.getpid())],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
+            self._pollers.append(
+                subprocess.Popen(
+                    [sys.executable, "-S", "-c", _POLLER, str(os.getpid())],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
         failed = sum(p.stdout.readline().strip() != b"ok" for p in self._pollers)
         if failed:  # SCHED_IDLE refused: a poller at normal priority would steal time
             n = len(self._pollers)

@@ -43,25 +43,26 @@ def parse(text: str, allowed) -> list[int]:
     may = f"this process may use {len(allowed)} CPU(s): {cpu_list(allowed)}"
     text = str(text).strip()
     if text.startswith("count:"):
-        n = text[len("count:"):]
+        n = text[len("count:") :]
         if not n.isdigit() or int(n) < 1:
             raise RigError(f"--cpus {text}: count:N takes a whole number of CPUs >= 1, e.g. count:2")
         if int(n) > len(allowed):
             raise RigError(f"--cpus {text}: a share larger than the machine ({may})")
-        return allowed[:int(n)]
+        return allowed[: int(n)]
     cpus: list[int] = []
     for part in text.split(","):
         lo, dash, hi = part.strip().partition("-")
         if not lo.isdigit() or (dash and not hi.isdigit()) or (dash and int(hi) < int(lo)):
-            raise RigError(f"--cpus {text}: give CPUs as a list (0, 0,1 or 0-3, as taskset -c) or a count "
-                           "(count:2)")
+            raise RigError(f"--cpus {text}: give CPUs as a list (0, 0,1 or 0-3, as taskset -c) or a count (count:2)")
         cpus += range(int(lo), int(hi if dash else lo) + 1)
     if len(set(cpus)) != len(cpus):
         raise RigError(f"--cpus {text} names a CPU twice: give each once")
     outside = sorted(set(cpus) - set(allowed))
     if outside:
-        raise RigError(f"--cpus {text}: CPU {cpu_list(outside)} is not one this process may use, a share larger "
-                       f"than the machine ({may})")
+        raise RigError(
+            f"--cpus {text}: CPU {cpu_list(outside)} is not one this process may use, a share larger "
+            f"than the machine ({may})"
+        )
     return sorted(cpus)
 
 
@@ -84,8 +85,11 @@ def share(affinity, quota: str | None, machine: int | None, held: list[int] | No
     ``cgroup`` (a CPU quota caps it), ``affinity`` (held to fewer CPUs than the machine has by
     something else: taskset, a cpuset) or ``machine`` (nothing held it)."""
     cpus = sorted(set(affinity))
-    out = {"cpu_share": float(len(cpus)), "cpus": cpu_list(cpus),
-           "cpu_share_from": "--cpus" if held else ("affinity" if machine and len(cpus) < machine else "machine")}
+    out = {
+        "cpu_share": float(len(cpus)),
+        "cpus": cpu_list(cpus),
+        "cpu_share_from": "--cpus" if held else ("affinity" if machine and len(cpus) < machine else "machine"),
+    }
     if quota:
         q, _, period = quota.partition("/")
         try:

@@ -86,8 +86,7 @@ class Gpu:
     ``environ``: where the visible devices are read (default ``os.environ``); ``pid_namespace``:
     whether NVML's PIDs can match ours (default: ``in_pid_namespace()``, read on first use)."""
 
-    def __init__(self, nvml=None, environ: Mapping[str, str] | None = None,
-                 pid_namespace: bool | None = None):
+    def __init__(self, nvml=None, environ: Mapping[str, str] | None = None, pid_namespace: bool | None = None):
         self.devices: list[tuple[str, object]] = []  # (label, NVML handle)
         self.handle = None  # the first device's
         self.name: str | None = None
@@ -110,8 +109,13 @@ class Gpu:
         var, entries = visible_devices(environ)
         self.devices = self._open(var, entries, count)
         if not self.devices:
-            self._none("NVML sees no GPU" if not count else f"{var} leaves this process no GPU" if entries == []
-                       else f"{var} names no GPU that NVML sees")
+            self._none(
+                "NVML sees no GPU"
+                if not count
+                else f"{var} leaves this process no GPU"
+                if entries == []
+                else f"{var} names no GPU that NVML sees"
+            )
             return
         self.handle = self.devices[0][1]
         names = [self._name(label, h) for label, h in self.devices]
@@ -139,7 +143,7 @@ class Gpu:
         value = getattr(e, "value", None)
         for k, v in vars(self._nvml).items():
             if k.startswith("NVML_ERROR_") and v == value:
-                return k[len("NVML_ERROR_"):]
+                return k[len("NVML_ERROR_") :]
         return f"NVML error {value}"
 
     def _is_mig(self, handle) -> bool:
@@ -186,8 +190,11 @@ class Gpu:
         for entry in entries:
             # indices in NVML's order (PCI bus), as CUDA_DEVICE_ORDER=PCI_BUS_ID numbers them
             if entry.isdigit():
-                handle = (self._call("devices", f"GPU {entry}", "nvmlDeviceGetHandleByIndex", int(entry))
-                          if int(entry) < count else None)
+                handle = (
+                    self._call("devices", f"GPU {entry}", "nvmlDeviceGetHandleByIndex", int(entry))
+                    if int(entry) < count
+                    else None
+                )
                 label = f"GPU {entry}"
             else:
                 handle, label = self._by_uuid(entry), entry
@@ -296,8 +303,10 @@ class Gpu:
         if not self.devices:
             return GpuMemory()
         if source is None and self.in_pid_namespace():
-            self._note("process_memory", "in a PID namespace, where NVML's PIDs (the host's) never match: "
-                                         "each device's used memory is read")
+            self._note(
+                "process_memory",
+                "in a PID namespace, where NVML's PIDs (the host's) never match: each device's used memory is read",
+            )
             source = "device"
         if source != "device":
             listed = self._processes()
@@ -309,8 +318,10 @@ class Gpu:
                     return GpuMemory("process", mine)
                 if not listed:
                     return GpuMemory()  # no process on the GPU yet: nothing to match, nor to fall back on
-                self._note("process_memory", "none of the processes asked is among those NVML lists: "
-                                             "each device's used memory is read")
+                self._note(
+                    "process_memory",
+                    "none of the processes asked is among those NVML lists: each device's used memory is read",
+                )
             source = "device"
         used = self.memory_used()
         return GpuMemory("device" if used is not None else None, device_bytes=used)

@@ -186,8 +186,6 @@ def total_rss(procs: list[psutil.Process]) -> int | None:
     return total if procs else None
 
 
-
-
 def orphaned_shm_regions() -> set[str]:
     """Python-backend regions in /dev/shm that no live process maps (left by a killed server)."""
     present = {p.name for p in SHM_DIR.glob(SHM_PREFIX + "*")} if SHM_DIR.is_dir() else set()

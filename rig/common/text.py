@@ -12,9 +12,11 @@ def num(value, fmt: str = "{:.3f}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
-_SECRET_PARAM = re.compile(r"(?i)\b(access_key|secret_key|session_token|aws_access_key_id|"
-                           r"aws_secret_access_key|aws_session_token|password|passwd|token|sig|signature)"
-                           r"=([^&\s\"']+)")
+_SECRET_PARAM = re.compile(
+    r"(?i)\b(access_key|secret_key|session_token|aws_access_key_id|"
+    r"aws_secret_access_key|aws_session_token|password|passwd|token|sig|signature)"
+    r"=([^&\s\"']+)"
+)
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@\"']+):([^@\s\"']+)@")
 
 

@@ -18,10 +18,10 @@ import statistics
 
 import numpy as np
 
-CONFIDENCE = 0.95          # the intervals' level
-MIN_POINTS = 4             # fewer points after the warm-up: no slope (not measured)
-MAX_POINTS = 500           # more are thinned, evenly, first: the pairwise slopes grow as the square
-WARMUP_FRACTION = 0.2      # of the load, when it has no windows to say where the warm-up ends
+CONFIDENCE = 0.95  # the intervals' level
+MIN_POINTS = 4  # fewer points after the warm-up: no slope (not measured)
+MAX_POINTS = 500  # more are thinned, evenly, first: the pairwise slopes grow as the square
+WARMUP_FRACTION = 0.2  # of the load, when it has no windows to say where the warm-up ends
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,10 +56,12 @@ def theil_sen(x, y, confidence: float = CONFIDENCE) -> Slope | None:
     keep = dx != 0
     slopes = np.sort((y[j] - y[i])[keep] / dx[keep])
     slope = float(np.median(slopes))
+
     # Sen (1968), eq. 2.6: the variance of Kendall's S, less the ties in x and in y
     def ties(v):
         _, counts = np.unique(v, return_counts=True)
         return sum(k * (k - 1) * (2 * k + 5) for k in counts if k > 1)
+
     sigma = math.sqrt((n * (n - 1) * (2 * n + 5) - ties(x) - ties(y)) / 18.0)
     z = statistics.NormalDist().inv_cdf((1 + confidence) / 2)
     m = len(slopes)
@@ -141,19 +143,25 @@ def growth_columns(growth: dict[str, Slope], rate: float | None = None) -> dict:
     out: dict = {}
     w = growth.get("worker")
     if w is not None:
-        out.update(worker_growth_per_1k_b=w.slope, worker_growth_low_b=w.low, worker_growth_high_b=w.high,
-                   worker_growth_per_s_b=w.slope * rate / 1000.0 if rate else None)
-    stubs = {k[len("stub "):]: v for k, v in growth.items() if k.startswith("stub ")}
+        out.update(
+            worker_growth_per_1k_b=w.slope,
+            worker_growth_low_b=w.low,
+            worker_growth_high_b=w.high,
+            worker_growth_per_s_b=w.slope * rate / 1000.0 if rate else None,
+        )
+    stubs = {k[len("stub ") :]: v for k, v in growth.items() if k.startswith("stub ")}
     if stubs:
         model, s = max(stubs.items(), key=lambda kv: kv[1].low)
-        out.update(stub_growth_per_1k_b=s.slope, stub_growth_low_b=s.low, stub_growth_high_b=s.high,
-                   stub_growth_model=model)
+        out.update(
+            stub_growth_per_1k_b=s.slope, stub_growth_low_b=s.low, stub_growth_high_b=s.high, stub_growth_model=model
+        )
     if "gpu" in growth:
         out["gpu_growth_per_1k_b"] = growth["gpu"].slope
     if growth:
         out["growth_requests"] = max(v.span for v in growth.values()) * 1000.0
-        out["growth_by_process"] = json.dumps({k: [round(v.slope, 1), round(v.low, 1), round(v.high, 1)]
-                                               for k, v in sorted(growth.items())})
+        out["growth_by_process"] = json.dumps(
+            {k: [round(v.slope, 1), round(v.low, 1), round(v.high, 1)] for k, v in sorted(growth.items())}
+        )
     return out
 
 
@@ -183,9 +191,11 @@ def slower(p50: tuple | None, throughput: tuple | None) -> tuple[float, float] |
     if p50 is not None:
         best = (p50[0], p50[1])
     if throughput is not None:
+
         def as_slower(pct):
             end = max(1.0 + pct / 100.0, 1e-9)  # a ratio from a log fit: never 0
             return 100.0 * (1.0 / end - 1.0)
+
         # a fall's upper bound (the smallest fall) is the conservative slowdown
         t = (as_slower(throughput[0]), as_slower(throughput[2]))
         if best is None or t[1] > best[1]:
@@ -197,7 +207,8 @@ def window_trend(windows: list[dict], skip: int = 0) -> dict:
     """The load's trend over its windows, the first ``skip`` left out (and the last where it is
     much shorter or longer than the others: it holds the drain of the requests in flight). The
     first window is kept by default: its warm-up makes it slower, if anything, which leans
-    against a slowdown, never toward one, and a 5 s load has only five windows to read. Columns of the cycle row: ``throughput_change_pct``, ``p50_change_pct``,
+    against a slowdown, never toward one, and a 5 s load has only five windows to read.
+    Columns of the cycle row: ``throughput_change_pct``, ``p50_change_pct``,
     ``p99_change_pct``, ``slowdown_pct``, ``slowdown_low_pct``, ``p50_us_per_1k``,
     ``trend_windows``."""
     rows = [w for w in windows if (w.get("requests") or 0) > 0]
@@ -217,8 +228,11 @@ def window_trend(windows: list[dict], skip: int = 0) -> dict:
         return np.array([np.nan if w.get(name) is None else float(w[name]) for w in rows])
 
     thr, p50, p99 = change(t, col("throughput")), change(t, col("p50_us")), change(t, col("p99_us"))
-    out.update(throughput_change_pct=thr[0] if thr else None, p50_change_pct=p50[0] if p50 else None,
-               p99_change_pct=p99[0] if p99 else None)
+    out.update(
+        throughput_change_pct=thr[0] if thr else None,
+        p50_change_pct=p50[0] if p50 else None,
+        p99_change_pct=p99[0] if p99 else None,
+    )
     s = slower(p50, thr)
     if s is not None:
         out.update(slowdown_pct=s[0], slowdown_low_pct=s[1])
@@ -234,8 +248,11 @@ def run_trend(load_s, throughput, p50_us) -> dict:
     ``pct_per_min`` (the slowdown per minute of load), ``cycles``."""
     x = np.asarray(load_s, float)
     thr, p50 = change(x, throughput), change(x, p50_us)
-    out: dict = {"cycles": int(np.isfinite(x).sum()), "throughput_change_pct": thr[0] if thr else None,
-                 "p50_change_pct": p50[0] if p50 else None}
+    out: dict = {
+        "cycles": int(np.isfinite(x).sum()),
+        "throughput_change_pct": thr[0] if thr else None,
+        "p50_change_pct": p50[0] if p50 else None,
+    }
     s = slower(p50, thr)
     if s is not None:
         span_min = float(np.nanmax(x) - np.nanmin(x)) / 60.0

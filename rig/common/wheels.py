@@ -19,9 +19,22 @@ def pip_install_into(folder: Path, requirements: list[str], what: str, hint: str
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-    proc = subprocess.run([*python_m("pip"), "install", "-q", "--disable-pip-version-check", "--no-deps",
-                           "--only-binary=:all:", "--target", str(tmp), *requirements],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            *python_m("pip"),
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--target",
+            str(tmp),
+            *requirements,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if proc.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         last = (proc.stderr.strip().splitlines() or ["pip failed"])[-1]

@@ -52,9 +52,11 @@ class CellSpec:
         unknown = sorted(set(obj) - names)
         if unknown:
             raise ValueError(f"unknown key(s) {', '.join(unknown)}")
-        missing = sorted(f.name for f in dataclasses.fields(cls)
-                         if f.name not in obj and f.default is dataclasses.MISSING
-                         and f.default_factory is dataclasses.MISSING)
+        missing = sorted(
+            f.name
+            for f in dataclasses.fields(cls)
+            if f.name not in obj and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        )
         if missing:
             raise ValueError(f"missing key(s) {', '.join(missing)}")
         if obj["command"] not in COMMANDS:

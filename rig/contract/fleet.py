@@ -42,8 +42,10 @@ def check_master(text: str) -> None:
     try:
         socket.create_connection((host, port), timeout=5).close()
     except OSError as e:
-        raise RigError(f"no `rig fleet` master listens at {text} ({e.strerror or type(e).__name__}): start "
-                       "`rig fleet --nodes N ...` there first, or check --locust-master") from None
+        raise RigError(
+            f"no `rig fleet` master listens at {text} ({e.strerror or type(e).__name__}): start "
+            "`rig fleet --nodes N ...` there first, or check --locust-master"
+        ) from None
 
 
 def node_name(given: str | None) -> str:
@@ -57,12 +59,21 @@ def figures(hist) -> dict:
     if hist is None or hist.get_total_count() == 0:
         return {"p50_us": None, "p99_us": None, "max_us": None, "histogram": None}
     table = hist.get_percentile_to_value_dict([50, 99])
-    return {"p50_us": float(table[50]), "p99_us": float(table[99]), "max_us": float(hist.get_max_value()),
-            "histogram": hdr.encode(hist)}
+    return {
+        "p50_us": float(table[50]),
+        "p99_us": float(table[99]),
+        "max_us": float(hist.get_max_value()),
+        "histogram": hdr.encode(hist),
+    }
 
 
 def node_figures(hello: dict, summary: dict, rows: list[dict]) -> dict:
-    return {"node": hello["node"], "run_id": hello["run_id"], "cycle": hello["cycle"],
-            "requests": summary.get("requests"), "errors": summary.get("errors"),
-            "throughput": summary.get("throughput"),
-            "histograms": [r.get("histogram") for r in rows if r.get("histogram")]}
+    return {
+        "node": hello["node"],
+        "run_id": hello["run_id"],
+        "cycle": hello["cycle"],
+        "requests": summary.get("requests"),
+        "errors": summary.get("errors"),
+        "throughput": summary.get("throughput"),
+        "histograms": [r.get("histogram") for r in rows if r.get("histogram")],
+    }

@@ -15,7 +15,7 @@ import typing
 from rig.contract.rows import _coerce, _hints, cycle_fields
 
 
-class Kind(str, enum.Enum):
+class Kind(str, enum.Enum):  # noqa: UP042
     """The ``type`` of a worker's message (docs/dev/architecture.md, "The worker protocol")."""
 
     CYCLE_START = "cycle_start"
@@ -132,9 +132,10 @@ class CellDone(_Message):
     error: str = ""
 
 
-Message = typing.Union[CycleStart, Phase, Window, Partial, CycleDone, Samples, Fatal, Refused, CellDone]
-_BY_KIND: dict[str, type] = {c.KIND.value: c for c in (CycleStart, Phase, Window, Partial, CycleDone, Samples, Fatal, Refused,
-                                                       CellDone)}
+Message = typing.Union[CycleStart, Phase, Window, Partial, CycleDone, Samples, Fatal, Refused, CellDone]  # noqa: UP007
+_BY_KIND: dict[str, type] = {
+    c.KIND.value: c for c in (CycleStart, Phase, Window, Partial, CycleDone, Samples, Fatal, Refused, CellDone)
+}
 
 
 def decode(line: str | bytes) -> Message | None:
@@ -150,8 +151,7 @@ def decode(line: str | bytes) -> Message | None:
         return None
     hints = _hints(cls)
     try:
-        msg = cls(**{f.name: _coerce(obj[f.name], hints[f.name])
-                     for f in dataclasses.fields(cls) if f.name in obj})
+        msg = cls(**{f.name: _coerce(obj[f.name], hints[f.name]) for f in dataclasses.fields(cls) if f.name in obj})
         if isinstance(msg, (Partial, CycleDone)):
             msg = dataclasses.replace(msg, row=cycle_fields(msg.row))
             if msg.row.get("cycle") is None:

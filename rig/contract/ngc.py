@@ -37,11 +37,26 @@ import sys
 # The core each nvidia-pytriton release bundles (measured with TRITONSERVER_ServerMetadata on every
 # release with a Python 3 stub); ``rig.parent.runtime`` files embedded results under these names.
 PYTRITON_CORE = {
-    "0.2.5": "2.33.0", "0.3.1": "2.36.0", "0.4.2": "2.39.0", "0.5.0": "2.41.0",
-    "0.5.1": "2.42.0", "0.5.2": "2.42.0", "0.5.3": "2.43.0", "0.5.4": "2.44.0",
-    "0.5.5": "2.44.0", "0.5.6": "2.44.0", "0.5.7": "2.45.0", "0.5.8": "2.46.0",
-    "0.5.9": "2.47.0", "0.5.10": "2.48.0", "0.5.11": "2.49.0", "0.5.12": "2.50.0",
-    "0.5.13": "2.51.0", "0.5.14": "2.51.0", "0.6.0": "2.51.0", "0.7.0": "2.51.0",
+    "0.2.5": "2.33.0",
+    "0.3.1": "2.36.0",
+    "0.4.2": "2.39.0",
+    "0.5.0": "2.41.0",
+    "0.5.1": "2.42.0",
+    "0.5.2": "2.42.0",
+    "0.5.3": "2.43.0",
+    "0.5.4": "2.44.0",
+    "0.5.5": "2.44.0",
+    "0.5.6": "2.44.0",
+    "0.5.7": "2.45.0",
+    "0.5.8": "2.46.0",
+    "0.5.9": "2.47.0",
+    "0.5.10": "2.48.0",
+    "0.5.11": "2.49.0",
+    "0.5.12": "2.50.0",
+    "0.5.13": "2.51.0",
+    "0.5.14": "2.51.0",
+    "0.6.0": "2.51.0",
+    "0.7.0": "2.51.0",
 }
 
 # The CuPy wheel built for each CUDA major.
@@ -49,8 +64,18 @@ CUPY_BY_CUDA_MAJOR = {11: "cupy-cuda11x", 12: "cupy-cuda12x", 13: "cupy-cuda13x"
 
 # The CUDA toolkit's minimum driver per major.minor (CUDA's release notes, "CUDA Toolkit and
 # Minimum Required Driver Version"), and the floor of each major's minor-version compatibility.
-TOOLKIT_DRIVER = {"12.0": 525, "12.1": 530, "12.2": 535, "12.3": 545, "12.4": 550, "12.5": 555,
-                  "12.6": 560, "12.8": 570, "12.9": 575, "13.0": 580}
+TOOLKIT_DRIVER = {
+    "12.0": 525,
+    "12.1": 530,
+    "12.2": 535,
+    "12.3": 545,
+    "12.4": 550,
+    "12.5": 555,
+    "12.6": 560,
+    "12.8": 570,
+    "12.9": 575,
+    "13.0": 580,
+}
 MAJOR_DRIVER = {11: 450, 12: 525, 13: 580}
 
 _U22, _U24 = ("22.04", "3.10"), ("24.04", "3.12")
@@ -104,14 +129,14 @@ _ROWS = (
 class Release:
     """One NGC ``tritonserver`` image and what it holds."""
 
-    ngc_tag: str                  # 26.03 (the image nvcr.io/nvidia/tritonserver:26.03-py3)
-    triton_version: str           # 2.67.0 (its TRITON_VERSION; the rig's triton_version column)
-    pytriton: tuple[str, ...]     # the nvidia-pytriton releases that bundle this core (empty: none)
+    ngc_tag: str  # 26.03 (the image nvcr.io/nvidia/tritonserver:26.03-py3)
+    triton_version: str  # 2.67.0 (its TRITON_VERSION; the rig's triton_version column)
+    pytriton: tuple[str, ...]  # the nvidia-pytriton releases that bundle this core (empty: none)
     ubuntu: str
-    python: str                   # the image's python3, major.minor
-    cuda: str                     # 13.0.2, or the major alone ("13") where no release note was read
-    cupy: str                     # the CuPy wheel for that CUDA: cupy-cuda12x, cupy-cuda13x
-    min_driver: int               # the oldest NVIDIA driver branch it runs on (570: R570)
+    python: str  # the image's python3, major.minor
+    cuda: str  # 13.0.2, or the major alone ("13") where no release note was read
+    cupy: str  # the CuPy wheel for that CUDA: cupy-cuda12x, cupy-cuda13x
+    min_driver: int  # the oldest NVIDIA driver branch it runs on (570: R570)
     unconfirmed: tuple[str, ...]  # fields given from the neighbouring rows, not read for this one
 
     @property
@@ -165,8 +190,9 @@ def cupy_package(cuda: str) -> str:
     """The CuPy wheel for a CUDA version (``12.8.0.038``, ``13``); ValueError for one none is built for."""
     m = re.match(r"(\d+)(?:\.|$)", cuda.strip())
     if not m or int(m.group(1)) not in CUPY_BY_CUDA_MAJOR:
-        raise ValueError(f"no CuPy wheel known for CUDA {cuda!r} (known majors: "
-                         f"{', '.join(map(str, CUPY_BY_CUDA_MAJOR))})")
+        raise ValueError(
+            f"no CuPy wheel known for CUDA {cuda!r} (known majors: {', '.join(map(str, CUPY_BY_CUDA_MAJOR))})"
+        )
     return CUPY_BY_CUDA_MAJOR[int(m.group(1))]
 
 
@@ -186,8 +212,9 @@ def _build() -> tuple[Release, ...]:
     out = []
     for tag, triton, cuda, (ubuntu, python), unconfirmed in _ROWS:
         wheels = tuple(v for v, core in PYTRITON_CORE.items() if core == triton)
-        out.append(Release(tag, triton, wheels, ubuntu, python, cuda, cupy_package(cuda), driver_floor(cuda),
-                           unconfirmed))
+        out.append(
+            Release(tag, triton, wheels, ubuntu, python, cuda, cupy_package(cuda), driver_floor(cuda), unconfirmed)
+        )
     return tuple(out)
 
 
@@ -220,13 +247,16 @@ def by_triton(version: str) -> Release | None:
 
 def describe(r: Release) -> str:
     """One line: ``NGC 26.03: Triton 2.67.0, Ubuntu 24.04, Python 3.12, CUDA 13 (unconfirmed), ...``."""
+
     def mark(field: str, text: str) -> str:
         return f"{text} (unconfirmed)" if field in r.unconfirmed else text
 
     wheels = f"nvidia-pytriton {', '.join(r.pytriton)}" if r.pytriton else "no nvidia-pytriton wheel"
-    return (f"NGC {r.ngc_tag}: Triton {r.triton_version}, {wheels}, {mark('ubuntu', 'Ubuntu ' + r.ubuntu)}, "
-            f"{mark('python', 'Python ' + r.python)}, {mark('cuda', 'CUDA ' + r.cuda)}, {r.cupy}, "
-            f"driver >= {r.min_driver}")
+    return (
+        f"NGC {r.ngc_tag}: Triton {r.triton_version}, {wheels}, {mark('ubuntu', 'Ubuntu ' + r.ubuntu)}, "
+        f"{mark('python', 'Python ' + r.python)}, {mark('cuda', 'CUDA ' + r.cuda)}, {r.cupy}, "
+        f"driver >= {r.min_driver}"
+    )
 
 
 def driver_problem(r: Release, driver: str | None) -> str | None:
@@ -237,24 +267,50 @@ def driver_problem(r: Release, driver: str | None) -> str | None:
         return None
     if int(m.group(1)) >= r.min_driver:
         return None
-    return (f"driver {driver} is older than the {r.min_driver} that CUDA {r.cuda} of NGC {r.ngc_tag} needs: "
-            f"the CUDA model fails to start; update the node's driver or run an older image")
+    return (
+        f"driver {driver} is older than the {r.min_driver} that CUDA {r.cuda} of NGC {r.ngc_tag} needs: "
+        f"the CUDA model fails to start; update the node's driver or run an older image"
+    )
 
 
 def markdown() -> str:
     """The table as Markdown (docs/guide/runtimes.md holds this text; a test keeps them the same)."""
-    head = ["NGC tag", "branch", "Triton", "nvidia-pytriton", "rig runtime", "Ubuntu", "Python", "CUDA", "CuPy",
-            "driver"]
+    head = [
+        "NGC tag",
+        "branch",
+        "Triton",
+        "nvidia-pytriton",
+        "rig runtime",
+        "Ubuntu",
+        "Python",
+        "CUDA",
+        "CuPy",
+        "driver",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in RELEASES:
-        def mark(field: str, text: str) -> str:
-            return f"{text}*" if field in r.unconfirmed else text
 
-        lines.append("| " + " | ".join([r.ngc_tag, r.branch, r.triton_version, ", ".join(r.pytriton) or "-",
-                                        r.rig_gets_it,
-                                        mark("ubuntu", r.ubuntu), mark("python", r.python),
-                                        mark("cuda", r.cuda if "." in r.cuda else f"{r.cuda}.x"), r.cupy,
-                                        f">= {r.min_driver}"]) + " |")
+        def mark(field: str, text: str) -> str:
+            return f"{text}*" if field in r.unconfirmed else text  # noqa: B023
+
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    r.ngc_tag,
+                    r.branch,
+                    r.triton_version,
+                    ", ".join(r.pytriton) or "-",
+                    r.rig_gets_it,
+                    mark("ubuntu", r.ubuntu),
+                    mark("python", r.python),
+                    mark("cuda", r.cuda if "." in r.cuda else f"{r.cuda}.x"),
+                    r.cupy,
+                    f">= {r.min_driver}",
+                ]
+            )
+            + " |"
+        )
     return "\n".join(lines)
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 def cache_dir() -> Path:
     """Where embedded runtimes live: ``$RIG_HOME`` or ``~/.cache/triton-soak-rig``."""
     base = os.environ.get("RIG_HOME") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "triton-soak-rig")
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "triton-soak-rig"
+    )
     return Path(base) / "runtimes"
 
 
@@ -29,15 +30,15 @@ class Runtime:
     the same folder serves the rig's engines and perf_analyzer in C API mode.
     """
 
-    name: str                 # "embedded-0.7.0", "built-2.67.0" or "container"
-    kind: str                 # "embedded" | "built" | "container"
-    triton_version: str       # e.g. "2.51.0" (the core's own word wins at run time)
-    server_dir: str           # has lib/libtritonserver.so and backends/
+    name: str  # "embedded-0.7.0", "built-2.67.0" or "container"
+    kind: str  # "embedded" | "built" | "container"
+    triton_version: str  # e.g. "2.51.0" (the core's own word wins at run time)
+    server_dir: str  # has lib/libtritonserver.so and backends/
     core_library: str
     backend_dir: str
-    library_path: tuple[str, ...] = ()   # LD_LIBRARY_PATH entries a worker needs
-    stub_site: str | None = None         # numpy<2 for the backend stubs (embedded cores)
-    bindings: str | None = None          # a folder with this core's own tritonserver bindings (built cores)
+    library_path: tuple[str, ...] = ()  # LD_LIBRARY_PATH entries a worker needs
+    stub_site: str | None = None  # numpy<2 for the backend stubs (embedded cores)
+    bindings: str | None = None  # a folder with this core's own tritonserver bindings (built cores)
 
     def worker_env(self, base: dict[str, str] | None = None) -> dict[str, str]:
         """Environment for a process that loads this core (LD_LIBRARY_PATH is read at exec)."""

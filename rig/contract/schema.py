@@ -51,7 +51,8 @@ Schema history (``schema_version`` column):
      interval after the warm-up (``worker_growth_per_1k_b``/``_low_b``/``_high_b``, and per second
      of load ``worker_growth_per_s_b``; the stubs',
      per model, the largest: ``stub_growth_*`` and ``stub_growth_model``; ``gpu_growth_per_1k_b``),
-     the requests they are read over (``growth_requests``), every process's in ``growth_by_process`` (JSON ``{process: [per_1k, low, high]}``); the trend
+     the requests they are read over (``growth_requests``), every process's in ``growth_by_process``
+     (JSON ``{process: [per_1k, low, high]}``); the trend
      over the load's windows: ``throughput_change_pct``, ``p50_change_pct``, ``p99_change_pct``
      (Theil-Sen change from the load's start to its end, in % of the start), ``slowdown_pct`` and
      ``slowdown_low_pct`` (how much slower the end is than the start: p50's rise or throughput's

@@ -23,12 +23,27 @@ from __future__ import annotations
 import json
 
 # The figures of one read (cumulative) or of one window (a difference), and their window columns
-_STATS = {"success": ("success", "count"), "failures": ("fail", "count"), "request_ns": ("success", "ns"),
-          "queue_ns": ("queue", "ns"), "compute_input_ns": ("compute_input", "ns"),
-          "compute_infer_ns": ("compute_infer", "ns"), "compute_output_ns": ("compute_output", "ns")}
-FIGURES = ("success", "failures", "inferences", "executions", "request_ns", "queue_ns", "compute_input_ns",
-           "compute_infer_ns", "compute_output_ns")
-COLUMNS = {k: f"server_{k}" for k in FIGURES}            # figure -> its WindowRow column
+_STATS = {
+    "success": ("success", "count"),
+    "failures": ("fail", "count"),
+    "request_ns": ("success", "ns"),
+    "queue_ns": ("queue", "ns"),
+    "compute_input_ns": ("compute_input", "ns"),
+    "compute_infer_ns": ("compute_infer", "ns"),
+    "compute_output_ns": ("compute_output", "ns"),
+}
+FIGURES = (
+    "success",
+    "failures",
+    "inferences",
+    "executions",
+    "request_ns",
+    "queue_ns",
+    "compute_input_ns",
+    "compute_infer_ns",
+    "compute_output_ns",
+)
+COLUMNS = {k: f"server_{k}" for k in FIGURES}  # figure -> its WindowRow column
 PARTS = ("queue", "compute_input", "compute_infer", "compute_output")  # of the request's time in the server
 ALL_COLUMNS = (*COLUMNS.values(), "batch_sizes", "mean_batch_size")
 
@@ -63,8 +78,9 @@ def difference(now: dict, before: dict | None) -> dict:
     if before is None or any(now[k] < before[k] for k in FIGURES):
         return {**now, "batches": dict(now["batches"])}
     out = {k: now[k] - before[k] for k in FIGURES}
-    out["batches"] = {s: n - before["batches"].get(s, 0) for s, n in now["batches"].items()
-                      if n - before["batches"].get(s, 0) > 0}
+    out["batches"] = {
+        s: n - before["batches"].get(s, 0) for s, n in now["batches"].items() if n - before["batches"].get(s, 0) > 0
+    }
     return out
 
 
@@ -106,8 +122,12 @@ def cycle_columns(figures: dict | None) -> dict:
     summed with ``add``); all null where none were read."""
     if figures is None:
         return dict.fromkeys(("batch_sizes", "mean_batch_size", "server_executions", "server_failures"))
-    return {"batch_sizes": batch_json(figures["batches"]), "mean_batch_size": mean_of(figures),
-            "server_executions": figures["executions"], "server_failures": figures["failures"]}
+    return {
+        "batch_sizes": batch_json(figures["batches"]),
+        "mean_batch_size": mean_of(figures),
+        "server_executions": figures["executions"],
+        "server_failures": figures["failures"],
+    }
 
 
 def batch_json(batches: dict) -> str:
@@ -194,8 +214,12 @@ def over_windows(windows: list[dict]) -> dict:
     client = client_ns / client_n / 1000 if client_n else None
     if batches:
         out["mean_batch_size"] = mean_batch(batches)
-    out.update(windows=n, client_us=client, batch_sizes=batches,
-               own_us=client - out["request_us"] if client is not None and out["request_us"] is not None else None)
+    out.update(
+        windows=n,
+        client_us=client,
+        batch_sizes=batches,
+        own_us=client - out["request_us"] if client is not None and out["request_us"] is not None else None,
+    )
     return out
 
 
@@ -215,20 +239,37 @@ def parts(sums: dict) -> dict:
     return out
 
 
-def from_averages(success: int, inferences: int | None, executions: int | None, request_us: float,
-                  queue_us: float, compute_input_us: float, compute_infer_us: float,
-                  compute_output_us: float) -> dict:
+def from_averages(
+    success: int,
+    inferences: int | None,
+    executions: int | None,
+    request_us: float,
+    queue_us: float,
+    compute_input_us: float,
+    compute_infer_us: float,
+    compute_output_us: float,
+) -> dict:
     """Window columns from per-request averages over ``success`` requests (perf_analyzer's summary
     gives no sums): each sum is its average times the count, so that ``over_windows`` reads the
     averages back; failures and batch sizes null (its summary has neither)."""
+
     def ns(us):
         return int(round(us * 1000 * success))
 
-    out = window_columns({"success": success, "failures": 0, "inferences": inferences or success,
-                          "executions": executions or success, "request_ns": ns(request_us),
-                          "queue_ns": ns(queue_us), "compute_input_ns": ns(compute_input_us),
-                          "compute_infer_ns": ns(compute_infer_us), "compute_output_ns": ns(compute_output_us),
-                          "batches": {}})
+    out = window_columns(
+        {
+            "success": success,
+            "failures": 0,
+            "inferences": inferences or success,
+            "executions": executions or success,
+            "request_ns": ns(request_us),
+            "queue_ns": ns(queue_us),
+            "compute_input_ns": ns(compute_input_us),
+            "compute_infer_ns": ns(compute_infer_us),
+            "compute_output_ns": ns(compute_output_us),
+            "batches": {},
+        }
+    )
     out.update(server_failures=None, batch_sizes=None)  # not in its summary
     return out
 
@@ -246,9 +287,13 @@ def batch_text(batches: dict, most: int = 8) -> str:
 # A request's parts whose growth names where a slowing load's time went (``part_growth``): the
 # server's four, then the rig's own (the client's mean less the server's request time); each with
 # its name first in a note, then after it.
-GROWTH_NAMES = {"queue": ("Triton's queue", "queue"), "compute_input": ("Triton's compute input", "input"),
-                "compute_infer": ("Triton's infer", "infer"), "compute_output": ("Triton's output", "output"),
-                "own": ("the rig's own", "the rig's own")}
+GROWTH_NAMES = {
+    "queue": ("Triton's queue", "queue"),
+    "compute_input": ("Triton's compute input", "input"),
+    "compute_infer": ("Triton's infer", "infer"),
+    "compute_output": ("Triton's output", "output"),
+    "own": ("the rig's own", "the rig's own"),
+}
 
 
 def part_growth(windows: list[dict], share: float = 1 / 3) -> dict[str, float]:
@@ -257,8 +302,9 @@ def part_growth(windows: list[dict], share: float = 1 / 3) -> dict[str, float]:
     that answered requests and read the server's statistics (in start order; one each at least,
     and two windows in all). Empty where fewer hold the statistics (``--server-stats off``, an
     old core, a fixed count of requests); a part either side cannot give is left out."""
-    rows = [w for w in windows
-            if (_number(w.get("requests")) or 0) > 0 and (_number(w.get(COLUMNS["success"])) or 0) > 0]
+    rows = [
+        w for w in windows if (_number(w.get("requests")) or 0) > 0 and (_number(w.get(COLUMNS["success"])) or 0) > 0
+    ]
     if len(rows) < 2:
         return {}
     rows.sort(key=lambda w: _number(w.get("start_s")) or 0.0)
@@ -286,5 +332,9 @@ def growth_text(growth: dict[str, float], most: int = 3) -> str | None:
     if not grew:
         return "no part of a request's time grew, Triton's or the rig's own"
     head, *rest = grew
-    return ", ".join([f"{GROWTH_NAMES[head][0]} {_us(growth[head])} us a request",
-                      *(f"{GROWTH_NAMES[p][1]} {_us(growth[p])} us" for p in rest)])
+    return ", ".join(
+        [
+            f"{GROWTH_NAMES[head][0]} {_us(growth[head])} us a request",
+            *(f"{GROWTH_NAMES[p][1]} {_us(growth[p])} us" for p in rest),
+        ]
+    )

@@ -12,7 +12,7 @@ from rig.contract.verdicts import MAX_MEMORY_GROWTH_B, MAX_SLOWDOWN_PCT
 
 INPUT_MEMORY = ("auto", "cpu", "gpu")  # --input-memory: auto is gpu for the cupy model, cpu otherwise
 WORKLOADS = ("steady", "soak", "ramp", "step", "spike")  # the built-in workloads (workloads/*.py)
-IN_FLIGHT = 8            # requests outstanding at stop() (the stop-in-flight scenario)
+IN_FLIGHT = 8  # requests outstanding at stop() (the stop-in-flight scenario)
 LEAK_PREFIX = "rig-leak-"  # leaks-per-load's files in /dev/shm: rig-leak-<the worker's pid>-...
 
 
@@ -24,10 +24,10 @@ class CycleSpec:
     engine: str
     runtime: dict
     model_repository: str
-    models: list[str]                 # models to send requests to
+    models: list[str]  # models to send requests to
     model_label: str
     requests: int = 100
-    requests_in_flight: int = 1       # the fixed count sent this many at a time (rig.worker.grouped)
+    requests_in_flight: int = 1  # the fixed count sent this many at a time (rig.worker.grouped)
     retain: str = "none"
     exit_timeout: int = 30
     stop_strategy: str = "stop"
@@ -37,20 +37,20 @@ class CycleSpec:
     evidence_dir: str = ""
     log_dir: str = ""
     cycles: list[int] = dataclasses.field(default_factory=lambda: [1])
-    workload: dict | None = None      # WorkloadConfig as a dict, or None
-    hook: str = ""                    # path of rig/worker/hook/evidence.py
-    check: int = 0                    # the rig's template: matrix size to check outputs against
-    cwd: str = ""                     # the user's folder: a locustfile's users run there (the worker does not)
-    input_data: str = "random"        # random | zero | an absolute path of a JSON file (rig.worker.inputs)
-    shapes: dict = dataclasses.field(default_factory=dict)           # input -> dims (--shape)
+    workload: dict | None = None  # WorkloadConfig as a dict, or None
+    hook: str = ""  # path of rig/worker/hook/evidence.py
+    check: int = 0  # the rig's template: matrix size to check outputs against
+    cwd: str = ""  # the user's folder: a locustfile's users run there (the worker does not)
+    input_data: str = "random"  # random | zero | an absolute path of a JSON file (rig.worker.inputs)
+    shapes: dict = dataclasses.field(default_factory=dict)  # input -> dims (--shape)
     optional_inputs: dict = dataclasses.field(default_factory=dict)  # model -> inputs its entries may leave out
-    client: str = "none"              # what the client does around stop() (rig.worker.clientside)
+    client: str = "none"  # what the client does around stop() (rig.worker.clientside)
     in_flight_at_stop: int = IN_FLIGHT  # stop-in-flight: requests outstanding at stop()
     # The growth verdict's thresholds (None: not judged) and whether the processes are sampled
     max_memory_growth: float | None = MAX_MEMORY_GROWTH_B  # bytes per 1,000 requests, any process kind
-    max_slowdown: float | None = MAX_SLOWDOWN_PCT           # % slower at the load's end than its start
+    max_slowdown: float | None = MAX_SLOWDOWN_PCT  # % slower at the load's end than its start
     sample_memory: bool = True
-    server_stats: bool = True         # each window holds Triton's statistics of the models (rig.worker.serverstats)
+    server_stats: bool = True  # each window holds Triton's statistics of the models (rig.worker.serverstats)
     # The phases holding the quiet lock in a matrix (rig.worker.quiet): not those a fault only waits in
     quiet: list = dataclasses.field(default_factory=lambda: ["start", "load"])
     # Where the rig's inputs live, and whether a GPU preference for outputs is honoured: cpu | gpu | gpu:N

@@ -17,8 +17,14 @@ OUTCOMES = {
     "exit_timeout": "stop waited out exit_timeout (a model stayed loaded)",
     "stop_error": "stop returned another error",
     "load_failed": "the server or a model did not become ready",
-    "stub_crashed": "a backend stub died of a signal of its own (SIGSEGV, SIGABRT, ...) before or during the stop, though stop said nothing",
-    "aborted_at_exit": "stop returned in time and every finalize ran, then a backend stub died of a signal as it exited (2.68.0 on: Fatal Python error ... finalizing)",
+    "stub_crashed": (
+        "a backend stub died of a signal of its own (SIGSEGV, SIGABRT, ...) before or during the stop, "
+        "though stop said nothing"
+    ),
+    "aborted_at_exit": (
+        "stop returned in time and every finalize ran, then a backend stub died of a signal as it exited "
+        "(2.68.0 on: Fatal Python error ... finalizing)"
+    ),
     "finalize_error": "a model's finalize raised",
     "finalize_missing": "stop returned cleanly but some finalize had not run",
     "hung": "a phase ran past its deadline; the worker was killed",
@@ -31,7 +37,9 @@ LOAD_OUTCOMES = {
     "errors": "some requests failed (see errors and error_messages)",
     "wrong_outputs": "requests answered, but some outputs were wrong (see bad_outputs)",
     "nothing_completed": "the load completed no request (and none failed: nothing was measured)",
-    "not_measured": "no load was measured: the server or a model never became ready, or the worker hung or crashed first",
+    "not_measured": (
+        "no load was measured: the server or a model never became ready, or the worker hung or crashed first"
+    ),
 }
 LoadOutcome = typing.Literal[tuple(LOAD_OUTCOMES)]
 # The third verdict, judged apart from both: what sustained load did to the processes where the
@@ -68,6 +76,7 @@ STOP_FAILED = ("exit_timeout", "stop_error")
 NOT_MEASURED = "not_measured"
 # Schema versions 1-5 stored one verdict: these two outcomes were the load's.
 LEGACY_LOAD = {"infer_error": "errors", "wrong_output": "wrong_outputs"}
+
 
 def classify(row: dict) -> Outcome:
     """The lifecycle's verdict of a cycle the worker finished (hung/crashed are the parent's):
@@ -139,8 +148,12 @@ def reread(rec: dict) -> dict:
     return rec
 
 
-def growth_reasons(row: dict, max_memory_growth_b: float | None = MAX_MEMORY_GROWTH_B,
-                   max_slowdown_pct: float | None = MAX_SLOWDOWN_PCT, grown: str | None = None) -> list[str]:
+def growth_reasons(
+    row: dict,
+    max_memory_growth_b: float | None = MAX_MEMORY_GROWTH_B,
+    max_slowdown_pct: float | None = MAX_SLOWDOWN_PCT,
+    grown: str | None = None,
+) -> list[str]:
     """What passed a growth threshold, in a person's units, each headed by the verdict it gives
     (``leaking: ...``, ``slowing: ...``); empty where nothing did. A process kind leaks where its
     growth per 1,000 requests is above ``max_memory_growth_b`` over its whole interval (the lower
@@ -161,17 +174,26 @@ def growth_reasons(row: dict, max_memory_growth_b: float | None = MAX_MEMORY_GRO
         out.append(f"leaking: {who} +{v / 1000:,.1f} KB per 1,000 requests ({lo / 1000:,.1f}-{hi / 1000:,.1f})")
     s, lo = row.get("slowdown_pct"), row.get("slowdown_low_pct")
     rise = None if row.get("p50_us_per_1k") is None else row["p50_us_per_1k"] * (row.get("requests") or 0) / 1000
-    if max_slowdown_pct is not None and lo is not None and lo > max_slowdown_pct \
-            and (rise is None or rise >= MIN_SLOWDOWN_US):
+    if (
+        max_slowdown_pct is not None
+        and lo is not None
+        and lo > max_slowdown_pct
+        and (rise is None or rise >= MIN_SLOWDOWN_US)
+    ):
         s = lo if s is None else s
-        out.append(f"slowing: {s:,.0f} % slower at the load's end than its start (at least {lo:,.0f} %, p50 "
-                   f"{row.get('p50_change_pct') or 0:+,.0f} %, throughput "
-                   f"{max(row.get('throughput_change_pct') or 0, -100):+,.0f} %)" + (f" ({grown})" if grown else ""))
+        out.append(
+            f"slowing: {s:,.0f} % slower at the load's end than its start (at least {lo:,.0f} %, p50 "
+            f"{row.get('p50_change_pct') or 0:+,.0f} %, throughput "
+            f"{max(row.get('throughput_change_pct') or 0, -100):+,.0f} %)" + (f" ({grown})" if grown else "")
+        )
     return out
 
 
-def classify_growth(row: dict, max_memory_growth_b: float | None = MAX_MEMORY_GROWTH_B,
-                    max_slowdown_pct: float | None = MAX_SLOWDOWN_PCT) -> GrowthOutcome:
+def classify_growth(
+    row: dict,
+    max_memory_growth_b: float | None = MAX_MEMORY_GROWTH_B,
+    max_slowdown_pct: float | None = MAX_SLOWDOWN_PCT,
+) -> GrowthOutcome:
     """The growth verdict (``growth_reasons``): ``leaking`` first (memory runs a node out; the
     detail names both), then ``slowing``; ``ok`` where something was measured and nothing passed
     a threshold, ``not_measured`` where neither memory nor a trend could be read."""
@@ -233,7 +255,8 @@ RAISED_AND_HELD = (
     "time showed it in 2 of 3 runs through the C API when each was sent as soon as the last was "
     "released, in 0 of 3 with a 50 us pause between them, and in 3 of 3 through the official API's "
     "asyncio loop at one and at two in flight; so whether one concurrency shows it can differ between "
-    "engines and between runs, and the stop's verdict is Triton's either way")
+    "engines and between runs, and the stop's verdict is Triton's either way"
+)
 
 
 UNANSWERED = (
@@ -242,7 +265,8 @@ UNANSWERED = (
     "it; the stop clean) but held it through the official tritonserver API (its request waits for a "
     "final response; the stop waited out exit_timeout even after the caller let go of it), so the two "
     "engines can differ here; the rig keeps no reference to such a request, and the stop's verdict is "
-    "Triton's either way")
+    "Triton's either way"
+)
 
 
 NEVER_CALLED = (
@@ -250,7 +274,8 @@ NEVER_CALLED = (
     "skips finalize and kills (SIGKILL) a stub that is dead or has not set its health flag within 1 s at the "
     "unload. With no rig code (benchmarks/stub_paused_at_stop.py), two instances' stubs paused 1.5 s across "
     "stop() lost 1 of 2 finalizes, paused 3 s both, stop() clean in 3.0 s, on 2.36.0, 2.51.0, 2.55.0, 2.67.0 "
-    "and 2.71.0 alike: a node so busy that a stub waits a second for a CPU gives this verdict")
+    "and 2.71.0 alike: a node so busy that a stub waits a second for a CPU gives this verdict"
+)
 
 
 def never_called(row: dict, uncalled: int) -> str | None:

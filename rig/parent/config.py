@@ -29,10 +29,10 @@ STOP_STRATEGIES = typing.get_args(StopStrategy)
 RESTART_MODES = typing.get_args(RestartMode)
 ENGINES = typing.get_args(EngineName)
 ARRIVALS = typing.get_args(Arrivals)
-MODELS = KINDS                    # the rig's template models (rig.parent.repository renders them)
-FAULT_PRESETS = tuple(FAULTS)     # the template model's fault injection presets
+MODELS = KINDS  # the rig's template models (rig.parent.repository renders them)
+FAULT_PRESETS = tuple(FAULTS)  # the template model's fault injection presets
 # The built-in workloads: locustfiles in workloads/ (a path to a user's locustfile also serves)
-from rig.contract.spec import WORKLOADS
+from rig.contract.spec import WORKLOADS  # noqa: E402
 
 
 @dataclasses.dataclass
@@ -40,9 +40,9 @@ class Thresholds:
     """Exit status of a soak: 1 when any is crossed (0 where unset)."""
 
     max_stop_latency_s: float | None = None
-    min_finalize_success: float | None = None    # 0..1
-    allow_leaks: bool = False                    # stubs or shared memory left behind
-    allow_outcomes: str | None = None            # comma-separated; None: clean (soak), any (cycle)
+    min_finalize_success: float | None = None  # 0..1
+    allow_leaks: bool = False  # stubs or shared memory left behind
+    allow_outcomes: str | None = None  # comma-separated; None: clean (soak), any (cycle)
     # The growth verdict (verdicts.classify_growth): leaking past this many bytes per 1,000 requests
     # in any process kind, slowing past this % slower at the load's end than its start
     max_memory_growth: float = MAX_MEMORY_GROWTH_B
@@ -53,52 +53,54 @@ class Thresholds:
 class WorkloadConfig:
     """Sustained load inside each cycle (Locust); ``name`` none = a fixed count of requests."""
 
-    name: str = "none"                # none | steady | ramp | step | spike | soak (workloads/) | FILE.py
-    seconds: float = 2.0              # per cycle
-    users: int = 1                    # closed loop: Locust users
-    in_flight: int = 1                # closed loop: requests in flight per user
-    rate: float | None = None         # open loop: arrivals per second
-    arrivals: Arrivals = "poisson"    # open loop
+    name: str = "none"  # none | steady | ramp | step | spike | soak (workloads/) | FILE.py
+    seconds: float = 2.0  # per cycle
+    users: int = 1  # closed loop: Locust users
+    in_flight: int = 1  # closed loop: requests in flight per user
+    rate: float | None = None  # open loop: arrivals per second
+    arrivals: Arrivals = "poisson"  # open loop
     window_seconds: float = 1.0
     seed: int = 0
-    web_port: int | None = None       # serve Locust's web UI on 127.0.0.1:PORT during the load
-    master: str | None = None         # HOST:PORT of a `rig fleet` master: each cycle's load joins it
+    web_port: int | None = None  # serve Locust's web UI on 127.0.0.1:PORT during the load
+    master: str | None = None  # HOST:PORT of a `rig fleet` master: each cycle's load joins it
 
 
 @dataclasses.dataclass
 class RunConfig:
-    runtime: str | None = None        # auto | container | embedded-<v> | <v>
+    runtime: str | None = None  # auto | container | embedded-<v> | <v>
     engine: EngineName = "auto"
-    model: str = "numpy"              # numpy | cupy (templates), ignored with model_repository
+    model: str = "numpy"  # numpy | cupy (templates), ignored with model_repository
     model_repository: str | None = None
     model_size: int = 4
     instances: int = 1
     max_batch_size: int = 0
     dynamic_batching: bool = False
-    queue_delay_us: int = 0           # the dynamic batcher's max_queue_delay_microseconds (the template's)
-    decoupled: bool = False           # the template model sends its responses through each request's sender
-    model_shape: str | None = None    # a model shape (rig.parent.shapes): sets the four above; a scenario's, one it runs in
-    fault: str = "none"               # one of FAULT_PRESETS (the template model's)
+    queue_delay_us: int = 0  # the dynamic batcher's max_queue_delay_microseconds (the template's)
+    decoupled: bool = False  # the template model sends its responses through each request's sender
+    model_shape: str | None = (
+        None  # a model shape (rig.parent.shapes): sets the four above; a scenario's, one it runs in
+    )
+    fault: str = "none"  # one of FAULT_PRESETS (the template model's)
     execute_delay_ms: float = 0.0
     cycles: int = 1
-    requests: int = 100               # per cycle, when no workload runs
-    requests_in_flight: int = 1       # the fixed count sent this many at a time (rig.worker.grouped): batches form
+    requests: int = 100  # per cycle, when no workload runs
+    requests_in_flight: int = 1  # the fixed count sent this many at a time (rig.worker.grouped): batches form
     retain: Retain = "none"
-    scenario: str | None = None       # a lifecycle scenario (rig.parent.scenarios): sets fault and retain, or its own models
-    control: bool = False             # the scenario's negative control: the same without its fault
-    client: str = "none"              # what the client does around stop(): set by the scenario (rig.worker.clientside)
+    scenario: str | None = None  # a lifecycle scenario (rig.parent.scenarios): sets fault and retain, or its own models
+    control: bool = False  # the scenario's negative control: the same without its fault
+    client: str = "none"  # what the client does around stop(): set by the scenario (rig.worker.clientside)
     exit_timeout: int = 30
     stop_strategy: StopStrategy = "stop"
     restart: RestartMode = "fresh-process"
     startup_timeout: float = 120.0
-    request_timeout: float = 30.0     # a request unanswered this long ends the cycle's workload
-    input_data: str = "random"        # random | zero | FILE.json (perf_analyzer's format)
-    input_memory: str = "auto"        # auto | cpu | gpu: where the inputs live (auto: gpu for the cupy model)
+    request_timeout: float = 30.0  # a request unanswered this long ends the cycle's workload
+    input_data: str = "random"  # random | zero | FILE.json (perf_analyzer's format)
+    input_memory: str = "auto"  # auto | cpu | gpu: where the inputs live (auto: gpu for the cupy model)
     shapes: str | list | None = None  # variable dimensions: "NAME:d1,d2 NAME2:d" (or a list of such)
     results: str = "results"
-    node: str | None = None           # the name rows carry in `host` (default the hostname)
-    memory_samples: bool = True       # sample every process's memory through the load (rig.worker.observers)
-    server_stats: bool = True         # read Triton's statistics of the models as each window closes (rig.worker.serverstats)
+    node: str | None = None  # the name rows carry in `host` (default the hostname)
+    memory_samples: bool = True  # sample every process's memory through the load (rig.worker.observers)
+    server_stats: bool = True  # read Triton's statistics of the models as each window closes (rig.worker.serverstats)
     thresholds: Thresholds = dataclasses.field(default_factory=Thresholds)
     workload: WorkloadConfig = dataclasses.field(default_factory=WorkloadConfig)
 
@@ -114,18 +116,26 @@ class RunConfig:
         if self.workload.name.endswith(".py"):
             path = Path(self.workload.name).expanduser()
             if not path.is_file():
-                raise RigError(f"workload file {path} does not exist: give a locustfile, or one of "
-                               f"{', '.join(WORKLOADS)}")
+                raise RigError(
+                    f"workload file {path} does not exist: give a locustfile, or one of {', '.join(WORKLOADS)}"
+                )
             self.workload.name = str(path.resolve())  # the worker runs elsewhere
             if self.workload.rate is not None:
-                raise RigError("--rate drives the rig's own open-loop lane; a locustfile workload is "
-                               "closed loop (its users send the requests): drop one of the two")
+                raise RigError(
+                    "--rate drives the rig's own open-loop lane; a locustfile workload is "
+                    "closed loop (its users send the requests): drop one of the two"
+                )
         else:
             one_of("workload.name", self.workload.name, ("none",) + WORKLOADS)
         one_of("workload.arrivals", self.workload.arrivals, ARRIVALS)
         w = self.workload
-        if w.seconds <= 0 or w.window_seconds <= 0 or w.users < 1 or w.in_flight < 1 \
-                or (w.rate is not None and w.rate <= 0):
+        if (
+            w.seconds <= 0
+            or w.window_seconds <= 0
+            or w.users < 1
+            or w.in_flight < 1
+            or (w.rate is not None and w.rate <= 0)
+        ):
             raise RigError("workload seconds, window_seconds and rate must be > 0; users and in_flight >= 1")
         if w.master is not None:
             from rig.contract.fleet import parse_master
@@ -138,8 +148,9 @@ class RunConfig:
         elif self.model_shape is not None:
             self._model_shape()
         elif self.control:
-            raise RigError("--control runs a scenario's negative control: give --scenario NAME too "
-                           "(`rig scenarios` lists them)")
+            raise RigError(
+                "--control runs a scenario's negative control: give --scenario NAME too (`rig scenarios` lists them)"
+            )
         if self.model_repository is None:
             one_of("model", self.model, MODELS)
             one_of("fault", self.fault, FAULT_PRESETS)
@@ -150,8 +161,9 @@ class RunConfig:
         if t.min_finalize_success is not None and not 0 <= t.min_finalize_success <= 1:
             raise RigError("thresholds.min_finalize_success is a fraction between 0 and 1")
         if t.max_memory_growth < 0 or t.max_slowdown < 0:
-            raise RigError("thresholds.max_memory_growth (bytes per 1,000 requests) and thresholds.max_slowdown (%) "
-                           "must be >= 0")
+            raise RigError(
+                "thresholds.max_memory_growth (bytes per 1,000 requests) and thresholds.max_slowdown (%) must be >= 0"
+            )
         return self
 
     def _model_shape(self) -> None:
@@ -160,12 +172,16 @@ class RunConfig:
         from rig.parent import shapes
 
         if self.model_repository:
-            raise RigError(f"--model-shape {self.model_shape} shapes the rig's template model, and "
-                           "--model-repository runs your own (its config.pbtxt says its shape): drop one")
+            raise RigError(
+                f"--model-shape {self.model_shape} shapes the rig's template model, and "
+                "--model-repository runs your own (its config.pbtxt says its shape): drop one"
+            )
         shape = shapes.parse(self.model_shape)
         if shapes.settings_of(self) not in (shapes.DEFAULTS, shapes.settings_of(shape)):
-            raise RigError(f"--model-shape {self.model_shape} sets the model's batching and instances: drop "
-                           "--instances, --max-batch-size, --dynamic-batching and --queue-delay-us (or --model-shape)")
+            raise RigError(
+                f"--model-shape {self.model_shape} sets the model's batching and instances: drop "
+                "--instances, --max-batch-size, --dynamic-batching and --queue-delay-us (or --model-shape)"
+            )
         shape.put_on(self)
         self.model_shape = shape.name
 
@@ -177,8 +193,10 @@ class RunConfig:
         if self.input_data not in GENERATED:
             path = Path(self.input_data).expanduser()
             if not path.is_file():
-                raise RigError(f"--input-data {self.input_data}: no such file (give zero, random, or a JSON "
-                               "file in perf_analyzer's format)")
+                raise RigError(
+                    f"--input-data {self.input_data}: no such file (give zero, random, or a JSON "
+                    "file in perf_analyzer's format)"
+                )
             self.input_data = str(path.resolve())
         self.shapes = format_shapes(parse_shapes(self.shapes)) or None
 

@@ -48,16 +48,20 @@ def check(scenario, runtime) -> None:
 
 
 def why_not(scenario, runtime, lacks: list[str]) -> str:
-    return (f"scenario {scenario.name} needs a core built with {' and '.join(lacks)}: Triton "
-            f"{runtime.triton_version} ({runtime.kind}) was built without")
+    return (
+        f"scenario {scenario.name} needs a core built with {' and '.join(lacks)}: Triton "
+        f"{runtime.triton_version} ({runtime.kind}) was built without"
+    )
 
 
 def _flag_on(runtime, flag: str | None) -> bool:
     if flag is None:
         return True
     # a built runtime: <root>/runtime.json beside <root>/py3.X/lib/libtritonserver.so (or <root>/lib)
-    recipe = next((d / "runtime.json" for d in Path(str(runtime.core_library)).parents[:3]
-                   if (d / "runtime.json").is_file()), None)
+    recipe = next(
+        (d / "runtime.json" for d in Path(str(runtime.core_library)).parents[:3] if (d / "runtime.json").is_file()),
+        None,
+    )
     try:
         flags = json.loads(recipe.read_text()).get("core_flags") or {} if recipe else {}
     except (OSError, ValueError):

@@ -55,8 +55,17 @@ OTHER = "other reasons"  # the case of reasons no prefix claims
 
 # Matrix statuses (``rig.analysis.matrix.STATUSES``, and ``finding``: verdicts other than the
 # known ones) as a case's status; ``unjudged`` passes with a note.
-MATRIX_STATUS = {"pass": "pass", "unjudged": "pass", "fail": "fail", "finding": "fail", "skipped": "skipped",
-                 "error": "error", "crashed": "error", "timeout": "error", "machine": "error"}
+MATRIX_STATUS = {
+    "pass": "pass",
+    "unjudged": "pass",
+    "fail": "fail",
+    "finding": "fail",
+    "skipped": "skipped",
+    "error": "error",
+    "crashed": "error",
+    "timeout": "error",
+    "machine": "error",
+}
 
 # Characters XML 1.0 cannot hold (a stub's stderr tail may carry them): dropped.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -94,8 +103,15 @@ def check_path(path: str) -> None:
     check_writable(path, "--junit", "rig-junit.xml", "CI collects it from the job's workspace")
 
 
-def suite(name: str, checks: Iterable[Check], *, time: float | None = None, timestamp: str | None = None,
-          hostname: str | None = None, properties: dict | None = None):
+def suite(
+    name: str,
+    checks: Iterable[Check],
+    *,
+    time: float | None = None,
+    timestamp: str | None = None,
+    hostname: str | None = None,
+    properties: dict | None = None,
+):
     """A ``junitparser.TestSuite`` of ``checks``: its counts from them, its ``time`` the given
     one (the command's wall time) or the sum of theirs; ``properties`` with a value None are left out."""
     from junitparser import Error, Failure, Skipped, TestCase, TestSuite
@@ -170,8 +186,13 @@ def claim(reasons: Iterable[str], table: tuple[tuple[str, str], ...]) -> tuple[d
     return claimed, rest
 
 
-def judged(reasons: Iterable[str], table: tuple[tuple[str, str], ...], classname: str,
-           not_judged: dict[str, str] | None = None, figures: dict[str, str] | None = None) -> list[Check]:
+def judged(
+    reasons: Iterable[str],
+    table: tuple[tuple[str, str], ...],
+    classname: str,
+    not_judged: dict[str, str] | None = None,
+    figures: dict[str, str] | None = None,
+) -> list[Check]:
     """One check per entry of ``table``: failed with the reasons it claims; else skipped where
     ``not_judged`` says why it was not judged; else passed. ``figures``: what each judged (its
     output). Reasons no entry claims fail a check of their own (``OTHER``)."""
@@ -182,8 +203,9 @@ def judged(reasons: Iterable[str], table: tuple[tuple[str, str], ...], classname
         if claimed[name]:
             out.append(Check(classname, name, "fail", "; ".join(claimed[name]), output=figures.get(name, "")))
         elif name in not_judged:
-            out.append(Check(classname, name, "skipped", f"not judged: {not_judged[name]}",
-                             output=figures.get(name, "")))
+            out.append(
+                Check(classname, name, "skipped", f"not judged: {not_judged[name]}", output=figures.get(name, ""))
+            )
         else:
             out.append(Check(classname, name, "pass", output=figures.get(name, "")))
     if rest:
@@ -205,16 +227,27 @@ def cycle_checks(rows, allowed: Iterable[str], classname: str, line: Callable | 
     out = []
     for r in sorted(rows, key=lambda r: _get(r, "cycle") or 0):
         bad = []
-        for key, label, skip in (("outcome", "lifecycle", ()), ("load_outcome", "load", (None, NOT_MEASURED)),
-                                 ("growth_outcome", "growth", (None, NOT_MEASURED, "ok"))):
+        for key, label, skip in (
+            ("outcome", "lifecycle", ()),
+            ("load_outcome", "load", (None, NOT_MEASURED)),
+            ("growth_outcome", "growth", (None, NOT_MEASURED, "ok")),
+        ):
             v = _get(r, key)
             if v not in skip and v not in allowed:
                 bad.append(f"{label} {v} not allowed")
         detail = _get(r, "stop_error") or _get(r, "detail")
         message = "; ".join(bad) + (f" ({detail[:300]})" if bad and detail else "")
-        out.append(Check(classname, f"cycle {_get(r, 'cycle')}", "fail" if bad else "pass", message,
-                         time=_get(r, "cycle_wall_s"), output=line(r) if line else "",
-                         kind=_get(r, "outcome") if bad else ""))
+        out.append(
+            Check(
+                classname,
+                f"cycle {_get(r, 'cycle')}",
+                "fail" if bad else "pass",
+                message,
+                time=_get(r, "cycle_wall_s"),
+                output=line(r) if line else "",
+                kind=_get(r, "outcome") if bad else "",
+            )
+        )
     return out
 
 
@@ -240,8 +273,10 @@ def matrix_case(row: dict) -> Check:
     reason = row.get("reason") or ""
     notes = [f"runtime {row.get('runtime') or '-'}, engine {engine}, status {status}"]
     if row.get("cycles"):
-        notes.append(f"cycles {row['cycles']}: outcomes {_counts(row.get('outcomes'))}; "
-                     f"load {_counts(row.get('load_outcomes'))}; growth {_counts(row.get('growth_outcomes'))}")
+        notes.append(
+            f"cycles {row['cycles']}: outcomes {_counts(row.get('outcomes'))}; "
+            f"load {_counts(row.get('load_outcomes'))}; growth {_counts(row.get('growth_outcomes'))}"
+        )
     if row.get("scenario") and status != "skipped":
         want = row.get("expected")
         notes.append("expected " + (" / ".join((*want, row.get("growth") or "ok")) if want else "nothing known"))
@@ -256,8 +291,15 @@ def matrix_case(row: dict) -> Check:
         message = f"unknown status {status!r}" + (f": {reason}" if reason else "")
     else:
         message = "" if case_status == "pass" else reason or str(status)
-    return Check(f"matrix.{engine}.{group}", name, case_status, message, time=row.get("wall_s"),
-                 output="\n".join(notes), kind=str(status) if case_status in ("fail", "error") else "")
+    return Check(
+        f"matrix.{engine}.{group}",
+        name,
+        case_status,
+        message,
+        time=row.get("wall_s"),
+        output="\n".join(notes),
+        kind=str(status) if case_status in ("fail", "error") else "",
+    )
 
 
 def matrix_suite(rows: list[dict], name: str = "rig matrix", **kw):

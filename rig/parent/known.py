@@ -25,8 +25,7 @@ from pathlib import Path
 from rig.common.errors import RigError
 
 ANY = "|"  # between a field's alternatives: an intermittent cell
-FIELDS = ("scenario", "control", "shape", "engine", "triton_version", "lifecycle", "load", "growth",
-          "cycles", "run_id")
+FIELDS = ("scenario", "control", "shape", "engine", "triton_version", "lifecycle", "load", "growth", "cycles", "run_id")
 
 
 def default_path() -> Path:
@@ -61,8 +60,10 @@ def _read(path: str, mtime: float) -> dict[Key, Known]:
         reader = csv.DictReader(line for line in f if not line.startswith("#"))
         missing = [k for k in FIELDS if k not in (reader.fieldnames or ())]
         if missing:
-            raise RigError(f"{path}: not a known-verdicts file (it lacks the column(s) {', '.join(missing)}); "
-                           "write one with rig scenarios --accept RESULTS")
+            raise RigError(
+                f"{path}: not a known-verdicts file (it lacks the column(s) {', '.join(missing)}); "
+                "write one with rig scenarios --accept RESULTS"
+            )
         for r in reader:
             key = (r["scenario"], _bool(r["control"]), r["shape"], r["engine"], r["triton_version"])
             out[key] = Known(r["lifecycle"], r["load"], r["growth"] or "ok", int(r["cycles"] or 0), r["run_id"])
@@ -76,14 +77,16 @@ def table(path: str | Path | None = None) -> dict[Key, Known]:
     return _read(str(p), p.stat().st_mtime)
 
 
-def lookup(scenario: str, control: bool, shape: str, engine: str, triton_version: str,
-           path: str | Path | None = None) -> Known | None:
+def lookup(
+    scenario: str, control: bool, shape: str, engine: str, triton_version: str, path: str | Path | None = None
+) -> Known | None:
     """The verdicts known for this cell; None where none is (unjudged)."""
     return table(path).get((scenario, bool(control), shape, engine, str(triton_version)))
 
 
-def expected(scenario, control: bool, shape: str, engine: str, triton_version: str,
-             path: str | Path | None = None) -> Known | None:
+def expected(
+    scenario, control: bool, shape: str, engine: str, triton_version: str, path: str | Path | None = None
+) -> Known | None:
     """What a cell is held to: the verdicts known for it, else, for a control (and the template,
     every template scenario's control), its contract: clean, ok, ok; None where neither (unjudged).
     ``scenario``: a ``rig.parent.scenarios.Scenario``. A shape it does not run in (its ``shapes`` are
@@ -135,43 +138,57 @@ def majority(verdicts: list[tuple[str, str, str]]) -> tuple[tuple[str, str, str]
     """The verdicts most cycles gave, and how many gave them."""
     if not verdicts:
         return None
-    (top, n), = Counter(verdicts).most_common(1)
+    ((top, n),) = Counter(verdicts).most_common(1)
     return top, n
 
 
-def accept(cycles, path: str | Path | None = None, require_unanimous: bool = True,
-           intermittent_ok: bool = False) -> tuple[int, list[str]]:
+def accept(
+    cycles, path: str | Path | None = None, require_unanimous: bool = True, intermittent_ok: bool = False
+) -> tuple[int, list[str]]:
     """Write the verdicts of every scenario cell in ``cycles`` (a frame or records of the stored
     cycles) into the known-verdicts file: one row per scenario, control, shape, engine and core,
     replacing the row there. A cell whose cycles disagree is left out unless
     ``require_unanimous`` is false (then the most common verdicts stand) or ``intermittent_ok``
     (then each field names every verdict its cycles gave: ``exit_timeout|clean``); the reasons
     come back. Returns (rows written, cells left out with why)."""
-    rows_in = cycles.to_dict("records") if hasattr(cycles, "to_dict") else [
-        r if isinstance(r, dict) else dataclasses.asdict(r) for r in cycles]
+    rows_in = (
+        cycles.to_dict("records")
+        if hasattr(cycles, "to_dict")
+        else [r if isinstance(r, dict) else dataclasses.asdict(r) for r in cycles]
+    )
     cells: dict[Key, list] = {}
     for r in rows_in:
         r = {k: (None if v != v else v) for k, v in r.items()}  # NaN, as pandas reads a missing figure: None
         if not r.get("scenario") or r.get("scenario") == "baseline" or not r.get("triton_version"):
             continue
-        key = (str(r["scenario"]), bool(r.get("control")), str(r.get("shape") or "unbatched"), str(r["engine"]),
-               str(r["triton_version"]))
+        key = (
+            str(r["scenario"]),
+            bool(r.get("control")),
+            str(r.get("shape") or "unbatched"),
+            str(r["engine"]),
+            str(r["triton_version"]),
+        )
         cells.setdefault(key, []).append(r)
     current = dict(table(path))
     left_out, written = [], 0
     for key, rows in sorted(cells.items()):
-        verdicts = [(str(r["outcome"]), str(r.get("load_outcome") or "not_measured"),
-                     str(r.get("growth_outcome") or "ok")) for r in rows]
+        verdicts = [
+            (str(r["outcome"]), str(r.get("load_outcome") or "not_measured"), str(r.get("growth_outcome") or "ok"))
+            for r in rows
+        ]
         top, n = majority(verdicts)
         if n < len(verdicts) and intermittent_ok:
             top = tuple(_alternatives(v[i] for v in verdicts) for i in range(3))
         elif n < len(verdicts) and require_unanimous:
-            left_out.append(f"{key[0]}{' (control)' if key[1] else ''} {key[2]} {key[3]} {key[4]}: its cycles "
-                            f"disagree ({', '.join(str(c) + 'x ' + ' / '.join(v) for v, c in Counter(verdicts).items())})")
+            left_out.append(
+                f"{key[0]}{' (control)' if key[1] else ''} {key[2]} {key[3]} {key[4]}: its cycles "
+                f"disagree ({', '.join(str(c) + 'x ' + ' / '.join(v) for v, c in Counter(verdicts).items())})"
+            )
             continue
         run_ids = sorted({str(r["run_id"]) for r in rows})
-        current[key] = _still_racing(current.get(key), top, len(verdicts), run_ids) or \
-            Known(*top, cycles=len(verdicts), run_id=",".join(run_ids))
+        current[key] = _still_racing(current.get(key), top, len(verdicts), run_ids) or Known(
+            *top, cycles=len(verdicts), run_id=",".join(run_ids)
+        )
         written += 1
     write(current, path)
     return written, left_out
@@ -196,14 +213,20 @@ def reread(cycles, path: str | Path | None = None) -> tuple[int, int]:
     from the cycles behind it: ``cycles`` (a frame or records, as the store reads them, so already
     re-read). In each row that names ``stub_crashed``, that alternative gives way to the lifecycle
     verdicts its cell's cycles now read where none of them still reads ``stub_crashed`` and some
-    read a verdict the row did not name. A row with no such cycles in ``cycles`` stays as it is. Returns (rows re-read, rows naming stub_crashed left)."""
+    read a verdict the row did not name. A row with no such cycles in ``cycles`` stays as it is.
+    Returns (rows re-read, rows naming stub_crashed left)."""
     rows_in = cycles.to_dict("records") if hasattr(cycles, "to_dict") else list(cycles)
     now: dict[Key, set] = {}
     for r in rows_in:
         if not r.get("scenario") or not r.get("triton_version") or not r.get("outcome"):
             continue
-        key = (str(r["scenario"]), bool(r.get("control")) if r.get("control") == r.get("control") else False,
-               str(r.get("shape") or "unbatched"), str(r["engine"]), str(r["triton_version"]))
+        key = (
+            str(r["scenario"]),
+            bool(r.get("control")) if r.get("control") == r.get("control") else False,
+            str(r.get("shape") or "unbatched"),
+            str(r["engine"]),
+            str(r["triton_version"]),
+        )
         now.setdefault(key, set()).add(str(r["outcome"]))
     current = dict(table(path))
     changed = left = 0
@@ -226,8 +249,10 @@ def write(rows: dict[Key, Known], path: str | Path | None = None) -> Path:
     """The file, sorted, written whole and atomically (a half-written file is never read)."""
     p = Path(path) if path else default_path()
     buf = io.StringIO()
-    buf.write("# The verdicts each lifecycle scenario is known to give per core, API and model shape (rig/parent/known.py).\n"
-              "# Written by `rig scenarios --accept RESULTS` from a reviewed run; run_id names the run.\n")
+    buf.write(
+        "# The verdicts each lifecycle scenario is known to give per core, API and model shape (rig/parent/known.py).\n"
+        "# Written by `rig scenarios --accept RESULTS` from a reviewed run; run_id names the run.\n"
+    )
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(FIELDS)
     for key in sorted(rows, key=lambda k: (k[0], k[1], k[2], k[3], _version_key(k[4]))):

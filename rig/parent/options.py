@@ -35,41 +35,67 @@ def add_target_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--instances", type=int, help="model instances (default 1)")
     g.add_argument("--max-batch-size", type=int)
     g.add_argument("--dynamic-batching", action="store_true", default=None)
-    g.add_argument("--queue-delay-us", type=int, metavar="US",
-                   help="with --dynamic-batching: the batcher's max_queue_delay_microseconds (default 0)")
+    g.add_argument(
+        "--queue-delay-us",
+        type=int,
+        metavar="US",
+        help="with --dynamic-batching: the batcher's max_queue_delay_microseconds (default 0)",
+    )
     g.add_argument("--fault", help=f"fault injection preset of the template model: {', '.join(FAULT_PRESETS)}")
     g.add_argument("--execute-delay-ms", type=float, help="make the template model slow on purpose")
-    g.add_argument("--input-data", metavar="zero|random|FILE.json",
-                   help="what requests carry: random data, zeros, or a JSON file in perf_analyzer's format "
-                   '({"data": [{"INPUT": [1, 2]}, ...]}, entries sent in turn; a relative path is this folder\'s)')
-    g.add_argument("--input-memory", choices=INPUT_MEMORY,
-                   help="where the requests' inputs live, and whether outputs the model leaves on the GPU stay "
-                   "there: cpu, or gpu (CUDA device 0 of those visible, through CuPy: inputs copied there once, "
-                   "submitted as GPU memory, outputs allocated there and read back to be checked) (default auto: "
-                   "gpu for the cupy model, cpu otherwise); recorded in every window's input_memory, output_memory")
-    g.add_argument("--shape", action="append", metavar="NAME:d1,d2",
-                   help="variable dimensions of an input (repeat it, or INPUT0:5,X:2,3), for generated data and "
-                   "for file entries without a shape; the batch dimension left out")
-    g.add_argument("--skip-ok", action="store_true",
-                   help="exit 0 when the run is skipped (the cupy model without a GPU); default: exit 3")
+    g.add_argument(
+        "--input-data",
+        metavar="zero|random|FILE.json",
+        help="what requests carry: random data, zeros, or a JSON file in perf_analyzer's format "
+        '({"data": [{"INPUT": [1, 2]}, ...]}, entries sent in turn; a relative path is this folder\'s)',
+    )
+    g.add_argument(
+        "--input-memory",
+        choices=INPUT_MEMORY,
+        help="where the requests' inputs live, and whether outputs the model leaves on the GPU stay "
+        "there: cpu, or gpu (CUDA device 0 of those visible, through CuPy: inputs copied there once, "
+        "submitted as GPU memory, outputs allocated there and read back to be checked) (default auto: "
+        "gpu for the cupy model, cpu otherwise); recorded in every window's input_memory, output_memory",
+    )
+    g.add_argument(
+        "--shape",
+        action="append",
+        metavar="NAME:d1,d2",
+        help="variable dimensions of an input (repeat it, or INPUT0:5,X:2,3), for generated data and "
+        "for file entries without a shape; the batch dimension left out",
+    )
+    g.add_argument(
+        "--skip-ok",
+        action="store_true",
+        help="exit 0 when the run is skipped (the cupy model without a GPU); default: exit 3",
+    )
 
 
 def add_server_options(g) -> None:
     g.add_argument("--exit-timeout", type=int, help="the server's exit_timeout in seconds (default 30)")
     g.add_argument("--startup-timeout", type=float, help="seconds to become ready (default 120)")
     g.add_argument("--request-timeout", type=float, help="seconds a request may take (default 30)")
-    g.add_argument("--memory-samples", choices=("on", "off"),
-                   help="sample every process's memory (worker, each backend stub, GPU) through the load, for "
-                   "the growth verdict and the memory table (default on)")
-    g.add_argument("--server-stats", choices=("on", "off"),
-                   help="read Triton's own statistics of the models as each window closes (requests, queue and "
-                   "compute time, batch sizes formed: the windows' server_* columns) (default on)")
+    g.add_argument(
+        "--memory-samples",
+        choices=("on", "off"),
+        help="sample every process's memory (worker, each backend stub, GPU) through the load, for "
+        "the growth verdict and the memory table (default on)",
+    )
+    g.add_argument(
+        "--server-stats",
+        choices=("on", "off"),
+        help="read Triton's own statistics of the models as each window closes (requests, queue and "
+        "compute time, batch sizes formed: the windows' server_* columns) (default on)",
+    )
     g.add_argument("--results", help="results folder (default results/)")
     g.add_argument("--node", help="the name this machine's rows carry in `host` (default the hostname)")
-    g.add_argument("--cpus", metavar="LIST|count:N",
-                   help="hold the run to a share of the machine: CPUs as taskset -c lists them (0, 0,1, 0-3) or "
-                   "count:N (the first N this process may use); the worker, its load and the backend stubs inherit "
-                   "it, and the run's row records it (runs.cpu_share, runs.cpus) (default: all it may use)")
+    g.add_argument(
+        "--cpus",
+        metavar="LIST|count:N",
+        help="hold the run to a share of the machine: CPUs as taskset -c lists them (0, 0,1, 0-3) or "
+        "count:N (the first N this process may use); the worker, its load and the backend stubs inherit "
+        "it, and the run's row records it (runs.cpu_share, runs.cpus) (default: all it may use)",
+    )
 
 
 def add_cycle_options(p: argparse.ArgumentParser, cycles_default_help: str) -> None:
@@ -77,27 +103,48 @@ def add_cycle_options(p: argparse.ArgumentParser, cycles_default_help: str) -> N
     c = p.add_argument_group("lifecycle")
     c.add_argument("--cycles", type=int, help=cycles_default_help)
     c.add_argument("--requests", type=int, help="requests per cycle when no workload runs (default 100)")
-    c.add_argument("--requests-in-flight", type=int, metavar="N",
-                   help="send those requests N at a time, so that a batched model can form batches of up to N "
-                   "(default 1: one at a time)")
+    c.add_argument(
+        "--requests-in-flight",
+        type=int,
+        metavar="N",
+        help="send those requests N at a time, so that a batched model can form batches of up to N "
+        "(default 1: one at a time)",
+    )
     c.add_argument("--retain", choices=RETAIN, help="what stays referenced across stop() (default none)")
-    c.add_argument("--scenario", metavar="NAME", help="a lifecycle scenario (`rig scenarios` lists them): its "
-                   "fault and retention, or models of its own; recorded in each cycle's `scenario`")
-    c.add_argument("--control", action="store_true", default=None,
-                   help="with --scenario: its negative control, the same model and client without the fault")
-    c.add_argument("--model-shape", metavar="SHAPE",
-                   help="how the model is served: unbatched, batched (max_batch_size 8, dynamic batching), "
-                   "instances-2, decoupled, or several joined with commas; with --scenario, one of the shapes "
-                   "it runs in (`rig scenarios` says which; default its first); recorded in each cycle's `shape`")
+    c.add_argument(
+        "--scenario",
+        metavar="NAME",
+        help="a lifecycle scenario (`rig scenarios` lists them): its "
+        "fault and retention, or models of its own; recorded in each cycle's `scenario`",
+    )
+    c.add_argument(
+        "--control",
+        action="store_true",
+        default=None,
+        help="with --scenario: its negative control, the same model and client without the fault",
+    )
+    c.add_argument(
+        "--model-shape",
+        metavar="SHAPE",
+        help="how the model is served: unbatched, batched (max_batch_size 8, dynamic batching), "
+        "instances-2, decoupled, or several joined with commas; with --scenario, one of the shapes "
+        "it runs in (`rig scenarios` says which; default its first); recorded in each cycle's `shape`",
+    )
     c.add_argument("--stop-strategy", choices=STOP_STRATEGIES)
-    c.add_argument("--restart", choices=RESTART_MODES,
-                   help="how the server restarts between cycles: fresh-process (a new worker per cycle), "
-                   "same-process (one worker starts and stops the server again and again), reload (one server; "
-                   "the models unloaded and loaded again each cycle) (default fresh-process)")
+    c.add_argument(
+        "--restart",
+        choices=RESTART_MODES,
+        help="how the server restarts between cycles: fresh-process (a new worker per cycle), "
+        "same-process (one worker starts and stops the server again and again), reload (one server; "
+        "the models unloaded and loaded again each cycle) (default fresh-process)",
+    )
     add_server_options(c)
     w = p.add_argument_group("workload inside each cycle")
-    w.add_argument("--workload", help="none (fixed request count), steady, ramp, step, spike, soak "
-                   "(locustfiles in workloads/), or the path of your own locustfile (FILE.py)")
+    w.add_argument(
+        "--workload",
+        help="none (fixed request count), steady, ramp, step, spike, soak "
+        "(locustfiles in workloads/), or the path of your own locustfile (FILE.py)",
+    )
     w.add_argument("--workload-seconds", type=float)
     w.add_argument("--users", type=int)
     w.add_argument("--in-flight", type=int)
@@ -106,53 +153,104 @@ def add_cycle_options(p: argparse.ArgumentParser, cycles_default_help: str) -> N
     w.add_argument("--window-seconds", type=float)
     w.add_argument("--seed", type=int)
     w.add_argument("--locust-web-port", type=int, help="serve Locust's web UI on 127.0.0.1:PORT while loading")
-    w.add_argument("--locust-master", help="HOST:PORT of a `rig fleet` master: each cycle's load joins it as a "
-                   "Locust worker, and the master sets users, shape and length")
+    w.add_argument(
+        "--locust-master",
+        help="HOST:PORT of a `rig fleet` master: each cycle's load joins it as a "
+        "Locust worker, and the master sets users, shape and length",
+    )
     t = p.add_argument_group("thresholds (exit status 1 when crossed)")
     t.add_argument("--max-stop-latency", type=float, help="seconds")
     t.add_argument("--min-finalize-success", type=float, help="fraction 0..1")
     t.add_argument("--allow-leaks", action="store_true", default=None)
-    t.add_argument("--max-memory-growth", type=float, metavar="BYTES_PER_1K",
-                   help="a cycle is `leaking` where a process kind (the worker, a model's stubs) grows by more "
-                   "than this many bytes per 1,000 requests over its whole interval (default 262144)")
-    t.add_argument("--max-slowdown", type=float, metavar="PCT",
-                   help="a cycle is `slowing` where its load's end is more than PCT %% slower than its start "
-                   "(p50 up or throughput down) over the whole interval; a run, the same across its cycles "
-                   "(default 50)")
-    t.add_argument("--allow-outcomes", default=None,
-                   help="comma-separated verdicts that do not fail the run, of the lifecycle (clean, "
-                   "exit_timeout, ...), of the load (ok, errors, timeouts, ...) and of the growth (leaking, "
-                   "slowing); a kind left unnamed keeps its default (soak: clean, ok and ok; cycle: any, it "
-                   "records and reports)")
-    t.add_argument("--junit", metavar="FILE",
-                   help="also write what was judged as JUnit XML for CI (Jenkins, GitLab, GitHub Actions): a test "
-                   "case per threshold and per cycle; its folder must exist (checked before the run)")
+    t.add_argument(
+        "--max-memory-growth",
+        type=float,
+        metavar="BYTES_PER_1K",
+        help="a cycle is `leaking` where a process kind (the worker, a model's stubs) grows by more "
+        "than this many bytes per 1,000 requests over its whole interval (default 262144)",
+    )
+    t.add_argument(
+        "--max-slowdown",
+        type=float,
+        metavar="PCT",
+        help="a cycle is `slowing` where its load's end is more than PCT %% slower than its start "
+        "(p50 up or throughput down) over the whole interval; a run, the same across its cycles "
+        "(default 50)",
+    )
+    t.add_argument(
+        "--allow-outcomes",
+        default=None,
+        help="comma-separated verdicts that do not fail the run, of the lifecycle (clean, "
+        "exit_timeout, ...), of the load (ok, errors, timeouts, ...) and of the growth (leaking, "
+        "slowing); a kind left unnamed keeps its default (soak: clean, ok and ok; cycle: any, it "
+        "records and reports)",
+    )
+    t.add_argument(
+        "--junit",
+        metavar="FILE",
+        help="also write what was judged as JUnit XML for CI (Jenkins, GitLab, GitHub Actions): a test "
+        "case per threshold and per cycle; its folder must exist (checked before the run)",
+    )
 
 
 OVERRIDES = {  # config key -> option dest (a subcommand without the option leaves the key alone)
-    "runtime": "runtime", "engine": "engine", "model": "model", "model_repository": "model_repository",
-    "model_size": "model_size", "instances": "instances", "max_batch_size": "max_batch_size",
-    "dynamic_batching": "dynamic_batching", "queue_delay_us": "queue_delay_us", "fault": "fault", "execute_delay_ms": "execute_delay_ms",
-    "cycles": "cycles", "requests": "requests",
-    "requests_in_flight": "requests_in_flight", "retain": "retain", "scenario": "scenario", "control": "control", "model_shape": "model_shape", "exit_timeout": "exit_timeout",
-    "stop_strategy": "stop_strategy", "restart": "restart", "startup_timeout": "startup_timeout",
-    "request_timeout": "request_timeout", "results": "results", "node": "node",
-    "input_data": "input_data", "input_memory": "input_memory", "shapes": "shape",
+    "runtime": "runtime",
+    "engine": "engine",
+    "model": "model",
+    "model_repository": "model_repository",
+    "model_size": "model_size",
+    "instances": "instances",
+    "max_batch_size": "max_batch_size",
+    "dynamic_batching": "dynamic_batching",
+    "queue_delay_us": "queue_delay_us",
+    "fault": "fault",
+    "execute_delay_ms": "execute_delay_ms",
+    "cycles": "cycles",
+    "requests": "requests",
+    "requests_in_flight": "requests_in_flight",
+    "retain": "retain",
+    "scenario": "scenario",
+    "control": "control",
+    "model_shape": "model_shape",
+    "exit_timeout": "exit_timeout",
+    "stop_strategy": "stop_strategy",
+    "restart": "restart",
+    "startup_timeout": "startup_timeout",
+    "request_timeout": "request_timeout",
+    "results": "results",
+    "node": "node",
+    "input_data": "input_data",
+    "input_memory": "input_memory",
+    "shapes": "shape",
     "workload.master": "locust_master",
-    "workload.name": "workload", "workload.seconds": "workload_seconds", "workload.users": "users",
-    "workload.in_flight": "in_flight", "workload.arrivals": "arrivals",
-    "workload.window_seconds": "window_seconds", "workload.seed": "seed", "workload.web_port": "locust_web_port",
+    "workload.name": "workload",
+    "workload.seconds": "workload_seconds",
+    "workload.users": "users",
+    "workload.in_flight": "in_flight",
+    "workload.arrivals": "arrivals",
+    "workload.window_seconds": "window_seconds",
+    "workload.seed": "seed",
+    "workload.web_port": "locust_web_port",
     "thresholds.max_stop_latency_s": "max_stop_latency",
     "thresholds.min_finalize_success": "min_finalize_success",
     "thresholds.allow_leaks": "allow_leaks",
     "thresholds.allow_outcomes": "allow_outcomes",
     "thresholds.max_memory_growth": "max_memory_growth",
     "thresholds.max_slowdown": "max_slowdown",
-    "memory_samples": "memory_samples", "server_stats": "server_stats",
+    "memory_samples": "memory_samples",
+    "server_stats": "server_stats",
 }
 # Options that shape a workload: without one (--workload none, the default) they cannot apply.
-WORKLOAD_ONLY = ("workload_seconds", "users", "in_flight", "arrivals", "window_seconds", "seed",
-                 "locust_web_port", "server_stats")  # --server-stats: read as each (stored) window closes
+WORKLOAD_ONLY = (
+    "workload_seconds",
+    "users",
+    "in_flight",
+    "arrivals",
+    "window_seconds",
+    "seed",
+    "locust_web_port",
+    "server_stats",
+)  # --server-stats: read as each (stored) window closes
 
 
 def overrides(a: argparse.Namespace) -> dict:
@@ -171,8 +269,9 @@ def one_rate(rate: str | None) -> float | None:
     try:
         return float(rate)
     except ValueError:
-        raise RigError(f"--rate is one number of arrivals per second (got {rate!r}); "
-                       "lists are for `rig bench --rates`") from None
+        raise RigError(
+            f"--rate is one number of arrivals per second (got {rate!r}); lists are for `rig bench --rates`"
+        ) from None
 
 
 def run_config(args):
@@ -185,11 +284,16 @@ def run_config(args):
 
         junit.check_path(args.junit)
     if getattr(args, "resume", None):
-        kept = [option(d) for d in (*OVERRIDES.values(), "rate") if d not in ("cycles", "results")
-                and getattr(args, d, None) is not None] + (["--config"] if args.config else [])
+        kept = [
+            option(d)
+            for d in (*OVERRIDES.values(), "rate")
+            if d not in ("cycles", "results") and getattr(args, d, None) is not None
+        ] + (["--config"] if args.config else [])
         if kept:
-            raise RigError(f"a resumed run keeps the options it was started with; drop {', '.join(kept)} "
-                           "(only --cycles, to run more, and --results, where it is now, may be given)")
+            raise RigError(
+                f"a resumed run keeps the options it was started with; drop {', '.join(kept)} "
+                "(only --cycles, to run more, and --results, where it is now, may be given)"
+            )
     cfg = config.load(args.config, overrides(args))
     from rig.common import cpushare
 
@@ -200,8 +304,10 @@ def run_config(args):
         else:
             given = [option(d) for d in WORKLOAD_ONLY if getattr(args, d, None) is not None]
             if given:
-                raise RigError(f"{', '.join(given)} shape(s) a workload, and none runs: add --workload "
-                               "steady (or a locustfile), or drop them")
+                raise RigError(
+                    f"{', '.join(given)} shape(s) a workload, and none runs: add --workload "
+                    "steady (or a locustfile), or drop them"
+                )
     refuse_inapplicable(args, cfg)
     if cfg.input_memory not in INPUT_MEMORY:
         raise RigError(f"input_memory must be one of {', '.join(INPUT_MEMORY)} (got {cfg.input_memory!r})")
@@ -210,16 +316,20 @@ def run_config(args):
 
         ok, why = cupy_usable()
         if not ok:
-            print(f"rig: skipped: the cupy model needs a CUDA device and CuPy ({why}); nothing was run. "
-                  "Use --model numpy on this machine, or --skip-ok where a skip is a success.")
+            print(
+                f"rig: skipped: the cupy model needs a CUDA device and CuPy ({why}); nothing was run. "
+                "Use --model numpy on this machine, or --skip-ok where a skip is a success."
+            )
             return None
     if input_memory(cfg) == "gpu":
         from rig.parent.preflight import cupy_usable
 
         ok, why = cupy_usable()
         if not ok:
-            print(f"rig: skipped: --input-memory gpu needs a CUDA device and CuPy ({why}); nothing was run. "
-                  "Use --input-memory cpu on this machine, or --skip-ok where a skip is a success.")
+            print(
+                f"rig: skipped: --input-memory gpu needs a CUDA device and CuPy ({why}); nothing was run. "
+                "Use --input-memory cpu on this machine, or --skip-ok where a skip is a success."
+            )
             return None
     return cfg
 
@@ -232,12 +342,21 @@ def input_memory(cfg) -> str:
     return cfg.input_memory
 
 
-TEMPLATE_ONLY = ("model", "model_size", "instances", "max_batch_size", "dynamic_batching", "queue_delay_us", "fault",
-                  "execute_delay_ms")
+TEMPLATE_ONLY = (
+    "model",
+    "model_size",
+    "instances",
+    "max_batch_size",
+    "dynamic_batching",
+    "queue_delay_us",
+    "fault",
+    "execute_delay_ms",
+)
 
 
 def refuse_inapplicable(args, cfg) -> None:
     """Options given on the command line that this run could not apply: one line, never ignored."""
+
     def given(*dests):
         return [option(d) for d in dests if getattr(args, d, None) is not None]
 
@@ -246,43 +365,64 @@ def refuse_inapplicable(args, cfg) -> None:
             raise RigError(f"{', '.join(options)} {why}")
 
     if cfg.model_repository:
-        refuse(given(*TEMPLATE_ONLY), "shape(s) the rig's template model, and --model-repository runs "
-               "your own: drop them")
+        refuse(
+            given(*TEMPLATE_ONLY), "shape(s) the rig's template model, and --model-repository runs your own: drop them"
+        )
     elif getattr(args, "queue_delay_us", None) is not None and not cfg.dynamic_batching:
-        raise RigError("--queue-delay-us is the dynamic batcher's delay: give --dynamic-batching and "
-                       "--max-batch-size N too, or drop it")
+        raise RigError(
+            "--queue-delay-us is the dynamic batcher's delay: give --dynamic-batching and "
+            "--max-batch-size N too, or drop it"
+        )
     elif args.dynamic_batching and cfg.max_batch_size < 1:
-        raise RigError("--dynamic-batching batches requests up to --max-batch-size, which is 0: give "
-                       "--max-batch-size N (N >= 1) too, or drop it")
+        raise RigError(
+            "--dynamic-batching batches requests up to --max-batch-size, which is 0: give "
+            "--max-batch-size N (N >= 1) too, or drop it"
+        )
     if args.command == "bench":
         if args.rates:
             refuse(given("workload", "in_flight"), "apply to closed-loop points (--concurrency), not to --rates")
             if args.compare:
-                raise RigError("--compare perf-analyzer runs at closed-loop points here (its request-rate "
-                               "mode is not checked against the rig's): use --concurrency")
+                raise RigError(
+                    "--compare perf-analyzer runs at closed-loop points here (its request-rate "
+                    "mode is not checked against the rig's): use --concurrency"
+                )
         else:
             refuse(given("arrivals", "seed"), "apply to open-loop points (--rates), not to --concurrency")
         if args.all_models:
             refuse(given("target_model"), "names one model, and --all-models spreads the load: drop one")
             if args.compare:
-                raise RigError("--all-models spreads the load over every model, and perf_analyzer measures one: "
-                               "drop --all-models to compare (the rig then loads the same model)")
+                raise RigError(
+                    "--all-models spreads the load over every model, and perf_analyzer measures one: "
+                    "drop --all-models to compare (the rig then loads the same model)"
+                )
         return
     if cfg.cycles == 1 and not getattr(args, "resume", None):
-        refuse(given("restart"), "says how the server restarts between cycles, and this run has one cycle: "
-               "give --cycles N (N > 1) or drop it")
+        refuse(
+            given("restart"),
+            "says how the server restarts between cycles, and this run has one cycle: "
+            "give --cycles N (N > 1) or drop it",
+        )
     w = cfg.workload
     if w.name != "none":
-        refuse(given("requests"), "counts the requests of a cycle without a workload; a workload runs for "
-               "--workload-seconds: drop it")
-        refuse(given("requests_in_flight"), "sends the fixed count of a cycle without a workload; a workload "
-               "keeps --users x --in-flight requests in flight: drop it")
+        refuse(
+            given("requests"),
+            "counts the requests of a cycle without a workload; a workload runs for --workload-seconds: drop it",
+        )
+        refuse(
+            given("requests_in_flight"),
+            "sends the fixed count of a cycle without a workload; a workload "
+            "keeps --users x --in-flight requests in flight: drop it",
+        )
     if w.master is not None:
-        refuse(given("users", "workload_seconds", "window_seconds", "locust_web_port", "rate"),
-               "come(s) from the `rig fleet` master with --locust-master: give it to the master, or drop it")
+        refuse(
+            given("users", "workload_seconds", "window_seconds", "locust_web_port", "rate"),
+            "come(s) from the `rig fleet` master with --locust-master: give it to the master, or drop it",
+        )
     if w.rate is not None:
-        refuse(given("users", "in_flight", "locust_web_port"), "apply to Locust users (a closed loop); "
-               "--rate runs one open-loop lane: drop one or the other")
+        refuse(
+            given("users", "in_flight", "locust_web_port"),
+            "apply to Locust users (a closed loop); --rate runs one open-loop lane: drop one or the other",
+        )
     elif w.name != "none":
         refuse(given("arrivals", "seed"), "apply to an open loop (--rate), not to Locust users: drop them")
 

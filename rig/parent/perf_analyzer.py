@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import itertools
 import math
 import os
 import re
@@ -44,6 +45,7 @@ from rig.worker import inputs
 TRITONCLIENT_VERSION = "2.48.0"
 BINARY = "perf_analyzer"
 
+
 class PerfAnalyzerError(RigError):
     """perf_analyzer failed at one point; ``points`` holds those measured before it."""
 
@@ -53,6 +55,7 @@ class PerfAnalyzerError(RigError):
 
 
 # ---------------------------------------------------------------- finding the binary
+
 
 def tools_dir() -> Path:
     from rig.parent.runtime import cache_dir
@@ -88,27 +91,46 @@ def _download(log: Callable[[str], None]) -> Path:
     tools.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".dl-perf_analyzer-", dir=tools) as tmp:
         log(f"downloading tritonclient=={TRITONCLIENT_VERSION} for its perf_analyzer ...")
-        cmd = [*python_m("pip"), "download", "--no-deps", "--only-binary=:all:",
-               "--disable-pip-version-check", "--retries", "1", "--timeout", "20", "-q",
-               "-d", tmp, f"tritonclient=={TRITONCLIENT_VERSION}"]
+        cmd = [
+            *python_m("pip"),
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "--retries",
+            "1",
+            "--timeout",
+            "20",
+            "-q",
+            "-d",
+            tmp,
+            f"tritonclient=={TRITONCLIENT_VERSION}",
+        ]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
         except subprocess.TimeoutExpired:
-            raise RigError(f"downloading tritonclient=={TRITONCLIENT_VERSION} timed out; "
-                           "install perf_analyzer yourself and set PERF_ANALYZER=/path/to/it") from None
+            raise RigError(
+                f"downloading tritonclient=={TRITONCLIENT_VERSION} timed out; "
+                "install perf_analyzer yourself and set PERF_ANALYZER=/path/to/it"
+            ) from None
         wheels = sorted(Path(tmp).glob("tritonclient-*.whl"))
         if proc.returncode != 0 or not wheels:
             last = _last_line(proc.stderr + proc.stdout) or "no wheel downloaded"
-            raise RigError(f"could not download tritonclient=={TRITONCLIENT_VERSION} ({last}); "
-                           "install perf_analyzer yourself and set PERF_ANALYZER=/path/to/it")
+            raise RigError(
+                f"could not download tritonclient=={TRITONCLIENT_VERSION} ({last}); "
+                "install perf_analyzer yourself and set PERF_ANALYZER=/path/to/it"
+            )
         staging = Path(tempfile.mkdtemp(prefix=".perf_analyzer-", dir=tools))
         try:
             with zipfile.ZipFile(wheels[0]) as zf:
-                member = next((n for n in zf.namelist()
-                               if re.fullmatch(r"[^/]+\.data/data/bin/perf_analyzer", n)), None)
+                member = next(
+                    (n for n in zf.namelist() if re.fullmatch(r"[^/]+\.data/data/bin/perf_analyzer", n)), None
+                )
                 if member is None:
-                    raise RigError(f"{wheels[0].name} holds no bin/perf_analyzer (this platform's "
-                                   "wheel lacks it); set PERF_ANALYZER=/path/to/perf_analyzer")
+                    raise RigError(
+                        f"{wheels[0].name} holds no bin/perf_analyzer (this platform's "
+                        "wheel lacks it); set PERF_ANALYZER=/path/to/perf_analyzer"
+                    )
                 with zf.open(member) as src, open(staging / BINARY, "wb") as dst:
                     shutil.copyfileobj(src, dst)
             os.chmod(staging / BINARY, 0o755)
@@ -127,10 +149,22 @@ def _download(log: Callable[[str], None]) -> Path:
 # ---------------------------------------------------------------- the CSV
 
 # perf_analyzer's CSV header (lower case) -> our key; its times are microseconds ("_us").
-_RENAMED = {"request rate": "rate", "inferences/second": "throughput",
-            "network+server send/recv": "network_server_us", "avg latency": "avg_us"}
-_TIMES = {"client send", "server queue", "server compute input", "server compute infer",
-          "server compute output", "client recv", "request/response", "response wait"}
+_RENAMED = {
+    "request rate": "rate",
+    "inferences/second": "throughput",
+    "network+server send/recv": "network_server_us",
+    "avg latency": "avg_us",
+}
+_TIMES = {
+    "client send",
+    "server queue",
+    "server compute input",
+    "server compute infer",
+    "server compute output",
+    "client recv",
+    "request/response",
+    "response wait",
+}
 
 
 def _key(header: str) -> str:
@@ -153,13 +187,12 @@ def _number(text: str):
 def parse_csv(text: str) -> list[dict]:
     """Rows of perf_analyzer's ``-f`` CSV as dicts, keyed by header name (see ``_key``)."""
     rows = list(csv.reader(text.splitlines()))
-    start = next((i for i, r in enumerate(rows)
-                  if any(c.strip().lower() == "inferences/second" for c in r)), None)
+    start = next((i for i, r in enumerate(rows) if any(c.strip().lower() == "inferences/second" for c in r)), None)
     if start is None:
         return []
     keys = [_key(h) for h in rows[start]]
     out = []
-    for r in rows[start + 1:]:
+    for r in rows[start + 1 :]:
         if not r or not any(c.strip() for c in r):
             break  # a blank line ends the table (later sections are other tables)
         row = {k: _number(v) for k, v in zip(keys, r) if k}
@@ -182,24 +215,35 @@ def parse_profile(text: str) -> list[dict]:
 
     exp = (json.loads(text).get("experiments") or [{}])[0]
     bounds = [int(b) for b in exp.get("window_boundaries") or []]
-    pairs = [(r["timestamp"], r["response_timestamps"][-1]) for r in exp.get("requests") or []
-             if r.get("response_timestamps")]
+    pairs = [
+        (r["timestamp"], r["response_timestamps"][-1])
+        for r in exp.get("requests") or []
+        if r.get("response_timestamps")
+    ]
     sent, done = np.array(pairs, dtype=np.int64).reshape(-1, 2).T
     which = np.clip(np.searchsorted(bounds, done, side="right") - 1, 0, max(0, len(bounds) - 2))
     out = []
-    for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
+    for i, (a, b) in enumerate(itertools.pairwise(bounds)):
         ns = (done - sent)[which == i]
         h = hdr.new()
         for v, c in zip(*np.unique(np.clip((ns + 500) // 1000, hdr.LOWEST_US, hdr.HIGHEST_US), return_counts=True)):
             h.record_value(int(v), int(c))
         n, length = int(ns.size), (b - a) / 1e9
         pct = h.get_percentile_to_value_dict([50, 90, 99, 99.9]) if n else {}
-        out.append({"window": i + 1, "start_s": (a - bounds[0]) / 1e9, "length_s": length, "requests": n,
-                    "errors": 0, "throughput": n / length if length > 0 else 0.0,
-                    **{f"p{q:g}_us".replace(".", ""): (float(pct[q]) if n else None) for q in (50, 90, 99, 99.9)},
-                    "max_us": float(h.get_max_value()) if n else None,
-                    "mean_us": float(ns.mean()) / 1000 if n else None,
-                    "histogram": hdr.encode(h) if n else None})
+        out.append(
+            {
+                "window": i + 1,
+                "start_s": (a - bounds[0]) / 1e9,
+                "length_s": length,
+                "requests": n,
+                "errors": 0,
+                "throughput": n / length if length > 0 else 0.0,
+                **{f"p{q:g}_us".replace(".", ""): (float(pct[q]) if n else None) for q in (50, 90, 99, 99.9)},
+                "max_us": float(h.get_max_value()) if n else None,
+                "mean_us": float(ns.mean()) / 1000 if n else None,
+                "histogram": hdr.encode(h) if n else None,
+            }
+        )
     return out
 
 
@@ -207,8 +251,7 @@ def parse_profile(text: str) -> list[dict]:
 _SERVER_COUNT = re.compile(r"^\s*(Inference count|Execution count|Successful request count):\s*(\d+)")
 _SERVER_LATENCY = re.compile(r"^\s*Avg request latency:\s*(\d+(?:\.\d+)?) usec")
 _SERVER_PART = re.compile(r"(overhead|queue|compute input|compute infer|compute output) (\d+(?:\.\d+)?) usec")
-_SERVER_KEYS = {"Inference count": "inferences", "Execution count": "executions",
-                "Successful request count": "success"}
+_SERVER_KEYS = {"Inference count": "inferences", "Execution count": "executions", "Successful request count": "success"}
 
 
 def is_server_line(line: str) -> bool:
@@ -241,7 +284,9 @@ def parse_server_summary(lines: list[str]) -> dict | None:
 _NOISE = re.compile(
     r"pinned memory|CudaDriverHelper|NVML|DCGM|cuda_memory_manager|CNMEM|CUDA driver"
     r"|malloc|free\(\)|corrupted|Server average accounted time|Received exit signal|^\*\*\*|Using .* (mode|calls)"
-    r"|^At:$|^<frozen |\.py\(\d+\)", re.IGNORECASE)
+    r"|^At:$|^<frozen |\.py\(\d+\)",
+    re.IGNORECASE,
+)
 _GLOG = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [\w.]+:\d+\]\s*")
 _LOAD_FAILED = re.compile(r"failed to load '([^']*)'")
 
@@ -262,12 +307,15 @@ def _meaningful(lines: list[str]) -> str:
     """The line that says why perf_analyzer failed, in this order: a model-load error, an
     instability notice, the server's first error, perf_analyzer's last ``error:`` line, else the
     last line that is not known noise (CUDA/NVML/DCGM warnings on a machine without GPU)."""
-    useful = [(x, _clean(x)) for x in lines
-              if _clean(x) and not _NOISE.search(_clean(x)) and not x.startswith((" ", "\t"))]
-    for pattern, first in ((_LOAD_FAILED, True),
-                           (re.compile(r"stable measurement", re.IGNORECASE), True),
-                           (re.compile(r"^[EF]\d{4} "), True),
-                           (re.compile(r"^error", re.IGNORECASE), False)):
+    useful = [
+        (x, _clean(x)) for x in lines if _clean(x) and not _NOISE.search(_clean(x)) and not x.startswith((" ", "\t"))
+    ]
+    for pattern, first in (
+        (_LOAD_FAILED, True),
+        (re.compile(r"stable measurement", re.IGNORECASE), True),
+        (re.compile(r"^[EF]\d{4} "), True),
+        (re.compile(r"^error", re.IGNORECASE), False),
+    ):
         hits = [c for raw, c in useful if pattern.search(raw.strip()) or pattern.search(c)]
         if hits:
             return hits[0] if first else hits[-1]
@@ -276,15 +324,29 @@ def _meaningful(lines: list[str]) -> str:
 
 # ---------------------------------------------------------------- running it
 
-def _run_one(binary: str, args: list[str], env: dict, workdir: str, deadline: float,
-             log: Callable[[str], None], server: list[str] | None = None) -> tuple[int, list[str], str | None]:
+
+def _run_one(
+    binary: str,
+    args: list[str],
+    env: dict,
+    workdir: str,
+    deadline: float,
+    log: Callable[[str], None],
+    server: list[str] | None = None,
+) -> tuple[int, list[str], str | None]:
     """Run perf_analyzer once; return (exit status, last output lines, reason it was stopped).
     ``server`` gathers the lines of its server summary (``is_server_line``), wherever they fall."""
     lines: deque[str] = deque(maxlen=400)
     load_failures: list[str] = []
-    proc = subprocess.Popen([binary, *args], env=env, cwd=workdir, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [binary, *args],
+        env=env,
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
     def reader():
         assert proc.stdout is not None
@@ -343,11 +405,20 @@ def _load_points(concurrency: list[int] | None, rate: list[float] | None) -> tup
     return mode, list(values)
 
 
-def run_perf_analyzer(runtime, model_repository, model: str, concurrency: list[int] | None = None,
-                      rate: list[float] | None = None, shapes: dict[str, list[int]] | None = None,
-                      measurement_ms: int = 2000, stability_pct: float = 10, max_trials: int = 10,
-                      timeout_s: float = 600, input_data: str | None = None,
-                      log: Callable[[str], None] = lambda msg: None) -> list[dict]:
+def run_perf_analyzer(
+    runtime,
+    model_repository,
+    model: str,
+    concurrency: list[int] | None = None,
+    rate: list[float] | None = None,
+    shapes: dict[str, list[int]] | None = None,
+    measurement_ms: int = 2000,
+    stability_pct: float = 10,
+    max_trials: int = 10,
+    timeout_s: float = 600,
+    input_data: str | None = None,
+    log: Callable[[str], None] = lambda msg: None,
+) -> list[dict]:
     """Measure ``model`` with perf_analyzer in C API mode over ``runtime``'s core, sending
     ``input_data`` (its ``--input-data``: zero, random or a JSON file; None: its default,
     random) with ``shapes`` (its ``--shape``) for variable dimensions.
@@ -371,10 +442,20 @@ def run_perf_analyzer(runtime, model_repository, model: str, concurrency: list[i
     binary = ensure_perf_analyzer(log=log)
     env = runtime.worker_env()
 
-    base = ["-m", model, "--service-kind=triton_c_api",
-            f"--triton-server-directory={runtime.server_dir}", f"--model-repository={repo}",
-            "-p", str(int(measurement_ms)), "-s", _fmt(stability_pct),
-            "-r", str(int(max_trials)), "--verbose-csv"]
+    base = [
+        "-m",
+        model,
+        "--service-kind=triton_c_api",
+        f"--triton-server-directory={runtime.server_dir}",
+        f"--model-repository={repo}",
+        "-p",
+        str(int(measurement_ms)),
+        "-s",
+        _fmt(stability_pct),
+        "-r",
+        str(int(max_trials)),
+        "--verbose-csv",
+    ]
     for name, dims in (shapes or {}).items():
         base += ["--shape", f"{name}:{','.join(str(int(d)) for d in dims)}"]
     if input_data is not None:
@@ -387,24 +468,33 @@ def run_perf_analyzer(runtime, model_repository, model: str, concurrency: list[i
             csv_path = os.path.join(work, f"point{i}.csv")
             profile = os.path.join(work, f"point{i}.json")
             flag = "--concurrency-range" if mode == "concurrency" else "--request-rate-range"
-            args = [*base, flag, str(int(v)) if mode == "concurrency" else _fmt(v), "-f", csv_path,
-                    "--profile-export-file", profile]
+            args = [
+                *base,
+                flag,
+                str(int(v)) if mode == "concurrency" else _fmt(v),
+                "-f",
+                csv_path,
+                "--profile-export-file",
+                profile,
+            ]
             log(f"perf_analyzer {mode}={_fmt(v)} ...")
             server: list[str] = []
             rc, lines, stopped = _run_one(binary, args, env, work, deadline, log, server)
             where = f"perf_analyzer at {mode} {_fmt(v)}"
             if stopped == "timed out":
-                raise PerfAnalyzerError(f"{where} ran past timeout_s={timeout_s:g} s "
-                                        f"(last output: {_meaningful(lines)})", points)
+                raise PerfAnalyzerError(
+                    f"{where} ran past timeout_s={timeout_s:g} s (last output: {_meaningful(lines)})", points
+                )
             if stopped:
-                raise PerfAnalyzerError(f"{where}: {stopped}; fix the model (perf_analyzer "
-                                        "loads every model in the repository)", points)
+                raise PerfAnalyzerError(
+                    f"{where}: {stopped}; fix the model (perf_analyzer loads every model in the repository)", points
+                )
             rows = parse_csv(Path(csv_path).read_text()) if os.path.exists(csv_path) else []
             if rc != 0 or not rows:
                 why = _meaningful(lines)
                 hint = ""
                 if re.search(r"stable", why, re.IGNORECASE) or (rc == 0 and not rows):
-                    hint = ("; lengthen measurement_ms, or raise stability_pct or max_trials")
+                    hint = "; lengthen measurement_ms, or raise stability_pct or max_trials"
                 raise PerfAnalyzerError(f"{where} failed (exit {rc}): {why}{hint}", points)
             row = rows[0]
             row[mode] = int(v) if mode == "concurrency" else v
@@ -414,7 +504,5 @@ def run_perf_analyzer(runtime, model_repository, model: str, concurrency: list[i
             row["requests"] = sum(w["requests"] for w in row["windows"]) or None
             row["server"] = parse_server_summary(server)
             points.append(row)
-            log(f"  {row.get('throughput')} infer/s, p50 {row.get('p50_us')} us, "
-                f"avg {row.get('avg_us')} us")
+            log(f"  {row.get('throughput')} infer/s, p50 {row.get('p50_us')} us, avg {row.get('avg_us')} us")
     return points
-

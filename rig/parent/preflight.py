@@ -23,15 +23,16 @@ def lock_run(work: Path, run_id: str):
     run the same cycles and overwrite each other's rows. The lock goes with the process."""
     import fcntl
 
-    f = open(work / ".lock", "a+")
+    f = open(work / ".lock", "a+")  # noqa: SIM115
     try:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         f.seek(0)
         holder = f.read().strip() or "another process"
         f.close()
-        raise RigError(f"run {run_id} is running in {holder}: wait for it to end (or stop it) "
-                       "before resuming it") from None
+        raise RigError(
+            f"run {run_id} is running in {holder}: wait for it to end (or stop it) before resuming it"
+        ) from None
     f.seek(0)
     f.truncate()
     f.write(f"pid {os.getpid()}\n")
@@ -45,7 +46,7 @@ def running_holder(work: Path) -> str | None:
     import fcntl
 
     try:
-        f = open(work / ".lock")
+        f = open(work / ".lock")  # noqa: SIM115
     except OSError:
         return None
     with f:
@@ -65,14 +66,15 @@ def without_spaces(repo: Path, run_id: str, log: Callable[[str], None]) -> Path:
         return repo
     link = Path(tempfile.gettempdir()) / "triton-soak-rig" / run_id / "models"
     if any(ch.isspace() for ch in str(link)):
-        raise RigError(f"the model repository's path has a space ({repo}), which the Python backend's "
-                       "stub cannot take, and so does the temporary folder: move the repository")
+        raise RigError(
+            f"the model repository's path has a space ({repo}), which the Python backend's "
+            "stub cannot take, and so does the temporary folder: move the repository"
+        )
     link.parent.mkdir(parents=True, exist_ok=True)
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to(repo, target_is_directory=True)
-    log(f"the model repository's path has a space, which the Python backend's stub cannot take: "
-        f"served through {link}")
+    log(f"the model repository's path has a space, which the Python backend's stub cannot take: served through {link}")
     return link
 
 
@@ -80,8 +82,9 @@ def check_workload(path: str) -> dict:
     """Load a locustfile in a child process, as the worker will (importing Locust patches the
     process it runs in, so not this one): its users and shape, or its fault as a ``RigError``."""
     try:
-        proc = subprocess.run([*python_m("rig.worker.load.check"), path], capture_output=True,
-                              text=True, timeout=120)
+        proc = subprocess.run(
+            [*python_m("rig.worker.load.check"), path], capture_output=True, text=True, timeout=120, check=False
+        )
     except subprocess.TimeoutExpired:
         raise RigError(f"workload {path}: loading it took over 120 s") from None
     for line in reversed(proc.stdout.splitlines()):
@@ -127,19 +130,25 @@ def ensure_evidence_hook(log: Callable[[str], None]) -> str | None:
     path = hook_file()
     problem = hook_file_problem(path)
     if problem:
-        log(f"warning: ignoring the evidence hook {path}: {problem}; {missing}. Reinstall the rig, "
-            "or make the file yours and not writable by others (chmod go-w)")
+        log(
+            f"warning: ignoring the evidence hook {path}: {problem}; {missing}. Reinstall the rig, "
+            "or make the file yours and not writable by others (chmod go-w)"
+        )
         return None
     site = sysconfig.get_paths()["purelib"]
     if evidence.pth_installed(site):
         return str(path)
     if not environment_owned():
-        log(f"warning: not adding {evidence.PTH_NAME} to {site}, a system interpreter's site-packages, "
-            f"by itself: {missing}. Run the rig from a virtualenv, or set RIG_OWNS_ENVIRONMENT=1 to let it")
+        log(
+            f"warning: not adding {evidence.PTH_NAME} to {site}, a system interpreter's site-packages, "
+            f"by itself: {missing}. Run the rig from a virtualenv, or set RIG_OWNS_ENVIRONMENT=1 to let it"
+        )
         return None
     if evidence.install_pth(site) is None:
-        log(f"warning: cannot write {evidence.PTH_NAME} into {site}: {missing}; run the rig from a "
-            "writable environment (a virtualenv)")
+        log(
+            f"warning: cannot write {evidence.PTH_NAME} into {site}: {missing}; run the rig from a "
+            "writable environment (a virtualenv)"
+        )
         return None
     return str(path)
 
@@ -170,9 +179,12 @@ def host_facts() -> dict:
     # each figure read once, here, so the run row says which ones this host cannot give (the
     # worker's own probe meets the same GPUs: it inherits this environment)
     notes = gpu.survey()
-    return {"host": platform.node(), "cpu": f"{cpu} x{os.cpu_count()}",
-            "gpu": getattr(gpu, "name", None) if gpu.available else None,
-            "gpu_notes": json.dumps(notes, sort_keys=True) if notes else None}
+    return {
+        "host": platform.node(),
+        "cpu": f"{cpu} x{os.cpu_count()}",
+        "gpu": getattr(gpu, "name", None) if gpu.available else None,
+        "gpu_notes": json.dumps(notes, sort_keys=True) if notes else None,
+    }
 
 
 def check_inputs(repository: Path, models: list[str], input_data: str, shapes: str | None) -> dict:

@@ -49,16 +49,16 @@ def templates_dir() -> Path:
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
-    kind: str = "numpy"               # numpy (KIND_CPU) | cupy (KIND_GPU)
-    name: str | None = None           # defaults to the kind
-    size: int = 4                     # INPUT [size] @ W[size, size]
+    kind: str = "numpy"  # numpy (KIND_CPU) | cupy (KIND_GPU)
+    name: str | None = None  # defaults to the kind
+    size: int = 4  # INPUT [size] @ W[size, size]
     instances: int = 1
     max_batch_size: int = 0
     dynamic_batching: bool = False
-    queue_delay_us: int = 0           # the dynamic batcher's max_queue_delay_microseconds
-    decoupled: bool = False           # responses through each request's sender (model_transaction_policy)
-    fault: str = "none"               # one of FAULTS
-    execute_delay_ms: float = 0.0     # a slow model on purpose (positive control of latency)
+    queue_delay_us: int = 0  # the dynamic batcher's max_queue_delay_microseconds
+    decoupled: bool = False  # responses through each request's sender (model_transaction_policy)
+    fault: str = "none"  # one of FAULTS
+    execute_delay_ms: float = 0.0  # a slow model on purpose (positive control of latency)
     load_sleep_s: float | None = None  # overrides the fault's initialize sleep (load-slow: load_slow_s)
 
     @property
@@ -92,13 +92,20 @@ def render(spec: ModelSpec, repository: Path) -> Path:
         params["load_sleep_s"] = str(spec.load_sleep_s)
     if spec.kind == "cupy":
         params["FORCE_CPU_ONLY_INPUT_TENSORS"] = "no"
-    template = "".join(line for line in (tdir / spec.kind / "config.pbtxt.tmpl").read_text().splitlines(True)
-                       if not line.startswith("#"))  # the template's own notes
+    template = "".join(
+        line
+        for line in (tdir / spec.kind / "config.pbtxt.tmpl").read_text().splitlines(True)
+        if not line.startswith("#")
+    )  # the template's own notes
     config = template.format(
-        name=spec.model_name, max_batch_size=spec.max_batch_size, size=spec.size, instances=spec.instances,
+        name=spec.model_name,
+        max_batch_size=spec.max_batch_size,
+        size=spec.size,
+        instances=spec.instances,
         dynamic_batching=_batcher(spec),
         policy="model_transaction_policy { decoupled: true }" if spec.decoupled else "",
-        parameters=",\n".join(f'  {{ key: "{k}" value: {{ string_value: "{v}" }} }}' for k, v in params.items()))
+        parameters=",\n".join(f'  {{ key: "{k}" value: {{ string_value: "{v}" }} }}' for k, v in params.items()),
+    )
     mdir = Path(repository) / spec.model_name
     (mdir / "1").mkdir(parents=True, exist_ok=True)
     (mdir / "config.pbtxt").write_text(config)
@@ -109,15 +116,28 @@ def render(spec: ModelSpec, repository: Path) -> Path:
 # ---------------------------------------------------------------- config.pbtxt, read
 
 # Triton's config datatypes by their metadata names (``TYPE_STRING`` is BYTES on the wire).
-_CONFIG_TYPES = {"TYPE_BOOL": "BOOL", "TYPE_UINT8": "UINT8", "TYPE_UINT16": "UINT16",
-                 "TYPE_UINT32": "UINT32", "TYPE_UINT64": "UINT64", "TYPE_INT8": "INT8",
-                 "TYPE_INT16": "INT16", "TYPE_INT32": "INT32", "TYPE_INT64": "INT64",
-                 "TYPE_FP16": "FP16", "TYPE_FP32": "FP32", "TYPE_FP64": "FP64",
-                 "TYPE_STRING": "BYTES", "TYPE_BF16": "BF16"}
+_CONFIG_TYPES = {
+    "TYPE_BOOL": "BOOL",
+    "TYPE_UINT8": "UINT8",
+    "TYPE_UINT16": "UINT16",
+    "TYPE_UINT32": "UINT32",
+    "TYPE_UINT64": "UINT64",
+    "TYPE_INT8": "INT8",
+    "TYPE_INT16": "INT16",
+    "TYPE_INT32": "INT32",
+    "TYPE_INT64": "INT64",
+    "TYPE_FP16": "FP16",
+    "TYPE_FP32": "FP32",
+    "TYPE_FP64": "FP64",
+    "TYPE_STRING": "BYTES",
+    "TYPE_BF16": "BF16",
+}
 
-_TOKEN = re.compile(r"""\s+|\#[^\n]*|(?P<p>[{}\[\]<>:,;])|(?P<s>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')"""
-                    r"""|(?P<n>[-+]?(?:0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)[fF]?)"""
-                    r"""|(?P<i>[A-Za-z_][A-Za-z0-9_.]*)""")
+_TOKEN = re.compile(
+    r"""\s+|\#[^\n]*|(?P<p>[{}\[\]<>:,;])|(?P<s>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')"""
+    r"""|(?P<n>[-+]?(?:0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)[fF]?)"""
+    r"""|(?P<i>[A-Za-z_][A-Za-z0-9_.]*)"""
+)
 
 
 def _number(raw: str) -> int | float:
@@ -138,7 +158,7 @@ def _tokens(text: str) -> list[tuple[str, object]]:
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if not m:
-            raise ValueError(f"unexpected {text[pos:pos + 10]!r}")
+            raise ValueError(f"unexpected {text[pos : pos + 10]!r}")
         pos = m.end()
         if m.group("p"):
             out.append(("p", m.group("p")))
@@ -220,7 +240,7 @@ class ConfigInputs:
     """What a model's config.pbtxt says of its inputs: the metadata Triton will report for them
     (the batch dimension first, as -1, where the model batches) and which are optional."""
 
-    meta: object            # rig.worker.engines.base.ModelMetadata
+    meta: object  # rig.worker.engines.base.ModelMetadata
     optional: frozenset
 
 
@@ -253,6 +273,9 @@ def config_inputs(model_dir: Path) -> ConfigInputs | None:
         return None
     if not specs:
         return None
-    return ConfigInputs(ModelMetadata(name=Path(model_dir).name, versions=(), platform="",
-                                      inputs=tuple(specs), outputs=(), max_batch_size=mbs),
-                        frozenset(optional))
+    return ConfigInputs(
+        ModelMetadata(
+            name=Path(model_dir).name, versions=(), platform="", inputs=tuple(specs), outputs=(), max_batch_size=mbs
+        ),
+        frozenset(optional),
+    )

@@ -65,8 +65,13 @@ def _system_libpython_dir() -> list[str]:
 
 # Where a distribution puts a shared libpython that its interpreter does not link (Debian and
 # Ubuntu: the libpython3.X package beside a statically linked /usr/bin/python3.X).
-_SYSTEM_LIBDIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
-                   "/usr/local/lib")
+_SYSTEM_LIBDIRS = (
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+    "/usr/local/lib",
+)
 
 
 def libpython_problem(libdirs: list[str] | None = None, version: str | None = None) -> str | None:
@@ -80,12 +85,15 @@ def libpython_problem(libdirs: list[str] | None = None, version: str | None = No
     dirs = _python_libdir() if libdirs is None else libdirs
     if any(os.path.exists(os.path.join(d, soname)) for d in [*dirs, *_SYSTEM_LIBDIRS]):
         return None
-    return (f"the backend stubs need {soname}, which this Python {version} ({sys.executable}) does not have "
-            f"(looked in {', '.join(dirs) or 'no LIBDIR'} and the system's library folders): install it "
-            f"(Debian/Ubuntu: apt-get install libpython{version}), or use a Python built with --enable-shared")
+    return (
+        f"the backend stubs need {soname}, which this Python {version} ({sys.executable}) does not have "
+        f"(looked in {', '.join(dirs) or 'no LIBDIR'} and the system's library folders): install it "
+        f"(Debian/Ubuntu: apt-get install libpython{version}), or use a Python built with --enable-shared"
+    )
 
 
 # ---------------------------------------------------------------- container install
+
 
 def container_home() -> Path | None:
     """The container's Triton: ``$TRITON_HOME`` if set, else ``/opt/tritonserver`` if present."""
@@ -99,8 +107,10 @@ def container_home() -> Path | None:
 def container_runtime() -> Runtime:
     home = container_home()
     if home is None:
-        raise RigError("no container Triton here (/opt/tritonserver missing and TRITON_HOME unset); "
-                       "use an embedded runtime: " + install_line(DEFAULT_EMBEDDED))
+        raise RigError(
+            "no container Triton here (/opt/tritonserver missing and TRITON_HOME unset); "
+            "use an embedded runtime: " + install_line(DEFAULT_EMBEDDED)
+        )
     lib = home / "lib" / "libtritonserver.so"
     if not lib.exists():
         raise RigError(f"TRITON_HOME={home} has no lib/libtritonserver.so; point it at a Triton install")
@@ -108,13 +118,19 @@ def container_runtime() -> Runtime:
     vfile = home / "TRITON_VERSION"
     if vfile.exists():
         version = vfile.read_text().strip()
-    return Runtime(name="container", kind="container", triton_version=version,
-                   server_dir=str(home), core_library=str(lib),
-                   backend_dir=str(home / "backends"),
-                   library_path=tuple([str(home / "lib"), *_python_libdir()]))
+    return Runtime(
+        name="container",
+        kind="container",
+        triton_version=version,
+        server_dir=str(home),
+        core_library=str(lib),
+        backend_dir=str(home / "backends"),
+        library_path=(str(home / "lib"), *_python_libdir()),
+    )
 
 
 # ---------------------------------------------------------------- embedded runtimes
+
 
 def _embedded_root(version: str) -> Path:
     return cache_dir() / f"embedded-{version}"
@@ -138,8 +154,10 @@ def _assemble_server_dir(root: Path, wheel_dir: Path, py: str) -> Path:
     stub = wheel_dir / "pytriton" / "tritonserver" / "python_backend_stubs" / py / STUB_NAME
     if not stub.exists():
         have = sorted(p.name for p in (wheel_dir / "pytriton" / "tritonserver" / "python_backend_stubs").glob("*"))
-        raise RigError(f"this runtime has no Python-backend stub for Python {py} (it has: "
-                       f"{', '.join(have) or 'none'}); run the rig with one of those, or another runtime")
+        raise RigError(
+            f"this runtime has no Python-backend stub for Python {py} (it has: "
+            f"{', '.join(have) or 'none'}); run the rig with one of those, or another runtime"
+        )
     tmp = Path(tempfile.mkdtemp(prefix=f".py{py}-", dir=root))
     os.chmod(tmp, 0o755)
     (tmp / "lib").mkdir()
@@ -177,6 +195,7 @@ def stub_site(log=lambda msg: None) -> str | None:
         return None
     try:
         import numpy
+
         if int(numpy.__version__.split(".")[0]) < 2:
             return None
     except ImportError:
@@ -184,8 +203,9 @@ def stub_site(log=lambda msg: None) -> str | None:
     site = cache_dir().parent / f"stub-site-py{python_tag()}"
     if not (site / ".complete").exists():
         log("installing numpy<2 for the backend stubs of the embedded core ...")
-    pip_install_into(site, ["numpy<2"], "numpy<2 for the backend stubs",
-                     "or run the rig in an environment with numpy<2")
+    pip_install_into(
+        site, ["numpy<2"], "numpy<2 for the backend stubs", "or run the rig in an environment with numpy<2"
+    )
     return str(site)
 
 
@@ -198,16 +218,19 @@ def _embedded_from_root(version: str, root: Path, py: str | None = None) -> Runt
     if mfile.exists():
         meta = json.loads(mfile.read_text())
     libs = str(wheel_dir / "nvidia_pytriton.libs")
-    return Runtime(name=f"embedded-{version}", kind="embedded",
-                   triton_version=meta.get("triton_version") or PYTRITON_CORE.get(version, "unknown"),
-                   server_dir=str(sdir), core_library=str(sdir / "lib" / "libtritonserver.so"),
-                   backend_dir=str(sdir / "backends"),
-                   library_path=tuple([*_python_libdir(), *_system_libpython_dir(), libs, str(sdir / "lib")]),
-                   stub_site=stub_site())
+    return Runtime(
+        name=f"embedded-{version}",
+        kind="embedded",
+        triton_version=meta.get("triton_version") or PYTRITON_CORE.get(version, "unknown"),
+        server_dir=str(sdir),
+        core_library=str(sdir / "lib" / "libtritonserver.so"),
+        backend_dir=str(sdir / "backends"),
+        library_path=(*_python_libdir(), *_system_libpython_dir(), libs, str(sdir / "lib")),
+        stub_site=stub_site(),
+    )
 
 
-def install_embedded(version: str = DEFAULT_EMBEDDED, force: bool = False,
-                     log=lambda msg: None) -> Runtime:
+def install_embedded(version: str = DEFAULT_EMBEDDED, force: bool = False, log=lambda msg: None) -> Runtime:
     """Download ``nvidia-pytriton==version`` and unpack it into the cache (atomic rename).
     ``version`` may also name the Triton core a wheel bundles (``2.48.0``: nvidia-pytriton 0.5.10,
     the newest release with that core)."""
@@ -215,8 +238,9 @@ def install_embedded(version: str = DEFAULT_EMBEDDED, force: bool = False,
         log(f"Triton {version} is the core of nvidia-pytriton {pytriton_of(version)}")
         version = pytriton_of(version)
     elif version.startswith("2.") and version not in PYTRITON_CORE:
-        raise RigError(f"no PyPI wheel bundles Triton {version} (they stop at 2.51.0): "
-                       f"rig runtime build {shlex.quote(version)}")
+        raise RigError(
+            f"no PyPI wheel bundles Triton {version} (they stop at 2.51.0): rig runtime build {shlex.quote(version)}"
+        )
     root = _embedded_root(version)
     if (root / "wheel").is_dir() and not force:
         return _embedded_from_root(version, root)
@@ -237,19 +261,32 @@ def install_embedded(version: str = DEFAULT_EMBEDDED, force: bool = False,
 
 def _install_embedded_locked(version: str, root: Path, log) -> Runtime:
     with tempfile.TemporaryDirectory(prefix=".dl-", dir=cache_dir()) as tmp:
-        log(f"downloading nvidia-pytriton=={version} (bundles Triton "
-            f"{PYTRITON_CORE.get(version, '?')}) ...")
+        log(f"downloading nvidia-pytriton=={version} (bundles Triton {PYTRITON_CORE.get(version, '?')}) ...")
         proc = subprocess.run(
-            [*python_m("pip"), "download", "--no-deps", "--only-binary=:all:",
-             "--disable-pip-version-check", "-q", "-d", tmp, f"nvidia-pytriton=={version}"],
-            capture_output=True, text=True)
+            [
+                *python_m("pip"),
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--disable-pip-version-check",
+                "-q",
+                "-d",
+                tmp,
+                f"nvidia-pytriton=={version}",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         wheels = list(Path(tmp).glob("*.whl"))
         if proc.returncode != 0 or not wheels:
             last = (proc.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
-            raise RigError(f"could not download nvidia-pytriton=={version} ({last}); give a Triton version a "
-                           f"wheel bundles ({', '.join(sorted(set(PYTRITON_CORE.values())))}) or an "
-                           f"nvidia-pytriton release ({', '.join(PYTRITON_CORE)}); newer Tritons: "
-                           "rig runtime build VERSION")
+            raise RigError(
+                f"could not download nvidia-pytriton=={version} ({last}); give a Triton version a "
+                f"wheel bundles ({', '.join(sorted(set(PYTRITON_CORE.values())))}) or an "
+                f"nvidia-pytriton release ({', '.join(PYTRITON_CORE)}); newer Tritons: "
+                "rig runtime build VERSION"
+            )
         staging = Path(tmp) / "root"
         log("unpacking ...")
         with zipfile.ZipFile(wheels[0]) as zf:
@@ -260,9 +297,16 @@ def _install_embedded_locked(version: str, root: Path, log) -> Runtime:
                     os.chmod(out, mode)
         for exe in (staging / "wheel").rglob(STUB_NAME):
             exe.chmod(0o755)
-        (staging / "runtime.json").write_text(json.dumps({
-            "package": "nvidia-pytriton", "package_version": version,
-            "triton_version": PYTRITON_CORE.get(version, "unknown"), "wheel": wheels[0].name}))
+        (staging / "runtime.json").write_text(
+            json.dumps(
+                {
+                    "package": "nvidia-pytriton",
+                    "package_version": version,
+                    "triton_version": PYTRITON_CORE.get(version, "unknown"),
+                    "wheel": wheels[0].name,
+                }
+            )
+        )
         if root.exists():
             shutil.rmtree(root)
         os.rename(staging, root)
@@ -275,17 +319,24 @@ def list_embedded() -> list[dict]:
     if not base.is_dir():
         return out
     for root in sorted(base.glob("embedded-*")):
-        version = root.name[len("embedded-"):]
+        version = root.name[len("embedded-") :]
         meta = json.loads((root / "runtime.json").read_text()) if (root / "runtime.json").exists() else {}
         stubs_dir = root / "wheel" / "pytriton" / "tritonserver" / "python_backend_stubs"
         stubs = sorted((p.name for p in stubs_dir.glob("*")), key=lambda s: tuple(map(int, s.split("."))))
-        out.append({"name": root.name, "package_version": version,
-                    "triton_version": meta.get("triton_version", PYTRITON_CORE.get(version, "unknown")),
-                    "stubs": stubs, "path": str(root)})
+        out.append(
+            {
+                "name": root.name,
+                "package_version": version,
+                "triton_version": meta.get("triton_version", PYTRITON_CORE.get(version, "unknown")),
+                "stubs": stubs,
+                "path": str(root),
+            }
+        )
     return out
 
 
 # ---------------------------------------------------------------- built from source
+
 
 def is_built_spec(spec: str) -> bool:
     """``built-2.67.0`` or a Triton version (``2.67.0``): a runtime `rig runtime build` makes."""
@@ -302,23 +353,35 @@ def built_runtime(spec: str) -> Runtime:
     m = cache.manifest(root)
     if not m:
         have = ", ".join(r["triton_version"] for r in cache.list_built()) or "none"
-        raise RigError(f"runtime {spec!r} is not built here (built: {have}): run `rig runtime build "
-                       f"{shlex.quote(v)}` (add --sources DIR for a folder of git bundles)")
+        raise RigError(
+            f"runtime {spec!r} is not built here (built: {have}): run `rig runtime build "
+            f"{shlex.quote(v)}` (add --sources DIR for a folder of git bundles)"
+        )
     py = python_tag()
     if not cache.is_built(root, py):
-        why = (f"it was built for Python {', '.join(sorted(m.get('pythons', {})))} only"
-               if m.get("recipe") == cache.RECIPE else "it was built by an older recipe")
-        raise RigError(f"runtime built-{v} is not usable with Python {py}: {why}; "
-                       f"`rig runtime build {shlex.quote(v)}` with this interpreter builds what it needs")
+        why = (
+            f"it was built for Python {', '.join(sorted(m.get('pythons', {})))} only"
+            if m.get("recipe") == cache.RECIPE
+            else "it was built by an older recipe"
+        )
+        raise RigError(
+            f"runtime built-{v} is not usable with Python {py}: {why}; "
+            f"`rig runtime build {shlex.quote(v)}` with this interpreter builds what it needs"
+        )
     sdir = root / f"py{py}"
     bindings = sdir / "bindings"
-    return Runtime(name=f"built-{v}", kind="built", triton_version=m.get("triton_version", v),
-                   server_dir=str(sdir), core_library=str(sdir / "lib" / "libtritonserver.so"),
-                   backend_dir=str(sdir / "backends"),
-                   library_path=tuple([*_python_libdir(), *_system_libpython_dir(), str(root / "lib")]),
-                   # a stub built with pybind11 < 2.12 needs numpy<2 (builds before that field: r24.10's)
-                   stub_site=stub_site() if m.get("stub_numpy1", m.get("branch") == "r24.10") else None,
-                   bindings=str(bindings) if (bindings / "tritonserver").is_dir() else None)
+    return Runtime(
+        name=f"built-{v}",
+        kind="built",
+        triton_version=m.get("triton_version", v),
+        server_dir=str(sdir),
+        core_library=str(sdir / "lib" / "libtritonserver.so"),
+        backend_dir=str(sdir / "backends"),
+        library_path=(*_python_libdir(), *_system_libpython_dir(), str(root / "lib")),
+        # a stub built with pybind11 < 2.12 needs numpy<2 (builds before that field: r24.10's)
+        stub_site=stub_site() if m.get("stub_numpy1", m.get("branch") == "r24.10") else None,
+        bindings=str(bindings) if (bindings / "tritonserver").is_dir() else None,
+    )
 
 
 def list_built() -> list[dict]:
@@ -358,6 +421,8 @@ def resolve(spec: str | None, auto_install: bool = True, log=lambda msg: None) -
     if not (root / "wheel").is_dir():
         if version == DEFAULT_EMBEDDED and auto_install:
             return install_embedded(version, log=log)
-        raise RigError(f"runtime {spec!r} is not installed: run `{install_line(str(version))}` "
-                       f"(installed: {', '.join(said(r['package_version']) for r in list_embedded()) or 'none'})")
+        raise RigError(
+            f"runtime {spec!r} is not installed: run `{install_line(str(version))}` "
+            f"(installed: {', '.join(said(r['package_version']) for r in list_embedded()) or 'none'})"
+        )
     return _embedded_from_root(version, root)

@@ -35,7 +35,7 @@ class Shape:
     dynamic_batching: bool = False
     instances: int = 1
     decoupled: bool = False
-    queue_delay_us: int = 0       # the dynamic batcher's max_queue_delay_microseconds
+    queue_delay_us: int = 0  # the dynamic batcher's max_queue_delay_microseconds
 
     @property
     def name(self) -> str:
@@ -44,8 +44,9 @@ class Shape:
             parts.append("decoupled")
         if self.max_batch_size > 0:
             # any max_batch_size: the dynamic batcher is what puts several requests in one execute
-            parts.append(("batched-delayed" if self.queue_delay_us > 0 else "batched") if self.dynamic_batching
-                         else "max-batch")
+            parts.append(
+                ("batched-delayed" if self.queue_delay_us > 0 else "batched") if self.dynamic_batching else "max-batch"
+            )
         if self.instances > 1:
             parts.append(f"instances-{self.instances}")
         return ",".join(parts) or "unbatched"
@@ -67,8 +68,13 @@ class Shape:
 def settings_of(x) -> tuple:
     """The shape settings a ``Shape`` or a ``RunConfig`` holds (what ``put_on`` sets), to compare
     a config with a shape."""
-    return (x.instances, x.max_batch_size, x.dynamic_batching, x.decoupled,
-            x.queue_delay_us if x.dynamic_batching else 0)
+    return (
+        x.instances,
+        x.max_batch_size,
+        x.dynamic_batching,
+        x.decoupled,
+        x.queue_delay_us if x.dynamic_batching else 0,
+    )
 
 
 DEFAULTS = settings_of(Shape())  # the template's own: unbatched, one instance
@@ -91,15 +97,18 @@ def parse(name: str) -> Shape:
         elif m := re.fullmatch(r"instances-(\d+)", part):
             fields["instances"] = int(m.group(1))
         else:
-            raise RigError(f"unknown model shape {name!r}: a shape is unbatched, batched, batched-delayed, "
-                           "max-batch, instances-N or decoupled "
-                           "(joined with commas: decoupled,instances-2)")
+            raise RigError(
+                f"unknown model shape {name!r}: a shape is unbatched, batched, batched-delayed, "
+                "max-batch, instances-N or decoupled "
+                "(joined with commas: decoupled,instances-2)"
+            )
     return Shape(**fields)
 
 
 def of_config(config: dict) -> str:
     """The shape of a model from its configuration (a parsed ``config.pbtxt``, as
     ``rig.parent.repository.read_config`` gives it, or the core's JSON)."""
+
     def first(v, default):
         return (v[0] if isinstance(v, list) and v else v) if v not in (None, []) else default
 
@@ -110,10 +119,14 @@ def of_config(config: dict) -> str:
     policy = first(config.get("model_transaction_policy"), {}) or {}
     batcher = config.get("dynamic_batching")
     delay = first((first(batcher, {}) or {}).get("max_queue_delay_microseconds"), 0) if batcher is not None else 0
-    return Shape(max_batch_size=int(first(config.get("max_batch_size"), 0)),
-                 dynamic_batching=batcher is not None, queue_delay_us=int(delay or 0),
-                 instances=instances, decoupled=str(first(policy.get("decoupled"), "")).lower() == "true"
-                 or first(policy.get("decoupled"), False) is True).name
+    return Shape(
+        max_batch_size=int(first(config.get("max_batch_size"), 0)),
+        dynamic_batching=batcher is not None,
+        queue_delay_us=int(delay or 0),
+        instances=instances,
+        decoupled=str(first(policy.get("decoupled"), "")).lower() == "true"
+        or first(policy.get("decoupled"), False) is True,
+    ).name
 
 
 def _parsed(name) -> Shape | None:
@@ -143,8 +156,9 @@ def nearest(shape: str, among: tuple[str, ...]) -> str:
     then ``instances-2``), else the first (a scenario's default)."""
     if shape in among or (s := _parsed(shape)) is None:
         return shape if shape in among else among[0]
-    batching = Shape(max_batch_size=s.max_batch_size, dynamic_batching=s.dynamic_batching,
-                     queue_delay_us=s.queue_delay_us)
+    batching = Shape(
+        max_batch_size=s.max_batch_size, dynamic_batching=s.dynamic_batching, queue_delay_us=s.queue_delay_us
+    )
     for c in (s, batching, Shape(decoupled=s.decoupled), Shape(instances=s.instances)):
         for name in dict.fromkeys((c.name, dataclasses.replace(c, queue_delay_us=0).name)):
             if name in among and c != Shape():

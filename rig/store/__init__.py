@@ -43,8 +43,18 @@ def today() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
 
 
-_VERDICT_INPUTS = ("outcome", "load_outcome", "stop_error", "finalize_errors", "finalize_expected",
-                   "finalize_before_stop", "requests", "errors", "stub_crashes", "stub_exit_aborts")
+_VERDICT_INPUTS = (
+    "outcome",
+    "load_outcome",
+    "stop_error",
+    "finalize_errors",
+    "finalize_expected",
+    "finalize_before_stop",
+    "requests",
+    "errors",
+    "stub_crashes",
+    "stub_exit_aborts",
+)
 
 
 def _two_verdicts(df):
@@ -102,8 +112,9 @@ class Store:
             why = redact(str(e).splitlines()[0][:160]) if str(e) else type(e).__name__
             raise RigError(f"cannot read the results {store.root} ({why}): check the URI and the credentials") from None
         if not any(i.type == pafs.FileType.Directory for i in infos):
-            raise RigError(f"{store.root} is not a results folder (no {', '.join(t + '/' for t in TABLES)} table in "
-                           f"it): {todo}")
+            raise RigError(
+                f"{store.root} is not a results folder (no {', '.join(t + '/' for t in TABLES)} table in it): {todo}"
+            )
         return store
 
     def __init__(self, root: str | os.PathLike):
@@ -123,7 +134,7 @@ class Store:
         self.bad: dict[str, str] = {}  # filesystem path -> why it cannot be read
 
     def shown(self, path: str):  # a filesystem path as the user named the store
-        rel = path[len(self.base):].lstrip("/")
+        rel = path[len(self.base) :].lstrip("/")
         return self.root / rel if self.local else f"{self.root}/{rel}"
 
     def _partition_dir(self, table: str, triton_version: str, date: str) -> str:
@@ -157,8 +168,13 @@ class Store:
 
     def _dirs(self, path: str, key: str, values: set[str] | None) -> list[str]:
         infos = self.fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-        return sorted(i.path for i in infos if i.type == pafs.FileType.Directory and i.base_name.startswith(key + "=")
-                      and (values is None or i.base_name.partition("=")[2] in values))
+        return sorted(
+            i.path
+            for i in infos
+            if i.type == pafs.FileType.Directory
+            and i.base_name.startswith(key + "=")
+            and (values is None or i.base_name.partition("=")[2] in values)
+        )
 
     def versions(self, table: str) -> set[str]:
         """The Triton versions ``table`` has partitions of (as its ``triton_version`` column reads
@@ -168,10 +184,20 @@ class Store:
     def files(self, table: str, versions=None, dates=None, run_id: str | None = None) -> list[str]:
         """The table's Parquet files, pruned by partition and run before listing the files; in each
         partition a run's merged file comes before its unit files."""
-        dirs = [d for v in self._dirs(f"{self.base}/{table}", "triton_version", versions) for d in self._dirs(v, "date", dates)]
-        files = [i.path for d in dirs for i in self.fs.get_file_info(pafs.FileSelector(d, allow_not_found=True))
-                 if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")
-                 and not i.base_name.startswith((".", "_")) and (run_id is None or unit_of(i.path)[0] == run_id)]
+        dirs = [
+            d
+            for v in self._dirs(f"{self.base}/{table}", "triton_version", versions)
+            for d in self._dirs(v, "date", dates)
+        ]
+        files = [
+            i.path
+            for d in dirs
+            for i in self.fs.get_file_info(pafs.FileSelector(d, allow_not_found=True))
+            if i.type == pafs.FileType.File
+            and i.base_name.endswith(".parquet")
+            and not i.base_name.startswith((".", "_"))
+            and (run_id is None or unit_of(i.path)[0] == run_id)
+        ]
         return sorted(files, key=lambda p: (p.rsplit("/", 1)[0], unit_of(p)[1] != MERGED, p))
 
     def inspect(self, table: str, path: str) -> str | None:
@@ -217,9 +243,15 @@ class Store:
             if t.schema.equals(target):
                 return t
             # an older schema version: its missing columns null, a column of another type cast
-            return pa.Table.from_arrays([(c if (c := t.column(f.name)).type == f.type else c.cast(f.type))
-                                         if f.name in present else pa.nulls(t.num_rows, f.type)
-                                         for f in target], schema=target)
+            return pa.Table.from_arrays(
+                [
+                    (c if (c := t.column(f.name)).type == f.type else c.cast(f.type))
+                    if f.name in present
+                    else pa.nulls(t.num_rows, f.type)
+                    for f in target
+                ],
+                schema=target,
+            )
 
         with ThreadPoolExecutor(min(8, len(files))) as ex:
             parts = list(ex.map(one, files))
@@ -236,8 +268,9 @@ class Store:
     def read(self, table: str, run_id: str | None = None, columns: list[str] | None = None, filter=None, **filters):
         """The table as a frame: its columns (or ``columns``) plus ``triton_version`` and ``date``.
         ``filters``: column=value(s) (partitions and ``run_id`` prune files unread; a cycle's ``outcome``
-        and ``load_outcome`` hold after an older row's upgrade); ``filter``: a pyarrow expression. Older schema versions read with their missing columns null; damaged or foreign
-        files are skipped, listed in ``damaged`` and named once in a warning."""
+        and ``load_outcome`` hold after an older row's upgrade); ``filter``: a pyarrow expression. Older
+        schema versions read with their missing columns null; damaged or foreign files are skipped, listed
+        in ``damaged`` and named once in a warning."""
         import pandas as pd
 
         row_type, schema = TABLES[table], arrow_schema(TABLES[table])
@@ -247,16 +280,24 @@ class Store:
         if run_id is not None:
             sets.setdefault("run_id", set()).add(run_id)
         keys = list(KEYS[table])
-        named = set(re.findall(r"\w+", str(filter))) & set(schema.names + list(PARTITIONS)) if filter is not None else set()
-        cols = None if columns is None else list(dict.fromkeys([*keys, *(set(sets) - set(PARTITIONS)), *named, *columns]))
+        named = (
+            set(re.findall(r"\w+", str(filter))) & set(schema.names + list(PARTITIONS)) if filter is not None else set()
+        )
+        cols = (
+            None if columns is None else list(dict.fromkeys([*keys, *(set(sets) - set(PARTITIONS)), *named, *columns]))
+        )
         if table == "cycles" and cols is not None and {"outcome", "load_outcome"} & set(cols):
             cols = list(dict.fromkeys([*cols, *_VERDICT_INPUTS]))  # an older row's verdicts are re-read from these
         expr = filter
         # an older cycle's verdicts are upgraded after reading (_two_verdicts): filtered then
         late = {k: v for k, v in sets.items() if table == "cycles" and k in ("outcome", "load_outcome")}
-        for k, v in ((k, v) for k, v in sets.items() if k not in PARTITIONS and k not in late):  # those prune paths instead
+        for k, v in (
+            (k, v) for k, v in sets.items() if k not in PARTITIONS and k not in late
+        ):  # those prune paths instead
             expr = pc.field(k).isin(sorted(v)) if expr is None else expr & pc.field(k).isin(sorted(v))
-        versions = {v.replace("/", "_") or "unknown" for v in sets["triton_version"]} if "triton_version" in sets else None
+        versions = (
+            {v.replace("/", "_") or "unknown" for v in sets["triton_version"]} if "triton_version" in sets else None
+        )
         tbl, files = None, []
         for _ in range(8):  # a listed file removed by a compaction meanwhile: list again
             files = [f for f in self.files(table, versions, sets.get("date"), run_id) if f not in self.bad]

@@ -22,7 +22,7 @@ def _lock(store, run_id: str):
     path = store.work_dir(run_id) / ".lock"
     if not path.exists():
         return None
-    f = open(path, "a+")
+    f = open(path, "a+")  # noqa: SIM115
     try:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -42,8 +42,7 @@ def compact(store, run_id: str | None = None, owner: bool = False, progress=None
     whose lock a process holds is skipped; ``owner``: the caller holds it (the end of its own run).
     ``progress(i, n, run_id, summary)``: called after each run.
     Returns {"compacted": {run: [(table, unit files, rows)]}, "skipped": {run: why}}."""
-    runs = sorted({unit_of(f)[0] for t in TABLES for f in store.files(t, run_id=run_id)
-                   if unit_of(f)[1] != MERGED})
+    runs = sorted({unit_of(f)[0] for t in TABLES for f in store.files(t, run_id=run_id) if unit_of(f)[1] != MERGED})
     summary: dict = {"compacted": {}, "skipped": {}}
     for i, run_ in enumerate(runs, 1):
         lock = None if owner else _lock(store, run_)
@@ -76,8 +75,7 @@ def _merge_run(store, table: str, run: str):
         units = [f for f in good if unit_of(f)[1] != MERGED]
         if not units:
             continue
-        tbl = pads.dataset(good, schema=arrow_schema(TABLES[table]), format="parquet",
-                           filesystem=store.fs).to_table()
+        tbl = pads.dataset(good, schema=arrow_schema(TABLES[table]), format="parquet", filesystem=store.fs).to_table()
         keys = list(KEYS[table])
         # a row in the merged file and in a unit (a compaction killed before its clean-up): once,
         # the unit's (files() lists the merged file first)

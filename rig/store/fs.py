@@ -81,7 +81,8 @@ def work_root(store) -> Path:
     if os.environ.get("RIG_WORK_DIR"):
         return Path(os.environ["RIG_WORK_DIR"]).expanduser().absolute()
     home = os.environ.get("RIG_HOME") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "triton-soak-rig")
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "triton-soak-rig"
+    )
     return Path(home).absolute() / "work"
 
 
@@ -94,11 +95,14 @@ def check_writable(store) -> None:
         info = store.fs.get_file_info(bucket)
     except (OSError, pa.ArrowException) as e:
         why = redact(str(e).splitlines()[0][:160]) if str(e) else type(e).__name__
-        raise RigError(f"cannot reach the results {store.root} ({why}): check the endpoint and the "
-                       "credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)") from None
+        raise RigError(
+            f"cannot reach the results {store.root} ({why}): check the endpoint and the "
+            "credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)"
+        ) from None
     if info.type != pafs.FileType.Directory:
-        raise RigError(f"no bucket {bucket!r} for the results {store.root}: create it first "
-                       "(the rig does not create buckets)")
+        raise RigError(
+            f"no bucket {bucket!r} for the results {store.root}: create it first (the rig does not create buckets)"
+        )
 
 
 def plot_path(store, name: str) -> Path:

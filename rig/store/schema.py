@@ -31,8 +31,13 @@ def arrow_schema(row_type: type) -> pa.Schema:
 TABLES = {"runs": RunRow, "cycles": CycleRow, "windows": WindowRow, "fleet": FleetRow, "memory": MemoryRow}
 
 
-KEYS = {"runs": ("run_id",), "cycles": ("run_id", "cycle"), "windows": ("run_id", "cycle", "window", "tool"),
-        "fleet": ("run_id", "round", "node"), "memory": ("run_id", "cycle", "sample", "pid")}
+KEYS = {
+    "runs": ("run_id",),
+    "cycles": ("run_id", "cycle"),
+    "windows": ("run_id", "cycle", "window", "tool"),
+    "fleet": ("run_id", "round", "node"),
+    "memory": ("run_id", "cycle", "sample", "pid"),
+}
 MERGED = "merged"  # the unit of a run's compacted file: <run_id>-merged.parquet, one per table and partition
 _RUN_ID = re.compile(r"(\d{8}T\d{6}-[0-9a-f]+)-(.+)$")  # orchestrator.new_run_id's
 

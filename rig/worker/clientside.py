@@ -33,14 +33,24 @@ from rig.common import probes
 from rig.worker.engines.base import Engine, EngineError
 from rig.worker.unpatched import original
 
-Client = typing.Literal["none", "stop-in-flight", "stop-while-loading", "refused-request", "memory",
-                        "stub-killed", "load-missing", "reload-in-place", "exit-after-stop",  # rig.worker.scenes
-                        "sequence-at-stop"]  # rig.worker.sequences
+Client = typing.Literal[
+    "none",
+    "stop-in-flight",
+    "stop-while-loading",
+    "refused-request",
+    "memory",
+    "stub-killed",
+    "load-missing",
+    "reload-in-place",
+    "exit-after-stop",  # rig.worker.scenes
+    "sequence-at-stop",
+]  # rig.worker.sequences
 CLIENTS = typing.get_args(Client)
-from rig.contract.spec import IN_FLIGHT
-REFUSED = 100            # refused requests per model (refused-request)
+from rig.contract.spec import IN_FLIGHT  # noqa: E402
+
+REFUSED = 100  # refused requests per model (refused-request)
 REFUSED_INPUT = "RIG_NO_SUCH_INPUT"
-SAMPLE_EVERY_S = 0.25    # memory: how often the sampler looks
+SAMPLE_EVERY_S = 0.25  # memory: how often the sampler looks
 
 
 class InFlight:
@@ -65,7 +75,7 @@ class InFlight:
         if response is not None:
             try:
                 response.release()
-            except Exception:  # noqa: BLE001 - a release that fails is still an answer
+            except Exception:  # noqa: BLE001, S110
                 pass
         if error is None:
             self.answered.append(1)
@@ -77,8 +87,12 @@ class InFlight:
 
     def figures(self) -> dict:
         answered, failed = len(self.answered), len(self.failed)
-        out = {"in_flight": self.submitted, "in_flight_answered": answered, "in_flight_failed": failed,
-               "in_flight_lost": max(self.submitted - answered - failed, 0)}
+        out = {
+            "in_flight": self.submitted,
+            "in_flight_answered": answered,
+            "in_flight_failed": failed,
+            "in_flight_lost": max(self.submitted - answered - failed, 0),
+        }
         if failed:
             first = self.failed[0]
             out["detail"] = f"{failed} request(s) in flight at stop failed: {first[:300]}"
@@ -175,8 +189,7 @@ class MemorySampler:
         original("_thread", "start_new_thread")(self._loop, ())
 
     def _sample(self) -> None:
-        self.samples.append((time.monotonic(), probes.process_stats()["rss_bytes"],
-                             self._tm.get_traced_memory()[0]))
+        self.samples.append((time.monotonic(), probes.process_stats()["rss_bytes"], self._tm.get_traced_memory()[0]))
 
     def _loop(self) -> None:
         sleep = original("time", "sleep")  # a kernel thread: never gevent's sleep
@@ -193,7 +206,7 @@ class MemorySampler:
         self._sample()
         out: dict = {"traced_bytes": self.samples[-1][2]}
         # the first third is warm-up (caches, the lane's buffers): the growth is read after it
-        tail = self.samples[len(self.samples) // 3:]
+        tail = self.samples[len(self.samples) // 3 :]
         rate = (requests or 0) / seconds if seconds > 0 else 0
         if len(tail) >= 3 and rate > 0:
             t = np.array([s[0] for s in tail])

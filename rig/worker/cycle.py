@@ -14,31 +14,36 @@ import os
 import shutil
 import threading
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
-from rig.worker.quiet import Quiet
-from rig.worker import observers as observers_mod
-from rig.worker import serverstats
 from rig.common import probes, trends
-from rig.worker.engines.base import Engine, EngineError, ServerOptions
-from rig.worker.engines.retention import Retained
-from rig.worker.evidence import (never_finalized, read_markers, summarize_markers,
-                                 triton_error)
-from rig.contract.fleet import NODE_WAIT_S, RELEASE_WAIT_S
-from rig.worker import inputs as inputs_mod
 from rig.common.errors import RigError
-from rig.worker.outputs import merge_checks, reference_output
-from rig.contract.spec import CycleSpec, repository_models
-from rig.worker.sequential import sequential_requests
-from rig.worker.grouped import grouped_requests
+from rig.common.text import top_messages
+from rig.contract import server_stats
+from rig.contract.fleet import NODE_WAIT_S, RELEASE_WAIT_S
 from rig.contract.messages import CycleDone, Partial, Samples
 from rig.contract.rows import CycleDraft
-from rig.contract import server_stats
-from rig.common.text import top_messages
-from rig.contract.verdicts import (LEGACY_LOAD, LOAD_OUTCOMES, OUTCOMES, RAISED_AND_HELD, UNANSWERED,  # noqa: F401
-                          MAX_MEMORY_GROWTH_B, MAX_SLOWDOWN_PCT, LoadOutcome, Outcome, classify, classify_growth,
-                          classify_load, growth_reasons, never_called, raised_and_held, upgrade_legacy)
+from rig.contract.spec import CycleSpec, repository_models
+from rig.contract.verdicts import (
+    UNANSWERED,
+    classify,
+    classify_growth,
+    classify_load,
+    growth_reasons,
+    never_called,
+    raised_and_held,
+)
+from rig.worker import inputs as inputs_mod
+from rig.worker import observers as observers_mod
+from rig.worker import serverstats
+from rig.worker.engines.base import Engine, EngineError, ServerOptions
+from rig.worker.engines.retention import Retained
+from rig.worker.evidence import never_finalized, read_markers, summarize_markers, triton_error
+from rig.worker.grouped import grouped_requests
+from rig.worker.outputs import merge_checks, reference_output
+from rig.worker.quiet import Quiet
+from rig.worker.sequential import sequential_requests
 
 GRACE_AFTER_STOP_S = 5.0
 
@@ -67,12 +72,16 @@ class InputsRefused(RigError):
     refuses the run in one line, as it does before a run where it can."""
 
 
-def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
-              phase: Callable[[str, float], None],
-              workload: Callable | None = None,
-              partial: Callable[[Partial], None] | None = None,
-              held: Held | None = None,
-              send: Callable[[Samples], None] | None = None) -> CycleDone:
+def run_cycle(
+    make_engine: Callable[[], Engine],
+    spec: CycleSpec,
+    cycle: int,
+    phase: Callable[[str, float], None],
+    workload: Callable | None = None,
+    partial: Callable[[Partial], None] | None = None,
+    held: Held | None = None,
+    send: Callable[[Samples], None] | None = None,
+) -> CycleDone:
     """Run one cycle; its row holds ``CycleRow`` fields (``outcome`` set). ``held``: the server
     kept across cycles (``--restart reload``); ``send``: where the memory samples go (the
     worker's channel). What runs beside the load and around the stop are observers of its
@@ -84,21 +93,31 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
     os.environ["RIG_EVIDENCE_DIR"] = str(evidence)
     if spec.hook:
         os.environ["RIG_EVIDENCE_HOOK"] = spec.hook
-    row = CycleDraft(cycle=cycle, started_at=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
-                     worker_pid=os.getpid(), stop_error=None, detail=None)
+    row = CycleDraft(
+        cycle=cycle,
+        started_at=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+        worker_pid=os.getpid(),
+        stop_error=None,
+        detail=None,
+    )
     reload = held is not None
     unload_first = spec.stop_strategy == "unload-then-stop"
     watchers = observers_mod.for_spec(spec, sample=spec.sample_memory)
     explicit = unload_first or reload or any(o.explicit_model_control for o in watchers)
     options = ServerOptions(
-        model_repository=spec.model_repository, backend_directory=spec.runtime.get("backend_dir"),
-        exit_timeout_s=spec.exit_timeout, model_control="explicit" if explicit else "none",
+        model_repository=spec.model_repository,
+        backend_directory=spec.runtime.get("backend_dir"),
+        exit_timeout_s=spec.exit_timeout,
+        model_control="explicit" if explicit else "none",
         startup_models=("*",) if explicit else (),
         # Strict (the API's default) unless a model has no config.pbtxt: then it completes it, ~1 s
-        strict_model_config=all((Path(spec.model_repository) / m / "config.pbtxt").exists()
-                                for m in repository_models(Path(spec.model_repository))),
+        strict_model_config=all(
+            (Path(spec.model_repository) / m / "config.pbtxt").exists()
+            for m in repository_models(Path(spec.model_repository))
+        ),
         log_file=str(Path(spec.log_dir) / f"triton-c{cycle:06d}.log") if spec.log_dir else None,
-        backend_config=(("python", "shm-region-prefix-name", probes.own_shm_prefix()),))
+        backend_config=(("python", "shm-region-prefix-name", probes.own_shm_prefix()),),
+    )
 
     quiet = Quiet()  # beside other cells of a matrix: start and load one at a time (rig.worker.quiet)
     try:
@@ -114,8 +133,22 @@ def run_cycle(make_engine: Callable[[], Engine], spec: CycleSpec, cycle: int,
                 phase("start", spec.startup_timeout + 10)  # the time left before the load: the start's bound
         else:
             quiet.leave()  # a load that only waits overlaps
-        return _cycle_after_start(engine, t0, spec, cycle, row, evidence, watchers, phase, workload, partial,
-                                  send, reload, unload_first, quiet)
+        return _cycle_after_start(
+            engine,
+            t0,
+            spec,
+            cycle,
+            row,
+            evidence,
+            watchers,
+            phase,
+            workload,
+            partial,
+            send,
+            reload,
+            unload_first,
+            quiet,
+        )
     finally:
         quiet.leave()
 
@@ -131,15 +164,19 @@ def _enter_quiet(quiet: Quiet, phase: Callable[[str, float], None]) -> None:
     quiet.enter()
 
 
-def _cycle_after_start(engine, t0, spec, cycle, row, evidence, watchers, phase, workload, partial, send,
-                       reload, unload_first, quiet) -> CycleDone:
+def _cycle_after_start(
+    engine, t0, spec, cycle, row, evidence, watchers, phase, workload, partial, send, reload, unload_first, quiet
+) -> CycleDone:
     """``run_cycle`` once the server is up: the load, the client's scene, the stop, the release."""
     row["start_latency_s"] = time.monotonic() - t0
     version = engine.server_version()  # the core's own word
-    if not summarize_markers(read_markers(evidence), None)["finalize_expected"] \
-            and _has_python_models(spec.model_repository, spec.models):
-        row["detail"] = ("no finalize evidence: the backend stubs did not run the rig's hook "
-                         "(a custom EXECUTION_ENV_PATH?); finalize columns read 0")
+    if not summarize_markers(read_markers(evidence), None)["finalize_expected"] and _has_python_models(
+        spec.model_repository, spec.models
+    ):
+        row["detail"] = (
+            "no finalize evidence: the backend stubs did not run the rig's hook "
+            "(a custom EXECUTION_ENV_PATH?); finalize columns read 0"
+        )
 
     metas = {m: engine.model_metadata(m) for m in spec.models}
     inputs = _entries(spec, metas)
@@ -194,15 +231,33 @@ def _cycle_after_start(engine, t0, spec, cycle, row, evidence, watchers, phase, 
     probes.remove_shm_regions(leaked)
     _judge(row, spec)
     uncalled = never_finalized(read_markers(evidence)) if row.get("outcome") == "finalize_missing" else 0
-    for note in (raised_and_held(row), never_called(row, uncalled), UNANSWERED if row.get("timeouts") else None,
-                 "; ".join(growth_reasons(row, spec.max_memory_growth, spec.max_slowdown,
-                                          server_stats.growth_text(server_stats.part_growth(ctx.windows)))) or None):
+    for note in (
+        raised_and_held(row),
+        never_called(row, uncalled),
+        UNANSWERED if row.get("timeouts") else None,
+        "; ".join(
+            growth_reasons(
+                row,
+                spec.max_memory_growth,
+                spec.max_slowdown,
+                server_stats.growth_text(server_stats.part_growth(ctx.windows)),
+            )
+        )
+        or None,
+    ):
         row.note(note)
     return CycleDone(row, version)
 
 
-def _load(ctx: observers_mod.Context, row: CycleDraft, watchers: list, phase: Callable[[str, float], None],
-          workload: Callable | None, kept: Retained, checks: dict) -> None:
+def _load(
+    ctx: observers_mod.Context,
+    row: CycleDraft,
+    watchers: list,
+    phase: Callable[[str, float], None],
+    workload: Callable | None,
+    kept: Retained,
+    checks: dict,
+) -> None:
     """The cycle's load: the workload (or the fixed count of requests), its observers told as it
     starts and ends, its figures and its trend over its windows into the row."""
     spec = ctx.spec
@@ -218,11 +273,13 @@ def _load(ctx: observers_mod.Context, row: CycleDraft, watchers: list, phase: Ca
         out = workload(ctx.engine, spec, ctx.inputs, kept, ctx.cycle, checks)
     else:
         phase("infer", 60 + spec.requests * 0.1 + 2 * spec.request_timeout)
-        tick = lambda: [o.tick(ctx) for o in watchers]
+        tick = lambda: [o.tick(ctx) for o in watchers]  # noqa: E731
         group = getattr(spec, "requests_in_flight", 1) or 1
-        out = (grouped_requests(ctx.engine, spec, ctx.inputs, spec.retain, kept, checks, group, tick=tick)
-               if group > 1 else sequential_requests(ctx.engine, spec, ctx.inputs, spec.retain, kept, checks,
-                                                     tick=tick))
+        out = (
+            grouped_requests(ctx.engine, spec, ctx.inputs, spec.retain, kept, checks, group, tick=tick)
+            if group > 1
+            else sequential_requests(ctx.engine, spec, ctx.inputs, spec.retain, kept, checks, tick=tick)
+        )
     ctx.windows = out.pop("windows", None) or []
     row.merge(out)
     ctx.t_load_end = time.monotonic()
@@ -232,8 +289,15 @@ def _load(ctx: observers_mod.Context, row: CycleDraft, watchers: list, phase: Ca
         o.load_ended(ctx, row)
 
 
-def _start(make_engine: Callable[[], Engine], spec: CycleSpec, options: ServerOptions, held: Held | None,
-           evidence: Path, row: CycleDraft, phase: Callable[[str, float], None]) -> tuple[Engine | None, float]:
+def _start(
+    make_engine: Callable[[], Engine],
+    spec: CycleSpec,
+    options: ServerOptions,
+    held: Held | None,
+    evidence: Path,
+    row: CycleDraft,
+    phase: Callable[[str, float], None],
+) -> tuple[Engine | None, float]:
     """Start the server (with ``held``, its models' load) and wait until it and the models say
     ready; (the engine, when the start began). A start that fails is the cycle's verdict
     (``load_failed``), its server freed (or kept for the next load): (None, ...)."""
@@ -252,13 +316,17 @@ def _start(make_engine: Callable[[], Engine], spec: CycleSpec, options: ServerOp
         deadline = t0 + spec.startup_timeout
         while not (engine.is_ready() and all(engine.model_ready(m) for m in spec.models)):
             if time.monotonic() > deadline:
-                raise EngineError(f"not ready after {spec.startup_timeout} s: {engine.model_states()}",
-                                  "UNAVAILABLE")
+                raise EngineError(f"not ready after {spec.startup_timeout} s: {engine.model_states()}", "UNAVAILABLE")
             time.sleep(0.005)
     except EngineError as e:
         why = triton_error(options.log_file)
-        row.update(outcome="load_failed", load_outcome="not_measured", growth_outcome="not_measured", detail=(f"{e}: {why}" if why and why not in str(e) else str(e))[:2000],
-                   **summarize_markers(read_markers(evidence), None))
+        row.update(
+            outcome="load_failed",
+            load_outcome="not_measured",
+            growth_outcome="not_measured",
+            detail=(f"{e}: {why}" if why and why not in str(e) else str(e))[:2000],
+            **summarize_markers(read_markers(evidence), None),
+        )
         row["finalize_before_stop"] = row["finalize_after_stop"] = None
         if reload and _all_ready(engine, []):  # the server stays for the next cycle's load
             row["cleanup"] = _unload_all(engine, spec.exit_timeout) or "ok"
@@ -281,14 +349,20 @@ def _probe_after_load(engine: Engine, spec: CycleSpec, row: CycleDraft, pids: li
         row.note(f"stub pid(s) {', '.join(map(str, died))} died during the workload", first=True)
     row["stub_rss_bytes"] = probes.total_rss(stubs)
     stats = probes.process_stats()
-    row.update(worker_rss_bytes=stats["rss_bytes"], worker_fds=stats["fds"],
-               worker_threads=stats["threads"], gpu_memory_bytes=probes.gpu().memory_used(),
-               shm_bytes=probes.dev_shm_bytes(), ready_after_load=_all_ready(engine, spec.models))
+    row.update(
+        worker_rss_bytes=stats["rss_bytes"],
+        worker_fds=stats["fds"],
+        worker_threads=stats["threads"],
+        gpu_memory_bytes=probes.gpu().memory_used(),
+        shm_bytes=probes.dev_shm_bytes(),
+        ready_after_load=_all_ready(engine, spec.models),
+    )
     return probes.shm_regions_mapped([p.pid for p in stubs])
 
 
-def _stop(engine: Engine, spec: CycleSpec, row: CycleDraft, evidence: Path, reload: bool,
-          unload_first: bool) -> tuple[float, dict]:
+def _stop(
+    engine: Engine, spec: CycleSpec, row: CycleDraft, evidence: Path, reload: bool, unload_first: bool
+) -> tuple[float, dict]:
     """The stop (with ``reload``: the models' unload), timed; the finalize markers seen by the
     time it returned go into the row. Returns (when it returned, those markers)."""
     t_stop = time.monotonic()
@@ -314,8 +388,11 @@ def _released(spec: CycleSpec, evidence: Path, t_ret: float, watchers: list) -> 
     deadline = time.monotonic() + max(GRACE_AFTER_STOP_S, spec.exit_timeout)
     while time.monotonic() < deadline:
         s = summarize_markers(read_markers(evidence), t_ret)
-        if s["finalize_before_stop"] + s["finalize_after_stop"] >= s["finalize_expected"] \
-                and not probes.stubs_of(os.getpid()) and all(o.settled() for o in watchers):
+        if (
+            s["finalize_before_stop"] + s["finalize_after_stop"] >= s["finalize_expected"]
+            and not probes.stubs_of(os.getpid())
+            and all(o.settled() for o in watchers)
+        ):
             break
         time.sleep(0.02)
     return summarize_markers(read_markers(evidence), t_ret)
@@ -347,8 +424,7 @@ def _entries(spec: CycleSpec, metas: dict) -> dict[str, list[dict]]:
         raise InputsRefused(str(e)) from None
 
 
-def _reference(engine: Engine, spec: CycleSpec, model: str, entries: list[dict], meta,
-               reference: dict) -> tuple:
+def _reference(engine: Engine, spec: CycleSpec, model: str, entries: list[dict], meta, reference: dict) -> tuple:
     """The reference answers of one model before the load, one request per entry (up to
     ``MAX_REFERENCE_ENTRIES``), each held to the metadata (the template's also to INPUT @ W);
     ``(ok, notes, check, failed)``. With one entry the check is its answer's (exact bytes for
@@ -357,9 +433,8 @@ def _reference(engine: Engine, spec: CycleSpec, model: str, entries: list[dict],
     oks, notes, found = [], [], []
     failed: dict = {}
     size = spec.check if model == spec.models[0] else 0
-    for entry in entries[:inputs_mod.MAX_REFERENCE_ENTRIES]:
-        ok, note, check = reference_output(engine, model, entry, size, spec.request_timeout, meta=meta,
-                                           failed=failed)
+    for entry in entries[: inputs_mod.MAX_REFERENCE_ENTRIES]:
+        ok, note, check = reference_output(engine, model, entry, size, spec.request_timeout, meta=meta, failed=failed)
         reference["requests"] += 1
         if failed:  # the reference request is a request of the cycle's load: counted as such
             reference["errors"] += 1
@@ -374,8 +449,10 @@ def _reference(engine: Engine, spec: CycleSpec, model: str, entries: list[dict],
     ok = False if False in oks else (True if oks and all(oks) else None)
     if len(entries) > 1:
         asked = min(len(entries), inputs_mod.MAX_REFERENCE_ENTRIES)
-        notes.append(f"{model}: {len(entries)} input entries: responses checked against the metadata, not exact "
-                     f"bytes" + (f" (the first {asked} answered before the load)" if asked < len(entries) else ""))
+        notes.append(
+            f"{model}: {len(entries)} input entries: responses checked against the metadata, not exact "
+            f"bytes" + (f" (the first {asked} answered before the load)" if asked < len(entries) else "")
+        )
     return ok, notes, merge_checks(found), failed
 
 
@@ -399,8 +476,6 @@ def _has_python_models(repository: str, names: list[str]) -> bool:
         if "python" in text or any(mdir.glob("*/model.py")):
             return True
     return False
-
-
 
 
 def _unload_all(engine: Engine, timeout_s: float, timed_out: str = "") -> str | None:

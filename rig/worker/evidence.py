@@ -23,8 +23,7 @@ def read_markers(evidence_dir: Path) -> list[dict]:
     return out
 
 
-def summarize_markers(markers: list[dict], t_stop_returned: float | None,
-                      crash_recorder: bool | None = None) -> dict:
+def summarize_markers(markers: list[dict], t_stop_returned: float | None, crash_recorder: bool | None = None) -> dict:
     """Finalize counts of one cycle. A finalize counts only from a stub process (pid) and
     instance that initialized in this cycle, so ``finalize_before_stop`` can never exceed
     ``finalize_expected``, whatever else writes into the folder. ``stub_crashes``: the stubs
@@ -41,12 +40,15 @@ def summarize_markers(markers: list[dict], t_stop_returned: float | None,
         else:
             after += 1
     crashed = {m.get("pid") for m in markers if m.get("phase") == "crash"}
-    return {"finalize_expected": len(inits), "finalize_before_stop": before,
-            "finalize_after_stop": after,
-            "finalize_errors": sum(1 for m in ends if m.get("error")),
-            "stub_crashes": len(crashed) if crash_recorder else None,
-            "stub_exit_aborts": len(aborted_at_exit(markers, inits)) if crash_recorder else None,
-            "input_copies": input_copies(markers, inits)}
+    return {
+        "finalize_expected": len(inits),
+        "finalize_before_stop": before,
+        "finalize_after_stop": after,
+        "finalize_errors": sum(1 for m in ends if m.get("error")),
+        "stub_crashes": len(crashed) if crash_recorder else None,
+        "stub_exit_aborts": len(aborted_at_exit(markers, inits)) if crash_recorder else None,
+        "input_copies": input_copies(markers, inits),
+    }
 
 
 def aborted_at_exit(markers: list[dict], inits: set | None = None) -> set:
@@ -79,8 +81,11 @@ def input_copies(markers: list[dict], inits: set | None = None) -> int | None:
     instance of this cycle counts."""
     if inits is None:
         inits = {(m["pid"], m["instance"]) for m in markers if m.get("phase") == "init"}
-    counts = [m.get("input_copies") for m in markers
-              if m.get("phase") == "memory" and (m.get("pid"), m.get("instance")) in inits]
+    counts = [
+        m.get("input_copies")
+        for m in markers
+        if m.get("phase") == "memory" and (m.get("pid"), m.get("instance")) in inits
+    ]
     counts = [int(c) for c in counts if isinstance(c, (int, float))]
     return sum(counts) if counts else None
 
@@ -92,8 +97,13 @@ def never_finalized(markers: list[dict]) -> int:
     return len(inits - {(m["pid"], m["instance"]) for m in markers if m.get("phase") == "finalize_start"})
 
 
-_NOISE = ("CudaDriverHelper has not been initialized", "Unable to find", "GPU metrics",
-          "failed to get CUDA device count", "No CUDA")
+_NOISE = (
+    "CudaDriverHelper has not been initialized",
+    "Unable to find",
+    "GPU metrics",
+    "failed to get CUDA device count",
+    "No CUDA",
+)
 
 
 def triton_error(log_file: str | None) -> str | None:

@@ -10,11 +10,11 @@ import threading
 import time
 from collections.abc import Callable
 
+from rig.common.text import top_messages
 from rig.worker.engines.base import Engine, EngineError
 from rig.worker.engines.retention import Retained
 from rig.worker.outputs import output_is
 from rig.worker.sequential import MAX_CONSECUTIVE_ERRORS, SEQUENTIAL_CHUNKS, chunks
-from rig.common.text import top_messages
 
 
 class _Group:
@@ -22,7 +22,7 @@ class _Group:
 
     def __init__(self, n: int):
         self.n = n
-        self.ended: dict[int, tuple] = {}   # index -> (end ns, response or None, error or None)
+        self.ended: dict[int, tuple] = {}  # index -> (end ns, response or None, error or None)
         self.lock = threading.Lock()
         self.all_ended = threading.Event()
 
@@ -36,11 +36,20 @@ class _Group:
                 self.ended[i] = (time.monotonic_ns(), response, error)
                 if len(self.ended) == self.n:
                     self.all_ended.set()
+
         return on_end
 
 
-def grouped_requests(engine: Engine, spec, inputs: dict, retain: str, kept: Retained, checks: dict,
-                     group: int, tick: Callable[[], None] | None = None) -> dict:
+def grouped_requests(
+    engine: Engine,
+    spec,
+    inputs: dict,
+    retain: str,
+    kept: Retained,
+    checks: dict,
+    group: int,
+    tick: Callable[[], None] | None = None,
+) -> dict:
     """``spec.requests`` requests, ``group`` at a time, the models in turn (as
     ``sequential_requests``); a request not ended within the request timeout counts as a
     timeout, and the load stops there (the model stopped answering)."""
@@ -85,14 +94,33 @@ def grouped_requests(engine: Engine, spec, inputs: dict, retain: str, kept: Reta
     if tick is not None:
         tick()
     first_error = next(iter(messages), None)
-    return {"requests": c["sent"], "errors": c["errors"], "timeouts": c["timeouts"], "bad_outputs": c["bad"],
-            "lane": f"grouped-{group}", "throughput": (c["sent"] - c["errors"]) / wall if wall > 0 else None,
-            "detail": first_error, "error_messages": top_messages([messages]),
-            "windows": chunks(int(t0 * 1e9), starts, done_ns, lat_ns, ok, per_chunk)}
+    return {
+        "requests": c["sent"],
+        "errors": c["errors"],
+        "timeouts": c["timeouts"],
+        "bad_outputs": c["bad"],
+        "lane": f"grouped-{group}",
+        "throughput": (c["sent"] - c["errors"]) / wall if wall > 0 else None,
+        "detail": first_error,
+        "error_messages": top_messages([messages]),
+        "windows": chunks(int(t0 * 1e9), starts, done_ns, lat_ns, ok, per_chunk),
+    }
 
 
-def _tally(g: _Group, models: list[str], t_req: int, last: bool, retain: str, kept: Retained, checks: dict,
-           done_ns: list, lat_ns: list, ok: list, messages: dict, c: dict) -> bool:
+def _tally(
+    g: _Group,
+    models: list[str],
+    t_req: int,
+    last: bool,
+    retain: str,
+    kept: Retained,
+    checks: dict,
+    done_ns: list,
+    lat_ns: list,
+    ok: list,
+    messages: dict,
+    c: dict,
+) -> bool:
     """Count one group's requests into the figures; True where the load must stop (a timeout, or
     errors in a row)."""
     now = time.monotonic_ns()
@@ -108,8 +136,9 @@ def _tally(g: _Group, models: list[str], t_req: int, last: bool, retain: str, ke
             ok.append(False)
             c["errors"] += 1
             c["timeouts"] += 1
-            messages["request timed out (no response within the request timeout)"] = \
+            messages["request timed out (no response within the request timeout)"] = (
                 messages.get("request timed out (no response within the request timeout)", 0) + 1
+            )
             stop = True
             continue
         t_end, response, error = ended[k]

@@ -33,9 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
+from rig.common.errors import RigError
 from rig.worker.engines.base import ModelMetadata
 from rig.worker.engines.capi.core import NUMPY_OF
-from rig.common.errors import RigError
 
 GENERATED = ("zero", "random")
 # Beyond this many entries of one model the reference check asks for no more answers before the
@@ -44,6 +44,7 @@ MAX_REFERENCE_ENTRIES = 16
 
 
 # ---------------------------------------------------------------- --shape
+
 
 def parse_shapes(given) -> dict[str, list[int]]:
     """``--shape`` values (one string or a list of them) as ``{name: [dims]}``. Each is
@@ -83,6 +84,7 @@ def format_shapes(shapes: dict[str, list[int]]) -> str:
 
 # ---------------------------------------------------------------- the data file
 
+
 def read_data(path: str | Path) -> list[dict]:
     """The file's entries, each ``{name: {"values": list | None, "raw": bytes | None, "shape":
     list | None}}``, its structure checked (what needs the model's metadata comes later, in
@@ -98,28 +100,36 @@ def read_data(path: str | Path) -> list[dict]:
     try:
         doc = json.loads(text)
     except ValueError as e:
-        raise RigError(f"{where} is not JSON ({e}); see perf_analyzer's input data format: "
-                       '{"data": [{"INPUT": [1, 2, 3]}]}') from None
+        raise RigError(
+            f'{where} is not JSON ({e}); see perf_analyzer\'s input data format: {{"data": [{{"INPUT": [1, 2, 3]}}]}}'
+        ) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
-        raise RigError(f'{where}: the file holds no "data" list; perf_analyzer\'s format is '
-                       '{"data": [{"INPUT": [1, 2, 3]}, ...]}')
+        raise RigError(
+            f'{where}: the file holds no "data" list; perf_analyzer\'s format is '
+            '{"data": [{"INPUT": [1, 2, 3]}, ...]}'
+        )
     extra = sorted(set(doc) - {"data"})
     if "validation_data" in extra:
-        raise RigError(f'{where}: "validation_data" is not checked by the rig (it holds responses to '
-                       "the model's metadata and, with one entry, to its first answer): remove it")
+        raise RigError(
+            f'{where}: "validation_data" is not checked by the rig (it holds responses to '
+            "the model's metadata and, with one entry, to its first answer): remove it"
+        )
     if extra:
-        raise RigError(f"{where}: unknown key(s) {', '.join(map(repr, extra))}; the file holds \"data\" only")
+        raise RigError(f'{where}: unknown key(s) {", ".join(map(repr, extra))}; the file holds "data" only')
     if not doc["data"]:
         raise RigError(f'{where}: "data" is empty: give at least one entry')
     entries = []
     for k, entry in enumerate(doc["data"], 1):
         if isinstance(entry, list):
-            raise RigError(f"{where}: entry {k} is a list (perf_analyzer's streams of a sequence model), "
-                           "which the rig does not send: give one object per request")
+            raise RigError(
+                f"{where}: entry {k} is a list (perf_analyzer's streams of a sequence model), "
+                "which the rig does not send: give one object per request"
+            )
         if not isinstance(entry, dict) or not entry:
-            raise RigError(f"{where}: entry {k} must be an object of inputs, e.g. {{\"INPUT\": [1, 2]}}")
-        entries.append({name: _read_value(f"{where}: entry {k}: input {name!r}", value)
-                        for name, value in entry.items()})
+            raise RigError(f'{where}: entry {k} must be an object of inputs, e.g. {{"INPUT": [1, 2]}}')
+        entries.append(
+            {name: _read_value(f"{where}: entry {k}: input {name!r}", value) for name, value in entry.items()}
+        )
     return entries
 
 
@@ -128,12 +138,14 @@ def _read_value(where: str, value) -> dict:
     if isinstance(value, dict):
         unknown = sorted(set(value) - {"content", "shape", "b64"})
         if unknown:
-            raise RigError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))} (it takes \"content\" "
-                           'or "b64", and "shape")')
+            raise RigError(
+                f'{where}: unknown key(s) {", ".join(map(repr, unknown))} (it takes "content" or "b64", and "shape")'
+            )
         if "shape" in value:
             shape = value["shape"]
-            if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool)
-                                                      and d >= 0 for d in shape):
+            if not isinstance(shape, list) or not all(
+                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
+            ):
                 raise RigError(f'{where}: "shape" must be a list of whole numbers >= 0 (got {shape!r})')
         if ("content" in value) == ("b64" in value):
             raise RigError(f'{where}: give its values in "content" (a list) or "b64" (a base64 string), one of the two')
@@ -144,8 +156,10 @@ def _read_value(where: str, value) -> dict:
             return {"values": None, "raw": _b64(where, value["b64"]), "shape": shape}
         value = body
     if not isinstance(value, list):
-        raise RigError(f'{where}: give a list of values, {{"content": [...], "shape": [...]}}, or '
-                       f'{{"b64": "...", "shape": [...]}} (got {type(value).__name__})')
+        raise RigError(
+            f'{where}: give a list of values, {{"content": [...], "shape": [...]}}, or '
+            f'{{"b64": "...", "shape": [...]}} (got {type(value).__name__})'
+        )
     return {"values": _flat(where, value), "raw": None, "shape": shape}
 
 
@@ -177,6 +191,7 @@ def _flat(where: str, values: list) -> list:
 
 # ---------------------------------------------------------------- entries for a model
 
+
 def batchless_dims(meta: ModelMetadata, spec) -> list[int]:
     """An input's dimensions without the batch one (the rig sends batch 1): metadata of a
     batching model reports it first, as -1."""
@@ -205,19 +220,31 @@ def check_shapes(metas: dict[str, ModelMetadata], shapes: dict[str, list[int]]) 
         found = [(m, meta, s) for m, meta in metas.items() for s in meta.inputs if s.name == name]
         if not found:
             known = sorted({s.name for meta in metas.values() for s in meta.inputs})
-            raise RigError(f"--shape {name}: no input {name!r} in model(s) {', '.join(metas)} "
-                           f"(their inputs: {', '.join(known) or 'none'})")
+            raise RigError(
+                f"--shape {name}: no input {name!r} in model(s) {', '.join(metas)} "
+                f"(their inputs: {', '.join(known) or 'none'})"
+            )
         for model, meta, spec in found:
             dims = batchless_dims(meta, spec)
             if not _fits(dims, shape):
-                raise RigError(f"--shape {name}:{','.join(map(str, shape))} contradicts input {name!r} of "
-                               f"model {model}, whose dimensions are {_dims_text(dims)} (-1: variable"
-                               f"{'; the batch dimension is left out' if meta.max_batch_size > 0 else ''})")
+                raise RigError(
+                    f"--shape {name}:{','.join(map(str, shape))} contradicts input {name!r} of "
+                    f"model {model}, whose dimensions are {_dims_text(dims)} (-1: variable"
+                    f"{'; the batch dimension is left out' if meta.max_batch_size > 0 else ''})"
+                )
 
 
-def entries_for(meta: ModelMetadata, source: str = "random", shapes: dict | None = None,
-                data: list[dict] | None = None, *, model: str | None = None,
-                optional=frozenset(), seed: int = 0, where: str = "--input-data FILE") -> list[dict]:
+def entries_for(
+    meta: ModelMetadata,
+    source: str = "random",
+    shapes: dict | None = None,
+    data: list[dict] | None = None,
+    *,
+    model: str | None = None,
+    optional=frozenset(),
+    seed: int = 0,
+    where: str = "--input-data FILE",
+) -> list[dict]:
     """A model's entries: one generated (``source`` zero or random), or the file's (``data``,
     from ``read_data``: the names this model has, each checked and converted), with the batch
     dimension added where the model batches. ``optional``: inputs an entry may leave out. A
@@ -234,11 +261,25 @@ def entries_for(meta: ModelMetadata, source: str = "random", shapes: dict | None
         here = f"{where}: entry {k}"
         missing = [n for n in specs if n not in entry and n not in optional]
         if missing:
-            raise RigError(f"{here} gives no data for input {missing[0]!r} of model {model} "
-                           f"(its inputs: {', '.join(specs)})")
-        out.append({name: _batched(meta, _array(f"{here}: input {name!r} of model {model}", specs[name],
-                                                  batchless_dims(meta, specs[name]), value, shapes.get(name)))
-                    for name, value in entry.items() if name in specs})
+            raise RigError(
+                f"{here} gives no data for input {missing[0]!r} of model {model} (its inputs: {', '.join(specs)})"
+            )
+        out.append(
+            {
+                name: _batched(
+                    meta,
+                    _array(
+                        f"{here}: input {name!r} of model {model}",
+                        specs[name],
+                        batchless_dims(meta, specs[name]),
+                        value,
+                        shapes.get(name),
+                    ),
+                )
+                for name, value in entry.items()
+                if name in specs
+            }
+        )
     return out
 
 
@@ -248,12 +289,20 @@ def check_names(metas: dict[str, ModelMetadata], data: list[dict], where: str) -
     for k, entry in enumerate(data, 1):
         for name in entry:
             if name not in known:
-                raise RigError(f"{where}: entry {k}: input {name!r} is not an input of model(s) "
-                               f"{', '.join(metas)} (their inputs: {', '.join(sorted(known)) or 'none'})")
+                raise RigError(
+                    f"{where}: entry {k}: input {name!r} is not an input of model(s) "
+                    f"{', '.join(metas)} (their inputs: {', '.join(sorted(known)) or 'none'})"
+                )
 
 
-def build(metas: dict[str, ModelMetadata], source: str, shapes: dict | None = None,
-          data: list[dict] | None = None, optional: dict | None = None, seed: int = 0) -> dict[str, list[dict]]:
+def build(
+    metas: dict[str, ModelMetadata],
+    source: str,
+    shapes: dict | None = None,
+    data: list[dict] | None = None,
+    optional: dict | None = None,
+    seed: int = 0,
+) -> dict[str, list[dict]]:
     """Every model's entries, every check made: the one call a run needs (``metas``: model ->
     metadata; ``optional``: model -> names its entries may leave out)."""
     shapes = shapes or {}
@@ -261,20 +310,27 @@ def build(metas: dict[str, ModelMetadata], source: str, shapes: dict | None = No
     check_shapes(metas, shapes)
     if source not in GENERATED:
         check_names(metas, data or [], where)
-    return {m: entries_for(meta, source, shapes, data, model=m, optional=frozenset((optional or {}).get(m, ())),
-                           seed=seed, where=where) for m, meta in metas.items()}
+    return {
+        m: entries_for(
+            meta, source, shapes, data, model=m, optional=frozenset((optional or {}).get(m, ())), seed=seed, where=where
+        )
+        for m, meta in metas.items()
+    }
 
 
 def _array(where: str, spec, dims: list[int], value: dict, default_shape) -> np.ndarray:
     shape = value["shape"] if value["shape"] is not None else default_shape
     if shape is None:
         if any(d < 0 for d in dims):
-            raise RigError(f"{where} has variable dimensions {_dims_text(dims)} and no shape: give "
-                           f'"shape" in the entry, or --shape {spec.name}:d1,d2')
+            raise RigError(
+                f"{where} has variable dimensions {_dims_text(dims)} and no shape: give "
+                f'"shape" in the entry, or --shape {spec.name}:d1,d2'
+            )
         shape = dims
     elif not _fits(dims, shape):
-        raise RigError(f"{where}: shape {_dims_text(shape)} does not fit its dimensions {_dims_text(dims)} "
-                       "(-1: variable)")
+        raise RigError(
+            f"{where}: shape {_dims_text(shape)} does not fit its dimensions {_dims_text(dims)} (-1: variable)"
+        )
     count = math.prod(shape)
     dtype = spec.datatype
     if dtype not in NUMPY_OF:
@@ -293,19 +349,24 @@ def _from_raw(where: str, dtype: str, raw: bytes, count: int) -> np.ndarray:
         items, pos = [], 0
         while pos < len(raw):
             if pos + 4 > len(raw):
-                raise RigError(f"{where}: b64 of BYTES holds each element as a 4-byte length, then its "
-                               "bytes; the data ends inside a length")
-            n = int.from_bytes(raw[pos:pos + 4], "little")
+                raise RigError(
+                    f"{where}: b64 of BYTES holds each element as a 4-byte length, then its "
+                    "bytes; the data ends inside a length"
+                )
+            n = int.from_bytes(raw[pos : pos + 4], "little")
             if pos + 4 + n > len(raw):
-                raise RigError(f"{where}: b64 of BYTES: element {len(items) + 1} claims {n} bytes, "
-                               f"and {len(raw) - pos - 4} are left")
-            items.append(raw[pos + 4:pos + 4 + n])
+                raise RigError(
+                    f"{where}: b64 of BYTES: element {len(items) + 1} claims {n} bytes, "
+                    f"and {len(raw) - pos - 4} are left"
+                )
+            items.append(raw[pos + 4 : pos + 4 + n])
             pos += 4 + n
         return np.array(items, dtype=np.object_)
     item = np.dtype(NUMPY_OF[dtype]).newbyteorder("<")
     if len(raw) != count * item.itemsize:
-        raise RigError(f"{where}: b64 holds {len(raw)} bytes, and {count} {dtype} element(s) are "
-                       f"{count * item.itemsize}")
+        raise RigError(
+            f"{where}: b64 holds {len(raw)} bytes, and {count} {dtype} element(s) are {count * item.itemsize}"
+        )
     return np.frombuffer(raw, dtype=item).astype(item.newbyteorder("="))
 
 
@@ -373,6 +434,7 @@ def inputs_for(meta: ModelMetadata, batch: int = 1, seed: int = 0) -> dict[str, 
 
 # ---------------------------------------------------------------- perf_analyzer's file
 
+
 def perf_analyzer_file(meta: ModelMetadata, entries: list[dict]) -> dict:
     """Entries in perf_analyzer's JSON format, each input as base64 of its raw bytes with its
     shape (the batch dimension left out), so that perf_analyzer sends what the rig sends."""
@@ -385,8 +447,11 @@ def perf_analyzer_file(meta: ModelMetadata, entries: list[dict]) -> dict:
             arr = np.asarray(arr)
             if meta.max_batch_size > 0:
                 arr = arr.reshape(arr.shape[1:])
-            raw = serialize_bytes(arr) if arr.dtype == np.object_ else \
-                np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<")).tobytes()
+            raw = (
+                serialize_bytes(arr)
+                if arr.dtype == np.object_
+                else np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<")).tobytes()
+            )
             row[name] = {"content": {"b64": base64.b64encode(raw).decode()}, "shape": list(arr.shape)}
         data.append(row)
     return {"data": data}

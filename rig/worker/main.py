@@ -17,16 +17,16 @@ import sys
 import time
 import traceback
 
+from rig.common.errors import RigError
 from rig.common.probes import SHM_DIR
 from rig.common.procs import python_m
+from rig.contract.messages import CycleStart, Fatal, Message, Phase, Refused, Window
+from rig.contract.runtime import Runtime
 from rig.contract.spec import LEAK_PREFIX, CycleSpec
 from rig.worker import cycle as cycle_mod
 from rig.worker import engines
 from rig.worker.engines import memory
-from rig.common.errors import RigError
 from rig.worker.hook import crashlib
-from rig.contract.messages import CycleStart, Fatal, Message, Phase, Refused, Window
-from rig.contract.runtime import Runtime
 
 
 class Channel:
@@ -64,15 +64,16 @@ def _own_environment(runtime: Runtime, spec_path: str, result_fd: int) -> None:
         return
     have = os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
     bindir = os.path.dirname(sys.executable)
-    if all(p in have for p in runtime.library_path) \
-            and (not runtime.stub_site or os.environ.get("RIG_STUB_SITE") == runtime.stub_site) \
-            and bindir in os.environ.get("PATH", "").split(os.pathsep) \
-            and (not runtime.bindings or runtime.bindings in os.environ.get("PYTHONPATH", "").split(os.pathsep)):
+    if (
+        all(p in have for p in runtime.library_path)
+        and (not runtime.stub_site or os.environ.get("RIG_STUB_SITE") == runtime.stub_site)
+        and bindir in os.environ.get("PATH", "").split(os.pathsep)
+        and (not runtime.bindings or runtime.bindings in os.environ.get("PYTHONPATH", "").split(os.pathsep))
+    ):
         return
     env = runtime.worker_env()
     env["RIG_WORKER_ENV"] = "1"  # once: never a loop
-    os.execve(sys.executable, [*python_m("rig"), "worker", "--spec", spec_path,
-                               "--result-fd", str(result_fd)], env)
+    os.execve(sys.executable, [*python_m("rig"), "worker", "--spec", spec_path, "--result-fd", str(result_fd)], env)
 
 
 def main(spec_path: str, result_fd: int) -> int:
@@ -112,8 +113,18 @@ def main(spec_path: str, result_fd: int) -> int:
     try:
         for k in spec.cycles:
             chan.send(CycleStart(k, time.monotonic()))
-            chan.send(cycle_mod.run_cycle(lambda: engines.make(spec.engine, runtime), spec, k, phase, workload,
-                                          partial=chan.send, held=held, send=chan.send))
+            chan.send(
+                cycle_mod.run_cycle(
+                    lambda: engines.make(spec.engine, runtime),
+                    spec,
+                    k,
+                    phase,
+                    workload,
+                    partial=chan.send,
+                    held=held,
+                    send=chan.send,
+                )
+            )
         if held is not None:  # every cycle reported: the server kept across them stops now
             held.close(phase, spec)
     except cycle_mod.InputsRefused as e:  # bad input, not a failed cycle: the parent refuses the run

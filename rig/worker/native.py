@@ -12,8 +12,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from rig.contract import runtime
 from rig.common.errors import RigError
+from rig.contract import runtime
 
 
 def build_dir() -> Path:
@@ -27,8 +27,14 @@ def compiler() -> str | None:
     return None
 
 
-def build(source: Path, cflags: tuple[str, ...], what: str, libs: tuple[str, ...] = (),
-          find_compiler: Callable[[], str | None] = compiler, log: Callable[[str], None] = lambda msg: None) -> str:
+def build(
+    source: Path,
+    cflags: tuple[str, ...],
+    what: str,
+    libs: tuple[str, ...] = (),
+    find_compiler: Callable[[], str | None] = compiler,
+    log: Callable[[str], None] = lambda msg: None,
+) -> str:
     """Compile ``source`` into a shared library once per source, flags and machine; returns its
     path. ``what`` names it in messages ("the native load generator"). The library is written
     whole or not at all (a concurrent build leaves one complete file), and mode 0755: the stubs'
@@ -40,14 +46,16 @@ def build(source: Path, cflags: tuple[str, ...], what: str, libs: tuple[str, ...
         return str(out)
     cc = find_compiler()
     if cc is None:
-        raise RigError(f"no C compiler found (cc, gcc or clang; or set CC): {what} is compiled on first "
-                       "use; install one, e.g. apt-get install gcc")
+        raise RigError(
+            f"no C compiler found (cc, gcc or clang; or set CC): {what} is compiled on first "
+            "use; install one, e.g. apt-get install gcc"
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{source.stem}-", suffix=".so", dir=out.parent)
     os.close(fd)
     try:
         log(f"compiling {what} ({cc}) ...")
-        proc = subprocess.run([cc, *cflags, "-o", tmp, str(source), *libs], capture_output=True, text=True)
+        proc = subprocess.run([cc, *cflags, "-o", tmp, str(source), *libs], capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             tail = (proc.stderr.strip().splitlines() or ["no message"])[-1]
             raise RigError(f"compiling {source.name} with {cc} failed: {tail}")

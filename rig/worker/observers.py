@@ -22,20 +22,19 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
-from collections.abc import Callable
-
-from rig.worker import clientside, scenes, sequences
 
 from rig.common import probes, trends
-from rig.worker.engines.base import Engine
 from rig.contract.messages import Samples
 from rig.contract.spec import repository_models
+from rig.worker import clientside, scenes, sequences
+from rig.worker.engines.base import Engine
 from rig.worker.unpatched import original
 
-SAMPLE_EVERY_S = 0.25   # how often ProcessMemory samples, at least
-MAX_SHARE = 0.05        # of one core: a sample that took 10 ms waits at least 0.2 s for the next
+SAMPLE_EVERY_S = 0.25  # how often ProcessMemory samples, at least
+MAX_SHARE = 0.05  # of one core: a sample that took 10 ms waits at least 0.2 s for the next
 
 
 @dataclasses.dataclass
@@ -44,15 +43,15 @@ class Context:
     the load's windows once it ended, and the cycle's own means (``unload_all``, ``send``)."""
 
     engine: Engine
-    spec: object                      # rig.worker.cycle.CycleSpec
+    spec: object  # rig.worker.cycle.CycleSpec
     inputs: dict
     cycle: int
     unload_all: Callable[[float], str | None]
     send: Callable[[object], None] | None = None  # the worker's channel (a Samples message)
     windows: list = dataclasses.field(default_factory=list)
-    t_load: float = 0.0               # monotonic: the load's start and end
+    t_load: float = 0.0  # monotonic: the load's start and end
     t_load_end: float = 0.0
-    paced: bool = False               # the load calls ``tick`` (a fixed count of requests, no workload)
+    paced: bool = False  # the load calls ``tick`` (a fixed count of requests, no workload)
 
 
 class CycleObserver(Protocol):
@@ -155,9 +154,19 @@ class ProcessMemory(Observer):
         k, self._k = self._k, self._k + 1
         # the devices' used memory (where PIDs cannot match) belongs to no process: it rides on the
         # worker's sample for the growth, and stays out of the memory table's per-process rows
-        taken = [dict(sample=k, t=t, process="worker", model=None, instance=None, pid=self._me.pid,
-                      rss_bytes=probes.rss_of(self._me), gpu_bytes=gpu.get(self._me.pid),
-                      device_gpu_bytes=mem.device_bytes)]
+        taken = [
+            dict(
+                sample=k,
+                t=t,
+                process="worker",
+                model=None,
+                instance=None,
+                pid=self._me.pid,
+                rss_bytes=probes.rss_of(self._me),
+                gpu_bytes=gpu.get(self._me.pid),
+                device_gpu_bytes=mem.device_bytes,
+            )
+        ]
         gone = False
         for p in self._procs:
             rss = probes.rss_of(p)
@@ -165,8 +174,18 @@ class ProcessMemory(Observer):
                 gone = True
                 continue
             model, instance = self._who.get(p.pid, (None, None))
-            taken.append(dict(sample=k, t=t, process="stub", model=model, instance=instance, pid=p.pid,
-                              rss_bytes=rss, gpu_bytes=gpu.get(p.pid)))
+            taken.append(
+                dict(
+                    sample=k,
+                    t=t,
+                    process="stub",
+                    model=model,
+                    instance=instance,
+                    pid=p.pid,
+                    rss_bytes=rss,
+                    gpu_bytes=gpu.get(p.pid),
+                )
+            )
         self.samples.extend(taken)
         if gone:  # a stub died (or restarted): look again for the next sample
             self._find()
@@ -177,7 +196,7 @@ class ProcessMemory(Observer):
             cpu = time.thread_time()  # what the sample costs a core (the wait for the GIL costs none)
             try:
                 self._sample()
-            except Exception:  # noqa: BLE001 - a sample lost is a gap, never the cycle
+            except Exception:  # noqa: BLE001, S110
                 pass
             sleep(max(SAMPLE_EVERY_S, (time.thread_time() - cpu) / MAX_SHARE))
         self._done.append(1)
@@ -194,8 +213,9 @@ class ProcessMemory(Observer):
         # worker, and none of it is the load's); without windows, when the requests ended
         end = max(ends) if ends else ctx.t_load_end
         self.samples = [s for s in self.samples if s["t"] <= end + 0.05]
-        counts = [(w.get("requests") or 0) + (w.get("errors") or 0) for w in ctx.windows
-                  if w.get("monotonic_end") is not None]
+        counts = [
+            (w.get("requests") or 0) + (w.get("errors") or 0) for w in ctx.windows if w.get("monotonic_end") is not None
+        ]
         times = [s["t"] for s in self.samples]
         done = trends.requests_at(times, ends, counts, ctx.t_load, end, row.get("requests"))
         for s, r in zip(self.samples, done if done is not None else [None] * len(times)):
@@ -203,14 +223,27 @@ class ProcessMemory(Observer):
         row["memory_samples"] = len({s["sample"] for s in self.samples})
         growth = trends.process_growth(self.samples, trends.warmup_end(ctx.t_load, end, ends))
         span = end - trends.warmup_end(ctx.t_load, end, ends)
-        rate = (done[-1] - done[0]) / (times[-1] - times[0]) if done is not None and len(times) > 1 \
-            and times[-1] > times[0] else None
+        rate = (
+            (done[-1] - done[0]) / (times[-1] - times[0])
+            if done is not None and len(times) > 1 and times[-1] > times[0]
+            else None
+        )
         row.update(trends.growth_columns(growth, rate if span > 0 else None))
         if self._gpu_source is not None:
             row["gpu_memory_source"] = self._gpu_source
         if ctx.send is not None:
-            ctx.send(Samples(ctx.cycle, tuple({**{k: v for k, v in s.items() if k not in ("t", "device_gpu_bytes")},
-                                               "t_s": s["t"] - ctx.t_load} for s in self.samples)))
+            ctx.send(
+                Samples(
+                    ctx.cycle,
+                    tuple(
+                        {
+                            **{k: v for k, v in s.items() if k not in ("t", "device_gpu_bytes")},
+                            "t_s": s["t"] - ctx.t_load,
+                        }
+                        for s in self.samples
+                    ),
+                )
+            )
 
 
 class Tracemalloc(Observer):
@@ -244,8 +277,9 @@ class LoadingAtStop(Observer):
         unloaded = ctx.unload_all(spec.startup_timeout)
         if unloaded:
             row.merge({"detail": f"before the load under way at stop: {unloaded[:300]}"})
-        loader = clientside.load_in_thread(ctx.engine, repository_models(Path(spec.model_repository)),
-                                           spec.startup_timeout)
+        loader = clientside.load_in_thread(
+            ctx.engine, repository_models(Path(spec.model_repository)), spec.startup_timeout
+        )
         row["loading_at_stop"] = clientside.loading(ctx.engine)
         if loader.get("errors"):
             row.merge({"detail": f"the load under way at stop failed: {loader['errors'][0][:300]}"})
@@ -261,8 +295,9 @@ class InFlightAtStop(Observer):
         self.flight: clientside.InFlight | None = None
 
     def before_stop(self, ctx: Context, row: dict) -> None:
-        self.flight = clientside.start_in_flight(ctx.engine, clientside.entry_models(ctx.engine, ctx.spec.models),
-                                                 ctx.inputs, ctx.spec.in_flight_at_stop)
+        self.flight = clientside.start_in_flight(
+            ctx.engine, clientside.entry_models(ctx.engine, ctx.spec.models), ctx.inputs, ctx.spec.in_flight_at_stop
+        )
 
     def settled(self) -> bool:
         return self.flight is None or self.flight.ended() >= self.flight.submitted
@@ -273,9 +308,13 @@ class InFlightAtStop(Observer):
 
 
 CLIENT_OBSERVERS: dict[str, type[Observer]] = {
-    "memory": Tracemalloc, "refused-request": RefusedRequests, "stop-while-loading": LoadingAtStop,
-    "stop-in-flight": InFlightAtStop, **scenes.SCENES,  # the 2026 scenarios' scenes: rig.worker.scenes
-    **sequences.SCENES}
+    "memory": Tracemalloc,
+    "refused-request": RefusedRequests,
+    "stop-while-loading": LoadingAtStop,
+    "stop-in-flight": InFlightAtStop,
+    **scenes.SCENES,  # the 2026 scenarios' scenes: rig.worker.scenes
+    **sequences.SCENES,
+}
 
 
 def for_spec(spec, sample: bool = True) -> list[CycleObserver]:

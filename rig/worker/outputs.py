@@ -40,8 +40,9 @@ def _fits(check: dict, datatype: str | None, shape, nbytes: int) -> bool:
     return check.get("size") is None or nbytes == check["size"]
 
 
-def reference_output(engine: Engine, model: str, inputs: dict, size: int, timeout_s: float,
-                     meta=None, failed: dict | None = None):
+def reference_output(
+    engine: Engine, model: str, inputs: dict, size: int, timeout_s: float, meta=None, failed: dict | None = None
+):
     """One request before the load: ``(ok, note, check)``. ``check`` is what every response under
     load is held to, for the first output: its ``name``; the ``datatype``, ``shape`` (-1 where it
     varies) and byte ``size`` (where fixed) that the model's metadata promises (``meta``; without
@@ -74,18 +75,36 @@ def reference_output(engine: Engine, model: str, inputs: dict, size: int, timeou
     got = np.asarray(got)
     promised = expected_output(meta, name) if meta is not None else None
     if got.dtype == object:  # BYTES: their size here is not their size on the wire
-        check = None if promised is None else {"name": name, "datatype": promised["datatype"],
-                                               "shape": promised["shape"], "size": None, "bytes": None}
+        check = (
+            None
+            if promised is None
+            else {
+                "name": name,
+                "datatype": promised["datatype"],
+                "shape": promised["shape"],
+                "size": None,
+                "bytes": None,
+            }
+        )
     elif promised is not None:
         check = {"name": name, **promised, "bytes": None}
     else:
         check = {"name": name, "datatype": None, "shape": None, "size": int(got.nbytes), "bytes": None}
     if check is not None and promised is not None:
-        datatype = next((k for k, v in NUMPY_OF.items() if v is not None and np.dtype(v) == got.dtype
-                         and k != "BYTES"), None) if got.dtype != object else "BYTES"
+        datatype = (
+            next((k for k, v in NUMPY_OF.items() if v is not None and np.dtype(v) == got.dtype and k != "BYTES"), None)
+            if got.dtype != object
+            else "BYTES"
+        )
         if not _fits(check, datatype, got.shape, int(got.nbytes)):
-            return False, (f"{model}'s output {name} breaks its metadata: got {datatype} {list(got.shape)}, "
-                           f"promised {check['datatype']} {list(check['shape'])}"), check
+            return (
+                False,
+                (
+                    f"{model}'s output {name} breaks its metadata: got {datatype} {list(got.shape)}, "
+                    f"promised {check['datatype']} {list(check['shape'])}"
+                ),
+                check,
+            )
     if not size:
         return None, None, check
     x = next(iter(inputs.values()))
@@ -113,8 +132,9 @@ def output_is(check: dict | None, outputs: dict) -> bool:
     if got.dtype == object:
         datatype = "BYTES"
     else:
-        datatype = next((k for k, v in NUMPY_OF.items() if k != "BYTES" and v is not None
-                         and np.dtype(v) == got.dtype), None)
+        datatype = next(
+            (k for k, v in NUMPY_OF.items() if k != "BYTES" and v is not None and np.dtype(v) == got.dtype), None
+        )
         got = np.ascontiguousarray(got)
     if not _fits(check, datatype, got.shape, int(got.nbytes) if got.dtype != object else 0):
         return False

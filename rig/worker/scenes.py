@@ -27,12 +27,12 @@ from rig.contract.spec import repository_models
 from rig.worker.engines.base import EngineError
 from rig.worker.unpatched import original
 
-PROBE_S = 2.0          # stub-killed: how long the server and the model are asked, once the stub is dead
+PROBE_S = 2.0  # stub-killed: how long the server and the model are asked, once the stub is dead
 PROBE_EVERY_S = 0.02
-DEAD_WAIT_S = 5.0      # stub-killed: how long a killed stub may take to be gone
-LOAD_WAIT_S = 20.0     # load-missing, reload-in-place: how long a load may run (2.71.0 failed one after 10 s)
-UNLOAD_WAIT_S = 3.0    # load-missing: how long the unload of the model that failed to load may take
-AFTER_RELOAD = 200     # reload-in-place: requests per model to the reloaded instances
+DEAD_WAIT_S = 5.0  # stub-killed: how long a killed stub may take to be gone
+LOAD_WAIT_S = 20.0  # load-missing, reload-in-place: how long a load may run (2.71.0 failed one after 10 s)
+UNLOAD_WAIT_S = 3.0  # load-missing: how long the unload of the model that failed to load may take
+AFTER_RELOAD = 200  # reload-in-place: requests per model to the reloaded instances
 _FAULT = re.compile(r'key:\s*"fault"\s*,?\s*value:\s*\{\s*string_value:\s*"(\w+)"')
 
 
@@ -112,11 +112,12 @@ class StubKilled(Scene):
         for p in victims:
             try:
                 p.kill()
-            except Exception:  # noqa: BLE001 - already gone: dead all the same
+            except Exception:  # noqa: BLE001, S110
                 pass
         deadline = time.monotonic() + DEAD_WAIT_S
-        while time.monotonic() < deadline and any(p.pid in {s.pid for s in probes.stubs_of(os.getpid())}
-                                                  for p in victims):
+        while time.monotonic() < deadline and any(
+            p.pid in {s.pid for s in probes.stubs_of(os.getpid())} for p in victims
+        ):
             time.sleep(0.01)
         t0, first = time.monotonic(), {}
         server = model = None
@@ -131,8 +132,10 @@ class StubKilled(Scene):
             time.sleep(PROBE_EVERY_S)
         row["server_ready_at_probe"], row["model_ready_at_probe"] = server, model
         row["ready_after_load"] = None if server is None or model is None else server and model
-        said = "; ".join(f"{who} not ready after {first[who]:.2f} s" if who in first else
-                         f"{who} still ready after {PROBE_S:.0f} s" for who in ("server", "model"))
+        said = "; ".join(
+            f"{who} not ready after {first[who]:.2f} s" if who in first else f"{who} still ready after {PROBE_S:.0f} s"
+            for who in ("server", "model")
+        )
         what = f"{len(victims)} stub(s) killed (SIGKILL) after the load" if victims else "stub left alive"
         row.merge({"detail": f"{what}: {said}"})
 
@@ -172,15 +175,22 @@ class LoadMissing(Scene):
         for m in models:
             box = _in_thread(lambda m=m: engine.load_model(m), LOAD_WAIT_S)
             state = engine.model_states().get(m)
-            how = ("still loading" if "done" not in box else "failed" if "error" in box else "loaded")
+            how = "still loading" if "done" not in box else "failed" if "error" in box else "loaded"
             took = f"{box['done']:.1f} s" if "done" in box else f"{LOAD_WAIT_S:.0f} s"
-            notes.append(f"load of {m}{' without model.py' if self.taken else ''}: {how} after {took}, "
-                         f"state {state}" + (f" ({' '.join(box['error'].split())[:200]})" if "error" in box else ""))
+            notes.append(
+                f"load of {m}{' without model.py' if self.taken else ''}: {how} after {took}, "
+                f"state {state}" + (f" ({' '.join(box['error'].split())[:200]})" if "error" in box else "")
+            )
             if state != "READY":
                 gone = _in_thread(lambda m=m: engine.unload_model(m), UNLOAD_WAIT_S)
                 time.sleep(0.5)
-                said = (f"still blocked after {UNLOAD_WAIT_S:.0f} s" if "done" not in gone else
-                        f"error {gone['error'][:120]}" if "error" in gone else "returned")
+                said = (
+                    f"still blocked after {UNLOAD_WAIT_S:.0f} s"
+                    if "done" not in gone
+                    else f"error {gone['error'][:120]}"
+                    if "error" in gone
+                    else "returned"
+                )
                 notes.append(f"unload: {said}, state then {engine.model_states().get(m)}")
         row["loading_at_stop"] = sum(s == "LOADING" for s in engine.model_states().values())
         row.merge({"detail": "; ".join(notes)})
@@ -207,9 +217,16 @@ class ReloadInPlace(Scene):
             for f in (Path(spec.model_repository) / m).rglob("*"):
                 os.utime(f, (now, now))
             box = _in_thread(lambda m=m: engine.load_model(m), LOAD_WAIT_S)
-            notes.append(f"{m} reloaded in place: " + (f"failed: {box['error'][:200]}" if "error" in box else
-                                                       f"{box['done']:.1f} s" if "done" in box else
-                                                       f"still loading after {LOAD_WAIT_S:.0f} s"))
+            notes.append(
+                f"{m} reloaded in place: "
+                + (
+                    f"failed: {box['error'][:200]}"
+                    if "error" in box
+                    else f"{box['done']:.1f} s"
+                    if "done" in box
+                    else f"still loading after {LOAD_WAIT_S:.0f} s"
+                )
+            )
         deadline = time.monotonic() + LOAD_WAIT_S  # the old instances unloaded (finalized), their stubs gone
         while before & {s.pid for s in probes.stubs_of(os.getpid())} and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -239,11 +256,19 @@ class ExitAfterStop(Scene):
     (``shm_regions_leaked``) and the stubs it had to kill; the cycle's ``cleanup`` says the worker ended."""
 
     def stopped(self, ctx, row) -> None:
-        print(f"exit-after-stop: the worker exits right after stop() ({row.get('outcome')}), "
-              "as a process does after a forced shutdown", file=sys.stderr, flush=True)
+        print(
+            f"exit-after-stop: the worker exits right after stop() ({row.get('outcome')}), "
+            "as a process does after a forced shutdown",
+            file=sys.stderr,
+            flush=True,
+        )
         sys.stdout.flush()
         ctypes.CDLL(None).exit(0)
 
 
-SCENES = {"stub-killed": StubKilled, "load-missing": LoadMissing, "reload-in-place": ReloadInPlace,
-          "exit-after-stop": ExitAfterStop}
+SCENES = {
+    "stub-killed": StubKilled,
+    "load-missing": LoadMissing,
+    "reload-in-place": ReloadInPlace,
+    "exit-after-stop": ExitAfterStop,
+}

@@ -26,13 +26,21 @@ import time
 from rig.worker.engines.base import Engine, EngineError, Sequence
 from rig.worker.scenes import Scene, faulted
 
-SEQUENCES = 4          # sequences opened before the stop, per stateful model
+SEQUENCES = 4  # sequences opened before the stop, per stateful model
 FIRST_SEQUENCE = 1001  # their correlation ids (a load's one-request sequences are far above: ONE_SHOT_IDS)
-IDLE_WAIT_S = 1.5      # the first half's idle time: past the scenario model's idle timeout (1 s)
+IDLE_WAIT_S = 1.5  # the first half's idle time: past the scenario model's idle timeout (1 s)
 
 
-def open_sequences(engine: Engine, model: str, inputs: list[dict], end: bool, timeout_s: float,
-                   n: int = SEQUENCES, idle_s: float = IDLE_WAIT_S, first: int = FIRST_SEQUENCE) -> dict:
+def open_sequences(
+    engine: Engine,
+    model: str,
+    inputs: list[dict],
+    end: bool,
+    timeout_s: float,
+    n: int = SEQUENCES,
+    idle_s: float = IDLE_WAIT_S,
+    first: int = FIRST_SEQUENCE,
+) -> dict:
     """Open ``n`` sequences on ``model`` (see the module's docstring); with ``end`` each is ended
     as soon as it is open. The row's figures, and the first failure in ``detail``."""
     out = {"sequences_open": 0, "sequences_reaped": 0}
@@ -40,8 +48,9 @@ def open_sequences(engine: Engine, model: str, inputs: list[dict], end: bool, ti
 
     def send(cid: int, start: bool = False, last: bool = False) -> bool:
         try:
-            engine.infer(model, inputs[cid % len(inputs)], timeout_s=timeout_s,
-                         sequence=Sequence(cid, start=start, end=last)).release()
+            engine.infer(
+                model, inputs[cid % len(inputs)], timeout_s=timeout_s, sequence=Sequence(cid, start=start, end=last)
+            ).release()
             return True
         except EngineError as e:
             errors.append(str(e))
@@ -85,8 +94,13 @@ class SequencesAtStop(Scene):
         for model in spec.models:
             if not ctx.engine.stateful(model):
                 continue
-            got = open_sequences(ctx.engine, model, ctx.inputs[model],
-                                 end=not faulted(spec.model_repository, model), timeout_s=spec.request_timeout)
+            got = open_sequences(
+                ctx.engine,
+                model,
+                ctx.inputs[model],
+                end=not faulted(spec.model_repository, model),
+                timeout_s=spec.request_timeout,
+            )
             for key in figures:
                 figures[key] += got[key]
             if got.get("detail"):

@@ -18,8 +18,8 @@ class ServerStats:
     def __init__(self, engine: Engine, models: list[str]):
         self.engine = engine
         self.models = list(dict.fromkeys(models))
-        self.note: str | None = None     # the first read that failed, for the cycle's detail
-        self.unsupported = False         # the engine cannot ask: nothing to read, nothing to note
+        self.note: str | None = None  # the first read that failed, for the cycle's detail
+        self.unsupported = False  # the engine cannot ask: nothing to read, nothing to note
         self._last: dict[str, dict] = {}
 
     def _read(self) -> dict[str, dict] | None:

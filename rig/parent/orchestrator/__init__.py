@@ -12,16 +12,26 @@ parent, and ``record``), ``run`` (the workers and their watchdog).
 """
 
 from rig.parent.orchestrator.prepare import (
-                                      Prepared,
-                                      Recorder,
-                                      check_run_inputs,
-                                      new_run_id,
-                                      package_versions,
-                                      prepare,
-                                      write_run_row,
+    Prepared,
+    Recorder,
+    check_run_inputs,
+    new_run_id,
+    package_versions,
+    prepare,
+    write_run_row,
 )
 from rig.parent.orchestrator.rows import record
 from rig.parent.orchestrator.run import WorkerHandle, run_cycles
 
-__all__ = ["Prepared", "Recorder", "WorkerHandle", "check_run_inputs", "new_run_id", "package_versions",
-           "prepare", "record", "run_cycles", "write_run_row"]
+__all__ = [
+    "Prepared",
+    "Recorder",
+    "WorkerHandle",
+    "check_run_inputs",
+    "new_run_id",
+    "package_versions",
+    "prepare",
+    "record",
+    "run_cycles",
+    "write_run_row",
+]

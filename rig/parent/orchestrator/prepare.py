@@ -66,10 +66,10 @@ class Prepared:
     lock: object = None  # the open file whose flock says this process runs the run
     hook: str | None = None  # the evidence hook the stubs run (None: it could not be installed)
     inputs: dict | None = None  # preflight.check_inputs of the models loaded (None: not checked yet)
-    made: Path | None = None    # the outermost folder this process made for the work folder (a new run)
+    made: Path | None = None  # the outermost folder this process made for the work folder (a new run)
     # What is fixed for the run, worked out once (not copied by dataclasses.replace: a bench point
     # with another config works them out again): the workers' spec and the rows' run-wide values.
-    spec: object = dataclasses.field(default=None, init=False, repr=False)   # orchestrator.spec.run_spec
+    spec: object = dataclasses.field(default=None, init=False, repr=False)  # orchestrator.spec.run_spec
     tags: dict | None = dataclasses.field(default=None, init=False, repr=False)  # orchestrator.rows.run_tags
 
 
@@ -78,8 +78,9 @@ def _scenario_models(cfg: RunConfig) -> bool:
     return bool(cfg.scenario and scenarios.get(cfg.scenario).repository)
 
 
-def prepare(cfg: RunConfig, command: str, store: Recorder, run_id: str | None = None,
-            log: Callable[[str], None] = print) -> Prepared:
+def prepare(
+    cfg: RunConfig, command: str, store: Recorder, run_id: str | None = None, log: Callable[[str], None] = print
+) -> Prepared:
     """Everything checked before anything starts: runtime, engine, model repository. ``store``
     (opened and checked by the command) takes the run's rows."""
     rt = runtime_mod.resolve(cfg.runtime, log=log)
@@ -108,12 +109,12 @@ def prepare(cfg: RunConfig, command: str, store: Recorder, run_id: str | None = 
     except OSError as e:
         if store.local:
             raise RigError(f"cannot write results to {cfg.results} ({e.strerror}): choose another --results") from None
-        raise RigError(f"cannot write the run's work folder {work} ({e.strerror}): set RIG_WORK_DIR to a "
-                       "writable folder") from None
+        raise RigError(
+            f"cannot write the run's work folder {work} ({e.strerror}): set RIG_WORK_DIR to a writable folder"
+        ) from None
     lock = lock_run(work, run_id)
     if cfg.scenario and scenarios.get(cfg.scenario).repository:  # its own models, the fault on or off
-        repo = scenarios.materialize(Path(cfg.model_repository), work / "models", cfg.control,
-                                     cfg.model_shape)
+        repo = scenarios.materialize(Path(cfg.model_repository), work / "models", cfg.control, cfg.model_shape)
         names = repository.repository_models(repo)
         label = ",".join(names)
     elif cfg.model_repository:
@@ -126,17 +127,23 @@ def prepare(cfg: RunConfig, command: str, store: Recorder, run_id: str | None = 
             if not ok:
                 raise RigError(f"the cupy model needs a CUDA device and CuPy here: {why}; use --model numpy")
         repo = work / "models"
-        spec = repository.ModelSpec(kind=cfg.model, size=cfg.model_size, instances=cfg.instances,
-                                    max_batch_size=cfg.max_batch_size, dynamic_batching=cfg.dynamic_batching,
-                                    queue_delay_us=cfg.queue_delay_us, decoupled=cfg.decoupled, fault=cfg.fault, execute_delay_ms=cfg.execute_delay_ms,
-                                    load_sleep_s=repository.load_slow_s(cfg.exit_timeout)
-                                    if cfg.fault == "load-slow" else None)
+        spec = repository.ModelSpec(
+            kind=cfg.model,
+            size=cfg.model_size,
+            instances=cfg.instances,
+            max_batch_size=cfg.max_batch_size,
+            dynamic_batching=cfg.dynamic_batching,
+            queue_delay_us=cfg.queue_delay_us,
+            decoupled=cfg.decoupled,
+            fault=cfg.fault,
+            execute_delay_ms=cfg.execute_delay_ms,
+            load_sleep_s=repository.load_slow_s(cfg.exit_timeout) if cfg.fault == "load-slow" else None,
+        )
         repository.render(spec, repo)
         names = [spec.model_name]
         label = cfg.model if cfg.fault == "none" else f"{cfg.model}:{cfg.fault}"
     repo = without_spaces(repo, run_id, log)
-    p = Prepared(run_id, cfg, rt, engine, reason, repo, names, label, work, store, lock=lock, hook=hook,
-                 made=made)
+    p = Prepared(run_id, cfg, rt, engine, reason, repo, names, label, work, store, lock=lock, hook=hook, made=made)
     if command != "bench":  # bench checks them once it knows the model it loads (bench._target)
         check_run_inputs(p)
     return p
@@ -179,19 +186,34 @@ def package_versions(engine: str, locust: bool, stub_site: str | None) -> dict[s
     first on their path where there is one (``rig/worker/hook/evidence.py``'s ``.pth`` line), else
     import the worker's numpy. ``locust``: whether the run sends Locust load; the
     ``tritonserver`` bindings count with that engine only."""
-    return {"locust_version": _version("locust") if locust else None,
-            "numpy_version": _version("numpy"),
-            "stub_numpy_version": _version("numpy", [stub_site, *sys.path] if stub_site else None),
-            "pyarrow_version": _version("pyarrow"),
-            "tritonserver_version": _version("tritonserver") if engine == "tritonserver" else None}
+    return {
+        "locust_version": _version("locust") if locust else None,
+        "numpy_version": _version("numpy"),
+        "stub_numpy_version": _version("numpy", [stub_site, *sys.path] if stub_site else None),
+        "pyarrow_version": _version("pyarrow"),
+        "tritonserver_version": _version("tritonserver") if engine == "tritonserver" else None,
+    }
 
 
 def write_run_row(p: Prepared, command: str, cpu_idle: str | None = None) -> None:
     facts = host_facts()
     locust = command == "bench" or p.config.workload.name != "none"  # bench always sends a workload
-    row = RunRow(run_id=p.run_id, started_at=now_iso(), command=command, host=p.config.node or facts["host"],
-                 cpu=facts["cpu"], gpu=facts["gpu"], gpu_notes=facts["gpu_notes"], engine=p.engine, runtime=p.runtime.name,
-                 model=p.model_label, config=p.config.to_toml(), rig_version=rig_version,
-                 python_version=platform.python_version(), cpu_idle=cpu_idle,
-                 **package_versions(p.engine, locust, p.runtime.stub_site), **cpushare.current())
+    row = RunRow(
+        run_id=p.run_id,
+        started_at=now_iso(),
+        command=command,
+        host=p.config.node or facts["host"],
+        cpu=facts["cpu"],
+        gpu=facts["gpu"],
+        gpu_notes=facts["gpu_notes"],
+        engine=p.engine,
+        runtime=p.runtime.name,
+        model=p.model_label,
+        config=p.config.to_toml(),
+        rig_version=rig_version,
+        python_version=platform.python_version(),
+        cpu_idle=cpu_idle,
+        **package_versions(p.engine, locust, p.runtime.stub_site),
+        **cpushare.current(),
+    )
     p.store.write("runs", [row], p.runtime.triton_version, "run")

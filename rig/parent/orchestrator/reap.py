@@ -32,8 +32,8 @@ from rig.parent import scenarios
 from rig.parent.orchestrator.prepare import Prepared
 from rig.parent.orchestrator.rows import lost_cycle
 
-KILL_AFTER_S = 0.5   # into the load (its ``infer`` phase)
-BOUND_S = 10.0       # how long what the server left is given to go on its own
+KILL_AFTER_S = 0.5  # into the load (its ``infer`` phase)
+BOUND_S = 10.0  # how long what the server left is given to go on its own
 POLL_S = 0.05
 # The cycles whose worker the scenario kills: None, every one. A test narrows it (a run of three
 # cycles whose middle one is killed: the one after it must be clean).
@@ -106,19 +106,24 @@ def kill_worker(proc: subprocess.Popen, phase: str, into_phase_s: float = 0.0) -
 class Leftovers:
     """What a killed worker's server left, before and after the rig's cleanup."""
 
-    stubs: int             # backend stubs alive once the worker was dead and reaped
-    gone_s: float | None   # from its death until the last of them was gone; None: one outlived the bound
-    outlived: int          # still alive at the bound: killed by the rig
-    regions: int           # the server's regions in /dev/shm once its stubs were gone (or at the bound): removed
-    stubs_left: int        # after the cleanup
+    stubs: int  # backend stubs alive once the worker was dead and reaped
+    gone_s: float | None  # from its death until the last of them was gone; None: one outlived the bound
+    outlived: int  # still alive at the bound: killed by the rig
+    regions: int  # the server's regions in /dev/shm once its stubs were gone (or at the bound): removed
+    stubs_left: int  # after the cleanup
     regions_left: int
-    crashes: int | None    # stubs that died of a signal of their own (crash markers); None: no recorder
+    crashes: int | None  # stubs that died of a signal of their own (crash markers); None: no recorder
 
     def figures(self) -> dict:
-        return {"orphan_stubs": self.stubs, "orphan_stubs_gone_s": self.gone_s,
-                "orphan_stubs_outlived": self.outlived, "orphan_shm_regions": self.regions,
-                "orphan_stubs_left": self.stubs_left, "orphan_shm_left": self.regions_left,
-                "stub_crashes": self.crashes}
+        return {
+            "orphan_stubs": self.stubs,
+            "orphan_stubs_gone_s": self.gone_s,
+            "orphan_stubs_outlived": self.outlived,
+            "orphan_shm_regions": self.regions,
+            "orphan_stubs_left": self.stubs_left,
+            "orphan_shm_left": self.regions_left,
+            "stub_crashes": self.crashes,
+        }
 
     def cleanup(self) -> str:
         """The row's ``cleanup``, one of three words a matrix counts per cell: a stub outlived the
@@ -162,8 +167,15 @@ def watch(kill: Kill, evidence: Path | None, bound_s: float = BOUND_S) -> Leftov
     present = probes.shm_regions_present(names)
     probes.remove_shm_regions(present)
     left = probes.shm_regions_present(names | server_regions(kill.pid))
-    return Leftovers(stubs, gone_s, outlived, len(present), len(probes.stubs_in_group(kill.pgid)), len(left),
-                     _crashes(evidence, {s.pid for s in kill.stubs}))
+    return Leftovers(
+        stubs,
+        gone_s,
+        outlived,
+        len(present),
+        len(probes.stubs_in_group(kill.pgid)),
+        len(left),
+        _crashes(evidence, {s.pid for s in kill.stubs}),
+    )
 
 
 def _crashes(evidence: Path | None, pids: set[int]) -> int | None:
@@ -184,14 +196,18 @@ def text(kill: Kill, left: Leftovers, bound_s: float = BOUND_S) -> str:
     if left.gone_s is not None:
         out.append(f"{left.stubs} alive once it was dead, all gone {left.gone_s:.2f} s after its death")
     else:
-        out.append(f"{left.stubs} alive once it was dead, {left.outlived} outlived it by {bound_s:.0f} s "
-                   "(killed by the rig)")
+        out.append(
+            f"{left.stubs} alive once it was dead, {left.outlived} outlived it by {bound_s:.0f} s (killed by the rig)"
+        )
     if left.crashes:
         out.append(f"{left.crashes} stub(s) died of a signal of their own (python_backend#446)")
     out.append(f"{left.regions} shared-memory region(s) of its server left in /dev/shm (removed by the rig)")
     rest = left.stubs_left + left.regions_left
-    out.append("nothing left after the cleanup" if not rest else
-               f"left after the cleanup: {left.stubs_left} stub(s), {left.regions_left} region(s)")
+    out.append(
+        "nothing left after the cleanup"
+        if not rest
+        else f"left after the cleanup: {left.stubs_left} stub(s), {left.regions_left} region(s)"
+    )
     return "; ".join(out)
 
 
@@ -201,7 +217,8 @@ def killed_row(p: Prepared, cycle: int, partial: Partial | None, kill: Kill) -> 
     cleaned up and counted (``stubs_killed``, ``shm_regions_leaked``: the rig's cleanup)."""
     evidence = Path(p.spec.evidence_dir) / f"c{cycle:06d}" if p.spec is not None else None
     left = watch(kill, evidence)
-    row = lost_cycle(p, cycle, partial, "crashed", f"crashed: {HOW}", text(kill, left), left.outlived,
-                     left.regions, kill.pid)
+    row = lost_cycle(
+        p, cycle, partial, "crashed", f"crashed: {HOW}", text(kill, left), left.outlived, left.regions, kill.pid
+    )
     row.update(left.figures(), cleanup=left.cleanup())
     return row

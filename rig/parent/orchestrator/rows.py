@@ -29,10 +29,18 @@ def run_tags(p: Prepared) -> dict:
     reads its config.pbtxt)."""
     if p.tags is None:
         c = p.config
-        p.tags = dict(run_id=p.run_id, engine=p.engine, model=p.model_label, retain=c.retain, restart=c.restart,
-                      stop_strategy=c.stop_strategy, host=node_name(c.node),
-                      scenario=c.scenario or name_of(c.fault, c.retain, c.restart, c.client),
-                      control=c.control if c.scenario else None, shape=model_shape(p))
+        p.tags = dict(
+            run_id=p.run_id,
+            engine=p.engine,
+            model=p.model_label,
+            retain=c.retain,
+            restart=c.restart,
+            stop_strategy=c.stop_strategy,
+            host=node_name(c.node),
+            scenario=c.scenario or name_of(c.fault, c.retain, c.restart, c.client),
+            control=c.control if c.scenario else None,
+            shape=model_shape(p),
+        )
     return p.tags
 
 
@@ -46,8 +54,9 @@ def model_shape(p: Prepared) -> str | None:
     if cfg.model_shape:
         return cfg.model_shape
     if not cfg.model_repository:
-        return shapes.Shape(cfg.max_batch_size, cfg.dynamic_batching, cfg.instances, cfg.decoupled,
-                            cfg.queue_delay_us).name
+        return shapes.Shape(
+            cfg.max_batch_size, cfg.dynamic_batching, cfg.instances, cfg.decoupled, cfg.queue_delay_us
+        ).name
     try:
         return shapes.of_config(parse_pbtxt((p.repository / p.models[0] / "config.pbtxt").read_text()))
     except (OSError, ValueError, IndexError, TypeError):
@@ -64,16 +73,26 @@ def finish_row(p: Prepared, row: dict, wall: float | None, reported: str | None 
     row = {k: row.get(k) for k in CYCLE_FIELDS if k != "schema_version"}
     row["cycle_wall_s"], row["host"] = wall, run_tags(p)["host"]
     if wall is not None:
-        row["overhead_s"] = (wall - (row.get("start_latency_s") or 0) - (row.get("stop_latency_s") or 0)
-                             - (row.get("workload_s") or 0))
+        row["overhead_s"] = (
+            wall - (row.get("start_latency_s") or 0) - (row.get("stop_latency_s") or 0) - (row.get("workload_s") or 0)
+        )
     for k in ("stop_error", "detail"):
         if row.get(k) is not None:
             row[k] = str(row[k])[:2000]
     return typed_row(CycleRow, row)
 
 
-def lost_cycle(p: Prepared, cycle: int, partial: Partial | None, outcome: str, cleanup: str,
-               what: str, stubs: int, leaked: int, pid: int) -> dict:
+def lost_cycle(
+    p: Prepared,
+    cycle: int,
+    partial: Partial | None,
+    outcome: str,
+    cleanup: str,
+    what: str,
+    stubs: int,
+    leaked: int,
+    pid: int,
+) -> dict:
     """The row of a cycle whose worker hung or died. If stop had already been measured (the
     worker sent a ``Partial``), the stop's outcome stands and the failure goes to ``cleanup``."""
     row = blank_row(p, cycle)
@@ -90,8 +109,11 @@ def lost_cycle(p: Prepared, cycle: int, partial: Partial | None, outcome: str, c
         stubs = max(stubs, int(partial.row.get("stubs_alive_after_stop") or 0))
     else:
         row.update(outcome=outcome, load_outcome="not_measured", growth_outcome="not_measured", detail=what)
-    row.update(stubs_killed=(row.get("stubs_killed") or 0) + stubs,
-               shm_regions_leaked=(row.get("shm_regions_leaked") or 0) + leaked, worker_pid=pid)
+    row.update(
+        stubs_killed=(row.get("stubs_killed") or 0) + stubs,
+        shm_regions_leaked=(row.get("shm_regions_leaked") or 0) + leaked,
+        worker_pid=pid,
+    )
     return row
 
 

@@ -60,10 +60,21 @@ class WorkerHandle:
         r, w = os.pipe()
         with open(self.log_path, "wb") as logf:
             self.proc = subprocess.Popen(
-                [*(p.worker_argv or [*python_m("rig"), "worker"]),
-                 "--spec", str(self.spec_path), "--result-fd", str(w)],
-                pass_fds=(w,), start_new_session=True, env=env, stdout=logf, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, cwd=work)
+                [
+                    *(p.worker_argv or [*python_m("rig"), "worker"]),
+                    "--spec",
+                    str(self.spec_path),
+                    "--result-fd",
+                    str(w),
+                ],
+                pass_fds=(w,),
+                start_new_session=True,
+                env=env,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=work,
+            )
         os.close(w)
         self.pgid = self.proc.pid
         self._r = r
@@ -111,9 +122,13 @@ class WorkerHandle:
             pass
 
 
-def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult], None],
-               on_window: Callable[[WindowRow], None] | None = None,
-               on_phase: Callable[[int, str], None] | None = None) -> None:
+def run_cycles(
+    p: Prepared,
+    cycles: list[int],
+    on_cycle: Callable[[CycleResult], None],
+    on_window: Callable[[WindowRow], None] | None = None,
+    on_phase: Callable[[int, str], None] | None = None,
+) -> None:
     """Run the given cycle numbers in workers. Each cycle's ``CycleResult`` (its row and its
     windows) goes to ``on_cycle`` as soon as it is known; ``on_window`` sees each window's row
     as it arrives (progress), ``on_phase`` each phase."""
@@ -124,6 +139,7 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult],
     def finish(row: dict, wall: float | None, reported: str | None = None) -> None:
         done = finish_row(p, row, wall, reported)
         on_cycle(CycleResult(done, tuple(windows.pop(done.cycle, ())), tuple(memory.pop(done.cycle, ()))))
+
     index = 0
     while pending:
         index += 1
@@ -133,7 +149,7 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult],
         t_cycle = time.monotonic()
         deadline = time.monotonic() + p.config.startup_timeout + 60
         partial: Partial | None = None  # the current cycle's row once its stop returned
-        fatal: str | None = None        # the error the worker reported before it exits
+        fatal: str | None = None  # the error the worker reported before it exits
         killer, killed = reap.Killer(p.config), None  # the scenario worker-killed's kill, and the kill made
         try:
             while True:
@@ -172,15 +188,19 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult],
                     # Drain what is left in the pipe, then decide.
                     continue
                 if time.monotonic() > deadline:
-                    _hung(p, w, current, pending, partial, phase, lambda row: finish(row, time.monotonic() - t_cycle))
+                    _hung(p, w, current, pending, partial, phase, lambda row: finish(row, time.monotonic() - t_cycle))  # noqa: B023
                     break
             rc = w.proc.wait()
             # A worker that ends (even with status 0) before reporting a cycle of its batch has
             # lost that cycle: record it, never spawn another worker for it.
             if pending and pending[0] in batch:
                 cyc = current if current is not None else pending[0]
-                finish(reap.killed_row(p, cyc, partial, killed) if killed else
-                       _crashed_row(p, w, cyc, partial, rc, phase, fatal), time.monotonic() - t_cycle)
+                finish(
+                    reap.killed_row(p, cyc, partial, killed)
+                    if killed
+                    else _crashed_row(p, w, cyc, partial, rc, phase, fatal),
+                    time.monotonic() - t_cycle,
+                )
                 pending.remove(cyc)
         except BaseException:
             w.kill()
@@ -189,20 +209,43 @@ def run_cycles(p: Prepared, cycles: list[int], on_cycle: Callable[[CycleResult],
             w.close()
 
 
-def _hung(p: Prepared, w: WorkerHandle, current: int | None, pending: list[int], partial: Partial | None,
-          phase: str, finish: Callable[[dict], None]) -> None:
+def _hung(
+    p: Prepared,
+    w: WorkerHandle,
+    current: int | None,
+    pending: list[int],
+    partial: Partial | None,
+    phase: str,
+    finish: Callable[[dict], None],
+) -> None:
     """A phase ran past its deadline: the worker's group killed, the cycle in flight (or the next
     due) recorded as hung."""
     stubs, leaked = w.kill()
     cyc = current if current is not None else (pending[0] if pending else None)
     if cyc is not None:
-        finish(lost_cycle(p, cyc, partial, "hung", "hung", f"phase {phase} ran past its deadline; "
-                          "worker group killed", stubs, leaked, w.proc.pid))
+        finish(
+            lost_cycle(
+                p,
+                cyc,
+                partial,
+                "hung",
+                "hung",
+                f"phase {phase} ran past its deadline; worker group killed",
+                stubs,
+                leaked,
+                w.proc.pid,
+            )
+        )
         pending.remove(cyc)
 
 
-def _keep_figures(p: Prepared, msg: Window | Samples, windows: dict[int, list[WindowRow]],
-                  memory: dict[int, list[MemoryRow]], on_window: Callable[[WindowRow], None] | None) -> None:
+def _keep_figures(
+    p: Prepared,
+    msg: Window | Samples,
+    windows: dict[int, list[WindowRow]],
+    memory: dict[int, list[MemoryRow]],
+    on_window: Callable[[WindowRow], None] | None,
+) -> None:
     """A window's row (shown to ``on_window``) or a cycle's memory samples, kept until its cycle is done."""
     host = run_tags(p)["host"]
     if isinstance(msg, Window):
@@ -211,8 +254,9 @@ def _keep_figures(p: Prepared, msg: Window | Samples, windows: dict[int, list[Wi
         if on_window:
             on_window(wrow)
     else:
-        memory[msg.cycle] = [typed_row(MemoryRow, {**r, "run_id": p.run_id, "cycle": msg.cycle, "host": host})
-                             for r in msg.rows]
+        memory[msg.cycle] = [
+            typed_row(MemoryRow, {**r, "run_id": p.run_id, "cycle": msg.cycle, "host": host}) for r in msg.rows
+        ]
 
 
 def _done_row(p: Prepared, w: WorkerHandle, msg: CycleDone) -> CycleDraft:
@@ -234,10 +278,20 @@ def _done_row(p: Prepared, w: WorkerHandle, msg: CycleDone) -> CycleDraft:
     return row
 
 
-def _crashed_row(p: Prepared, w: WorkerHandle, cyc: int, partial: Partial | None, rc: int, phase: str,
-                 fatal: str | None) -> CycleDraft:
+def _crashed_row(
+    p: Prepared, w: WorkerHandle, cyc: int, partial: Partial | None, rc: int, phase: str, fatal: str | None
+) -> CycleDraft:
     """The row of the cycle a worker was in when it ended (``rc``) before reporting it."""
     stubs, leaked = w.kill()
     how = f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}"
-    return lost_cycle(p, cyc, partial, "crashed", f"crashed: {how}",
-                      f"worker {how} in phase {phase}: {fatal or w.log_tail()}", stubs, leaked, w.proc.pid)
+    return lost_cycle(
+        p,
+        cyc,
+        partial,
+        "crashed",
+        f"crashed: {how}",
+        f"worker {how} in phase {phase}: {fatal or w.log_tail()}",
+        stubs,
+        leaked,
+        w.proc.pid,
+    )

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import typing
 
-from rig.worker.engines.base import Engine, EngineError, EngineName, ServerOptions
 from rig.common.errors import RigError
 from rig.contract.runtime import Runtime
+from rig.worker.engines.base import Engine, EngineError, EngineName, ServerOptions
 
 __all__ = ["Engine", "EngineError", "ServerOptions", "make", "select"]
 
@@ -30,8 +30,7 @@ def select(requested: str, runtime: Runtime) -> tuple[str, str]:
     ok, why = official_probe(runtime)
     if requested == "tritonserver":
         if not ok:
-            raise RigError(f"the tritonserver engine does not load over {runtime.name} ({why}); "
-                           "use --engine capi")
+            raise RigError(f"the tritonserver engine does not load over {runtime.name} ({why}); use --engine capi")
         return "tritonserver", f"asked for: {why}"
     if ok:
         return "tritonserver", f"import tritonserver works ({why})"

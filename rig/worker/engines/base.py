@@ -7,8 +7,8 @@ import dataclasses
 import itertools
 import time
 import typing
-from typing import Any, Protocol
 from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -30,23 +30,23 @@ class EngineError(Exception):
 class ServerOptions:
     """Options of one server start; each field names the C API call it maps to."""
 
-    model_repository: str                 # TRITONSERVER_ServerOptionsSetModelRepositoryPath
+    model_repository: str  # TRITONSERVER_ServerOptionsSetModelRepositoryPath
     backend_directory: str | None = None  # TRITONSERVER_ServerOptionsSetBackendDirectory
-    exit_timeout_s: int = 30              # TRITONSERVER_ServerOptionsSetExitTimeout
-    model_control: str = "none"           # TRITONSERVER_ServerOptionsSetModelControlMode: none|explicit|poll
+    exit_timeout_s: int = 30  # TRITONSERVER_ServerOptionsSetExitTimeout
+    model_control: str = "none"  # TRITONSERVER_ServerOptionsSetModelControlMode: none|explicit|poll
     startup_models: tuple[str, ...] = ()  # TRITONSERVER_ServerOptionsSetStartupModel (explicit mode)
-    model_load_retries: int = 0           # TRITONSERVER_ServerOptionsSetModelLoadRetryCount (2.4x+)
-    strict_model_config: bool = True      # TRITONSERVER_ServerOptionsSetStrictModelConfig
-    strict_readiness: bool = True         # TRITONSERVER_ServerOptionsSetStrictReadiness
-    log_file: str | None = None           # TRITONSERVER_ServerOptionsSetLogFile
-    log_verbose: int = 0                  # TRITONSERVER_ServerOptionsSetLogVerbose
+    model_load_retries: int = 0  # TRITONSERVER_ServerOptionsSetModelLoadRetryCount (2.4x+)
+    strict_model_config: bool = True  # TRITONSERVER_ServerOptionsSetStrictModelConfig
+    strict_readiness: bool = True  # TRITONSERVER_ServerOptionsSetStrictReadiness
+    log_file: str | None = None  # TRITONSERVER_ServerOptionsSetLogFile
+    log_verbose: int = 0  # TRITONSERVER_ServerOptionsSetLogVerbose
     backend_config: tuple[tuple[str, str, str], ...] = ()  # ...SetBackendConfig(backend, key, value)
 
 
 @dataclasses.dataclass(frozen=True)
 class TensorSpec:
     name: str
-    datatype: str          # Triton's name: FP32, INT64, BYTES, ...
+    datatype: str  # Triton's name: FP32, INT64, BYTES, ...
     shape: tuple[int, ...]  # -1 for a variable dimension
 
 
@@ -134,8 +134,9 @@ class Engine(abc.ABC):
     def unload_model(self, model: str) -> None: ...
 
     @abc.abstractmethod
-    def infer(self, model: str, inputs: dict[str, np.ndarray], timeout_s: float = 60.0,
-              sequence: Sequence | None = None) -> Response:
+    def infer(
+        self, model: str, inputs: dict[str, np.ndarray], timeout_s: float = 60.0, sequence: Sequence | None = None
+    ) -> Response:
         """One synchronous request; raises ``EngineError`` on an error response. ``sequence``: its
         place in a sequence (``sequence_of``)."""
 
@@ -162,9 +163,13 @@ class Engine(abc.ABC):
         flag). False where unknown."""
         return False
 
-    def infer_async(self, model: str, inputs: dict[str, np.ndarray],
-                    done: Callable[[Response | None, EngineError | None], Any],
-                    sequence: Sequence | None = None) -> None:
+    def infer_async(
+        self,
+        model: str,
+        inputs: dict[str, np.ndarray],
+        done: Callable[[Response | None, EngineError | None], Any],
+        sequence: Sequence | None = None,
+    ) -> None:
         """Submit one request; ``done`` is called from a native thread. Default: synchronous."""
         try:
             done(self.infer(model, inputs, sequence=sequence), None)
@@ -262,8 +267,11 @@ class Lane(Protocol):
 
 def open_loop_unsupported(lane: Lane) -> EngineError:
     """The error of ``start_open`` on a lane whose ``supports_open_loop`` is False."""
-    return EngineError(f"the {lane.kind} lane sends in a closed loop only: open-loop load needs a lane "
-                       "of the engine's own (the capi engine needs a C compiler)", "UNSUPPORTED")
+    return EngineError(
+        f"the {lane.kind} lane sends in a closed loop only: open-loop load needs a lane "
+        "of the engine's own (the capi engine needs a C compiler)",
+        "UNSUPPORTED",
+    )
 
 
 class Deadlines:

@@ -38,8 +38,8 @@ MAX_CACHED_INPUTS = 4096
 class Placement:
     """Where the rig's inputs live, and whether a GPU preference for outputs is honoured."""
 
-    kind: str = "cpu"   # cpu | gpu
-    device: int = 0     # the CUDA device (an index among the visible ones) for gpu
+    kind: str = "cpu"  # cpu | gpu
+    device: int = 0  # the CUDA device (an index among the visible ones) for gpu
 
     @property
     def gpu(self) -> bool:
@@ -95,8 +95,10 @@ def _cupy():
     try:
         import cupy
     except ImportError as e:
-        raise RigError(f"--input-memory gpu needs CuPy in the worker's Python ({e}): install the GPU extra "
-                       "(cupy-cuda12x or cupy-cuda13x), or give --input-memory cpu") from None
+        raise RigError(
+            f"--input-memory gpu needs CuPy in the worker's Python ({e}): install the GPU extra "
+            "(cupy-cuda12x or cupy-cuda13x), or give --input-memory cpu"
+        ) from None
     return cupy
 
 
@@ -110,8 +112,9 @@ class DeviceMemory:
             with self.cp.cuda.Device(self.device):
                 self.cp.cuda.runtime.getDeviceProperties(self.device)
         except Exception as e:  # noqa: BLE001 - CUDARuntimeError: no device, driver too old
-            raise RigError(f"--input-memory gpu: CUDA device {self.device} is not usable ({e}); "
-                           "give --input-memory cpu") from None
+            raise RigError(
+                f"--input-memory gpu: CUDA device {self.device} is not usable ({e}); give --input-memory cpu"
+            ) from None
         self._inputs: dict[int, tuple[np.ndarray, object]] = {}
         self._outputs: dict[int, object] = {}  # device pointer -> cupy MemoryPointer, until released
         self._lock = threading.Lock()

@@ -29,8 +29,9 @@ class Retained:
         self.response = None
 
 
-def apply_retention(engine: Engine, model: str, inputs, retain: str, kept: Retained,
-                    timeout_s: float, failed: dict | None = None) -> str | None:
+def apply_retention(
+    engine: Engine, model: str, inputs, retain: str, kept: Retained, timeout_s: float, failed: dict | None = None
+) -> str | None:
     """One last request after a workload, kept as the policy says (what the user's code holds);
     ``inputs``: the model's entries (or one), the request carries the first.
     Returns why it failed, or None: a failed retention request holds nothing, so the cycle would

@@ -16,8 +16,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from rig.worker import native
 from rig.common.errors import RigError
+from rig.worker import native
 
 SOURCE = Path(__file__).with_name("crash.c")
 CFLAGS = ("-O2", "-shared", "-fPIC")

@@ -24,8 +24,15 @@ _MODEL_CLASS = "TritonPythonModel"
 
 
 def _write_marker(phase, model, instance, error=None):
-    record = {"pid": os.getpid(), "model": model, "instance": instance, "phase": phase,
-              "t_mono": time.monotonic(), "t_wall": time.time(), "error": error}
+    record = {
+        "pid": os.getpid(),
+        "model": model,
+        "instance": instance,
+        "phase": phase,
+        "t_mono": time.monotonic(),
+        "t_wall": time.time(),
+        "error": error,
+    }
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in str(instance))
     final = os.path.join(_EVIDENCE_DIR, f"{os.getpid()}-{safe}-{phase}.json")
     tmp = final + ".tmp"
@@ -48,8 +55,7 @@ def _instrument(cls):
 
     def initialize(self, args):
         self._rig_model = str(args.get("model_name", "?")) if isinstance(args, dict) else "?"
-        self._rig_instance = (str(args.get("model_instance_name", self._rig_model))
-                              if isinstance(args, dict) else "?")
+        self._rig_instance = str(args.get("model_instance_name", self._rig_model)) if isinstance(args, dict) else "?"
         try:
             result = orig_init(self, args) if orig_init is not None else None
         except BaseException as e:
@@ -106,7 +112,7 @@ if _EVIDENCE_DIR:
         if name == _MODEL_CLASS:
             try:
                 _instrument(cls)
-            except Exception:  # noqa: BLE001 - never break the user's model
+            except Exception:  # noqa: BLE001, S110
                 pass
         return cls
 
@@ -121,14 +127,15 @@ PTH_LINE = (
     'import os; _rig_h = os.environ.get("RIG_EVIDENCE_HOOK"); _rig_h and '
     'os.path.realpath("/proc/self/exe").endswith("triton_python_backend_stub") and '
     'os.path.basename(_rig_h) == "evidence.py" and os.path.basename(os.path.dirname(_rig_h)) == "hook" '
-    'and os.path.exists(_rig_h) and (lambda s: s.st_uid in (0, os.getuid()) and not s.st_mode & 0o022)'
+    "and os.path.exists(_rig_h) and (lambda s: s.st_uid in (0, os.getuid()) and not s.st_mode & 0o022)"
     '(os.stat(_rig_h)) and exec(compile(open(_rig_h).read(), _rig_h, "exec"), '
     '{"__name__": "rig_evidence_hook"})\n'
     # Embedded cores' stubs need numpy 1 (with numpy 2 their outputs come back empty): a stub,
     # and only a stub, puts the rig's numpy-1 folder first.
     'import os, sys; _rig_s = os.environ.get("RIG_STUB_SITE"); _rig_s and os.path.isdir(_rig_s) '
     'and os.path.realpath("/proc/self/exe").endswith("triton_python_backend_stub") '
-    'and sys.path.insert(0, _rig_s)\n')
+    "and sys.path.insert(0, _rig_s)\n"
+)
 
 
 def pth_installed(site_packages):

@@ -11,6 +11,7 @@ records the requests that a locustfile's own tasks send one at a time through
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import gevent
@@ -45,8 +46,8 @@ class PyLane:
         self._check = None
         self._bad = 0
         self._lat: list[int] = []
-        self._errors = 0       # since the last drain
-        self._failed = 0       # since the lane was made
+        self._errors = 0  # since the last drain
+        self._failed = 0  # since the lane was made
         self._completed = 0
         self._first_error = None
         self._messages: dict[str, int] = {}
@@ -101,7 +102,7 @@ class PyLane:
                 if times is not None and (self._streaming or len(times) != 1):
                     self._streaming = True
                     self._first.append((times[0] if times else t1) - t0)
-                    self._gaps.extend(b - a for a, b in zip(times, times[1:]))
+                    self._gaps.extend(b - a for a, b in itertools.pairwise(times))
                     self._counts.append(len(times))
             self._outstanding -= 1
             if self._running:  # after an error too: the lane keeps its requests in flight
@@ -131,9 +132,16 @@ class PyLane:
         return {"bad_outputs": self._bad, "lost_samples": 0, "timeouts": self._deadlines.timeouts}
 
     def stats(self) -> dict[str, int]:
-        return {"submitted": self._next, "completed": self._completed, "errors": self._failed,
-                "timeouts": self._deadlines.timeouts, "in_flight": self._outstanding,
-                "issued": 0, "dropped": 0, "slots": self.in_flight}
+        return {
+            "submitted": self._next,
+            "completed": self._completed,
+            "errors": self._failed,
+            "timeouts": self._deadlines.timeouts,
+            "in_flight": self._outstanding,
+            "issued": 0,
+            "dropped": 0,
+            "slots": self.in_flight,
+        }
 
     def start_closed(self) -> None:
         self._running = True
@@ -226,9 +234,16 @@ class TaskLane:
         return {"timeouts": self._timeouts}
 
     def stats(self) -> dict[str, int]:
-        return {"submitted": self._completed + self._failed, "completed": self._completed,
-                "errors": self._failed, "timeouts": self._timeouts, "in_flight": 0,
-                "issued": 0, "dropped": 0, "slots": self.in_flight}
+        return {
+            "submitted": self._completed + self._failed,
+            "completed": self._completed,
+            "errors": self._failed,
+            "timeouts": self._timeouts,
+            "in_flight": 0,
+            "issued": 0,
+            "dropped": 0,
+            "slots": self.in_flight,
+        }
 
     def drain(self):
         lat, self._lat = self._lat, []
@@ -256,8 +271,9 @@ def stop_lane(lane: Lane, timeout_s: float = 30) -> bool:
     return lane.stop(timeout_s)
 
 
-def make_lane(engine: Engine, model: str, inputs: dict | list[dict], in_flight: int,
-              request_timeout: float = 0.0) -> Lane:
+def make_lane(
+    engine: Engine, model: str, inputs: dict | list[dict], in_flight: int, request_timeout: float = 0.0
+) -> Lane:
     """The engine's own lane (capi: native; tritonserver: its asyncio loop), else ``PyLane``;
     a request unanswered after ``request_timeout`` seconds counts as a timeout (0: never).
     ``inputs``: one entry (a dict name -> array), or a list of them cycled request by request."""

@@ -38,10 +38,14 @@ FEATURES = {
 
 # ---------------------------------------------------------------- stats (rig.worker.load.sink)
 
+
 def _locust_buckets(ms: np.ndarray) -> np.ndarray:
     """``locust.stats.bucket_response_time`` over an array (about two significant digits)."""
-    return np.where(ms < 100, np.round(ms), np.where(ms < 1000, np.round(ms, -1),
-                    np.where(ms < 10000, np.round(ms, -2), np.round(ms, -3)))).astype(np.int64)
+    return np.where(
+        ms < 100,
+        np.round(ms),
+        np.where(ms < 1000, np.round(ms, -1), np.where(ms < 10000, np.round(ms, -2), np.round(ms, -3))),
+    ).astype(np.int64)
 
 
 # Locust's bucketing as a function of its own (since a 2.43 release; before, the same rule
@@ -67,8 +71,11 @@ def log_to_locust(stats, name: str, ms: np.ndarray, request_type: str = "infer")
         buckets = list(collections.Counter(bucket(v) for v in ms.tolist()).items())
     n, total, lo, hi = int(ms.size), float(ms.sum()), float(ms.min()), float(ms.max())
     for entry in (stats.total, stats.get(name, request_type)):
-        if entry.use_response_times_cache and entry.last_request_timestamp \
-                and second > int(entry.last_request_timestamp):
+        if (
+            entry.use_response_times_cache
+            and entry.last_request_timestamp
+            and second > int(entry.last_request_timestamp)
+        ):
             entry._cache_response_times(second - 1)
         entry.num_requests += n
         entry.num_reqs_per_sec[second] += n
@@ -81,6 +88,7 @@ def log_to_locust(stats, name: str, ms: np.ndarray, request_type: str = "infer")
 
 
 # ---------------------------------------------------------------- the local runner (rig.worker.load.runner)
+
 
 class _AtOnce(logging.Filter):
     """Drops Locust's warning that a spawn rate above 100 "is known to sometimes cause issues":
@@ -124,6 +132,7 @@ def load_locustfile(path: str):
 
 # ---------------------------------------------------------------- a fleet node (rig.contract.fleet)
 
+
 def shorten_connect_retries(count: int = 6) -> None:
     """A worker runner tries its master ``count`` times (about 5 s each), not Locust's 60."""
     locust.runners.CONNECT_RETRY_COUNT = count
@@ -147,13 +156,14 @@ def leave_master(env, runner) -> None:
     (the ``quitting`` event, in reverse, as Locust's own shutdown fires it), and its end."""
     try:
         runner._send_stats()
-    except Exception:  # noqa: BLE001 - a master already gone
+    except Exception:  # noqa: BLE001, S110
         pass
     env.events.quitting.fire(environment=env, reverse=True)
     runner.quit()
 
 
 # ---------------------------------------------------------------- the master (rig.commands.fleet)
+
 
 def active_workers(runner) -> int:
     """Workers connected and not lost: ready, spawning or running."""
@@ -179,6 +189,7 @@ def stop_load(runner) -> None:
 
 # ---------------------------------------------------------------- the check
 
+
 def _params(fn) -> list[str]:
     return list(inspect.signature(fn).parameters)
 
@@ -193,10 +204,15 @@ def _same_as_locust() -> bool:
     for v in ms.tolist():
         theirs.log_request("infer", "m", v, 0)
     a, b = ours.get("m", "infer"), theirs.get("m", "infer")
-    return all(getattr(a, k) == getattr(b, k) for k in ("num_requests", "total_response_time",
-                                                         "min_response_time", "max_response_time")) \
-        and dict(a.response_times) == dict(b.response_times) and ours.total.num_requests == len(ms) \
+    return (
+        all(
+            getattr(a, k) == getattr(b, k)
+            for k in ("num_requests", "total_response_time", "min_response_time", "max_response_time")
+        )
+        and dict(a.response_times) == dict(b.response_times)
+        and ours.total.num_requests == len(ms)
         and sum(a.num_reqs_per_sec.values()) == sum(b.num_reqs_per_sec.values()) == len(ms)
+    )
 
 
 def _probes() -> list[tuple[str, str, Callable[[], bool]]]:
@@ -207,9 +223,19 @@ def _probes() -> list[tuple[str, str, Callable[[], bool]]]:
 
     def entry_fields() -> bool:
         entry = RequestStats().get("m", "infer")
-        return all(hasattr(entry, k) for k in (
-            "use_response_times_cache", "last_request_timestamp", "num_requests", "num_reqs_per_sec",
-            "total_response_time", "min_response_time", "max_response_time", "response_times"))
+        return all(
+            hasattr(entry, k)
+            for k in (
+                "use_response_times_cache",
+                "last_request_timestamp",
+                "num_requests",
+                "num_reqs_per_sec",
+                "total_response_time",
+                "min_response_time",
+                "max_response_time",
+                "response_times",
+            )
+        )
 
     def defaults() -> bool:
         from locust.argument_parser import default_args_dict
@@ -222,35 +248,65 @@ def _probes() -> list[tuple[str, str, Callable[[], bool]]]:
         return _params(load) == ["path"]
 
     return [
-        ("stats", "locust.stats.bucket_response_time(response_time), where there is one",
-         lambda: _STOCK_BUCKETS is None or _params(_STOCK_BUCKETS) == ["response_time"]),
+        (
+            "stats",
+            "locust.stats.bucket_response_time(response_time), where there is one",
+            lambda: _STOCK_BUCKETS is None or _params(_STOCK_BUCKETS) == ["response_time"],
+        ),
         ("stats", "StatsEntry's fields (num_requests, num_reqs_per_sec, response_times, ...)", entry_fields),
-        ("stats", "StatsEntry._cache_response_times(t)", lambda: _params(StatsEntry._cache_response_times) == ["self", "t"]),
+        (
+            "stats",
+            "StatsEntry._cache_response_times(t)",
+            lambda: _params(StatsEntry._cache_response_times) == ["self", "t"],
+        ),
         ("stats", "a drain written into Locust's stats equals Locust's own log_request", _same_as_locust),
-        ("warning", f"the warning {_AtOnce.WORDS!r} in locust.runners",
-         lambda: _AtOnce.WORDS in inspect.getsource(locust.runners)),
+        (
+            "warning",
+            f"the warning {_AtOnce.WORDS!r} in locust.runners",
+            lambda: _AtOnce.WORDS in inspect.getsource(locust.runners),
+        ),
         ("web", "locust.argument_parser.default_args_dict()", defaults),
-        ("csv", "StatsCSVFileWriter(environment, percentiles_to_report, base_filepath, full_history)",
-         lambda: _params(StatsCSVFileWriter.__init__)[:5] == ["self", "environment", "percentiles_to_report",
-                                                             "base_filepath", "full_history"]
-         and callable(getattr(StatsCSVFileWriter, "close_files", None))),
+        (
+            "csv",
+            "StatsCSVFileWriter(environment, percentiles_to_report, base_filepath, full_history)",
+            lambda: (
+                _params(StatsCSVFileWriter.__init__)[:5]
+                == ["self", "environment", "percentiles_to_report", "base_filepath", "full_history"]
+                and callable(getattr(StatsCSVFileWriter, "close_files", None))
+            ),
+        ),
         ("locustfile", "locust.util.load_locustfile.load_locustfile(path)", locustfile),
         ("connect", "locust.runners.CONNECT_RETRY_COUNT", lambda: isinstance(locust.runners.CONNECT_RETRY_COUNT, int)),
-        ("gate", "WorkerRunner.start_worker(user_classes_count, **kwargs)",
-         lambda: _params(WorkerRunner.start_worker)[:2] == ["self", "user_classes_count"]),
-        ("gate", "WorkerRunner.spawning_complete(user_count)",
-         lambda: _params(WorkerRunner.spawning_complete) == ["self", "user_count"]),
+        (
+            "gate",
+            "WorkerRunner.start_worker(user_classes_count, **kwargs)",
+            lambda: _params(WorkerRunner.start_worker)[:2] == ["self", "user_classes_count"],
+        ),
+        (
+            "gate",
+            "WorkerRunner.spawning_complete(user_count)",
+            lambda: _params(WorkerRunner.spawning_complete) == ["self", "user_count"],
+        ),
         ("gate", "Runner.user_classes_count", lambda: isinstance(Runner.__dict__.get("user_classes_count"), property)),
         ("leave", "WorkerRunner._send_stats()", lambda: _params(WorkerRunner._send_stats) == ["self"]),
         ("leave", "EventHook.fire(reverse=...)", lambda: "reverse" in _params(EventHook.fire)),
         ("workers", "locust.runners.STATE_MISSING", lambda: isinstance(locust.runners.STATE_MISSING, str)),
-        ("workers", "WorkerNodes.ready/running/spawning/get",
-         lambda: all(hasattr(WorkerNodes, k) for k in ("ready", "running", "spawning", "get"))),
+        (
+            "workers",
+            "WorkerNodes.ready/running/spawning/get",
+            lambda: all(hasattr(WorkerNodes, k) for k in ("ready", "running", "spawning", "get")),
+        ),
         ("workers", "WorkerNode(id, state=...)", lambda: "state" in _params(WorkerNode.__init__)),
-        ("workers", "MasterRunner.stop(send_stop_to_client)",
-         lambda: "send_stop_to_client" in _params(MasterRunner.stop)),
-        ("workers", "locust.rpc.Message(...).node_id",
-         lambda: __import__("locust.rpc").rpc.Message("x", None, "n1").node_id == "n1"),
+        (
+            "workers",
+            "MasterRunner.stop(send_stop_to_client)",
+            lambda: "send_stop_to_client" in _params(MasterRunner.stop),
+        ),
+        (
+            "workers",
+            "locust.rpc.Message(...).node_id",
+            lambda: __import__("locust.rpc").rpc.Message("x", None, "n1").node_id == "n1",
+        ),
     ]
 
 
@@ -264,6 +320,7 @@ def check() -> list[str]:
         except Exception as e:  # noqa: BLE001 - a name gone, a signature changed: the problem itself
             ok, why = False, f" ({type(e).__name__}: {e})"
         if not ok:
-            problems.append(f"Locust {locust.__version__}: {what} changed or is gone{why}; "
-                            f"{FEATURES[feature]} depends on it")
+            problems.append(
+                f"Locust {locust.__version__}: {what} changed or is gone{why}; {FEATURES[feature]} depends on it"
+            )
     return problems

@@ -23,8 +23,11 @@ class NodeLink:
         try:
             self.runner = env.create_worker_runner(host, port)
         except (ConnectionError, OSError) as e:
-            raise EngineError(f"no `rig fleet` master answered at {master} within 30 s ({type(e).__name__}): "
-                              "start the master first, or check --locust-master", "UNAVAILABLE") from None
+            raise EngineError(
+                f"no `rig fleet` master answered at {master} within 30 s ({type(e).__name__}): "
+                "start the master first, or check --locust-master",
+                "UNAVAILABLE",
+            ) from None
         # Users run here only during this node's round: Locust's master moves users to a worker
         # as soon as it connects, even one that joins while another round is under way.
         self.open = False
@@ -51,8 +54,9 @@ class NodeLink:
         except gevent.Timeout:
             raise EngineError(f"the fleet's master started no round within {NODE_WAIT_S:g} s", "TIMEOUT") from None
         if "over" in data:
-            raise EngineError(f"the fleet's master has no round for this cycle: {data['over'].get('why')}",
-                              "UNAVAILABLE")
+            raise EngineError(
+                f"the fleet's master has no round for this cycle: {data['over'].get('why')}", "UNAVAILABLE"
+            )
         return data
 
     def finish(self) -> None:
@@ -78,8 +82,14 @@ def node_hello(wcfg: dict, classes: list[type], tags: dict) -> dict:
     from rig.common.cpushare import current
 
     share = current()  # the worker's: inherited from the node's --cpus (rig.common.cpushare)
-    return {"node": node_name(wcfg.get("node")), "run_id": tags.get("run_id"),
-            "cycle": tags.get("cycle"), "triton_version": tags.get("triton_version"),
-            "engine": tags.get("engine"), "model": tags.get("model"),
-            "cpu_share": share["cpu_share"], "cpus": share["cpus"],
-            "classes": {c.__name__: [getattr(c, "weight", 1), getattr(c, "fixed_count", 0)] for c in classes}}
+    return {
+        "node": node_name(wcfg.get("node")),
+        "run_id": tags.get("run_id"),
+        "cycle": tags.get("cycle"),
+        "triton_version": tags.get("triton_version"),
+        "engine": tags.get("engine"),
+        "model": tags.get("model"),
+        "cpu_share": share["cpu_share"],
+        "cpus": share["cpus"],
+        "classes": {c.__name__: [getattr(c, "weight", 1), getattr(c, "fixed_count", 0)] for c in classes},
+    }

@@ -12,25 +12,38 @@ import gevent
 import numpy as np
 from locust.env import Environment
 
+from rig.contract.rows import joined
 from rig.worker import serverstats
 from rig.worker.engines.base import Engine, EngineError, as_entries
 from rig.worker.load import locust_api
-from rig.contract.rows import joined
 from rig.worker.load.lanes import stop_lane
+from rig.worker.load.schedule import arrival_times
 from rig.worker.load.sink import Sink
 from rig.worker.load.users import Workload, load_workload, run_classes, size_shape
 from rig.worker.load.windows import HubMonitor, run_windows
-from rig.worker.load.schedule import arrival_times
-
 
 locust_api.quiet_spawn_rate_warning()  # the rig starts its users at once, on purpose
 
 
-def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, in_flight: int,
-               seconds: float, window_seconds: float, workload: str | Workload = "steady",
-               emit: Callable[[dict], None], tags: dict, csv_prefix: str | None = None,
-               web_port: int | None = None, request_timeout: float = 30.0, checks: dict | None = None,
-               fleet: dict | None = None, server_stats: bool = True) -> dict:
+def run_locust(
+    engine: Engine,
+    models: list[str],
+    inputs: dict,
+    *,
+    users: int,
+    in_flight: int,
+    seconds: float,
+    window_seconds: float,
+    workload: str | Workload = "steady",
+    emit: Callable[[dict], None],
+    tags: dict,
+    csv_prefix: str | None = None,
+    web_port: int | None = None,
+    request_timeout: float = 30.0,
+    checks: dict | None = None,
+    fleet: dict | None = None,
+    server_stats: bool = True,
+) -> dict:
     """Closed loop: the workload's users (a built-in name or a locustfile) under its shape, or
     ``users`` of them from the start. ``inputs`` maps each model to its entries (a list of dicts
     name -> array, cycled request by request; one dict is one entry). With ``fleet``
@@ -40,8 +53,16 @@ def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, i
     loaded = workload if isinstance(workload, Workload) else load_workload(workload)
     shape = size_shape(loaded.shape, users, seconds)
     sink = Sink()
-    classes = run_classes(loaded, engine=engine, models=models, inputs=inputs, in_flight=in_flight,
-                          request_timeout=request_timeout, sink=sink, checks=checks)
+    classes = run_classes(
+        loaded,
+        engine=engine,
+        models=models,
+        inputs=inputs,
+        in_flight=in_flight,
+        request_timeout=request_timeout,
+        sink=sink,
+        checks=checks,
+    )
     env = Environment(user_classes=classes, shape_class=shape)
     sink.env = env
 
@@ -75,9 +96,18 @@ def run_locust(engine: Engine, models: list[str], inputs: dict, *, users: int, i
         else:
             runner.start(users, spawn_rate=max(users, 1) * 100)
 
-    rows, wall = run_windows(sink, hub, seconds, window_seconds, emit, tags,
-                             conc=lambda: sum(lane.in_flight for lane in sink.lanes),
-                             start=start, finish=lambda last: runner.quit(), server=server)  # lanes wait, drained
+    rows, wall = run_windows(
+        sink,
+        hub,
+        seconds,
+        window_seconds,
+        emit,
+        tags,
+        conc=lambda: sum(lane.in_flight for lane in sink.lanes),
+        start=start,
+        finish=lambda last: runner.quit(),
+        server=server,
+    )  # lanes wait, drained
     sink.stop_pump()
     if writer:
         writer.close_files()
@@ -111,9 +141,17 @@ def _run_node(env, sink: Sink, fleet: dict, classes: list, emit, tags: dict, ser
         return {"requests": 0, "errors": 0, "throughput": None, "detail": str(e), "windows": []}
     hub = HubMonitor()
     sink.start_pump()
-    rows, wall = run_windows(sink, hub, float(rnd["seconds"]), float(rnd["window_seconds"]), emit,
-                             tags, conc=lambda: sum(lane.in_flight for lane in sink.lanes),
-                             finish=lambda last: link.finish(), server=server)  # lanes wait, drained
+    rows, wall = run_windows(
+        sink,
+        hub,
+        float(rnd["seconds"]),
+        float(rnd["window_seconds"]),
+        emit,
+        tags,
+        conc=lambda: sum(lane.in_flight for lane in sink.lanes),
+        finish=lambda last: link.finish(),
+        server=server,
+    )  # lanes wait, drained
     sink.stop_pump()
     hub.stop()
     out = _noted(sink.summary(wall, rows), server)
@@ -121,9 +159,21 @@ def _run_node(env, sink: Sink, fleet: dict, classes: list, emit, tags: dict, ser
     return out
 
 
-def run_open(engine: Engine, model: str, inputs, *, rate: float, seconds: float,
-             window_seconds: float, arrivals: str, seed: int, emit: Callable[[dict], None],
-             tags: dict, check: dict | None = None, server_stats: bool = True) -> dict:
+def run_open(
+    engine: Engine,
+    model: str,
+    inputs,
+    *,
+    rate: float,
+    seconds: float,
+    window_seconds: float,
+    arrivals: str,
+    seed: int,
+    emit: Callable[[dict], None],
+    tags: dict,
+    check: dict | None = None,
+    server_stats: bool = True,
+) -> dict:
     """Open loop: one lane submits on a seeded schedule; latency from the scheduled time.
     ``inputs``: the model's entries (or one), send k carrying entry k mod N. Every
     scheduled send is accounted: each window holds the sends scheduled in it (``scheduled``),
@@ -131,8 +181,11 @@ def run_open(engine: Engine, model: str, inputs, *, rate: float, seconds: float,
     scheduled = requests + errors + dropped."""
     lane = engine.lane(model, as_entries(inputs), 1)
     if lane is None or not lane.supports_open_loop:
-        raise EngineError(f"open-loop load needs a lane of the engine's own ({engine.name} has none "
-                          "here: the capi engine needs a C compiler)", "UNSUPPORTED")
+        raise EngineError(
+            f"open-loop load needs a lane of the engine's own ({engine.name} has none "
+            "here: the capi engine needs a C compiler)",
+            "UNSUPPORTED",
+        )
     lane.set_check(check)
     server = serverstats.reader(engine, [model], server_stats)
     sink = Sink()
@@ -160,9 +213,20 @@ def run_open(engine: Engine, model: str, inputs, *, rate: float, seconds: float,
         stats = lane.stats()
         last.dropped = len(schedule) - stats["issued"]  # never sent: cut by the stop, or refused
 
-    rows, wall = run_windows(sink, hub, seconds, window_seconds, emit, tags, conc=lambda: None,
-                             rate=rate, start=start, finish=finish,
-                             before_close=lambda w, end_ns: scheduled_until(w, end_ns), server=server)
+    rows, wall = run_windows(
+        sink,
+        hub,
+        seconds,
+        window_seconds,
+        emit,
+        tags,
+        conc=lambda: None,
+        rate=rate,
+        start=start,
+        finish=finish,
+        before_close=lambda w, end_ns: scheduled_until(w, end_ns),  # noqa: PLW0108
+        server=server,
+    )
     sink.stop_pump()
     lane.close()
     hub.stop()
@@ -188,22 +252,43 @@ def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
             emit_window(**row)
 
         if wcfg.get("rate"):
-            out = run_open(engine, model, inputs[model], rate=float(wcfg["rate"]),
-                           seconds=float(wcfg["seconds"]), window_seconds=float(wcfg["window_seconds"]),
-                           arrivals=wcfg.get("arrivals", "poisson"), seed=int(wcfg.get("seed", 0)),
-                           emit=emit, tags=tags, check=(checks or {}).get(model), server_stats=stats_on)
+            out = run_open(
+                engine,
+                model,
+                inputs[model],
+                rate=float(wcfg["rate"]),
+                seconds=float(wcfg["seconds"]),
+                window_seconds=float(wcfg["window_seconds"]),
+                arrivals=wcfg.get("arrivals", "poisson"),
+                seed=int(wcfg.get("seed", 0)),
+                emit=emit,
+                tags=tags,
+                check=(checks or {}).get(model),
+                server_stats=stats_on,
+            )
         else:
             csv = os.path.join(spec.log_dir, f"locust-c{cycle:06d}") if spec.log_dir else None
             with _in_folder(spec.cwd):  # a locustfile may open files relative to where it was started
                 if not loaded:
                     loaded.append(load_workload(wcfg.get("name", "steady")))
-                out = run_locust(engine, list(spec.models), inputs, users=int(wcfg["users"]),
-                                 in_flight=int(wcfg["in_flight"]), seconds=float(wcfg["seconds"]),
-                                 window_seconds=float(wcfg["window_seconds"]),
-                                 workload=loaded[0],
-                                 emit=emit, tags=tags, csv_prefix=csv, web_port=wcfg.get("web_port"),
-                                 request_timeout=spec.request_timeout, checks=checks,
-                                 fleet=_fleet(wcfg, spec, cycle), server_stats=stats_on)
+                out = run_locust(
+                    engine,
+                    list(spec.models),
+                    inputs,
+                    users=int(wcfg["users"]),
+                    in_flight=int(wcfg["in_flight"]),
+                    seconds=float(wcfg["seconds"]),
+                    window_seconds=float(wcfg["window_seconds"]),
+                    workload=loaded[0],
+                    emit=emit,
+                    tags=tags,
+                    csv_prefix=csv,
+                    web_port=wcfg.get("web_port"),
+                    request_timeout=spec.request_timeout,
+                    checks=checks,
+                    fleet=_fleet(wcfg, spec, cycle),
+                    server_stats=stats_on,
+                )
         why: dict = {}  # the windows stay in ``out``: the cycle reads the load's trend from them
         failed = apply_retention(engine, model, inputs[model], spec.retain, kept, spec.request_timeout, why)
         if failed:
@@ -221,9 +306,17 @@ def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
 def _fleet(wcfg: dict, spec, cycle: int) -> dict | None:
     if not wcfg.get("master"):
         return None
-    return {"master": wcfg["master"], "node": wcfg.get("node"),
-            "hello": {"run_id": spec.run_id, "cycle": cycle, "engine": spec.engine, "model": spec.model_label,
-                      "triton_version": (spec.runtime or {}).get("triton_version")}}
+    return {
+        "master": wcfg["master"],
+        "node": wcfg.get("node"),
+        "hello": {
+            "run_id": spec.run_id,
+            "cycle": cycle,
+            "engine": spec.engine,
+            "model": spec.model_label,
+            "triton_version": (spec.runtime or {}).get("triton_version"),
+        },
+    }
 
 
 class _in_folder:

@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def arrival_times(rate: float, seconds: float, start_ns: int, arrivals: str = "poisson",
-                  seed: int = 0) -> np.ndarray:
+def arrival_times(rate: float, seconds: float, start_ns: int, arrivals: str = "poisson", seed: int = 0) -> np.ndarray:
     """Absolute CLOCK_MONOTONIC send times inside ``[start_ns, start_ns + seconds)``.
 
     ``constant``: one every ``1 / rate`` s, the first one gap after the start. ``poisson``: a

@@ -7,10 +7,10 @@ import gevent
 import numpy as np
 from locust.env import Environment
 
+from rig.common.text import top_messages
 from rig.worker.engines.base import EngineError, Lane
 from rig.worker.load.locust_api import log_to_locust
 from rig.worker.load.windows import Window
-from rig.common.text import top_messages
 
 # How often the sink's pump drains every lane. A window boundary drains every lane itself, so
 # the pace decides no window's figures: only how fresh Locust's stats are, and how often the main
@@ -33,21 +33,28 @@ class Sink:
         self.env = env
         self.lanes: dict = {}  # lane -> model name
         self.total = 0
-        self.errors = 0        # failed requests, and tasks that raised
-        self.task_errors = 0   # of which tasks that raised (their request, if any, completed)
+        self.errors = 0  # failed requests, and tasks that raised
+        self.task_errors = 0  # of which tasks that raised (their request, if any, completed)
         self.bad_outputs = 0
-        self.timeouts = 0      # of the errors, requests with no final response in time
+        self.timeouts = 0  # of the errors, requests with no final response in time
         self.first_error: str | None = None
         self.kinds: set[str] = set()  # which lanes ran: native, asyncio, python, tasks
-        self._seen: dict = {}          # lane -> its counters at the last take
-        self._messages: dict = {}      # lane -> its error messages and their counts, so far
+        self._seen: dict = {}  # lane -> its counters at the last take
+        self._messages: dict = {}  # lane -> its error messages and their counts, so far
         self._pump = None
 
     def summary(self, wall_s: float, rows: list[dict]) -> dict:
-        return {"requests": self.total + self.errors - self.task_errors, "errors": self.errors,
-                "timeouts": self.timeouts, "bad_outputs": self.bad_outputs, "lane": self.lane_label(),
-                "throughput": self.total / wall_s if wall_s > 0 else None, "detail": self.first_error,
-                "error_messages": top_messages(self._messages.values()), "windows": rows}
+        return {
+            "requests": self.total + self.errors - self.task_errors,
+            "errors": self.errors,
+            "timeouts": self.timeouts,
+            "bad_outputs": self.bad_outputs,
+            "lane": self.lane_label(),
+            "throughput": self.total / wall_s if wall_s > 0 else None,
+            "detail": self.first_error,
+            "error_messages": top_messages(self._messages.values()),
+            "windows": rows,
+        }
 
     def lane_label(self) -> str | None:
         return ",".join(sorted(self.kinds)) or None
@@ -95,9 +102,14 @@ class Sink:
         if errors and self.env is not None:
             error = EngineError(lane.first_error() or "error")
             for _ in range(errors):
-                self.env.events.request.fire(request_type="infer", name=self.lanes.get(lane, "infer"),
-                                             response_time=None, response_length=0, exception=error,
-                                             context=None)
+                self.env.events.request.fire(
+                    request_type="infer",
+                    name=self.lanes.get(lane, "infer"),
+                    response_time=None,
+                    response_length=0,
+                    exception=error,
+                    context=None,
+                )
         return lat, errors, failed, stream
 
     def _record(self, drained: list) -> None:
@@ -108,8 +120,11 @@ class Sink:
         fails = [d[4] for d in drained if d[4] is not None and d[4].size]
         streams = [d[5] for d in drained if d[5] is not None]
         if self.window is not None:
-            self.window.record(np.concatenate(lats) if lats else _EMPTY,
-                               sum(d[3] for d in drained), np.concatenate(fails) if fails else None)
+            self.window.record(
+                np.concatenate(lats) if lats else _EMPTY,
+                sum(d[3] for d in drained),
+                np.concatenate(fails) if fails else None,
+            )
             if streams:
                 self.window.record_stream(*(np.concatenate([s[i] for s in streams]) for i in range(3)))
         if self.env is not None and lats:

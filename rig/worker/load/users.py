@@ -21,10 +21,10 @@ import gevent
 import numpy as np
 from locust import LoadTestShape, User, constant
 
+from rig.common.errors import RigError
+from rig.contract.spec import WORKLOADS
 from rig.worker.crossthread import Signal
 from rig.worker.engines.base import Engine, EngineError, as_entries
-from rig.contract.spec import WORKLOADS
-from rig.common.errors import RigError
 from rig.worker.load.lanes import TaskLane, make_lane, stop_lane
 
 BUILTIN = WORKLOADS
@@ -62,18 +62,19 @@ class TritonUser(User):
     wait_time = constant(0)
     # Set by the rig on a subclass made per run:
     engine: Engine = None
-    model: str = ""                 # this user's model (lane users: one subclass per model)
-    models: tuple = ()              # every model of the run
-    inputs_by_model: dict = {}      # the rig's entries for each model (a list of dicts name -> array)
+    model: str = ""  # this user's model (lane users: one subclass per model)
+    models: tuple = ()  # every model of the run
+    inputs_by_model: dict = {}  # the rig's entries for each model (a list of dicts name -> array)  # noqa: RUF012
     in_flight: int = 1
     request_timeout: float = 30.0
-    checks: dict = {}               # model -> reference output every lane response is held to
+    checks: dict = {}  # model -> reference output every lane response is held to  # noqa: RUF012
     sink = None
 
     def on_start(self):
         if self.tasks == [_hold]:
-            self.lane = make_lane(self.engine, self.model, self.inputs_by_model[self.model], self.in_flight,
-                                  self.request_timeout)
+            self.lane = make_lane(
+                self.engine, self.model, self.inputs_by_model[self.model], self.in_flight, self.request_timeout
+            )
             self.lane.set_check(self.checks.get(self.model))
             self.lane.start_closed()
         else:
@@ -97,16 +98,19 @@ class TritonUser(User):
         turns[model] = k + 1
         return entries[k % len(entries)]
 
-    def infer(self, inputs: dict | None = None, model: str | None = None,
-              timeout_s: float | None = None) -> dict[str, np.ndarray]:
+    def infer(
+        self, inputs: dict | None = None, model: str | None = None, timeout_s: float | None = None
+    ) -> dict[str, np.ndarray]:
         """Send one request and wait for it (other users run meanwhile); returns copies of the
         outputs. Timed from the submission until the response is released, and counted in the
         window and in Locust's stats. A failed request raises ``EngineError``."""
         model = model or self.model
         if inputs is None:  # the model's next entry
             if model not in self.inputs_by_model:
-                raise EngineError(f"no inputs given for {model!r}, which is not one of the run's "
-                                  f"models ({', '.join(self.models)})", "INVALID_ARG")
+                raise EngineError(
+                    f"no inputs given for {model!r}, which is not one of the run's models ({', '.join(self.models)})",
+                    "INVALID_ARG",
+                )
             inputs = self.inputs_for(model)
         done = Signal()
 
@@ -139,6 +143,7 @@ class TritonUser(User):
 
 # ---------------------------------------------------------------- locustfiles
 
+
 def bundled_workloads() -> Path:
     """``workloads/`` of a checkout, or the same files installed with the rig."""
     here = Path(__file__).resolve().parents[2]  # the rig package
@@ -154,8 +159,9 @@ def workload_path(name: str) -> Path:
         return bundled_workloads() / f"{name}.py"
     path = Path(name).expanduser()
     if path.suffix != ".py":
-        raise RigError(f"unknown workload {name!r}: give one of {', '.join(BUILTIN)}, none, "
-                       "or the path of a locustfile (*.py)")
+        raise RigError(
+            f"unknown workload {name!r}: give one of {', '.join(BUILTIN)}, none, or the path of a locustfile (*.py)"
+        )
     if not path.is_file():
         raise RigError(f"workload file {path} does not exist")
     return path.resolve()
@@ -168,9 +174,12 @@ class Workload:
         self.path, self.users, self.shape = path, users, shape
 
     def describe(self) -> dict:
-        return {"path": str(self.path), "users": [u.__name__ for u in self.users],
-                "task_users": [u.__name__ for u in self.users if u.tasks],
-                "shape": type(self.shape).__name__ if self.shape is not None else None}
+        return {
+            "path": str(self.path),
+            "users": [u.__name__ for u in self.users],
+            "task_users": [u.__name__ for u in self.users if u.tasks],
+            "shape": type(self.shape).__name__ if self.shape is not None else None,
+        }
 
 
 def load_workload(name: str) -> Workload:
@@ -184,31 +193,58 @@ def load_workload(name: str) -> Workload:
         raise RigError(f"workload {path.name}: {type(e).__name__}: {e}") from None
     others = [n for n, c in classes.items() if not issubclass(c, TritonUser)]
     if others:
-        raise RigError(f"workload {path.name}: user class(es) {', '.join(others)} must subclass "
-                       "rig.worker.load.TritonUser (the rig sends requests in-process, not over HTTP)")
+        raise RigError(
+            f"workload {path.name}: user class(es) {', '.join(others)} must subclass "
+            "rig.worker.load.TritonUser (the rig sends requests in-process, not over HTTP)"
+        )
     if len(shapes) > 1:
         raise RigError(f"workload {path.name}: {len(shapes)} LoadTestShape classes; keep one")
     users = list(classes.values()) or [TritonUser]
     return Workload(path, users, shapes[0] if shapes else None)
 
 
-def run_classes(workload: Workload, *, engine: Engine, models: list[str], inputs: dict,
-                in_flight: int, request_timeout: float, sink, checks: dict | None = None) -> list[type]:
+def run_classes(
+    workload: Workload,
+    *,
+    engine: Engine,
+    models: list[str],
+    inputs: dict,
+    in_flight: int,
+    request_timeout: float,
+    sink,
+    checks: dict | None = None,
+) -> list[type]:
     """Subclasses of the workload's users made for one run. A user without tasks of its own (a
     lane user) gets one subclass per model, so Locust spreads such users over the models."""
     made = []
     inputs = {m: as_entries(v) for m, v in inputs.items()}
-    common = {"engine": engine, "models": tuple(models), "inputs_by_model": inputs,
-              "in_flight": in_flight, "request_timeout": request_timeout, "sink": sink,
-              "checks": checks or {}}
+    common = {
+        "engine": engine,
+        "models": tuple(models),
+        "inputs_by_model": inputs,
+        "in_flight": in_flight,
+        "request_timeout": request_timeout,
+        "sink": sink,
+        "checks": checks or {},
+    }
     for cls in workload.users:
         if cls.tasks:
             made.append(type(cls.__name__, (cls,), {**common, "model": models[0], "abstract": False}))
         else:
             for m in models:
-                made.append(type(f"{cls.__name__}_{m}", (cls,), {
-                    **common, "model": m, "tasks": [_hold], "abstract": False,
-                    "weight": getattr(cls, "weight", 1)}))
+                made.append(
+                    type(
+                        f"{cls.__name__}_{m}",
+                        (cls,),
+                        {
+                            **common,
+                            "model": m,
+                            "tasks": [_hold],
+                            "abstract": False,
+                            "weight": getattr(cls, "weight", 1),
+                        },
+                    )
+                )
     return made
 
 

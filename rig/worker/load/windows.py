@@ -71,7 +71,7 @@ class Window:
         self.dropped: int | None = None
         # streaming requests (record_stream): made on the first one, so other windows pay nothing
         self.first_hist: HdrHistogram | None = None  # submission to the first data response
-        self.gap_hist: HdrHistogram | None = None    # between consecutive data responses
+        self.gap_hist: HdrHistogram | None = None  # between consecutive data responses
         self.responses = 0  # data responses of the streaming requests answered in this window
 
     def recycle(self) -> None:
@@ -123,12 +123,16 @@ class Window:
         ng = g.get_total_count() if g is not None else 0
         ft = f.get_percentile_to_value_dict([50, 99]) if nf else {}
         gt = g.get_percentile_to_value_dict([50, 99]) if ng else {}
-        return dict(first_response_histogram=hdr.encode(f) if nf else None,
-                    first_p50_us=float(ft[50]) if nf else None, first_p99_us=float(ft[99]) if nf else None,
-                    gap_histogram=hdr.encode(g) if ng else None,
-                    gap_p50_us=float(gt[50]) if ng else None, gap_p99_us=float(gt[99]) if ng else None,
-                    responses=self.responses if nf else None,
-                    responses_per_request=self.responses / nf if nf else None)
+        return dict(
+            first_response_histogram=hdr.encode(f) if nf else None,
+            first_p50_us=float(ft[50]) if nf else None,
+            first_p99_us=float(ft[99]) if nf else None,
+            gap_histogram=hdr.encode(g) if ng else None,
+            gap_p50_us=float(gt[50]) if ng else None,
+            gap_p99_us=float(gt[99]) if ng else None,
+            responses=self.responses if nf else None,
+            responses_per_request=self.responses / nf if nf else None,
+        )
 
     def row(self, length_s: float, **tags) -> dict:
         h, e = self.hist, self.error_hist
@@ -141,21 +145,35 @@ class Window:
 
         stats = probes.process_stats()
         gpu = probes.gpu()
-        return dict(window=self.index, start_s=self.start_s, length_s=length_s,
-                    gpu_memory_bytes=gpu.memory_used(), gpu_utilization=gpu.utilization(),
-                    requests=self.requests, errors=self.errors,
-                    throughput=self.requests / length_s if length_s > 0 else 0.0,
-                    p50_us=pct(50), p90_us=pct(90), p99_us=pct(99), p999_us=pct(99.9),
-                    max_us=float(h.get_max_value()) if n else None,
-                    mean_us=self._sum_ns / self.requests / 1000.0 if self.requests else None,
-                    hub_block_max_ms=self.hub_block_max_s * 1000.0,
-                    bad_outputs=self.bad_outputs, timeouts=self.timeouts, lost_samples=self.lost_samples, clipped=self.clipped,
-                    scheduled=self.scheduled, dropped=self.dropped,
-                    worker_rss_bytes=stats["rss_bytes"],
-                    histogram=hdr.encode(h) if n else None,
-                    error_histogram=hdr.encode(e) if e else None,
-                    error_max_us=float(e.get_max_value()) if e else None,
-                    **self._stream_columns(), **tags)
+        return dict(
+            window=self.index,
+            start_s=self.start_s,
+            length_s=length_s,
+            gpu_memory_bytes=gpu.memory_used(),
+            gpu_utilization=gpu.utilization(),
+            requests=self.requests,
+            errors=self.errors,
+            throughput=self.requests / length_s if length_s > 0 else 0.0,
+            p50_us=pct(50),
+            p90_us=pct(90),
+            p99_us=pct(99),
+            p999_us=pct(99.9),
+            max_us=float(h.get_max_value()) if n else None,
+            mean_us=self._sum_ns / self.requests / 1000.0 if self.requests else None,
+            hub_block_max_ms=self.hub_block_max_s * 1000.0,
+            bad_outputs=self.bad_outputs,
+            timeouts=self.timeouts,
+            lost_samples=self.lost_samples,
+            clipped=self.clipped,
+            scheduled=self.scheduled,
+            dropped=self.dropped,
+            worker_rss_bytes=stats["rss_bytes"],
+            histogram=hdr.encode(h) if n else None,
+            error_histogram=hdr.encode(e) if e else None,
+            error_max_us=float(e.get_max_value()) if e else None,
+            **self._stream_columns(),
+            **tags,
+        )
 
 
 class HubMonitor:
@@ -196,8 +214,20 @@ def memory_columns(lanes) -> dict:
     return {"input_memory": memory.PLACEMENT.label, "output_memory": out}
 
 
-def run_windows(sink, hub: HubMonitor, seconds: float, window_seconds: float, emit, tags, conc,
-                rate=None, start=None, finish=None, before_close=None, server=None) -> tuple[list[dict], float]:
+def run_windows(
+    sink,
+    hub: HubMonitor,
+    seconds: float,
+    window_seconds: float,
+    emit,
+    tags,
+    conc,
+    rate=None,
+    start=None,
+    finish=None,
+    before_close=None,
+    server=None,
+) -> tuple[list[dict], float]:
     """One row per window; returns the rows and the wall time. The first window opens before
     ``start()`` starts the load, and ``finish()`` ends it once the last window's time is up: it
     stops sending and waits for the requests in flight, which land in the last window (whose

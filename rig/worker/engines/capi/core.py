@@ -8,22 +8,68 @@ from __future__ import annotations
 
 import ctypes
 import json
-from ctypes import (CFUNCTYPE, POINTER, byref, c_bool, c_char_p, c_double, c_int, c_int64,
-                    c_size_t, c_uint32, c_uint64, c_void_p)
+from ctypes import (
+    CFUNCTYPE,
+    POINTER,
+    byref,
+    c_bool,
+    c_char_p,
+    c_double,
+    c_int,
+    c_int64,
+    c_size_t,
+    c_uint32,
+    c_uint64,
+    c_void_p,
+)
 
 import numpy as np
 
 from rig.worker.engines.base import EngineError
 
 # TRITONSERVER_DataType, in the header's order.
-DATATYPES = ["INVALID", "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32",
-             "INT64", "FP16", "FP32", "FP64", "BYTES", "BF16"]
-NUMPY_OF = {"BOOL": np.bool_, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32,
-            "UINT64": np.uint64, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32,
-            "INT64": np.int64, "FP16": np.float16, "FP32": np.float32, "FP64": np.float64,
-            "BYTES": np.object_}
-ERROR_CODES = ["UNKNOWN", "INTERNAL", "NOT_FOUND", "INVALID_ARG", "UNAVAILABLE", "UNSUPPORTED",
-               "ALREADY_EXISTS", "CANCELLED"]
+DATATYPES = [
+    "INVALID",
+    "BOOL",
+    "UINT8",
+    "UINT16",
+    "UINT32",
+    "UINT64",
+    "INT8",
+    "INT16",
+    "INT32",
+    "INT64",
+    "FP16",
+    "FP32",
+    "FP64",
+    "BYTES",
+    "BF16",
+]
+NUMPY_OF = {
+    "BOOL": np.bool_,
+    "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "UINT32": np.uint32,
+    "UINT64": np.uint64,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "FP64": np.float64,
+    "BYTES": np.object_,
+}
+ERROR_CODES = [
+    "UNKNOWN",
+    "INTERNAL",
+    "NOT_FOUND",
+    "INVALID_ARG",
+    "UNAVAILABLE",
+    "UNSUPPORTED",
+    "ALREADY_EXISTS",
+    "CANCELLED",
+]
 MEMORY_CPU = 0
 RESPONSE_FINAL = 1
 CONTROL_MODES = {"none": 0, "poll": 1, "explicit": 2}
@@ -47,8 +93,19 @@ def serialize_bytes(array: np.ndarray) -> bytes:
     return b"".join(parts)
 
 
-AllocFn = CFUNCTYPE(c_void_p, c_void_p, c_char_p, c_size_t, c_int, c_int64, c_void_p,
-                    POINTER(c_void_p), POINTER(c_void_p), POINTER(c_int), POINTER(c_int64))
+AllocFn = CFUNCTYPE(
+    c_void_p,
+    c_void_p,
+    c_char_p,
+    c_size_t,
+    c_int,
+    c_int64,
+    c_void_p,
+    POINTER(c_void_p),
+    POINTER(c_void_p),
+    POINTER(c_int),
+    POINTER(c_int64),
+)
 ReleaseFn = CFUNCTYPE(c_void_p, c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_int64)
 RequestReleaseFn = CFUNCTYPE(None, c_void_p, c_uint32, c_void_p)
 ResponseCompleteFn = CFUNCTYPE(None, c_void_p, c_uint32, c_void_p)
@@ -107,25 +164,36 @@ _SIGNATURES = {
     "TRITONSERVER_InferenceResponseDelete": [c_void_p],
     "TRITONSERVER_InferenceResponseOutputCount": [c_void_p, POINTER(c_uint32)],
     "TRITONSERVER_InferenceResponseOutput": [
-        c_void_p, c_uint32, POINTER(c_char_p), POINTER(c_int), POINTER(POINTER(c_int64)),
-        POINTER(c_uint64), POINTER(c_void_p), POINTER(c_size_t), POINTER(c_int), POINTER(c_int64),
-        POINTER(c_void_p)],
+        c_void_p,
+        c_uint32,
+        POINTER(c_char_p),
+        POINTER(c_int),
+        POINTER(POINTER(c_int64)),
+        POINTER(c_uint64),
+        POINTER(c_void_p),
+        POINTER(c_size_t),
+        POINTER(c_int),
+        POINTER(c_int64),
+        POINTER(c_void_p),
+    ],
 }
 _OTHER = {
     "TRITONSERVER_ErrorCode": (c_int, [c_void_p]),
     "TRITONSERVER_ErrorMessage": (c_char_p, [c_void_p]),
     "TRITONSERVER_ErrorDelete": (None, [c_void_p]),
 }
-_OPTIONAL = {"TRITONSERVER_ServerOptionsSetStartupModel",
-             "TRITONSERVER_ServerOptionsSetModelLoadRetryCount",
-             "TRITONSERVER_ServerOptionsSetMinSupportedComputeCapability",
-             "TRITONSERVER_ServerModelStatistics"}
+_OPTIONAL = {
+    "TRITONSERVER_ServerOptionsSetStartupModel",
+    "TRITONSERVER_ServerOptionsSetModelLoadRetryCount",
+    "TRITONSERVER_ServerOptionsSetMinSupportedComputeCapability",
+    "TRITONSERVER_ServerModelStatistics",
+}
 
 
 class CoreLibrary:
     """The core's shared library with typed functions; one per process and path."""
 
-    _loaded: dict[str, CoreLibrary] = {}
+    _loaded: dict[str, CoreLibrary] = {}  # noqa: RUF012
 
     def __init__(self, path: str):
         try:

@@ -14,15 +14,33 @@ from ctypes import byref, c_bool, c_int64, c_void_p
 
 import numpy as np
 
-from rig.worker.engines.base import (Engine, EngineError, Lane, ModelMetadata, Response, Sequence, ServerOptions,
-                                     TensorSpec)
-from rig.worker.engines.capi import lane as native
-from rig.worker.engines.capi.core import (CONTROL_MODES, DATATYPES, MEMORY_CPU, RESPONSE_FINAL, AllocFn,
-                                   CoreLibrary, ReleaseFn, RequestReleaseFn, ResponseCompleteFn,
-                                   datatype_of, serialize_bytes)
-from rig.worker.engines.capi.response import CapiResponse, EmptyResponse
-from rig.worker.engines import memory
 from rig.common.errors import RigError
+from rig.worker.engines import memory
+from rig.worker.engines.base import (
+    Engine,
+    EngineError,
+    Lane,
+    ModelMetadata,
+    Response,
+    Sequence,
+    ServerOptions,
+    TensorSpec,
+)
+from rig.worker.engines.capi import lane as native
+from rig.worker.engines.capi.core import (
+    CONTROL_MODES,
+    DATATYPES,
+    MEMORY_CPU,
+    RESPONSE_FINAL,
+    AllocFn,
+    CoreLibrary,
+    ReleaseFn,
+    RequestReleaseFn,
+    ResponseCompleteFn,
+    datatype_of,
+    serialize_bytes,
+)
+from rig.worker.engines.capi.response import CapiResponse, EmptyResponse
 
 
 def _native_lock():
@@ -78,7 +96,7 @@ class CapiEngine(Engine):
                 amtype[0], amid[0] = memory.MEMORY_GPU, mid
                 memory.OUTPUTS.record(memory.memory_label(memory.MEMORY_GPU, mid))
                 return
-            except Exception:  # noqa: BLE001 - out of device memory: the host serves, the core copies
+            except Exception:  # noqa: BLE001, S110
                 pass
         buffer[0] = self.core.libc.malloc(size) if size else None
         amtype[0] = MEMORY_CPU
@@ -164,13 +182,17 @@ class CapiEngine(Engine):
             c.call("TRITONSERVER_ServerOptionsSetMetrics", opts, False)
             c.call("TRITONSERVER_ServerOptionsSetGpuMetrics", opts, False)
             for backend, key, value in options.backend_config:
-                c.call("TRITONSERVER_ServerOptionsSetBackendConfig", opts, backend.encode(),
-                       key.encode(), str(value).encode())
+                c.call(
+                    "TRITONSERVER_ServerOptionsSetBackendConfig",
+                    opts,
+                    backend.encode(),
+                    key.encode(),
+                    str(value).encode(),
+                )
             c.call("TRITONSERVER_ServerNew", byref(self.server), opts)
         finally:
             c.lib.TRITONSERVER_ServerOptionsDelete(opts)
-        c.call("TRITONSERVER_ResponseAllocatorNew", byref(self._allocator), self._alloc_cb,
-               self._release_cb, None)
+        c.call("TRITONSERVER_ResponseAllocatorNew", byref(self._allocator), self._alloc_cb, self._release_cb, None)
 
     def is_ready(self) -> bool:
         ready = c_bool()
@@ -179,8 +201,9 @@ class CapiEngine(Engine):
 
     def model_ready(self, model: str) -> bool:
         ready = c_bool()
-        err = self.core.error(self.core.lib.TRITONSERVER_ServerModelIsReady(
-            self.server, model.encode(), -1, byref(ready)))
+        err = self.core.error(
+            self.core.lib.TRITONSERVER_ServerModelIsReady(self.server, model.encode(), -1, byref(ready))
+        )
         return err is None and ready.value
 
     def server_version(self) -> str:
@@ -197,20 +220,26 @@ class CapiEngine(Engine):
         cfg = self.core.message_json(cfg_msg)
 
         def specs(items):
-            return tuple(TensorSpec(t["name"], t["datatype"], tuple(int(d) for d in t.get("shape", [])))
-                         for t in items or [])
+            return tuple(
+                TensorSpec(t["name"], t["datatype"], tuple(int(d) for d in t.get("shape", []))) for t in items or []
+            )
 
-        return ModelMetadata(name=meta.get("name", model), versions=tuple(meta.get("versions", [])),
-                             platform=meta.get("platform", ""), inputs=specs(meta.get("inputs")),
-                             outputs=specs(meta.get("outputs")),
-                             max_batch_size=int(cfg.get("max_batch_size", 0) or 0))
+        return ModelMetadata(
+            name=meta.get("name", model),
+            versions=tuple(meta.get("versions", [])),
+            platform=meta.get("platform", ""),
+            inputs=specs(meta.get("inputs")),
+            outputs=specs(meta.get("outputs")),
+            max_batch_size=int(cfg.get("max_batch_size", 0) or 0),
+        )
 
     def decoupled(self, model: str) -> bool:
         """Whether the model streams (``model_transaction_policy { decoupled: true }``): several
         responses a request, then the final flag. False where its config cannot be read."""
         cfg_msg = c_void_p()
-        err = self.core.error(self.core.lib.TRITONSERVER_ServerModelConfig(
-            self.server, model.encode(), -1, 1, byref(cfg_msg)))
+        err = self.core.error(
+            self.core.lib.TRITONSERVER_ServerModelConfig(self.server, model.encode(), -1, 1, byref(cfg_msg))
+        )
         if err is not None:
             return False
         cfg = self.core.message_json(cfg_msg)
@@ -220,8 +249,9 @@ class CapiEngine(Engine):
         """Whether the model's config has ``sequence_batching`` (read once a model)."""
         if model not in self._stateful:
             cfg_msg = c_void_p()
-            err = self.core.error(self.core.lib.TRITONSERVER_ServerModelConfig(
-                self.server, model.encode(), -1, 1, byref(cfg_msg)))
+            err = self.core.error(
+                self.core.lib.TRITONSERVER_ServerModelConfig(self.server, model.encode(), -1, 1, byref(cfg_msg))
+            )
             if err is not None:
                 return False
             self._stateful[model] = "sequence_batching" in self.core.message_json(cfg_msg)
@@ -249,8 +279,9 @@ class CapiEngine(Engine):
         self.core.call("TRITONSERVER_ServerUnloadModel", self.server, model.encode())
 
     # -- inference
-    def _submit(self, model: str, inputs: dict[str, np.ndarray], done, times=None,
-                sequence: Sequence | None = None) -> None:
+    def _submit(
+        self, model: str, inputs: dict[str, np.ndarray], done, times=None, sequence: Sequence | None = None
+    ) -> None:
         c = self.core
         req = c_void_p()
         sequence = self.sequence_of(model, sequence)
@@ -282,15 +313,23 @@ class CapiEngine(Engine):
                     mtype, mid = MEMORY_CPU, 0
                 shape = (c_int64 * max(arr.ndim, 1))(*arr.shape)
                 c.call("TRITONSERVER_InferenceRequestAddInput", req, name.encode(), dtype, shape, arr.ndim)
-                c.call("TRITONSERVER_InferenceRequestAppendInputData", req, name.encode(),
-                       ptr if isinstance(ptr, int) else ctypes.cast(ptr, c_void_p), size, mtype, mid)
+                c.call(
+                    "TRITONSERVER_InferenceRequestAppendInputData",
+                    req,
+                    name.encode(),
+                    ptr if isinstance(ptr, int) else ctypes.cast(ptr, c_void_p),
+                    size,
+                    mtype,
+                    mid,
+                )
             with self._id_lock:
                 rid = self._next_id
                 self._next_id += 1
             self._pending[rid] = _Pending(keep, done, times)
             c.call("TRITONSERVER_InferenceRequestSetReleaseCallback", req, self._request_release_cb, rid)
-            c.call("TRITONSERVER_InferenceRequestSetResponseCallback", req, self._allocator, None,
-                   self._response_cb, rid)
+            c.call(
+                "TRITONSERVER_InferenceRequestSetResponseCallback", req, self._allocator, None, self._response_cb, rid
+            )
             err = c.error(c.lib.TRITONSERVER_ServerInferAsync(self.server, req, None))
             if err is not None:
                 self._pending.pop(rid, None)
@@ -321,8 +360,9 @@ class CapiEngine(Engine):
         except RigError:
             return None
 
-    def infer(self, model: str, inputs: dict[str, np.ndarray], timeout_s: float = 60.0,
-              sequence: Sequence | None = None) -> Response:
+    def infer(
+        self, model: str, inputs: dict[str, np.ndarray], timeout_s: float = 60.0, sequence: Sequence | None = None
+    ) -> Response:
         # A plain OS lock, even where gevent has patched threading (Locust): it is released from
         # one of Triton's native threads, which a gevent primitive must never be.
         lock = _native_lock()

@@ -28,24 +28,36 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from ctypes import (POINTER, byref, c_char_p, c_int, c_int64, c_size_t, c_uint64, c_void_p)
+from ctypes import POINTER, byref, c_char_p, c_int, c_int64, c_size_t, c_uint64, c_void_p
 from pathlib import Path
 
 import numpy as np
 
+from rig.common.errors import RigError
 from rig.worker import native
 from rig.worker.engines.base import EngineError, as_entries
 from rig.worker.engines.capi.core import DATATYPES, datatype_of
 from rig.worker.engines.capi.response import CapiResponse
-from rig.common.errors import RigError
 
 SOURCE = Path(__file__).with_name("_fastpath.c")
 CFLAGS = ("-O2", "-shared", "-fPIC", "-pthread")
 MAX_DIMS = 16  # as in _fastpath.c
 _ERRLEN = 1024
 _MSG_TOP = 8  # MSG_TOP in _fastpath.c
-_STATS = ("submitted", "completed", "errors", "in_flight", "issued", "slots", "output_bytes",
-          "dropped", "issuing_done", "bad_outputs", "timeouts", "peak_in_server")
+_STATS = (
+    "submitted",
+    "completed",
+    "errors",
+    "in_flight",
+    "issued",
+    "slots",
+    "output_bytes",
+    "dropped",
+    "issuing_done",
+    "bad_outputs",
+    "timeouts",
+    "peak_in_server",
+)
 
 _EMPTY = np.empty(0, dtype=np.int64)
 _lib_lock = threading.Lock()
@@ -62,8 +74,7 @@ def _compiler() -> str | None:
 
 def build(log=print) -> str:
     """Compile ``_fastpath.c`` once per source version; returns the shared library's path."""
-    return native.build(SOURCE, CFLAGS, "the native load generator", libs=("-ldl",),
-                        find_compiler=_compiler, log=log)
+    return native.build(SOURCE, CFLAGS, "the native load generator", libs=("-ldl",), find_compiler=_compiler, log=log)
 
 
 def _library(log=lambda msg: None) -> ctypes.CDLL:
@@ -74,11 +85,26 @@ def _library(log=lambda msg: None) -> ctypes.CDLL:
             sig = {
                 "fp_init": (c_int, [c_char_p, c_char_p, c_size_t]),
                 "fp_now_ns": (c_int64, []),
-                "fp_lane_new": (c_void_p, [c_void_p, c_char_p, c_int64, c_int, POINTER(c_int),
-                                           POINTER(c_char_p), POINTER(c_int), POINTER(c_int64),
-                                           POINTER(c_uint64),
-                                           POINTER(c_void_p), POINTER(c_size_t), c_int, c_int,
-                                           c_char_p, c_size_t]),
+                "fp_lane_new": (
+                    c_void_p,
+                    [
+                        c_void_p,
+                        c_char_p,
+                        c_int64,
+                        c_int,
+                        POINTER(c_int),
+                        POINTER(c_char_p),
+                        POINTER(c_int),
+                        POINTER(c_int64),
+                        POINTER(c_uint64),
+                        POINTER(c_void_p),
+                        POINTER(c_size_t),
+                        c_int,
+                        c_int,
+                        c_char_p,
+                        c_size_t,
+                    ],
+                ),
                 "fp_lane_start_closed": (c_int, [c_void_p]),
                 "fp_lane_start_open": (c_int, [c_void_p, c_void_p, c_size_t, c_int]),
                 "fp_lane_stop": (c_int, [c_void_p, c_int64]),
@@ -86,8 +112,7 @@ def _library(log=lambda msg: None) -> ctypes.CDLL:
                 "fp_lane_set_streaming": (None, [c_void_p, c_int]),
                 "fp_lane_stats": (None, [c_void_p, POINTER(c_uint64)]),
                 "fp_lane_set_timeout": (None, [c_void_p, c_int64]),
-                "fp_lane_set_check": (c_int, [c_void_p, c_char_p, c_size_t, c_void_p, c_int, c_int,
-                                              POINTER(c_int64)]),
+                "fp_lane_set_check": (c_int, [c_void_p, c_char_p, c_size_t, c_void_p, c_int, c_int, POINTER(c_int64)]),
                 "fp_lane_fileno": (c_int, [c_void_p]),
                 "fp_lane_first_error": (c_char_p, [c_void_p]),
                 "fp_lane_error_message": (c_int, [c_void_p, c_int, c_char_p, c_size_t, POINTER(c_uint64)]),
@@ -134,8 +159,15 @@ class NativeLane:
     supports_open_loop = True
     blocking_stop = True  # stop() waits in C: call it off the hub (see rig.worker.load.lanes.stop_lane)
 
-    def __init__(self, engine, model: str, inputs: dict[str, np.ndarray] | list[dict],
-                 in_flight: int = 1, keep_last: bool = False, version: int = -1):
+    def __init__(
+        self,
+        engine,
+        model: str,
+        inputs: dict[str, np.ndarray] | list[dict],
+        in_flight: int = 1,
+        keep_last: bool = False,
+        version: int = -1,
+    ):
         self._h = None
         if in_flight < 1:
             raise RigError(f"in_flight must be >= 1, not {in_flight}")
@@ -154,8 +186,10 @@ class NativeLane:
             arr = np.asarray(arr)
             dtype = datatype_of(arr)
             if DATATYPES[dtype] == "BYTES":
-                raise RigError(f"input {name!r} is BYTES: lanes send fixed-size tensors only; "
-                               "drive BYTES models with the Python engine")
+                raise RigError(
+                    f"input {name!r} is BYTES: lanes send fixed-size tensors only; "
+                    "drive BYTES models with the Python engine"
+                )
             if arr.ndim > MAX_DIMS:
                 raise RigError(f"input {name!r} has {arr.ndim} dimensions, lanes take <= {MAX_DIMS}")
             arr = np.ascontiguousarray(arr)
@@ -178,15 +212,30 @@ class NativeLane:
         self.n_entries = len(entries)
         self.in_flight = in_flight
         self.keep_last = keep_last
-        self._lock = threading.Lock()        # stop / close
+        self._lock = threading.Lock()  # stop / close
         self._drain_lock = threading.Lock()  # one drainer at a time (the buffer it gets is reused)
         self._errors_seen = 0
         err = ctypes.create_string_buffer(_ERRLEN)
         if lib.fp_init(engine.core.lib._name.encode(), err, _ERRLEN) != 0:
             raise RigError(f"the native load generator cannot bind to the core: {err.value.decode()}")
 
-        h = lib.fp_lane_new(engine.server, model.encode(), version, len(entries), counts, names,
-                            dtypes, shapes, ndims, datas, sizes, in_flight, int(keep_last), err, _ERRLEN)
+        h = lib.fp_lane_new(
+            engine.server,
+            model.encode(),
+            version,
+            len(entries),
+            counts,
+            names,
+            dtypes,
+            shapes,
+            ndims,
+            datas,
+            sizes,
+            in_flight,
+            int(keep_last),
+            err,
+            _ERRLEN,
+        )
         if not h:
             raise EngineError(f"cannot prepare requests to {model}: {err.value.decode()}", "INVALID_ARG")
         self._h = h  # the lane copied the inputs; `keep` may go
@@ -214,9 +263,18 @@ class NativeLane:
         datatype = DATATYPES.index(check["datatype"]) if check.get("datatype") in DATATYPES else -1
         shape = check.get("shape")
         dims = (c_int64 * max(1, len(shape or ())))(*(shape or ()))
-        if self._lib.fp_lane_set_check(self._handle(), check["name"].encode(),
-                                       2 ** 64 - 1 if size is None else int(size), data, datatype,
-                                       -1 if shape is None else len(shape), dims) != 0:
+        if (
+            self._lib.fp_lane_set_check(
+                self._handle(),
+                check["name"].encode(),
+                2**64 - 1 if size is None else int(size),
+                data,
+                datatype,
+                -1 if shape is None else len(shape),
+                dims,
+            )
+            != 0
+        ):
             raise RigError("out of memory setting the lane's output check")
 
     def set_request_timeout(self, seconds: float) -> None:
@@ -235,23 +293,32 @@ class NativeLane:
         """Cumulative: responses with a wrong output, latencies lost to a full buffer, requests
         timed out, and the most requests the server held at once (submitted, not yet released)."""
         st = self.stats()
-        return {"bad_outputs": st["bad_outputs"], "lost_samples": st["dropped"],
-                "timeouts": st["timeouts"], "peak_in_server": st["peak_in_server"]}
+        return {
+            "bad_outputs": st["bad_outputs"],
+            "lost_samples": st["dropped"],
+            "timeouts": st["timeouts"],
+            "peak_in_server": st["peak_in_server"],
+        }
 
     def start_closed(self) -> None:
         rc = self._lib.fp_lane_start_closed(self._handle())
         if rc != 0:
-            raise RigError("the lane is already running (or still has requests in flight)"
-                           if rc == -1 else "cannot start the lane's thread")
+            raise RigError(
+                "the lane is already running (or still has requests in flight)"
+                if rc == -1
+                else "cannot start the lane's thread"
+            )
 
     def start_open(self, send_times_ns: np.ndarray, max_in_flight: int = 4096) -> None:
         """Send one request at each absolute time (``time.monotonic_ns()`` clock, sorted)."""
         times = np.ascontiguousarray(send_times_ns, dtype=np.int64)
-        rc = self._lib.fp_lane_start_open(self._handle(), times.ctypes.data, times.size,
-                                          int(max_in_flight))
+        rc = self._lib.fp_lane_start_open(self._handle(), times.ctypes.data, times.size, int(max_in_flight))
         if rc != 0:
-            raise RigError("the lane is already running (or still has requests in flight)"
-                           if rc == -1 else "cannot start the lane's thread")
+            raise RigError(
+                "the lane is already running (or still has requests in flight)"
+                if rc == -1
+                else "cannot start the lane's thread"
+            )
 
     def stop(self, timeout_s: float = 30) -> bool:
         """Stop issuing and wait (at most ``timeout_s``) until the core has released every request.
@@ -270,8 +337,7 @@ class NativeLane:
             h = self._handle()
             ptrs, ns = (POINTER(c_int64) * 4)(), (c_size_t * 4)()
             self._lib.fp_lane_drain(h, ptrs, ns)
-            got = [np.ctypeslib.as_array(ptrs[i], shape=(ns[i],)).copy() if ns[i] else _EMPTY
-                   for i in range(4)]
+            got = [np.ctypeslib.as_array(ptrs[i], shape=(ns[i],)).copy() if ns[i] else _EMPTY for i in range(4)]
             if ns[1] or ns[2]:
                 self._stream.append((got[1], got[2], got[3]))
             errors = self.stats()["errors"]
@@ -339,7 +405,7 @@ class NativeLane:
             self._lib.fp_lane_stop(h, int(timeout_s * 1e9))
             return bool(self._lib.fp_lane_free(h))
 
-    def __enter__(self) -> NativeLane:
+    def __enter__(self) -> NativeLane:  # noqa: PYI034
         return self
 
     def __exit__(self, *exc) -> None:

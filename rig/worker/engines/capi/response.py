@@ -9,8 +9,8 @@ from ctypes import POINTER, byref, c_char_p, c_int, c_int64, c_size_t, c_uint32,
 
 import numpy as np
 
-from rig.worker.engines.base import EngineError, Response
 from rig.worker.engines import memory
+from rig.worker.engines.base import EngineError, Response
 from rig.worker.engines.capi.core import DATATYPES, NUMPY_OF
 
 
@@ -30,11 +30,29 @@ class CapiResponse(Response):
         for i in range(count.value):
             name, dtype, shape, dims = c_char_p(), c_int(), POINTER(c_int64)(), c_uint64()
             base, size, mtype, mid, userp = c_void_p(), c_size_t(), c_int(), c_int64(), c_void_p()
-            core.call("TRITONSERVER_InferenceResponseOutput", self._handle, i, byref(name),
-                      byref(dtype), byref(shape), byref(dims), byref(base), byref(size),
-                      byref(mtype), byref(mid), byref(userp))
-            yield (name.value.decode(), DATATYPES[dtype.value],
-                   tuple(shape[k] for k in range(dims.value)), base.value, size.value, mtype.value, mid.value)
+            core.call(
+                "TRITONSERVER_InferenceResponseOutput",
+                self._handle,
+                i,
+                byref(name),
+                byref(dtype),
+                byref(shape),
+                byref(dims),
+                byref(base),
+                byref(size),
+                byref(mtype),
+                byref(mid),
+                byref(userp),
+            )
+            yield (
+                name.value.decode(),
+                DATATYPES[dtype.value],
+                tuple(shape[k] for k in range(dims.value)),
+                base.value,
+                size.value,
+                mtype.value,
+                mid.value,
+            )
 
     def _copy(self, dtype_name, shape, base, size, mtype, mid) -> np.ndarray:
         """A host copy of one output that shares nothing with the response: an output in GPU
@@ -48,8 +66,8 @@ class CapiResponse(Response):
             raw = ctypes.string_at(base, size) if size else b""
             items, off = [], 0
             while off < len(raw):
-                n = int.from_bytes(raw[off:off + 4], "little")
-                items.append(raw[off + 4:off + 4 + n])
+                n = int.from_bytes(raw[off : off + 4], "little")
+                items.append(raw[off + 4 : off + 4 + n])
                 off += 4 + n
             return np.array(items, dtype=np.object_).reshape(shape)
         dt = np.dtype(NUMPY_OF[dtype_name])
@@ -97,7 +115,7 @@ class CapiResponse(Response):
         try:
             if self._views == 0:
                 self.release()
-        except Exception:  # noqa: BLE001 - interpreter shutdown; the core may be gone
+        except Exception:  # noqa: BLE001, S110
             pass
 
 

@@ -19,18 +19,26 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from rig.worker.engines.base import (Engine, EngineError, Lane, ModelMetadata, Response, Sequence, ServerOptions,
-                                     TensorSpec)
+from rig.worker.crossthread import Signal
+from rig.worker.engines import memory
+from rig.worker.engines.base import (
+    Engine,
+    EngineError,
+    Lane,
+    ModelMetadata,
+    Response,
+    Sequence,
+    ServerOptions,
+    TensorSpec,
+)
 from rig.worker.engines.official import loader
 from rig.worker.engines.official.errors import call, engine_error
-from rig.worker.crossthread import Signal
 from rig.worker.engines.official.loop import LoopThread
-from rig.worker.engines import memory
 from rig.worker.engines.official.responses import OfficialResponse, pick_async, prepare_inputs
 
 _STATE_PRIORITY = ("UNLOADING", "LOADING", "READY", "UNAVAILABLE")
@@ -43,8 +51,9 @@ def options_kwargs(options: ServerOptions, ts) -> dict[str, Any]:
     modes = {"none": "NONE", "explicit": "EXPLICIT", "poll": "POLL"}
     mode_name = modes.get(str(options.model_control).lower())
     if mode_name is None:
-        raise EngineError(f"unknown model_control {options.model_control!r} "
-                          f"(one of: {', '.join(modes)})", "INVALID_ARG")
+        raise EngineError(
+            f"unknown model_control {options.model_control!r} (one of: {', '.join(modes)})", "INVALID_ARG"
+        )
     kwargs: dict[str, Any] = {
         "model_repository": options.model_repository,
         "model_control_mode": getattr(ts.ModelControlMode, mode_name),
@@ -77,12 +86,21 @@ def options_kwargs(options: ServerOptions, ts) -> dict[str, Any]:
     # but refuse to silently ignore something the user asked for.
     if dataclasses.is_dataclass(ts.Options):
         known = {f.name for f in dataclasses.fields(ts.Options)}
-        optional = {"log_info", "log_warn", "log_error", "log_verbose", "strict_readiness",
-                    "model_load_retry_count", "strict_model_config"}
+        optional = {
+            "log_info",
+            "log_warn",
+            "log_error",
+            "log_verbose",
+            "strict_readiness",
+            "model_load_retry_count",
+            "strict_model_config",
+        }
         for key in [k for k in kwargs if k not in known]:
             if key not in optional:
-                raise EngineError(f"this tritonserver package's Options has no {key!r}; "
-                                  f"it cannot honour that server option", "UNSUPPORTED")
+                raise EngineError(
+                    f"this tritonserver package's Options has no {key!r}; it cannot honour that server option",
+                    "UNSUPPORTED",
+                )
             del kwargs[key]
     return kwargs
 
@@ -114,7 +132,7 @@ class OfficialEngine(Engine):
         bindings are imported (None: whatever core the bindings find on their own)."""
         self._core_library = core_library
         self._ts = None
-        self._server = None          # tritonserver.Server
+        self._server = None  # tritonserver.Server
         self._closed = False
         self._stopped = False
         self._stop_message: str | None = None
@@ -227,8 +245,7 @@ class OfficialEngine(Engine):
         if ts is None:
             return None
         try:
-            tensors = {name: ts.Tensor.from_dlpack(arr) if arr.dtype != object else arr
-                       for name, arr in arrays.items()}
+            tensors = {name: ts.Tensor.from_dlpack(arr) if arr.dtype != object else arr for name, arr in arrays.items()}
             return ts.InferenceRequest(model=handle, inputs=tensors, **self.request_kwargs)
         except Exception:  # noqa: BLE001 - older bindings, an input dlpack cannot carry (bool, say)
             return None
@@ -268,15 +285,19 @@ class OfficialEngine(Engine):
             max_batch_size = 0
 
         def specs(items):
-            return tuple(TensorSpec(name=i["name"], datatype=i["datatype"],
-                                    shape=tuple(int(d) for d in i.get("shape", ())))
-                         for i in items or ())
+            return tuple(
+                TensorSpec(name=i["name"], datatype=i["datatype"], shape=tuple(int(d) for d in i.get("shape", ())))
+                for i in items or ()
+            )
 
-        return ModelMetadata(name=meta.get("name", model),
-                             versions=tuple(str(v) for v in meta.get("versions", ())),
-                             platform=meta.get("platform", "") or "",
-                             inputs=specs(meta.get("inputs")), outputs=specs(meta.get("outputs")),
-                             max_batch_size=max_batch_size)
+        return ModelMetadata(
+            name=meta.get("name", model),
+            versions=tuple(str(v) for v in meta.get("versions", ())),
+            platform=meta.get("platform", "") or "",
+            inputs=specs(meta.get("inputs")),
+            outputs=specs(meta.get("outputs")),
+            max_batch_size=max_batch_size,
+        )
 
     def model_states(self) -> dict[str, str]:
         # ModelDictionary: {(name, version): Model(state=...)}; a model never loaded in
@@ -286,8 +307,7 @@ class OfficialEngine(Engine):
             name = getattr(handle, "name", None) or (key[0] if isinstance(key, tuple) else str(key))
             state = getattr(handle, "state", None)
             states.setdefault(name, []).append(str(state) if state else "UNAVAILABLE")
-        return {name: next((s for s in _STATE_PRIORITY if s in seen), seen[0])
-                for name, seen in states.items()}
+        return {name: next((s for s in _STATE_PRIORITY if s in seen), seen[0]) for name, seen in states.items()}
 
     def model_statistics(self, model: str) -> dict | None:
         """``Model.statistics()``: ``TRITONSERVER_ServerModelStatistics`` of every version, its JSON
@@ -305,8 +325,9 @@ class OfficialEngine(Engine):
 
     # ------------------------------------------------------------ inference
 
-    def infer(self, model: str, inputs: dict[str, np.ndarray], timeout_s: float = 60.0,
-              sequence: Sequence | None = None) -> Response:
+    def infer(
+        self, model: str, inputs: dict[str, np.ndarray], timeout_s: float = 60.0, sequence: Sequence | None = None
+    ) -> Response:
         """One request, waited for (cooperatively under gevent) for at most ``timeout_s``.
 
         A request that times out goes on in the core; the rig stops waiting for it (its wait is
@@ -332,9 +353,13 @@ class OfficialEngine(Engine):
             raise error
         return OfficialResponse(chosen)
 
-    def infer_async(self, model: str, inputs: dict[str, np.ndarray],
-                    done: Callable[[Response | None, EngineError | None], Any],
-                    sequence: Sequence | None = None) -> None:
+    def infer_async(
+        self,
+        model: str,
+        inputs: dict[str, np.ndarray],
+        done: Callable[[Response | None, EngineError | None], Any],
+        sequence: Sequence | None = None,
+    ) -> None:
         """``Model.async_infer`` on the engine's loop; ``done`` runs on the loop's thread."""
         try:
             handle = self.model_handle(model)

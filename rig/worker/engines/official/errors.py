@@ -9,8 +9,8 @@ the original, so that its ``__context__`` stays empty.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 from rig.worker.engines.base import EngineError
 

@@ -52,14 +52,16 @@ class OfficialLane:
             prebuilt = engine.prebuilt_request(self._handle, arrays)
             # One send per entry, bound once: what ``engine.infer_once`` does, without its call
             # layers (each is Python time on the loop's thread, per request).
-            sends.append(functools.partial(self._handle.async_infer, inference_request=prebuilt, **engine.infer_kwargs)
-                         if prebuilt is not None else
-                         functools.partial(self._handle.async_infer, inputs=arrays, **engine.infer_kwargs))
+            sends.append(
+                functools.partial(self._handle.async_infer, inference_request=prebuilt, **engine.infer_kwargs)
+                if prebuilt is not None
+                else functools.partial(self._handle.async_infer, inputs=arrays, **engine.infer_kwargs)
+            )
         if len(sends) == 1:
             self._send = sends[0]  # one entry: the send itself, nothing more per request
         else:  # request k takes entry k mod N (the loop's thread alone sends: one sequence)
             turn = itertools.cycle(sends).__next__
-            self._send = lambda: turn()()
+            self._send = lambda: turn()()  # noqa: PLW0108
         self.n_entries = len(sends)
         # where the config cannot be read, the lane notices by itself (see the module's docstring)
         self._streaming = engine.decoupled(model)
@@ -289,9 +291,16 @@ class OfficialLane:
         return tuple(np.asarray([v for p in parts for v in p[i]], dtype=np.int64) for i in range(3))
 
     def stats(self) -> dict[str, int]:
-        return {"submitted": self._submitted, "completed": self._completed, "errors": self._errors,
-                "timeouts": self._deadlines.timeouts, "in_flight": len(self._sent),
-                "issued": self._issued, "dropped": self._dropped, "slots": self.in_flight}
+        return {
+            "submitted": self._submitted,
+            "completed": self._completed,
+            "errors": self._errors,
+            "timeouts": self._deadlines.timeouts,
+            "in_flight": len(self._sent),
+            "issued": self._issued,
+            "dropped": self._dropped,
+            "slots": self.in_flight,
+        }
 
     def fileno(self) -> int:
         return self._fd

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from rig.worker.engines.base import EngineError
 
-_loaded_core: str | None = None     # the core library this process loaded globally
+_loaded_core: str | None = None  # the core library this process loaded globally
 _core_handle: ctypes.CDLL | None = None
-note: str | None = None              # what the last load() found worth saying (functions served by a placeholder)
+note: str | None = None  # what the last load() found worth saying (functions served by a placeholder)
 
 
 def explain(text: str) -> str:
@@ -32,12 +32,16 @@ def explain(text: str) -> str:
     full = lines[0] if lines else "unknown error"
     first = full if len(full) <= 300 else full[:297] + "..."
     if "No module named" in full:
-        return (first + "; install it with pip install -e '.[official]' (PyPI has it for CPython 3.12 "
-                "on glibc 2.39+), or use the NGC image's wheel "
-                "(/opt/tritonserver/python/tritonserver-*.whl)")
+        return (
+            first + "; install it with pip install -e '.[official]' (PyPI has it for CPython 3.12 "
+            "on glibc 2.39+), or use the NGC image's wheel "
+            "(/opt/tritonserver/python/tritonserver-*.whl)"
+        )
     if "GLIBCXX" in full or "GLIBC_" in full or "CXXABI" in full:
-        return (first + "; the bindings need a newer libstdc++/glibc (GCC 13+, glibc 2.39+) than this "
-                "host has: run in the NGC image, or in the sandbox (tests/sandbox/official.sh)")
+        return (
+            first + "; the bindings need a newer libstdc++/glibc (GCC 13+, glibc 2.39+) than this "
+            "host has: run in the NGC image, or in the sandbox (tests/sandbox/official.sh)"
+        )
     if "libtritonserver" in full:
         return first + "; the bindings need a Triton core: pass --runtime, or set TRITON_HOME"
     return first
@@ -80,8 +84,13 @@ def needed_functions(library: Path) -> list[str] | None:
         symtab = ELFFile(f).get_section_by_name(".dynsym")
         if symtab is None:
             return None
-        return sorted({s.name for s in symtab.iter_symbols()
-                       if s.name.startswith("TRITONSERVER_") and s["st_shndx"] == "SHN_UNDEF"})
+        return sorted(
+            {
+                s.name
+                for s in symtab.iter_symbols()
+                if s.name.startswith("TRITONSERVER_") and s["st_shndx"] == "SHN_UNDEF"
+            }
+        )
 
 
 def _core_version(core: ctypes.CDLL) -> str:
@@ -99,8 +108,11 @@ def preload(core_library: str) -> ctypes.CDLL:
     path = os.path.realpath(core_library)
     if _loaded_core is not None:
         if _loaded_core != path:
-            raise EngineError(f"this process already loaded the core {_loaded_core}; a worker hosts "
-                              f"one core, so {path} needs a worker of its own", "ALREADY_EXISTS")
+            raise EngineError(
+                f"this process already loaded the core {_loaded_core}; a worker hosts "
+                f"one core, so {path} needs a worker of its own",
+                "ALREADY_EXISTS",
+            )
         return _core_handle
     try:
         handle = ctypes.CDLL(core_library, mode=os.RTLD_GLOBAL | os.RTLD_NOW)
@@ -131,25 +143,30 @@ def load(core_library: str | None):
         if missing and placeholder(library) is not None:
             # Measured: 2.70 over core 2.44 works; the one function 2.44 lacks is an option
             # setter the placeholder answers with success.
-            note = (f"the core lacks {shown}: the wheel's placeholder library answers those calls "
-                    "(they do nothing)")
+            note = f"the core lacks {shown}: the wheel's placeholder library answers those calls (they do nothing)"
         elif missing:
             raise EngineError(
                 f"the tritonserver {bindings_version()} bindings do not fit this core "
                 f"({_core_version(core)}, {core_library}): it lacks {shown}; use a newer runtime, "
                 "or bindings that fit it (the 2.70.0 wheel, whose placeholder library answers what a core "
-                "lacks, runs over 2.44.0 and newer: docs/measurements/lifecycle.md)", "UNSUPPORTED")
+                "lacks, runs over 2.44.0 and newer: docs/measurements/lifecycle.md)",
+                "UNSUPPORTED",
+            )
     try:
         import tritonserver
     except Exception as e:  # noqa: BLE001 - ImportError, OSError, garbled binding errors
-        error = EngineError(explain(f"{e}" if isinstance(e, ImportError) else f"{type(e).__name__}: {e}"),
-                            "UNAVAILABLE")
+        error = EngineError(
+            explain(f"{e}" if isinstance(e, ImportError) else f"{type(e).__name__}: {e}"), "UNAVAILABLE"
+        )
     else:
         missing = [a for a in ("Server", "Options", "ModelControlMode") if not hasattr(tritonserver, a)]
         if not missing:
             return tritonserver
-        error = EngineError(f"the tritonserver module at {getattr(tritonserver, '__file__', '?')} has no "
-                            f"{', '.join(missing)}: it is not Triton's in-process API package", "UNAVAILABLE")
+        error = EngineError(
+            f"the tritonserver module at {getattr(tritonserver, '__file__', '?')} has no "
+            f"{', '.join(missing)}: it is not Triton's in-process API package",
+            "UNAVAILABLE",
+        )
     raise error
 
 
@@ -162,17 +179,25 @@ def probe(runtime=None, timeout_s: float = 120) -> tuple[bool, str]:
         if library is None:
             return False, explain("No module named 'tritonserver'")
         return True, f"tritonserver {bindings_version()} installed ({library.parent.parent})"
-    code = ("import json, sys\n"
-            "from rig.worker.engines.official import loader\n"
-            "try:\n"
-            "    loader.load(sys.argv[1])\n"
-            "    extra = f'; {loader.note}' if loader.note else ''\n"
-            "    print(json.dumps([True, f'tritonserver {loader.bindings_version()} over {sys.argv[1]}{extra}']))\n"
-            "except Exception as e:\n"
-            "    print(json.dumps([False, str(e)]))\n")
+    code = (
+        "import json, sys\n"
+        "from rig.worker.engines.official import loader\n"
+        "try:\n"
+        "    loader.load(sys.argv[1])\n"
+        "    extra = f'; {loader.note}' if loader.note else ''\n"
+        "    print(json.dumps([True, f'tritonserver {loader.bindings_version()} over {sys.argv[1]}{extra}']))\n"
+        "except Exception as e:\n"
+        "    print(json.dumps([False, str(e)]))\n"
+    )
     try:
-        proc = subprocess.run([sys.executable, "-c", code, runtime.core_library], capture_output=True,
-                              text=True, timeout=timeout_s, env=runtime.worker_env())
+        proc = subprocess.run(
+            [sys.executable, "-c", code, runtime.core_library],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=runtime.worker_env(),
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return False, f"could not run {sys.executable} to probe the tritonserver bindings: {e}"
     for line in reversed(proc.stdout.strip().splitlines()):

@@ -118,8 +118,9 @@ def _slow_match(tensor, check: dict) -> bool:
     except Exception:  # noqa: BLE001 - an output that cannot be read is a wrong one
         return False
     nbytes = 0 if got.dtype == object else got.nbytes
-    return (_fits(check, _enum_name(getattr(tensor, "data_type", None)), got.shape, nbytes)
-            and (check["bytes"] is None or got.tobytes() == check["bytes"]))
+    return _fits(check, _enum_name(getattr(tensor, "data_type", None)), got.shape, nbytes) and (
+        check["bytes"] is None or got.tobytes() == check["bytes"]
+    )
 
 
 def _enum_key(value: Any) -> Any:
@@ -160,8 +161,11 @@ class OutputCheck:
         data_type = getattr(tensor, "data_type", None)
         in_place = getattr(tensor, "memory_buffer", None) is not None and _is_host(tensor)
         datatype = _enum_name(data_type) if data_type is not None else None
-        where = "cpu" if _is_host(tensor) else memory.memory_label(memory.MEMORY_GPU,
-                                                                    getattr(tensor, "memory_type_id", 0) or 0)
+        where = (
+            "cpu"
+            if _is_host(tensor)
+            else memory.memory_label(memory.MEMORY_GPU, getattr(tensor, "memory_type_id", 0) or 0)
+        )
         verdict = (in_place, _fits({**self.check, "size": None}, datatype, key[2], 0), datatype == "BYTES", where)
         if len(self._seen) < 64:  # a model whose shapes vary endlessly is judged every time
             self._seen[key] = verdict
@@ -172,9 +176,11 @@ class OutputCheck:
         if tensor is None:
             return False
         shape = getattr(tensor, "shape", None)
-        key = (_enum_key(getattr(tensor, "data_type", None)), _enum_key(getattr(tensor, "memory_type", None)),
-               tuple(shape.tolist()) if isinstance(shape, np.ndarray) else
-               (tuple(shape) if shape is not None else None))
+        key = (
+            _enum_key(getattr(tensor, "data_type", None)),
+            _enum_key(getattr(tensor, "memory_type", None)),
+            tuple(shape.tolist()) if isinstance(shape, np.ndarray) else (tuple(shape) if shape is not None else None),
+        )
         verdict = self._seen.get(key)
         if verdict is None:
             verdict = self._judge(key, tensor)
@@ -226,15 +232,15 @@ class OfficialResponse(Response):
         back as a cupy array (numpy cannot view device memory)."""
         outputs = self._live().outputs
         if name not in outputs:
-            raise EngineError(f"no output {name!r} (have: {', '.join(outputs) or 'none'})",
-                              "NOT_FOUND")
+            raise EngineError(f"no output {name!r} (have: {', '.join(outputs) or 'none'})", "NOT_FOUND")
         tensor = outputs[name]
         if not _is_host(tensor):
             try:
                 import cupy
             except ImportError:
-                raise EngineError(f"output {name!r} is in GPU memory and cupy is not installed",
-                                  "UNSUPPORTED") from None
+                raise EngineError(
+                    f"output {name!r} is in GPU memory and cupy is not installed", "UNSUPPORTED"
+                ) from None
             return cupy.from_dlpack(tensor)
         return np.from_dlpack(tensor)
 
