@@ -84,7 +84,7 @@ import json, sys, time
 from rig.worker.load.runner import run_locust  # imports Locust: gevent patches this process, as the worker's
 from rig.worker.engines.base import ServerOptions
 from rig.worker.engines.official.engine import OfficialEngine
-from rig.worker.inputs import inputs_for
+from rig.contract.inputs import inputs_for
 from rig.worker.outputs import reference_output
 core, backends, repo, size = sys.argv[1:5]
 engine = OfficialEngine(core)

@@ -126,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     from rig.commands import add_parsers
 
     add_parsers(sub)  # report, gate, capacity, compact, check: over stored results
+    sub.choices["fleet"].set_defaults(func=cmd_fleet)
 
     from rig.commands import runtime as runtime_command
 
@@ -245,6 +246,13 @@ def cmd_worker(args) -> int:
     from rig.worker import main as worker
 
     return worker.main(args.spec, args.result_fd)
+
+
+def cmd_fleet(args) -> int:
+    from rig.commands import fleet
+    from rig.worker.load.master import Master  # Locust's master: the worker's side, which only the entry point names
+
+    return fleet.run(args, Master)
 
 
 def cmd_cell(args) -> int:

@@ -120,7 +120,7 @@ def test_doctor_says_what_is_usable_here_and_why_not():
     from helpers import rig
     from rig.parent import runtime
     from rig.common import cpuidle
-    from rig.worker import engines
+    from rig.parent import engines
     from rig.common import probes
     from rig.parent.preflight import cupy_usable
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, cycles, rig
 
-from rig.worker import evidence
+from rig.contract import evidence
 
 from rig.parent import scenarios
 from rig.common.errors import RigError

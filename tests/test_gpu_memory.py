@@ -21,7 +21,7 @@ import textwrap
 import pytest
 
 from rig.common.errors import RigError
-from rig.worker import evidence
+from rig.contract import evidence
 from rig.worker.engines import memory
 from rig.worker.load.windows import memory_columns
 
@@ -105,7 +105,7 @@ CHILD = textwrap.dedent(r'''
     from rig.parent import runtime
     from rig.worker.engines.base import ServerOptions
     from rig.worker.engines.capi import CapiEngine
-    from rig.worker import evidence
+    from rig.contract import evidence
 
     repo, work = Path(sys.argv[1]), Path(sys.argv[2])
     rt = runtime.Runtime.from_dict(json.loads(sys.argv[3]))

@@ -8,12 +8,13 @@ import subprocess
 import sys
 import sysconfig
 
+from rig.contract import hook as pth
 from rig.worker.hook import evidence
 
 
 def test_the_pth_line_runs_nothing_in_an_ordinary_python_process(tmp_path):
     site = sysconfig.get_paths()["purelib"]
-    if evidence.install_pth(site) is None:
+    if pth.install_pth(site) is None:
         import pytest
 
         pytest.skip(f"{site} is not writable")
@@ -25,7 +26,7 @@ def test_the_pth_line_runs_nothing_in_an_ordinary_python_process(tmp_path):
     p = subprocess.run([sys.executable, "-c", "print('ok')"], env=env, capture_output=True, text=True)
     assert p.returncode == 0 and p.stdout.strip() == "ok"
     assert not flag.exists(), "the hook ran outside a backend stub"
-    assert "triton_python_backend_stub" in evidence.PTH_LINE.splitlines()[0]
+    assert "triton_python_backend_stub" in pth.PTH_LINE.splitlines()[0]
 
 
 def _as_stub(tmp_path):
@@ -44,7 +45,7 @@ def _hook_runs(tmp_path, mode: int) -> bool:
 
     site = tmp_path / "site"
     site.mkdir(exist_ok=True)
-    if evidence.install_pth(str(site)) is None:
+    if pth.install_pth(str(site)) is None:
         pytest.skip(f"{site} is not writable")
     hook = tmp_path / f"m{mode:o}" / "hook" / "evidence.py"
     hook.parent.mkdir(parents=True)
@@ -83,10 +84,10 @@ def test_preflight_ignores_a_writable_hook_file_and_keeps_out_of_system_interpre
     monkeypatch.setattr(sysconfig, "get_paths", lambda *a, **k: {"purelib": str(site)})
     said = []
     assert preflight.ensure_evidence_hook(said.append) is None
-    assert not (site / evidence.PTH_NAME).exists() and "RIG_OWNS_ENVIRONMENT=1" in said[0]
+    assert not (site / pth.PTH_NAME).exists() and "RIG_OWNS_ENVIRONMENT=1" in said[0]
     monkeypatch.setenv("RIG_OWNS_ENVIRONMENT", "1")
     assert preflight.ensure_evidence_hook(said.append) == str(hook)
-    assert (site / evidence.PTH_NAME).read_text() == evidence.PTH_LINE
+    assert (site / pth.PTH_NAME).read_text() == pth.PTH_LINE
 
 
 def test_a_stub_that_runs_the_hook_arms_the_crash_recorder(tmp_path):
@@ -96,12 +97,12 @@ def test_a_stub_that_runs_the_hook_arms_the_crash_recorder(tmp_path):
     import shutil
     import signal
 
-    from rig.worker.evidence import read_markers
+    from rig.contract.evidence import read_markers
     from rig.worker.hook import crashlib
 
     site = tmp_path / "site"
     site.mkdir()
-    if evidence.install_pth(str(site)) is None:
+    if pth.install_pth(str(site)) is None:
         import pytest
 
         pytest.skip(f"{site} is not writable")

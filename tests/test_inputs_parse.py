@@ -11,8 +11,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from rig.worker import inputs
-from rig.worker.engines.base import ModelMetadata, TensorSpec
+from rig.contract import inputs
+from rig.contract.engines import ModelMetadata, TensorSpec
 from rig.common.errors import RigError
 from test_inputs import _b64, _floats, _wire
 

@@ -78,3 +78,36 @@ def test_no_import_cycle_in_the_rig():
     cycles = sorted({tuple(sorted((m, n))) for m in graph.modules for n in graph.find_modules_directly_imported_by(m)
                      if graph.chain_exists(importer=n, imported=m)})
     assert cycles == [], cycles
+
+
+def test_a_parent_module_importing_the_worker_breaks_the_rule_and_names_the_line(tmp_path):
+    """The parent knows the worker only through rig.contract: an import of rig.worker added to a
+    parent module breaks the contract, and import-linter names the line."""
+    shutil.copytree(ROOT / "rig", tmp_path / "rig", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    shutil.copy(ROOT / ".importlinter", tmp_path / ".importlinter")
+    config = tmp_path / "rig" / "parent" / "config.py"
+    text = config.read_text()
+    line = len(text.splitlines()) + 1
+    config.write_text(text + "from rig.worker import outputs  # deliberate: the parent reaches into the worker\n")
+    proc = _lint(tmp_path)
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    out = " ".join(proc.stdout.split())
+    assert "know the worker only through rig.contract" in out and "rig.worker BROKEN" in out, out[-3000:]
+    assert re.search(rf"rig\.parent\.config -> rig\.worker\.outputs \(l\.{line}\)", out), out[-3000:]
+
+
+def test_only_the_entry_point_imports_the_worker():
+    """Beside import-linter, read from the sources: no module of the parent's side names rig.worker
+    in an import statement; rig.cli, the entry point, is the one that starts a worker."""
+    import ast
+
+    found = []
+    for side in ("parent", "commands", "analysis", "store"):
+        for path in (ROOT / "rig" / side).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else (
+                    [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+                found += [f"{path.relative_to(ROOT)}:{node.lineno}" for n in names if n.split(".")[:2] == ["rig", "worker"]]
+    assert not found, found
+    cli = (ROOT / "rig" / "cli.py").read_text()
+    assert "from rig.worker import main as worker" in cli

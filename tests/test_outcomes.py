@@ -199,7 +199,7 @@ def test_markers_from_the_real_hook_with_a_finalize_that_raises(tmp_path):
 
 
 def test_finalize_markers_count_only_from_this_cycles_own_stubs():
-    from rig.worker.evidence import summarize_markers
+    from rig.contract.evidence import summarize_markers
 
     mine = [{"pid": 10, "instance": "m_0", "phase": "init", "t_mono": 1.0},
             {"pid": 10, "instance": "m_0", "phase": "finalize_end", "t_mono": 2.0}]
@@ -211,7 +211,7 @@ def test_finalize_markers_count_only_from_this_cycles_own_stubs():
 
 def test_a_finalize_never_called_is_told_apart_and_explained_only_on_finalize_missing():
     from rig.contract.verdicts import never_called
-    from rig.worker.evidence import never_finalized
+    from rig.contract.evidence import never_finalized
 
     markers = [{"pid": 10, "instance": "m_0", "phase": "init"}, {"pid": 11, "instance": "m_1", "phase": "init"},
                {"pid": 10, "instance": "m_0", "phase": "finalize_start"},   # called (whether it ended or not)

@@ -54,8 +54,8 @@ def test_reported_cycles_are_stored_as_reported_one_fresh_worker_each(tmp_path):
     assert first.throughput == 1234.5 and first.stubs_killed == 0
     # each worker had its own spec, a valid CycleSpec, and its own log
     for i in (1, 2, 3):
-        spec = CycleSpec(**json.loads((p.work_dir / f"spec-{i:04d}.json").read_text()))
-        assert spec.cycles == [i] and spec.run_id == "run1" and spec.exit_timeout == 1
+        spec = CycleSpec.read(p.work_dir / f"spec-{i:04d}.json")
+        assert spec.cycles == (i,) and spec.run_id == "run1" and spec.exit_timeout == 1
         assert spec.retain == "last-response" and spec.evidence_dir == str(p.work_dir / "evidence")
         assert (p.work_dir / "logs" / f"worker-{i:04d}.log").exists()
     assert r.seconds < 30, "no cycle waited out its phase's 30 s deadline"

@@ -289,7 +289,7 @@ def pa_input_options(p) -> dict:
     Otherwise the user's choice as given: zero, random or the file, with ``--shape``."""
     import json
 
-    from rig.worker import inputs as inputs_mod
+    from rig.contract import inputs as inputs_mod
 
     info = p.inputs or {}
     model = p.models[0]

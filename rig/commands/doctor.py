@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import json
 import platform
+import subprocess
 import sys
 
 from rig.common.errors import RigError
-from rig.parent import runtime
-from rig.worker import engines
+from rig.parent import engines, runtime
 
 # Import name → distribution name, for the rig's own run-time dependencies.
 DEPENDENCIES = {
@@ -198,14 +199,25 @@ def report() -> str:
         lines.append(
             f"cupy        {'usable' if ok else 'unusable'}: {why}" + ("" if ok else " (the cupy model is skipped)")
         )
-    try:
-        import locust
-
-        from rig.worker.load import locust_api
-
-        lines.append(f"locust      {locust.__version__}")
-        # the internals the rig relies on (rig/worker/load/locust_api.py): one line each that changed
-        lines += [f"locust      {p}" for p in locust_api.check()]
-    except ImportError as e:
-        lines.append(f"locust      missing: {e}")
+    lines += _locust()
     return "\n".join(lines)
+
+
+def _locust() -> list[str]:
+    """Locust's version and, one line each, the internals the rig relies on that changed
+    (rig/worker/load/locust_api.py): asked of a child process, as the worker imports it (importing
+    Locust patches the process it runs in)."""
+    from rig.common.procs import python_m
+
+    try:
+        proc = subprocess.run(
+            [*python_m("rig.worker.load.check"), "--locust"], capture_output=True, text=True, timeout=120, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return [f"locust      not checked: {e}"]
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("{"):
+            info = json.loads(line)
+            return [f"locust      {info['version']}"] + [f"locust      {p}" for p in info["problems"]]
+    tail = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+    return [f"locust      missing: {tail[-1] if tail else f'the check ended with status {proc.returncode}'}"]

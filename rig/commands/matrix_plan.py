@@ -334,8 +334,8 @@ def soak_options(args, runtime: str, retain: str | None, cycles: int) -> argpars
 
 def _plan(specs: list[str], engines: list[str], retains: list[str]) -> list[dict]:
     """Per runtime: the engines that run over it (name, why) and the rows of those that cannot."""
+    from rig.parent import engines as eng
     from rig.parent import runtime
-    from rig.worker import engines as eng
 
     plan = []
     for spec in specs:

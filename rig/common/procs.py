@@ -79,3 +79,13 @@ def end_group(proc: subprocess.Popen, grace_s: float = 10) -> None:
     if proc.poll() is None:
         kill_group(proc.pid, proc)
     proc.wait()
+
+
+def c_compiler() -> str | None:
+    """The C compiler the rig's native parts are built with (``$CC``, cc, gcc or clang), or None."""
+    import shutil
+
+    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None

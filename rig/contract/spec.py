@@ -8,23 +8,45 @@ import dataclasses
 from pathlib import Path
 
 from rig.common.errors import RigError
+from rig.contract import typed
+from rig.contract.runtime import Runtime
 from rig.contract.verdicts import MAX_MEMORY_GROWTH_B, MAX_SLOWDOWN_PCT
 
 INPUT_MEMORY = ("auto", "cpu", "gpu")  # --input-memory: auto is gpu for the cupy model, cpu otherwise
 WORKLOADS = ("steady", "soak", "ramp", "step", "spike")  # the built-in workloads (workloads/*.py)
 IN_FLIGHT = 8  # requests outstanding at stop() (the stop-in-flight scenario)
+REFUSED = 100  # refused requests per model (the refused-request scenario)
 LEAK_PREFIX = "rig-leak-"  # leaks-per-load's files in /dev/shm: rig-leak-<the worker's pid>-...
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
+class WorkloadSpec:
+    """The sustained load of each cycle, as the worker runs it (from the run's ``WorkloadConfig``)."""
+
+    name: str  # steady | ramp | step | spike | soak (workloads/) | FILE.py
+    seconds: float = 2.0  # per cycle
+    users: int = 1  # closed loop: Locust users
+    in_flight: int = 1  # closed loop: requests in flight per user
+    rate: float | None = None  # open loop: arrivals per second
+    arrivals: str = "poisson"  # open loop: poisson | constant
+    window_seconds: float = 1.0
+    seed: int = 0
+    web_port: int | None = None  # Locust's web UI on 127.0.0.1:PORT during the load
+    master: str | None = None  # HOST:PORT of a `rig fleet` master: each cycle's load joins it
+    node: str | None = None  # this node's name in a fleet
+
+
+@dataclasses.dataclass(frozen=True)
 class CycleSpec:
-    """What a worker needs to run cycles; JSON-serialisable so a worker can be re-run by hand."""
+    """What a worker needs to run cycles: made once by the parent (``orchestrator.spec.cycle_spec``),
+    written as JSON and read back with the same types (``rig.contract.typed``; ``write``, ``read``),
+    so that a worker can be re-run by hand, and a hand-edited field of the wrong type is refused."""
 
     run_id: str
     engine: str
-    runtime: dict
+    runtime: Runtime
     model_repository: str
-    models: list[str]  # models to send requests to
+    models: tuple[str, ...]  # models to send requests to
     model_label: str
     requests: int = 100
     requests_in_flight: int = 1  # the fixed count sent this many at a time (rig.worker.grouped)
@@ -36,14 +58,15 @@ class CycleSpec:
     request_timeout: float = 30.0
     evidence_dir: str = ""
     log_dir: str = ""
-    cycles: list[int] = dataclasses.field(default_factory=lambda: [1])
-    workload: dict | None = None  # WorkloadConfig as a dict, or None
+    cycles: tuple[int, ...] = (1,)
+    workload: WorkloadSpec | None = None  # None: a fixed count of requests
     hook: str = ""  # path of rig/worker/hook/evidence.py
     check: int = 0  # the rig's template: matrix size to check outputs against
     cwd: str = ""  # the user's folder: a locustfile's users run there (the worker does not)
-    input_data: str = "random"  # random | zero | an absolute path of a JSON file (rig.worker.inputs)
-    shapes: dict = dataclasses.field(default_factory=dict)  # input -> dims (--shape)
-    optional_inputs: dict = dataclasses.field(default_factory=dict)  # model -> inputs its entries may leave out
+    input_data: str = "random"  # random | zero | an absolute path of a JSON file (rig.contract.inputs)
+    shapes: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)  # input -> dims (--shape)
+    # model -> inputs its entries may leave out
+    optional_inputs: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     client: str = "none"  # what the client does around stop() (rig.worker.clientside)
     in_flight_at_stop: int = IN_FLIGHT  # stop-in-flight: requests outstanding at stop()
     # The growth verdict's thresholds (None: not judged) and whether the processes are sampled
@@ -52,10 +75,23 @@ class CycleSpec:
     sample_memory: bool = True
     server_stats: bool = True  # each window holds Triton's statistics of the models (rig.worker.serverstats)
     # The phases holding the quiet lock in a matrix (rig.worker.quiet): not those a fault only waits in
-    quiet: list = dataclasses.field(default_factory=lambda: ["start", "load"])
+    quiet: tuple[str, ...] = ("start", "load")
     # Where the rig's inputs live, and whether a GPU preference for outputs is honoured: cpu | gpu | gpu:N
     # (rig.worker.engines.memory)
     input_memory: str = "cpu"
+
+    def write(self, path: Path) -> None:
+        """The spec as JSON at ``path`` (what ``read`` takes back)."""
+        Path(path).write_text(typed.to_json(self))
+
+    @classmethod
+    def read(cls, path: str | Path) -> CycleSpec:
+        """The spec at ``path``, every field checked: a ``RigError`` of one line where one does not fit."""
+        try:
+            text = Path(path).read_text()
+        except OSError as e:
+            raise RigError(f"spec {path}: {e.strerror or e}") from None
+        return typed.from_json(cls, text, f"spec {path}")
 
 
 def repository_models(repository: Path) -> list[str]:

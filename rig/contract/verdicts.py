@@ -280,7 +280,7 @@ NEVER_CALLED = (
 
 def never_called(row: dict, uncalled: int) -> str | None:
     """The note for a ``finalize_missing`` cycle in which some finalize was never called at all
-    (``uncalled``: ``rig.worker.evidence.never_finalized``)."""
+    (``uncalled``: ``rig.contract.evidence.never_finalized``)."""
     return NEVER_CALLED.format(n=uncalled) if row.get("outcome") == "finalize_missing" and uncalled else None
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from rig.common.errors import RigError
 from rig.common.text import redact
+from rig.contract.engines import EngineName
 from rig.contract.verdicts import MAX_MEMORY_GROWTH_B, MAX_SLOWDOWN_PCT
 from rig.parent.repository import FAULTS, KINDS
-from rig.worker.engines.base import EngineName
 
 # Each vocabulary of the options, defined here once: the command line's choices, the TOML file's
 # checks and the matrix's lists all read these.
@@ -188,7 +188,7 @@ class RunConfig:
     def _inputs(self) -> None:
         """``input_data`` zero, random or a file (made absolute: the worker runs elsewhere; a
         relative path is the user's working folder's), ``shapes`` in its canonical text."""
-        from rig.worker.inputs import GENERATED, format_shapes, parse_shapes
+        from rig.contract.inputs import GENERATED, format_shapes, parse_shapes
 
         if self.input_data not in GENERATED:
             path = Path(self.input_data).expanduser()

@@ -40,7 +40,7 @@ from pathlib import Path
 from rig.common import procs
 from rig.common.errors import RigError
 from rig.common.procs import python_m
-from rig.worker import inputs
+from rig.contract import inputs
 
 TRITONCLIENT_VERSION = "2.48.0"
 BINARY = "perf_analyzer"

@@ -124,7 +124,7 @@ def ensure_evidence_hook(log: Callable[[str], None]) -> str | None:
     Returns the hook file the stubs may run, or None (finalize evidence will be missing)."""
     import sysconfig
 
-    from rig.worker.hook import evidence
+    from rig.contract import hook as evidence
 
     missing = "finalize evidence will be missing (finalize_* columns empty)"
     path = hook_file()
@@ -196,8 +196,8 @@ def check_inputs(repository: Path, models: list[str], input_data: str, shapes: s
     checks them against the server's metadata, before its first request.
     Returns ``{"shapes", "optional", "metas", "entries"}``: the parsed shapes, each model's
     optional inputs, and (where checked here) each model's metadata and entries, else None."""
+    from rig.contract import inputs
     from rig.parent import repository as repo_mod
-    from rig.worker import inputs
 
     parsed = inputs.parse_shapes(shapes)
     out = {"shapes": parsed, "optional": {}, "metas": None, "entries": None}

@@ -240,7 +240,7 @@ class ConfigInputs:
     """What a model's config.pbtxt says of its inputs: the metadata Triton will report for them
     (the batch dimension first, as -1, where the model batches) and which are optional."""
 
-    meta: object  # rig.worker.engines.base.ModelMetadata
+    meta: object  # rig.contract.engines.ModelMetadata
     optional: frozenset
 
 
@@ -248,7 +248,7 @@ def config_inputs(model_dir: Path) -> ConfigInputs | None:
     """The inputs that ``model_dir/config.pbtxt`` declares, or None where it cannot say: no
     file, text this reader cannot parse, an input without a name, dims or a known datatype, or
     no inputs at all (a backend that completes its own config fills them in at load time)."""
-    from rig.worker.engines.base import ModelMetadata, TensorSpec
+    from rig.contract.engines import ModelMetadata, TensorSpec
 
     path = Path(model_dir) / "config.pbtxt"
     try:

@@ -24,8 +24,7 @@ import shutil
 from pathlib import Path
 
 from rig.common.errors import RigError
-from rig.contract.spec import IN_FLIGHT
-from rig.worker.clientside import REFUSED
+from rig.contract.spec import IN_FLIGHT, REFUSED
 
 
 @dataclasses.dataclass(frozen=True)

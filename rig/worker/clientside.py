@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import time
 import typing
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -46,9 +47,8 @@ Client = typing.Literal[
     "sequence-at-stop",
 ]  # rig.worker.sequences
 CLIENTS = typing.get_args(Client)
-from rig.contract.spec import IN_FLIGHT  # noqa: E402
+from rig.contract.spec import IN_FLIGHT, REFUSED  # noqa: E402
 
-REFUSED = 100  # refused requests per model (refused-request)
 REFUSED_INPUT = "RIG_NO_SUCH_INPUT"
 SAMPLE_EVERY_S = 0.25  # memory: how often the sampler looks
 
@@ -99,14 +99,14 @@ class InFlight:
         return out
 
 
-def entry_models(engine: Engine, models: list[str]) -> list[str]:
+def entry_models(engine: Engine, models: Sequence[str]) -> list[str]:
     """The models a client calls: the ensembles where the repository has any (their steps are
     theirs to call: ensemble-in-flight), else every model."""
     try:
         ensembles = [m for m in models if engine.model_metadata(m).platform == "ensemble"]
     except EngineError:
-        return models
-    return ensembles or models
+        return list(models)
+    return ensembles or list(models)
 
 
 def start_in_flight(engine: Engine, models: list[str], inputs: dict, n: int = IN_FLIGHT) -> InFlight:
@@ -117,7 +117,7 @@ def start_in_flight(engine: Engine, models: list[str], inputs: dict, n: int = IN
     return flight
 
 
-def refuse(engine: Engine, models: list[str], n: int = REFUSED, timeout_s: float = 10.0) -> dict:
+def refuse(engine: Engine, models: Sequence[str], n: int = REFUSED, timeout_s: float = 10.0) -> dict:
     """``n`` requests per model with an input no model has: each should be refused at submission.
     One that is accepted (answered) is counted apart, in the detail."""
     refused = accepted = 0

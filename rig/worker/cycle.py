@@ -14,13 +14,15 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rig.common import probes, trends
 from rig.common.errors import RigError
 from rig.common.text import top_messages
+from rig.contract import inputs as inputs_mod
 from rig.contract import server_stats
+from rig.contract.evidence import never_finalized, read_markers, summarize_markers, triton_error
 from rig.contract.fleet import NODE_WAIT_S, RELEASE_WAIT_S
 from rig.contract.messages import CycleDone, Partial, Samples
 from rig.contract.rows import CycleDraft
@@ -34,12 +36,10 @@ from rig.contract.verdicts import (
     never_called,
     raised_and_held,
 )
-from rig.worker import inputs as inputs_mod
 from rig.worker import observers as observers_mod
 from rig.worker import serverstats
 from rig.worker.engines.base import Engine, EngineError, ServerOptions
 from rig.worker.engines.retention import Retained
-from rig.worker.evidence import never_finalized, read_markers, summarize_markers, triton_error
 from rig.worker.grouped import grouped_requests
 from rig.worker.outputs import merge_checks, reference_output
 from rig.worker.quiet import Quiet
@@ -106,7 +106,7 @@ def run_cycle(
     explicit = unload_first or reload or any(o.explicit_model_control for o in watchers)
     options = ServerOptions(
         model_repository=spec.model_repository,
-        backend_directory=spec.runtime.get("backend_dir"),
+        backend_directory=spec.runtime.backend_dir,
         exit_timeout_s=spec.exit_timeout,
         model_control="explicit" if explicit else "none",
         startup_models=("*",) if explicit else (),
@@ -195,7 +195,7 @@ def _cycle_after_start(
     ctx = observers_mod.Context(engine, spec, inputs, cycle, lambda timeout: _unload_all(engine, timeout), send)
     _load(ctx, row, watchers, phase, workload, kept, checks)
     _add_reference(row, reference)
-    row.update(serverstats.over_cycle(engine, spec.models, getattr(spec, "server_stats", True)))
+    row.update(serverstats.over_cycle(engine, spec.models, spec.server_stats))
     regions |= _probe_after_load(engine, spec, row, pids)
 
     # The scene a scenario's client sets for the stop (rig.worker.observers, rig.worker.clientside),
@@ -266,15 +266,16 @@ def _load(
     for o in watchers:
         o.load_started(ctx)
     if workload is not None:
+        assert spec.workload is not None  # a workload is made from the spec's (rig.worker.main)
         # a fleet's node waits for its round, then the master's length (up to the same bound)
-        fleet = 2 * NODE_WAIT_S + RELEASE_WAIT_S if spec.workload.get("master") else 0.0
+        fleet = 2 * NODE_WAIT_S + RELEASE_WAIT_S if spec.workload.master else 0.0
         # the last window waits up to the request timeout for requests still in flight
-        phase("infer", float(spec.workload.get("seconds", 2.0)) * 3 + 60 + fleet + 2 * spec.request_timeout)
+        phase("infer", spec.workload.seconds * 3 + 60 + fleet + 2 * spec.request_timeout)
         out = workload(ctx.engine, spec, ctx.inputs, kept, ctx.cycle, checks)
     else:
         phase("infer", 60 + spec.requests * 0.1 + 2 * spec.request_timeout)
         tick = lambda: [o.tick(ctx) for o in watchers]  # noqa: E731
-        group = getattr(spec, "requests_in_flight", 1) or 1
+        group = spec.requests_in_flight or 1
         out = (
             grouped_requests(ctx.engine, spec, ctx.inputs, spec.retain, kept, checks, group, tick=tick)
             if group > 1
@@ -405,7 +406,7 @@ def _judge(row: CycleDraft, spec: CycleSpec) -> None:
     row["growth_outcome"] = classify_growth(row, spec.max_memory_growth, spec.max_slowdown)
 
 
-def _all_ready(engine: Engine, models: list[str]) -> bool | None:
+def _all_ready(engine: Engine, models: Sequence[str]) -> bool | None:
     """Whether the server and every model still say ready (None: the server would not answer)."""
     try:
         return engine.is_ready() and all(engine.model_ready(m) for m in models)
@@ -414,7 +415,7 @@ def _all_ready(engine: Engine, models: list[str]) -> bool | None:
 
 
 def _entries(spec: CycleSpec, metas: dict) -> dict[str, list[dict]]:
-    """Each model's entries (``rig.worker.inputs``), checked against the metadata the server reports.
+    """Each model's entries (``rig.contract.inputs``), checked against the metadata the server reports.
     The parent checked them already where every model has a config.pbtxt it could read; here
     the check is the server's word, and a refusal ends the run (``InputsRefused``)."""
     try:  # the file is read again here: it may have changed since the parent read it

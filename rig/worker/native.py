@@ -6,13 +6,13 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from rig.common.errors import RigError
+from rig.common.procs import c_compiler
 from rig.contract import runtime
 
 
@@ -21,10 +21,7 @@ def build_dir() -> Path:
 
 
 def compiler() -> str | None:
-    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if name and shutil.which(name):
-            return shutil.which(name)
-    return None
+    return c_compiler()
 
 
 def build(

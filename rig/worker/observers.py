@@ -28,7 +28,7 @@ from typing import Protocol
 
 from rig.common import probes, trends
 from rig.contract.messages import Samples
-from rig.contract.spec import repository_models
+from rig.contract.spec import CycleSpec, repository_models
 from rig.worker import clientside, scenes, sequences
 from rig.worker.engines.base import Engine
 from rig.worker.unpatched import original
@@ -43,7 +43,7 @@ class Context:
     the load's windows once it ended, and the cycle's own means (``unload_all``, ``send``)."""
 
     engine: Engine
-    spec: object  # rig.worker.cycle.CycleSpec
+    spec: CycleSpec
     inputs: dict
     cycle: int
     unload_all: Callable[[float], str | None]

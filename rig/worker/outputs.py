@@ -12,7 +12,7 @@ def expected_output(meta, name: str, batch: int = 1) -> dict | None:
     fixed and the type has a fixed width)}``; None where the metadata does not name it."""
     import numpy as np
 
-    from rig.worker.engines.capi.core import NUMPY_OF
+    from rig.contract.engines import NUMPY_OF
 
     spec = next((o for o in getattr(meta, "outputs", ()) if o.name == name), None)
     if spec is None:
@@ -54,7 +54,7 @@ def reference_output(
     request itself fails, ``failed`` (if given) gets its ``code`` and ``message``."""
     import numpy as np
 
-    from rig.worker.engines.capi.core import NUMPY_OF
+    from rig.contract.engines import NUMPY_OF
 
     try:
         r = engine.infer(model, inputs, timeout_s=timeout_s)
@@ -123,7 +123,7 @@ def output_is(check: dict | None, outputs: dict) -> bool:
         return True
     import numpy as np
 
-    from rig.worker.engines.capi.core import NUMPY_OF
+    from rig.contract.engines import NUMPY_OF
 
     got = outputs.get(check["name"])
     if got is None:

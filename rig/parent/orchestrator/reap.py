@@ -181,10 +181,10 @@ def watch(kill: Kill, evidence: Path | None, bound_s: float = BOUND_S) -> Leftov
 def _crashes(evidence: Path | None, pids: set[int]) -> int | None:
     """The stubs (of ``pids``) that left a crash marker in the cycle's evidence folder; None where
     the crash recorder could not be armed (no C compiler)."""
-    from rig.worker import native
-    from rig.worker.evidence import read_markers
+    from rig.common.procs import c_compiler
+    from rig.contract.evidence import read_markers
 
-    if native.compiler() is None:
+    if c_compiler() is None:
         return None
     markers = read_markers(evidence) if evidence is not None else []
     return len({m.get("pid") for m in markers if m.get("phase") == "crash" and m.get("pid") in pids})

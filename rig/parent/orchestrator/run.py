@@ -3,8 +3,6 @@ process group, and the pipe it reports on in ``rig.contract.messages``) and ``ru
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 import select
 import signal
@@ -52,7 +50,7 @@ class WorkerHandle:
         spec = cycle_spec(p, cycles)
         (p.work_dir / "logs").mkdir(parents=True, exist_ok=True)
         self.spec_path = work / f"spec-{index:04d}.json"
-        self.spec_path.write_text(json.dumps(dataclasses.asdict(spec), indent=1))
+        spec.write(self.spec_path)
         self.log_path = p.work_dir / "logs" / f"worker-{index:04d}.log"
         env = p.runtime.worker_env()
         root = str(Path(__file__).resolve().parents[3])  # the folder that holds the rig package

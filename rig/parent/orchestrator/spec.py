@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from rig.contract.spec import IN_FLIGHT, CycleSpec
+from rig.contract.spec import IN_FLIGHT, CycleSpec, WorkloadSpec
 from rig.parent import scenarios
 from rig.parent.options import input_memory
 from rig.parent.orchestrator.prepare import Prepared, check_run_inputs
@@ -16,7 +16,7 @@ def cycle_spec(p: Prepared, cycles: list[int]) -> CycleSpec:
     """The spec of a worker that runs ``cycles`` of run ``p``."""
     if p.spec is None:
         p.spec = run_spec(p)
-    return dataclasses.replace(p.spec, cycles=list(cycles))
+    return dataclasses.replace(p.spec, cycles=tuple(cycles))
 
 
 def run_spec(p: Prepared) -> CycleSpec:
@@ -30,9 +30,9 @@ def run_spec(p: Prepared) -> CycleSpec:
     return CycleSpec(
         run_id=p.run_id,
         engine=p.engine,
-        runtime=p.runtime.to_dict(),
+        runtime=p.runtime,
         model_repository=os.path.abspath(p.repository),
-        models=p.models,
+        models=tuple(p.models),
         model_label=p.model_label,
         requests=c.requests,
         requests_in_flight=c.requests_in_flight,
@@ -44,14 +44,14 @@ def run_spec(p: Prepared) -> CycleSpec:
         request_timeout=c.request_timeout,
         evidence_dir=str(work / "evidence"),
         log_dir=str(work / "logs"),
-        cycles=[],
-        workload={**dataclasses.asdict(c.workload), "node": c.node} if c.workload.name != "none" else None,
-        hook=os.path.abspath(p.hook) if p.hook else p.hook,
+        cycles=(),
+        workload=WorkloadSpec(**dataclasses.asdict(c.workload), node=c.node) if c.workload.name != "none" else None,
+        hook=os.path.abspath(p.hook) if p.hook else "",
         check=c.model_size if not c.model_repository else 0,
         cwd=os.getcwd(),
         input_data=c.input_data,
-        shapes=p.inputs["shapes"],
-        optional_inputs=p.inputs["optional"],
+        shapes={name: tuple(dims) for name, dims in p.inputs["shapes"].items()},
+        optional_inputs={model: tuple(names) for model, names in p.inputs["optional"].items()},
         client=c.client,
         in_flight_at_stop=scenarios.get(c.scenario).in_flight if c.scenario else IN_FLIGHT,
         quiet=_quiet_phases(c),
@@ -63,8 +63,8 @@ def run_spec(p: Prepared) -> CycleSpec:
     )
 
 
-def _quiet_phases(config) -> list[str]:
+def _quiet_phases(config) -> tuple[str, ...]:
     """The phases that hold the quiet lock (``CycleSpec.quiet``): all but those a scenario's
     faulted model only waits in (``Scenario.waits``); a control holds it throughout."""
     waits = scenarios.get(config.scenario).waits if config.scenario and not config.control else ()
-    return [ph for ph in ("start", "load") if ph not in waits]
+    return tuple(ph for ph in ("start", "load") if ph not in waits)

@@ -6,16 +6,13 @@ import abc
 import dataclasses
 import itertools
 import time
-import typing
 from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
 
 from rig.common.errors import RigError
-
-# The engines a run may ask for: "auto" picks one (rig.worker.engines.select); the config reads them from here.
-EngineName = typing.Literal["auto", "capi", "tritonserver"]
+from rig.contract.engines import ModelMetadata
 
 
 class EngineError(Exception):
@@ -41,23 +38,6 @@ class ServerOptions:
     log_file: str | None = None  # TRITONSERVER_ServerOptionsSetLogFile
     log_verbose: int = 0  # TRITONSERVER_ServerOptionsSetLogVerbose
     backend_config: tuple[tuple[str, str, str], ...] = ()  # ...SetBackendConfig(backend, key, value)
-
-
-@dataclasses.dataclass(frozen=True)
-class TensorSpec:
-    name: str
-    datatype: str  # Triton's name: FP32, INT64, BYTES, ...
-    shape: tuple[int, ...]  # -1 for a variable dimension
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelMetadata:
-    name: str
-    versions: tuple[str, ...]
-    platform: str
-    inputs: tuple[TensorSpec, ...]
-    outputs: tuple[TensorSpec, ...]
-    max_batch_size: int = 0
 
 
 @dataclasses.dataclass(frozen=True)

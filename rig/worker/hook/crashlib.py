@@ -17,11 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rig.common.errors import RigError
+from rig.contract.evidence import CRASH_LIB_ENV
 from rig.worker import native
 
 SOURCE = Path(__file__).with_name("crash.c")
 CFLAGS = ("-O2", "-shared", "-fPIC")
-ENV = "RIG_CRASH_LIB"  # read by the evidence hook in the stubs, and by rig.worker.evidence
+ENV = CRASH_LIB_ENV  # read by the evidence hook in the stubs, and by rig.contract.evidence
 
 
 def build_dir() -> Path:

@@ -13,6 +13,7 @@ import numpy as np
 from locust.env import Environment
 
 from rig.contract.rows import joined
+from rig.contract.spec import WorkloadSpec
 from rig.worker import serverstats
 from rig.worker.engines.base import Engine, EngineError, as_entries
 from rig.worker.load import locust_api
@@ -235,7 +236,7 @@ def run_open(
     return out
 
 
-def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
+def make_cycle_workload(wcfg: WorkloadSpec, emit_window: Callable[..., None]):
     """A workload function for ``cycle.run_cycle``: Locust load for ``seconds`` on every model,
     then the retention policy applied to one last request."""
 
@@ -245,22 +246,22 @@ def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
         from rig.worker.engines.retention import apply_retention
 
         model = spec.models[0]
-        tags = {"mode": "open" if wcfg.get("rate") else "closed", "cycle": cycle}
-        stats_on = getattr(spec, "server_stats", True)  # --server-stats
+        tags = {"mode": "open" if wcfg.rate else "closed", "cycle": cycle}
+        stats_on = spec.server_stats  # --server-stats
 
         def emit(row):
             emit_window(**row)
 
-        if wcfg.get("rate"):
+        if wcfg.rate:
             out = run_open(
                 engine,
                 model,
                 inputs[model],
-                rate=float(wcfg["rate"]),
-                seconds=float(wcfg["seconds"]),
-                window_seconds=float(wcfg["window_seconds"]),
-                arrivals=wcfg.get("arrivals", "poisson"),
-                seed=int(wcfg.get("seed", 0)),
+                rate=wcfg.rate,
+                seconds=wcfg.seconds,
+                window_seconds=wcfg.window_seconds,
+                arrivals=wcfg.arrivals,
+                seed=wcfg.seed,
                 emit=emit,
                 tags=tags,
                 check=(checks or {}).get(model),
@@ -270,20 +271,20 @@ def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
             csv = os.path.join(spec.log_dir, f"locust-c{cycle:06d}") if spec.log_dir else None
             with _in_folder(spec.cwd):  # a locustfile may open files relative to where it was started
                 if not loaded:
-                    loaded.append(load_workload(wcfg.get("name", "steady")))
+                    loaded.append(load_workload(wcfg.name))
                 out = run_locust(
                     engine,
                     list(spec.models),
                     inputs,
-                    users=int(wcfg["users"]),
-                    in_flight=int(wcfg["in_flight"]),
-                    seconds=float(wcfg["seconds"]),
-                    window_seconds=float(wcfg["window_seconds"]),
+                    users=wcfg.users,
+                    in_flight=wcfg.in_flight,
+                    seconds=wcfg.seconds,
+                    window_seconds=wcfg.window_seconds,
                     workload=loaded[0],
                     emit=emit,
                     tags=tags,
                     csv_prefix=csv,
-                    web_port=wcfg.get("web_port"),
+                    web_port=wcfg.web_port,
                     request_timeout=spec.request_timeout,
                     checks=checks,
                     fleet=_fleet(wcfg, spec, cycle),
@@ -303,18 +304,18 @@ def make_cycle_workload(wcfg: dict, emit_window: Callable[..., None]):
     return workload
 
 
-def _fleet(wcfg: dict, spec, cycle: int) -> dict | None:
-    if not wcfg.get("master"):
+def _fleet(wcfg: WorkloadSpec, spec, cycle: int) -> dict | None:
+    if not wcfg.master:
         return None
     return {
-        "master": wcfg["master"],
-        "node": wcfg.get("node"),
+        "master": wcfg.master,
+        "node": wcfg.node,
         "hello": {
             "run_id": spec.run_id,
             "cycle": cycle,
             "engine": spec.engine,
             "model": spec.model_label,
-            "triton_version": (spec.runtime or {}).get("triton_version"),
+            "triton_version": spec.runtime.triton_version,
         },
     }
 

@@ -25,41 +25,9 @@ from ctypes import (
 
 import numpy as np
 
+from rig.contract.engines import DATATYPES, NUMPY_OF
 from rig.worker.engines.base import EngineError
 
-# TRITONSERVER_DataType, in the header's order.
-DATATYPES = [
-    "INVALID",
-    "BOOL",
-    "UINT8",
-    "UINT16",
-    "UINT32",
-    "UINT64",
-    "INT8",
-    "INT16",
-    "INT32",
-    "INT64",
-    "FP16",
-    "FP32",
-    "FP64",
-    "BYTES",
-    "BF16",
-]
-NUMPY_OF = {
-    "BOOL": np.bool_,
-    "UINT8": np.uint8,
-    "UINT16": np.uint16,
-    "UINT32": np.uint32,
-    "UINT64": np.uint64,
-    "INT8": np.int8,
-    "INT16": np.int16,
-    "INT32": np.int32,
-    "INT64": np.int64,
-    "FP16": np.float16,
-    "FP32": np.float32,
-    "FP64": np.float64,
-    "BYTES": np.object_,
-}
 ERROR_CODES = [
     "UNKNOWN",
     "INTERNAL",
@@ -82,15 +50,6 @@ def datatype_of(array: np.ndarray) -> int:
         if t is not np.object_ and array.dtype == np.dtype(t):
             return DATATYPES.index(name)
     raise EngineError(f"no Triton datatype for numpy dtype {array.dtype}", "INVALID_ARG")
-
-
-def serialize_bytes(array: np.ndarray) -> bytes:
-    """Triton's BYTES wire form: each element as a 4-byte little-endian length, then its bytes."""
-    parts = []
-    for item in array.reshape(-1):
-        b = item if isinstance(item, bytes) else str(item).encode()
-        parts.append(len(b).to_bytes(4, "little") + b)
-    return b"".join(parts)
 
 
 AllocFn = CFUNCTYPE(

@@ -15,16 +15,15 @@ from ctypes import byref, c_bool, c_int64, c_void_p
 import numpy as np
 
 from rig.common.errors import RigError
+from rig.contract.engines import ModelMetadata, TensorSpec, serialize_bytes
 from rig.worker.engines import memory
 from rig.worker.engines.base import (
     Engine,
     EngineError,
     Lane,
-    ModelMetadata,
     Response,
     Sequence,
     ServerOptions,
-    TensorSpec,
 )
 from rig.worker.engines.capi import lane as native
 from rig.worker.engines.capi.core import (
@@ -38,7 +37,6 @@ from rig.worker.engines.capi.core import (
     RequestReleaseFn,
     ResponseCompleteFn,
     datatype_of,
-    serialize_bytes,
 )
 from rig.worker.engines.capi.response import CapiResponse, EmptyResponse
 

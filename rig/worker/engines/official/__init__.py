@@ -7,6 +7,5 @@ on PyPI for CPython 3.12 on glibc 2.39+. ``loader`` pairs it with the chosen run
 """
 
 from rig.worker.engines.official.engine import OfficialEngine
-from rig.worker.engines.official.loader import probe
 
-__all__ = ["OfficialEngine", "probe"]
+__all__ = ["OfficialEngine"]

@@ -24,17 +24,16 @@ from typing import Any
 
 import numpy as np
 
+from rig.contract.engines import ModelMetadata, TensorSpec
 from rig.worker.crossthread import Signal
 from rig.worker.engines import memory
 from rig.worker.engines.base import (
     Engine,
     EngineError,
     Lane,
-    ModelMetadata,
     Response,
     Sequence,
     ServerOptions,
-    TensorSpec,
 )
 from rig.worker.engines.official import loader
 from rig.worker.engines.official.errors import call, engine_error

@@ -13,38 +13,16 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
-import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
+from rig.contract.engines import explain_bindings as explain
 from rig.worker.engines.base import EngineError
 
 _loaded_core: str | None = None  # the core library this process loaded globally
 _core_handle: ctypes.CDLL | None = None
 note: str | None = None  # what the last load() found worth saying (functions served by a placeholder)
-
-
-def explain(text: str) -> str:
-    """One line that says why the bindings are not usable and what to do about it."""
-    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
-    full = lines[0] if lines else "unknown error"
-    first = full if len(full) <= 300 else full[:297] + "..."
-    if "No module named" in full:
-        return (
-            first + "; install it with pip install -e '.[official]' (PyPI has it for CPython 3.12 "
-            "on glibc 2.39+), or use the NGC image's wheel "
-            "(/opt/tritonserver/python/tritonserver-*.whl)"
-        )
-    if "GLIBCXX" in full or "GLIBC_" in full or "CXXABI" in full:
-        return (
-            first + "; the bindings need a newer libstdc++/glibc (GCC 13+, glibc 2.39+) than this "
-            "host has: run in the NGC image, or in the sandbox (tests/sandbox/official.sh)"
-        )
-    if "libtritonserver" in full:
-        return first + "; the bindings need a Triton core: pass --runtime, or set TRITON_HOME"
-    return first
 
 
 def bindings_library() -> Path | None:
@@ -168,43 +146,3 @@ def load(core_library: str | None):
             "UNAVAILABLE",
         )
     raise error
-
-
-def probe(runtime=None, timeout_s: float = 120) -> tuple[bool, str]:
-    """Do the bindings load over ``runtime``'s core? Asked in a child process with the runtime's
-    environment (the loader path is read at exec, and a failing binding must not take this
-    process down). Without a runtime, only whether the package is installed here."""
-    if runtime is None:
-        library = bindings_library()
-        if library is None:
-            return False, explain("No module named 'tritonserver'")
-        return True, f"tritonserver {bindings_version()} installed ({library.parent.parent})"
-    code = (
-        "import json, sys\n"
-        "from rig.worker.engines.official import loader\n"
-        "try:\n"
-        "    loader.load(sys.argv[1])\n"
-        "    extra = f'; {loader.note}' if loader.note else ''\n"
-        "    print(json.dumps([True, f'tritonserver {loader.bindings_version()} over {sys.argv[1]}{extra}']))\n"
-        "except Exception as e:\n"
-        "    print(json.dumps([False, str(e)]))\n"
-    )
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-c", code, runtime.core_library],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            env=runtime.worker_env(),
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return False, f"could not run {sys.executable} to probe the tritonserver bindings: {e}"
-    for line in reversed(proc.stdout.strip().splitlines()):
-        try:
-            ok, why = json.loads(line)
-            return bool(ok), str(why)
-        except ValueError:
-            continue
-    tail = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-    return False, explain(tail[-1] if tail else f"the probe ended with status {proc.returncode}")

@@ -8,11 +8,13 @@ import json
 import os
 from pathlib import Path
 
-from rig.worker.hook.crashlib import ENV as CRASH_LIB_ENV
+# The crash recorder's library, named to the stubs by the worker (rig.worker.hook.crashlib.arm_env) and
+# read by the evidence hook in them
+CRASH_LIB_ENV = "RIG_CRASH_LIB"
 
 
 def read_markers(evidence_dir: Path) -> list[dict]:
-    out = []
+    out: list[dict] = []
     if not evidence_dir.is_dir():
         return out
     for f in evidence_dir.glob("*.json"):

@@ -34,8 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from rig.common.errors import RigError
-from rig.worker.engines.base import ModelMetadata
-from rig.worker.engines.capi.core import NUMPY_OF
+from rig.contract.engines import NUMPY_OF, ModelMetadata, serialize_bytes
 
 GENERATED = ("zero", "random")
 # Beyond this many entries of one model the reference check asks for no more answers before the
@@ -346,7 +345,8 @@ def _array(where: str, spec, dims: list[int], value: dict, default_shape) -> np.
 
 def _from_raw(where: str, dtype: str, raw: bytes, count: int) -> np.ndarray:
     if dtype == "BYTES":  # Triton's wire form: a 4-byte little-endian length, then the bytes
-        items, pos = [], 0
+        items: list[bytes] = []
+        pos = 0
         while pos < len(raw):
             if pos + 4 > len(raw):
                 raise RigError(
@@ -438,8 +438,6 @@ def inputs_for(meta: ModelMetadata, batch: int = 1, seed: int = 0) -> dict[str, 
 def perf_analyzer_file(meta: ModelMetadata, entries: list[dict]) -> dict:
     """Entries in perf_analyzer's JSON format, each input as base64 of its raw bytes with its
     shape (the batch dimension left out), so that perf_analyzer sends what the rig sends."""
-    from rig.worker.engines.capi.core import serialize_bytes
-
     data = []
     for entry in entries:
         row = {}
