@@ -98,7 +98,9 @@ def test_real_run_on_embedded_core(tmp_path, runtime, binary):
     t0 = time.monotonic()
     points = pa.run_perf_analyzer(runtime, repo, "simple", concurrency=[1, 2],
                                   shapes={"INPUT": [4]}, measurement_ms=500,
-                                  stability_pct=25, max_trials=10, timeout_s=120, log=print)
+                                  # what is tested is the run and its parse, not the machine's calm: a wide
+                                  # stability band, so that a busy neighbour cannot fail it
+                                  stability_pct=100, max_trials=10, timeout_s=120, log=print)
     print(f"{time.monotonic() - t0:.1f} s:", points)
     assert [p["concurrency"] for p in points] == [1, 2]
     for p in points:
