@@ -29,34 +29,9 @@ DEFAULT_ALLOWED = verdicts.GOOD  # a verdict of each kind (verdicts.OUTCOMES, ve
 
 
 def allowed_outcomes(cfg: RunConfig, default: tuple[str, ...]) -> tuple[str, ...]:
-    """The verdicts that do not fail the run, of every kind: ``allow_outcomes`` of the config (the
-    option, or the key in [thresholds]), else ``default``. The vocabularies are apart
-    (``cycle.OUTCOMES``, the lifecycle's; ``cycle.LOAD_OUTCOMES``, the load's;
-    ``verdicts.GROWTH_OUTCOMES``, the growth's), so one list names them all; a kind the list does
-    not name keeps its default (clean; ok; ok: the growth's ``leaking`` and ``slowing`` fail). The names of schema
-    5 and before still work: ``infer_error`` allows every failed load, ``wrong_output`` wrong
-    outputs."""
-    from rig.contract.verdicts import LOAD_OUTCOMES, OUTCOMES
-
-    text = cfg.thresholds.allow_outcomes
-    if text is None:
-        return default
-    named = [x.strip() for x in text.split(",") if x.strip()]
-    legacy = {"infer_error": ("errors", "timeouts", "nothing_completed"), "wrong_output": ("wrong_outputs",)}
-    growth = verdicts.GROWTH_OUTCOMES
-    unknown = [x for x in named if x not in OUTCOMES and x not in LOAD_OUTCOMES and x not in growth and x not in legacy]
-    if unknown:
-        raise RigError(
-            f"unknown outcome(s) {', '.join(unknown)}: choose from the lifecycle's "
-            f"{', '.join(OUTCOMES)}, the load's {', '.join(LOAD_OUTCOMES)} and the growth's "
-            f"{', '.join(growth)}"
-        )
-    allowed = [y for x in named for y in legacy.get(x, (x,))]
-    if not any(x in OUTCOMES for x in allowed):
-        allowed += [x for x in default if x in OUTCOMES]
-    if not any(x in LOAD_OUTCOMES for x in allowed):
-        allowed += [x for x in default if x in LOAD_OUTCOMES]
-    return tuple(dict.fromkeys(allowed))
+    """The verdicts that do not fail the run: the config's ``allow_outcomes`` read by
+    ``verdicts.allowed``, else ``default``."""
+    return verdicts.allowed(cfg.thresholds.allow_outcomes, default)
 
 
 def judge(tally: Tally, cfg: RunConfig, allowed: tuple[str, ...]) -> list[str]:

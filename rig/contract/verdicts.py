@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import typing
 
+from rig.common.errors import RigError
+
 # Two verdicts per cycle, judged apart: the lifecycle's (``outcome``: did the server start, stop
 # in time and run every finalize?) and the load's (``load_outcome``: were the requests answered,
 # and rightly?). A model that fails its requests can still stop cleanly, or not: one verdict must
@@ -96,6 +98,42 @@ def classify(row: dict) -> Outcome:
     if (row.get("finalize_expected") or 0) > (row.get("finalize_before_stop") or 0):
         return "finalize_missing"
     return "aborted_at_exit" if crashes else "clean"
+
+
+def judge(row: dict, max_memory_growth: float | None, max_slowdown: float | None) -> None:
+    """A cycle's three verdicts, set on its row: the lifecycle's (``classify``), the load's
+    (``classify_load``) and the growth's (``classify_growth``, with the run's thresholds)."""
+    row["outcome"] = classify(row)
+    row["load_outcome"] = classify_load(row)
+    row["growth_outcome"] = classify_growth(row, max_memory_growth, max_slowdown)
+
+
+def allowed(text: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
+    """The verdicts that do not fail a run, of every kind, from ``text`` (a config's
+    ``allow_outcomes``: the option, or the key in [thresholds]; comma-separated), else ``default``.
+    The vocabularies are apart (``OUTCOMES``, the lifecycle's; ``LOAD_OUTCOMES``, the load's;
+    ``GROWTH_OUTCOMES``, the growth's), so one list names them all; a kind the list does not name
+    keeps its default (clean; ok; ok: the growth's ``leaking`` and ``slowing`` fail). The names of
+    schema 5 and before still work: ``infer_error`` allows every failed load, ``wrong_output``
+    wrong outputs."""
+    if text is None:
+        return default
+    named = [x.strip() for x in text.split(",") if x.strip()]
+    legacy = {"infer_error": ("errors", "timeouts", "nothing_completed"), "wrong_output": ("wrong_outputs",)}
+    growth = GROWTH_OUTCOMES
+    unknown = [x for x in named if x not in OUTCOMES and x not in LOAD_OUTCOMES and x not in growth and x not in legacy]
+    if unknown:
+        raise RigError(
+            f"unknown outcome(s) {', '.join(unknown)}: choose from the lifecycle's "
+            f"{', '.join(OUTCOMES)}, the load's {', '.join(LOAD_OUTCOMES)} and the growth's "
+            f"{', '.join(growth)}"
+        )
+    allowed = [y for x in named for y in legacy.get(x, (x,))]
+    if not any(x in OUTCOMES for x in allowed):
+        allowed += [x for x in default if x in OUTCOMES]
+    if not any(x in LOAD_OUTCOMES for x in allowed):
+        allowed += [x for x in default if x in LOAD_OUTCOMES]
+    return tuple(dict.fromkeys(allowed))
 
 
 def explain(reasons: list[str]) -> list[str]:

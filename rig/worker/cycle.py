@@ -21,7 +21,7 @@ from rig.common import probes, trends
 from rig.common.errors import RigError
 from rig.common.text import top_messages
 from rig.contract import inputs as inputs_mod
-from rig.contract import server_stats
+from rig.contract import server_stats, verdicts
 from rig.contract.evidence import never_finalized, read_markers, summarize_markers, triton_error
 from rig.contract.fleet import NODE_WAIT_S, RELEASE_WAIT_S
 from rig.contract.messages import CycleDone, Partial, Samples
@@ -29,9 +29,6 @@ from rig.contract.rows import CycleDraft
 from rig.contract.spec import CycleSpec, repository_models
 from rig.contract.verdicts import (
     UNANSWERED,
-    classify,
-    classify_growth,
-    classify_load,
     growth_reasons,
     never_called,
     raised_and_held,
@@ -209,7 +206,7 @@ def _cycle_after_start(
 
     phase("stop", spec.exit_timeout + 60)
     t_ret, before = _stop(engine, spec, row, evidence, reload, unload_first)
-    _judge(row, spec)
+    verdicts.judge(row, spec.max_memory_growth, spec.max_slowdown)
     if partial is not None:  # a crash or hang in teardown must not lose what stop did, nor hide
         partial(Partial(dict(row), tuple(sorted(regions))))  # the shared memory it would leave
     for o in watchers:  # the stop kept: a client may end the process here (exit-after-stop)
@@ -229,7 +226,7 @@ def _cycle_after_start(
     leaked = probes.shm_regions_present(regions)
     row["shm_regions_leaked"] = len(leaked)
     probes.remove_shm_regions(leaked)
-    _judge(row, spec)
+    verdicts.judge(row, spec.max_memory_growth, spec.max_slowdown)
     uncalled = never_finalized(read_markers(evidence)) if row.get("outcome") == "finalize_missing" else 0
     for note in (
         raised_and_held(row),
@@ -397,13 +394,6 @@ def _released(spec: CycleSpec, evidence: Path, t_ret: float, watchers: list) -> 
             break
         time.sleep(0.02)
     return summarize_markers(read_markers(evidence), t_ret)
-
-
-def _judge(row: CycleDraft, spec: CycleSpec) -> None:
-    """The cycle's three verdicts from its row (``rig.contract.verdicts``)."""
-    row["outcome"] = classify(row)
-    row["load_outcome"] = classify_load(row)
-    row["growth_outcome"] = classify_growth(row, spec.max_memory_growth, spec.max_slowdown)
 
 
 def _all_ready(engine: Engine, models: Sequence[str]) -> bool | None:
