@@ -8,6 +8,7 @@ import sys
 
 from rig.common import cpuidle
 from rig.common.errors import Exit, RigError
+from rig.contract.cell import BenchSettings
 from rig.parent.config import ARRIVALS
 from rig.parent.options import (
     OVERRIDES,
@@ -40,7 +41,7 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     b.add_argument("--in-flight", type=int, help="requests in flight per user (default 1)")
     b.add_argument("--arrivals", choices=ARRIVALS)
     b.add_argument("--seed", type=int)
-    b.add_argument("--windows", type=int, default=3, help="windows per point (default 3)")
+    b.add_argument("--windows", type=int, default=BenchSettings.windows, help="windows per point (default 3)")
     b.add_argument(
         "--window-seconds",
         type=float,
@@ -52,14 +53,14 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     b.add_argument(
         "--repeats",
         type=int,
-        default=3,
+        default=BenchSettings.repeats,
         help="measurements per point (default 3); with --compare, "
         "the rig and perf_analyzer alternate in order, and the table gives medians over repeats",
     )
     b.add_argument(
         "--cpu-idle",
         choices=cpuidle.MODES,
-        default="hold",
+        default=BenchSettings.cpu_idle,
         help="hold (default): keep the CPUs out of idle while measuring, for every tool, so that "
         "wake-up costs do not decide the figures; os: leave idle to the kernel",
     )
@@ -223,12 +224,26 @@ def cmd_soak(args) -> int:
 def cmd_bench(args) -> int:
     from rig.commands import bench
 
-    args.instance_list = bench.instance_counts(args.instances)
-    args.instances = args.instance_list[0] if args.instance_list else None
+    counts = bench.instance_counts(args.instances)
+    args.instances = counts[0] if counts else None
     cfg = run_config(args)
     if cfg is None:
         return _skipped(args)
-    return bench.run(cfg, args, log=_log)
+    settings = BenchSettings(
+        concurrency=args.concurrency,
+        rates=args.rates,
+        windows=args.windows,
+        window_seconds=args.window_seconds,
+        repeats=args.repeats,
+        p99_bound_ms=args.p99_bound_ms,
+        compare=args.compare,
+        cpu_idle=args.cpu_idle,
+        target_model=args.target_model,
+        all_models=args.all_models,
+        instances=tuple(counts),
+        config_file=args.config,
+    )
+    return bench.run(cfg, settings, log=_log)
 
 
 def _skipped(args) -> Exit:
@@ -258,19 +273,7 @@ def cmd_fleet(args) -> int:
 def cmd_cell(args) -> int:
     from rig.commands import cell
 
-    return cell.main(args.spec, args.result_fd, bench_args=bench_args, log=_log)
-
-
-def bench_args(settings: dict) -> argparse.Namespace:
-    """`rig bench`'s options at their defaults, then ``settings`` (a matrix cell's
-    ``CellSpec.bench``: concurrency, windows, window_seconds, repeats)."""
-    args = build_parser().parse_args(["bench"])
-    unknown = sorted(k for k in settings if not hasattr(args, k))
-    if unknown:
-        raise RigError(f"a bench cell's settings name no option of rig bench: {', '.join(unknown)}")
-    for key, value in settings.items():
-        setattr(args, key, value)
-    return args
+    return cell.main(args.spec, args.result_fd, log=_log)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,7 @@ import pytest
 from rig.commands import cell
 from rig.commands import matrix_run
 from rig.common.errors import RigError
-from rig.contract.cell import CellSpec
+from rig.contract.cell import BenchSettings, CellSpec
 from rig.contract.messages import CellDone, Fatal, decode
 from rig.parent.config import RunConfig
 
@@ -26,22 +26,23 @@ def _spec(**kw) -> CellSpec:
 
 
 def test_a_spec_survives_its_file():
-    spec = _spec(bench={"concurrency": "1,4", "windows": 3, "window_seconds": 1.0, "repeats": 1},
+    spec = _spec(bench=BenchSettings(concurrency="1,4", windows=3, window_seconds=1.0, repeats=1),
                  results="s3://u:pw@minio:9000/b", cpus="0")
     assert CellSpec.from_json(spec.to_json()) == spec
     assert CellSpec.from_json('{"command": "bench", "config": "", "run_id": "r"}') == \
-        CellSpec("bench", "", "r", "", (), {}, None, None)
+        CellSpec("bench", "", "r", "", (), None, None, None)
 
 
 @pytest.mark.parametrize("text, says", [
     ("not json", "not JSON"),
-    ("[1]", "not a JSON object"),
-    ('{"command": "soak", "config": ""}', "missing key(s) run_id"),
-    ('{"command": "cycle", "config": "", "run_id": "r"}', "command must be one of soak, bench"),
-    ('{"command": "soak", "config": 1, "run_id": "r"}', "config must be a string"),
-    ('{"command": "soak", "config": "", "run_id": "r", "allowed": "clean"}', "allowed must be a list"),
-    ('{"command": "bench", "config": "", "run_id": "r", "bench": {"users": 2}}', "bench must be an object of"),
-    ('{"command": "soak", "config": "", "run_id": "r", "argv": []}', "unknown key(s) argv"),
+    ("[1]", "$: expected an object (CellSpec), got list"),
+    ('{"command": "soak", "config": ""}', "$: CellSpec needs run_id"),
+    ('{"command": "cycle", "config": "", "run_id": "r"}', "$.command: 'cycle' is not one of 'soak', 'bench'"),
+    ('{"command": "soak", "config": 1, "run_id": "r"}', "$.config: expected a string, got int 1"),
+    ('{"command": "soak", "config": "", "run_id": "r", "allowed": "clean"}', "$.allowed: expected a list, got str"),
+    ('{"command": "bench", "config": "", "run_id": "r", "bench": {"users": 2}}', "$.bench: BenchSettings has no field users"),
+    ('{"command": "bench", "config": "", "run_id": "r", "bench": {"windows": "3"}}', "$.bench.windows: expected an integer"),
+    ('{"command": "soak", "config": "", "run_id": "r", "argv": []}', "$: CellSpec has no field argv"),
 ])
 def test_a_spec_that_is_not_a_cells_is_one_line(text, says):
     with pytest.raises(ValueError) as e:
@@ -51,13 +52,11 @@ def test_a_spec_that_is_not_a_cells_is_one_line(text, says):
 
 def _main(tmp_path, spec, monkeypatch=None) -> tuple[int, list]:
     """``rig cell`` in this process, its pipe read back."""
-    from rig.cli import bench_args
-
     path = tmp_path / "cell.json"
     path.write_text(spec.to_json() if isinstance(spec, CellSpec) else spec)
     r, w = os.pipe()
     try:
-        code = cell.main(str(path), w, bench_args, log=lambda m: None)
+        code = cell.main(str(path), w, log=lambda m: None)
     finally:
         os.close(w)
     with os.fdopen(r, "rb") as f:
@@ -95,12 +94,13 @@ def test_a_bench_cell_gets_benchs_options_with_its_settings(tmp_path, monkeypatc
         return 0
 
     monkeypatch.setattr(bench, "run", run)
-    settings = {"concurrency": "2", "windows": 3, "window_seconds": 1.0, "repeats": 1}
+    settings = BenchSettings(concurrency="2", windows=3, window_seconds=1.0, repeats=1)
     code, msgs = _main(tmp_path, _spec(command="bench", allowed=(), bench=settings))
     assert (code, msgs) == (0, [CellDone(0, "20260101T000000-abcdef")])
     args = seen["args"]
     assert (args.concurrency, args.windows, args.window_seconds, args.repeats) == ("2", 3, 1.0, 1)
-    assert (args.compare, args.rates, args.cpu_idle, args.command) == (None, None, "hold", "bench")  # bench's defaults
+    assert (args.compare, args.rates, args.cpu_idle) == (None, None, "hold")  # bench's defaults
+    assert args == settings  # the typed settings themselves, no parser in between
     assert seen["run_id"] == "20260101T000000-abcdef"
 
 
@@ -111,7 +111,7 @@ def test_errors_are_records_and_a_bug_is_fatal(tmp_path, monkeypatch, capsys):
     assert code == 2 and len(msgs) == 1 and msgs[0].exit == 2 and msgs[0].run_id is None
     assert msgs[0].error.startswith("stored config: unknown key 'bogus'")
     code, msgs = _main(tmp_path, '{"command": "soak"}')
-    assert code == 2 and msgs[0].error.startswith("cell spec ") and "missing key(s)" in msgs[0].error
+    assert code == 2 and msgs[0].error.startswith("cell spec ") and "CellSpec needs" in msgs[0].error
 
     def full(cfg, command, **kw):
         raise OSError(28, "No space left on device", "/r/cycles")
@@ -127,10 +127,6 @@ def test_errors_are_records_and_a_bug_is_fatal(tmp_path, monkeypatch, capsys):
     code, msgs = _main(tmp_path, _spec())
     assert code == 3 and len(msgs) == 1 and isinstance(msgs[0], Fatal)
     assert msgs[0].error == "KeyError: 'tool'" and "Traceback" in msgs[0].traceback
-    with pytest.raises(RigError, match="no option of rig bench: users"):
-        from rig.cli import bench_args
-
-        bench_args({"users": 2})
 
 
 def test_the_cell_command_is_listed_nowhere():
@@ -182,3 +178,14 @@ def test_the_pipe_is_read_to_its_end_and_a_hang_is_a_timeout():
         proc.wait()
         os.close(r)
     assert (msgs, timed_out) == ([], True)
+
+
+def test_the_bench_settings_defaults_are_the_command_lines():
+    """One home for a sweep's settings: `rig bench` with no options gives BenchSettings' defaults."""
+    from rig.cli import build_parser
+
+    args = build_parser().parse_args(["bench"])
+    d = BenchSettings()
+    for field in ("concurrency", "rates", "windows", "window_seconds", "repeats", "p99_bound_ms", "compare", "cpu_idle",
+                  "target_model", "all_models"):
+        assert getattr(args, field) == getattr(d, field), field

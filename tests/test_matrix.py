@@ -15,6 +15,7 @@ from helpers import rig
 from rig.analysis import matrix as M
 from rig.commands import matrix as cmd
 from rig.common.errors import RigError
+from rig.contract.cell import BenchSettings
 
 RUNTIMES = {"0.5.0": "2.41.0", "0.5.10": "2.48.0", "0.7.0": "2.51.0"}
 
@@ -88,7 +89,7 @@ def test_every_cell_is_a_typed_config_derived_from_the_matrixs_options():
                        "--allow-outcomes", "clean", "--results", "s3://u:pw@minio:9000/b")
     (job,) = cmd._plain_jobs(base, PLAN, ["last-array"], None)
     spec, cfg = job.spec, from_toml_text(job.spec.config)
-    assert spec.command == "soak" and spec.allowed == ("clean", "ok", "exit_timeout") and spec.bench == {}
+    assert spec.command == "soak" and spec.allowed == ("clean", "ok", "exit_timeout") and spec.bench is None
     # the matrix's options, then the cell's own keys
     assert (cfg.runtime, cfg.engine, cfg.retain, cfg.cycles, cfg.exit_timeout) == ("0.5.0", "capi", "last-array", 5, 3)
     assert (cfg.workload.name, cfg.workload.users, cfg.thresholds.allow_leaks) == ("steady", 2, True)
@@ -101,7 +102,7 @@ def test_every_cell_is_a_typed_config_derived_from_the_matrixs_options():
     (bench,) = cmd._bench_jobs(args, PLAN, "R", None)
     b = from_toml_text(bench.spec.config)
     assert bench.spec.command == "bench" and bench.table == "windows" and bench.spec.results == "R"
-    assert bench.spec.bench == {"concurrency": "1,4", "windows": 3, "window_seconds": 1.0, "repeats": 1}
+    assert bench.spec.bench == BenchSettings(concurrency="1,4", windows=3, window_seconds=1.0, repeats=1)
     assert (b.runtime, b.engine, b.exit_timeout, b.workload.window_seconds) == ("0.5.0", "capi", 3, 1.0)
     assert (b.workload.name, b.workload.users, b.cycles, b.thresholds.allow_leaks) == ("none", 1, 1, False)
     assert b.thresholds.allow_outcomes is None

@@ -34,6 +34,7 @@ from rig.common import cpuidle, cpushare
 from rig.common.errors import Exit, RigError
 from rig.common.text import num, redact
 from rig.contract import server_stats, verdicts
+from rig.contract.cell import BenchSettings
 from rig.contract.rows import CycleResult, window_row
 from rig.parent import config, orchestrator, repository
 from rig.parent.config import RunConfig
@@ -105,7 +106,7 @@ def _check_workload(cfg: RunConfig) -> None:
             )
 
 
-def _target(p: orchestrator.Prepared, args) -> orchestrator.Prepared:
+def _target(p: orchestrator.Prepared, args: BenchSettings) -> orchestrator.Prepared:
     if args.all_models:
         return p
     name = args.target_model or p.models[0]
@@ -135,7 +136,7 @@ def _repository(p: orchestrator.Prepared, n: int | None, log):
     return without_spaces(repo, f"{p.run_id}-i{n}", log)
 
 
-def run(cfg: RunConfig, args, log=print, run_id: str | None = None) -> int:
+def run(cfg: RunConfig, args: BenchSettings, log=print, run_id: str | None = None) -> int:
     """The sweep (``run_id``: its run's id, named by the caller before it starts: a matrix cell's;
     default a new one)."""
     conc = _points(args.concurrency, int)
@@ -156,10 +157,10 @@ def run(cfg: RunConfig, args, log=print, run_id: str | None = None) -> int:
     repeats = args.repeats
     if repeats < 1:
         raise RigError("--repeats must be >= 1")
-    counts = [None] if cfg.model_repository else (getattr(args, "instance_list", None) or [cfg.instances])
+    counts = [None] if cfg.model_repository else (list(args.instances) or [cfg.instances])
     if conc:
         _check_workload(cfg)
-    cfg.workload.window_seconds = window_length(args.window_seconds, args.config, cfg.workload.window_seconds)
+    cfg.workload.window_seconds = window_length(args.window_seconds, args.config_file, cfg.workload.window_seconds)
     from rig.commands.soak import results_store
 
     p = _target(orchestrator.prepare(cfg, "bench", results_store(cfg.results), run_id=run_id, log=log), args)
@@ -169,7 +170,7 @@ def run(cfg: RunConfig, args, log=print, run_id: str | None = None) -> int:
         return _sweep(p, cfg, args, conc, rates, repeats, counts, hold, log)
 
 
-def _sweep(p, cfg: RunConfig, args, conc, rates, repeats, counts, hold, log) -> int:
+def _sweep(p, cfg: RunConfig, args: BenchSettings, conc, rates, repeats, counts, hold, log) -> int:
     pa = None
     if args.compare == "perf-analyzer":
         from rig.parent import perf_analyzer as pa
@@ -250,7 +251,7 @@ def _hold_text(hold) -> str:
     )
 
 
-def _rig_once(p, cfg: RunConfig, args, repo, cycle: int, point, closed: bool, n: int | None) -> dict:
+def _rig_once(p, cfg: RunConfig, args: BenchSettings, repo, cycle: int, point, closed: bool, n: int | None) -> dict:
     c = copy.deepcopy(cfg)
     c.workload.seconds = args.windows * cfg.workload.window_seconds
     if closed:

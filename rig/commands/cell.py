@@ -12,7 +12,6 @@ re-run by hand (docs/dev/matrix-cells.md)."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import traceback
@@ -20,14 +19,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rig.common.errors import Exit, RigError
-from rig.contract.cell import CellSpec
+from rig.contract.cell import BenchSettings, CellSpec
 from rig.contract.messages import CellDone, Fatal, Message
 
-# bench's options at their defaults, then a cell's bench settings (the command line builds them)
-BenchArgs = Callable[[dict], argparse.Namespace]
 
-
-def main(spec_path: str, result_fd: int, bench_args: BenchArgs, log: Callable[[str], None] = print) -> int:
+def main(spec_path: str, result_fd: int, log: Callable[[str], None] = print) -> int:
     """Run the cell of ``spec_path`` and send what it came to over ``result_fd``; its exit status."""
     send = _sender(result_fd)
     spec: CellSpec | None = None
@@ -36,7 +32,7 @@ def main(spec_path: str, result_fd: int, bench_args: BenchArgs, log: Callable[[s
             spec = CellSpec.from_json(Path(spec_path).read_text())
         except ValueError as e:
             raise RigError(f"cell spec {spec_path}: {e}") from None
-        done = run(spec, bench_args, log)
+        done = run(spec, log)
     except RigError as e:
         done = CellDone(Exit.USAGE, error=_line(str(e)))
     except OSError as e:  # the machine failed the cell: a full disk, a folder gone, ...
@@ -54,7 +50,7 @@ def main(spec_path: str, result_fd: int, bench_args: BenchArgs, log: Callable[[s
     return done.exit
 
 
-def run(spec: CellSpec, bench_args: BenchArgs, log: Callable[[str], None] = print) -> CellDone:
+def run(spec: CellSpec, log: Callable[[str], None] = print) -> CellDone:
     """The cell's soak or bench, as the library runs it; what it came to (errors raised)."""
     from rig.common import cpushare
     from rig.parent.config import from_toml_text
@@ -67,7 +63,7 @@ def run(spec: CellSpec, bench_args: BenchArgs, log: Callable[[str], None] = prin
     if spec.command == "bench":
         from rig.commands import bench
 
-        status = bench.run(cfg, bench_args(dict(spec.bench)), log=log, run_id=spec.run_id)
+        status = bench.run(cfg, spec.bench or BenchSettings(), log=log, run_id=spec.run_id)
         return CellDone(int(status), spec.run_id, error="nothing was run" if status == Exit.SKIPPED else "")
     from rig.commands import soak
     from rig.common.text import redact

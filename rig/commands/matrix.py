@@ -19,6 +19,7 @@ stub for this Python, bindings that do not fit the core) is a row that says why.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from pathlib import Path
 
@@ -41,7 +42,7 @@ from rig.commands.matrix_plan import (
 )
 from rig.commands.matrix_run import Job, run_jobs
 from rig.common.errors import Exit, RigError
-from rig.contract.cell import CellSpec
+from rig.contract.cell import BenchSettings, CellSpec
 from rig.parent.options import (
     OVERRIDES,
     add_cycle_options,
@@ -67,7 +68,7 @@ _BENCH_DESTS = (
     "in_flight",
 )
 # A bench cell's own settings (`rig bench`'s options): 3 windows of 1 s a point, one repeat.
-BENCH_SETTINGS = {"windows": 3, "window_seconds": 1.0, "repeats": 1}
+BENCH_SETTINGS = BenchSettings(windows=3, window_seconds=1.0, repeats=1)  # a short sweep per runtime and engine
 DEFAULT_CYCLES = 3
 # The load a scenario that needs one (``Scenario.workload``) runs under when the matrix is given no
 # --workload: the load its verdicts were measured under (docs/guide/scenarios.md), as config keys.
@@ -472,7 +473,7 @@ def _bench_jobs(args, plan: list[dict], results: str, shard) -> list[Job]:
     from rig.parent.config import RunConfig
 
     given = {key: getattr(args, dest, None) for key, dest in OVERRIDES.items() if dest in _BENCH_DESTS}
-    settings = {"concurrency": args.bench_concurrency, **BENCH_SETTINGS}
+    settings = dataclasses.replace(BENCH_SETTINGS, concurrency=args.bench_concurrency)
     jobs = []
     cells = take_shard(
         [
@@ -491,7 +492,7 @@ def _bench_jobs(args, plan: list[dict], results: str, shard) -> list[Job]:
                 "runtime": c["runtime"],
                 "engine": c["engine"],
                 "results": results,
-                "workload.window_seconds": settings["window_seconds"],
+                "workload.window_seconds": settings.window_seconds,
             },
         )
         spec = CellSpec("bench", text, "", label=label, bench=settings, results=str(cfg.results))

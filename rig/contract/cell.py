@@ -10,10 +10,31 @@ import dataclasses
 import json
 import typing
 
+from rig.common.errors import RigError
+from rig.contract import typed
+
 Command = typing.Literal["soak", "bench"]
 COMMANDS = typing.get_args(Command)
-# A bench cell's own settings (`rig bench`'s options of the same names; ``CellSpec.bench``)
-BENCH_KEYS = ("concurrency", "windows", "window_seconds", "repeats")
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchSettings:
+    """A sweep's own settings, beside its run configuration: `rig bench`'s options of the same names
+    (the command line makes them, ``rig.cli.cmd_bench``; a matrix's bench cell carries them,
+    ``CellSpec.bench``). The parser's defaults are these."""
+
+    concurrency: str | None = None  # closed-loop points, "1,2,4,8"
+    rates: str | None = None  # open-loop points, "1000,2000"
+    windows: int = 3  # windows per point
+    window_seconds: float | None = None  # None: the config file's, else 5 (perf_analyzer's interval)
+    repeats: int = 3  # measurements per point
+    p99_bound_ms: float | None = None  # stop the sweep once p99 exceeds it
+    compare: str | None = None  # "perf-analyzer": run it at the same points
+    cpu_idle: str = "hold"  # hold | os (rig.common.cpuidle)
+    target_model: str | None = None  # the model the load goes to (None: the repository's first)
+    all_models: bool | None = None  # spread the closed loop over every model
+    instances: tuple[int, ...] = ()  # instance counts to sweep, each a server of its own (): the config's
+    config_file: str | None = None  # the config file given, whose window_seconds is the default
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,16 +44,16 @@ class CellSpec:
     cell validates it, as `rig soak --scenario` applies them); ``run_id`` is the run's, named by
     the matrix as it starts the cell (a cell killed on its timeout still names its run; empty
     in a job not yet started);
-    ``allowed``: the verdicts that pass a soak; ``bench``: a bench's own settings (``BENCH_KEYS``;
-    empty for a soak); ``results``: where its rows go, as given (the TOML text redacts a URI's
-    credentials); ``cpus``: `--cpus`, held by the cell (``rig.common.cpushare``)."""
+    ``allowed``: the verdicts that pass a soak; ``bench``: a bench's own settings (None for a soak);
+    ``results``: where its rows go, as given (the TOML text redacts a URI's credentials); ``cpus``:
+    `--cpus`, held by the cell (``rig.common.cpushare``)."""
 
     command: Command
     config: str
     run_id: str
     label: str = ""
     allowed: tuple[str, ...] = ()
-    bench: dict = dataclasses.field(default_factory=dict)
+    bench: BenchSettings | None = None
     results: str | None = None
     cpus: str | None = None
 
@@ -41,36 +62,9 @@ class CellSpec:
 
     @classmethod
     def from_json(cls, text: str) -> CellSpec:
-        """The spec in ``text``; ``ValueError`` (one line) for one that is not a cell's."""
+        """The spec in ``text``, every field checked (``rig.contract.typed``); ``ValueError`` (one
+        line) for one that is not a cell's."""
         try:
-            obj = json.loads(text)
-        except ValueError as e:
-            raise ValueError(f"not JSON ({e})") from None
-        if not isinstance(obj, dict):
-            raise ValueError("not a JSON object")
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(obj) - names)
-        if unknown:
-            raise ValueError(f"unknown key(s) {', '.join(unknown)}")
-        missing = sorted(
-            f.name
-            for f in dataclasses.fields(cls)
-            if f.name not in obj and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        )
-        if missing:
-            raise ValueError(f"missing key(s) {', '.join(missing)}")
-        if obj["command"] not in COMMANDS:
-            raise ValueError(f"command must be one of {', '.join(COMMANDS)} (got {obj['command']!r})")
-        for key in ("config", "run_id", "label"):
-            if key in obj and not isinstance(obj[key], str):
-                raise ValueError(f"{key} must be a string (got {obj[key]!r})")
-        for key in ("results", "cpus"):
-            if obj.get(key) is not None and not isinstance(obj[key], str):
-                raise ValueError(f"{key} must be a string or null (got {obj[key]!r})")
-        allowed = obj.get("allowed", [])
-        if not isinstance(allowed, list) or not all(isinstance(x, str) for x in allowed):
-            raise ValueError(f"allowed must be a list of verdicts (got {allowed!r})")
-        bench = obj.get("bench", {})
-        if not isinstance(bench, dict) or set(bench) - set(BENCH_KEYS):
-            raise ValueError(f"bench must be an object of {', '.join(BENCH_KEYS)} (got {bench!r})")
-        return cls(**{**obj, "allowed": tuple(allowed), "bench": dict(bench)})
+            return typed.from_json(cls, text, "cell spec")
+        except RigError as e:
+            raise ValueError(str(e).removeprefix("cell spec: ")) from None
