@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import typing
 
 from rig.common import cpuidle
 from rig.common.errors import Exit, RigError
@@ -87,25 +88,15 @@ COMPARE_WITH = ("perf-analyzer",)
 RUNS_TRITON = ("cycle", "soak", "bench", "matrix", "cell")  # SIGTERM ends them as Ctrl-C does
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
-        prog="rig",
-        description="Benchmark and soak-test Triton's in-process API: "
-        "start, load, infer, stop, verify; again and again.",
-        epilog=EXIT_STATUSES,
-    )
-    p.add_argument("--version", dest="show_version", action="store_true", help="print the rig's version")
-    sub = p.add_subparsers(
-        dest="command",
-        parser_class=_Parser,
-        metavar="{cycle,soak,bench,report,gate,capacity,compact,check,matrix,fleet,runtime,doctor}",
-    )
-
+def _add_cycle(sub) -> argparse.ArgumentParser:
     c = sub.add_parser("cycle", help="one lifecycle cycle: start, infer, retain, stop, verify, record")
     add_target_options(c)
     add_cycle_options(c, "cycles to run (default 1)")
     c.set_defaults(func=cmd_cycle)
+    return c
 
+
+def _add_soak(sub) -> argparse.ArgumentParser:
     s = sub.add_parser("soak", help="many cycles (the nightly job), with progress, summary and exit status")
     add_target_options(s)
     add_cycle_options(s, "cycles to run (default 1; the nightly config runs hundreds)")
@@ -118,36 +109,95 @@ def build_parser() -> argparse.ArgumentParser:
         "folder must exist",
     )
     s.set_defaults(func=cmd_soak)
+    return s
 
+
+def _add_bench(sub) -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="sweep concurrency or arrival rate; store every window")
     add_target_options(b)
     _bench_options(b)
     b.set_defaults(func=cmd_bench)
+    return b
 
-    from rig.commands import add_parsers
 
-    add_parsers(sub)  # report, gate, capacity, compact, check: over stored results
-    sub.choices["fleet"].set_defaults(func=cmd_fleet)
+def _add_module(name: str):
+    """A command whose parser and run live in ``rig.commands.<name>`` (``add_parser(sub)``)."""
 
+    def add(sub) -> None:
+        import importlib
+
+        importlib.import_module(f"rig.commands.{name}").add_parser(sub)
+
+    return add
+
+
+def _add_fleet(sub) -> None:
+    _add_module("fleet")(sub)
+    sub.choices["fleet"].set_defaults(func=cmd_fleet)  # with the worker side's Locust master
+
+
+def _add_runtime(sub) -> None:
     from rig.commands import runtime as runtime_command
 
     runtime_command.add_parser(sub, parser_class=_Parser)
 
+
+def _add_doctor(sub) -> None:
     d = sub.add_parser("doctor", help="which runtimes, engines, GPUs and CuPy are usable here, and why not")
     d.set_defaults(func=cmd_doctor)
 
-    for sp in (c, s, b):
-        _show_defaults(sp)
 
-    wk = sub.add_parser("worker")  # internal: hosts Triton for the parent; listed nowhere
-    wk.add_argument("--spec", required=True)
-    wk.add_argument("--result-fd", type=int, default=-1)
-    wk.set_defaults(func=cmd_worker)
-    ce = sub.add_parser("cell")  # internal: one cell of `rig matrix` (rig.commands.cell); listed nowhere
-    ce.add_argument("--spec", required=True)
-    ce.add_argument("--result-fd", type=int, default=-1)
-    ce.set_defaults(func=cmd_cell)
-    sub._choices_actions = [a for a in sub._choices_actions if a.dest not in ("worker", "cell")]
+def _add_internal(name: str, func):
+    """``rig worker`` (hosts Triton for the parent) and ``rig cell`` (one cell of `rig matrix`,
+    rig.commands.cell): processes the rig starts, listed nowhere."""
+
+    def add(sub) -> None:
+        p = sub.add_parser(name)
+        p.add_argument("--spec", required=True)
+        p.add_argument("--result-fd", type=int, default=-1)
+        p.set_defaults(func=func)
+
+    return add
+
+
+def registry() -> tuple[tuple[str, typing.Callable, bool], ...]:
+    """Every subcommand, in the order `rig --help` lists them: (name, how it is added, listed). The
+    one registry: a command is added here, and nowhere else."""
+    return (
+        ("cycle", _add_cycle, True),
+        ("soak", _add_soak, True),
+        ("bench", _add_bench, True),
+        ("report", _add_module("report"), True),
+        ("gate", _add_module("gate"), True),
+        ("capacity", _add_module("capacity"), True),
+        ("compact", _add_module("compact"), True),
+        ("check", _add_module("check"), True),
+        ("matrix", _add_module("matrix"), True),
+        ("fleet", _add_fleet, True),
+        ("scenarios", _add_module("scenarios"), True),
+        ("runtime", _add_runtime, True),
+        ("doctor", _add_doctor, True),
+        ("worker", _add_internal("worker", cmd_worker), False),
+        ("cell", _add_internal("cell", cmd_cell), False),
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="rig",
+        description="Benchmark and soak-test Triton's in-process API: "
+        "start, load, infer, stop, verify; again and again.",
+        epilog=EXIT_STATUSES,
+    )
+    p.add_argument("--version", dest="show_version", action="store_true", help="print the rig's version")
+    commands = registry()
+    listed = [name for name, _, shown in commands if shown]
+    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{" + ",".join(listed) + "}")
+    for _name, add, _shown in commands:
+        made = add(sub)
+        if made is not None and made.prog.split()[-1] in ("cycle", "soak", "bench"):
+            _show_defaults(made)
+    sub._choices_actions = [a for a in sub._choices_actions if a.dest in listed]
     return p
 
 

@@ -157,3 +157,20 @@ def test_doctor_says_what_is_usable_here_and_why_not():
     ok, why = cupy_usable()
     assert (f"cupy        usable: {why}" if ok else f"cupy        unusable: {why} (the cupy model is skipped)") in said
     assert lines[-1] == f"locust      {version('locust')}"
+
+
+def test_one_registry_names_every_command_in_the_help_order():
+    """rig.cli.registry is the one list of commands: the parser has exactly its commands, lists the
+    shown ones in its order, and hides the processes the rig starts (worker, cell)."""
+    from rig.cli import build_parser, registry
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    names = [name for name, _, _ in registry()]
+    assert list(sub.choices) == names
+    shown = [name for name, _, listed in registry() if listed]
+    assert [a.dest for a in sub._choices_actions] == shown and sub.metavar == "{" + ",".join(shown) + "}"
+    assert {"worker", "cell"} == set(names) - set(shown)
+    import rig.commands
+
+    assert not hasattr(rig.commands, "NAMES") and not hasattr(rig.commands, "add_parsers")
