@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import typing
+from collections.abc import Mapping, MutableMapping
+from typing import Any
 
 from rig.common.errors import RigError
 
@@ -80,7 +82,7 @@ NOT_MEASURED = "not_measured"
 LEGACY_LOAD = {"infer_error": "errors", "wrong_output": "wrong_outputs"}
 
 
-def classify(row: dict) -> Outcome:
+def classify(row: Mapping[str, Any]) -> Outcome:
     """The lifecycle's verdict of a cycle the worker finished (hung/crashed are the parent's):
     the stop and the finalize evidence alone, whatever the requests did (``classify_load``)."""
     if row.get("outcome") == "load_failed":
@@ -100,7 +102,7 @@ def classify(row: dict) -> Outcome:
     return "aborted_at_exit" if crashes else "clean"
 
 
-def judge(row: dict, max_memory_growth: float | None, max_slowdown: float | None) -> None:
+def judge(row: MutableMapping[str, Any], max_memory_growth: float | None, max_slowdown: float | None) -> None:
     """A cycle's three verdicts, set on its row: the lifecycle's (``classify``), the load's
     (``classify_load``) and the growth's (``classify_growth``, with the run's thresholds)."""
     row["outcome"] = classify(row)
@@ -151,7 +153,7 @@ def explain(reasons: list[str]) -> list[str]:
     return out
 
 
-def exit_aborts(row: dict) -> int:
+def exit_aborts(row: Mapping[str, Any]) -> int:
     """Of a cycle's stub crashes, those that were aborts at exit: stubs that died only after every
     finalize they owed (``stub_exit_aborts``, from the markers' times). A row stored before that
     count (schema 16) is read from its finalize figures: where every instance's finalize ran before
@@ -187,7 +189,7 @@ def reread(rec: dict) -> dict:
 
 
 def growth_reasons(
-    row: dict,
+    row: Mapping[str, Any],
     max_memory_growth_b: float | None = MAX_MEMORY_GROWTH_B,
     max_slowdown_pct: float | None = MAX_SLOWDOWN_PCT,
     grown: str | None = None,
@@ -228,7 +230,7 @@ def growth_reasons(
 
 
 def classify_growth(
-    row: dict,
+    row: Mapping[str, Any],
     max_memory_growth_b: float | None = MAX_MEMORY_GROWTH_B,
     max_slowdown_pct: float | None = MAX_SLOWDOWN_PCT,
 ) -> GrowthOutcome:
@@ -246,7 +248,7 @@ def classify_growth(
     return "ok" if measured else "not_measured"
 
 
-def classify_load(row: dict) -> LoadOutcome:
+def classify_load(row: Mapping[str, Any]) -> LoadOutcome:
     """The load's verdict: what the cycle's requests (the reference request, the workload or the
     fixed count, the retention request) came to. Unanswered requests first (they also hold the
     model inside the server), then failed ones, then a load that measured nothing, then wrong
@@ -316,13 +318,13 @@ NEVER_CALLED = (
 )
 
 
-def never_called(row: dict, uncalled: int) -> str | None:
+def never_called(row: Mapping[str, Any], uncalled: int) -> str | None:
     """The note for a ``finalize_missing`` cycle in which some finalize was never called at all
     (``uncalled``: ``rig.contract.evidence.never_finalized``)."""
     return NEVER_CALLED.format(n=uncalled) if row.get("outcome") == "finalize_missing" and uncalled else None
 
 
-def raised_and_held(row: dict) -> str | None:
+def raised_and_held(row: Mapping[str, Any]) -> str | None:
     """The note for a cycle whose model raised in execute and whose stop then held (see above)."""
     if row.get("outcome") not in ("exit_timeout", "finalize_missing"):
         return None

@@ -9,6 +9,7 @@ leftovers after the worker is gone). The verdicts are ``rig.contract.verdicts``'
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -123,29 +124,15 @@ def run_cycle(
         phase("start", spec.startup_timeout + 10)
         engine, t0 = _start(make_engine, spec, options, held, evidence, row, phase)
         if engine is None:
-            return CycleDone(row)
+            return CycleDone(dict(row))
         if "load" in spec.quiet:
             if quiet.waits:
                 _enter_quiet(quiet, phase)
                 phase("start", spec.startup_timeout + 10)  # the time left before the load: the start's bound
         else:
             quiet.leave()  # a load that only waits overlaps
-        return _cycle_after_start(
-            engine,
-            t0,
-            spec,
-            cycle,
-            row,
-            evidence,
-            watchers,
-            phase,
-            workload,
-            partial,
-            send,
-            reload,
-            unload_first,
-            quiet,
-        )
+        means = Means(spec, cycle, row, evidence, watchers, phase, workload, partial, send, reload, unload_first, quiet)
+        return _cycle_after_start(engine, t0, means)
     finally:
         quiet.leave()
 
@@ -161,10 +148,39 @@ def _enter_quiet(quiet: Quiet, phase: Callable[[str, float], None]) -> None:
     quiet.enter()
 
 
-def _cycle_after_start(
-    engine, t0, spec, cycle, row, evidence, watchers, phase, workload, partial, send, reload, unload_first, quiet
-) -> CycleDone:
+@dataclasses.dataclass(frozen=True)
+class Means:
+    """What ``run_cycle`` made for one cycle and hands on once its server is up: its spec and number,
+    its row, its evidence folder, its observers, how it reports its phases, its workload (None: the
+    fixed count), where partial rows and memory samples go, the restart and stop modes, the quiet
+    section it holds."""
+
+    spec: CycleSpec
+    cycle: int
+    row: CycleDraft
+    evidence: Path
+    watchers: list
+    phase: Callable[[str, float], None]
+    workload: Callable | None
+    partial: Callable[[Partial], None] | None
+    send: Callable[[Samples], None] | None
+    reload: bool
+    unload_first: bool
+    quiet: Quiet
+
+
+def _cycle_after_start(engine: Engine, t0: float, means: Means) -> CycleDone:
     """``run_cycle`` once the server is up: the load, the client's scene, the stop, the release."""
+    spec, cycle, row, evidence, watchers, phase = (
+        means.spec,
+        means.cycle,
+        means.row,
+        means.evidence,
+        means.watchers,
+        means.phase,
+    )
+    workload, partial, send = means.workload, means.partial, means.send
+    reload, unload_first, quiet = means.reload, means.unload_first, means.quiet
     row["start_latency_s"] = time.monotonic() - t0
     version = engine.server_version()  # the core's own word
     if not summarize_markers(read_markers(evidence), None)["finalize_expected"] and _has_python_models(
@@ -243,7 +259,7 @@ def _cycle_after_start(
         or None,
     ):
         row.note(note)
-    return CycleDone(row, version)
+    return CycleDone(dict(row), version)
 
 
 def _load(
@@ -459,7 +475,7 @@ def _add_reference(row: CycleDraft, reference: dict) -> None:
     row["error_messages"] = top_messages([messages, reference["messages"]])
 
 
-def _has_python_models(repository: str, names: list[str]) -> bool:
+def _has_python_models(repository: str, names: Sequence[str]) -> bool:
     for name in names:
         mdir = Path(repository) / name
         cfg = mdir / "config.pbtxt"

@@ -47,7 +47,7 @@ class Context:
     inputs: dict
     cycle: int
     unload_all: Callable[[float], str | None]
-    send: Callable[[object], None] | None = None  # the worker's channel (a Samples message)
+    send: Callable[[Samples], None] | None = None  # the worker's channel (a Samples message)
     windows: list = dataclasses.field(default_factory=list)
     t_load: float = 0.0  # monotonic: the load's start and end
     t_load_end: float = 0.0

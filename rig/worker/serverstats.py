@@ -7,6 +7,8 @@ failure is kept (``note``) for the cycle's detail. ``--server-stats off`` makes 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rig.contract import server_stats
 from rig.worker.engines.base import Engine, EngineError
 
@@ -60,7 +62,7 @@ def reader(engine: Engine, models: list[str], on: bool = True) -> ServerStats | 
     return ServerStats(engine, models) if on else None
 
 
-def over_cycle(engine: Engine, models: list[str], on: bool = True) -> dict:
+def over_cycle(engine: Engine, models: Sequence[str], on: bool = True) -> dict:
     """Triton's statistics of a cycle's models since they loaded (schema 15: the batch sizes it
     formed, its executions and failed requests), whether or not a window was measured; null with
     ``--server-stats off`` or where a read failed (the load is never failed for it)."""
