@@ -8,12 +8,10 @@ from rig.common import probes
 from rig.contract.fleet import node_name
 from rig.contract.messages import Partial
 from rig.contract.rows import (
-    CYCLE_FIELDS,
     CycleDraft,
     CycleResult,
     CycleRow,
     now_iso,
-    typed_row,
 )
 from rig.parent.orchestrator.prepare import Prepared
 from rig.parent.scenarios import name_of
@@ -63,14 +61,12 @@ def model_shape(p: Prepared) -> str | None:
         return None
 
 
-def finish_row(p: Prepared, row: dict, wall: float | None, reported: str | None = None) -> CycleRow:
-    """The ``CycleRow`` of a cycle the parent saw take ``wall`` seconds; ``reported``: the
-    Triton version the core itself reported, where it differs from the one results are filed
-    under."""
+def finish_row(p: Prepared, row: CycleDraft, wall: float | None, reported: str | None = None) -> CycleRow:
+    """The ``CycleRow`` of a cycle the parent saw take ``wall`` seconds, frozen from its draft;
+    ``reported``: the Triton version the core itself reported, where it differs from the one
+    results are filed under."""
     if reported and reported != p.runtime.triton_version:
-        note = f"the core reports Triton {reported}; results are filed under {p.runtime.triton_version}"
-        row.note(note)
-    row = {k: row.get(k) for k in CYCLE_FIELDS if k != "schema_version"}
+        row.note(f"the core reports Triton {reported}; results are filed under {p.runtime.triton_version}")
     row["cycle_wall_s"], row["host"] = wall, run_tags(p)["host"]
     if wall is not None:
         row["overhead_s"] = (
@@ -79,7 +75,8 @@ def finish_row(p: Prepared, row: dict, wall: float | None, reported: str | None 
     for k in ("stop_error", "detail"):
         if row.get(k) is not None:
             row[k] = str(row[k])[:2000]
-    return typed_row(CycleRow, row)
+    row.pop("schema_version", None)  # the row's own, as CycleRow declares it
+    return row.row()
 
 
 def lost_cycle(
@@ -92,7 +89,7 @@ def lost_cycle(
     stubs: int,
     leaked: int,
     pid: int,
-) -> dict:
+) -> CycleDraft:
     """The row of a cycle whose worker hung or died. If stop had already been measured (the
     worker sent a ``Partial``), the stop's outcome stands and the failure goes to ``cleanup``."""
     row = blank_row(p, cycle)

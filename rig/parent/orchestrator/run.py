@@ -134,7 +134,7 @@ def run_cycles(
     windows: dict[int, list[WindowRow]] = {}
     memory: dict[int, list[MemoryRow]] = {}
 
-    def finish(row: dict, wall: float | None, reported: str | None = None) -> None:
+    def finish(row: CycleDraft, wall: float | None, reported: str | None = None) -> None:
         done = finish_row(p, row, wall, reported)
         on_cycle(CycleResult(done, tuple(windows.pop(done.cycle, ())), tuple(memory.pop(done.cycle, ()))))
 
@@ -214,7 +214,7 @@ def _hung(
     pending: list[int],
     partial: Partial | None,
     phase: str,
-    finish: Callable[[dict], None],
+    finish: Callable[[CycleDraft], None],
 ) -> None:
     """A phase ran past its deadline: the worker's group killed, the cycle in flight (or the next
     due) recorded as hung."""
