@@ -7,9 +7,18 @@ need the PyPI bindings (tests/sandbox/official.sh).
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from helpers import ROOT
+
+# The tests follow the layers (tests/<package>/, e2e/, house/). Every folder of tests goes on the
+# module path, as pytest puts a test's own, so that a test may import another's helpers wherever
+# it lies (test_inputs_parse reads test_inputs', test_official_soak test_official_engine's).
+for _folder in sorted((ROOT / "tests").iterdir(), reverse=True):
+    if _folder.is_dir() and any(_folder.glob("test_*.py")) and str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
 
 
 @pytest.fixture(scope="session")

@@ -73,7 +73,7 @@ DEFAULT_CYCLES = 3
 # The load a scenario that needs one (``Scenario.workload``) runs under when the matrix is given no
 # --workload: the load its verdicts were measured under (docs/guide/scenarios.md), as config keys.
 SCENARIO_LOAD_KEYS = {"workload.name": "steady", "workload.seconds": 2.0, "workload.users": 2}
-# The same load as `rig soak` options (a scenario's class run by hand: tests/test_variants.py).
+# The same load as `rig soak` options (a scenario's class run by hand: tests/e2e/test_variants.py).
 SCENARIO_LOAD = tuple(
     w
     for k, v in SCENARIO_LOAD_KEYS.items()

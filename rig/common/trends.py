@@ -38,7 +38,7 @@ class Slope:
 
 def theil_sen(x, y, confidence: float = CONFIDENCE) -> Slope | None:
     """The Theil-Sen slope of ``y`` over ``x`` with Sen's ``confidence`` interval (as
-    ``scipy.stats.theilslopes`` gives them: the same figures, checked in tests/test_trends.py);
+    ``scipy.stats.theilslopes`` gives them: the same figures, checked in tests/common/test_trends.py);
     None with fewer than ``MIN_POINTS`` finite points or no spread in ``x``. Written here in
     numpy: importing scipy.stats took 2.2-4.7 s in each fresh worker on a busy 2-core machine
     (measured with ``python -X importtime``), a cost every cycle of a fresh-process soak paid."""

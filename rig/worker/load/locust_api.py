@@ -4,7 +4,7 @@ module, and ``check()``, which holds the installed Locust to all of it.
 Locust's public API (``User``, ``LoadTestShape``, ``Environment`` and its runners' ``start``,
 ``stop`` and ``quit``, ``events``, custom messages, ``task``, ``constant``) is used where it is
 needed. What the rig needs beyond it is here, each use named with the feature that depends on
-it (``FEATURES``), so that a new Locust that changes one fails ``tests/test_locust_fence.py``
+it (``FEATURES``), so that a new Locust that changes one fails ``tests/worker/test_locust_fence.py``
 and ``rig doctor`` with the name of what changed, not a run with odd figures. The versions
 checked are pyproject.toml's pin; docs/dev/testing.md says how to check a new one.
 """

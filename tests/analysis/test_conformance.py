@@ -22,11 +22,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from helpers import ROOT
 from rig.analysis import conformance as cf
 from rig.analysis import conformance_text as cft
 from rig.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "data" / "conformance" / "store"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -477,7 +477,7 @@ def test_rig_gate_fails_on_a_scenario_cell_that_differs_from_the_known_verdicts(
     from rig.parent import known
 
     store = tmp_path / "store"
-    shutil.copytree(Path(__file__).parent / "data" / "conformance" / "store", store)
+    shutil.copytree(FIXTURE, store)
     table = dict(known.table())
     key = ("stub-exits", False, "unbatched", "capi", "2.51.0")
     path = tmp_path / "known.csv"

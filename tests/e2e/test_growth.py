@@ -2,7 +2,7 @@
 the template's faults (``leaks-memory`` keeps 1 MiB a request, ``slows-down`` sleeps 100 us more
 in every execute), the clean template, and models written as other teams write them
 (tests/corpus/memo_leak, memo_bounded, memo_leak_two_instances, scores_history). The verdict's
-pure parts: tests/test_trends.py.
+pure parts: tests/common/test_trends.py.
 
 Every figure is read back from the stored Parquet (the ``cycles`` and ``memory`` tables). No
 assertion is on a time: the machine is shared, so a slowdown is held to its interval's lower

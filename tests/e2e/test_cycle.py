@@ -150,7 +150,7 @@ def test_runtime_install_and_list(runtime):
     assert rig("--version").stdout.strip()[0].isdigit()
     p = rig("runtime", "list")
     assert p.returncode == 0 and runtime.name in p.stdout and runtime.triton_version in p.stdout
-    # `rig doctor`: tests/test_cli.py checks each of its lines
+    # `rig doctor`: tests/commands/test_cli.py checks each of its lines
 
 
 @pytest.mark.slow

@@ -72,7 +72,7 @@ VARIABLE = 'input [ { name: "X" data_type: TYPE_FP32 dims: [ -1 ] } ]'
 
 
 def _recording_model(tmp_path: Path, inputs_pbtxt: str, name: str = "rec") -> Path:
-    """A repository of one recording model (written the way tests/test_hostile.py writes its
+    """A repository of one recording model (written the way tests/e2e/test_hostile.py writes its
     models); returns the file it records to."""
     seen = tmp_path / "seen.jsonl"
     d = tmp_path / "models" / name

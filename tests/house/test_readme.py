@@ -5,7 +5,8 @@ import re
 import unicodedata
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT
+
 README = ROOT / "README.md"
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 

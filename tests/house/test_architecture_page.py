@@ -6,9 +6,9 @@ from __future__ import annotations
 import ast
 import importlib.util
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT
+
 PAGE = ROOT / "docs" / "dev" / "architecture.md"
 FILE_SUFFIXES = {"py", "pbtxt", "json", "md", "log", "c", "toml", "txt"}
 WHEEL_PATHS = {"rig/_models": "models", "rig/_workloads": "workloads"}  # pyproject's package-dir

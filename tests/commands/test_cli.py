@@ -92,11 +92,11 @@ def test_an_option_that_cannot_apply_is_refused_in_one_line(capsys, tmp_path, ar
 def test_the_exit_codes_the_readme_and_help_give_are_the_codes():
     """One table of exit statuses (rig.common.errors.Exit): the README's and `rig --help`'s say the same."""
     import re
-    from pathlib import Path
 
+    from helpers import ROOT
     from rig.common.errors import Exit
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
     section = readme.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
     assert [int(c) for c in re.findall(r"^\| (\d+) \|", section, re.M)] == [int(e) for e in Exit]
     epilog = " ".join(cli.build_parser().epilog.split())

@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from helpers import ROOT
 from rig.contract import server_stats as ss
 from rig.contract.rows import WindowRow, window_row
 from rig.worker.engines.base import EngineError
 
-DATA = json.loads((Path(__file__).parent / "data" / "server_stats" / "capi-2.51.0.json").read_text())
+DATA = json.loads((ROOT / "tests" / "data" / "server_stats" / "capi-2.51.0.json").read_text())
 
 
 def test_totals_read_a_real_message_counts_times_and_batches():

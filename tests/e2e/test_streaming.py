@@ -10,7 +10,7 @@ latency (``histogram``) stays the time to the final flag. Soaked as a user would
     rig soak --model-repository R --workload steady --users 2 --workload-seconds 2 --cycles 1
 
 through ``--engine capi`` here, and the official engine's runs marked ``official`` (CI runs
-them in the sandbox: ``bash tests/sandbox/official.sh -- tests/test_streaming.py``). The lanes
+them in the sandbox: ``bash tests/sandbox/official.sh -- tests/e2e/test_streaming.py``). The lanes
 are also driven directly (native, PyLane), and the store, report and gate read the result.
 """
 
@@ -40,7 +40,7 @@ SOAK = ("--workload", "steady", "--users", "2", "--workload-seconds", "2", "--cy
 
 _OFFICIAL = loader.bindings_library() is not None
 _NO_BINDINGS = ("the tritonserver bindings are not installed here; run these tests in the sandbox: "
-                "bash tests/sandbox/official.sh -- tests/test_streaming.py")
+                "bash tests/sandbox/official.sh -- tests/e2e/test_streaming.py")
 ENGINES = [pytest.param("capi", marks=pytest.mark.slow),
            pytest.param("tritonserver", marks=[pytest.mark.slow, pytest.mark.official,
                                                pytest.mark.skipif(not _OFFICIAL, reason=_NO_BINDINGS)])]

@@ -3,7 +3,7 @@
 A lane at in_flight K must never have more than K requests inside the server (from
 ServerInferAsync to the request's release), nor may the capi engine's Python paths (``infer``,
 ``infer_async`` under PyLane); a request that is never answered must count, once, as a timeout.
-Real core and stubs, in a child per scenario (see tests/test_fastpath.py, whose helpers run it).
+Real core and stubs, in a child per scenario (see tests/worker/test_fastpath.py, whose helpers run it).
 """
 
 from __future__ import annotations

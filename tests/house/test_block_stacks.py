@@ -2,9 +2,10 @@
 prints (a pure function; the benchmark itself needs perf and runs by hand)."""
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from helpers import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
 import block_stacks  # noqa: E402
 
 SCRIPT = """\

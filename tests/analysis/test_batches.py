@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from helpers import cycle_row
+from helpers import ROOT, cycle_row
 from rig.analysis import conformance as cf
 from rig.analysis import conformance_text as cft
 from rig.analysis import matrix as M
@@ -21,7 +21,6 @@ from rig.contract import server_stats as ss
 from rig.contract.rows import window_row
 from rig.store import Store
 
-ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import conformance_page  # noqa: E402

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT
 
 
 def run(script: str, *args: str) -> str:

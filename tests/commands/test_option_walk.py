@@ -9,16 +9,15 @@ from __future__ import annotations
 import argparse
 import re
 import signal
-from pathlib import Path
 
 import pytest
 
+from helpers import ROOT
 from rig import cli
 
 from rig.parent import options
 from rig.common.errors import Exit
 
-ROOT = Path(__file__).resolve().parent.parent
 REPO = "--model-repository"
 WL = ("--workload", "steady")
 
@@ -205,7 +204,7 @@ def test_bench_reads_every_option_it_offers():
 
 @pytest.mark.parametrize("command", ["report", "gate", "capacity", "compact", "check", "runtime"])
 def test_the_commands_over_stored_results_read_every_option_they_offer(command):
-    """Their refusals of bad values are tested with each command (tests/test_report.py,
+    """Their refusals of bad values are tested with each command (tests/analysis/test_report.py,
     test_gate.py, test_capacity.py, test_store_scale.py); here: none is offered and left unread."""
     module = ROOT / "rig" / "commands" / f"{command}.py"
     source = module.read_text()

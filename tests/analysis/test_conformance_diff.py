@@ -11,13 +11,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from helpers import ROOT
 from rig.analysis import conformance as cf
 from rig.analysis import conformance_diff as cd
 from rig.analysis import conformance_diff_text as cdt
 from rig.cli import main
 from rig.common.errors import RigError
 
-ROOT = Path(__file__).resolve().parent.parent
 STORE = ROOT / "docs" / "conformance" / "store"
 FIXTURE = ROOT / "tests" / "data" / "conformance" / "store"
 KNOWN_HEAD = "scenario,control,shape,engine,triton_version,lifecycle,load,growth,cycles,run_id\n"

@@ -1,6 +1,6 @@
 """`rig runtime build`'s plan, before anything compiles: versions and branches, the machine's
 packages, the sources a folder of git bundles has, the recipe's edits, and the matrix's names for
-built runtimes. The build itself: tests/test_built_runtime.py."""
+built runtimes. The build itself: tests/build/test_built_runtime.py."""
 
 from __future__ import annotations
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT
+
 LINT = Path(sys.executable).with_name("lint-imports")
 
 

@@ -1,6 +1,6 @@
 """The growth verdict's pure parts, no core: the slopes and trends (rig.common.trends), the verdict
 itself (verdicts.classify_growth) and the cycle's observers (rig.worker.observers). The same behaviour
-on a real core, through the rig as users run it: tests/test_growth.py."""
+on a real core, through the rig as users run it: tests/e2e/test_growth.py."""
 
 from __future__ import annotations
 
