@@ -109,3 +109,13 @@ def test_a_name_gone_from_the_code_is_caught():
     assert _unresolved("CycleDraft.no_such_method", modules, classes)
     assert _unresolved("messages.decode", modules, classes) is None
     assert _unresolved("orchestrator.rows.blank_row", modules, classes) is None
+
+
+def test_every_package_says_what_it_holds():
+    """Each package of rig/ opens with a docstring that says what it holds."""
+    empty = [
+        str(init.relative_to(ROOT))
+        for init in sorted((ROOT / "rig").rglob("__init__.py"))
+        if len((ast.get_docstring(ast.parse(init.read_text())) or "").split()) < 8
+    ]
+    assert not empty, f"packages without a docstring that says what they hold: {empty}"

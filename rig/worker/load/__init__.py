@@ -16,7 +16,9 @@ so a stalled server cannot hide behind coordinated omission.
 Modules: ``lanes`` (what keeps requests in flight), ``windows`` (histograms, the hub monitor),
 ``sink`` (the drain into windows and Locust's stats), ``users`` (``TritonUser``, locustfiles),
 ``runner`` (closed and open loop, the adapter for a soak cycle), ``locust_api`` (every use of
-Locust's internals, and their check), ``stability`` (perf_analyzer's rule, pure). Importing
+Locust's internals, and their check), ``schedule`` (open-loop send times, pure), ``node`` (a fleet
+node's link to its master), ``master`` (the fleet's master: ``rig fleet``), ``check`` (a locustfile
+and Locust's internals, checked in a child the parent starts). Importing
 ``lanes``, ``locust_api``, ``runner``, ``sink``, ``users`` or ``windows`` imports Locust or gevent
 (Locust monkey-patches the process for gevent): only the worker does (and ``rig doctor``, which
 checks the fence). The package imports them on first use of one of its names.
