@@ -5,6 +5,7 @@ scenario keeps in flight at stop, the files the leaking model leaves in /dev/shm
 from __future__ import annotations
 
 import dataclasses
+import typing
 from pathlib import Path
 
 from rig.common.errors import RigError
@@ -20,20 +21,34 @@ LEAK_PREFIX = "rig-leak-"  # leaks-per-load's files in /dev/shm: rig-leak-<the w
 
 
 @dataclasses.dataclass(frozen=True)
-class WorkloadSpec:
-    """The sustained load of each cycle, as the worker runs it (from the run's ``WorkloadConfig``)."""
+class ClosedLoop:
+    """A cycle's load as Locust users, each keeping requests in flight: a built-in workload or a
+    locustfile, under its shape (or a fleet master's)."""
 
     name: str  # steady | ramp | step | spike | soak (workloads/) | FILE.py
     seconds: float = 2.0  # per cycle
-    users: int = 1  # closed loop: Locust users
-    in_flight: int = 1  # closed loop: requests in flight per user
-    rate: float | None = None  # open loop: arrivals per second
-    arrivals: str = "poisson"  # open loop: poisson | constant
+    users: int = 1
+    in_flight: int = 1  # requests in flight per user
     window_seconds: float = 1.0
-    seed: int = 0
     web_port: int | None = None  # Locust's web UI on 127.0.0.1:PORT during the load
     master: str | None = None  # HOST:PORT of a `rig fleet` master: each cycle's load joins it
     node: str | None = None  # this node's name in a fleet
+    kind: typing.Literal["closed"] = "closed"
+
+
+@dataclasses.dataclass(frozen=True)
+class OpenLoop:
+    """A cycle's load as arrivals on a seeded schedule, whatever the server's pace."""
+
+    rate: float  # arrivals per second
+    arrivals: typing.Literal["poisson", "constant"] = "poisson"
+    seed: int = 0
+    seconds: float = 2.0  # per cycle
+    window_seconds: float = 1.0
+    kind: typing.Literal["open"] = "open"
+
+
+Workload = ClosedLoop | OpenLoop  # each kind of load a type of its own; ``kind`` tells them apart in JSON
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +74,7 @@ class CycleSpec:
     evidence_dir: str = ""
     log_dir: str = ""
     cycles: tuple[int, ...] = (1,)
-    workload: WorkloadSpec | None = None  # None: a fixed count of requests
+    workload: ClosedLoop | OpenLoop | None = None  # None: a fixed count of requests
     hook: str = ""  # path of rig/worker/hook/evidence.py
     check: int = 0  # the rig's template: matrix size to check outputs against
     cwd: str = ""  # the user's folder: a locustfile's users run there (the worker does not)

@@ -60,6 +60,11 @@ def _value(tp, value, where: str):
         arms = typing.get_args(tp)
         if value is None and type(None) in arms:
             return None
+        kinds = {_kind_of(arm): arm for arm in arms if _kind_of(arm) is not None}
+        if kinds and isinstance(value, dict):  # a union told apart by its ``kind``: that arm, or why not
+            if value.get("kind") not in kinds:
+                raise RigError(f"{where}.kind: {value.get('kind')!r:.60} is not one of {', '.join(map(repr, kinds))}")
+            return _value(kinds[value["kind"]], value, where)
         problems = []
         for arm in arms:
             if arm is type(None):
@@ -107,6 +112,16 @@ def _value(tp, value, where: str):
             raise RigError(f"{where}: expected a string, got {_kind(value)} {value!r:.60}")
         return value
     raise RigError(f"{where}: the type {tp} cannot be read from JSON")  # a spec field typed beyond the above
+
+
+def _kind_of(tp) -> str | None:
+    """A dataclass's ``kind``, where it declares one as a one-value Literal with that default."""
+    if not (dataclasses.is_dataclass(tp) and isinstance(tp, type)):
+        return None
+    field = next((f for f in dataclasses.fields(tp) if f.name == "kind"), None)
+    if field is None or typing.get_origin(_hints(tp)["kind"]) is not typing.Literal:
+        return None
+    return field.default if isinstance(field.default, str) else None
 
 
 def _dataclass(cls: type, value, where: str):

@@ -281,7 +281,7 @@ def _load(
     if workload is not None:
         assert spec.workload is not None  # a workload is made from the spec's (rig.worker.main)
         # a fleet's node waits for its round, then the master's length (up to the same bound)
-        fleet = 2 * NODE_WAIT_S + RELEASE_WAIT_S if spec.workload.master else 0.0
+        fleet = 2 * NODE_WAIT_S + RELEASE_WAIT_S if getattr(spec.workload, "master", None) else 0.0
         # the last window waits up to the request timeout for requests still in flight
         phase("infer", spec.workload.seconds * 3 + 60 + fleet + 2 * spec.request_timeout)
         out = workload(ctx.engine, spec, ctx.inputs, kept, ctx.cycle, checks)

@@ -15,7 +15,7 @@ from rig.common.errors import RigError
 from rig.contract import spec as spec_mod
 from rig.contract import typed
 from rig.contract.runtime import Runtime
-from rig.contract.spec import CycleSpec, WorkloadSpec
+from rig.contract.spec import ClosedLoop, CycleSpec, OpenLoop
 
 RUNTIME = Runtime("built-2.67.0", "built", "2.67.0", "/x", "/x/lib/libtritonserver.so", "/x/backends", ("/x/lib",))
 
@@ -23,7 +23,7 @@ RUNTIME = Runtime("built-2.67.0", "built", "2.67.0", "/x", "/x/lib/libtritonserv
 def a_spec(**kw) -> CycleSpec:
     return CycleSpec(
         run_id="r1", engine="capi", runtime=RUNTIME, model_repository="/m", models=("a", "b"), model_label="a",
-        cycles=(1, 2), workload=WorkloadSpec("steady", users=4, rate=None, node="n1"),
+        cycles=(1, 2), workload=ClosedLoop("steady", users=4, node="n1"),
         shapes={"INPUT0": (4, 2)}, optional_inputs={"a": ("X",)}, **kw,
     )
 
@@ -44,7 +44,7 @@ def test_written_and_read_back_it_is_the_same_value(tmp_path):
     s = a_spec()
     s.write(tmp_path / "spec.json")
     back = CycleSpec.read(tmp_path / "spec.json")
-    assert back == s and isinstance(back.runtime, Runtime) and isinstance(back.workload, WorkloadSpec)
+    assert back == s and isinstance(back.runtime, Runtime) and isinstance(back.workload, ClosedLoop)
     assert back.shapes == {"INPUT0": (4, 2)} and back.cycles == (1, 2)
 
 
@@ -54,6 +54,8 @@ def test_written_and_read_back_it_is_the_same_value(tmp_path):
         (lambda d: d.update(requests="100"), "$.requests: expected an integer, got str '100'"),
         (lambda d: d.update(retian="none"), "$: CycleSpec has no field retian"),
         (lambda d: d["workload"].update(users=2.5), "$.workload.users: expected an integer, got float 2.5"),
+        (lambda d: d["workload"].update(kind="open"), "$.workload: OpenLoop has no field in_flight, master, name, node, users, web_port"),
+        (lambda d: d["workload"].update(kind="burst"), "$.workload.kind: 'burst' is not one of 'closed', 'open'"),
         (lambda d: d["runtime"].pop("core_library"), "$.runtime: Runtime needs core_library"),
         (lambda d: d.update(shapes={"INPUT0": [4, "x"]}), "$.shapes.INPUT0[1]: expected an integer, got str 'x'"),
         (lambda d: d.update(server_stats=1), "$.server_stats: expected true or false, got int 1"),
@@ -68,6 +70,18 @@ def test_a_field_that_does_not_fit_is_named(tmp_path, edit, said):
     with pytest.raises(RigError) as e:
         CycleSpec.read(path)
     assert str(e.value) == f"spec {path}: {said}"
+
+
+def test_each_kind_of_load_reads_back_as_its_own_type(tmp_path):
+    for load in (ClosedLoop("ramp", users=8, in_flight=2), OpenLoop(500.0, "constant", seed=3)):
+        s = dataclasses.replace(a_spec(), workload=load)
+        s.write(tmp_path / "spec.json")
+        assert CycleSpec.read(tmp_path / "spec.json").workload == load
+    data = json.loads((tmp_path / "spec.json").read_text())
+    data["workload"]["users"] = 4  # a closed loop's field on an open loop
+    (tmp_path / "spec.json").write_text(json.dumps(data))
+    with pytest.raises(RigError, match=r"\$\.workload: OpenLoop has no field users"):
+        CycleSpec.read(tmp_path / "spec.json")
 
 
 def test_a_hand_edited_spec_is_one_line_and_exit_2_from_the_worker(tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from rig.contract.spec import IN_FLIGHT, CycleSpec, WorkloadSpec
+from rig.contract.spec import IN_FLIGHT, ClosedLoop, CycleSpec, OpenLoop
 from rig.parent import scenarios
 from rig.parent.options import input_memory
 from rig.parent.orchestrator.prepare import Prepared, check_run_inputs
@@ -45,7 +45,7 @@ def run_spec(p: Prepared) -> CycleSpec:
         evidence_dir=str(work / "evidence"),
         log_dir=str(work / "logs"),
         cycles=(),
-        workload=WorkloadSpec(**dataclasses.asdict(c.workload), node=c.node) if c.workload.name != "none" else None,
+        workload=_workload(c),
         hook=os.path.abspath(p.hook) if p.hook else "",
         check=c.model_size if not c.model_repository else 0,
         cwd=os.getcwd(),
@@ -68,3 +68,14 @@ def _quiet_phases(config) -> tuple[str, ...]:
     faulted model only waits in (``Scenario.waits``); a control holds it throughout."""
     waits = scenarios.get(config.scenario).waits if config.scenario and not config.control else ()
     return tuple(ph for ph in ("start", "load") if ph not in waits)
+
+
+def _workload(c) -> ClosedLoop | OpenLoop | None:
+    """The run's load as the worker runs it: open loop where it has a rate, closed otherwise; None
+    for a fixed count of requests."""
+    w = c.workload
+    if w.name == "none":
+        return None
+    if w.rate:
+        return OpenLoop(w.rate, w.arrivals, w.seed, w.seconds, w.window_seconds)
+    return ClosedLoop(w.name, w.seconds, w.users, w.in_flight, w.window_seconds, w.web_port, w.master, c.node)

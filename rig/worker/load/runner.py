@@ -13,7 +13,7 @@ import numpy as np
 from locust.env import Environment
 
 from rig.contract.rows import joined
-from rig.contract.spec import WorkloadSpec
+from rig.contract.spec import ClosedLoop, OpenLoop
 from rig.worker import serverstats
 from rig.worker.engines.base import Engine, EngineError, as_entries
 from rig.worker.load import locust_api
@@ -236,7 +236,7 @@ def run_open(
     return out
 
 
-def make_cycle_workload(wcfg: WorkloadSpec, emit_window: Callable[..., None]):
+def make_cycle_workload(wcfg: ClosedLoop | OpenLoop, emit_window: Callable[..., None]):
     """A workload function for ``cycle.run_cycle``: Locust load for ``seconds`` on every model,
     then the retention policy applied to one last request."""
 
@@ -246,13 +246,13 @@ def make_cycle_workload(wcfg: WorkloadSpec, emit_window: Callable[..., None]):
         from rig.worker.engines.retention import apply_retention
 
         model = spec.models[0]
-        tags = {"mode": "open" if wcfg.rate else "closed", "cycle": cycle}
+        tags = {"mode": wcfg.kind, "cycle": cycle}
         stats_on = spec.server_stats  # --server-stats
 
         def emit(row):
             emit_window(**row)
 
-        if wcfg.rate:
+        if isinstance(wcfg, OpenLoop):
             out = run_open(
                 engine,
                 model,
@@ -304,7 +304,7 @@ def make_cycle_workload(wcfg: WorkloadSpec, emit_window: Callable[..., None]):
     return workload
 
 
-def _fleet(wcfg: WorkloadSpec, spec, cycle: int) -> dict | None:
+def _fleet(wcfg: ClosedLoop, spec, cycle: int) -> dict | None:
     if not wcfg.master:
         return None
     return {
