@@ -81,6 +81,7 @@ server.stop()
 
 RIG_SLICES = r"""
 import json, sys, time
+from rig.contract.spec import ClosedLoop
 from rig.worker.load.runner import run_locust  # imports Locust: gevent patches this process, as the worker's
 from rig.worker.engines.base import ServerOptions
 from rig.worker.engines.official.engine import OfficialEngine
@@ -103,9 +104,9 @@ print(json.dumps({"ready": True}), flush=True)
 for line in sys.stdin:
     cmd = json.loads(line)
     c0 = time.process_time()
-    out = run_locust(engine, ["numpy"], {"numpy": inputs}, users=cmd["conc"], in_flight=1,
-                     seconds=cmd["seconds"], window_seconds=cmd["seconds"], emit=lambda row: None,
-                     tags={}, checks={"numpy": check})
+    load = ClosedLoop("steady", seconds=cmd["seconds"], users=cmd["conc"], in_flight=1, window_seconds=cmd["seconds"])
+    out = run_locust(engine, ["numpy"], {"numpy": inputs}, load, emit=lambda row: None, tags={},
+                     checks={"numpy": check})
     print(json.dumps({"throughput": out["throughput"], "errors": out["errors"], "bad_outputs": out["bad_outputs"],
                       "cpu_s": (time.process_time() - c0) / max(1, out["requests"])}), flush=True)
 engine.stop()

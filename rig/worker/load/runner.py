@@ -30,28 +30,26 @@ def run_locust(
     engine: Engine,
     models: list[str],
     inputs: dict,
+    load: ClosedLoop,
     *,
-    users: int,
-    in_flight: int,
-    seconds: float,
-    window_seconds: float,
-    workload: str | Workload = "steady",
     emit: Callable[[dict], None],
     tags: dict,
+    workload: Workload | None = None,
     csv_prefix: str | None = None,
-    web_port: int | None = None,
     request_timeout: float = 30.0,
     checks: dict | None = None,
     fleet: dict | None = None,
     server_stats: bool = True,
 ) -> dict:
-    """Closed loop: the workload's users (a built-in name or a locustfile) under its shape, or
-    ``users`` of them from the start. ``inputs`` maps each model to its entries (a list of dicts
-    name -> array, cycled request by request; one dict is one entry). With ``fleet``
+    """Closed loop (``load``): the workload's users (``load.name``, a built-in name or a locustfile;
+    ``workload``: it loaded already) under its shape, or ``load.users`` of them from the start.
+    ``inputs`` maps each model to its entries (a list of dicts name -> array, cycled request by
+    request; one dict is one entry). With ``fleet``
     (``{"master": "HOST:PORT", "hello": {...}}``) the users, the shape and the length come from
     a ``rig fleet`` master instead (``rig.contract.fleet``). ``server_stats``: each window also
     holds Triton's statistics of ``models`` (``rig.worker.serverstats``)."""
-    loaded = workload if isinstance(workload, Workload) else load_workload(workload)
+    loaded = workload if workload is not None else load_workload(load.name)
+    users, seconds, web_port = load.users, load.seconds, load.web_port
     shape = size_shape(loaded.shape, users, seconds)
     sink = Sink()
     classes = run_classes(
@@ -59,7 +57,7 @@ def run_locust(
         engine=engine,
         models=models,
         inputs=inputs,
-        in_flight=in_flight,
+        in_flight=load.in_flight,
         request_timeout=request_timeout,
         sink=sink,
         checks=checks,
@@ -101,7 +99,7 @@ def run_locust(
         sink,
         hub,
         seconds,
-        window_seconds,
+        load.window_seconds,
         emit,
         tags,
         conc=lambda: sum(lane.in_flight for lane in sink.lanes),
@@ -164,12 +162,8 @@ def run_open(
     engine: Engine,
     model: str,
     inputs,
+    load: OpenLoop,
     *,
-    rate: float,
-    seconds: float,
-    window_seconds: float,
-    arrivals: str,
-    seed: int,
     emit: Callable[[dict], None],
     tags: dict,
     check: dict | None = None,
@@ -180,6 +174,7 @@ def run_open(
     scheduled send is accounted: each window holds the sends scheduled in it (``scheduled``),
     and the last one those never sent (``dropped``); so over the windows,
     scheduled = requests + errors + dropped."""
+    rate, seconds, window_seconds = load.rate, load.seconds, load.window_seconds
     lane = engine.lane(model, as_entries(inputs), 1)
     if lane is None or not lane.supports_open_loop:
         raise EngineError(
@@ -198,7 +193,7 @@ def run_open(
 
     def start():
         nonlocal schedule
-        schedule = arrival_times(rate, seconds, time.monotonic_ns() + 5_000_000, arrivals, seed)
+        schedule = arrival_times(rate, seconds, time.monotonic_ns() + 5_000_000, load.arrivals, load.seed)
         lane.start_open(schedule)
 
     def scheduled_until(window, end_ns: int | None) -> None:
@@ -257,11 +252,7 @@ def make_cycle_workload(wcfg: ClosedLoop | OpenLoop, emit_window: Callable[..., 
                 engine,
                 model,
                 inputs[model],
-                rate=wcfg.rate,
-                seconds=wcfg.seconds,
-                window_seconds=wcfg.window_seconds,
-                arrivals=wcfg.arrivals,
-                seed=wcfg.seed,
+                wcfg,
                 emit=emit,
                 tags=tags,
                 check=(checks or {}).get(model),
@@ -276,15 +267,11 @@ def make_cycle_workload(wcfg: ClosedLoop | OpenLoop, emit_window: Callable[..., 
                     engine,
                     list(spec.models),
                     inputs,
-                    users=wcfg.users,
-                    in_flight=wcfg.in_flight,
-                    seconds=wcfg.seconds,
-                    window_seconds=wcfg.window_seconds,
+                    wcfg,
                     workload=loaded[0],
                     emit=emit,
                     tags=tags,
                     csv_prefix=csv,
-                    web_port=wcfg.web_port,
                     request_timeout=spec.request_timeout,
                     checks=checks,
                     fleet=_fleet(wcfg, spec, cycle),
