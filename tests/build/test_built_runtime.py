@@ -70,8 +70,11 @@ def test_an_interrupted_build_leaves_nothing_that_looks_finished(built, tmp_path
     cache = cache_dir().parent / "build-tools"
     if cache.exists():  # reuse the cmake and ninja already fetched
         (tmp_path / "build-tools").symlink_to(cache)
+    # SIGINT at its default in the build, as in a terminal: a shell's background job (CI started with
+    # `&`) inherits it ignored, and the build would run on through the interrupt
     proc = subprocess.Popen([sys.executable, "-m", "rig", "runtime", "build", VERSION, "--sources", str(BUNDLES)],
-                            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     log = tmp_path / "builds" / f"{VERSION}.log"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not (log.exists() and "Building CXX" in log.read_text()):

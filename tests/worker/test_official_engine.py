@@ -40,7 +40,10 @@ def test_explain_names_the_cause_and_the_way_out():
 
 @pytest.mark.slow
 def test_probe_says_why_in_one_line(runtime):
-    ok, why = loader.probe(runtime)
+    """The parent's probe (rig.parent.engines: the worker's side asked in a child) says why in one line."""
+    from rig.parent.engines import official_probe
+
+    ok, why = official_probe(runtime)
     print(f"probe over {runtime.name}: ok={ok}: {why}")
     assert why.strip() and "\n" not in why
     if loader.bindings_library() is None:
@@ -49,7 +52,9 @@ def test_probe_says_why_in_one_line(runtime):
 
 @pytest.mark.slow
 def test_asking_for_the_engine_where_it_cannot_load_is_one_line(tmp_path, runtime):
-    if loader.probe(runtime)[0]:
+    from rig.parent.engines import official_probe
+
+    if official_probe(runtime)[0]:
         pytest.skip("the bindings load here; the refusal is tested where they do not")
     p = rig("cycle", *ENGINE, "--results", str(tmp_path))
     assert p.returncode == 2
