@@ -290,14 +290,14 @@ def pa_input_options(p) -> dict:
     Otherwise the user's choice as given: zero, random or the file, with ``--shape``."""
     import json
 
-    from rig.contract import inputs as inputs_mod
+    from rig.contract import perf_inputs
 
     info = p.inputs or {}
     model = p.models[0]
     metas, entries = info.get("metas"), info.get("entries")
     if metas and entries and model in entries:
         path = p.work_dir / "perf_analyzer-input.json"
-        path.write_text(json.dumps(inputs_mod.perf_analyzer_file(metas[model], entries[model])))
+        path.write_text(json.dumps(perf_inputs.perf_analyzer_file(metas[model], entries[model])))
         return {"input_data": str(path)}
     if p.config.input_data == "random" and not info.get("shapes"):
         return {}  # the default of both tools: perf_analyzer's command as it always was

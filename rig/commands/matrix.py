@@ -99,7 +99,12 @@ def add_parser(sub) -> None:
         "shows every outcome. With --scenarios, each scenario and its negative control are cells of "
         "their own, passing when their verdicts are the ones known for that core and engine.",
     )
-    m = p.add_argument_group("the matrix")
+    _matrix_options(p.add_argument_group("the matrix"))
+    p.set_defaults(func=run, soak_actions=_soak_options(p))
+
+
+def _matrix_options(m) -> None:
+    """The matrix's own options: which cells, how many at once, what is written beside the store."""
     m.add_argument(
         "--runtimes",
         required=True,
@@ -178,7 +183,11 @@ def add_parser(sub) -> None:
         help="seconds a cell may run before it is killed and recorded 'timeout' (default from "
         "cycles, startup and exit timeouts)",
     )
-    # The soak's own options, as `rig soak` defines them, passed to every cell.
+
+
+def _soak_options(p) -> list:
+    """The soak's own options, as `rig soak` defines them, passed to every cell (the matrix's own
+    left out): the actions copied, each in a group of its own."""
     tmp = argparse.ArgumentParser(add_help=False)
     add_target_options(tmp)
     add_cycle_options(tmp, f"cycles per cell (default {DEFAULT_CYCLES}, or the config's)")
@@ -188,7 +197,7 @@ def add_parser(sub) -> None:
         for action in group._group_actions:
             if action.dest not in _OWN:
                 copied.append(g._add_action(action))
-    p.set_defaults(func=run, soak_actions=copied)
+    return copied
 
 
 def refuse_with_scenarios(args) -> None:

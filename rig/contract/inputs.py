@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from rig.common.errors import RigError
-from rig.contract.engines import NUMPY_OF, ModelMetadata, serialize_bytes
+from rig.contract.engines import NUMPY_OF, ModelMetadata
 
 GENERATED = ("zero", "random")
 # Beyond this many entries of one model the reference check asks for no more answers before the
@@ -430,26 +430,3 @@ def inputs_for(meta: ModelMetadata, batch: int = 1, seed: int = 0) -> dict[str, 
     if batch != 1 and meta.max_batch_size > 0:
         entry = {k: np.repeat(v, batch, axis=0) for k, v in entry.items()}
     return entry
-
-
-# ---------------------------------------------------------------- perf_analyzer's file
-
-
-def perf_analyzer_file(meta: ModelMetadata, entries: list[dict]) -> dict:
-    """Entries in perf_analyzer's JSON format, each input as base64 of its raw bytes with its
-    shape (the batch dimension left out), so that perf_analyzer sends what the rig sends."""
-    data = []
-    for entry in entries:
-        row = {}
-        for name, arr in entry.items():
-            arr = np.asarray(arr)
-            if meta.max_batch_size > 0:
-                arr = arr.reshape(arr.shape[1:])
-            raw = (
-                serialize_bytes(arr)
-                if arr.dtype == np.object_
-                else np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<")).tobytes()
-            )
-            row[name] = {"content": {"b64": base64.b64encode(raw).decode()}, "shape": list(arr.shape)}
-        data.append(row)
-    return {"data": data}

@@ -183,24 +183,8 @@ def _cycle_after_start(engine: Engine, t0: float, means: Means) -> CycleDone:
     reload, unload_first, quiet = means.reload, means.unload_first, means.quiet
     row["start_latency_s"] = time.monotonic() - t0
     version = engine.server_version()  # the core's own word
-    if not summarize_markers(read_markers(evidence), None)["finalize_expected"] and _has_python_models(
-        spec.model_repository, spec.models
-    ):
-        row["detail"] = (
-            "no finalize evidence: the backend stubs did not run the rig's hook "
-            "(a custom EXECUTION_ENV_PATH?); finalize columns read 0"
-        )
-
-    metas = {m: engine.model_metadata(m) for m in spec.models}
-    inputs = _entries(spec, metas)
-    checks: dict = {}
-    reference = {"requests": 0, "errors": 0, "timeouts": 0, "messages": {}}
-    for m in spec.models:  # every response under load is held to its metadata and first answer(s)
-        ok, notes, checks[m], failed = _reference(engine, spec, m, inputs[m], metas[m], reference)
-        if m == spec.models[0]:
-            row["outputs_ok"] = None if failed else ok
-        for note in notes:
-            row.note(note)
+    _check_hook(spec, evidence, row)
+    inputs, checks, reference = _references(engine, spec, row)
     pids = [os.getpid()] + [p.pid for p in probes.stubs_of(os.getpid())]
     regions = probes.shm_regions_mapped(pids)
 
@@ -260,6 +244,33 @@ def _cycle_after_start(engine: Engine, t0: float, means: Means) -> CycleDone:
     ):
         row.note(note)
     return CycleDone(dict(row), version)
+
+
+def _check_hook(spec: CycleSpec, evidence: Path, row: CycleDraft) -> None:
+    """Say so in the row where the stubs of Python models left no marker: the hook did not run."""
+    if not summarize_markers(read_markers(evidence), None)["finalize_expected"] and _has_python_models(
+        spec.model_repository, spec.models
+    ):
+        row["detail"] = (
+            "no finalize evidence: the backend stubs did not run the rig's hook "
+            "(a custom EXECUTION_ENV_PATH?); finalize columns read 0"
+        )
+
+
+def _references(engine: Engine, spec: CycleSpec, row: CycleDraft) -> tuple[dict, dict, dict]:
+    """Each model's entries, the check every response under load is held to (its metadata and first
+    answer(s)), and the reference requests' own counts: ``(inputs, checks, reference)``."""
+    metas = {m: engine.model_metadata(m) for m in spec.models}
+    inputs = _entries(spec, metas)
+    checks: dict = {}
+    reference: dict = {"requests": 0, "errors": 0, "timeouts": 0, "messages": {}}
+    for m in spec.models:
+        ok, notes, checks[m], failed = _reference(engine, spec, m, inputs[m], metas[m], reference)
+        if m == spec.models[0]:
+            row["outputs_ok"] = None if failed else ok
+        for note in notes:
+            row.note(note)
+    return inputs, checks, reference
 
 
 def _load(

@@ -131,7 +131,9 @@ def test_perf_analyzers_file_reads_back_as_the_same_entries(tmp_path):
     data = _file(tmp_path, {"data": [{"X": [0.5, 1], "T": {"content": ["x", "yz"], "shape": [2]}},
                                      {"X": [2, 4], "T": {"content": ["ü"], "shape": [1]}}]})
     entries = inputs.entries_for(meta, "FILE", {}, data)
-    written = inputs.perf_analyzer_file(meta, entries)
+    from rig.contract import perf_inputs
+
+    written = perf_inputs.perf_analyzer_file(meta, entries)
     assert written["data"][0]["X"]["shape"] == [2], "shapes without the batch dimension"
     again = inputs.entries_for(meta, "FILE", {}, _file(tmp_path, written))
     for x, y in zip(entries, again):
