@@ -254,11 +254,11 @@ def cmd_cycle(args) -> int:
     """A single cycle is a reproducer: it records and reports every outcome; soaks judge."""
     from rig.contract.verdicts import GROWTH_OUTCOMES, LOAD_OUTCOMES, OUTCOMES
 
+    if args.allow_leaks is None and not args.config:
+        args.allow_leaks = True  # a reproducer records leaks; a soak judges them
     cfg = run_config(args)
     if cfg is None:
         return _skipped(args)
-    if args.allow_leaks is None and not args.config:
-        cfg.thresholds.allow_leaks = True
     return _cycles(args, cfg, tuple(OUTCOMES) + tuple(LOAD_OUTCOMES) + tuple(GROWTH_OUTCOMES))
 
 

@@ -23,7 +23,6 @@ the median over its last 3 windows; the table gives medians over repeats.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import platform
 import shlex
@@ -160,7 +159,8 @@ def run(cfg: RunConfig, args: BenchSettings, log=print, run_id: str | None = Non
     counts = [None] if cfg.model_repository else (list(args.instances) or [cfg.instances])
     if conc:
         _check_workload(cfg)
-    cfg.workload.window_seconds = window_length(args.window_seconds, args.config_file, cfg.workload.window_seconds)
+    window = window_length(args.window_seconds, args.config_file, cfg.workload.window_seconds)
+    cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, window_seconds=window))
     from rig.commands.soak import results_store
 
     p = _target(orchestrator.prepare(cfg, "bench", results_store(cfg.results), run_id=run_id, log=log), args)
@@ -252,18 +252,17 @@ def _hold_text(hold) -> str:
 
 
 def _rig_once(p, cfg: RunConfig, args: BenchSettings, repo, cycle: int, point, closed: bool, n: int | None) -> dict:
-    c = copy.deepcopy(cfg)
-    c.workload.seconds = args.windows * cfg.workload.window_seconds
+    w = dataclasses.replace(cfg.workload, seconds=args.windows * cfg.workload.window_seconds)
     if closed:
-        c.workload.name = "steady" if cfg.workload.name in ("none", "soak") else cfg.workload.name
-        c.workload.users = max(1, point // max(1, cfg.workload.in_flight))
-        c.workload.rate = None
+        w = dataclasses.replace(
+            w,
+            name="steady" if w.name in ("none", "soak") else w.name,
+            users=max(1, point // max(1, w.in_flight)),
+            rate=None,
+        )
     else:
-        c.workload.rate = point
-        c.workload.name = "steady"
-    c.restart = "fresh-process"
-    if n is not None:
-        c.instances = n
+        w = dataclasses.replace(w, name="steady", rate=point)
+    c = dataclasses.replace(cfg, workload=w, restart="fresh-process", instances=cfg.instances if n is None else n)
     pi = dataclasses.replace(p, config=c, repository=repo)
     results: list[CycleResult] = []
     orchestrator.run_cycles(pi, [cycle], results.append)

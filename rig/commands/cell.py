@@ -12,6 +12,7 @@ re-run by hand (docs/dev/matrix-cells.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import traceback
@@ -57,7 +58,7 @@ def run(spec: CellSpec, log: Callable[[str], None] = print) -> CellDone:
 
     cfg = from_toml_text(spec.config)
     if spec.results is not None:
-        cfg.results = spec.results  # as given (the TOML text redacts a URI's credentials)
+        cfg = dataclasses.replace(cfg, results=spec.results)  # as given (the TOML text redacts a URI's credentials)
     cpushare.hold(spec.cpus)
     log(f"cell {spec.label or spec.run_id}: {spec.command}, run {spec.run_id}")
     if spec.command == "bench":

@@ -234,8 +234,7 @@ def run(args) -> int:
     if cfg is None:  # the run is skipped on this machine (the cupy model without a GPU)
         return Exit.SKIPPED
     if scens is not None:
-        for key, value in _scenario_timeouts(args, cfg).items():
-            setattr(cfg, key, value)
+        cfg = dataclasses.replace(cfg, **_scenario_timeouts(args, cfg))
     loads = _check_scenarios(args, cfg, scens) if scens is not None else {}
     if cfg.cycles < 1:
         raise RigError("--cycles must be >= 1")

@@ -6,6 +6,7 @@ the matrix's base config with the cell's keys). Pure: nothing here runs a cell
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 
 from rig.common.errors import RigError
@@ -204,7 +205,7 @@ def cell_config(base, changes: dict):
     text = config.derive(base, changes, validate=False).to_toml()
     cfg = config.from_toml_text(text)
     if changes.get("results") is not None:
-        cfg.results = changes["results"]  # as given (the text redacts a URI's credentials)
+        cfg = dataclasses.replace(cfg, results=changes["results"])  # as given (the text redacts a URI's credentials)
     return cfg, text
 
 

@@ -3,6 +3,7 @@ with ``--junit FILE``, write what was judged as JUnit XML for CI: ``rig.commands
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import sys
@@ -316,12 +317,11 @@ def _resumed(
         raise RigError(f"no run {resume!r} in {redact(str(cfg.results))}/runs: check --results and the run id")
     results, cycles = cfg.results, cfg.cycles
     given_cycles = cycles_given
-    cfg = from_toml_text(stored["config"])
-    cfg.results = results  # where it is now, not where it was
+    cfg = dataclasses.replace(from_toml_text(stored["config"]), results=results)  # where it is now, not where it was
     if given_cycles:
         if cycles < cfg.cycles:
             raise RigError(f"run {resume} was started for {cfg.cycles} cycles; --cycles may only add more")
-        cfg.cycles = cycles
+        cfg = dataclasses.replace(cfg, cycles=cycles)
     # One read of what the killed run stored: which cycles are done, and their figures.
     df = store.read("cycles", resume)
     if store.damaged:

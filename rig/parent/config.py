@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import tomllib
 import typing
+from collections.abc import Callable
 from pathlib import Path
 
 from rig.common.errors import RigError
@@ -34,8 +35,10 @@ FAULT_PRESETS = tuple(FAULTS)  # the template model's fault injection presets
 # The built-in workloads: locustfiles in workloads/ (a path to a user's locustfile also serves)
 from rig.contract.spec import WORKLOADS  # noqa: E402
 
+_D = typing.TypeVar("_D")
 
-@dataclasses.dataclass
+
+@dataclasses.dataclass(frozen=True)
 class Thresholds:
     """Exit status of a soak: 1 when any is crossed (0 where unset)."""
 
@@ -49,7 +52,7 @@ class Thresholds:
     max_slowdown: float = MAX_SLOWDOWN_PCT
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class WorkloadConfig:
     """Sustained load inside each cycle (Locust); ``name`` none = a fixed count of requests."""
 
@@ -65,8 +68,13 @@ class WorkloadConfig:
     master: str | None = None  # HOST:PORT of a `rig fleet` master: each cycle's load joins it
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class RunConfig:
+    """A run's options, frozen: built once from the defaults, the TOML file and the command line
+    (``load``), checked once (``validate``, which returns the config a scenario or a model shape
+    completes). A command that runs something else (a bench point, a resumed run's new place)
+    derives a config of its own with ``dataclasses.replace``; none is edited in place."""
+
     runtime: str | None = None  # auto | container | embedded-<v> | <v>
     engine: EngineName = "auto"
     model: str = "numpy"  # numpy | cupy (templates), ignored with model_repository
@@ -96,7 +104,7 @@ class RunConfig:
     request_timeout: float = 30.0  # a request unanswered this long ends the cycle's workload
     input_data: str = "random"  # random | zero | FILE.json (perf_analyzer's format)
     input_memory: str = "auto"  # auto | cpu | gpu: where the inputs live (auto: gpu for the cupy model)
-    shapes: str | list | None = None  # variable dimensions: "NAME:d1,d2 NAME2:d" (or a list of such)
+    shapes: str | tuple[str, ...] | None = None  # variable dimensions: "NAME:d1,d2 NAME2:d" (or several such)
     results: str = "results"
     node: str | None = None  # the name rows carry in `host` (default the hostname)
     memory_samples: bool = True  # sample every process's memory through the load (rig.worker.observers)
@@ -105,6 +113,10 @@ class RunConfig:
     workload: WorkloadConfig = dataclasses.field(default_factory=WorkloadConfig)
 
     def validate(self) -> RunConfig:
+        """This config checked (bad input: one ``RigError`` line), as the run will use it: a
+        locustfile's path made absolute, a scenario or a model shape applied, the inputs in their
+        canonical form."""
+
         def one_of(name, value, allowed):
             if value not in allowed:
                 raise RigError(f"{name} must be one of {', '.join(allowed)} (got {value!r})")
@@ -113,22 +125,23 @@ class RunConfig:
         one_of("retain", self.retain, RETAIN)
         one_of("stop_strategy", self.stop_strategy, STOP_STRATEGIES)
         one_of("restart", self.restart, RESTART_MODES)
-        if self.workload.name.endswith(".py"):
-            path = Path(self.workload.name).expanduser()
+        cfg = self
+        if cfg.workload.name.endswith(".py"):
+            path = Path(cfg.workload.name).expanduser()
             if not path.is_file():
                 raise RigError(
                     f"workload file {path} does not exist: give a locustfile, or one of {', '.join(WORKLOADS)}"
                 )
-            self.workload.name = str(path.resolve())  # the worker runs elsewhere
-            if self.workload.rate is not None:
+            cfg = dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, name=str(path.resolve())))
+            if cfg.workload.rate is not None:
                 raise RigError(
                     "--rate drives the rig's own open-loop lane; a locustfile workload is "
                     "closed loop (its users send the requests): drop one of the two"
                 )
         else:
-            one_of("workload.name", self.workload.name, ("none",) + WORKLOADS)
-        one_of("workload.arrivals", self.workload.arrivals, ARRIVALS)
-        w = self.workload
+            one_of("workload.name", cfg.workload.name, ("none",) + WORKLOADS)
+        one_of("workload.arrivals", cfg.workload.arrivals, ARRIVALS)
+        w = cfg.workload
         if (
             w.seconds <= 0
             or w.window_seconds <= 0
@@ -141,36 +154,37 @@ class RunConfig:
             from rig.contract.fleet import parse_master
 
             parse_master(w.master)
-        if self.scenario is not None:
+        if cfg.scenario is not None:
             from rig.parent import scenarios
 
-            scenarios.apply(self)
-        elif self.model_shape is not None:
-            self._model_shape()
-        elif self.control:
+            cfg = scenarios.apply(cfg)
+        elif cfg.model_shape is not None:
+            cfg = cfg._model_shape()
+        elif cfg.control:
             raise RigError(
                 "--control runs a scenario's negative control: give --scenario NAME too (`rig scenarios` lists them)"
             )
-        if self.model_repository is None:
-            one_of("model", self.model, MODELS)
-            one_of("fault", self.fault, FAULT_PRESETS)
-        self._inputs()
-        if self.cycles < 1 or self.requests < 0 or self.exit_timeout < 0 or self.requests_in_flight < 1:
+        if cfg.model_repository is None:
+            one_of("model", cfg.model, MODELS)
+            one_of("fault", cfg.fault, FAULT_PRESETS)
+        cfg = cfg._inputs()
+        if cfg.cycles < 1 or cfg.requests < 0 or cfg.exit_timeout < 0 or cfg.requests_in_flight < 1:
             raise RigError("cycles must be >= 1, requests >= 0, requests_in_flight >= 1 and exit_timeout >= 0")
-        t = self.thresholds
+        t = cfg.thresholds
         if t.min_finalize_success is not None and not 0 <= t.min_finalize_success <= 1:
             raise RigError("thresholds.min_finalize_success is a fraction between 0 and 1")
         if t.max_memory_growth < 0 or t.max_slowdown < 0:
             raise RigError(
                 "thresholds.max_memory_growth (bytes per 1,000 requests) and thresholds.max_slowdown (%) must be >= 0"
             )
-        return self
+        return cfg
 
-    def _model_shape(self) -> None:
+    def _model_shape(self) -> RunConfig:
         """The template model served in ``model_shape`` (rig.parent.shapes): its batching, instances and
         transaction policy; a model repository's own, or a shape given twice, refused in one line."""
         from rig.parent import shapes
 
+        assert self.model_shape is not None
         if self.model_repository:
             raise RigError(
                 f"--model-shape {self.model_shape} shapes the rig's template model, and "
@@ -182,23 +196,23 @@ class RunConfig:
                 f"--model-shape {self.model_shape} sets the model's batching and instances: drop "
                 "--instances, --max-batch-size, --dynamic-batching and --queue-delay-us (or --model-shape)"
             )
-        shape.put_on(self)
-        self.model_shape = shape.name
+        return dataclasses.replace(self, **shape.settings(), model_shape=shape.name)
 
-    def _inputs(self) -> None:
+    def _inputs(self) -> RunConfig:
         """``input_data`` zero, random or a file (made absolute: the worker runs elsewhere; a
         relative path is the user's working folder's), ``shapes`` in its canonical text."""
         from rig.contract.inputs import GENERATED, format_shapes, parse_shapes
 
-        if self.input_data not in GENERATED:
-            path = Path(self.input_data).expanduser()
+        input_data = self.input_data
+        if input_data not in GENERATED:
+            path = Path(input_data).expanduser()
             if not path.is_file():
                 raise RigError(
-                    f"--input-data {self.input_data}: no such file (give zero, random, or a JSON "
+                    f"--input-data {input_data}: no such file (give zero, random, or a JSON "
                     "file in perf_analyzer's format)"
                 )
-            self.input_data = str(path.resolve())
-        self.shapes = format_shapes(parse_shapes(self.shapes)) or None
+            input_data = str(path.resolve())
+        return dataclasses.replace(self, input_data=input_data, shapes=format_shapes(parse_shapes(self.shapes)) or None)
 
     def to_toml(self) -> str:
         """The effective config as TOML text (stored with every run)."""
@@ -219,6 +233,8 @@ class RunConfig:
 
 
 def _toml_value(v) -> str:
+    if isinstance(v, tuple):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (int, float)):
@@ -242,30 +258,42 @@ def _coerce(where: str, hint, value):
             return value
         if t in (str, bool) and isinstance(value, t):
             return value
-        if t is list and isinstance(value, list) and all(isinstance(x, str) for x in value):
-            return list(value)
+        if (
+            typing.get_origin(t) is tuple
+            and isinstance(value, (list, tuple))
+            and all(isinstance(x, str) for x in value)
+        ):
+            return tuple(value)
     names = " or ".join(getattr(t, "__name__", str(t)) for t in allowed)
     raise RigError(f"{where} must be {names} (got {value!r})")
 
 
-def _apply(obj, data: dict, where: str) -> None:
-    hints = typing.get_type_hints(type(obj))
-    fields = {f.name for f in dataclasses.fields(obj)}
+def _build(base: _D, data: dict, where: str) -> _D:
+    """``base`` with the keys of ``data`` (a TOML table, or options as nested tables) set: an
+    unknown key, a wrong type or a bad value is one ``RigError`` line naming ``where``."""
+    hints = typing.get_type_hints(type(base))
+    fields = {f.name for f in dataclasses.fields(base)}  # type: ignore[arg-type]
+    changes = {}
     for key, value in data.items():
         name = key.replace("-", "_")
         if name not in fields:
             raise RigError(f"{where}: unknown key {key!r} (known: {', '.join(sorted(fields))})")
-        current = getattr(obj, name)
+        current = getattr(base, name)
         if dataclasses.is_dataclass(current):
             if not isinstance(value, dict):
                 raise RigError(f"{where}: {key} must be a table [{key}]")
-            _apply(current, value, f"{where} [{key}]")
+            changes[name] = _build(current, value, f"{where} [{key}]")
         else:
-            setattr(obj, name, _coerce(f"{where}: {key}", hints[name], value))
+            changes[name] = _coerce(f"{where}: {key}", hints[name], value)
+    return dataclasses.replace(base, **changes)  # type: ignore[type-var]
 
 
-def load(path: str | None, overrides: dict | None = None) -> RunConfig:
-    """Defaults, then the TOML file (if any), then the non-None overrides (dotted keys allowed)."""
+def load(
+    path: str | None, overrides: dict | None = None, settle: Callable[[RunConfig], RunConfig] | None = None
+) -> RunConfig:
+    """Defaults, then the TOML file (if any), then the non-None overrides (dotted keys allowed);
+    ``settle``, a command's own rule on what was given (a rate alone means an open loop), before
+    the one check."""
     cfg = RunConfig()
     if path:
         p = Path(path)
@@ -275,8 +303,10 @@ def load(path: str | None, overrides: dict | None = None) -> RunConfig:
             data = tomllib.loads(p.read_text())
         except tomllib.TOMLDecodeError as e:
             raise RigError(f"config file {path} is not valid TOML: {e}") from None
-        _apply(cfg, data, str(path))
-    _apply(cfg, _nested(overrides or {}), "option")
+        cfg = _build(cfg, data, str(path))
+    cfg = _build(cfg, _nested(overrides or {}), "option")
+    if settle is not None:
+        cfg = settle(cfg)
     return cfg.validate()
 
 
@@ -309,9 +339,7 @@ def file_sets(path: str | None, section: str, key: str) -> bool:
 
 
 def from_toml_text(text: str) -> RunConfig:
-    cfg = RunConfig()
-    _apply(cfg, tomllib.loads(text), "stored config")
-    return cfg.validate()
+    return _build(RunConfig(), tomllib.loads(text), "stored config").validate()
 
 
 def derive(base: RunConfig, changes: dict, validate: bool = True) -> RunConfig:
@@ -323,7 +351,6 @@ def derive(base: RunConfig, changes: dict, validate: bool = True) -> RunConfig:
     as a file gives it, not yet validated (a scenario named but not applied), whose ``to_toml()``
     ``from_toml_text`` validates once (an applied scenario's does not read back: its shape's
     settings clash with it)."""
-    cfg = RunConfig()
-    _apply(cfg, tomllib.loads(base.to_toml()), "base config")
-    _apply(cfg, _nested(changes), "option")
+    cfg = _build(RunConfig(), tomllib.loads(base.to_toml()), "base config")
+    cfg = _build(cfg, _nested(changes), "option")
     return cfg.validate() if validate else cfg

@@ -5,6 +5,7 @@ must agree on: an option given that the run could not apply is refused in one li
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from rig.common.errors import RigError
 from rig.contract.spec import INPUT_MEMORY
@@ -274,6 +275,14 @@ def one_rate(rate: str | None) -> float | None:
         ) from None
 
 
+def _open_loop(cfg):
+    """A rate (or a fleet's master) given with no workload: the rig's own steady lane runs it."""
+    w = cfg.workload
+    if w.name == "none" and (w.rate is not None or w.master is not None):
+        return dataclasses.replace(cfg, workload=dataclasses.replace(w, name="steady"))
+    return cfg
+
+
 def run_config(args):
     """The run's configuration (file, then options), or None when the run is skipped here (said
     in one line). An option that cannot apply is refused in one line, never ignored."""
@@ -294,20 +303,17 @@ def run_config(args):
                 f"a resumed run keeps the options it was started with; drop {', '.join(kept)} "
                 "(only --cycles, to run more, and --results, where it is now, may be given)"
             )
-    cfg = config.load(args.config, overrides(args))
+    cfg = config.load(args.config, overrides(args), settle=None if args.command == "bench" else _open_loop)
     from rig.common import cpushare
 
     cpushare.hold(getattr(args, "cpus", None))  # before anything starts: all the run starts inherits it
     if cfg.workload.name == "none" and args.command != "bench":
-        if cfg.workload.rate is not None or cfg.workload.master is not None:
-            cfg.workload.name = "steady"  # --rate alone: an open loop on the rig's own lane
-        else:
-            given = [option(d) for d in WORKLOAD_ONLY if getattr(args, d, None) is not None]
-            if given:
-                raise RigError(
-                    f"{', '.join(given)} shape(s) a workload, and none runs: add --workload "
-                    "steady (or a locustfile), or drop them"
-                )
+        given = [option(d) for d in WORKLOAD_ONLY if getattr(args, d, None) is not None]
+        if given:
+            raise RigError(
+                f"{', '.join(given)} shape(s) a workload, and none runs: add --workload "
+                "steady (or a locustfile), or drop them"
+            )
     refuse_inapplicable(args, cfg)
     if cfg.input_memory not in INPUT_MEMORY:
         raise RigError(f"input_memory must be one of {', '.join(INPUT_MEMORY)} (got {cfg.input_memory!r})")

@@ -187,7 +187,7 @@ def host_facts() -> dict:
     }
 
 
-def check_inputs(repository: Path, models: list[str], input_data: str, shapes: str | None) -> dict:
+def check_inputs(repository: Path, models: list[str], input_data: str, shapes: str | tuple[str, ...] | None) -> dict:
     """The run's inputs (``--input-data``, ``--shape``) checked before anything starts, against
     what each model's config.pbtxt declares: a bad file or a shape that does not fit is one
     ``RigError`` line naming the input. Only where every model of the repository has a

@@ -21,10 +21,14 @@ from __future__ import annotations
 import dataclasses
 import re
 import shutil
+import typing
 from pathlib import Path
 
 from rig.common.errors import RigError
 from rig.contract.spec import IN_FLIGHT, REFUSED
+
+if typing.TYPE_CHECKING:
+    from rig.parent.config import RunConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -433,18 +437,20 @@ def name_of(fault: str, retain: str, restart: str = "fresh-process", client: str
     return None
 
 
-def apply(cfg) -> None:
-    """Make ``cfg`` (a ``RunConfig``) run its scenario: the fault and retention it is built from,
-    none of them for its control. A fault, retention or model repository of the user's own cannot
+def apply(cfg: RunConfig) -> RunConfig:
+    """``cfg`` made to run its scenario: the fault and retention it is built from, none of them
+    for its control. A fault, retention or model repository of the user's own cannot
     combine with a scenario (its own would be lost): refused in one line."""
+    if cfg.scenario is None:
+        return cfg
     s = get(cfg.scenario)
     if cfg.control and not s.has_control:
         raise RigError(
             f"--scenario {s.name} has no negative control (it measures; it injects no fault): drop --control"
         )
     # A scenario made by its client (or restart mode) also runs over the user's own models
-    users_models = (
-        bool(cfg.model_repository)
+    users_models = bool(
+        cfg.model_repository
         and (s.client != "none" or s.restart or s.kills_worker)
         and (s.repository is None or Path(cfg.model_repository).resolve() != repository_of(s).resolve())
     )
@@ -480,26 +486,30 @@ def apply(cfg) -> None:
             else "the fault, retention and model shape"
         )
         raise RigError(f"{', '.join(clashes)} cannot combine with --scenario {s.name}, which sets {sets}: drop them")
-    cfg.fault, cfg.retain = want_fault, want_retain
-    cfg.client = "none" if cfg.control and s.client_is_fault else s.client
+    changes: dict = dict(
+        fault=want_fault,
+        retain=want_retain,
+        client="none" if cfg.control and s.client_is_fault else s.client,
+        model_shape=shape,
+    )
     if s.restart:
-        cfg.restart = s.restart
+        changes["restart"] = s.restart
     if s.requests and cfg.requests == type(cfg).requests:  # the default: a count of the user's stands
-        cfg.requests = s.requests
+        changes["requests"] = s.requests
     if s.execute_delay_ms is not None and cfg.execute_delay_ms == type(cfg).execute_delay_ms:
-        cfg.execute_delay_ms = s.execute_delay_ms
+        changes["execute_delay_ms"] = s.execute_delay_ms
     if s.users is not None and cfg.workload.users == type(cfg.workload).users:  # a count of the user's stands
-        cfg.workload.users = s.users
+        changes["workload"] = dataclasses.replace(cfg.workload, users=s.users)
     if s.repository is not None and not users_models:
-        cfg.model_repository = str(repository_of(s))
-    cfg.model_shape = shape
+        changes["model_repository"] = str(repository_of(s))
     if s.template and not users_models:
         from rig.parent import shapes
 
-        sh = shapes.parse(shape)
-        sh.put_on(cfg)
+        sh = shapes.parse(str(shape))
+        changes.update(sh.settings())
         if cfg.workload.name == "none" and cfg.requests_in_flight == 1:  # the default: one at a time
-            cfg.requests_in_flight = sh.in_flight  # so that batches form and every instance runs
+            changes["requests_in_flight"] = sh.in_flight  # so that batches form and every instance runs
+    return dataclasses.replace(cfg, **changes)
 
 
 def _shape_of(cfg, s: Scenario, users_models: bool, clashes: list[str]) -> str | None:

@@ -58,15 +58,19 @@ class Shape:
         run; one for an unbatched model of one instance."""
         return max(GROUP if self.dynamic_batching else 1, self.instances)
 
-    def put_on(self, cfg) -> None:
-        """Serve the rig's template model (``cfg``: a ``RunConfig``) in this shape."""
-        cfg.instances, cfg.max_batch_size = self.instances, self.max_batch_size
-        cfg.dynamic_batching, cfg.decoupled = self.dynamic_batching, self.decoupled
-        cfg.queue_delay_us = self.queue_delay_us if self.dynamic_batching else 0
+    def settings(self) -> dict:
+        """The ``RunConfig`` fields that serve the rig's template model in this shape."""
+        return dict(
+            instances=self.instances,
+            max_batch_size=self.max_batch_size,
+            dynamic_batching=self.dynamic_batching,
+            decoupled=self.decoupled,
+            queue_delay_us=self.queue_delay_us if self.dynamic_batching else 0,
+        )
 
 
 def settings_of(x) -> tuple:
-    """The shape settings a ``Shape`` or a ``RunConfig`` holds (what ``put_on`` sets), to compare
+    """The shape settings a ``Shape`` or a ``RunConfig`` holds (what ``Shape.settings`` gives), to compare
     a config with a shape."""
     return (
         x.instances,

@@ -7,14 +7,13 @@ with its file validated."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from helpers import ROOT, cycle_row, rig, spawn
 from stores import real_results  # noqa: F401  (the session's store, a fixture)
 
@@ -88,7 +87,7 @@ def test_a_soak_is_a_case_per_threshold_and_per_cycle_failed_with_the_verdicts_r
     from rig.parent.config import RunConfig
 
     cfg = RunConfig()
-    cfg.thresholds.max_stop_latency_s = 2.0
+    cfg = dataclasses.replace(cfg, thresholds=dataclasses.replace(cfg.thresholds, max_stop_latency_s=2.0))
     rows = [cycle_row(1, load_outcome="ok", growth_outcome="ok", stop_latency_s=0.4, cycle_wall_s=3.25,
                       finalize_expected=1, finalize_before_stop=1),
             # a stop that waited out exit_timeout; the stub the rig then killed is a leak

@@ -55,18 +55,18 @@ def test_the_template_renders_each_shape(tmp_path):
 
 def test_a_scenario_runs_in_its_shapes_only_and_sets_the_template_to_it():
     cfg = config.RunConfig(scenario="execute-raises", model_shape="batched")
-    cfg.validate()
+    cfg = cfg.validate()
     assert (cfg.max_batch_size, cfg.dynamic_batching, cfg.instances, cfg.decoupled, cfg.model_shape) == \
         (8, True, 1, False, "batched")
     default = config.RunConfig(scenario="sender-kept")
-    default.validate()
+    default = default.validate()
     assert default.model_shape == "decoupled"  # its own models' shape, its first
     with pytest.raises(RigError, match="scenario load-fails runs in unbatched, instances-2"):
         config.RunConfig(scenario="load-fails", model_shape="decoupled").validate()
     with pytest.raises(RigError, match="cannot combine with --scenario execute-raises"):
         config.RunConfig(scenario="execute-raises", model_shape="batched", instances=3).validate()
     plain = config.RunConfig(model_shape="decoupled,instances-2")
-    plain.validate()
+    plain = plain.validate()
     assert (plain.instances, plain.decoupled) == (2, True)
     with pytest.raises(RigError, match="--model-repository runs your own"):
         config.RunConfig(model_shape="batched", model_repository="/tmp").validate()
@@ -135,14 +135,12 @@ def test_a_cycle_in_each_template_shape_answers_and_records_it(tmp_path, runtime
 
 
 def test_a_scenario_sets_the_load_that_moves_its_verdict_and_a_users_count_stands():
-    full = config.RunConfig(scenario="execute-raises-full")
-    full.workload.name = "steady"
-    full.validate()
+    full = config.RunConfig(scenario="execute-raises-full", workload=config.WorkloadConfig(name="steady"))
+    full = full.validate()
     assert (full.model_shape, full.queue_delay_us, full.max_batch_size, full.workload.users) == \
         ("batched-delayed", shapes.QUEUE_DELAY_US, shapes.BATCH, 8)  # enough users to fill every batch
-    mine = config.RunConfig(scenario="execute-raises-full")
-    mine.workload.name, mine.workload.users = "steady", 3
-    mine.validate()
+    mine = config.RunConfig(scenario="execute-raises-full", workload=config.WorkloadConfig(name="steady", users=3))
+    mine = mine.validate()
     assert mine.workload.users == 3
     from rig.commands.matrix import SCENARIO_LOAD_KEYS, _check_scenarios
 
