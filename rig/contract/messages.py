@@ -12,7 +12,7 @@ import enum
 import json
 import typing
 
-from rig.contract.rows import _coerce, _hints, cycle_fields
+from rig.contract.rows import CycleDraft, _coerce, _hints
 
 
 class Kind(str, enum.Enum):  # noqa: UP042
@@ -73,21 +73,22 @@ class Window(_Message):
 
 @dataclasses.dataclass(frozen=True)
 class Partial(_Message):
-    """The cycle's row once ``stop()`` returned (``CycleRow`` fields, so far), and the
-    shared-memory regions its processes mapped: what stands if the worker then hangs or dies."""
+    """The cycle's row once ``stop()`` returned (its draft so far), and the shared-memory regions
+    its processes mapped: what stands if the worker then hangs or dies."""
 
     KIND = Kind.PARTIAL
-    row: dict
+    row: CycleDraft
     shm_regions: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
 class CycleDone(_Message):
-    """The cycle is done: its row as the worker measured it (``CycleRow`` fields) and the
-    version the core reported (None: the server never started)."""
+    """The cycle is done: its row as the worker measured it (its draft, which the parent
+    completes and freezes into the stored ``CycleRow``) and the version the core reported (None:
+    the server never started)."""
 
     KIND = Kind.CYCLE
-    row: dict
+    row: CycleDraft
     triton_version: str | None = None
 
 
@@ -153,7 +154,7 @@ def decode(line: str | bytes) -> Message | None:
     try:
         msg = cls(**{f.name: _coerce(obj[f.name], hints[f.name]) for f in dataclasses.fields(cls) if f.name in obj})
         if isinstance(msg, (Partial, CycleDone)):
-            msg = dataclasses.replace(msg, row=cycle_fields(msg.row))
+            msg = dataclasses.replace(msg, row=CycleDraft.received(msg.row))
             if msg.row.get("cycle") is None:
                 return None  # a row of no cycle
     except (TypeError, ValueError):

@@ -341,7 +341,7 @@ def typed_row(cls: type, values: dict):
 CYCLE_FIELDS = tuple(f.name for f in dataclasses.fields(CycleRow))
 
 
-def cycle_fields(values: dict) -> dict:
+def cycle_fields(values: collections.abc.Mapping) -> dict:
     """The ``CycleRow`` fields of a worker's row (a row so far: any of them), typed as the row's."""
     hints = _hints(CycleRow)
     return {k: _coerce(v, hints[k]) for k, v in values.items() if k in hints}
@@ -396,6 +396,16 @@ class CycleDraft(collections.abc.MutableMapping):
 
     def __repr__(self) -> str:
         return f"CycleDraft({self._v!r})"
+
+    def copy(self) -> CycleDraft:
+        """A draft of its own with the same values (what a message sends while this one goes on)."""
+        return CycleDraft(self._v)
+
+    @classmethod
+    def received(cls, values: collections.abc.Mapping) -> CycleDraft:
+        """The draft a worker's message carries, read back: its ``CycleRow`` fields typed as the
+        row's, any other key (a newer worker's) dropped."""
+        return cls(cycle_fields(values))
 
     def note(self, text: str | None, first: bool = False) -> None:
         self._v["detail"] = joined(self._v.get("detail"), text, first)

@@ -124,7 +124,7 @@ def run_cycle(
         phase("start", spec.startup_timeout + 10)
         engine, t0 = _start(make_engine, spec, options, held, evidence, row, phase)
         if engine is None:
-            return CycleDone(dict(row))
+            return CycleDone(row)
         if "load" in spec.quiet:
             if quiet.waits:
                 _enter_quiet(quiet, phase)
@@ -208,7 +208,7 @@ def _cycle_after_start(engine: Engine, t0: float, means: Means) -> CycleDone:
     t_ret, before = _stop(engine, spec, row, evidence, reload, unload_first)
     verdicts.judge(row, spec.max_memory_growth, spec.max_slowdown)
     if partial is not None:  # a crash or hang in teardown must not lose what stop did, nor hide
-        partial(Partial(dict(row), tuple(sorted(regions))))  # the shared memory it would leave
+        partial(Partial(row.copy(), tuple(sorted(regions))))  # the shared memory it would leave
     for o in watchers:  # the stop kept: a client may end the process here (exit-after-stop)
         o.stopped(ctx, row)
 
@@ -243,7 +243,7 @@ def _cycle_after_start(engine: Engine, t0: float, means: Means) -> CycleDone:
         or None,
     ):
         row.note(note)
-    return CycleDone(dict(row), version)
+    return CycleDone(row, version)
 
 
 def _check_hook(spec: CycleSpec, evidence: Path, row: CycleDraft) -> None:
