@@ -10,7 +10,7 @@ cells' figures), each small enough to open on a phone. mkdocs.yml's nav lists th
     python benchmarks/conformance_page.py --from RESULTS --add   # add RESULTS' cells to it (replacing those run again)
 
 RESULTS is the --results of a reviewed `rig matrix --scenarios all ...` run. The pages are a pure
-function of the kept store and rig/parent/known_verdicts.csv: tests/analysis/test_conformance.py regenerates
+function of the kept store and rig/scenarios/known_verdicts.csv: tests/analysis/test_conformance.py regenerates
 them and compares each with its page byte for byte.
 """
 

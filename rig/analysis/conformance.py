@@ -1,6 +1,6 @@
 """The conformance table: every lifecycle scenario (and its negative control) on every Triton core,
 through each API and in each model shape, its cycles' verdicts judged against the ones it is
-known to give (``rig.parent.known``: ``rig/known_verdicts.csv``).
+known to give (``rig.scenarios.known``: ``rig/scenarios/known_verdicts.csv``).
 
 A *cell* is one (engine, shape, scenario, control, Triton version): its cycles' three verdicts
 counted (lifecycle, load, growth), the verdicts most of them gave, stop p50, finalize figures, the
@@ -43,8 +43,8 @@ from rig.analysis.matrix import growth_held
 from rig.analysis.release_order import SPAN, between, dated, releases, version_key  # noqa: F401  (re-exported)
 from rig.analysis.verdict import records
 from rig.contract.verdicts import NOT_MEASURED
-from rig.parent import known as known_verdicts
-from rig.parent import scenarios
+from rig.scenarios import catalog as scenarios
+from rig.scenarios import known as known_verdicts
 
 # The cycles' columns the table reads (``shape`` from schema 12; a row without one is unbatched).
 COLUMNS = [
@@ -190,8 +190,8 @@ def shape_of(value) -> str:
 
 
 def is_batched(shape: str) -> bool:
-    """Whether a shape's model takes a batch (``rig.parent.shapes.takes_batches``)."""
-    from rig.parent.shapes import takes_batches
+    """Whether a shape's model takes a batch (``rig.scenarios.shapes.takes_batches``)."""
+    from rig.scenarios.shapes import takes_batches
 
     return takes_batches(shape)
 
@@ -292,7 +292,7 @@ def _cell(key, rows: list[dict], known: dict, by_cycle: dict) -> Cell:
     engine, shape, scenario, control, version = key
     verdicts = [_triple(r) for r in rows]
     top, agreeing = known_verdicts.majority(verdicts)
-    k = known.get((scenario, control, shape, engine, version))  # rig.parent.known.lookup's key
+    k = known.get((scenario, control, shape, engine, version))  # rig.scenarios.known.lookup's key
     if k is None and scenario in scenarios.SCENARIOS:  # a control's contract, as the matrix holds it
         k = known_verdicts.contract(scenarios.SCENARIOS[scenario], control)
     want = None if k is None else (k.lifecycle, k.load, k.growth or "ok")
@@ -332,7 +332,7 @@ def _cell(key, rows: list[dict], known: dict, by_cycle: dict) -> Cell:
 
 def cells(frame, known_path: str | Path | None = None, windows=None) -> list[Cell]:
     """Every scenario cell of a cycles frame (or records), judged against the known verdicts
-    (``known_path``: the known-verdicts file; None: ``rig.parent.known.default_path()``). Cycles with no
+    (``known_path``: the known-verdicts file; None: ``rig.scenarios.known.default_path()``). Cycles with no
     scenario, ``baseline`` ones and those without a Triton version are left out. ``windows``: the
     cycles' windows (``cycle_batches``), for the batch sizes each cell formed."""
     if hasattr(frame, "columns"):  # only the columns read: a whole cycles frame is 80 of them

@@ -20,7 +20,7 @@ from rig.analysis.conformance import API_NAMES, Cell, same_cell, version_key
 from rig.build.releases import BRANCHES
 from rig.common.errors import RigError
 from rig.contract.ngc import PYTRITON_CORE
-from rig.parent import scenarios
+from rig.scenarios import catalog as scenarios
 
 FROM, FIRST, TO = "from", "first changed", "to"
 

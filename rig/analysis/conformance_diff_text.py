@@ -13,8 +13,8 @@ from rig.analysis.conformance_text import upstream
 from rig.common.text import md_cell
 from rig.contract.ngc import PYTRITON_CORE
 from rig.contract.verdicts import NOT_MEASURED
-from rig.parent import scenarios
-from rig.parent.known import intermittent
+from rig.scenarios import catalog as scenarios
+from rig.scenarios.known import intermittent
 
 # --- words --------------------------------------------------------------------------------------------
 

@@ -8,8 +8,8 @@ import re
 
 from rig.analysis.conformance import EXIT_ABORT_WORDS, FINDING, Cell, Grid, is_batched
 from rig.contract import server_stats
-from rig.parent import scenarios
-from rig.parent.known import ANY, intermittent
+from rig.scenarios import catalog as scenarios
+from rig.scenarios.known import ANY, intermittent
 
 FINDING_MARK, UNJUDGED_MARK = "✗", "?"  # a cell that differs from its known verdicts; one with none known
 

@@ -60,14 +60,14 @@ from rig.analysis.conformance_figures import (
 )
 from rig.common.text import md_cell
 from rig.contract.verdicts import NOT_MEASURED
-from rig.parent import scenarios
-from rig.parent.known import ANY, intermittent
+from rig.scenarios import catalog as scenarios
+from rig.scenarios.known import ANY, intermittent
 
 UNBATCHED_MARK = "(never batched)"  # a batched cell none of whose executes ran more than one request
-INTERMITTENT = "~"  # the mark of a cell known to be intermittent (rig.parent.known: exit_timeout|clean)
+INTERMITTENT = "~"  # the mark of a cell known to be intermittent (rig.scenarios.known: exit_timeout|clean)
 # A cell's health before its text in Markdown (which has no colour); in HTML its class says it
 SYMBOLS = {HEALTHY: "🟢", UNHEALTHY: "🔴", INTERMITTENT_HEALTH: "🟡"}
-KNOWN_FILE = "rig/parent/known_verdicts.csv"
+KNOWN_FILE = "rig/scenarios/known_verdicts.csv"
 
 
 def _words(field: str, words: dict) -> str:

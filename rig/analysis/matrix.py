@@ -5,7 +5,7 @@ A row is a plain dict: ``runtime``, ``triton_version``, ``engine``, ``retain``, 
 ``STATUSES``), ``reason`` (why a cell did not pass, or was skipped), ``run_id`` and the figures of
 ``cell_figures`` (a soak's cell also the batch sizes Triton formed, ``batch_figures``); a scenario cell
 also ``expected`` (the lifecycle's and the load's verdicts) and
-``growth`` (the growth verdict it gives: ``rig.parent.scenarios.Scenario.growth``, ``ok`` for a control).
+``growth`` (the growth verdict it gives: ``rig.scenarios.catalog.Scenario.growth``, ``ok`` for a control).
 Pure functions: no Triton, no store access.
 """
 
@@ -19,7 +19,7 @@ from rig.common.errors import Exit
 from rig.common.text import md_cell
 from rig.contract import server_stats
 from rig.contract.verdicts import NOT_MEASURED
-from rig.parent.known import admits, holds
+from rig.scenarios.known import admits, holds
 
 # pass: the soak ran and held its thresholds; fail: it crossed one (exit 1); skipped: the cell
 # cannot run here (a runtime without a stub for this Python, an engine that does not load over
@@ -28,7 +28,7 @@ from rig.parent.known import admits, holds
 # unjudged: a scenario's cell ran, and nothing is known of its verdicts on that core and engine
 # (recorded, not judged: it never fails the matrix).
 # finding: a scenario's cell gave verdicts other than those known for its core, API and shape
-# (rig.parent.known): the core behaves otherwise than it did when reviewed; it fails the matrix until
+# (rig.scenarios.known): the core behaves otherwise than it did when reviewed; it fails the matrix until
 # someone reviews it (and accepts the new verdicts: rig scenarios --accept).
 STATUSES = ("pass", "fail", "skipped", "error", "crashed", "timeout", "machine", "unjudged", "finding")
 
@@ -97,7 +97,7 @@ def batch_figures(windows) -> dict:
 def growth_held(got: str | None, want: str | None) -> bool:
     """Whether a cycle's growth verdict ``got`` holds against the one expected (``want``; None: ok):
     a cycle with none (stored before schema 11) or ``not_measured`` is not held against the cell;
-    an intermittent cell's ``want`` names alternatives (rig.parent.known.admits)."""
+    an intermittent cell's ``want`` names alternatives (rig.scenarios.known.admits)."""
     return got in (None, NOT_MEASURED) or admits(want or "ok", got)
 
 

@@ -1,4 +1,4 @@
-"""`rig report`'s scenario tables: for each lifecycle scenario (``rig.parent.scenarios``) and its
+"""`rig report`'s scenario tables: for each lifecycle scenario (``rig.scenarios.catalog``) and its
 negative control, by Triton version and engine, the verdicts counted (lifecycle, load, growth)
 against the ones the scenario is known to give (its growth verdict: ``Scenario.growth``; a
 control's and the baseline's ok; a cycle with none, or not_measured, is not held against it), stop latency,
@@ -20,8 +20,8 @@ import pandas as pd
 from rig.analysis import stats
 from rig.analysis.matrix import growth_held
 from rig.analysis.report_html import Section, Table
-from rig.parent import scenarios
-from rig.parent.known import holds
+from rig.scenarios import catalog as scenarios
+from rig.scenarios.known import holds
 
 KEYS = ["scenario", "control", "shape", "triton_version", "engine"]
 # The cycles' columns the tables read (rig.analysis.report reads them beside its own).
@@ -148,10 +148,10 @@ def slope(values) -> float | str:
 
 
 def _want(scenario, control: bool, shape: str, engine: str, version: str) -> tuple[tuple[str, str] | None, str, str]:
-    """The verdicts the row should give (the known ones: rig.parent.known; a control's, where none are
+    """The verdicts the row should give (the known ones: rig.scenarios.known; a control's, where none are
     known, its contract: clean), its growth verdict, and what the expected column says where none
     are known."""
-    from rig.parent import known
+    from rig.scenarios import known
 
     if scenario is None:
         return None, "ok", "unknown scenario (not in this rig's registry)"

@@ -328,7 +328,7 @@ def idle_note(a: set[str], b: set[str]) -> str:
 
 def conformance_reasons(candidate) -> list[str]:
     """The candidate's scenario cells whose verdicts differ from those known for their scenario,
-    shape, engine and core (``rig.parent.known``): findings, each a reason the gate fails on."""
+    shape, engine and core (``rig.scenarios.known``): findings, each a reason the gate fails on."""
     from rig.analysis import conformance
 
     if "scenario" not in candidate or not candidate["scenario"].notna().any():
@@ -341,7 +341,8 @@ def junit_checks(reasons: list[str], ca, wa, cb, wb, args, streaming) -> list:
     the reasons ``verdict.gate`` gave, skipped where a side has nothing it reads, with its threshold
     as its output."""
     from rig.analysis import frames, verdict
-    from rig.parent import junit, scenarios
+    from rig.parent import junit
+    from rig.scenarios import catalog as scenarios
 
     not_judged = {}
     for key, name in (("load_outcome", "new load outcomes"), ("growth_outcome", "new growth outcomes")):
@@ -372,7 +373,9 @@ def junit_checks(reasons: list[str], ca, wa, cb, wb, args, streaming) -> list:
         f"{verdict.ONE_RUN_DROP:.0%} where a side holds one run) at a point both sides "
         "measured, when significant",
         "first response p99": "not bounded" if bound is None else f"fails above {bound:,.0f} us at a point",
-        "conformance": "fails on a scenario cell whose verdicts differ from the known ones (rig/known_verdicts.csv)",
+        "conformance": (
+            "fails on a scenario cell whose verdicts differ from the known ones (rig/scenarios/known_verdicts.csv)"
+        ),
     }
     return junit.judged(reasons, junit.GATE_CHECKS, "gate", not_judged, figures)
 

@@ -2,7 +2,7 @@
 same soak (and a short bench with --bench) against each Triton runtime and each engine that runs
 over it, into one results store, with a summary table and an exit status.
 
-`rig matrix --scenarios LIST|all`: the lifecycle scenarios (``rig.parent.scenarios``) as the axis instead
+`rig matrix --scenarios LIST|all`: the lifecycle scenarios (``rig.scenarios.catalog``) as the axis instead
 of retention: each scenario a cell per runtime x engine, its negative control a cell of its own,
 each a soak of `--scenario NAME [--control]`. A cell passes when every cycle gives the verdicts the
 scenario is known to give on that core and engine (its control: its control's), and the growth
@@ -166,7 +166,7 @@ def _matrix_options(m) -> None:
         "--known-file",
         metavar="FILE",
         help="the verdicts known per scenario, shape, engine and core (default the rig's own, "
-        "rig/known_verdicts.csv; `rig scenarios --accept RESULTS` writes one)",
+        "rig/scenarios/known_verdicts.csv; `rig scenarios --accept RESULTS` writes one)",
     )
     m.add_argument("--junit", metavar="FILE", help="also write the cells as JUnit XML (one test case per cell)")
     m.add_argument(

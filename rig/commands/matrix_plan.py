@@ -38,8 +38,8 @@ def parse_retain(text: str) -> list[str]:
 
 
 def parse_scenarios(text: str) -> list:
-    """The scenarios to run (``rig.parent.scenarios.Scenario``s), in the registry's order for ``all``."""
-    from rig.parent import scenarios
+    """The scenarios to run (``rig.scenarios.catalog.Scenario``s), in the registry's order for ``all``."""
+    from rig.scenarios import catalog as scenarios
 
     items = _list(text, "scenarios")
     if items == ["all"]:
@@ -49,9 +49,9 @@ def parse_scenarios(text: str) -> list:
 
 def parse_shapes(text: str) -> list[str] | None:
     """``--shapes``: all (None: every shape each scenario runs in), first (each scenario's own
-    default: ["first"]), or a list of shape names (``rig.parent.shapes``); a shape of two parts is
+    default: ["first"]), or a list of shape names (``rig.scenarios.shapes``); a shape of two parts is
     joined with + in the list (decoupled+instances-2), its name's comma being the list's."""
-    from rig.parent import shapes
+    from rig.scenarios import shapes
 
     items = _list(text, "shapes")
     if items in (["all"], ["first"]):
@@ -65,14 +65,14 @@ def scenario_cells(
     """The scenario axis over the plan (``_plan``): per scenario, then its control, per model shape
     it runs in (``Scenario.shapes``), one cell per runtime and engine, in that order. A cell is a
     row: ``scenario``, ``control``, ``shape``, ``runtime``, ``triton_version``, ``engine``, ``why``
-    (why this engine), ``expected`` (the lifecycle and load verdicts known there: rig.parent.known, or
+    (why this engine), ``expected`` (the lifecycle and load verdicts known there: rig.scenarios.known, or
     None: unjudged; a control with none known: its contract, clean), ``growth`` (the growth
     verdict known there); the control of a scenario made from the plain template
     (``Scenario.shared_control``) is the ``template`` scenario's cell, once a shape, runtime and
     engine; a scenario not run through an
     engine is a row 'skipped' that says so."""
-    from rig.parent import known
-    from rig.parent.scenarios import SCENARIOS, TEMPLATE
+    from rig.scenarios import known
+    from rig.scenarios.catalog import SCENARIOS, TEMPLATE
 
     cells, seen = [], set()
     for s in scens:
@@ -119,7 +119,7 @@ def scenario_cells(
 def _needs(cell: dict, s, rt) -> None:
     """A scenario whose models need what this core was built without (ensembles, the sequence
     batcher: ``Scenario.needs``) is a row 'skipped' that says so."""
-    from rig.parent import core_features
+    from rig.scenarios import core_features
 
     lacks = core_features.missing(rt, s.needs)
     if lacks:

@@ -43,7 +43,7 @@ def add_parser(sub) -> None:
         "--conformance",
         action="store_true",
         help="print only the conformance grid (Markdown): each lifecycle scenario and its control per "
-        "core, API and model shape, judged against the known verdicts (rig/known_verdicts.csv)",
+        "core, API and model shape, judged against the known verdicts (rig/scenarios/known_verdicts.csv)",
     )
     p.add_argument(
         "--output",

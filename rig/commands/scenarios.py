@@ -1,5 +1,5 @@
 """`rig scenarios`: the lifecycle scenarios the rig reproduces, what each does, the upstream
-report it stands for and the verdicts it is known to give (``rig.parent.scenarios``)."""
+report it stands for and the verdicts it is known to give (``rig.scenarios.catalog``)."""
 
 from __future__ import annotations
 
@@ -31,15 +31,15 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--known-file",
         metavar="FILE",
-        help="the known-verdicts file to read or write (default the rig's own, rig/known_verdicts.csv; "
+        help="the known-verdicts file to read or write (default the rig's own, rig/scenarios/known_verdicts.csv; "
         "or RIG_KNOWN_VERDICTS)",
     )
     p.set_defaults(func=run)
 
 
 def rows() -> list[dict]:
-    from rig.parent import known
-    from rig.parent.scenarios import SCENARIOS
+    from rig.scenarios import known
+    from rig.scenarios.catalog import SCENARIOS
 
     out = []
     cores = known.table()
@@ -83,7 +83,7 @@ def rows() -> list[dict]:
 
 def accept(results: str, path: str | None, intermittent: bool = False) -> int:
     from rig.common.errors import RigError
-    from rig.parent import known
+    from rig.scenarios import known
     from rig.store import Store
 
     frame = Store(results).read("cycles")

@@ -9,7 +9,7 @@ import dataclasses
 from rig.common.text import num
 from rig.contract import server_stats, verdicts
 from rig.contract.rows import CycleRow, WindowRow
-from rig.parent import shapes
+from rig.scenarios import shapes
 
 _SERVER_KEYS = ("requests", "mean_us", *server_stats.ALL_COLUMNS)  # what "where the time goes" reads of a window
 
@@ -102,7 +102,7 @@ def cycle_line(r: CycleRow) -> str:
             f"stub crashes {r.stub_crashes}"
             + (f" ({r.stub_exit_aborts} at exit, after its finalize)" if r.stub_exit_aborts else "")
         )
-    if r.in_flight:  # what a scenario's client saw (rig.worker.clientside)
+    if r.in_flight:  # what a scenario's client saw (rig.scenarios.client.clientside)
         parts.append(
             f"in flight at stop {r.in_flight}: {r.in_flight_answered or 0} answered, "
             f"{r.in_flight_failed or 0} failed, {r.in_flight_lost or 0} lost"

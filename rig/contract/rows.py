@@ -98,9 +98,9 @@ class CycleRow:
     host: str | None = None  # the node that ran the cycle (--node, default the hostname)
     load_outcome: str | None = None  # the load's verdict: see verdicts.LOAD_OUTCOMES
     timeouts: int | None = None  # requests with no final response within the request timeout (in errors too)
-    scenario: str | None = None  # the lifecycle scenario (rig.parent.scenarios): baseline, retained-response, ...
+    scenario: str | None = None  # the lifecycle scenario (rig.scenarios.catalog): baseline, retained-response, ...
     control: bool | None = None  # the scenario's negative control (its fault off)
-    shape: str | None = None  # the model shape served (rig.parent.shapes): unbatched, batched, instances-2, ...
+    shape: str | None = None  # the model shape served (rig.scenarios.shapes): unbatched, batched, instances-2, ...
     stub_crashes: int | None = None  # stubs that died of a signal of their own (rig/worker/hook/crash.c)
     in_flight: int | None = None  # requests outstanding when stop() was called (stop-in-flight)
     in_flight_answered: int | None = None
@@ -148,12 +148,12 @@ class CycleRow:
     orphan_shm_regions: int | None = None  # its server's regions still in /dev/shm: removed by the rig
     orphan_stubs_left: int | None = None  # after the rig's cleanup (0 expected)
     orphan_shm_left: int | None = None
-    # schema 15: ready-stub-dead, readiness asked once the load is over (rig.worker.scenes.StubKilled)
+    # schema 15: ready-stub-dead, readiness asked once the load is over (rig.scenarios.client.scenes.StubKilled)
     server_ready_at_probe: bool | None = (
         None  # the server's last answer, 2 s after the model's stub died (control: alive)
     )
     model_ready_at_probe: bool | None = None  # every model's, likewise
-    # schema 15: sequence-at-stop, sequences open at the stop (rig.worker.sequences)
+    # schema 15: sequence-at-stop, sequences open at the stop (rig.scenarios.client.sequences)
     sequences_open: int | None = None  # sequences the client started and left open at the stop (control: 0)
     sequences_reaped: int | None = None  # of those left idle past the idle timeout, ended by the batcher's reaper
     sequence_states_left: int | None = None  # states the stateful model still held at its finalize (null: none ran)

@@ -28,7 +28,7 @@ Schema history (``schema_version`` column):
      numpy the backend stubs import: the rig's numpy-1 folder for an embedded core, else the
      worker's), ``pyarrow_version`` (that wrote the files), ``tritonserver_version`` (the
      bindings; null unless the engine is ``tritonserver``); null in older files.
-  9: cycles: ``scenario``, the lifecycle scenario a cycle ran under (``rig.parent.scenarios``; a run
+  9: cycles: ``scenario``, the lifecycle scenario a cycle ran under (``rig.scenarios.catalog``; a run
      given only ``--fault``/``--retain`` is filed under the scenario built from them, neither
      under ``baseline``), and ``control``, true for a scenario's negative control; null in
      older files.
@@ -59,7 +59,7 @@ Schema history (``schema_version`` column):
      fall, the larger, and its interval's lower bound), ``p50_us_per_1k`` and ``trend_windows``.
      The table ``memory``: every process's memory through the load, one row per process and sample
      (``MemoryRow``).
-  12: cycles: ``shape``, the model shape the cycle served (``rig.parent.shapes``: unbatched, batched,
+  12: cycles: ``shape``, the model shape the cycle served (``rig.scenarios.shapes``: unbatched, batched,
      instances-2, decoupled, joined with commas where several apply; a scenario's, the template
      model's, or read from a repository's config.pbtxt); null in older files (read: unbatched
      where a scenario ran).
@@ -83,7 +83,7 @@ Schema history (``schema_version`` column):
      killed (its control: left alive): ``server_ready_at_probe`` and ``model_ready_at_probe``, the
      server's and the models' last answer to "ready?" over 2 s (``ready_after_load``: both);
      null in other cycles.
-     And what the scenario ``sequence-at-stop`` left open at the stop (``rig.worker.sequences``):
+     And what the scenario ``sequence-at-stop`` left open at the stop (``rig.scenarios.client.sequences``):
      ``sequences_open`` (sequences started and never ended), ``sequences_reaped`` (those the
      batcher's reaper ended after its idle timeout) and ``sequence_states_left`` (the states the
      model still held at its finalize); null in other cycles.

@@ -86,7 +86,7 @@ class RunConfig:
     queue_delay_us: int = 0  # the dynamic batcher's max_queue_delay_microseconds (the template's)
     decoupled: bool = False  # the template model sends its responses through each request's sender
     model_shape: str | None = (
-        None  # a model shape (rig.parent.shapes): sets the four above; a scenario's, one it runs in
+        None  # a model shape (rig.scenarios.shapes): sets the four above; a scenario's, one it runs in
     )
     fault: str = "none"  # one of FAULT_PRESETS (the template model's)
     execute_delay_ms: float = 0.0
@@ -94,9 +94,10 @@ class RunConfig:
     requests: int = 100  # per cycle, when no workload runs
     requests_in_flight: int = 1  # the fixed count sent this many at a time (rig.worker.grouped): batches form
     retain: Retain = "none"
-    scenario: str | None = None  # a lifecycle scenario (rig.parent.scenarios): sets fault and retain, or its own models
+    # a lifecycle scenario (rig.scenarios.catalog): sets fault and retain, or its own models
+    scenario: str | None = None
     control: bool = False  # the scenario's negative control: the same without its fault
-    client: str = "none"  # what the client does around stop(): set by the scenario (rig.worker.clientside)
+    client: str = "none"  # what the client does around stop(): set by the scenario (rig.scenarios.client.clientside)
     exit_timeout: int = 30
     stop_strategy: StopStrategy = "stop"
     restart: RestartMode = "fresh-process"
@@ -155,7 +156,7 @@ class RunConfig:
 
             parse_master(w.master)
         if cfg.scenario is not None:
-            from rig.parent import scenarios
+            from rig.scenarios import catalog as scenarios
 
             cfg = scenarios.apply(cfg)
         elif cfg.model_shape is not None:
@@ -180,9 +181,9 @@ class RunConfig:
         return cfg
 
     def _model_shape(self) -> RunConfig:
-        """The template model served in ``model_shape`` (rig.parent.shapes): its batching, instances and
+        """The template model served in ``model_shape`` (rig.scenarios.shapes): its batching, instances and
         transaction policy; a model repository's own, or a shape given twice, refused in one line."""
-        from rig.parent import shapes
+        from rig.scenarios import shapes
 
         assert self.model_shape is not None
         if self.model_repository:

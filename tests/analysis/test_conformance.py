@@ -299,7 +299,7 @@ def _report(capsys, *args) -> tuple[int, str, str]:
 
 
 def test_report_conformance_prints_the_grid_or_writes_it(capsys, tmp_path, monkeypatch):
-    from rig.parent import known
+    from rig.scenarios import known
 
     shipped = known.default_path().read_text().splitlines(keepends=True)  # less one row: a cell unjudged
     own = tmp_path / "known.csv"
@@ -369,7 +369,7 @@ def test_the_published_pages_are_their_kept_store_regenerated(published):
         page = docs / rel
         assert page.exists(), f"docs/{rel} is missing: python benchmarks/conformance_page.py"
         assert text == page.read_text(encoding="utf-8"), (
-            f"docs/{rel} differs from its kept store and rig/parent/known_verdicts.csv: regenerate the pages "
+            f"docs/{rel} differs from its kept store and rig/scenarios/known_verdicts.csv: regenerate the pages "
             "with python benchmarks/conformance_page.py (and review the difference)")
     stale = {f"{conformance_page.PAGES.name}/{p.name}" for p in conformance_page.PAGES.glob("*.md")} - set(published)
     assert not stale, f"pages no longer generated: {sorted(stale)}"
@@ -474,7 +474,7 @@ def test_rig_gate_fails_on_a_scenario_cell_that_differs_from_the_known_verdicts(
     and as the JUnit case `conformance`; as known, that check passes."""
     from helpers import rig as run_rig
 
-    from rig.parent import known
+    from rig.scenarios import known
 
     store = tmp_path / "store"
     shutil.copytree(FIXTURE, store)

@@ -219,7 +219,7 @@ def test_bad_input_is_one_line_and_exit_2(capsys):
 # ---------------------------------------------------------------- fast: the scenario axis
 
 def test_scenarios_list_and_all():
-    from rig.parent import scenarios
+    from rig.scenarios import catalog as scenarios
 
     assert [s.name for s in cmd.parse_scenarios("all")] == list(scenarios.SCENARIOS)
     assert [s.name for s in cmd.parse_scenarios("finalize-raises, retained-response,finalize-raises")] == [
@@ -262,13 +262,14 @@ def test_a_scenario_that_cannot_combine_with_the_cells_options_is_named(capsys, 
 
 
 def _scenario(name, **kw):
-    from rig.parent.scenarios import Scenario
+    from rig.scenarios.catalog import Scenario
 
     return Scenario(name, ("server#1",), "what it does", **kw)
 
 
 def test_scenario_cells_per_shape_runtime_and_engine_controls_apart_and_skips(tmp_path):
-    from rig.parent import known, scenarios
+    from rig.scenarios import catalog as scenarios
+    from rig.scenarios import known
 
     path = tmp_path / "known.csv"  # the verdicts known, as data: per scenario, control, shape, engine and core
     known.write({("execute-raises", False, "unbatched", "capi", "2.51.0"): known.Known("exit_timeout", "errors", "ok", 3, "r1"),

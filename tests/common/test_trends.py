@@ -11,7 +11,8 @@ import types
 import numpy as np
 import pytest
 
-from rig.worker import clientside, observers
+from rig.scenarios.client import clientside
+from rig.worker import observers
 
 from rig.common import trends
 from rig.contract.messages import Samples

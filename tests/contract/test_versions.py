@@ -167,7 +167,7 @@ def test_every_release_branch_named_with_a_version_names_the_right_one():
 
     from rig.build.releases import RELEASES
 
-    texts = [(ROOT / "rig" / "parent" / "scenarios.py").read_text(),
+    texts = [(ROOT / "rig" / "scenarios" / "catalog.py").read_text(),
              *(p.read_text() for p in (ROOT / "docs" / "guide").glob("*.md"))]
     pairs = [(b, v) for t in texts
              for b, v in re.findall(r"(r2[4-6]\.\d\d)(?: \(|[,;:] (?:Triton )?)(2\.\d+\.\d+)", t)]

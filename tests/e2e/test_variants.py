@@ -1,7 +1,7 @@
 """Variants of the lifecycle scenarios' classes, written the way other teams write models
 (``tests/corpus/variants/``: other names, inputs, shapes and ways of going wrong), each run as a
 user would run their own repository, with the options its scenario's cells run with. Each must
-land in the verdicts the conformance table (``rig/known_verdicts.csv``) gives its class for the
+land in the verdicts the conformance table (``rig/scenarios/known_verdicts.csv``) gives its class for the
 core, API and model shape it ran in: the table is about a class of bug, not about the rig's own
 models.
 """
@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from helpers import ROOT, cycles, rig
-from rig.parent import known, scenarios
+from rig.scenarios import catalog as scenarios
+from rig.scenarios import known
 from rig.commands.matrix import SCENARIO_LOAD
 from rig.worker.engines.official import loader
 
@@ -64,11 +65,11 @@ def test_a_variant_lands_in_the_tables_verdict_for_its_class(tmp_path, engine, v
     for row in cycles(res).to_dict("records"):
         shape, core = row["shape"], str(row["triton_version"])
         # held to the row nearest its shape (a queue delay reads as batched-delayed; where the scenario
-        # has no such row, its batched one: rig.parent.shapes.nearest), as rig report holds it
+        # has no such row, its batched one: rig.scenarios.shapes.nearest), as rig report holds it
         k = known.expected(scenarios.get(scenario), False, shape, engine, core)
         assert k is not None, f"the table knows nothing of {scenario} [{shape}] on {core}"
         got = (row["outcome"], row["load_outcome"] or "not_measured")
-        # an intermittent cell (exit_timeout|clean, rig.parent.known) admits either: through the official
+        # an intermittent cell (exit_timeout|clean, rig.scenarios.known) admits either: through the official
         # bindings on 2.51.0 execute-raises in two instances is one (docs/measurements/conformance.md)
         assert known.holds(got, k.verdicts), \
             f"{variant} gave {got}; the table gives {scenario} [{shape}] {k.verdicts}: {row['detail']}"

@@ -10,7 +10,7 @@ import re
 from helpers import ROOT
 
 PAGE = ROOT / "docs" / "dev" / "architecture.md"
-FILE_SUFFIXES = {"py", "pbtxt", "json", "md", "log", "c", "toml", "txt"}
+FILE_SUFFIXES = {"py", "pbtxt", "json", "md", "log", "c", "toml", "txt", "csv"}
 WHEEL_PATHS = {"rig/_models": "models", "rig/_workloads": "workloads"}  # pyproject's package-dir
 
 

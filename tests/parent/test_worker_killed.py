@@ -14,7 +14,8 @@ import pytest
 from helpers import cycles, rig
 
 from rig.common import probes
-from rig.parent import config, scenarios
+from rig.parent import config
+from rig.scenarios import catalog as scenarios
 from rig.parent.orchestrator import reap
 
 

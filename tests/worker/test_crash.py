@@ -21,7 +21,7 @@ from helpers import ROOT, cycles, rig
 
 from rig.contract import evidence
 
-from rig.parent import scenarios
+from rig.scenarios import catalog as scenarios
 from rig.common.errors import RigError
 from rig.worker.hook import crashlib
 

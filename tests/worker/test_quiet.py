@@ -6,7 +6,7 @@ import threading
 import time
 from types import SimpleNamespace
 
-from rig.parent import scenarios
+from rig.scenarios import catalog as scenarios
 from rig.parent.orchestrator.spec import _quiet_phases
 from rig.worker.quiet import Quiet
 

@@ -18,7 +18,7 @@ from rig.common.errors import RigError
 from rig.common.version import __version__ as rig_version
 from rig.contract.fleet import check_master
 from rig.contract.rows import RunRow, now_iso
-from rig.parent import core_features, engines, repository, scenarios
+from rig.parent import engines, repository
 from rig.parent import runtime as runtime_mod
 from rig.parent.config import RunConfig
 from rig.parent.preflight import (
@@ -30,6 +30,8 @@ from rig.parent.preflight import (
     lock_run,
     without_spaces,
 )
+from rig.scenarios import catalog as scenarios
+from rig.scenarios import core_features
 
 
 class Recorder(Protocol):

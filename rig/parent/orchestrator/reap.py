@@ -28,9 +28,9 @@ import psutil
 from rig.common import probes, procs
 from rig.contract.messages import Partial
 from rig.contract.rows import CycleDraft
-from rig.parent import scenarios
 from rig.parent.orchestrator.prepare import Prepared
 from rig.parent.orchestrator.rows import lost_cycle
+from rig.scenarios import catalog as scenarios
 
 KILL_AFTER_S = 0.5  # into the load (its ``infer`` phase)
 BOUND_S = 10.0  # how long what the server left is given to go on its own

@@ -14,7 +14,7 @@ from rig.contract.rows import (
     now_iso,
 )
 from rig.parent.orchestrator.prepare import Prepared
-from rig.parent.scenarios import name_of
+from rig.scenarios.catalog import name_of
 
 
 def blank_row(p: Prepared, cycle: int) -> CycleDraft:
@@ -45,8 +45,8 @@ def run_tags(p: Prepared) -> dict:
 def model_shape(p: Prepared) -> str | None:
     """The model shape a cycle serves: the scenario's or the template's, else read from the first
     model's config.pbtxt (None where it does not read)."""
-    from rig.parent import shapes
     from rig.parent.repository import parse_pbtxt
+    from rig.scenarios import shapes
 
     cfg = p.config
     if cfg.model_shape:

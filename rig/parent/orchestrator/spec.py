@@ -7,9 +7,9 @@ import dataclasses
 import os
 
 from rig.contract.spec import IN_FLIGHT, ClosedLoop, CycleSpec, OpenLoop
-from rig.parent import scenarios
 from rig.parent.options import input_memory
 from rig.parent.orchestrator.prepare import Prepared, check_run_inputs
+from rig.scenarios import catalog as scenarios
 
 
 def cycle_spec(p: Prepared, cycles: list[int]) -> CycleSpec:

@@ -43,9 +43,9 @@ Client = typing.Literal[
     "stub-killed",
     "load-missing",
     "reload-in-place",
-    "exit-after-stop",  # rig.worker.scenes
+    "exit-after-stop",  # rig.scenarios.client.scenes
     "sequence-at-stop",
-]  # rig.worker.sequences
+]  # rig.scenarios.client.sequences
 CLIENTS = typing.get_args(Client)
 from rig.contract.spec import IN_FLIGHT, REFUSED  # noqa: E402
 

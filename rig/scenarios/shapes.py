@@ -9,7 +9,7 @@ it moves ``execute-raises``' race, docs/guide/scenarios.md), ``max-batch`` (a ba
 one request an execute), ``instances-N`` (N instances), ``decoupled``
 (``model_transaction_policy { decoupled: true }``: responses through the request's sender);
 joined with ``,`` where several apply (``decoupled,instances-2``). A scenario says which shapes
-apply to it (``rig.parent.scenarios.Scenario.shapes``); every cycle records the one it ran in
+apply to it (``rig.scenarios.catalog.Scenario.shapes``); every cycle records the one it ran in
 (``cycles.shape``). Pure: no Triton here.
 """
 

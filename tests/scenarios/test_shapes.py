@@ -1,4 +1,4 @@
-"""Model shapes (rig.parent.shapes) and the verdicts known per shape (rig.parent.known): pure functions, then a
+"""Model shapes (rig.scenarios.shapes) and the verdicts known per shape (rig.scenarios.known): pure functions, then a
 real cycle in each shape the template model serves."""
 
 from __future__ import annotations
@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 from helpers import rig
 
-from rig.parent import config, known, scenarios, shapes
+from rig.parent import config
+from rig.scenarios import catalog as scenarios
+from rig.scenarios import known, shapes
 from rig.common.errors import RigError
 from rig.parent.repository import ModelSpec, parse_pbtxt, render
 

@@ -13,8 +13,10 @@ from helpers import cycles, rig
 
 from rig.commands import matrix_plan
 from rig.common.errors import RigError
-from rig.parent import config, core_features, runtime, scenarios
-from rig.worker import clientside, sequences
+from rig.parent import config, runtime
+from rig.scenarios import catalog as scenarios
+from rig.scenarios import core_features
+from rig.scenarios.client import clientside, sequences
 from rig.worker.engines.base import ONE_SHOT_IDS, Engine, Sequence
 
 NEW = {"ensemble-in-flight": ("stop-in-flight", ("ensemble",)),

@@ -5,7 +5,7 @@ One vocabulary: a scenario is built from the rig's own building blocks, the temp
 fault presets (``--fault``, ``rig.parent.repository.FAULTS``) and the retention policies (``--retain``),
 or from a model repository of its own (``models/scenarios/<name>/``, whose models read a
 ``fault`` parameter: ``on``, or ``off`` for the negative control); and, where the class lies in
-what the client does, a client behaviour around ``stop()`` (``rig.worker.clientside``) or a restart mode
+what the client does, a client behaviour around ``stop()`` (``rig.scenarios.client.clientside``) or a restart mode
 (``--restart reload``). ``rig soak --scenario NAME`` runs one; ``--control`` runs its negative
 control (the same model and client without the fault). A scenario made by its client alone also
 runs over a model repository of the user's own (``--model-repository``): the same client around
@@ -42,15 +42,15 @@ class Scenario:
     retain: str = "none"  # what the client keeps referenced across stop()
     repository: str | None = None  # a repository of its own: models/scenarios/<repository>/
     # The verdicts that show its class of bug (lifecycle, load), where it shows: what `rig scenarios`
-    # lists. What it gives on each core, API and shape is data (rig.parent.known: rig/known_verdicts.csv).
+    # lists. What it gives on each core, API and shape is data (rig.scenarios.known: rig/scenarios/known_verdicts.csv).
     expected: tuple[str, str] = ("clean", "ok")
     engines: tuple[str, ...] = ("capi", "tritonserver")  # the engines it runs through
     control: tuple[str, str] = ("clean", "ok")  # its negative control's
     growth: str = "ok"  # the growth verdict it gives (verdicts.GROWTH_OUTCOMES); its control's is ok
-    # The model shapes it runs in (rig.parent.shapes), the first its default: those that can move its verdict.
+    # The model shapes it runs in (rig.scenarios.shapes), the first its default: those that can move its verdict.
     shapes: tuple[str, ...] = ("unbatched",)
     workload: bool = False  # needs load running (``--workload``) to show
-    client: str = "none"  # what the client does around stop() (rig.worker.clientside.CLIENTS)
+    client: str = "none"  # what the client does around stop() (rig.scenarios.client.clientside.CLIENTS)
     restart: str | None = None  # a restart mode of its own (reload)
     client_is_fault: bool = False  # the client is the fault: its control runs without it
     has_control: bool = True  # a negative control exists (memory measures, it has no fault to leave out)
@@ -64,7 +64,7 @@ class Scenario:
     # "changed in" is measured, this is what it is held up against.
     fixed_in: tuple[str, ...] = ()
     # What the core must be built with to load its models ("ensemble", "sequence_batching":
-    # rig.parent.core_features); a core without it is a matrix row 'skipped' that says so.
+    # rig.scenarios.core_features); a core without it is a matrix row 'skipped' that says so.
     needs: tuple[str, ...] = ()
     # The parent SIGKILLs each cycle's worker (the server's process) in the middle of its load and
     # counts what the server left (rig.parent.orchestrator.reap); its control runs without the kill.
@@ -80,10 +80,10 @@ class Scenario:
     def expected_for(
         self, engine: str, version: str, shape: str | None = None, control: bool = False
     ) -> tuple[str, str] | None:
-        """The verdicts known for this core, engine and shape (rig.parent.known; a shape it does not
-        run in: the nearest it runs in, ``rig.parent.shapes.nearest``); None where none are."""
-        from rig.parent import known
-        from rig.parent.shapes import nearest
+        """The verdicts known for this core, engine and shape (rig.scenarios.known; a shape it does not
+        run in: the nearest it runs in, ``rig.scenarios.shapes.nearest``); None where none are."""
+        from rig.scenarios import known
+        from rig.scenarios.shapes import nearest
 
         k = known.lookup(self.name, control, nearest(shape or self.shapes[0], self.shapes), engine, version)
         return k.verdicts if k else None
@@ -503,7 +503,7 @@ def apply(cfg: RunConfig) -> RunConfig:
     if s.repository is not None and not users_models:
         changes["model_repository"] = str(repository_of(s))
     if s.template and not users_models:
-        from rig.parent import shapes
+        from rig.scenarios import shapes
 
         sh = shapes.parse(str(shape))
         changes.update(sh.settings())
@@ -521,7 +521,7 @@ def _shape_of(cfg, s: Scenario, users_models: bool, clashes: list[str]) -> str |
         return None
     if cfg.model_shape is None:
         return s.shapes[0]
-    from rig.parent import shapes
+    from rig.scenarios import shapes
 
     name = shapes.parse(cfg.model_shape).name
     if name not in s.shapes:
@@ -546,7 +546,7 @@ def materialize(source: Path, dest: Path, control: bool, shape: str | None = Non
     """A scenario's repository copied to ``dest`` with every model's ``fault`` parameter set to
     ``off`` (its negative control) or left ``on``, and served with the instances ``shape`` names
     (its other parts are the models' own: a shape a scenario runs in never asks for others)."""
-    from rig.parent import shapes
+    from rig.scenarios import shapes
 
     instances = shapes.parse(shape).instances if shape else 1
     shutil.copytree(source, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))

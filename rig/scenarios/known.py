@@ -1,5 +1,5 @@
 """The verdicts each lifecycle scenario is known to give, per core, API and model shape: data, not
-code. ``rig/known_verdicts.csv`` holds them, one row per scenario (or its control) x shape x
+code. ``rig/scenarios/known_verdicts.csv`` holds them, one row per scenario (or its control) x shape x
 engine x Triton version, each written from a reviewed run (``rig scenarios --accept RESULTS``)
 and naming the run it came from.
 
@@ -89,11 +89,11 @@ def expected(
 ) -> Known | None:
     """What a cell is held to: the verdicts known for it, else, for a control (and the template,
     every template scenario's control), its contract: clean, ok, ok; None where neither (unjudged).
-    ``scenario``: a ``rig.parent.scenarios.Scenario``. A shape it does not run in (its ``shapes`` are
-    those that can move its verdict) is held to the nearest it runs in (``rig.parent.shapes.nearest``:
+    ``scenario``: a ``rig.scenarios.catalog.Scenario``. A shape it does not run in (its ``shapes`` are
+    those that can move its verdict) is held to the nearest it runs in (``rig.scenarios.shapes.nearest``:
     ``batched-delayed`` to ``batched``), else to its default shape's: a user's batched model under
     ``ready-stub-dead`` to the unbatched cell."""
-    from rig.parent.shapes import nearest
+    from rig.scenarios.shapes import nearest
 
     shape = nearest(shape, scenario.shapes)
     k = lookup(scenario.name, control, shape, engine, triton_version, path)
@@ -250,7 +250,8 @@ def write(rows: dict[Key, Known], path: str | Path | None = None) -> Path:
     p = Path(path) if path else default_path()
     buf = io.StringIO()
     buf.write(
-        "# The verdicts each lifecycle scenario is known to give per core, API and model shape (rig/parent/known.py).\n"
+        "# The verdicts each lifecycle scenario is known to give per core, API and model shape "
+        "(rig/scenarios/known.py).\n"
         "# Written by `rig scenarios --accept RESULTS` from a reviewed run; run_id names the run.\n"
     )
     w = csv.writer(buf, lineterminator="\n")

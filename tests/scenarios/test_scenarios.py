@@ -1,4 +1,4 @@
-"""Lifecycle scenarios (rig.parent.scenarios, `rig scenarios`, `--scenario`, `--control`): one vocabulary
+"""Lifecycle scenarios (rig.scenarios.catalog, `rig scenarios`, `--scenario`, `--control`): one vocabulary
 with the fault presets and retention policies, refused combinations in one line, the `scenario`
 column, the report's table; and end to end on real cores, each scenario's known verdicts with its
 negative control clean."""
@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 from helpers import cycle_row, cycles, rig
 
-from rig.parent import config, scenarios
+from rig.parent import config
+from rig.scenarios import catalog as scenarios
 from rig.analysis import report_scenarios
 from rig.common.errors import RigError
 from rig.parent.repository import FAULTS
@@ -99,8 +100,8 @@ def test_rig_scenarios_lists_every_scenario_with_its_report_and_verdicts():
     assert [ln.split(" | ")[0][2:] for ln in lines] == list(scenarios.SCENARIOS)
     assert "| retained-response | the client keeps the last response object across stop() | server#8755 | " \
            "exit_timeout / ok | unbatched, batched, instances-2, decoupled | " in proc.stdout
-    # where its verdicts are known is read from the data (rig/known_verdicts.csv), not code
-    from rig.parent import known
+    # where its verdicts are known is read from the data (rig/scenarios/known_verdicts.csv), not code
+    from rig.scenarios import known
 
     versions = sorted({k[4] for k in known.table() if k[0] == "retained-response" and not k[1]}, key=known._version_key)
     assert f"| {', '.join(versions)}; " in lines[0]
@@ -110,7 +111,7 @@ def test_rig_scenarios_lists_every_scenario_with_its_report_and_verdicts():
 def test_rig_scenarios_accept_records_a_reviewed_runs_verdicts_as_data(tmp_path):
     """`rig scenarios --accept RESULTS` writes each scenario cell's verdicts, per shape, engine and
     core, into the known-verdicts file; a cell whose cycles disagree is named and left out."""
-    from rig.parent import known
+    from rig.scenarios import known
     from rig.store import Store
 
     store = Store(str(tmp_path / "R"))
@@ -136,7 +137,7 @@ def test_an_intermittent_cell_is_recorded_with_every_verdict_and_either_is_as_kn
     """`--accept R --intermittent`: a cell whose cycles disagree is recorded with each verdict its
     cycles gave (``exit_timeout|clean``); a cycle giving any one of them is as known, another is a
     finding, in the matrix's judgement and in the grid alike."""
-    from rig.parent import known
+    from rig.scenarios import known
     from rig.analysis import conformance as cf
     from rig.analysis.matrix import judge_scenario
     from rig.store import Store
@@ -170,7 +171,7 @@ def test_a_racing_cell_is_not_narrowed_by_a_run_that_fell_on_one_side(tmp_path):
     """A cell known as intermittent stays so when a later run's cycles all gave one of its
     alternatives (three cycles on one side of a race do not narrow it); a verdict it never named
     replaces it (the cell changed)."""
-    from rig.parent import known
+    from rig.scenarios import known
 
     path = tmp_path / "known.csv"
 
@@ -252,7 +253,8 @@ def test_a_run_given_only_retain_is_filed_under_its_scenario_and_the_report_tabl
 def test_a_scenario_runs_stored_config_reads_back_the_same_in_every_shape():
     """What a run stores (``RunConfig.to_toml``) is what `rig soak --resume` and a matrix cell read
     back: every scenario, in every shape it runs in, and its control, give the same config again."""
-    from rig.parent import config, scenarios
+    from rig.parent import config
+    from rig.scenarios import catalog as scenarios
 
     for s in scenarios.SCENARIOS.values():
         for shape in s.shapes:

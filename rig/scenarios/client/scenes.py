@@ -1,4 +1,4 @@
-"""The scenes that the 2026 lifecycle scenarios' clients set after the load (``rig.parent.scenarios``):
+"""The scenes that the 2026 lifecycle scenarios' clients set after the load (``rig.scenarios.catalog``):
 ``stub-killed`` (ready-stub-dead), ``load-missing`` (missing-model-py), ``reload-in-place``
 (metrics-reload) and ``exit-after-stop`` (shm-after-forced-stop). Each is an observer of the
 cycle's phases with the methods ``rig.worker.observers.CycleObserver`` names, written here

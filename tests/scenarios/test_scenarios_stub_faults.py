@@ -7,8 +7,9 @@ C API, held to what the scenario stands for, whatever verdict the core gives (sl
 import pytest
 from helpers import cycles, rig
 
-from rig.parent import config, scenarios
-from rig.worker import scenes
+from rig.parent import config
+from rig.scenarios import catalog as scenarios
+from rig.scenarios.client import scenes
 
 NEW = {"ready-stub-dead": "stub-killed", "missing-model-py": "load-missing",
        "metrics-reload": "reload-in-place", "shm-after-forced-stop": "exit-after-stop"}
