@@ -20,7 +20,7 @@ import psutil
 
 from rig.parent import orchestrator
 from rig.parent.config import RunConfig
-from rig.parent.runtime import Runtime
+from rig.contract.runtime import EmbeddedRuntime
 from rig.store import Store
 
 REPORT_DEADLINE_S = 30  # the deadline of each phase a reporting fake worker announces
@@ -86,7 +86,7 @@ def prepared(tmp_path, body: str, **cfg) -> orchestrator.Prepared:
     script.write_text(PREAMBLE + textwrap.dedent(body))
     cfg.setdefault("startup_timeout", 5.0)
     config = RunConfig(exit_timeout=1, results=str(tmp_path / "results"), **cfg)
-    rt = Runtime(name="embedded-test", kind="embedded", triton_version="2.51.0", server_dir=str(tmp_path),
+    rt = EmbeddedRuntime(name="embedded-test", triton_version="2.51.0", server_dir=str(tmp_path),
                  core_library=str(tmp_path / "libtritonserver.so"), backend_dir=str(tmp_path / "backends"))
     work = tmp_path / "results" / "_work" / "run1"
     work.mkdir(parents=True)

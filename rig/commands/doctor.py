@@ -173,9 +173,9 @@ def report() -> str:
     ok, why = engines.official_probe()
     if ok:
         try:
-            rt = runtime.resolve(None, auto_install=False)
-            ok, why = engines.official_probe(rt)
-            why = f"over {rt.name}: {why}"
+            paired = runtime.resolve(None, auto_install=False)
+            ok, why = engines.official_probe(paired)
+            why = f"over {paired.name}: {why}"
         except RigError as e:
             why += f"; no runtime to pair it with ({e})"
     lines.append(f"engine      tritonserver: {'usable' if ok else 'unusable'}: {why}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import re
+import typing
 
 from rig.common.errors import RigError
 from rig.contract.ngc import embedded_alias
@@ -340,7 +341,12 @@ def _plan(specs: list[str], engines: list[str], retains: list[str]) -> list[dict
 
     plan = []
     for spec in specs:
-        entry = {"spec": spec, "triton": runtime.PYTRITON_CORE.get(spec, "-"), "engines": [], "skipped": []}
+        entry: dict[str, typing.Any] = {
+            "spec": spec,
+            "triton": runtime.PYTRITON_CORE.get(spec, "-"),
+            "engines": [],
+            "skipped": [],
+        }
         plan.append(entry)
 
         def skip(engine, why):

@@ -28,7 +28,14 @@ from rig.common.wheels import pip_install_into
 # The core each nvidia-pytriton release bundles, from the one version table (measured here with
 # TRITONSERVER_ServerMetadata); results are filed under it, a cycle whose core reports another says so.
 from rig.contract.ngc import PYTRITON_CORE, embedded_alias, pytriton_of
-from rig.contract.runtime import Runtime, cache_dir, python_tag
+from rig.contract.runtime import (
+    BuiltRuntime,
+    ContainerRuntime,
+    EmbeddedRuntime,
+    Runtime,
+    cache_dir,
+    python_tag,
+)
 
 DEFAULT_EMBEDDED = "0.7.0"
 
@@ -104,7 +111,7 @@ def container_home() -> Path | None:
     return p if (p / "lib" / "libtritonserver.so").exists() else None
 
 
-def container_runtime() -> Runtime:
+def container_runtime() -> ContainerRuntime:
     home = container_home()
     if home is None:
         raise RigError(
@@ -118,9 +125,8 @@ def container_runtime() -> Runtime:
     vfile = home / "TRITON_VERSION"
     if vfile.exists():
         version = vfile.read_text().strip()
-    return Runtime(
+    return ContainerRuntime(
         name="container",
-        kind="container",
         triton_version=version,
         server_dir=str(home),
         core_library=str(lib),
@@ -209,7 +215,7 @@ def stub_site(log=lambda msg: None) -> str | None:
     return str(site)
 
 
-def _embedded_from_root(version: str, root: Path, py: str | None = None) -> Runtime:
+def _embedded_from_root(version: str, root: Path, py: str | None = None) -> EmbeddedRuntime:
     wheel_dir = root / "wheel"
     py = py or python_tag()
     sdir = _assemble_server_dir(root, wheel_dir, py)
@@ -218,9 +224,8 @@ def _embedded_from_root(version: str, root: Path, py: str | None = None) -> Runt
     if mfile.exists():
         meta = json.loads(mfile.read_text())
     libs = str(wheel_dir / "nvidia_pytriton.libs")
-    return Runtime(
+    return EmbeddedRuntime(
         name=f"embedded-{version}",
-        kind="embedded",
         triton_version=meta.get("triton_version") or PYTRITON_CORE.get(version, "unknown"),
         server_dir=str(sdir),
         core_library=str(sdir / "lib" / "libtritonserver.so"),
@@ -344,7 +349,7 @@ def is_built_spec(spec: str) -> bool:
     return spec.startswith("built-") or (v.startswith("2.") and v.count(".") == 2)
 
 
-def built_runtime(spec: str) -> Runtime:
+def built_runtime(spec: str) -> BuiltRuntime:
     """A runtime built here from source, for the running interpreter."""
     from rig.build import cache
 
@@ -370,9 +375,8 @@ def built_runtime(spec: str) -> Runtime:
         )
     sdir = root / f"py{py}"
     bindings = sdir / "bindings"
-    return Runtime(
+    return BuiltRuntime(
         name=f"built-{v}",
-        kind="built",
         triton_version=m.get("triton_version", v),
         server_dir=str(sdir),
         core_library=str(sdir / "lib" / "libtritonserver.so"),

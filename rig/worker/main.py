@@ -20,7 +20,7 @@ from rig.common.errors import RigError
 from rig.common.probes import SHM_DIR
 from rig.common.procs import python_m
 from rig.contract.messages import CycleStart, Fatal, Message, Phase, Refused, Window
-from rig.contract.runtime import Runtime
+from rig.contract.runtime import BuiltRuntime, Runtime, stub_site_of
 from rig.contract.spec import LEAK_PREFIX, CycleSpec
 from rig.worker import cycle as cycle_mod
 from rig.worker import engines
@@ -63,11 +63,13 @@ def _own_environment(runtime: Runtime, spec_path: str, result_fd: int) -> None:
         return
     have = os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
     bindir = os.path.dirname(sys.executable)
+    stub_site = stub_site_of(runtime)
+    bindings = runtime.bindings if isinstance(runtime, BuiltRuntime) else None
     if (
         all(p in have for p in runtime.library_path)
-        and (not runtime.stub_site or os.environ.get("RIG_STUB_SITE") == runtime.stub_site)
+        and (not stub_site or os.environ.get("RIG_STUB_SITE") == stub_site)
         and bindir in os.environ.get("PATH", "").split(os.pathsep)
-        and (not runtime.bindings or runtime.bindings in os.environ.get("PYTHONPATH", "").split(os.pathsep))
+        and (not bindings or bindings in os.environ.get("PYTHONPATH", "").split(os.pathsep))
     ):
         return
     env = runtime.worker_env()

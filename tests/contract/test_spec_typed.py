@@ -14,10 +14,10 @@ import pytest
 from rig.common.errors import RigError
 from rig.contract import spec as spec_mod
 from rig.contract import typed
-from rig.contract.runtime import Runtime
+from rig.contract.runtime import BuiltRuntime, Runtime
 from rig.contract.spec import ClosedLoop, CycleSpec, OpenLoop
 
-RUNTIME = Runtime("built-2.67.0", "built", "2.67.0", "/x", "/x/lib/libtritonserver.so", "/x/backends", ("/x/lib",))
+RUNTIME = BuiltRuntime("built-2.67.0", "2.67.0", "/x", "/x/lib/libtritonserver.so", "/x/backends", ("/x/lib",))
 
 
 def a_spec(**kw) -> CycleSpec:
@@ -56,7 +56,7 @@ def test_written_and_read_back_it_is_the_same_value(tmp_path):
         (lambda d: d["workload"].update(users=2.5), "$.workload.users: expected an integer, got float 2.5"),
         (lambda d: d["workload"].update(kind="open"), "$.workload: OpenLoop has no field in_flight, master, name, node, users, web_port"),
         (lambda d: d["workload"].update(kind="burst"), "$.workload.kind: 'burst' is not one of 'closed', 'open'"),
-        (lambda d: d["runtime"].pop("core_library"), "$.runtime: Runtime needs core_library"),
+        (lambda d: d["runtime"].pop("core_library"), "$.runtime: BuiltRuntime needs core_library"),
         (lambda d: d.update(shapes={"INPUT0": [4, "x"]}), "$.shapes.INPUT0[1]: expected an integer, got str 'x'"),
         (lambda d: d.update(server_stats=1), "$.server_stats: expected true or false, got int 1"),
     ],

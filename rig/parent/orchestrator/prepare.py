@@ -18,6 +18,7 @@ from rig.common.errors import RigError
 from rig.common.version import __version__ as rig_version
 from rig.contract.fleet import check_master
 from rig.contract.rows import RunRow, now_iso
+from rig.contract.runtime import BuiltRuntime, EmbeddedRuntime, stub_site_of
 from rig.parent import engines, repository
 from rig.parent import runtime as runtime_mod
 from rig.parent.config import RunConfig
@@ -89,7 +90,13 @@ def prepare(
         problem = runtime_mod.libpython_problem()
         if problem:
             raise RigError(problem)
-    if rt.stub_site and cfg.model == "cupy" and not cfg.model_repository and not _scenario_models(cfg):
+    if (
+        isinstance(rt, (EmbeddedRuntime, BuiltRuntime))
+        and rt.stub_site
+        and cfg.model == "cupy"
+        and not cfg.model_repository
+        and not _scenario_models(cfg)
+    ):
         # CuPy 14 imports only over numpy 2, so the numpy-1 folder of an embedded core's stubs would
         # fail the model's import; the CuPy model never hands the stub a numpy array (its tensors
         # come and go by DLPack: models/cupy/1/model.py), the path numpy 2 breaks in those stubs.
@@ -183,7 +190,7 @@ def package_versions(engine: str, locust: bool, stub_site: str | None) -> dict[s
 
     The worker is this interpreter in this environment (``python -P -m rig worker``; its
     ``PYTHONPATH`` gains only the rig's own folder), so what this process finds is what the
-    worker imports. The backend stubs put the runtime's numpy-1 folder (``Runtime.stub_site``)
+    worker imports. The backend stubs put the runtime's numpy-1 folder (``EmbeddedRuntime.stub_site``)
     first on their path where there is one (``rig/worker/hook/evidence.py``'s ``.pth`` line), else
     import the worker's numpy. ``locust``: whether the run sends Locust load; the
     ``tritonserver`` bindings count with that engine only."""
@@ -214,7 +221,7 @@ def write_run_row(p: Prepared, command: str, cpu_idle: str | None = None) -> Non
         rig_version=rig_version,
         python_version=platform.python_version(),
         cpu_idle=cpu_idle,
-        **package_versions(p.engine, locust, p.runtime.stub_site),
+        **package_versions(p.engine, locust, stub_site_of(p.runtime)),
         **cpushare.current(),
     )
     p.store.write("runs", [row], p.runtime.triton_version, "run")
