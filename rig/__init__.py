@@ -26,8 +26,9 @@ def __getattr__(name):
     raise AttributeError(f"module 'rig' has no attribute {name!r}")
 
 
-def run(cfg, command: str = "soak", **kwargs):
-    """Run cycles as ``rig soak`` does; returns (exit status, tally, run_id, reasons)."""
-    from rig.commands.soak import execute
+def run(cfg, command: str = "soak", junit=None, summary_json=None, **kwargs):
+    """Run cycles as ``rig soak`` does; returns (exit status, tally, run_id, reasons). ``junit``
+    and ``summary_json``: files to write the judged run to (as ``--junit``, ``--summary-json``)."""
+    from rig.commands.soak import Outputs, execute
 
-    return execute(cfg, command, **kwargs)
+    return execute(cfg, command, outputs=Outputs(junit, summary_json), **kwargs)

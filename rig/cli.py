@@ -228,15 +228,14 @@ def _cycles(args, cfg, allowed: tuple[str, ...]) -> int:
     from rig.commands import soak
     from rig.common.text import redact
 
+    resume = getattr(args, "resume", None)
     status, tally, run_id, reasons = soak.execute(
         cfg,
         args.command,
-        resume=getattr(args, "resume", None),
-        cycles_given=args.cycles is not None,
+        resume=soak.Resume(resume, cycles_given=args.cycles is not None) if resume else None,
         allowed=allowed,
         log=_log,
-        junit=args.junit,
-        summary_json=getattr(args, "summary_json", None),
+        outputs=soak.Outputs(junit=args.junit, summary_json=getattr(args, "summary_json", None)),
     )
     if args.command == "soak" or len(tally.rows) > 1:
         print(soak.summary_table(tally))

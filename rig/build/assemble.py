@@ -5,6 +5,7 @@ manifest; all in a hidden folder renamed into place only when complete."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -13,13 +14,37 @@ import subprocess
 import sys
 import tempfile
 import time
+import typing
 from pathlib import Path
 
 from rig.build import preflight, recipe
 from rig.build.cache import RECIPE, built_root, runtimes_dir
-from rig.build.runner import run
+from rig.build.runner import Log, run
+from rig.build.sources import Sources
 from rig.common.errors import RigError
 from rig.common.probes import STUB_NAME
+
+
+@dataclasses.dataclass
+class Build:
+    """One build as it goes: the release and the refs it is built from, where, for which Python,
+    and what it learns on the way (the commits fetched, the adaptations made, each step's time).
+    The manifest (``runtime.json``) is made from it."""
+
+    version: str  # the Triton version: 2.67.0
+    branch: str  # its release branch: r24.10 ... r26.06
+    refs: dict[str, str]  # the ref built per repository (a branch, or --ref's)
+    sources: Sources
+    work: Path  # <cache>/builds/<version>: sources and build trees
+    py: str  # the stub's Python: 3.11
+    python: str  # that interpreter
+    log: Log
+    reuse: Path | None  # a core built before for another Python: only the backend is built
+    old: dict  # the manifest of an earlier build of this version ({} where none)
+    commits: dict[str, str] = dataclasses.field(default_factory=dict)  # the commit built per repository
+    notes: list[str] = dataclasses.field(default_factory=list)  # adaptations made to build it here
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)  # each step's seconds
+    t0: float = dataclasses.field(default_factory=time.monotonic)
 
 
 def _dir_mb(path: Path) -> float:
@@ -31,14 +56,14 @@ def _dir_mb(path: Path) -> float:
     return total / 1e6
 
 
-def assemble(
-    version, branch, refs, commits, notes, sources, work, timings, t0, log, py, python, reuse, old, compiled
-) -> dict:
+def assemble(b: Build, compiled: Path | None) -> dict:
+    """The build's runtime laid out, checked and renamed into place; its manifest."""
+    version, refs, work, py, log, notes, old = b.version, b.refs, b.work, b.py, b.log, b.notes, b.old
     root = built_root(version)
     staging = Path(tempfile.mkdtemp(prefix=f".built-{version}-", dir=runtimes_dir()))
     os.chmod(staging, 0o755)
     try:
-        _lay_out(staging, work, py, reuse, log)
+        _lay_out(staging, work, py, b.reuse, log)
         dest = staging / f"py{py}" / "bindings"
         bindings = _official_bindings(version, py, dest, log) or _compiled_bindings(compiled, dest, version, refs, py)
         if bindings:
@@ -48,15 +73,17 @@ def assemble(
         api = _check_core(staging / "lib" / "libtritonserver.so", version, log)
         work_mb = _dir_mb(work)
         # this step is still running: its time so far (the others hold their durations)
-        timings = {k: (round(time.monotonic() - v, 1) if k == "assemble and check" else v) for k, v in timings.items()}
-        m = {
+        timings = {
+            k: (round(time.monotonic() - v, 1) if k == "assemble and check" else v) for k, v in b.timings.items()
+        }
+        m: dict[str, typing.Any] = {
             "kind": "built",
             "recipe": RECIPE,
             "triton_version": version,
-            "branch": branch,
+            "branch": b.branch,
             "refs": refs,
-            "commits": commits,
-            "sources": sources.describe(),
+            "commits": b.commits,
+            "sources": b.sources.describe(),
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "host": os.uname().nodename,
             "cpus": len(os.sched_getaffinity(0)),
@@ -64,14 +91,14 @@ def assemble(
             "cmake": _first_line([preflight.tools(runtimes_dir().parent, log)[0], "--version"]),
             "core_flags": recipe.CORE_FLAGS,
             "backend_flags": recipe.BACKEND_FLAGS,
-            "pythons": {py: python},
+            "pythons": {py: b.python},
             "api_version": api,
             "adaptations": notes,
             "carried_libraries": carried,
             "differs_from_ngc": list(recipe.DIFFERS_FROM_NGC),
             "step_seconds": timings,
             "pybind11": _pybind11_version(work / "src" / "pybind11"),
-            "build_seconds": round(time.monotonic() - t0, 1),
+            "build_seconds": round(time.monotonic() - b.t0, 1),
             "work_mb": round(work_mb, 1),
         }
         # pybind11 before 2.12 (python_backend r24.10) knows numpy 1 only: its stub, given numpy 2,
@@ -80,9 +107,9 @@ def assemble(
             tuple(int(x) for x in m["pybind11"].split(".")[:2]) < (2, 12) if m["pybind11"] != "unknown" else False
         )
         m["size_mb"] = round(_dir_mb(staging), 1)
-        if reuse is not None:
+        if b.reuse is not None:
             m["step_seconds"] = {**old.get("step_seconds", {}), **timings}
-        if root.exists() and old.get("recipe") == RECIPE and old.get("commits", {}).get("core") == commits["core"]:
+        if root.exists() and old.get("recipe") == RECIPE and old.get("commits", {}).get("core") == b.commits["core"]:
             # the same core built for another Python: keep its stubs beside this one
             for other in root.glob("py*"):
                 if other.name != f"py{py}" and not (staging / other.name).exists():

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from rig.build import preflight, recipe, releases
-from rig.build.assemble import assemble, compile_bindings
+from rig.build.assemble import Build, assemble, compile_bindings
 from rig.build.cache import (
     RECIPE,
     builds_dir,
@@ -111,17 +111,26 @@ def _build_locked(req: Request, version: str, branch: str, py: str, sources: Sou
     refs, why = _pick_refs(req, version, branch, sources)
     work, resumed = _work_tree(version, refs, sources)
     python = req.python or sys.executable
-    old = manifest(built_root(version))
     reuse = _reusable_core(req, version, refs)
     log = Log(builds_dir() / f"{version}.log")
     _announce(version, branch, py, sources, reuse, log, out)
-    t0 = time.monotonic()
-    timings: dict[str, float] = {}
+    b = Build(
+        version,
+        branch,
+        refs,
+        sources,
+        work,
+        py,
+        python,
+        log,
+        reuse,
+        old=manifest(built_root(version)),
+        notes=[f"{n}: {w}" for n, w in why.items() if w != "release branch"],
+    )
+    timings, commits, notes = b.timings, b.commits, b.notes
     cmake, ninja = preflight.tools(runtimes_dir().parent, log)
     ccache = _compiler_cache(log)
     src, bld = work / "src", work / "build"
-    commits: dict[str, str] = {}
-    notes: list[str] = [f"{n}: {w}" for n, w in why.items() if w != "release branch"]
     jobs = ["-j", str(req.jobs)] if req.jobs else []
     try:
         with Progress(show) as bar:
@@ -175,9 +184,7 @@ def _build_locked(req: Request, version: str, branch: str, py: str, sources: Sou
             done("python bindings")
 
             step("assemble and check")
-            m = assemble(
-                version, branch, refs, commits, notes, sources, work, timings, t0, log, py, python, reuse, old, compiled
-            )
+            m = assemble(b, compiled)
             _add_to_manifest(m, version, ccache, resumed, log)
             done("assemble and check")
     except KeyboardInterrupt:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 
 from rig.commands.tally import (  # noqa: F401
+    Judged,
     Tally,
     cycle_line,
     growth_lines,
@@ -126,36 +127,52 @@ def results_store(results) -> Store:
     return store
 
 
+@dataclasses.dataclass(frozen=True)
+class Outputs:
+    """Where a judged run goes beside the store: ``junit``, a file to write it to as JUnit XML
+    (checked beforehand: ``rig.parent.junit.check_path``); ``summary_json``, a file to write its
+    summary to as JSON (``rig.commands.summary``) once its exit status is known. Interrupted
+    runs write both too."""
+
+    junit: str | None = None
+    summary_json: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Resume:
+    """A killed run to go on with: its id, and whether ``--cycles`` was given (to run more than it
+    was started for)."""
+
+    run_id: str
+    cycles_given: bool = False
+
+
 def execute(
     cfg: RunConfig,
     command: str,
-    resume: str | None = None,
-    cycles_given: bool = False,
+    resume: Resume | None = None,
     allowed: tuple[str, ...] = DEFAULT_ALLOWED,
     log: Callable[[str], None] = print,
     on_window: Callable[[WindowRow], None] | None = None,
-    junit: str | None = None,
     run_id: str | None = None,
-    summary_json: str | None = None,
+    outputs: Outputs = Outputs(),
 ) -> tuple[int, Tally, str, list[str]]:
     """Run (or resume) a cycle/soak; returns (exit status, tally, run_id, reasons it failed).
-    ``junit``: a file to write the judged run to as JUnit XML (checked beforehand:
-    ``rig.parent.junit.check_path``), interrupted runs too. ``run_id``: a new run's id, named
-    by the caller before it starts (a matrix cell's; default a new one); ``resume`` names the
-    run it continues. ``summary_json``: a file to write the run's summary to as JSON
-    (``rig.commands.summary``) once its exit status is known, an interrupted run's too."""
+    ``run_id``: a new run's id, named by the caller before it starts (a matrix cell's; default a
+    new one); ``resume``: the run it continues."""
     from rig.commands import soak_junit, summary
     from rig.parent.junit import now
 
+    junit, summary_json = outputs.junit, outputs.summary_json
     summary.check_path(summary_json)
 
     started = (now(), time.monotonic())
     stored_rows: list[CycleRow] = []
     store = results_store(cfg.results)
     if resume:
-        cfg, stored_rows = _resumed(store, resume, cfg, cycles_given, log)
+        cfg, stored_rows = _resumed(store, resume.run_id, cfg, resume.cycles_given, log)
     allowed = allowed_outcomes(cfg, allowed)
-    p = orchestrator.prepare(cfg, command, store, run_id=resume or run_id, log=log)
+    p = orchestrator.prepare(cfg, command, store, run_id=resume.run_id if resume else run_id, log=log)
     if not resume:
         orchestrator.write_run_row(p, command)
     _announce(p, cfg, store, log)
@@ -164,6 +181,7 @@ def execute(
     if resume:
         log(f"resuming: {len(done)} cycle(s) stored, {len(todo)} to go")
     tally = Tally(list(stored_rows))
+    judged = Judged(p, tally, allowed, command, started)
     progress = Progress(len(todo), f"{command} {p.run_id}", tally) if command == "soak" else None
 
     def collect_window(w: WindowRow):
@@ -189,14 +207,14 @@ def execute(
         if progress:
             progress.close()
             progress = None
-        _interrupted(p, cfg, tally, allowed, command, started, junit, summary_json, log)
+        _interrupted(judged, outputs, log)
         raise
     finally:
         if progress:
             progress.close()
     reasons = judge(tally, cfg, allowed)
     if junit:  # before compaction and the plot: what was judged reaches CI whatever follows
-        soak_junit.write(junit, tally, cfg, allowed, reasons, command, p, started)
+        soak_junit.write(junit, judged, reasons)
         log(f"JUnit XML: {junit}")
     status = Exit.FAILED if reasons else Exit.OK
     try:
@@ -204,49 +222,24 @@ def execute(
             _compact_and_plot(store, p, tally, log)
     except OSError as e:  # the machine failed what follows the judging (rig.cli: exit 4); the summary says so
         if summary_json:
-            _summary(
-                summary_json,
-                command,
-                Exit.MACHINE,
-                p,
-                tally,
-                cfg,
-                [*reasons, f"the machine failed the run after its cycles: {e.strerror or e}"],
-                log,
-            )
+            failed = f"the machine failed the run after its cycles: {e.strerror or e}"
+            _summary(summary_json, judged, Exit.MACHINE, [*reasons, failed], log)
         raise
     if summary_json:
-        _summary(summary_json, command, status, p, tally, cfg, reasons, log)
+        _summary(summary_json, judged, status, reasons, log)
     return status, tally, p.run_id, reasons
 
 
-def _interrupted(
-    p,
-    cfg: RunConfig,
-    tally: Tally,
-    allowed,
-    command: str,
-    started,
-    junit: str | None,
-    summary_json: str | None,
-    log: Callable[[str], None],
-) -> None:
+def _interrupted(judged: Judged, outputs: Outputs, log: Callable[[str], None]) -> None:
     """An interrupted run: how to go on, and its JUnit file and summary as they stand."""
+    p, cfg, tally = judged.p, judged.cfg, judged.tally
     resume_with = f"rig soak --resume {p.run_id} --results {shlex.quote(redact(str(cfg.results)))}"
     log(f"interrupted after {len(tally.rows)} stored cycle(s); continue with: {resume_with}")
-    if junit:
-        _junit_interrupted(junit, tally, cfg, allowed, command, p, started, resume_with, log)
-    if summary_json:
-        _summary(
-            summary_json,
-            command,
-            Exit.INTERRUPTED,
-            p,
-            tally,
-            cfg,
-            [f"interrupted after {len(tally.rows)} stored cycle(s); continue with: {resume_with}"],
-            log,
-        )
+    if outputs.junit:
+        _junit_interrupted(outputs.junit, judged, resume_with, log)
+    if outputs.summary_json:
+        why = f"interrupted after {len(tally.rows)} stored cycle(s); continue with: {resume_with}"
+        _summary(outputs.summary_json, judged, Exit.INTERRUPTED, [why], log)
 
 
 def _announce(p, cfg: RunConfig, store, log: Callable[[str], None]) -> None:
@@ -272,20 +265,12 @@ def _compact_and_plot(store, p, tally: Tally, log: Callable[[str], None]) -> Non
         log(f"plot: {store.publish(path)}")
 
 
-def _summary(
-    path: str,
-    command: str,
-    status: int,
-    p,
-    tally: Tally,
-    cfg: RunConfig,
-    reasons: list[str],
-    log: Callable[[str], None],
-) -> None:
+def _summary(path: str, judged: Judged, status: int, reasons: list[str], log: Callable[[str], None]) -> None:
     """The run's summary JSON (``rig.commands.summary``); a failure to write it is said, and the
     run's own status stands."""
     from rig.commands import summary
 
+    p, cfg, tally, command = judged.p, judged.cfg, judged.tally, judged.command
     extra = {
         "triton_version": p.runtime.triton_version,
         "runtime": p.runtime.name,
@@ -343,31 +328,17 @@ def _resumed(
     return cfg, stored_rows
 
 
-def _junit_interrupted(
-    junit: str,
-    tally: Tally,
-    cfg: RunConfig,
-    allowed,
-    command: str,
-    p,
-    started,
-    resume_with: str,
-    log: Callable[[str], None],
-) -> None:
+def _junit_interrupted(junit: str, judged: Judged, resume_with: str, log: Callable[[str], None]) -> None:
     """An interrupted run's JUnit XML, as far as it got (a failure to write it is said, not raised:
     the interruption is what the night ends with)."""
     from rig.commands import soak_junit
 
     try:
+        tally, cfg = judged.tally, judged.cfg
         soak_junit.write(
             junit,
-            tally,
-            cfg,
-            allowed,
-            judge(tally, cfg, allowed),
-            command,
-            p,
-            started,
+            judged,
+            judge(tally, cfg, judged.allowed),
             interrupted=f"interrupted after {len(tally.rows)} stored cycle(s) of {cfg.cycles}; "
             f"continue with: {resume_with}",
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from rig.commands.tally import Tally, cycle_line
+from rig.commands.tally import Judged, Tally, cycle_line
 from rig.common.text import redact
 from rig.contract import verdicts
 from rig.parent.config import RunConfig
@@ -92,22 +92,13 @@ def junit_suite(
     )
 
 
-def write(
-    path: str,
-    tally: Tally,
-    cfg: RunConfig,
-    allowed: tuple[str, ...],
-    reasons: list[str],
-    command: str,
-    p,
-    started: tuple[str, float],
-    interrupted: str | None = None,
-) -> None:
-    """``junit_suite`` of the run (``p``: ``orchestrator.Prepared``; ``started``: its timestamp
-    and monotonic clock) written to ``path`` (``rig.parent.junit.write``)."""
+def write(path: str, judged: Judged, reasons: list[str], interrupted: str | None = None) -> None:
+    """``junit_suite`` of the run written to ``path`` (``rig.parent.junit.write``)."""
     import socket
 
     from rig.parent import junit
+
+    p, cfg, tally, command, started = judged.p, judged.cfg, judged.tally, judged.command, judged.started
 
     run = {
         "run_id": p.run_id,
@@ -126,7 +117,7 @@ def write(
     suite = junit_suite(
         tally,
         cfg,
-        allowed,
+        judged.allowed,
         reasons,
         command,
         run,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import typing
 
 from rig.common.text import num
 from rig.contract import server_stats, verdicts
@@ -74,6 +75,24 @@ class Tally:
     @property
     def leaks(self) -> tuple[int, int]:
         return (sum(r.stubs_killed or 0 for r in self.rows), sum(r.shm_regions_leaked or 0 for r in self.rows))
+
+
+@dataclasses.dataclass
+class Judged:
+    """A run as it is judged and reported (the JUnit file, the summary JSON, an interruption):
+    the prepared run (``orchestrator.Prepared``: its config, runtime, engine, model), its cycles
+    so far, the verdicts it allows, the command, and when it started (a timestamp and the
+    monotonic clock)."""
+
+    p: typing.Any  # rig.parent.orchestrator.Prepared
+    tally: Tally
+    allowed: tuple[str, ...]
+    command: str
+    started: tuple[str, float]
+
+    @property
+    def cfg(self):
+        return self.p.config
 
 
 def cycle_line(r: CycleRow) -> str:
