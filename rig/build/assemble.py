@@ -19,6 +19,7 @@ from pathlib import Path
 
 from rig.build import preflight, recipe
 from rig.build.cache import RECIPE, built_root, runtimes_dir
+from rig.build.identity import Patch
 from rig.build.runner import Log, run
 from rig.build.sources import Sources
 from rig.common.errors import RigError
@@ -45,6 +46,13 @@ class Build:
     notes: list[str] = dataclasses.field(default_factory=list)  # adaptations made to build it here
     timings: dict[str, float] = dataclasses.field(default_factory=dict)  # each step's seconds
     t0: float = dataclasses.field(default_factory=time.monotonic)
+    name: str = ""  # what follows built-: the version, or a variant's label (rig.build.identity)
+    patches: tuple[Patch, ...] = ()  # --patch: the diffs applied
+    overrides: dict[str, str] = dataclasses.field(default_factory=dict)  # --ref as given
+
+    @property
+    def label(self) -> str:
+        return self.name or self.version
 
 
 def _dir_mb(path: Path) -> float:
@@ -59,8 +67,8 @@ def _dir_mb(path: Path) -> float:
 def assemble(b: Build, compiled: Path | None) -> dict:
     """The build's runtime laid out, checked and renamed into place; its manifest."""
     version, refs, work, py, log, notes, old = b.version, b.refs, b.work, b.py, b.log, b.notes, b.old
-    root = built_root(version)
-    staging = Path(tempfile.mkdtemp(prefix=f".built-{version}-", dir=runtimes_dir()))
+    root = built_root(b.label)
+    staging = Path(tempfile.mkdtemp(prefix=f".built-{b.label}-", dir=runtimes_dir()))
     os.chmod(staging, 0o755)
     try:
         _lay_out(staging, work, py, b.reuse, log)
@@ -80,6 +88,7 @@ def assemble(b: Build, compiled: Path | None) -> dict:
             "kind": "built",
             "recipe": RECIPE,
             "triton_version": version,
+            "label": b.label,
             "branch": b.branch,
             "refs": refs,
             "commits": b.commits,
@@ -106,6 +115,14 @@ def assemble(b: Build, compiled: Path | None) -> dict:
         m["stub_numpy1"] = (
             tuple(int(x) for x in m["pybind11"].split(".")[:2]) < (2, 12) if m["pybind11"] != "unknown" else False
         )
+        if b.label != version:  # a variant: what it is beside the release it was built from
+            m["release"] = version
+            m["variant"] = {
+                "refs": b.overrides,
+                "patches": [
+                    {"component": p.component, "file": p.name, "path": p.path, "sha256": p.sha256} for p in b.patches
+                ],
+            }
         m["size_mb"] = round(_dir_mb(staging), 1)
         if b.reuse is not None:
             m["step_seconds"] = {**old.get("step_seconds", {}), **timings}
@@ -116,7 +133,7 @@ def assemble(b: Build, compiled: Path | None) -> dict:
                     shutil.copytree(other, staging / other.name, symlinks=True)
                     m["pythons"].update({k: v for k, v in old.get("pythons", {}).items() if f"py{k}" == other.name})
         (staging / "runtime.json").write_text(json.dumps(m, indent=1))
-        _replace(root, staging, version)
+        _replace(root, staging, b.label)
         return m
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

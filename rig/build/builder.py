@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from rig.build import preflight, recipe, releases
+from rig.build import identity, preflight, recipe, releases
 from rig.build.assemble import Build, assemble, compile_bindings
 from rig.build.cache import (
     RECIPE,
@@ -29,8 +29,9 @@ from rig.build.cache import (
     python_tag,
     runtimes_dir,
 )
+from rig.build.identity import Patch
 from rig.build.runner import Log, Progress, run
-from rig.build.sources import Sources, git
+from rig.build.sources import Sources, apply_patch, checkout, git
 from rig.common.errors import RigError
 
 
@@ -38,7 +39,8 @@ from rig.common.errors import RigError
 class Request:
     version: str  # what the user typed: 2.67.0 or r26.03
     sources: str | None = None  # a folder of git bundles; None: GitHub
-    refs: dict[str, str] = dataclasses.field(default_factory=dict)  # --ref overrides
+    refs: dict[str, str] = dataclasses.field(default_factory=dict)  # --ref overrides: a branch, tag or commit
+    patches: tuple[Patch, ...] = ()  # --patch: diffs applied before the build (identity.parse_patches)
     force: bool = False
     jobs: int | None = None
     python: str | None = None  # the interpreter whose backend stub is built; None: this one
@@ -47,28 +49,56 @@ class Request:
 def build(req: Request, out=print, progress: bool | None = None) -> dict:
     """Build (or find built) a runtime; returns its manifest. Raises RigError with one line."""
     version, branch = releases.parse(req.version)
-    root = built_root(version)
     py = python_tag(req.python)
+    sources = Sources(req.sources) if (req.refs or req.patches) else None
+    resolved = _resolve_variant(req, version, branch, sources) if sources is not None else None
+    name = identity.label(version, resolved[1], req.patches) if resolved else version
+    root = built_root(name)
     if not req.force and is_built(root, py):
         m = manifest(root)
-        out(f"built-{version} is already built (cache hit): Triton {version} from {m.get('branch')} in {root}")
+        what = identity.describe_variant(m) or f"Triton {version} from {m.get('branch')}"
+        out(f"built-{name} is already built (cache hit): {what}, in {root}")
         return m
     preflight.check(req.python or sys.executable)
-    sources = Sources(req.sources)
+    sources = sources or Sources(req.sources)
     runtimes_dir().mkdir(parents=True, exist_ok=True)
     builds_dir().mkdir(parents=True, exist_ok=True)
-    with open(builds_dir() / f".{version}.lock", "a") as lock:
+    target = Target(version, branch, py, name, *(resolved or (None, None)))
+    with open(builds_dir() / f".{name}.lock", "a") as lock:
         try:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            out(f"waiting for another process that is building Triton {version} ...")
+            out(f"waiting for another process that is building built-{name} ...")
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         if not req.force and is_built(root, py):
-            out(f"built-{version} was built meanwhile (cache hit): {root}")
+            out(f"built-{name} was built meanwhile (cache hit): {root}")
             return manifest(root)
-        return _build_locked(
-            req, version, branch, py, sources, out, sys.stderr.isatty() if progress is None else progress
-        )
+        return _build_locked(req, target, sources, out, sys.stderr.isatty() if progress is None else progress)
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What one build makes: a release (``name`` is its version) or a variant of it (``name`` is
+    its label, ``refs`` and ``commits`` resolved before the build: ``identity``)."""
+
+    version: str
+    branch: str
+    py: str
+    name: str
+    refs: dict[str, str] | None = None
+    commits: dict[str, str] | None = None
+
+
+def _resolve_variant(req: Request, version: str, branch: str, sources: Sources) -> tuple[dict, dict]:
+    """A variant's ref and commit per component, read from mirrors of the repositories
+    (``<cache>/builds/mirrors``) before anything is built: its name is derived from them."""
+    refs, _ = _pick_refs(req, version, branch, sources)
+    log = Log(builds_dir() / "mirrors.log")
+    try:
+        commits = {n: sources.resolve(n, refs[n], sources.mirror(n, builds_dir() / "mirrors", log)) for n in refs}
+    finally:
+        log.close()
+    return refs, commits
 
 
 def _pick_refs(req: Request, version: str, branch: str, sources: Sources) -> tuple[dict, dict]:
@@ -85,20 +115,20 @@ def _pick_refs(req: Request, version: str, branch: str, sources: Sources) -> tup
     return {n: p[0] for n, p in picked.items()}, {n: p[1] for n, p in picked.items()}
 
 
-def _reusable_core(req: Request, version: str, refs: dict) -> Path | None:
+def _reusable_core(req: Request, name: str, refs: dict) -> Path | None:
     """The core built before for another Python, where it is this build's own: only the Python
     backend is built then."""
-    old, core = manifest(built_root(version)), built_root(version) / "lib" / "libtritonserver.so"
+    old, core = manifest(built_root(name)), built_root(name) / "lib" / "libtritonserver.so"
     if req.force or not (old.get("recipe") == RECIPE and old.get("refs") == refs and core.exists()):
         return None
     return core
 
 
-def _work_tree(version: str, refs: dict, sources: Sources) -> tuple[Path, bool]:
+def _work_tree(name: str, refs: dict, sources: Sources, patches: tuple[Patch, ...]) -> tuple[Path, bool]:
     """The build's work folder, and whether an earlier attempt's trees are there (ninja goes on
-    from them); one made by another recipe or other refs is started over."""
-    work = builds_dir() / version
-    stamp = {"recipe": RECIPE, "refs": refs, "sources": sources.describe()}
+    from them); one made by another recipe, other refs or other patches is started over."""
+    work = builds_dir() / name
+    stamp = {"recipe": RECIPE, "refs": refs, "sources": sources.describe(), "patches": [p.sha256 for p in patches]}
     if (work / "stamp.json").exists() and json.loads((work / "stamp.json").read_text()) != stamp:
         shutil.rmtree(work)
     resumed = (work / "build").exists()
@@ -107,13 +137,14 @@ def _work_tree(version: str, refs: dict, sources: Sources) -> tuple[Path, bool]:
     return work, resumed
 
 
-def _build_locked(req: Request, version: str, branch: str, py: str, sources: Sources, out, show: bool) -> dict:
+def _build_locked(req: Request, target: Target, sources: Sources, out, show: bool) -> dict:
+    version, branch, py, name = target.version, target.branch, target.py, target.name
     refs, why = _pick_refs(req, version, branch, sources)
-    work, resumed = _work_tree(version, refs, sources)
+    work, resumed = _work_tree(name, refs, sources, req.patches)
     python = req.python or sys.executable
-    reuse = _reusable_core(req, version, refs)
-    log = Log(builds_dir() / f"{version}.log")
-    _announce(version, branch, py, sources, reuse, log, out)
+    reuse = _reusable_core(req, name, refs)
+    log = Log(builds_dir() / f"{name}.log")
+    _announce(target, sources, reuse, log, out)
     b = Build(
         version,
         branch,
@@ -124,10 +155,13 @@ def _build_locked(req: Request, version: str, branch: str, py: str, sources: Sou
         python,
         log,
         reuse,
-        old=manifest(built_root(version)),
+        old=manifest(built_root(name)),
         notes=[f"{n}: {w}" for n, w in why.items() if w != "release branch"],
+        name=name,
+        patches=req.patches,
+        overrides=dict(req.refs),
     )
-    timings, commits, notes = b.timings, b.commits, b.notes
+    timings, commits = b.timings, b.commits
     cmake, ninja = preflight.tools(runtimes_dir().parent, log)
     ccache = _compiler_cache(log)
     src, bld = work / "src", work / "build"
@@ -144,7 +178,7 @@ def _build_locked(req: Request, version: str, branch: str, py: str, sources: Sou
                 bar.finish()
 
             step("sources")
-            commits.update(_fetch_all(sources, refs, src, notes, log))
+            commits.update(_fetch_all(sources, b, target.commits, log))
             shim = recipe.shims(work / "shims")
             done("sources")
 
@@ -185,7 +219,7 @@ def _build_locked(req: Request, version: str, branch: str, py: str, sources: Sou
 
             step("assemble and check")
             m = assemble(b, compiled)
-            _add_to_manifest(m, version, ccache, resumed, log)
+            _add_to_manifest(m, name, ccache, resumed, log)
             done("assemble and check")
     except KeyboardInterrupt:
         log("interrupted")
@@ -197,7 +231,7 @@ def _build_locked(req: Request, version: str, branch: str, py: str, sources: Sou
         log.close()
     shutil.rmtree(work, ignore_errors=True)  # the result is in runtimes/; the trees are not needed
     out(
-        f"built-{version}: Triton {version} in {built_root(version)} "
+        f"built-{name}: Triton {version}{' (a variant)' if target.commits else ''} in {built_root(name)} "
         f"({m['build_seconds'] / 60:.1f} min, {m['size_mb']:.0f} MB; peak work tree {m['work_mb']:.0f} MB"
         + (
             f"; compiler cache: {cc['hits']} of {cc['hits'] + cc['misses']} compiles served"
@@ -209,15 +243,17 @@ def _build_locked(req: Request, version: str, branch: str, py: str, sources: Sou
     return m
 
 
-def _announce(version: str, branch: str, py: str, sources: Sources, reuse, log, out) -> None:
-    log(f"\n==== rig runtime build {version} ({branch}) {time.strftime('%Y-%m-%d %H:%M:%S')} ====")
+def _announce(target: Target, sources: Sources, reuse, log, out) -> None:
+    version, branch, py = target.version, target.branch, target.py
+    log(f"\n==== rig runtime build {target.name} ({branch}) {time.strftime('%Y-%m-%d %H:%M:%S')} ====")
+    variant = f" as built-{target.name} (a variant: {', '.join(_variant_words(target))})" if target.commits else ""
     out(
-        f"building Triton {version} ({branch}) for CPU, backend stub for Python {py}, from "
+        f"building Triton {version} ({branch}){variant} for CPU, backend stub for Python {py}, from "
         f"{sources.describe()}{'; the core is reused from ' + str(reuse) if reuse else ''}; log: {log.path}"
     )
 
 
-def _add_to_manifest(m: dict, version: str, ccache: str | None, resumed: bool, log) -> None:
+def _add_to_manifest(m: dict, name: str, ccache: str | None, resumed: bool, log) -> None:
     """What the manifest learns after assembly: the compiler cache's counts, and that a resumed
     build's times are its last attempt's only."""
     if ccache:
@@ -226,7 +262,7 @@ def _add_to_manifest(m: dict, version: str, ccache: str | None, resumed: bool, l
     if resumed:
         m["resumed"] = True
     if resumed or ccache:
-        (built_root(version) / "runtime.json").write_text(json.dumps(m, indent=1))
+        (built_root(name) / "runtime.json").write_text(json.dumps(m, indent=1))
 
 
 def _compiler_cache(log) -> str | None:
@@ -264,13 +300,37 @@ def _cache_stats(ccache: str) -> dict[str, int]:
     return {"hits": n("direct_cache_hit") + n("preprocessed_cache_hit"), "misses": n("cache_miss")}
 
 
-def _fetch_all(sources: Sources, refs: dict[str, str], src: Path, notes: list[str], log) -> dict[str, str]:
+def _variant_words(target: Target) -> list[str]:
+    assert target.refs is not None and target.commits is not None
+    return [
+        f"{n} at {target.refs[n]} ({target.commits[n][:8]})"
+        for n in releases.COMPONENTS
+        if target.refs[n] != target.branch
+    ]
+
+
+def _fetch_all(sources: Sources, b: Build, commits_wanted: dict[str, str] | None, log) -> dict[str, str]:
+    """Every component checked out into the work tree (a variant's at the commits resolved for its
+    name, from the mirrors), its patches applied, then the recipe's adaptations."""
+    refs, src, notes = b.refs, b.work / "src", b.notes
     commits = {}
     for name in releases.COMPONENTS:
         dest = src / name
         if not (dest / ".git").exists():
             shutil.rmtree(dest, ignore_errors=True)
-            sources.fetch(name, refs[name], dest, log)
+            if commits_wanted:
+                checkout(builds_dir() / "mirrors" / f"{name}.git", commits_wanted[name], dest, log)
+            else:
+                sources.fetch(name, refs[name], dest, log)
+            try:
+                for patch in (p for p in b.patches if p.component == name):
+                    apply_patch(dest, name, commits_wanted[name] if commits_wanted else refs[name], patch, log)
+            except RigError:
+                shutil.rmtree(dest, ignore_errors=True)  # never a checkout half patched
+                raise
+        notes.extend(
+            f"{name}: patched with {p.name} (sha256 {p.sha256[:12]})" for p in b.patches if p.component == name
+        )
         commits[name] = subprocess.run(
             ["git", "-C", str(dest), "rev-parse", "HEAD"],
             capture_output=True,

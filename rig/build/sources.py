@@ -9,7 +9,10 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from rig.build.identity import COMMIT
 from rig.common.errors import RigError
+
+_ALL_REFS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
 
 GITHUB = "https://github.com/triton-inference-server/{name}.git"
 # Third-party repositories the Python backend pins (its CMakeLists names them).
@@ -75,10 +78,10 @@ class Sources:
         """(ref to build, why) for one repository. A release branch it lacks is refused, unless
         ``nearest`` (the release is there, in other repositories): then main, said loudly."""
         if override:
-            if override not in self.heads(name):
+            if override not in self.heads(name) and not COMMIT.fullmatch(override):
                 raise RigError(
-                    f"--ref {name}={override}: {self.describe()} has no such branch of {name} "
-                    f"(it has {_span(self.heads(name))})"
+                    f"--ref {name}={override}: {self.describe()} has no such branch or tag of {name} "
+                    f"(it has {_span(self.heads(name))}; a commit is 7 to 40 hex digits)"
                 )
             return override, f"--ref {name}={override}"
         if branch in self.heads(name):
@@ -98,6 +101,38 @@ class Sources:
     def has_release(self, branch: str, names) -> bool:
         return any(branch in self.heads(n) for n in names)
 
+    def mirror(self, name: str, into: Path, log) -> Path:
+        """A bare copy of the repository with every branch and tag (``into/NAME.git``), made once
+        and brought up to date: where a commit is resolved and its history read."""
+        path = into / f"{name}.git"
+        if (path / "HEAD").exists():
+            git(["git", "-C", str(path), "fetch", "-q", "--prune", self.url(name), *_ALL_REFS], log)
+        else:
+            into.mkdir(parents=True, exist_ok=True)
+            tmp = into / f".{name}.git.part"
+            subprocess.run(["rm", "-rf", str(tmp)], check=False)
+            git(["git", "clone", "-q", "--bare", self.url(name), str(tmp)], log)
+            git(["git", "-C", str(tmp), "fetch", "-q", self.url(name), *_ALL_REFS], log)
+            tmp.rename(path)
+        return path
+
+    def resolve(self, name: str, ref: str, mirror: Path) -> str:
+        """The commit ``ref`` (a branch, a tag or a commit, whole or abbreviated) names in
+        ``name``'s mirror; one line where it names none."""
+        proc = subprocess.run(
+            ["git", "-C", str(mirror), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if proc.returncode != 0 or not proc.stdout.strip():
+            raise RigError(
+                f"--ref {name}={ref}: {self.describe()} has no such branch, tag or commit of {name} "
+                f"(branches {_span(self.heads(name))})"
+            )
+        return proc.stdout.strip()
+
     def fetch(self, name: str, ref: str, dest: Path, log) -> str:
         """Check ``ref`` of ``name`` out into ``dest``; returns the commit."""
         url = self.url(name)
@@ -107,6 +142,28 @@ class Sources:
         git(args, log)
         git(["git", "-C", str(dest), "checkout", "-q", ref if self.folder or name in THIRD_PARTY else "HEAD"], log)
         return git(["git", "-C", str(dest), "rev-parse", "HEAD"], log).strip()
+
+
+def checkout(mirror: Path, commit: str, dest: Path, log) -> str:
+    """``commit`` of a mirrored repository checked out into ``dest``; returns the commit."""
+    git(["git", "clone", "-q", "--no-checkout", str(mirror), str(dest)], log)
+    git(["git", "-C", str(dest), "checkout", "-q", commit], log)
+    return git(["git", "-C", str(dest), "rev-parse", "HEAD"], log).strip()
+
+
+def apply_patch(dest: Path, component: str, commit: str, patch, log) -> None:
+    """``patch`` (``identity.Patch``) applied to the checkout ``dest``; a diff that does not apply
+    is one line, before anything is compiled."""
+    check = subprocess.run(
+        ["git", "-C", str(dest), "apply", "--check", patch.path], capture_output=True, text=True, check=False
+    )
+    if check.returncode != 0:
+        first = (check.stderr.strip().splitlines() or ["git apply failed"])[0]
+        raise RigError(
+            f"--patch {component}={patch.path} does not apply to {component} at {commit[:8]} ({first}): "
+            "give a diff made against that commit, or build the commit it was made against with --ref"
+        )
+    git(["git", "-C", str(dest), "apply", patch.path], log)
 
 
 def _span(names: list[str]) -> str:

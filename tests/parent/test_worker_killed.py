@@ -84,6 +84,11 @@ def test_a_stub_that_outlives_the_bound_is_killed_and_its_servers_regions_remove
     region = probes.SHM_DIR / f"{probes.own_shm_prefix(stub.pid)}rig-test"
     try:
         region.write_bytes(b"x")
+        # until it has exec'd, the child is a copy of this interpreter, not yet named as a stub (a
+        # fresh CI's busy machine saw that window: 0 stubs)
+        deadline = time.monotonic() + 10
+        while not probes.stubs_in_group(stub.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
         kill = _kill(stub.pid, stubs=probes.stubs_in_group(stub.pid))
         left = reap.watch(kill, tmp_path, bound_s=0.3)
         assert (left.stubs, left.gone_s, left.outlived, left.regions) == (1, None, 1, 1)
