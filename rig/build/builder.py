@@ -49,6 +49,8 @@ class Request:
 def build(req: Request, out=print, progress: bool | None = None) -> dict:
     """Build (or find built) a runtime; returns its manifest. Raises RigError with one line."""
     version, branch = releases.parse(req.version)
+    # a --ref to the release's own branch changes nothing: what is left makes a variant
+    req = dataclasses.replace(req, refs={c: r for c, r in req.refs.items() if r != branch})
     py = python_tag(req.python)
     sources = Sources(req.sources) if (req.refs or req.patches) else None
     resolved = _resolve_variant(req, version, branch, sources) if sources is not None else None

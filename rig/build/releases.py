@@ -73,11 +73,13 @@ def parse(spec: str) -> tuple[str, str]:
 
 
 def parse_refs(items: list[str] | None) -> dict[str, str]:
-    """``--ref core=main`` (repeatable) → {"core": "main"}."""
+    """``--ref core=main`` (repeatable; a branch, a tag or a commit) → {"core": "main"}."""
     out: dict[str, str] = {}
     for item in items or ():
         name, sep, ref = item.partition("=")
         if not sep or not ref or name not in COMPONENTS:
-            raise RigError(f"--ref {item!r}: say COMPONENT=BRANCH, COMPONENT one of {', '.join(COMPONENTS)}")
+            raise RigError(
+                f"--ref {item!r}: say COMPONENT=REF (a branch, tag or commit), COMPONENT one of {', '.join(COMPONENTS)}"
+            )
         out[name] = ref
     return out

@@ -24,8 +24,16 @@ def add_parser(sub, parser_class) -> None:
     rb.add_argument(
         "--ref",
         action="append",
-        metavar="COMPONENT=BRANCH",
-        help="build a component from another branch (core, common, backend, python_backend)",
+        metavar="COMPONENT=REF",
+        help="build a component (core, common, backend, python_backend) at another branch, tag or commit: "
+        "a variant of the release, named and cached apart from it (built-VERSION-vKEY)",
+    )
+    rb.add_argument(
+        "--patch",
+        action="append",
+        metavar="COMPONENT=FILE",
+        help="apply a diff (git diff, git format-patch) to a component before building it (repeatable, in "
+        "order): a variant of the release, named and cached apart from it",
     )
     rb.add_argument("--jobs", type=int, default=None, help="parallel compile jobs (default: ninja's)")
     rb.add_argument(
@@ -51,13 +59,14 @@ def run(args) -> int:
         )
         return Exit.OK
     if args.runtime_command == "build":
-        from rig.build import Request, build, releases
+        from rig.build import Request, build, identity, releases
 
         build(
             Request(
                 version=args.version,
                 sources=args.sources,
                 refs=releases.parse_refs(args.ref),
+                patches=identity.parse_patches(args.patch, releases.COMPONENTS),
                 force=args.force,
                 jobs=args.jobs,
                 python=args.python,
@@ -81,6 +90,8 @@ def run(args) -> int:
                 f"Triton {b['triton_version']:<8} {b['name']:<16} stubs {','.join(b['pythons']) or '-':<24} {b['path']}"
             )
             print(f"{'':<32} {describe(b)}")
+            if b["manifest"].get("variant"):
+                print(f"{'':<32} {identity.describe_variant(b['manifest'])}")
         if not rows and not home and not built:
             print(
                 "no runtime installed; `rig runtime install` adds the default, "

@@ -357,7 +357,7 @@ def built_runtime(spec: str) -> BuiltRuntime:
     root = cache.built_root(v)
     m = cache.manifest(root)
     if not m:
-        have = ", ".join(r["triton_version"] for r in cache.list_built()) or "none"
+        have = ", ".join(r["name"] for r in cache.list_built()) or "none"
         raise RigError(
             f"runtime {spec!r} is not built here (built: {have}): run `rig runtime build "
             f"{shlex.quote(v)}` (add --sources DIR for a folder of git bundles)"
