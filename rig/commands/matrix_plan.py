@@ -10,6 +10,7 @@ import dataclasses
 import re
 import typing
 
+from rig.build.identity import is_variant
 from rig.common.errors import RigError
 from rig.contract.ngc import embedded_alias
 from rig.parent.config import ENGINES, RETAIN
@@ -274,7 +275,8 @@ def parse_runtimes(text: str, installed: list[str], known: dict[str, str], conta
             cores = {known.get(v) for v in embedded}
             out.extend(
                 sorted(
-                    (b for b in built if b[len("built-") :] not in cores),
+                    # a variant (a patch, another ref) runs where it is named, never in `all`
+                    (b for b in built if b[len("built-") :] not in cores and not is_variant(b[len("built-") :])),
                     key=lambda b: _version_key(b[len("built-") :]),
                 )
             )
@@ -283,7 +285,7 @@ def parse_runtimes(text: str, installed: list[str], known: dict[str, str], conta
             continue
         if embedded_alias(item):  # a Triton version only a wheel bundles: that wheel's runtime
             item = embedded_alias(item)
-        if item.startswith("built-") or re.fullmatch(r"2\.\d+\.\d+", item):
+        if item.startswith("built-") or re.fullmatch(r"2\.\d+\.\d+", item) or is_variant(item):
             name = item if item.startswith("built-") else f"built-{item}"
             if name not in built:
                 raise RigError(
@@ -293,7 +295,12 @@ def parse_runtimes(text: str, installed: list[str], known: dict[str, str], conta
             out.append(name)
             continue
         if item == "installed":
-            out.extend(sorted(built, key=lambda b: _version_key(b[len("built-") :])))
+            out.extend(
+                sorted(
+                    (b for b in built if not is_variant(b[len("built-") :])),
+                    key=lambda b: _version_key(b[len("built-") :]),
+                )
+            )
             if not installed and not built and not container:
                 raise RigError(
                     "--runtimes installed: no runtime is installed or built here (rig runtime install, "

@@ -377,7 +377,9 @@ def built_runtime(spec: str) -> BuiltRuntime:
     bindings = sdir / "bindings"
     return BuiltRuntime(
         name=f"built-{v}",
-        triton_version=m.get("triton_version", v),
+        # a variant (a patch, another ref: rig.build.identity) is filed under its own name, beside
+        # its release, never in the release's column
+        triton_version=str(m.get("label") or v) if m.get("variant") else m.get("triton_version", v),
         server_dir=str(sdir),
         core_library=str(sdir / "lib" / "libtritonserver.so"),
         backend_dir=str(sdir / "backends"),

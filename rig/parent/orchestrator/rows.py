@@ -4,6 +4,7 @@ time, the rig's overhead, a hang or a crash and what it left), typed as ``CycleR
 
 from __future__ import annotations
 
+from rig.build.identity import release_of
 from rig.common import probes
 from rig.contract.fleet import node_name
 from rig.contract.messages import Partial
@@ -65,7 +66,7 @@ def finish_row(p: Prepared, row: CycleDraft, wall: float | None, reported: str |
     """The ``CycleRow`` of a cycle the parent saw take ``wall`` seconds, frozen from its draft;
     ``reported``: the Triton version the core itself reported, where it differs from the one
     results are filed under."""
-    if reported and reported != p.runtime.triton_version:
+    if reported and reported != release_of(p.runtime.triton_version):  # a variant's core says its release
         row.note(f"the core reports Triton {reported}; results are filed under {p.runtime.triton_version}")
     row["cycle_wall_s"], row["host"] = wall, run_tags(p)["host"]
     if wall is not None:
