@@ -144,6 +144,21 @@ class Sources:
         return git(["git", "-C", str(dest), "rev-parse", "HEAD"], log).strip()
 
 
+def first_parent(mirror: Path, good: str, bad: str) -> list[tuple[str, str]]:
+    """(commit, subject) of every first-parent commit reachable from ``bad`` and not from ``good``,
+    oldest first: the changes a bisection walks between two releases of one repository."""
+    proc = subprocess.run(
+        ["git", "-C", str(mirror), "log", "--first-parent", "--reverse", "--format=%H %s", f"{good}..{bad}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RigError(f"git log {good[:8]}..{bad[:8]} failed in {mirror}: {proc.stderr.strip()[-200:]}")
+    return [(line[:40], line[41:]) for line in proc.stdout.splitlines() if line.strip()]
+
+
 def checkout(mirror: Path, commit: str, dest: Path, log) -> str:
     """``commit`` of a mirrored repository checked out into ``dest``; returns the commit."""
     git(["git", "clone", "-q", "--no-checkout", str(mirror), str(dest)], log)

@@ -279,6 +279,34 @@ class MemoryRow:
     schema_version: int = SCHEMA_VERSION
 
 
+@dataclasses.dataclass(frozen=True)
+class BisectRow:
+    """One step of a bisection (``rig bisect``; the table ``bisect``): a release, a hybrid (the
+    good release with one component taken from the bad), a commit of that component, or the
+    result. ``run_id`` is the bisection's id (a hash of what it bisects: it resumes under it)."""
+
+    run_id: str
+    step: int  # 0, 1, ... in the order run; the result's is the last
+    kind: str  # release | component | commit | result
+    scenario: str
+    control: bool
+    shape: str | None
+    engine: str
+    good: str  # the release that gives the old verdict
+    bad: str  # the release that gives the new one
+    component: str | None  # core | common | backend | python_backend (a hybrid's, a commit's)
+    commit: str | None  # the component's commit this step built
+    subject: str | None  # that commit's subject line (its PR number is in it: "(#473)")
+    runtime: str | None  # the runtime the step ran (built-2.67.0-v...)
+    cycles: int
+    verdicts: str | None  # the lifecycle verdicts its cycles gave: "aborted_at_exit x3"
+    judged: str  # good | bad | mixed (both sides' verdicts) | failed (a build or run that failed)
+    cell_run_id: str | None  # the soak run that gave the verdicts
+    detail: str | None
+    started_at: str
+    schema_version: int = SCHEMA_VERSION
+
+
 def window_row(run_id: str, engine: str, model: str, msg: dict, tool: str = "rig") -> WindowRow:
     """A ``WindowRow`` from a worker's window figures (or perf_analyzer's), with the run's tags
     and defaults for what the figures lack."""

@@ -96,7 +96,7 @@ class Store:
         """The results store at ``root`` for reading: a ``RigError`` (one line, credentials never
         shown) where it is missing, not a folder, empty, unreachable or holds none of the tables."""
         shown, text = redact(os.fspath(root)), os.fspath(root)
-        todo = "give the --results folder (or URI) of rig soak, bench or fleet"
+        todo = "give the --results folder (or URI) of rig soak, bench, fleet or bisect"
         if "://" not in text:
             p = Path(text)
             if not p.exists():

@@ -9,7 +9,7 @@ import typing
 
 import pyarrow as pa
 
-from rig.contract.rows import CycleRow, FleetRow, MemoryRow, RunRow, WindowRow
+from rig.contract.rows import BisectRow, CycleRow, FleetRow, MemoryRow, RunRow, WindowRow
 
 PARTITIONS = ("triton_version", "date")
 _ARROW_OF = {int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_()}
@@ -28,7 +28,14 @@ def arrow_schema(row_type: type) -> pa.Schema:
     return pa.schema(fields)
 
 
-TABLES = {"runs": RunRow, "cycles": CycleRow, "windows": WindowRow, "fleet": FleetRow, "memory": MemoryRow}
+TABLES = {
+    "runs": RunRow,
+    "cycles": CycleRow,
+    "windows": WindowRow,
+    "fleet": FleetRow,
+    "memory": MemoryRow,
+    "bisect": BisectRow,
+}
 
 
 KEYS = {
@@ -37,6 +44,7 @@ KEYS = {
     "windows": ("run_id", "cycle", "window", "tool"),
     "fleet": ("run_id", "round", "node"),
     "memory": ("run_id", "cycle", "sample", "pid"),
+    "bisect": ("run_id", "step"),
 }
 MERGED = "merged"  # the unit of a run's compacted file: <run_id>-merged.parquet, one per table and partition
 _RUN_ID = re.compile(r"(\d{8}T\d{6}-[0-9a-f]+)-(.+)$")  # orchestrator.new_run_id's

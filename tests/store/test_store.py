@@ -114,7 +114,7 @@ def test_open_refuses_what_is_no_results_folder_in_one_line(tmp_path):
     (tmp_path / "file").write_text("x")
     Store(tmp_path / "good").write("cycles", [_cycle()], "2.51.0", "c000001")
     for name, says in (("nope", "no results folder"), ("file", "is not a folder"), ("empty", "is empty"),
-                       ("foreign", "is not a results folder (no runs/, cycles/, windows/, fleet/, memory/ table in it)")):
+                       ("foreign", "is not a results folder (no runs/, cycles/, windows/, fleet/, memory/, bisect/ table in it)")):
         try:
             Store.open(tmp_path / name)
         except RigError as e:

@@ -1,0 +1,451 @@
+"""`rig bisect`: where a conformance cell's verdict changed between two releases, by which component
+and which commit.
+
+Given a cell (a scenario, its control or not, a shape, an engine) and two releases that give it
+different lifecycle verdicts, it builds hybrids, the good release with one component taken from the
+bad (``rig.build.identity``: each a variant of its own), and runs the cell on each: the component
+whose hybrid gives the new verdict is the one that changed it. It then bisects that component's
+first-parent commits between the two releases, building the good release with the component at
+each step's commit (the compiler cache keeps a step short: one component's files compile again).
+
+Every step is stored (the table ``bisect``, one row a step and one for the result) and kept in the
+bisection's work folder (``state.json``), so an interrupted bisection run again with the same cell
+and releases resumes where it stopped; builds are cached by their identity anyway. A step whose
+build fails, or whose cycles give both sides' verdicts more than once, is skipped (as
+``git bisect skip``) and said: the result then names the range it could not split.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import json
+import math
+import re
+import sys
+import time
+from collections.abc import Callable
+
+from rig.common.errors import Exit, RigError
+
+KINDS = ("release", "component", "commit")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "bisect",
+        help="find the component and the commit that changed a cell's verdict between two releases",
+        description="Where a cell's verdict changed between two releases: builds hybrids (the good release with "
+        "one component from the bad) to find the component, then bisects its commits. Steps are stored "
+        "(table bisect) and an interrupted bisection resumes.",
+    )
+    p.add_argument("--scenario", required=True, help="the cell's scenario (`rig scenarios` lists them)")
+    p.add_argument("--control", action="store_true", help="the scenario's negative control")
+    p.add_argument("--shape", default=None, help="the model shape (default the scenario's first)")
+    p.add_argument("--engine", default="capi", choices=("capi", "tritonserver"), help="the API (default capi)")
+    p.add_argument("--good", required=True, metavar="VERSION", help="the release that gives the old verdict")
+    p.add_argument("--bad", required=True, metavar="VERSION", help="the release that gives the new verdict")
+    p.add_argument("--sources", metavar="DIR", help="a folder of git bundles (default: GitHub)")
+    p.add_argument("--results", default="results", help="the store the cells' runs and the steps go to")
+    p.add_argument("--cycles", type=int, default=3, help="cycles a step (default 3)")
+    p.add_argument(
+        "--race-cycles",
+        type=int,
+        default=6,
+        help="more cycles for a step whose cycles give both sides' verdicts (a race; default 6)",
+    )
+    p.add_argument("--jobs", type=int, default=None, help="parallel compile jobs (default: ninja's)")
+    p.set_defaults(func=run)
+
+
+@dataclasses.dataclass(frozen=True)
+class BisectSpec:
+    """What a bisection bisects, and how."""
+
+    scenario: str
+    control: bool
+    shape: str | None
+    engine: str
+    good: str
+    bad: str
+    sources: str | None = None
+    results: str = "results"
+    cycles: int = 3
+    race_cycles: int = 6
+    jobs: int | None = None
+
+    @property
+    def id(self) -> str:
+        """Stable for the same cell and releases: the id an interrupted bisection resumes under."""
+        key = json.dumps([self.scenario, self.control, self.shape, self.engine, self.good, self.bad])
+        return "b" + hashlib.sha256(key.encode()).hexdigest()[:11]
+
+
+@dataclasses.dataclass
+class Step:
+    """One step's verdicts, judged against the two releases'."""
+
+    kind: str
+    runtime: str | None
+    component: str | None
+    commit: str | None
+    subject: str | None
+    counts: dict[str, int]
+    judged: str  # good | bad | mixed | failed
+    run_id: str | None
+    detail: str | None = None
+
+    def words(self) -> str:
+        return ", ".join(f"{v} x{n}" for v, n in sorted(self.counts.items())) or "-"
+
+
+def run(args) -> int:
+    from rig.build import releases
+
+    good, _ = releases.parse(args.good)
+    bad, _ = releases.parse(args.bad)
+    if good == bad:
+        raise RigError("--good and --bad name the same release: give two")
+    if args.cycles < 1 or args.race_cycles < 0:
+        raise RigError("--cycles must be >= 1 and --race-cycles >= 0")
+    spec = BisectSpec(
+        args.scenario,
+        args.control,
+        args.shape,
+        args.engine,
+        good,
+        bad,
+        args.sources,
+        args.results,
+        args.cycles,
+        args.race_cycles,
+        args.jobs,
+    )
+    _check_cell(spec)
+    return Bisection(spec).run()
+
+
+def _check_cell(spec: BisectSpec) -> None:
+    """The cell as `rig soak` would check it (an unknown scenario, a shape it does not run in, a
+    control it has not: one line), before anything is built."""
+    from rig.parent import config
+
+    config.load(None, _overrides(spec, "auto", 1))
+
+
+def _overrides(spec: BisectSpec, runtime: str, cycles: int) -> dict:
+    from rig.commands.matrix import SCENARIO_EXIT_TIMEOUT, SCENARIO_REQUEST_TIMEOUT
+
+    return {
+        "scenario": spec.scenario,
+        "control": spec.control,
+        "model_shape": spec.shape,
+        "engine": spec.engine,
+        "runtime": runtime,
+        "cycles": cycles,
+        "results": spec.results,
+        "exit_timeout": SCENARIO_EXIT_TIMEOUT,
+        "request_timeout": SCENARIO_REQUEST_TIMEOUT,
+    }
+
+
+class Bisection:
+    """One bisection: its steps so far (resumed from its state file), the store it writes to."""
+
+    def __init__(self, spec: BisectSpec, out: Callable[[str], None] = print):
+        from rig.store import Store
+
+        self.spec = spec
+        self.out = out
+        self.store = Store(spec.results)
+        self.work = self.store.work_dir(spec.id)
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.state_file = self.work / "state.json"
+        self.done: dict[str, dict] = {}
+        if self.state_file.exists():
+            self.done = json.loads(self.state_file.read_text()).get("steps", {})
+        self.steps: list[Step] = []
+        self.good_set: set[str] = set()
+        self.bad_set: set[str] = set()
+        self.bar = _Bar(sys.stdout)
+
+    # ------------------------------------------------------------------ the walk
+
+    def run(self) -> int:
+        s = self.spec
+        cell = f"{s.scenario}{' (control)' if s.control else ''}, shape {s.shape or 'its first'}, {s.engine}"
+        self.out(f"bisect {s.id}: {cell}, between {s.good} and {s.bad}; work folder {self.work}")
+        if self.done:
+            self.out(f"resuming: {len(self.done)} step(s) done before")
+        good_m = self._release(s.good)
+        bad_m = self._release(s.bad)
+        g = self._step("release", f"built-{s.good}", None, None, None, judge=False)
+        b = self._step("release", f"built-{s.bad}", None, None, None, judge=False)
+        self.good_set, self.bad_set = set(g.counts), set(b.counts)
+        if not (self.bad_set - self.good_set) and not (self.good_set - self.bad_set):
+            raise RigError(
+                f"the cell gives {g.words()} on {s.good} and {b.words()} on {s.bad}: no verdict tells them "
+                "apart, nothing to bisect (more --cycles, or another cell)"
+            )
+        g.judged, b.judged = "good", "bad"
+        self._record(g)
+        self._record(b)
+        moved = [c for c in _components() if good_m["commits"].get(c) != bad_m["commits"].get(c)]
+        self.bar.total = 2 + len(moved)
+        culprits = []
+        for c in moved:
+            step = self._hybrid(c, bad_m["commits"][c])
+            if step.judged == "bad":
+                culprits.append(c)
+        if len(culprits) != 1:
+            why = (
+                f"no component alone gives {s.bad}'s verdict on {s.good} ({', '.join(moved)} moved): they changed it "
+                "together"
+                if not culprits
+                else f"each of {', '.join(culprits)} alone gives {s.bad}'s verdict"
+            )
+            return self._result(None, None, None, why, decided=False)
+        c = culprits[0]
+        return self._commits(c, good_m["commits"][c], bad_m["commits"][c])
+
+    def _commits(self, c: str, good_commit: str, bad_commit: str) -> int:
+        from rig.build.cache import builds_dir
+        from rig.build.sources import Sources, first_parent
+
+        sources = Sources(self.spec.sources)
+        mirror = sources.mirror(c, builds_dir() / "mirrors", _quiet)
+        commits = first_parent(mirror, good_commit, bad_commit)
+        if not commits:
+            return self._result(c, bad_commit, None, f"{c} has no commit between the two releases", decided=False)
+        subjects = dict(commits)
+        # the last is the bad release's own commit of c: its hybrid was the component step
+        lo, hi = -1, len(commits) - 1
+        skipped: set[int] = set()
+        self.bar.total = len(self.steps) + math.ceil(math.log2(max(2, len(commits))))
+        while True:
+            left = [i for i in range(lo + 1, hi) if i not in skipped]
+            if not left:
+                break
+            mid = left[len(left) // 2]
+            sha = commits[mid][0]
+            step = self._step("commit", None, c, sha, subjects[sha])
+            self._record(step)
+            if step.judged == "bad":
+                hi = mid
+            elif step.judged == "good":
+                lo = mid
+            else:
+                skipped.add(mid)
+        first, subject = commits[hi]
+        between = [commits[i][0][:8] for i in range(lo + 1, hi)]
+        if between:  # skipped steps left a range
+            why = (
+                f"the change is one of {', '.join(between)} or {first[:8]} (steps between could not be judged: "
+                "a build failed or the cycles were mixed)"
+            )
+            return self._result(c, first, subject, why, decided=False)
+        return self._result(c, first, subject, f"{len(commits)} commit(s) of {c} between the releases", decided=True)
+
+    # ------------------------------------------------------------------ steps
+
+    def _release(self, version: str) -> dict:
+        """The release's manifest, built first where it is not (from the same sources)."""
+        from rig.build import Request, build, built_root, is_built, manifest
+
+        if is_built(built_root(version)):
+            return manifest(built_root(version))
+        self.out(f"building {version} (not built here yet; log under <cache>/builds/{version}.log)")
+        return build(Request(version=version, sources=self.spec.sources, jobs=self.spec.jobs), out=_quiet)
+
+    def _hybrid(self, component: str, commit: str) -> Step:
+        step = self._step("component", None, component, commit, None)
+        self._record(step)
+        return step
+
+    def _step(
+        self, kind: str, runtime: str | None, component: str | None, commit: str | None, subject, judge: bool = True
+    ) -> Step:
+        """A step: the runtime built where it is a variant, the cell run on it, judged (resumed
+        from the state file where it was run before)."""
+        key = runtime or f"{component}@{commit}"
+        if key in self.done:
+            return Step(**self.done[key])
+        what = runtime or f"{self.spec.good} with {component} at {str(commit)[:8]}"
+        self.bar.start(f"{kind}: {what}")
+        t0 = time.monotonic()
+        if runtime is None:
+            from rig.build import Request, build
+
+            try:
+                m = build(
+                    Request(
+                        version=self.spec.good,
+                        sources=self.spec.sources,
+                        refs={str(component): str(commit)},
+                        jobs=self.spec.jobs,
+                    ),
+                    out=_quiet,
+                    progress=False,
+                )
+            except RigError as e:
+                step = Step(kind, None, component, commit, subject, {}, "failed", None, f"build failed: {e}")
+                self._keep(key, step, t0)
+                return step
+            runtime = f"built-{m['label']}"
+        counts, run_id = self._cell(runtime, self.spec.cycles)
+        judged = self._judge(counts) if judge else kind
+        if judged == "mixed" and self.spec.race_cycles:  # a race: more cycles before it is skipped
+            more, run_id = self._cell(runtime, self.spec.race_cycles)
+            counts = dict(collections.Counter(counts) + collections.Counter(more))
+            judged = self._judge(counts, race=True)
+        step = Step(kind, runtime, component, commit, subject, counts, judged, run_id)
+        self._keep(key, step, t0)
+        return step
+
+    def _cell(self, runtime: str, cycles: int) -> tuple[dict[str, int], str | None]:
+        from rig.commands import soak
+        from rig.contract import verdicts
+        from rig.parent import config
+
+        cfg = config.load(None, _overrides(self.spec, runtime, cycles))
+        allowed = tuple(verdicts.OUTCOMES) + tuple(verdicts.LOAD_OUTCOMES) + tuple(verdicts.GROWTH_OUTCOMES)
+        _status, tally, run_id, _ = soak.execute(cfg, "cycle", allowed=allowed, log=_quiet)
+        return dict(collections.Counter(r.outcome for r in tally.rows)), run_id
+
+    def _judge(self, counts: dict[str, int], race: bool = False) -> str:
+        """``bad`` where the cycles gave a verdict only the bad release gives and none only the
+        good one gives; ``good`` the other way; ``mixed`` otherwise. In a race (``race``: the
+        cycles were run again), the side with more of its own verdicts wins if by two to one."""
+        if self._set_judge(counts) != "mixed" or not race:
+            return self._set_judge(counts)
+        bad = sum(n for v, n in counts.items() if v in self.bad_set - self.good_set)
+        good = sum(n for v, n in counts.items() if v in self.good_set - self.bad_set)
+        return "bad" if bad >= 2 * max(1, good) else "good" if good >= 2 * max(1, bad) else "mixed"
+
+    def _set_judge(self, counts: dict[str, int]) -> str:
+        seen = set(counts)
+        only_bad, only_good = self.bad_set - self.good_set, self.good_set - self.bad_set
+        if seen & only_bad and not seen & only_good:
+            return "bad"
+        if seen & only_good and not seen & only_bad:
+            return "good"
+        return "mixed"  # both sides' verdicts, or only verdicts both give
+
+    def _keep(self, key: str, step: Step, t0: float) -> None:
+        self.done[key] = dataclasses.asdict(step)
+        self.state_file.write_text(json.dumps({"spec": dataclasses.asdict(self.spec), "steps": self.done}, indent=1))
+        self.bar.finish(f"{step.words()} -> {step.judged} ({time.monotonic() - t0:.0f} s)")
+
+    # ------------------------------------------------------------------ records
+
+    def _row(self, step: Step, n: int, detail: str | None = None):
+        from rig.contract.rows import BisectRow, now_iso
+
+        s = self.spec
+        return BisectRow(
+            run_id=s.id,
+            step=n,
+            kind=step.kind,
+            scenario=s.scenario,
+            control=s.control,
+            shape=s.shape,
+            engine=s.engine,
+            good=s.good,
+            bad=s.bad,
+            component=step.component,
+            commit=step.commit,
+            subject=step.subject,
+            runtime=step.runtime,
+            cycles=sum(step.counts.values()),
+            verdicts=step.words() if step.counts else None,
+            judged=step.judged,
+            cell_run_id=step.run_id,
+            detail=detail or step.detail,
+            started_at=now_iso(),
+        )
+
+    def _record(self, step: Step) -> None:
+        self.steps.append(step)
+        n = len(self.steps) - 1
+        self.store.write("bisect", [self._row(step, n)], self.spec.bad, f"s{n:03d}")
+
+    def _result(self, component, commit, subject, why: str, decided: bool) -> int:
+        s = self.spec
+        verdict = "bad" if decided else "mixed"
+        result = Step("result", None, component, commit, subject, {}, verdict, None, why)
+        self._record(result)
+        self.bar.close()
+        cell = f"{s.scenario}{' (control)' if s.control else ''} on {s.engine}"
+        lines = [f"bisect {s.id}: {cell}: {self.steps[0].words()} on {s.good}, {self.steps[1].words()} on {s.bad}"]
+        if decided:
+            prs = ", ".join(f"#{n}" for n in re.findall(r"\(#(\d+)\)", subject or "")) or "no PR named"
+            lines.append(f"first commit with {s.bad}'s verdict: {component} {str(commit)[:8]} {subject!r} ({prs})")
+        else:
+            lines.append(f"not decided: {why}")
+        lines.append("| step | kind | component | commit | verdicts | judged |")
+        lines.append("|---|---|---|---|---|---|")
+        for i, st in enumerate(self.steps[:-1]):
+            lines.append(
+                f"| {i} | {st.kind} | {st.component or '-'} | {(st.commit or '-')[:8]} | {st.words()} | "
+                f"{st.judged}{' (' + st.detail + ')' if st.detail else ''} |"
+            )
+        lines.append(f"stored: {s.results} (table bisect, run_id {s.id}); steps kept in {self.state_file}")
+        for line in lines:
+            self.out(line)
+        return Exit.OK if decided else Exit.FAILED
+
+
+def _components() -> tuple[str, ...]:
+    from rig.build import releases
+
+    return tuple(releases.COMPONENTS)
+
+
+def _quiet(_line: str) -> None:
+    pass
+
+
+class _Bar:
+    """A live bar of the steps on a terminal (each step's build and cycles take minutes); a line a
+    step elsewhere."""
+
+    def __init__(self, out):
+        self.out = out
+        self.total = 0
+        self.n = 0
+        self.live = out.isatty()
+        self._bar = None
+        self._task = None
+        if self.live:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(
+                TextColumn("[bold]bisect"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.description}"),
+            )
+            self._bar.start()
+            self._task = self._bar.add_task("", total=None)
+
+    def start(self, what: str) -> None:
+        self.what = what
+        if self._bar is not None and self._task is not None:
+            self._bar.update(self._task, description=what, total=max(self.total, self.n + 1), completed=self.n)
+        else:
+            print(f"step {self.n + 1}: {what} ...", file=self.out, flush=True)
+
+    def finish(self, said: str) -> None:
+        self.n += 1
+        if self._bar is not None and self._task is not None:
+            self._bar.console.print(f"step {self.n}: {self.what}: {said}")
+            self._bar.update(self._task, completed=self.n)
+        else:
+            print(f"step {self.n}: {self.what}: {said}", file=self.out, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None

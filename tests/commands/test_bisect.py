@@ -1,0 +1,53 @@
+"""`rig bisect`'s pure parts: a bisection's id (what it resumes under), how a step is judged against
+the two releases' verdicts, and the commits it walks (from the git bundles). A whole bisection
+builds several cores: measured by hand (docs/measurements/builds.md), not in CI."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from helpers import ROOT
+from rig.commands.bisect import BisectSpec, Bisection
+
+BUNDLES = Path(os.environ.get("RIG_TRITON_SOURCES") or ROOT.parent / "shared" / "triton-src")
+
+
+def _spec(**kw) -> BisectSpec:
+    return BisectSpec(**{"scenario": "baseline", "control": False, "shape": None, "engine": "capi",
+                         "good": "2.67.0", "bad": "2.68.0", **kw})
+
+
+def test_the_same_cell_and_releases_resume_under_the_same_id():
+    assert _spec().id == _spec(cycles=9, results="elsewhere").id  # how many cycles, where: not what
+    assert len({_spec().id, _spec(control=True).id, _spec(bad="2.69.0").id, _spec(engine="tritonserver").id}) == 4
+
+
+def test_a_step_is_judged_by_the_verdicts_only_one_side_gives(tmp_path):
+    b = Bisection(_spec(results=str(tmp_path)), out=lambda line: None)
+    b.good_set, b.bad_set = {"clean"}, {"aborted_at_exit"}
+    assert b._judge({"aborted_at_exit": 3}) == "bad" and b._judge({"clean": 3}) == "good"
+    assert b._judge({"clean": 2, "aborted_at_exit": 1}) == "mixed"
+    assert b._judge({"crashed": 3}) == "mixed"  # neither side's: never taken for either
+    # a race: run again, the side with twice the other's own verdicts wins
+    assert b._judge({"clean": 2, "aborted_at_exit": 7}, race=True) == "bad"
+    assert b._judge({"clean": 5, "aborted_at_exit": 4}, race=True) == "mixed"
+    # an intermittent good release (exit_timeout|clean) against a bad that aborts
+    b.good_set, b.bad_set = {"clean", "exit_timeout"}, {"aborted_at_exit", "exit_timeout"}
+    assert b._judge({"exit_timeout": 3}) == "mixed" and b._judge({"exit_timeout": 2, "clean": 1}) == "good"
+
+
+@pytest.mark.skipif(not (BUNDLES / "python_backend.bundle").exists(), reason=f"no git bundles at {BUNDLES}")
+def test_the_commits_walked_are_the_bad_releases_first_parents_not_the_goods(tmp_path):
+    from rig.build.sources import Sources, first_parent
+
+    s = Sources(str(BUNDLES))
+    mirror = s.mirror("core", tmp_path, lambda line: None)
+    good, bad = s.resolve("core", "r26.03", mirror), s.resolve("core", "r26.04", mirror)
+    commits = first_parent(mirror, good, bad)
+    assert commits and commits[-1][0] == bad  # oldest first, the bad release's own commit last
+    assert all(len(c) == 40 and subject for c, subject in commits)
+    assert any("(#473)" in subject for _, subject in commits)  # core#473, dated 2.68.0 in the table
+    assert first_parent(mirror, bad, bad) == []
