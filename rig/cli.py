@@ -142,6 +142,12 @@ def _add_runtime(sub) -> None:
     runtime_command.add_parser(sub, parser_class=_Parser)
 
 
+def _add_repro(sub) -> None:
+    from rig.commands import repro as repro_command
+
+    repro_command.add_parser(sub, parser_class=_Parser)
+
+
 def _add_doctor(sub) -> None:
     d = sub.add_parser("doctor", help="which runtimes, engines, GPUs and CuPy are usable here, and why not")
     d.set_defaults(func=cmd_doctor)
@@ -176,6 +182,8 @@ def registry() -> tuple[tuple[str, typing.Callable, bool], ...]:
         ("fleet", _add_fleet, True),
         ("scenarios", _add_module("scenarios"), True),
         ("runtime", _add_runtime, True),
+        ("bisect", _add_module("bisect"), True),
+        ("repro", _add_repro, True),
         ("doctor", _add_doctor, True),
         ("worker", _add_internal("worker", cmd_worker), False),
         ("cell", _add_internal("cell", cmd_cell), False),

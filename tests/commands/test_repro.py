@@ -1,0 +1,229 @@
+"""`rig repro`: the scenarios it covers, bad input in one line, the folder it writes (models with their
+own finalize evidence, a script that imports no rig, run.sh), the script's pure parts; and, slow, a
+reproducer made on the embedded default core that reproduces exit_timeout by itself, copied elsewhere
+with nothing of the rig on the path."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from rig import cli
+from rig.commands import repro, repro_script
+from rig.contract.runtime import BuiltRuntime, EmbeddedRuntime
+
+NO_RIG_IMPORT = re.compile(r"^\s*(import\s+rig\b|from\s+rig\b)", re.M)
+
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_it_covers_the_template_and_retention_scenarios_alone():
+    names = repro.covered_names()
+    for name in ("retained-response", "retained-array", "finalize-raises", "stub-exits", "execute-raises", "baseline"):
+        assert name in names
+    for name in ("stop-in-flight", "sender-kept", "reload", "worker-killed", "memory", "leaks-memory", "metrics"):
+        assert name not in names
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--scenario", "stop-in-flight"], "rig repro covers the scenarios made of the template model"),
+        (["--scenario", "no-such"], "unknown scenario 'no-such'"),
+        (["--scenario", "finalize-raises", "--shape", "batched"], "--shape batched: scenario finalize-raises runs in"),
+        (["--scenario", "template", "--control"], "has no negative control"),
+    ],
+)
+def test_bad_input_is_one_line(capsys, tmp_path, argv, words):
+    code, out, err = run(capsys, "repro", *argv, "--runtime", "0.7.0", "--out", str(tmp_path / "r"))
+    assert code == 2 and words in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
+    if "covers" in err:
+        assert "retained-response" in err and "baseline" in err
+
+
+def test_a_folder_in_use_or_a_runtime_not_installed_is_refused(capsys, tmp_path, monkeypatch):
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "x").write_text("")
+    code, _, err = run(capsys, "repro", "--scenario", "retained-response", "--runtime", "0.7.0", "--out", str(used))
+    assert code == 2 and "is not an empty folder" in err
+    monkeypatch.setenv("RIG_HOME", str(tmp_path / "home"))  # no runtime installed there
+    code, _, err = run(capsys, "repro", "--scenario", "retained-response", "--runtime", "0.5.10", "--out",
+                       str(tmp_path / "new"))
+    assert code == 2 and "not installed" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "new").exists()
+
+
+def _cfg(scenario="retained-response", shape=None, control=False):
+    return repro.cell_config(repro.scenario_of(scenario), control, shape, 5, "0.7.0")
+
+
+def _embedded(stub_site="/site/numpy1") -> EmbeddedRuntime:
+    return EmbeddedRuntime(name="embedded-0.7.0", triton_version="2.51.0", server_dir="/rt/py3.11",
+                           core_library="/rt/py3.11/lib/libtritonserver.so", backend_dir="/rt/py3.11/backends",
+                           library_path=("/py/lib", "/rt/wheel/libs", "/rt/py3.11/lib"), stub_site=stub_site)
+
+
+def test_the_models_are_the_rigs_with_their_own_evidence(tmp_path):
+    from rig.parent.repository import templates_dir
+
+    cfg = _cfg(shape="batched")
+    assert (cfg.retain, cfg.max_batch_size, cfg.dynamic_batching, cfg.requests_in_flight) == ("last-response", 8, True, 4)
+    assert repro.write_models(cfg, tmp_path / "models") == ["numpy"]
+    config = (tmp_path / "models" / "numpy" / "config.pbtxt").read_text()
+    assert "max_batch_size: 8" in config and "dynamic_batching" in config
+    model = (tmp_path / "models" / "numpy" / "1" / "model.py").read_text()
+    template = (templates_dir() / "numpy" / "1" / "model.py").read_text()
+    assert model.startswith(template.rstrip("\n")) and model.endswith(repro.EVIDENCE_BLOCK)
+    ast.parse(model)
+
+
+def test_the_evidence_block_records_initialize_and_finalize(tmp_path, monkeypatch):
+    """The template's model.py with the block, run outside Triton (a stand-in pb_utils): one JSON line
+    per initialize and finalize, the error finalize raised on its end line."""
+    cfg = _cfg(scenario="finalize-raises")
+    repro.write_models(cfg, tmp_path / "models")
+    fake = types.ModuleType("triton_python_backend_utils")
+    monkeypatch.setitem(sys.modules, "triton_python_backend_utils", fake)
+    evidence = tmp_path / "evidence.jsonl"
+    monkeypatch.setenv("REPRO_EVIDENCE", str(evidence))
+    ns: dict = {"__name__": "model"}
+    exec(compile((tmp_path / "models" / "numpy" / "1" / "model.py").read_text(), "model.py", "exec"), ns)
+    model = ns["TritonPythonModel"]()
+    config = (tmp_path / "models" / "numpy" / "config.pbtxt").read_text()
+    params = dict(re.findall(r'key: "(\w+)" value: \{ string_value: "([^"]*)" \}', config))
+    model.initialize({"model_config": json.dumps({"parameters": {k: {"string_value": v} for k, v in params.items()}}),
+                      "model_instance_name": "numpy_0_0"})
+    with pytest.raises(RuntimeError):
+        model.finalize()
+    marks = repro_script.read_evidence(evidence)
+    assert [m["phase"] for m in marks] == ["init", "finalize_start", "finalize_end"]
+    assert {m["instance"] for m in marks} == {"numpy_0_0"} and "finalize raises" in marks[-1]["error"]
+    assert repro_script.finalize_summary(marks, marks[-1]["t_mono"] + 1)["errors"] == 1
+
+
+def test_the_script_holds_the_cell_and_imports_no_rig():
+    s = repro.scenario_of("retained-array")
+    cfg = _cfg("retained-array", shape="decoupled")
+    cell = repro.cell_of(s, cfg, _embedded(), False, ["numpy"])
+    assert cell["retain"] == "last-array" and cell["shape"] == "decoupled" and cell["upstream"] == ["server#8755"]
+    assert cell["expected"]["lifecycle"] and cell["meanings"]["exit_timeout"]
+    text = repro.script_text(cell)
+    tree = ast.parse(text)
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "rig" not in imported and not NO_RIG_IMPORT.search(text)
+    assert imported <= set(sys.stdlib_module_names) | {"numpy", "__future__"}
+    ns: dict = {"__name__": "repro"}
+    exec(compile(text, "repro.py", "exec"), ns)
+    assert ns["CELL"] == cell
+
+
+def test_run_sh_sets_the_runtimes_environment(tmp_path):
+    text = repro.run_sh(_embedded(), "/venv/bin/python3")
+    assert "LD_LIBRARY_PATH=/py/lib:/rt/wheel/libs:/rt/py3.11/lib" in text and "REPRO_STUB_SITE=/site/numpy1" in text
+    assert "TRITON_HOME=/rt/py3.11" in text and text.rstrip().endswith('exec "$PYTHON" "$here/repro.py" "$@"')
+    built = BuiltRuntime(name="built-2.67.0", triton_version="2.67.0", server_dir="/b/py3.11",
+                         core_library="/b/py3.11/lib/libtritonserver.so", backend_dir="/b/py3.11/backends",
+                         library_path=("/py/lib", "/b/lib"))
+    assert "unset REPRO_STUB_SITE" in repro.run_sh(built, "/venv/bin/python3")
+    sh = tmp_path / "run.sh"
+    sh.write_text(text)
+    assert subprocess.run(["sh", "-n", str(sh)], check=False).returncode == 0
+
+
+def test_finalize_before_after_never_and_the_verdicts():
+    marks = [
+        {"phase": "init", "pid": 1, "instance": "a", "t_mono": 0.0},
+        {"phase": "init", "pid": 2, "instance": "b", "t_mono": 0.0},
+        {"phase": "init", "pid": 3, "instance": "c", "t_mono": 0.0},
+        {"phase": "finalize_start", "pid": 1, "instance": "a", "t_mono": 9.0},
+        {"phase": "finalize_end", "pid": 1, "instance": "a", "t_mono": 9.5},
+        {"phase": "finalize_start", "pid": 2, "instance": "b", "t_mono": 11.0},
+        {"phase": "finalize_end", "pid": 2, "instance": "b", "t_mono": 11.5},
+        {"phase": "finalize_end", "pid": 9, "instance": "x", "t_mono": 1.0},  # no init: not this run's
+    ]
+    s = repro_script.finalize_summary(marks, 10.0)
+    assert (s["expected"], s["before"], s["after"], s["never"]) == (3, 1, 1, 1)
+    assert [i["when"] for i in s["instances"]] == ["before", "after", "never"]
+    assert not s["instances"][2]["called"]
+    assert repro_script.lifecycle_verdict(False, "Exit timeout expired. Exiting immediately.", s) == "exit_timeout"
+    assert repro_script.lifecycle_verdict(False, "something else", s) == "stop_error"
+    assert repro_script.lifecycle_verdict(False, None, s) == "finalize_missing"
+    assert repro_script.lifecycle_verdict(True, None, s) == "load_failed"
+    clean = repro_script.finalize_summary(marks[:1] + marks[3:5], 10.0)
+    assert repro_script.lifecycle_verdict(False, None, clean) == "clean"
+    assert repro_script.admits("exit_timeout|clean", "clean") and not repro_script.admits("clean", "exit_timeout")
+
+
+def test_the_log_lines_that_matter():
+    log = "\n".join([
+        'E1206 12:57:22.611844 32438 server.cc:241] "CudaDriverHelper has not been initialized."',
+        'I1206 12:57:22.612668 32438 model_lifecycle.cc:472] "loading: numpy:1"',
+        "| Model | Version | Status |",
+        'I1206 12:57:22.735766 32438 tritonserver.cc:2598] ',
+        'I1206 12:57:22.832209 32438 server.cc:345] "Timeout 5: Found 1 live models and 0 in-flight non-inference '
+        'requests"',
+        'W1206 12:57:22.9 32438 other.cc:1] "nothing to see"',
+        'I1206 12:57:23.832393 32438 server.cc:345] "Timeout 4: Found 1 live models and 0 in-flight non-inference '
+        'requests"',
+        *[f'E1206 12:57:24.{k} 32438 pb_stub.cc:714] "Failed to process the request(s) for model \'numpy_0_0\', '
+          f'message: ValueError: fault injection: execute raises (call {3 * k})\\n\\nAt:\\n  model.py(77)"'
+          for k in (1, 2, 3)],
+    ])
+    lines = repro_script.log_lines(log)
+    assert lines == ['I 12:57:22.612668 model_lifecycle.cc:472] "loading: numpy:1"',
+                     'I 12:57:22.832209 server.cc:345] "Timeout 5: Found 1 live models and 0 in-flight '
+                     'non-inference requests"',
+                     'I 12:57:23.832393 server.cc:345] "Timeout 4: Found 1 live models and 0 in-flight '
+                     'non-inference requests"',
+                     "E 12:57:24.1 pb_stub.cc:714] \"Failed to process the request(s) for model 'numpy_0_0', "
+                     "message: ValueError: fault injection: execute raises (call 3) (and 2 more like it)"]
+
+
+def test_the_template_script_refuses_to_run_without_a_cell(capsys):
+    assert repro_script.main([]) == 2 and "no cell" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_repro_on_the_embedded_default_reproduces_by_itself(capsys, tmp_path):
+    """`rig repro` for retained-response on the embedded default; then its folder, copied elsewhere, run
+    with PATH and HOME alone: exit_timeout, the finalize after the stop, exit 0, no rig imported."""
+    from rig.parent import runtime
+
+    runtime.resolve(runtime.DEFAULT_EMBEDDED, log=print)  # installed on first use, as the rig does
+    out = tmp_path / "repro"
+    code, text, err = run(capsys, "repro", "--scenario", "retained-response", "--runtime", runtime.DEFAULT_EMBEDDED,
+                          "--out", str(out), "--exit-timeout", "3")
+    assert code == 0, text + err
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "models", "repro.py", "run.sh"]
+    assert not NO_RIG_IMPORT.search((out / "repro.py").read_text())
+    assert not list(out.rglob("__pycache__"))
+    readme = (out / "README.md").read_text()
+    assert "server#8755" in readme and "## Observed" in readme and "verdict: exit_timeout" in readme
+    fresh = tmp_path / "fresh"
+    shutil.copytree(out, fresh, symlinks=True)
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/")}
+    proc = subprocess.run(["./run.sh", "--work", str(tmp_path / "work")], cwd=fresh, env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 0, said
+    assert "verdict: exit_timeout" in said and "REPRODUCED" in said
+    assert re.search(r"finalize: 1 instance\(s\): 0 before stop\(\) returned, (1 after, 0|0 after, 1) never", said)
+    result = json.loads((tmp_path / "work" / "result.json").read_text())
+    assert result["lifecycle"] == "exit_timeout" and result["stop_seconds"] >= 2.9 and result["exit_timeout"] == 3
+    assert Path(tmp_path / "work" / "evidence.jsonl").exists()
