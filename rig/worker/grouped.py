@@ -6,6 +6,7 @@ same retention: the last request's response is kept as the policy says."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -56,12 +57,9 @@ def grouped_requests(
     n = spec.requests
     per_chunk = max(10, -(-n // SEQUENTIAL_CHUNKS))
     turns = dict.fromkeys(spec.models, 0)
-    done_ns: list[int] = []
-    lat_ns: list[int] = []
-    ok: list[bool] = []
     starts: list[int] = []
-    messages: dict[str, int] = {}
-    c = {"sent": 0, "errors": 0, "timeouts": 0, "bad": 0, "consecutive": 0}
+    f = _Figures(retain, kept, checks)
+    c, messages = f.c, f.messages
     t0 = time.monotonic()
     i = 0
     while i < n:
@@ -86,7 +84,7 @@ def grouped_requests(
         c["sent"] += size
         g.all_ended.wait(spec.request_timeout)
         last = i + size >= n
-        stop = _tally(g, models, t_req, last, retain, kept, checks, done_ns, lat_ns, ok, messages, c)
+        stop = _tally(g, models, t_req, last, f)
         i += size
         if stop:
             break
@@ -103,26 +101,31 @@ def grouped_requests(
         "throughput": (c["sent"] - c["errors"]) / wall if wall > 0 else None,
         "detail": first_error,
         "error_messages": top_messages([messages]),
-        "windows": chunks(int(t0 * 1e9), starts, done_ns, lat_ns, ok, per_chunk),
+        "windows": chunks(int(t0 * 1e9), starts, f.done_ns, f.lat_ns, f.ok, per_chunk),
     }
 
 
-def _tally(
-    g: _Group,
-    models: list[str],
-    t_req: int,
-    last: bool,
-    retain: str,
-    kept: Retained,
-    checks: dict,
-    done_ns: list,
-    lat_ns: list,
-    ok: list,
-    messages: dict,
-    c: dict,
-) -> bool:
+@dataclasses.dataclass
+class _Figures:
+    """What the groups add up to (each request's end, latency and success, the errors' messages,
+    the counts), and what is done with the last response (``retain``: kept in ``kept``)."""
+
+    retain: str
+    kept: Retained
+    checks: dict
+    done_ns: list[int] = dataclasses.field(default_factory=list)
+    lat_ns: list[int] = dataclasses.field(default_factory=list)
+    ok: list[bool] = dataclasses.field(default_factory=list)
+    messages: dict[str, int] = dataclasses.field(default_factory=dict)
+    c: dict[str, int] = dataclasses.field(
+        default_factory=lambda: {"sent": 0, "errors": 0, "timeouts": 0, "bad": 0, "consecutive": 0}
+    )
+
+
+def _tally(g: _Group, models: list[str], t_req: int, last: bool, f: _Figures) -> bool:
     """Count one group's requests into the figures; True where the load must stop (a timeout, or
     errors in a row)."""
+    done_ns, lat_ns, ok, messages, c, checks = f.done_ns, f.lat_ns, f.ok, f.messages, f.c, f.checks
     now = time.monotonic_ns()
     with g.lock:
         ended = dict(g.ended)
@@ -156,7 +159,7 @@ def _tally(
         if checks.get(models[k]) and not output_is(checks[models[k]], response.outputs()):
             c["bad"] += 1
         if last and k == g.n - 1:
-            kept.keep(response, retain)
+            f.kept.keep(response, f.retain)
         else:
             response.release()
     return stop

@@ -151,12 +151,12 @@ def test_finish_row_types_and_truncates(tmp_path):
 
 def test_lost_cycle_without_and_with_a_partial_row(tmp_path):
     p = _p(tmp_path)
-    lost = parent_rows.lost_cycle(p, 3, None, "hung", "hung", "phase x", stubs=2, leaked=1, pid=77)
+    lost = parent_rows.lost_cycle(p, 3, None, parent_rows.Loss("hung", "hung", "phase x", stubs=2, leaked=1, pid=77))
     assert (lost["outcome"], lost["cleanup"], lost["detail"]) == ("hung", None, "phase x")
     assert (lost["stubs_killed"], lost["shm_regions_leaked"], lost["worker_pid"]) == (2, 1, 77)
     partial = Partial({"cycle": 3, "outcome": "clean", "stubs_killed": 1, "shm_regions_leaked": None,
                        "stop_latency_s": 0.5, "unknown_key": 1}, ("triton_python_backend_shm_region_gone",))
-    kept = parent_rows.lost_cycle(p, 3, partial, "crashed", "crashed: exit status 1", "why", 2, 0, 78)
+    kept = parent_rows.lost_cycle(p, 3, partial, parent_rows.Loss("crashed", "crashed: exit status 1", "why", 2, 0, 78))
     assert (kept["outcome"], kept["cleanup"], kept["detail"]) == ("clean", "crashed: exit status 1", "why")
     assert kept["stubs_killed"] == 3 and kept["shm_regions_leaked"] == 0 and kept["stop_latency_s"] == 0.5
     assert "unknown_key" not in kept

@@ -29,7 +29,7 @@ from rig.common import probes, procs
 from rig.contract.messages import Partial
 from rig.contract.rows import CycleDraft
 from rig.parent.orchestrator.prepare import Prepared
-from rig.parent.orchestrator.rows import lost_cycle
+from rig.parent.orchestrator.rows import Loss, lost_cycle
 from rig.scenarios import catalog as scenarios
 
 KILL_AFTER_S = 0.5  # into the load (its ``infer`` phase)
@@ -218,7 +218,7 @@ def killed_row(p: Prepared, cycle: int, partial: Partial | None, kill: Kill) -> 
     evidence = Path(p.spec.evidence_dir) / f"c{cycle:06d}" if p.spec is not None else None
     left = watch(kill, evidence)
     row = lost_cycle(
-        p, cycle, partial, "crashed", f"crashed: {HOW}", text(kill, left), left.outlived, left.regions, kill.pid
+        p, cycle, partial, Loss("crashed", f"crashed: {HOW}", text(kill, left), left.outlived, left.regions, kill.pid)
     )
     row.update(left.figures(), cleanup=left.cleanup())
     return row

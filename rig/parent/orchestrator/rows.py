@@ -4,6 +4,8 @@ time, the rig's overhead, a hang or a crash and what it left), typed as ``CycleR
 
 from __future__ import annotations
 
+import dataclasses
+
 from rig.build.identity import release_of
 from rig.common import probes
 from rig.contract.fleet import node_name
@@ -80,19 +82,24 @@ def finish_row(p: Prepared, row: CycleDraft, wall: float | None, reported: str |
     return row.row()
 
 
-def lost_cycle(
-    p: Prepared,
-    cycle: int,
-    partial: Partial | None,
-    outcome: str,
-    cleanup: str,
-    what: str,
-    stubs: int,
-    leaked: int,
-    pid: int,
-) -> CycleDraft:
+@dataclasses.dataclass(frozen=True)
+class Loss:
+    """How a cycle's worker was lost: the ``outcome`` it gives the cycle (hung, crashed), the
+    ``cleanup`` it gives a stop already measured, ``what`` happened in words; the stubs and shared
+    memory the rig then had to clean up after it, and its pid."""
+
+    outcome: str
+    cleanup: str
+    what: str
+    stubs: int
+    leaked: int
+    pid: int
+
+
+def lost_cycle(p: Prepared, cycle: int, partial: Partial | None, loss: Loss) -> CycleDraft:
     """The row of a cycle whose worker hung or died. If stop had already been measured (the
     worker sent a ``Partial``), the stop's outcome stands and the failure goes to ``cleanup``."""
+    outcome, cleanup, what, stubs, leaked = loss.outcome, loss.cleanup, loss.what, loss.stubs, loss.leaked
     row = blank_row(p, cycle)
     if partial:
         row.update({k: v for k, v in partial.row.items() if k in row})
@@ -110,7 +117,7 @@ def lost_cycle(
     row.update(
         stubs_killed=(row.get("stubs_killed") or 0) + stubs,
         shm_regions_leaked=(row.get("shm_regions_leaked") or 0) + leaked,
-        worker_pid=pid,
+        worker_pid=loss.pid,
     )
     return row
 

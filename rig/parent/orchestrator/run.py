@@ -36,7 +36,7 @@ from rig.contract.rows import (
 )
 from rig.parent.orchestrator import reap
 from rig.parent.orchestrator.prepare import Prepared
-from rig.parent.orchestrator.rows import blank_row, finish_row, lost_cycle, run_tags
+from rig.parent.orchestrator.rows import Loss, blank_row, finish_row, lost_cycle, run_tags
 from rig.parent.orchestrator.spec import cycle_spec
 
 
@@ -226,12 +226,14 @@ def _hung(
                 p,
                 cyc,
                 partial,
-                "hung",
-                "hung",
-                f"phase {phase} ran past its deadline; worker group killed",
-                stubs,
-                leaked,
-                w.proc.pid,
+                Loss(
+                    "hung",
+                    "hung",
+                    f"phase {phase} ran past its deadline; worker group killed",
+                    stubs,
+                    leaked,
+                    w.proc.pid,
+                ),
             )
         )
         pending.remove(cyc)
@@ -286,10 +288,12 @@ def _crashed_row(
         p,
         cyc,
         partial,
-        "crashed",
-        f"crashed: {how}",
-        f"worker {how} in phase {phase}: {fatal or w.log_tail()}",
-        stubs,
-        leaked,
-        w.proc.pid,
+        Loss(
+            "crashed",
+            f"crashed: {how}",
+            f"worker {how} in phase {phase}: {fatal or w.log_tail()}",
+            stubs,
+            leaked,
+            w.proc.pid,
+        ),
     )
