@@ -157,7 +157,8 @@ def _table(store, known_path):
     columns = [c for c in cf.COLUMNS if c in kept_columns() or c == "triton_version"]
     kept = Store.open(store)
     cycles = kept.read("cycles", columns=[*columns, "date"])
-    table = cf.build(cycles, known_path, windows=kept.read("windows", columns=["run_id", "cycle", "batch_sizes"]))
+    table = cf.build(cycles, known_path, windows=kept.read("windows", columns=["run_id", "cycle", "batch_sizes"]),
+                     bisects=cf.decided_bisects(kept.read("bisect")))
     if not table.cells:
         raise RigError(f"{store} holds no scenario cycles")
     return cycles, table

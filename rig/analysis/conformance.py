@@ -42,6 +42,7 @@ from rig.analysis.conformance_batches import _cell_batches, cycle_batches
 from rig.analysis.matrix import growth_held
 from rig.analysis.release_order import SPAN, between, dated, releases, version_key  # noqa: F401  (re-exported)
 from rig.analysis.verdict import records
+from rig.build.identity import is_variant
 from rig.contract.verdicts import NOT_MEASURED
 from rig.scenarios import catalog as scenarios
 from rig.scenarios import known as known_verdicts
@@ -172,6 +173,7 @@ class Grid:
 class Conformance:
     cells: tuple[Cell, ...]
     grids: tuple[Grid, ...]
+    bisects: tuple[dict, ...] = ()  # the decided bisections of the store (table bisect: their result rows)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -246,10 +248,17 @@ def health(c: Cell) -> str:
 
 
 def not_exact(version: str) -> str | None:
-    """Why a core built here is not exactly its release (``rig.build.releases.NOT_EXACT``); None
-    where it is (every PyPI core, every release built from its own branches)."""
+    """Why a core built here is not exactly its release (``rig.build.releases.NOT_EXACT``; a
+    variant: what its manifest says it is, ``rig.build.identity``); None where it is (every PyPI
+    core, every release built from its own branches)."""
     from rig.build.releases import NOT_EXACT
 
+    if is_variant(str(version)):
+        from rig.build.cache import built_root, manifest
+        from rig.build.identity import describe_variant, release_of
+
+        said = describe_variant(manifest(built_root(str(version))))
+        return said or f"a variant of {release_of(str(version))} (a patch or another ref; its manifest is not here)"
     return NOT_EXACT.get(str(version))
 
 
@@ -402,19 +411,49 @@ def same_cell(a: Cell, b: Cell) -> bool:
     return same_verdicts(a.verdicts, b.verdicts) or within_race(a, b) or within_race(b, a)
 
 
-def changed_in(cell_list) -> dict[tuple[str, bool, str, str], list[str]]:
+def changed_in(cell_list, bisects=()) -> dict[tuple[str, bool, str, str], list[str]]:
     """For each (scenario, control, engine, shape): the cores, in version order, whose verdicts
     (each cell's majority; and the readiness it probed) differ from those of the core before it,
     each dated as closely as the cores run allow (``dated``: ``2.68.0…2.70.0`` where releases
-    between the two were not run); empty where none differ."""
+    between the two were not run), and where a bisection found the change, by which commit
+    (``2.68.0: python_backend 47f9e03 (#433)``); empty where none differ. A variant (a patched or
+    hybrid build: ``rig.build.identity``) is no release: it is left out of the series."""
     series: dict[tuple, list[Cell]] = {}
     for c in cell_list:
-        series.setdefault((c.scenario, c.control, c.engine, c.shape), []).append(c)
-    out = {}
+        if not is_variant(c.triton_version):
+            series.setdefault((c.scenario, c.control, c.engine, c.shape), []).append(c)
+    out: dict[tuple, list[str]] = {}
     for key, cs in series.items():
         cs = sorted(cs, key=lambda c: version_key(c.triton_version))
-        out[key] = [dated(a.triton_version, b.triton_version) for a, b in itertools.pairwise(cs) if not same_cell(a, b)]
+        scenario, control, engine, shape = key
+        out[key] = []
+        for a, b in itertools.pairwise(cs):
+            if not same_cell(a, b):
+                by = bisected(bisects, scenario, control, engine, shape, a.triton_version, b.triton_version)
+                out[key].append(dated(a.triton_version, b.triton_version) + (f": {by}" if by else ""))
     return out
+
+
+def bisected(bisects, scenario: str, control: bool, engine: str, shape: str, a: str, b: str) -> str | None:
+    """The change between cores ``a`` and ``b`` of a row, as a decided bisection of that cell named
+    it (its releases ``good`` .. ``bad`` spanning ``a`` .. ``b``): ``python_backend 47f9e03 (#433)``;
+    None where none did."""
+    for r in bisects:
+        mine = r.get("shape") if isinstance(r.get("shape"), str) else scenarios.get(r["scenario"]).shapes[0]
+        if (r["scenario"], bool(r["control"]), r["engine"], mine) != (scenario, control, engine, shape):
+            continue
+        if version_key(r["good"]) <= version_key(a) and version_key(b) <= version_key(r["bad"]):
+            prs = " ".join(f"#{n}" for n in re.findall(r"\(#(\d+)\)", r.get("subject") or ""))
+            return f"{r['component']} {str(r['commit'])[:7]}" + (f" ({prs})" if prs else "")
+    return None
+
+
+def decided_bisects(frame) -> tuple[dict, ...]:
+    """The result rows of the decided bisections in a ``bisect`` table's frame (None: none)."""
+    if frame is None or not len(frame) or "kind" not in frame:
+        return ()
+    done = frame[(frame["kind"] == "result") & (frame["judged"] == "bad")]
+    return tuple(done.to_dict("records"))
 
 
 def shape_moves(cell_list) -> list[dict]:
@@ -451,15 +490,16 @@ def shape_moves(cell_list) -> list[dict]:
     return out
 
 
-def build(frame, known_path: str | Path | None = None, skipped=None, windows=None) -> Conformance:
+def build(frame, known_path: str | Path | None = None, skipped=None, windows=None, bisects=()) -> Conformance:
     """The conformance table of a cycles frame: its cells, and one grid per API and shape, each
     with a column for every core that API ran (in any shape).
     ``skipped``: cells that were not run, with why (dicts with ``scenario``, ``control``,
     ``engine``, ``shape``, ``triton_version``, ``reason``; the store records none of them, the
     matrix knows them). ``windows``: the cycles' windows (their ``run_id``, ``cycle`` and
-    ``batch_sizes``), for the batch sizes each batched cell formed."""
+    ``batch_sizes``), for the batch sizes each batched cell formed. ``bisects``: the decided
+    bisections (``decided_bisects``), named in "changed in"."""
     cs = cells(frame, known_path, windows)
-    changes = changed_in(cs)
+    changes = changed_in(cs, bisects)
     skips: dict[tuple, str] = {}
     for s in skipped or ():
         key = (
@@ -498,7 +538,7 @@ def build(frame, known_path: str | Path | None = None, skipped=None, windows=Non
                 mine_skips,
             )
         )
-    return Conformance(tuple(cs), tuple(grids))
+    return Conformance(tuple(cs), tuple(grids), tuple(bisects))
 
 
 def findings(frame, known_path: str | Path | None = None) -> list[dict]:

@@ -17,6 +17,7 @@ import re
 
 from rig.analysis import conformance
 from rig.analysis.conformance import API_NAMES, Cell, same_cell, version_key
+from rig.build.identity import is_variant
 from rig.build.releases import BRANCHES
 from rig.common.errors import RigError
 from rig.contract.ngc import PYTRITON_CORE
@@ -35,6 +36,7 @@ class Row:
     last_same: Cell  # the core walked just before ``changed`` (``before`` itself where adjacent)
     gap: tuple[str, ...]  # the releases between ``last_same`` and ``changed`` with no cycle of this row
     settled: Cell | None = None  # where it moved twice: the first core from which every one walked gives ``after``'s
+    bisected: str | None = None  # the commit a decided bisection named for the change (conformance.bisected)
 
     @property
     def key(self) -> tuple[str, str, str, bool]:
@@ -170,7 +172,7 @@ def upgrade(table, source: str, target: str, scenario=None, shape=None, engine=N
     if src == dst:
         raise RigError(f"--from {source} and --to {target} are the same core, Triton {src}: give two")
     said = {o: n for o, n, v in (("--from", source, src), ("--to", target, dst)) if n.strip() != v}
-    known = releases(c.triton_version for c in table.cells)
+    known = releases(c.triton_version for c in table.cells if not is_variant(c.triton_version))
     apis, absent = [], {}
     for eng in sorted({c.engine for c in cells}, key=conformance.engine_order):
         mine = [c for c in cells if c.engine == eng]
@@ -179,14 +181,16 @@ def upgrade(table, source: str, target: str, scenario=None, shape=None, engine=N
         if lacks:
             absent[eng] = (lacks, cores)
             continue
-        apis.append(_api(eng, mine, src, dst, known))
+        apis.append(_api(eng, mine, src, dst, known, table.bisects))
     return Upgrade(src, dst, said, tuple(apis), absent, results)
 
 
-def _api(engine: str, cells: list[Cell], src: str, dst: str, known: list[str]) -> Api:
+def _api(engine: str, cells: list[Cell], src: str, dst: str, known: list[str], bisects=()) -> Api:
     series: dict[tuple, dict[str, Cell]] = {}
     for c in cells:
-        series.setdefault((c.shape, c.scenario, c.control), {})[c.triton_version] = c
+        # a variant (a patch, another ref) is walked only where it is --from or --to itself
+        if not is_variant(c.triton_version) or c.triton_version in (src, dst):
+            series.setdefault((c.shape, c.scenario, c.control), {})[c.triton_version] = c
     down = version_key(dst) < version_key(src)
     lo, hi = sorted((src, dst), key=version_key)
     rows, only_before, only_after, compared = [], [], [], 0
@@ -226,6 +230,7 @@ def _api(engine: str, cells: list[Cell], src: str, dst: str, known: list[str]) -
                 last,
                 tuple(reversed(gap)) if down else tuple(gap),
                 None if settled is changed else settled,
+                conformance.bisected(bisects, key[1], key[2], engine, key[0], a, b),
             )
         )
     return Api(engine, compared, tuple(rows), tuple(only_before), tuple(only_after))

@@ -27,6 +27,8 @@ def where_text(row: Row, down: bool = False) -> str:
         text = f"first differs on {v} (going down from {last})" if down else f"changed in {v}"
     else:
         text = f"{'differs' if down else 'changed'} between {last} and {v} ({', '.join(row.gap)} not run)"
+    if row.bisected:  # a bisection named the commit
+        text += f" (bisected: {row.bisected})"
     if row.settled is row.after:  # it moved twice: the second time on --to itself
         text += f"; again on {row.after.triton_version}"
     elif row.settled is not None:  # it moved twice: where the --to verdicts began

@@ -241,7 +241,7 @@ def _changed_slot(g: Grid, name: str, control: bool, anchor_of) -> _Slot:
     text = changed_text(cores)
     parts = []
     for v in cores or ():
-        c = g.cells.get((name, control, v.split(SPAN)[-1]))
+        c = g.cells.get((name, control, v.split(": ")[0].split(SPAN)[-1]))  # "2.68.0: python_backend ..."
         parts.append((v, anchor_of(c) if c is not None else None))
     return _Slot(text, text, None, parts=tuple(parts))
 

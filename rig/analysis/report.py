@@ -291,7 +291,7 @@ def build(
     streams = parts.streaming_section(data.root, windows, gkeys) if len(windows) else None
     times = report_server.server_section(windows, gkeys) if len(windows) else None
     scenario_table = report_scenarios.scenarios_section(cycles) if len(cycles) else None
-    grid = conformance_section(cycles, windows) if len(cycles) else None
+    grid = conformance_section(cycles, windows, data.root) if len(cycles) else None
     growth = report_growth.growth_section(data.root, cycles, windows) if len(cycles) else None
     for s in (scenario_table, grid, moved, life, perf, times, growth, streams, diffs, trend):
         if s is not None:
@@ -301,13 +301,27 @@ def build(
     return rh.markdown(title, summary, sections), rh.page(title, summary, sections)
 
 
-def conformance_section(cycles: pd.DataFrame, windows: pd.DataFrame | None = None) -> rh.Section | None:
+def bisects_of(root: str | None) -> tuple[dict, ...]:
+    """The decided bisections the store at ``root`` holds (table ``bisect``), for "changed in"."""
+    if root is None:
+        return ()
+    from rig.store import Store
+
+    try:
+        return conformance.decided_bisects(Store(root).read("bisect"))
+    except (RigError, OSError):
+        return ()
+
+
+def conformance_section(
+    cycles: pd.DataFrame, windows: pd.DataFrame | None = None, root: str | None = None
+) -> rh.Section | None:
     """The conformance grid (``rig.analysis.conformance``) where the scenario cycles come from more
     than one core or model shape (``windows``: for the batch sizes its batched cells formed); in
     the Markdown summary, a line that points to it."""
     if not conformance.spans_cores_or_shapes(cycles):
         return None
-    table = conformance.build(cycles, windows=windows)
+    table = conformance.build(cycles, windows=windows, bisects=bisects_of(root))
     if not table.cells:
         return None
     counts = ", ".join(f"{n} {j}" for j, n in table.counts.items())
@@ -325,7 +339,7 @@ def upgrade_section(cycles: pd.DataFrame, root: str, asked: dict | None = None) 
     where the scenario cycles span several cores, from the oldest of them to the newest."""
     if asked is None and not conformance.spans_cores_or_shapes(cycles):
         return None
-    table = conformance.build(cycles)
+    table = conformance.build(cycles, bisects=bisects_of(root))
     span = conformance_diff.default_span(table)
     if asked is None and span is None:
         return None

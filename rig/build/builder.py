@@ -146,7 +146,7 @@ def _build_locked(req: Request, target: Target, sources: Sources, out, show: boo
     python = req.python or sys.executable
     reuse = _reusable_core(req, name, refs)
     log = Log(builds_dir() / f"{name}.log")
-    _announce(target, sources, reuse, log, out)
+    _announce(target, sources, reuse, log, out, _variant_words(req, target))
     b = Build(
         version,
         branch,
@@ -245,10 +245,10 @@ def _build_locked(req: Request, target: Target, sources: Sources, out, show: boo
     return m
 
 
-def _announce(target: Target, sources: Sources, reuse, log, out) -> None:
+def _announce(target: Target, sources: Sources, reuse, log, out, words: list[str]) -> None:
     version, branch, py = target.version, target.branch, target.py
     log(f"\n==== rig runtime build {target.name} ({branch}) {time.strftime('%Y-%m-%d %H:%M:%S')} ====")
-    variant = f" as built-{target.name} (a variant: {', '.join(_variant_words(target))})" if target.commits else ""
+    variant = f" as built-{target.name} (a variant: {', '.join(words)})" if target.commits else ""
     out(
         f"building Triton {version} ({branch}){variant} for CPU, backend stub for Python {py}, from "
         f"{sources.describe()}{'; the core is reused from ' + str(reuse) if reuse else ''}; log: {log.path}"
@@ -302,13 +302,12 @@ def _cache_stats(ccache: str) -> dict[str, int]:
     return {"hits": n("direct_cache_hit") + n("preprocessed_cache_hit"), "misses": n("cache_miss")}
 
 
-def _variant_words(target: Target) -> list[str]:
-    assert target.refs is not None and target.commits is not None
-    return [
-        f"{n} at {target.refs[n]} ({target.commits[n][:8]})"
-        for n in releases.COMPONENTS
-        if target.refs[n] != target.branch
-    ]
+def _variant_words(req: Request, target: Target) -> list[str]:
+    """What makes a variant, in words: the components given another ref (with the commit it
+    named), the patches applied."""
+    commits = target.commits or {}
+    words = [f"{c} at {r} ({commits.get(c, '?')[:8]})" for c, r in sorted(req.refs.items())]
+    return words + [f"{p.component} patched with {p.name}" for p in req.patches]
 
 
 def _fetch_all(sources: Sources, b: Build, commits_wanted: dict[str, str] | None, log) -> dict[str, str]:

@@ -35,7 +35,7 @@ KINDS = ("release", "component", "commit")
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "bisect",
-        help="find the component and the commit that changed a cell's verdict between two releases",
+        help="find the component and the commit that changed a scenario's verdict between two releases",
         description="Where a cell's verdict changed between two releases: builds hybrids (the good release with "
         "one component from the bad) to find the component, then bisects its commits. Steps are stored "
         "(table bisect) and an interrupted bisection resumes.",

@@ -200,7 +200,9 @@ def conformance(args, asked: dict | None = None) -> int:
         if runs
         else None
     )
-    table = cf.build(cycles, windows=windows)
+    from rig.analysis.report import bisects_of
+
+    table = cf.build(cycles, windows=windows, bisects=bisects_of(str(args.results)))
     if not table.cells:
         raise RigError(
             f"{redact(str(args.results))} holds no scenario cycles: run rig matrix --scenarios all "

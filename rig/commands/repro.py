@@ -86,7 +86,7 @@ TritonPythonModel.finalize = _repro_finalize_marked
 def add_parser(sub, parser_class) -> None:
     p = sub.add_parser(
         "repro",
-        help="write a standalone reproducer of one scenario cell (models, a ctypes script, run.sh, a bug report)",
+        help="write a standalone reproducer of a scenario on one core (models, a ctypes script, run.sh, a report)",
         description="Write a folder that reproduces one conformance cell (a scenario, its control or not, a "
         "model shape, a runtime) with Triton's C API alone: models/, repro.py (standard library, numpy and "
         "ctypes; no rig), run.sh and README.md (an upstream bug report whose observed output is a run made "

@@ -41,7 +41,7 @@ def test_unknown_versions_say_what_is_known(spec):
 
 def test_refs():
     assert releases.parse_refs(["core=main", "backend=r26.02"]) == {"core": "main", "backend": "r26.02"}
-    with pytest.raises(RigError, match="COMPONENT=BRANCH"):
+    with pytest.raises(RigError, match="COMPONENT=REF"):
         releases.parse_refs(["server=main"])
 
 
