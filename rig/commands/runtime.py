@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rig.build import identity
 from rig.build.cache import describe
 from rig.common.errors import Exit, RigError
 
@@ -59,7 +60,7 @@ def run(args) -> int:
         )
         return Exit.OK
     if args.runtime_command == "build":
-        from rig.build import Request, build, identity, releases
+        from rig.build import Request, build, releases
 
         build(
             Request(

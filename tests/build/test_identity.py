@@ -109,3 +109,19 @@ def test_the_command_line_refuses_a_bad_patch_in_one_line(tmp_path):
             env={"RIG_HOME": str(tmp_path)}, timeout=60)
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2 and len(lines) == 1 and "cannot read" in lines[0], p.stderr
+
+
+def test_runtime_list_says_what_a_variant_is(tmp_path):
+    import json
+
+    root = tmp_path / "runtimes" / "built-2.68.0-va606228022"
+    root.mkdir(parents=True)
+    (root / "runtime.json").write_text(json.dumps({
+        "recipe": 1, "triton_version": "2.68.0", "label": "2.68.0-va606228022", "release": "2.68.0", "branch": "r26.04",
+        "refs": {"python_backend": "r26.04"}, "commits": COMMITS, "pythons": {"3.11": "python"},
+        "variant": {"refs": {}, "patches": [{"component": "python_backend", "file": "python_backend-pr429.diff",
+                                             "path": "/x.diff", "sha256": "19d68386f208" + "0" * 52}]}}))
+    p = rig("runtime", "list", env={"RIG_HOME": str(tmp_path)}, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "built-2.68.0-va606228022" in p.stdout
+    assert "a variant of 2.68.0: python_backend patched with python_backend-pr429.diff (sha256 19d68386f208)" in p.stdout
