@@ -4,7 +4,7 @@ A release built as it is (every component at its release branch, no patch) keeps
 name: ``built-2.67.0``. A build with a component at another branch, tag or commit (``--ref``), or
 with a diff applied (``--patch``), is a *variant*: its name and its cache key are the release's
 version and a key derived from every component's commit and every patch's hash
-(``built-2.67.0-v1a2b3c4d5e``), so it never overwrites the release, and the same variant asked
+(``built-2.68.0-va606228022``: 2.68.0 with python_backend PR #429), so it never overwrites the release, and the same variant asked
 again is a cache hit. Its results are filed under that name too, beside the release's, never in
 its column.
 """
@@ -65,7 +65,7 @@ def variant_key(commits: dict[str, str], patches: tuple[Patch, ...]) -> str:
 
 
 def label(version: str, commits: dict[str, str], patches: tuple[Patch, ...]) -> str:
-    """The variant's name after ``built-``: ``2.67.0-v1a2b3c4d5e``."""
+    """The variant's name after ``built-``: ``2.68.0-va606228022``."""
     return f"{version}-v{variant_key(commits, patches)}"
 
 
