@@ -4,9 +4,9 @@ A release built as it is (every component at its release branch, no patch) keeps
 name: ``built-2.67.0``. A build with a component at another branch, tag or commit (``--ref``), or
 with a diff applied (``--patch``), is a *variant*: its name and its cache key are the release's
 version and a key derived from every component's commit and every patch's hash
-(``built-2.68.0-va606228022``: 2.68.0 with python_backend PR #429), so it never overwrites the release, and the same variant asked
-again is a cache hit. Its results are filed under that name too, beside the release's, never in
-its column.
+(``built-2.68.0-va606228022``: 2.68.0 with python_backend PR #429), so it never overwrites the
+release, and the same variant asked again is a cache hit. Its results are filed under that name
+too, beside the release's, never in its column.
 """
 
 from __future__ import annotations
