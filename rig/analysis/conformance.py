@@ -42,7 +42,7 @@ from rig.analysis.conformance_batches import _cell_batches, cycle_batches
 from rig.analysis.matrix import growth_held
 from rig.analysis.release_order import SPAN, between, dated, releases, version_key  # noqa: F401  (re-exported)
 from rig.analysis.verdict import records
-from rig.build.identity import is_variant
+from rig.build.identity import is_variant, release_of
 from rig.contract.verdicts import NOT_MEASURED
 from rig.scenarios import catalog as scenarios
 from rig.scenarios import known as known_verdicts
@@ -419,9 +419,10 @@ def changed_in(cell_list, bisects=()) -> dict[tuple[str, bool, str, str], list[s
     (``2.68.0: python_backend 47f9e03 (#433)``); empty where none differ. A variant (a patched or
     hybrid build: ``rig.build.identity``) is no release: it is left out of the series."""
     series: dict[tuple, list[Cell]] = {}
+    variants: dict[tuple, list[Cell]] = {}
     for c in cell_list:
-        if not is_variant(c.triton_version):
-            series.setdefault((c.scenario, c.control, c.engine, c.shape), []).append(c)
+        mine = variants if is_variant(c.triton_version) else series
+        mine.setdefault((c.scenario, c.control, c.engine, c.shape), []).append(c)
     out: dict[tuple, list[str]] = {}
     for key, cs in series.items():
         cs = sorted(cs, key=lambda c: version_key(c.triton_version))
@@ -431,6 +432,25 @@ def changed_in(cell_list, bisects=()) -> dict[tuple[str, bool, str, str], list[s
             if not same_cell(a, b):
                 by = bisected(bisects, scenario, control, engine, shape, a.triton_version, b.triton_version)
                 out[key].append(dated(a.triton_version, b.triton_version) + (f": {by}" if by else ""))
+    for key, vs in variants.items():
+        out.setdefault(key, []).extend(patch_effects(series.get(key, []), vs))
+    return out
+
+
+def patch_effects(releases_run: list[Cell], variants: list[Cell]) -> list[str]:
+    """What each variant (a patch, another ref) does to a row beside its release: ``fixed by V``
+    where it gives the verdicts of the release before its own (it undoes that release's change),
+    ``changed by V`` where it gives others; nothing where it gives its release's."""
+    by = {c.triton_version: c for c in releases_run}
+    order = sorted(by, key=version_key)
+    out = []
+    for v in sorted(variants, key=lambda c: version_key(c.triton_version)):
+        base = by.get(release_of(v.triton_version))
+        if base is None or same_cell(v, base):
+            continue
+        before = [r for r in order if version_key(r) < version_key(base.triton_version)]
+        fixed = before and not same_cell(by[before[-1]], base) and same_cell(v, by[before[-1]])
+        out.append(f"{'fixed' if fixed else 'changed'} by {v.triton_version}")
     return out
 
 

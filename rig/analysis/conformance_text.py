@@ -143,7 +143,10 @@ def what_anchor(scenario: str) -> str:
 
 
 def changed_text(cores) -> str:
-    return "changed in " + ", ".join(cores) if cores else NO_CHANGE
+    if not cores:
+        return NO_CHANGE
+    dated = [c for c in cores if not c.startswith(("fixed by ", "changed by "))]
+    return ", ".join((["changed in " + ", ".join(dated)] if dated else []) + [c for c in cores if c not in dated])
 
 
 def _lifecycle_key() -> str:
@@ -241,23 +244,31 @@ def _changed_slot(g: Grid, name: str, control: bool, anchor_of) -> _Slot:
     text = changed_text(cores)
     parts = []
     for v in cores or ():
-        c = g.cells.get((name, control, v.split(": ")[0].split(SPAN)[-1]))  # "2.68.0: python_backend ..."
+        # "2.68.0: python_backend ...", "fixed by 2.68.0-v...": the core (or variant) it names
+        core = v.split(": ")[0].removeprefix("fixed by ").removeprefix("changed by ").split(SPAN)[-1]
+        c = g.cells.get((name, control, core))
         parts.append((v, anchor_of(c) if c is not None else None))
     return _Slot(text, text, None, parts=tuple(parts))
+
+
+def _joined(parts, one) -> str:
+    """The row's changes, each rendered by ``one(text, link)``: "changed in" before the dated ones,
+    then what a variant does ("fixed by ...", "changed by ...")."""
+    dated = [one(t, to) for t, to in parts if not t.startswith(("fixed by ", "changed by "))]
+    effects = [one(t, to) for t, to in parts if t.startswith(("fixed by ", "changed by "))]
+    return ", ".join((["changed in " + ", ".join(dated)] if dated else []) + effects)
 
 
 def _parts_md(s: _Slot) -> str:
     if not s.parts:
         return _md(s.md)
-    return "changed in " + ", ".join(_md(t) if to is None else f"[{_md(t)}](#{to})" for t, to in s.parts)
+    return _joined(s.parts, lambda t, to: _md(t) if to is None else f"[{_md(t)}](#{to})")
 
 
 def _parts_html(s: _Slot) -> str:
     if not s.parts:
         return html.escape(s.html)
-    return "changed in " + ", ".join(
-        html.escape(t) if to is None else f'<a href="#{to}">{html.escape(t)}</a>' for t, to in s.parts
-    )
+    return _joined(s.parts, lambda t, to: html.escape(t) if to is None else f'<a href="#{to}">{html.escape(t)}</a>')
 
 
 def _cell_anchor(c: Cell) -> str:

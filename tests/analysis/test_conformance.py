@@ -607,3 +607,24 @@ def test_a_page_gives_consecutive_cores_alike_one_figures_row_and_every_cell_its
     assert "| cell | cycles gave | known | stop p50 s | finalize before stop |" in page and "r2.48.0" not in page
     assert '<a id="cf-what-retained-response"></a>retained-response | the client keeps the last response' in page
     assert page.startswith(cft.key_line("../conformance.md#legend"))
+
+
+def test_a_bisection_names_the_commit_and_a_variant_is_no_release_but_says_what_it_does():
+    frame = _frame(_cycles("template", "2.66.0", "clean"), _cycles("template", "2.67.0", "clean"),
+                   _cycles("template", "2.68.0", "aborted_at_exit"),
+                   _cycles("template", "2.68.0-va606228022", "clean"),  # a patch that undoes 2.68.0's change
+                   _cycles("template", "2.67.0-vf251446c74", "aborted_at_exit"),  # a hybrid that brings it
+                   _cycles("template", "2.69.0", "aborted_at_exit"))
+    bisects = ({"scenario": "template", "control": False, "shape": float("nan"), "engine": "capi", "good": "2.67.0",
+                "bad": "2.68.0", "component": "python_backend", "commit": "47f9e030ea1e",
+                "subject": "fix: Use Correct ptr Type to Avoid UAF (#433)"},)
+    changes = cf.changed_in(cf.cells(frame), bisects)[("template", False, "capi", "unbatched")]
+    # the variants are no releases: the series is 2.66.0, 2.67.0, 2.68.0, 2.69.0, dated by the bisection
+    assert changes == ["2.68.0: python_backend 47f9e03 (#433)", "changed by 2.67.0-vf251446c74",
+                       "fixed by 2.68.0-va606228022"]
+    assert cf.changed_in(cf.cells(frame))[("template", False, "capi", "unbatched")][0] == "2.68.0"
+    # a bisection of another cell, or of releases that do not span the change, names nothing
+    assert cf.bisected(bisects, "template", True, "capi", "unbatched", "2.67.0", "2.68.0") is None
+    assert cf.bisected(bisects, "template", False, "capi", "unbatched", "2.68.0", "2.69.0") is None
+    md = cft.to_markdown(cf.build(frame, bisects=bisects))
+    assert "changed in [2.68.0: python_backend 47f9e03 (#433)](#" in md and "fixed by 2.68.0-va606228022](#" in md
