@@ -17,6 +17,7 @@ them and compares each with its page byte for byte.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import shutil
 import sys
@@ -111,14 +112,16 @@ def keep_store(results: str | Path, store: Path = STORE, add: bool = False) -> t
     if cycles.empty:
         raise RigError(f"{results} holds no scenario cycles: give the --results of rig matrix --scenarios all")
     windows = [_batch_windows(Store.open(results), cycles)]
+    bisects = [Store.open(results).read("bisect")]  # the bisections it holds: "changed in" names their commits
     if add and store.exists():
+        bisects.append(Store.open(store).read("bisect"))
         kept = Store.open(store).read("cycles", columns=[*columns, "triton_version", "date"])
         new = set(_cell_keys(cycles))
         kept = kept[[k not in new for k in _cell_keys(kept)]]
         windows.append(_batch_windows(Store.open(store), kept))
         cycles = pd.concat([kept, cycles], ignore_index=True)
     if store.exists():
-        foreign = [p.name for p in store.iterdir() if p.name not in ("cycles", "windows")]
+        foreign = [p.name for p in store.iterdir() if p.name not in ("cycles", "windows", "bisect")]
         if foreign:
             raise RigError(f"{store} holds more than a kept store ({', '.join(sorted(foreign))}): remove it by hand")
         shutil.rmtree(store)
@@ -128,6 +131,12 @@ def keep_store(results: str | Path, store: Path = STORE, add: bool = False) -> t
     if windows:
         _put(out, "windows", pd.concat(windows, ignore_index=True), kept_window_columns(), WindowRow,
              ["run_id", "cycle", "window"])
+    bisects = [b for b in bisects if b is not None and len(b)]
+    if bisects:
+        from rig.contract.rows import BisectRow
+
+        frame = pd.concat(bisects, ignore_index=True).drop_duplicates(["run_id", "step"], keep="first")
+        _put(out, "bisect", frame, [f.name for f in dataclasses.fields(BisectRow)], BisectRow, ["run_id", "step"])
     return len(cycles), sum(p.stat().st_size for p in store.rglob("*.parquet"))
 
 

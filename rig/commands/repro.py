@@ -225,21 +225,10 @@ def cell_config(s, control: bool, shape: str | None, exit_timeout: int, runtime:
 
 
 def model_spec(cfg):
-    """The template model the rig renders for ``cfg`` (as ``rig.parent.orchestrator.prepare`` does)."""
-    from rig.parent import repository
+    """The template model the rig renders for ``cfg`` (``rig.parent.orchestrator.prepare``'s)."""
+    from rig.parent.orchestrator.prepare import template_spec
 
-    return repository.ModelSpec(
-        kind=cfg.model,
-        size=cfg.model_size,
-        instances=cfg.instances,
-        max_batch_size=cfg.max_batch_size,
-        dynamic_batching=cfg.dynamic_batching,
-        queue_delay_us=cfg.queue_delay_us,
-        decoupled=cfg.decoupled,
-        fault=cfg.fault,
-        execute_delay_ms=cfg.execute_delay_ms,
-        load_sleep_s=repository.load_slow_s(cfg.exit_timeout) if cfg.fault == "load-slow" else None,
-    )
+    return template_spec(cfg)
 
 
 def write_models(cfg, dest: Path) -> list[str]:

@@ -75,6 +75,22 @@ class Prepared:
     tags: dict | None = dataclasses.field(default=None, init=False, repr=False)  # orchestrator.rows.run_tags
 
 
+def template_spec(cfg: RunConfig) -> repository.ModelSpec:
+    """The rig's template model as a run of ``cfg`` serves it (``rig repro`` writes the same)."""
+    return repository.ModelSpec(
+        kind=cfg.model,
+        size=cfg.model_size,
+        instances=cfg.instances,
+        max_batch_size=cfg.max_batch_size,
+        dynamic_batching=cfg.dynamic_batching,
+        queue_delay_us=cfg.queue_delay_us,
+        decoupled=cfg.decoupled,
+        fault=cfg.fault,
+        execute_delay_ms=cfg.execute_delay_ms,
+        load_sleep_s=repository.load_slow_s(cfg.exit_timeout) if cfg.fault == "load-slow" else None,
+    )
+
+
 def _scenario_models(cfg: RunConfig) -> bool:
     """Whether the run's scenario serves models of its own (not the template)."""
     return bool(cfg.scenario and scenarios.get(cfg.scenario).repository)
@@ -135,18 +151,7 @@ def prepare(
             if not ok:
                 raise RigError(f"the cupy model needs a CUDA device and CuPy here: {why}; use --model numpy")
         repo = work / "models"
-        spec = repository.ModelSpec(
-            kind=cfg.model,
-            size=cfg.model_size,
-            instances=cfg.instances,
-            max_batch_size=cfg.max_batch_size,
-            dynamic_batching=cfg.dynamic_batching,
-            queue_delay_us=cfg.queue_delay_us,
-            decoupled=cfg.decoupled,
-            fault=cfg.fault,
-            execute_delay_ms=cfg.execute_delay_ms,
-            load_sleep_s=repository.load_slow_s(cfg.exit_timeout) if cfg.fault == "load-slow" else None,
-        )
+        spec = template_spec(cfg)
         repository.render(spec, repo)
         names = [spec.model_name]
         label = cfg.model if cfg.fault == "none" else f"{cfg.model}:{cfg.fault}"
