@@ -169,6 +169,7 @@ class Bisection:
         self.good_set: set[str] = set()
         self.bad_set: set[str] = set()
         self.bar = _Bar(sys.stdout)
+        self.caveat = ""  # a component whose hybrid could not say
 
     # ------------------------------------------------------------------ the walk
 
@@ -193,11 +194,16 @@ class Bisection:
         self._record(b)
         moved = [c for c in _components() if good_m["commits"].get(c) != bad_m["commits"].get(c)]
         self.bar.total = 2 + len(moved)
-        culprits = []
+        culprits, unbuilt = [], []
         for c in moved:
             step = self._hybrid(c, bad_m["commits"][c])
             if step.judged == "bad":
                 culprits.append(c)
+            elif step.judged in ("failed", "mixed"):
+                unbuilt.append(c)
+        self.caveat = (
+            f"; not ruled out: {', '.join(unbuilt)} (its hybrid did not build or stayed mixed)" if unbuilt else ""
+        )
         if len(culprits) != 1:
             why = (
                 f"no component alone gives {s.bad}'s verdict on {s.good} ({', '.join(moved)} moved): they changed it "
@@ -245,7 +251,8 @@ class Bisection:
                 "a build failed or the cycles were mixed)"
             )
             return self._result(c, first, subject, why, decided=False)
-        return self._result(c, first, subject, f"{len(commits)} commit(s) of {c} between the releases", decided=True)
+        walked = f"{len(commits)} commit(s) of {c} between the releases{self.caveat}"
+        return self._result(c, first, subject, walked, decided=True)
 
     # ------------------------------------------------------------------ steps
 
@@ -381,6 +388,7 @@ class Bisection:
         if decided:
             prs = ", ".join(f"#{n}" for n in re.findall(r"\(#(\d+)\)", subject or "")) or "no PR named"
             lines.append(f"first commit with {s.bad}'s verdict: {component} {str(commit)[:8]} {subject!r} ({prs})")
+            lines.append(why)
         else:
             lines.append(f"not decided: {why}")
         lines.append("| step | kind | component | commit | verdicts | judged |")
