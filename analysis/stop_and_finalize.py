@@ -32,7 +32,8 @@ table = cycles.groupby(["triton_version", "engine"]).agg(
     finalized_before_stop=("finalized_before_stop", "mean"),
     stop_median_s=("stop_latency_s", "median"),
 )
-order = sorted(table.index.get_level_values(0).unique(), key=lambda v: tuple(int(x) for x in v.split(".")))
+# versions in numeric order; a variant (2.71.0-v086b04dea9: a patched build) right after its release
+order = sorted(table.index.get_level_values(0).unique(), key=lambda v: [int(x) if x.isdigit() else x for x in v.replace("-", ".").split(".")])
 table = table.reindex(order, level=0)
 pd.set_option("display.width", 160)
 print(f"{args.scenario}: {len(cycles)} cycles in {args.store}")

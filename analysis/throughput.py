@@ -32,7 +32,8 @@ if windows.empty:
 table = windows.groupby(["triton_version", "engine"]).agg(
     windows=("throughput", "size"), throughput=("throughput", "median"), p99_us=("p99_us", "median")
 )
-order = sorted(table.index.get_level_values(0).unique(), key=lambda v: tuple(int(x) for x in v.split(".")))
+# versions in numeric order; a variant (2.71.0-v086b04dea9: a patched build) right after its release
+order = sorted(table.index.get_level_values(0).unique(), key=lambda v: [int(x) if x.isdigit() else x for x in v.replace("-", ".").split(".")])
 table = table.reindex(order, level=0)
 print(f"{args.scenario}: {len(windows)} windows in {args.store} (medians)")
 print(table.to_string(float_format=lambda x: f"{x:.0f}"))

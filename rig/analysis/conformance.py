@@ -439,8 +439,8 @@ def changed_in(cell_list, bisects=()) -> dict[tuple[str, bool, str, str], list[s
 
 def patch_effects(releases_run: list[Cell], variants: list[Cell]) -> list[str]:
     """What each variant (a patch, another ref) does to a row beside its release: ``fixed by V``
-    where it gives the verdicts of the release before its own (it undoes that release's change),
-    ``changed by V`` where it gives others; nothing where it gives its release's."""
+    where it gives the verdicts the row had before its last change up to that release (it undoes
+    that change), ``changed by V`` where it gives others; nothing where it gives its release's."""
     by = {c.triton_version: c for c in releases_run}
     order = sorted(by, key=version_key)
     out = []
@@ -448,8 +448,9 @@ def patch_effects(releases_run: list[Cell], variants: list[Cell]) -> list[str]:
         base = by.get(release_of(v.triton_version))
         if base is None or same_cell(v, base):
             continue
-        before = [r for r in order if version_key(r) < version_key(base.triton_version)]
-        fixed = before and not same_cell(by[before[-1]], base) and same_cell(v, by[before[-1]])
+        # the last release before the base whose verdicts differ from the base's: before the change
+        before = [r for r in order if version_key(r) < version_key(base.triton_version) and not same_cell(by[r], base)]
+        fixed = bool(before) and same_cell(v, by[before[-1]])
         out.append(f"{'fixed' if fixed else 'changed'} by {v.triton_version}")
     return out
 
