@@ -167,10 +167,33 @@ def run(cfg: RunConfig, args: BenchSettings, log=print, run_id: str | None = Non
     orchestrator.check_run_inputs(p)  # against the model(s) this sweep loads, before any point
     with cpuidle.Hold(args.cpu_idle) as hold:
         orchestrator.write_run_row(p, "bench", cpu_idle=hold.method)
-        return _sweep(p, cfg, args, conc, rates, repeats, counts, hold, log)
+        return _sweep(p, cfg, args, Plan(conc, rates, repeats, counts), hold, log)
 
 
-def _sweep(p, cfg: RunConfig, args: BenchSettings, conc, rates, repeats, counts, hold, log) -> int:
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What a sweep measures: its points (requests in flight, ``conc``, or arrival rates), the
+    repeats of each, and the instance counts (``[None]``: the model's own)."""
+
+    conc: list
+    rates: list
+    repeats: int
+    counts: list
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    """One measurement of a sweep: its cycle number, the load (requests in flight in a closed
+    loop, arrivals per second in an open one) and the instance count (None: the model's own)."""
+
+    cycle: int
+    load: float
+    closed: bool
+    instances: int | None
+
+
+def _sweep(p, cfg: RunConfig, args: BenchSettings, plan: Plan, hold, log) -> int:
+    conc, rates, repeats, counts = plan.conc, plan.rates, plan.repeats, plan.counts
     pa = None
     if args.compare == "perf-analyzer":
         from rig.parent import perf_analyzer as pa
@@ -201,10 +224,11 @@ def _sweep(p, cfg: RunConfig, args: BenchSettings, conc, rates, repeats, counts,
                         f"  [{'' if n is None else f'i{n} '}{'c' if conc else 'r'}{point:g} "
                         f"repeat {r}/{repeats}] {tool:<13}"
                     )
+                    at = Point(cycle, point, bool(conc), n)
                     if tool == "rig":
-                        fig = _rig_once(p, cfg, args, repo, cycle, point, bool(conc), n)
+                        fig = _rig_once(p, cfg, args, repo, at)
                     else:
-                        fig = _pa_once(pa, p, cfg, repo, cycle, point, bool(conc), n, pa_inputs)
+                        fig = _pa_once(pa, p, cfg, repo, at, pa_inputs)
                     if fig.get("throughput") is not None:
                         got[tool].append(fig)
                     elif fig.get("note"):
@@ -251,13 +275,15 @@ def _hold_text(hold) -> str:
     )
 
 
-def _rig_once(p, cfg: RunConfig, args: BenchSettings, repo, cycle: int, point, closed: bool, n: int | None) -> dict:
+def _rig_once(p, cfg: RunConfig, args: BenchSettings, repo, at: Point) -> dict:
+    """The rig at one point: a cycle of the sweep's load, its windows stored as ``tool = rig``."""
+    cycle, point, closed, n = at.cycle, at.load, at.closed, at.instances
     w = dataclasses.replace(cfg.workload, seconds=args.windows * cfg.workload.window_seconds)
     if closed:
         w = dataclasses.replace(
             w,
             name="steady" if w.name in ("none", "soak") else w.name,
-            users=max(1, point // max(1, w.in_flight)),
+            users=max(1, int(point) // max(1, w.in_flight)),
             rate=None,
         )
     else:
@@ -303,11 +329,10 @@ def pa_input_options(p) -> dict:
     return {"input_data": p.config.input_data, "shapes": dict(info.get("shapes") or {})}
 
 
-def _pa_once(
-    pa, p, cfg: RunConfig, repo, cycle: int, point, closed: bool, n: int | None, inputs: dict | None = None
-) -> dict:
+def _pa_once(pa, p, cfg: RunConfig, repo, at: Point, inputs: dict | None = None) -> dict:
     """perf_analyzer at one point, with the rig's inputs (``pa_input_options``); its windows
     stored as ``tool = perf_analyzer`` rows."""
+    cycle, point, closed, n = at.cycle, at.load, at.closed, at.instances
     try:
         kw = {"concurrency": [int(point)]} if closed else {"rate": [point]}
         got = pa.run_perf_analyzer(
