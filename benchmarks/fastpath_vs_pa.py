@@ -73,7 +73,9 @@ def worker(args) -> int:
     from rig.worker.engines.base import ServerOptions
     from rig.worker.engines.capi import CapiEngine
 
-    rt = runtime.Runtime.from_dict(json.loads(args.worker_runtime))
+    from rig.contract.runtime import from_dict as runtime_from_dict
+
+    rt = runtime_from_dict(json.loads(args.worker_runtime))
     c = args.worker
     engine = CapiEngine(rt.core_library)
     engine.start(ServerOptions(args.repo, rt.backend_dir, exit_timeout_s=5,

@@ -102,3 +102,12 @@ Runtime = ContainerRuntime | EmbeddedRuntime | BuiltRuntime  # a spec's runtime:
 def stub_site_of(runtime: Runtime) -> str | None:
     """The numpy-1 folder a runtime's stubs need (None: their interpreter's own numpy serves)."""
     return None if isinstance(runtime, ContainerRuntime) else runtime.stub_site
+
+
+def from_dict(d: dict) -> Runtime:
+    """A runtime from its dict (``to_dict``; a spec's JSON): the type its ``kind`` names."""
+    kinds: dict[str, type[_Core]] = {"container": ContainerRuntime, "embedded": EmbeddedRuntime, "built": BuiltRuntime}
+    d = dict(d)
+    cls = kinds[d.pop("kind")]
+    d["library_path"] = tuple(d.get("library_path", ()))
+    return cls(**d)  # type: ignore[return-value]

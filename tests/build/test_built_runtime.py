@@ -104,8 +104,12 @@ def test_retained_response_on_the_seed_version_holds_the_stop(built, tmp_path):
     """server#8755 on its own version: the kept response holds stop() to exit_timeout and finalize
     never runs before it."""
     results = tmp_path / "r"
+    # --allow-leaks: after the forced stop the kept response's stub may outlive the rig's reap bound on a
+    # loaded machine and be killed (counted in stubs_killed; a fresh CI saw it once in cycle 1 of 2):
+    # what this test holds is the stop and finalize, not how fast the stub then goes
     p = rig("soak", "--runtime", VERSION, "--scenario", "retained-response", "--cycles", "2",
-            "--exit-timeout", "3", "--results", str(results), "--allow-outcomes", "exit_timeout", timeout=900)
+            "--exit-timeout", "3", "--results", str(results), "--allow-outcomes", "exit_timeout", "--allow-leaks",
+            timeout=900)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     c = cycles(results)
     assert list(c.outcome) == ["exit_timeout"] * 2

@@ -142,7 +142,8 @@ CHILD = textwrap.dedent(r'''
     from rig.worker.load.lanes import PyLane
 
     scenario, work, exit_timeout = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
-    rt = runtime.Runtime.from_dict(json.loads(sys.argv[4]))
+    from rig.contract.runtime import from_dict as runtime_from_dict
+    rt = runtime_from_dict(json.loads(sys.argv[4]))
     repo = work / "repo"
     repo.mkdir()
     repository.render(repository.ModelSpec(), repo)

@@ -108,7 +108,8 @@ CHILD = textwrap.dedent(r'''
     from rig.contract import evidence
 
     repo, work = Path(sys.argv[1]), Path(sys.argv[2])
-    rt = runtime.Runtime.from_dict(json.loads(sys.argv[3]))
+    from rig.contract.runtime import from_dict as runtime_from_dict
+    rt = runtime_from_dict(json.loads(sys.argv[3]))
     engine = CapiEngine(rt.core_library)
     engine.start(ServerOptions(model_repository=str(repo), backend_directory=rt.backend_dir,
                                exit_timeout_s=5, log_file=str(work / "server.log")))

@@ -47,7 +47,8 @@ CHILD = textwrap.dedent(r'''
     from rig.common.procs import group_shm_regions
 
     scenario, work, exit_timeout = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
-    rt = runtime.Runtime.from_dict(json.loads(sys.argv[4]))
+    from rig.contract.runtime import from_dict as runtime_from_dict
+    rt = runtime_from_dict(json.loads(sys.argv[4]))
     extra = EXTRA_MODELS = {}  # _run fills it in: files of a model "returns_none"
     repo = work / "repo"
     repo.mkdir()
