@@ -27,6 +27,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from rig.commands.step_bar import StepBar
 from rig.common.errors import Exit, RigError
 
 KINDS = ("release", "component", "commit")
@@ -168,7 +169,7 @@ class Bisection:
         self.steps: list[Step] = []
         self.good_set: set[str] = set()
         self.bad_set: set[str] = set()
-        self.bar = _Bar(sys.stdout)
+        self.bar = StepBar(sys.stdout)
         self.caveat = ""  # a component whose hybrid could not say
 
     # ------------------------------------------------------------------ the walk
@@ -412,48 +413,3 @@ def _components() -> tuple[str, ...]:
 
 def _quiet(_line: str) -> None:
     pass
-
-
-class _Bar:
-    """A live bar of the steps on a terminal (each step's build and cycles take minutes); a line a
-    step elsewhere."""
-
-    def __init__(self, out):
-        self.out = out
-        self.total = 0
-        self.n = 0
-        self.live = out.isatty()
-        self._bar = None
-        self._task = None
-        if self.live:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self._bar = Progress(
-                TextColumn("[bold]bisect"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                TextColumn("{task.description}"),
-            )
-            self._bar.start()
-            self._task = self._bar.add_task("", total=None)
-
-    def start(self, what: str) -> None:
-        self.what = what
-        if self._bar is not None and self._task is not None:
-            self._bar.update(self._task, description=what, total=max(self.total, self.n + 1), completed=self.n)
-        else:
-            print(f"step {self.n + 1}: {what} ...", file=self.out, flush=True)
-
-    def finish(self, said: str) -> None:
-        self.n += 1
-        if self._bar is not None and self._task is not None:
-            self._bar.console.print(f"step {self.n}: {self.what}: {said}")
-            self._bar.update(self._task, completed=self.n)
-        else:
-            print(f"step {self.n}: {self.what}: {said}", file=self.out, flush=True)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None
