@@ -443,7 +443,6 @@ def upstream_links(refs: list[str]) -> list[str]:
 
 
 def readme(cell: dict, rt, manifest: dict, rc: int, output: str, result: dict, models: Path) -> str:
-    import numpy
 
     from rig.common.version import __version__
 
@@ -482,26 +481,8 @@ def readme(cell: dict, rt, manifest: dict, rc: int, output: str, result: dict, m
             f"--exit-timeout {cell['exit_timeout']}`"
         ),
         "",
-        "## Environment",
-        "",
-        (
-            f"- {platform.system()} {platform.release()} ({platform.machine()}), {os.cpu_count()} CPUs, "
-            f"glibc {platform.libc_ver()[1] or '?'}"
-        ),
-        f"- Python {platform.python_version()} ({sys.executable}), numpy {numpy.__version__} in the client"
-        + (
-            f"; the backend stubs take numpy from `{rt.stub_site}` (numpy<2: this core's stubs are built "
-            "against numpy 1)"
-            if getattr(rt, "stub_site", None)
-            else "; the backend stubs import the same numpy"
-        ),
-        f"- The Triton install: `{rt.server_dir}` (`lib/libtritonserver.so`, `backends/python/`)",
-        f"- `LD_LIBRARY_PATH`: `{':'.join(rt.library_path)}` (the core's libraries; libpython for the stubs)",
     ]
-    if rt.kind == "built" and manifest.get("differs_from_ngc"):
-        lines += ["", "<details><summary>How this build differs from the NGC image</summary>", ""]
-        lines += [f"- {d}" for d in manifest["differs_from_ngc"]]
-        lines += ["", "</details>"]
+    lines += _environment(rt, manifest)
     lines += [
         "",
         "## Steps to reproduce",
@@ -528,32 +509,8 @@ def readme(cell: dict, rt, manifest: dict, rc: int, output: str, result: dict, m
             "directory `backends/` of the install) and waits until the server and the model say ready;"
         ),
     ]
-    if cell.get("workload"):
-        w = cell["workload"]
-        lines.append(
-            f"2. sends requests from {w['users']} clients in a closed loop for {w['seconds']:g} s "
-            "(`TRITONSERVER_ServerInferAsync`, each response deleted once read);"
-        )
-    else:
-        at = f", {cell['in_flight']} at a time" if cell["in_flight"] > 1 else ", one at a time"
-        lines.append(
-            f"2. sends {cell['requests']} requests{at} (`TRITONSERVER_ServerInferAsync`; every response but the "
-            "last deleted with `TRITONSERVER_InferenceResponseDelete` once read);"
-        )
-    kept = {
-        "last-response": "keeps the last response object: it is not deleted until after the stop",
-        "last-array": "keeps a numpy array over the last response's output buffer (zero copy): the response is "
-        "deleted only when the array goes, after the stop",
-    }.get(cell["retain"], "keeps nothing: the last response is deleted too")
+    lines += _steps(cell)
     lines += [
-        f"3. {kept};",
-        "4. calls `TRITONSERVER_ServerStop` and times it;",
-        "5. lets go of what it kept, waits for the finalizes, then calls `TRITONSERVER_ServerDelete`;",
-        (
-            "6. reads when each instance's `finalize()` ended (each model records its own `initialize` and "
-            "`finalize` in a file: the lines appended to its `model.py`), prints the report and exits 0 where "
-            "the expected verdict was reproduced, 1 where not."
-        ),
         "",
         "## Observed",
         "",
@@ -588,6 +545,75 @@ def readme(cell: dict, rt, manifest: dict, rc: int, output: str, result: dict, m
         ),
         "",
     ]
+    lines += _model_and_words(cell, models)
+    return "\n".join(lines) + "\n"
+
+
+def _environment(rt, manifest: dict) -> list[str]:
+    """The README's environment: the machine, the Pythons, the Triton install (and how a built one
+    differs from the NGC image)."""
+    import numpy
+
+    lines = [
+        "## Environment",
+        "",
+        (
+            f"- {platform.system()} {platform.release()} ({platform.machine()}), {os.cpu_count()} CPUs, "
+            f"glibc {platform.libc_ver()[1] or '?'}"
+        ),
+        f"- Python {platform.python_version()} ({sys.executable}), numpy {numpy.__version__} in the client"
+        + (
+            f"; the backend stubs take numpy from `{rt.stub_site}` (numpy<2: this core's stubs are built "
+            "against numpy 1)"
+            if getattr(rt, "stub_site", None)
+            else "; the backend stubs import the same numpy"
+        ),
+        f"- The Triton install: `{rt.server_dir}` (`lib/libtritonserver.so`, `backends/python/`)",
+        f"- `LD_LIBRARY_PATH`: `{':'.join(rt.library_path)}` (the core's libraries; libpython for the stubs)",
+    ]
+    if rt.kind == "built" and manifest.get("differs_from_ngc"):
+        lines += ["", "<details><summary>How this build differs from the NGC image</summary>", ""]
+        lines += [f"- {d}" for d in manifest["differs_from_ngc"]]
+        lines += ["", "</details>"]
+    return lines
+
+
+def _steps(cell: dict) -> list[str]:
+    """Steps 2 to 6 of what ``repro.py`` does, in the README's words."""
+    lines: list[str] = []
+    if cell.get("workload"):
+        w = cell["workload"]
+        lines.append(
+            f"2. sends requests from {w['users']} clients in a closed loop for {w['seconds']:g} s "
+            "(`TRITONSERVER_ServerInferAsync`, each response deleted once read);"
+        )
+    else:
+        at = f", {cell['in_flight']} at a time" if cell["in_flight"] > 1 else ", one at a time"
+        lines.append(
+            f"2. sends {cell['requests']} requests{at} (`TRITONSERVER_ServerInferAsync`; every response but the "
+            "last deleted with `TRITONSERVER_InferenceResponseDelete` once read);"
+        )
+    kept = {
+        "last-response": "keeps the last response object: it is not deleted until after the stop",
+        "last-array": "keeps a numpy array over the last response's output buffer (zero copy): the response is "
+        "deleted only when the array goes, after the stop",
+    }.get(cell["retain"], "keeps nothing: the last response is deleted too")
+    lines += [
+        f"3. {kept};",
+        "4. calls `TRITONSERVER_ServerStop` and times it;",
+        "5. lets go of what it kept, waits for the finalizes, then calls `TRITONSERVER_ServerDelete`;",
+        (
+            "6. reads when each instance's `finalize()` ended (each model records its own `initialize` and "
+            "`finalize` in a file: the lines appended to its `model.py`), prints the report and exits 0 where "
+            "the expected verdict was reproduced, 1 where not."
+        ),
+    ]
+    return lines
+
+
+def _model_and_words(cell: dict, models: Path) -> list[str]:
+    """The models' configs as served, and the verdicts' words."""
+    lines: list[str] = []
     for cfg in sorted(models.glob("*/config.pbtxt")):
         lines += [f"`{cfg.relative_to(models.parent)}`:", "", "```text", cfg.read_text().strip(), "```", ""]
     lines += [
@@ -597,7 +623,7 @@ def readme(cell: dict, rt, manifest: dict, rc: int, output: str, result: dict, m
         "",
     ]
     lines += [f"- `{k}`: {cell['meanings'][k]}" for k in _SAYS if k in cell["meanings"]]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def run(args) -> int:
