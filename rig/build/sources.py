@@ -6,6 +6,7 @@ routes are the same few git commands; only the address differs.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -110,7 +111,7 @@ class Sources:
         else:
             into.mkdir(parents=True, exist_ok=True)
             tmp = into / f".{name}.git.part"
-            subprocess.run(["rm", "-rf", str(tmp)], check=False)
+            shutil.rmtree(tmp, ignore_errors=True)
             git(["git", "clone", "-q", "--bare", self.url(name), str(tmp)], log)
             git(["git", "-C", str(tmp), "fetch", "-q", self.url(name), *_ALL_REFS], log)
             tmp.rename(path)
