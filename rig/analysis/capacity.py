@@ -18,16 +18,10 @@ import math
 
 import pandas as pd
 
+from rig.analysis.capacity_sweep import GROUP, NODE, Sweep, measured_windows, norm_key, repeats
 from rig.common import hdr
 
-GROUP = ["triton_version", "engine", "model", "cpu_share", "instances"]
-NODE = GROUP[:4]  # what a node is: version, engine, model and its share of a machine
 DEFAULT_HEADROOM = 0.3
-
-
-def _norm(key) -> tuple:
-    """A group's key with pandas' NaN for a missing tag made None again (so that keys compare)."""
-    return tuple(None if isinstance(v, float) and math.isnan(v) else v for v in key)
 
 
 def share_text(share, cpus=None) -> str:
@@ -57,30 +51,6 @@ def with_shares(windows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
             w[c] = None
         w[c] = w[c].astype(object).where(w[c].notna(), None)
     return w
-
-
-def _point(w: pd.DataFrame) -> pd.Series:
-    return w["concurrency"].where(w["mode"] == "closed", w["rate"]).astype(float)
-
-
-def measured_windows(windows: pd.DataFrame) -> pd.DataFrame:
-    """The rig's windows that count: per (run, cycle) its last 3 windows, the first dropped as
-    warm-up when there are more than 3 (as ``rig.analysis.sweeps.summarize``)."""
-    w = windows[windows["tool"] == "rig"].copy()
-    if w.empty:
-        return w
-    w["point"] = _point(w)
-    w = w[w["point"].notna()]
-    for col in ("instances", "cpu_share"):
-        if col not in w:
-            w[col] = None
-        w[col] = w[col].astype(object).where(w[col].notna(), None)
-    w = w.sort_values(["run_id", "cycle", "window"])
-    per = w.groupby(["run_id", "cycle"])["window"]
-    n, rank = per.transform("size"), per.cumcount()
-    first_dropped = (n > 3) & (rank == 0)
-    from_end = n - rank  # 1 for the last window
-    return w[~first_dropped & (from_end <= 3)].reset_index(drop=True)
 
 
 def _p99(g: pd.DataFrame) -> tuple[float | None, str]:
@@ -120,7 +90,7 @@ def points(windows: pd.DataFrame) -> pd.DataFrame:
         p99, source = _p99(g)
         out.append(
             dict(
-                zip(GROUP + ["point"], _norm(key)),
+                zip(GROUP + ["point"], norm_key(key)),
                 throughput=g["requests"].sum() / seconds if seconds > 0 else None,
                 p99_us=p99,
                 requests=int(g["requests"].sum()),
@@ -156,7 +126,7 @@ def plan(windows: pd.DataFrame, target: float, p99_ms: float, headroom: float = 
     bound = p99_ms * 1000.0
     rows = []
     for key, g in pts.groupby(GROUP, dropna=False, sort=True):
-        key = _norm(key)
+        key = norm_key(key)
         ok = g[(g["p99_us"].notna()) & (g["p99_us"] <= bound) & (g["errors"] == 0) & g["throughput"].notna()]
         row = dict(
             zip(GROUP, key),
@@ -205,7 +175,7 @@ def scaling_base(df: pd.DataFrame) -> dict:
     for key, g in df.groupby(NODE, sort=False, dropna=False):
         known = g[g["instances"].notna() & g["throughput"].notna()]
         if len(known):
-            out[_norm(key)] = int(known["instances"].astype(float).min())
+            out[norm_key(key)] = int(known["instances"].astype(float).min())
     return out
 
 
@@ -224,7 +194,7 @@ def format_plan(df: pd.DataFrame, target: float, p99_ms: float, headroom: float)
     ]
     bases = scaling_base(df)
     for key, g in df.groupby(NODE, sort=True, dropna=False):
-        key = _norm(key)
+        key = norm_key(key)
         base = bases.get(key)
         lines += [
             "",
@@ -266,126 +236,15 @@ def format_plan(df: pd.DataFrame, target: float, p99_ms: float, headroom: float)
 # USL over load (``rig.analysis.usl``) fitted to every repeat's throughput; the load where p99
 # reaches the bound (the points' merged p99, interpolated); a node's throughput there by the law;
 # beside it the linear baseline (the best measured point within the bound, as ``plan``). The
-# intervals resample each point's repeats (cycles) with replacement, recompute every figure
-# (throughputs, merged p99s, the fit, the load at the bound) and take percentiles.
+# intervals resample whole runs where more than one swept the group, then each point's repeats
+# (cycles) with replacement (``Sweep.resample``), recompute every figure (throughputs, merged p99s,
+# the fit, the load at the bound) and take percentiles.
 
 DEFAULT_BOOTSTRAP = 1000
 CONFIDENCE = 0.95
 
 
-def _hist_counts(hists: list) -> tuple[dict[int, int], object] | None:
-    """A repeat's windows' histograms merged, as {bucket index: count}, with the histogram."""
-    if not hists:
-        return None
-    h = hdr.merge(hists)
-    if h is None or not h.get_total_count():
-        return None
-    import numpy as np
-
-    counts = np.ctypeslib.as_array(h.counts)
-    idx = np.flatnonzero(counts)
-    return dict(zip(idx.tolist(), counts[idx].tolist())), h
-
-
-def repeats(windows: pd.DataFrame) -> pd.DataFrame:
-    """One row per group, point and repeat (run, cycle), over its measured windows:
-    ``requests``, ``seconds``, ``errors``, ``throughput``, ``p99_us`` (its windows' histograms
-    merged; else the median of their p99), ``counts`` ({bucket: count}, None without histograms)
-    and ``hist`` (an HdrHistogram of them, for the buckets' values)."""
-    w = measured_windows(windows)
-    cols = GROUP + [
-        "point",
-        "run_id",
-        "cycle",
-        "cpus",
-        "requests",
-        "seconds",
-        "errors",
-        "throughput",
-        "p99_us",
-        "counts",
-        "hist",
-    ]
-    if w.empty:
-        return pd.DataFrame(columns=cols)
-    out = []
-    for key, g in w.groupby(GROUP + ["point", "run_id", "cycle"], dropna=False, sort=True):
-        seconds = float(g["length_s"].sum())
-        hists = [h for h in g.get("histogram", pd.Series(dtype=object)) if isinstance(h, str) and h]
-        got = _hist_counts(hists) if len(hists) == len(g) else None
-        p99 = (
-            float(got[1].get_value_at_percentile(99))
-            if got
-            else (float(g["p99_us"].median()) if g["p99_us"].notna().any() else None)
-        )
-        out.append(
-            dict(
-                zip(GROUP + ["point", "run_id", "cycle"], _norm(key)),
-                cpus=g["cpus"].iloc[0] if "cpus" in g else None,
-                requests=int(g["requests"].sum()),
-                seconds=seconds,
-                errors=int(g["errors"].sum()),
-                throughput=g["requests"].sum() / seconds if seconds > 0 else None,
-                p99_us=p99,
-                counts=got[0] if got else None,
-                hist=got[1] if got else None,
-            )
-        )
-    return pd.DataFrame(out, columns=cols)
-
-
-class _Sweep:
-    """One group's repeats as arrays: what a bootstrap resample recomputes from."""
-
-    def __init__(self, g: pd.DataFrame):
-        import numpy as np
-
-        g = g[g["throughput"].notna()].sort_values(["point", "run_id", "cycle"]).reset_index(drop=True)
-        self.load = g["point"].to_numpy(float)
-        self.loads = np.unique(self.load)
-        self.members = [np.flatnonzero(self.load == n) for n in self.loads]
-        self.requests = g["requests"].to_numpy(float)
-        self.seconds = g["seconds"].to_numpy(float)
-        self.errors = g["errors"].to_numpy(float)
-        self.p99 = g["p99_us"].to_numpy(float)
-        self.throughput = g["throughput"].to_numpy(float)
-        self.counts = self.values = None
-        if len(g) and all(c is not None for c in g["counts"]):
-            buckets = sorted(set().union(*g["counts"]))
-            col = {b: i for i, b in enumerate(buckets)}
-            m = np.zeros((len(g), len(buckets)))
-            for r, c in enumerate(g["counts"]):
-                for b, k in c.items():
-                    m[r, col[b]] = k
-            h = g["hist"].iloc[0]
-            self.counts = m
-            self.values = np.array(
-                [h.get_highest_equivalent_value(h.get_value_from_index(b)) for b in buckets], dtype=float
-            )
-
-    def figures(self, pick: list) -> dict:
-        """Per load (``pick``: each load's repeats, as row indices, possibly repeated): the pooled
-        throughput, the merged p99 (inf where a request failed: such a load never meets a bound),
-        and every picked repeat's (load, throughput) for the fit."""
-        import numpy as np
-
-        tput, p99 = [], []
-        for rows in pick:
-            sec = self.seconds[rows].sum()
-            tput.append(self.requests[rows].sum() / sec if sec > 0 else np.nan)
-            if self.errors[rows].sum() > 0:
-                p99.append(np.inf)
-            elif self.counts is not None:
-                c = np.cumsum(self.counts[rows].sum(axis=0))
-                need = max(int(0.99 * c[-1] + 0.5), 1)
-                p99.append(float(self.values[np.searchsorted(c, need)]))
-            else:
-                p99.append(float(np.nanmedian(self.p99[rows])) if np.isfinite(self.p99[rows]).any() else np.inf)
-        every = np.concatenate(pick)
-        return {"throughput": np.array(tput), "p99": np.array(p99), "n": self.load[every], "x": self.throughput[every]}
-
-
-def _estimate(sw: _Sweep, pick: list, bound_us: float, start=None) -> dict:
+def _estimate(sw: Sweep, pick: list, bound_us: float, start=None) -> dict:
     """Every figure of one sample of repeats: the law's parameters, the load at the bound, a
     node's throughput there by the law (``cap_usl``) and by the best measured point
     (``cap_linear``, ``point_linear``)."""
@@ -429,15 +288,15 @@ def model(
     bound = p99_ms * 1000.0
     out = []
     for key, g in reps.groupby(GROUP, dropna=False, sort=True):
-        sw = _Sweep(g)
+        sw = Sweep(g)
         if not sw.loads.size:
             continue
         est = _estimate(sw, sw.members, bound)
         rng = np.random.default_rng(seed)
         boot = []
-        if min(len(m) for m in sw.members) > 1:  # one repeat a point: nothing to resample
+        if min(len(m) for m in sw.members) > 1 or len(sw.runs) > 1:  # one repeat a point: nothing to resample
             for _ in range(n_boot):
-                b = _estimate(sw, [rng.choice(m, len(m)) for m in sw.members], bound, est["fit"])
+                b = _estimate(sw, sw.resample(rng), bound, est["fit"])
                 law = b["fit"]
                 boot.append(
                     {
@@ -445,6 +304,8 @@ def model(
                         "load": b["load"],
                         "cap_usl": b["cap_usl"],
                         "cap_linear": b["cap_linear"],
+                        "throughput": b["throughput"],
+                        "p99": b["p99"],
                     }
                 )
         ci = {}
@@ -464,7 +325,7 @@ def model(
             )
         else:
             chosen, why = None, "no load met the bound"
-        tags = dict(zip(GROUP, _norm(key)))
+        tags = dict(zip(GROUP, norm_key(key)))
         tags["instances"] = None if tags["instances"] is None else int(tags["instances"])
         out.append(
             {
@@ -476,6 +337,7 @@ def model(
                 "repeats": (sw.load, sw.throughput),
                 "n_repeats": len(sw.load),
                 "min_repeats": int(min(len(m) for m in sw.members)),
+                "spread": sw.spread(),
                 "fit": law,
                 "ci": ci,
                 "load": est["load"],

@@ -9,7 +9,7 @@ import math
 
 import pandas as pd
 
-from rig.analysis.capacity import measured_windows
+from rig.analysis.capacity_sweep import measured_windows
 from rig.common import hdr
 
 
@@ -174,6 +174,7 @@ def check(models: list[dict], fleets: pd.DataFrame) -> list[dict]:
         band = usl.interval([float(usl.throughput(load, *b["params"])) for b in m["boot"] if b["params"]])
         per_lin = float(np.interp(load, m["loads"], m["throughput"])) if load else None
         p99 = usl.p99_at(load, m["loads"], m["p99_us"]) if load else None
+        lin_band, p99_band = _bands(m, load)
         whole = math.floor(m["load"] + 1e-9) if m["load"] else None
 
         def err(measured, predicted):
@@ -188,13 +189,71 @@ def check(models: list[dict], fleets: pd.DataFrame) -> list[dict]:
             predicted_p99_us=p99,
             error_usl_pct=err(f["throughput"], n * per_usl if per_usl else None),
             error_linear_pct=err(f["throughput"], n * per_lin if per_lin else None),
+            predicted_linear_ci=tuple(n * v for v in lin_band) if lin_band[0] is not None else (None, None),
+            predicted_p99_ci=p99_band,
             error_p99_pct=err(f["p99_us"], p99 if p99 is not None and math.isfinite(p99) else None),
             within_bound=f["p99_us"] is not None and f["p99_us"] <= m["p99_ms"] * 1000,
             at_bound=whole is not None and whole >= 1 and abs(load - whole) < 1e-9,
             extrapolated=law is not None and load is not None and not law.n_min <= load <= law.n_max,
         )
+        row.update(_covered(row))
         rows.append(row)
     return rows
+
+
+def _bands(m: dict, load) -> tuple[tuple, tuple]:
+    """The intervals, over the group's resamples, of a node's throughput by the linear baseline's
+    interpolation and of p99 at ``load`` (each (None, None) without resamples or a load)."""
+    import numpy as np
+
+    from rig.analysis import usl
+
+    if not load or not m["boot"]:
+        return (None, None), (None, None)
+    lin = [float(np.interp(load, m["loads"], b["throughput"])) for b in m["boot"] if np.isfinite(b["throughput"]).all()]
+    return usl.interval(lin), usl.interval([usl.p99_at(load, m["loads"], b["p99"]) for b in m["boot"]])
+
+
+NEAR = 0.10  # a prediction within 10 % of what the fleet measured is near enough
+
+
+def _covered(row: dict) -> dict:
+    """Whether the fleet's throughput and p99 fell inside the predicted intervals (the chosen
+    model's, for throughput) and within ``NEAR`` of the predictions; None where there is no interval
+    or no prediction."""
+
+    def inside(v, band):
+        lo, hi = band or (None, None)
+        return None if v is None or lo is None else bool(lo <= v <= hi)
+
+    def near(err):
+        return None if err is None else abs(err) <= NEAR * 100
+
+    usl_chosen = row["by"] == "usl"
+    band = row["predicted_usl_ci"] if usl_chosen else row["predicted_linear_ci"]
+    return {
+        "throughput_inside": inside(row["throughput"], band),
+        "throughput_near": near(row["error_usl_pct"] if usl_chosen else row["error_linear_pct"]),
+        "p99_inside": inside(row["p99_us"], row["predicted_p99_ci"]),
+        "p99_near": near(row["error_p99_pct"]),
+    }
+
+
+def coverage(checked: list[dict]) -> dict:
+    """Over the fleets checked against a prediction: for throughput and for p99, how many fell inside
+    the predicted interval, how many within ``NEAR`` of the prediction, and the fleets that did
+    neither ({figure: {checked, inside, near, missed: [run_id, ...]}})."""
+    rows = [c for c in checked if c.get("group") is not None]
+    out = {}
+    for fig in ("throughput", "p99"):
+        judged = [c for c in rows if c.get(f"{fig}_inside") is not None or c.get(f"{fig}_near") is not None]
+        out[fig] = {
+            "checked": len(judged),
+            "inside": sum(bool(c[f"{fig}_inside"]) for c in judged),
+            "near": sum(bool(c[f"{fig}_near"]) for c in judged),
+            "missed": [c["run_id"] for c in judged if not c[f"{fig}_inside"] and not c[f"{fig}_near"]],
+        }
+    return out
 
 
 def node_law(checked: list[dict], m: dict) -> dict | None:

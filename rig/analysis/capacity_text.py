@@ -32,13 +32,16 @@ def format_model(m: dict, targets: list[float], headroom: float, law: dict | Non
     linearly, or as fitted over fleet runs), which model answers and how far it is measured."""
     loads = ", ".join(f"{v:g}" for v in m["loads"])
     inst = "" if m["instances"] is None else f" ({m['instances']} instance(s))"
-    boot = (
-        f"95 % intervals over {len(m['boot']):,} resamples of the repeats"
-        if m["boot"]
-        else "no interval: one repeat a load (bench --repeats 3 gives them)"
-    )
+    runs = m["spread"]["runs"]
+    if not m["boot"]:
+        boot = "no interval: one repeat a load (bench --repeats 3 gives them)"
+    elif runs > 1:
+        boot = f"95 % intervals over {len(m['boot']):,} resamples of the {runs} runs, then of their repeats"
+    else:
+        boot = f"95 % intervals over {len(m['boot']):,} resamples of one run's repeats"
     out = [
         f"  model of one node{inst}: {m['n_repeats']} repeat(s) over loads {loads}; {boot}",
+        _spread_line(m["spread"]),
         _law_line(m["fit"], m["ci"]),
         _bound_line(m),
     ]
@@ -75,6 +78,25 @@ def format_model(m: dict, targets: list[float], headroom: float, law: dict | Non
             "rig capacity --check"
         )
     return "\n".join(out)
+
+
+def _spread_line(spread: dict) -> str:
+    """How far the sweep's own measurements moved: between runs, and between one run's repeats."""
+    within = spread["within_runs"]
+    rounds = (
+        f"a run's repeats of a load within {within:.0%} of their median (its largest range)"
+        if within is not None
+        else "one repeat a load in each run"
+    )
+    if spread["between_runs"] is None:
+        return (
+            f"    spread seen: {rounds}; one run, so the interval leaves out what moves between runs (another "
+            "rig bench at another time, into the same results, brings that in)"
+        )
+    return (
+        f"    spread seen: {spread['runs']} runs' throughput at a load within {spread['between_runs']:.0%} of their "
+        f"median (the largest range); {rounds}"
+    )
 
 
 def _law_line(fit, ci: dict) -> str:
@@ -130,7 +152,7 @@ def _node_table(m: dict, targets: list[float], headroom: float, law: dict | None
             f"    nodes, each at {1 - headroom:.0%} of that:  {'target infer/s':>15}  {'USL':>16}  "
             f"{'linear baseline':>16}" + (f"  {'USL, nodes linear':>17}" if law else "")
         )
-    far, beyond, unsure = [], False, 0.0
+    far, beyond, unsure, wide = [], False, 0.0, []
     for t in targets:
         cells = []
         for which, adds in columns:
@@ -142,6 +164,8 @@ def _node_table(m: dict, targets: list[float], headroom: float, law: dict | None
                 beyond = beyond or adds != (0.0, 0.0)
             else:
                 lo, hi = got["low"], got["high"]
+                if lo is not None and hi is not None and hi > 2 * max(lo, 1):
+                    wide.append(t)
                 star = "*" if got["unreachable_share"] else ""
                 unsure = max(unsure, got["unreachable_share"])
                 cells.append(f"{got['nodes']:,}" + (f" ({lo:,}-{hi:,}{star})" if lo is not None else ""))
@@ -152,7 +176,27 @@ def _node_table(m: dict, targets: list[float], headroom: float, law: dict | None
         out.append(
             f"    * no node count served it in up to {unsure:.0%} of the resamples: the interval is over the others"
         )
+    if wide:
+        out.append(_more_needed(m, sorted(set(wide)), law))
     return far, beyond
+
+
+def _more_needed(m: dict, wide: list[float], law: dict | None) -> str:
+    """What to measure where a target's interval spans more than a factor of two."""
+    asks = []
+    if m["spread"]["runs"] < 2:
+        asks.append("another rig bench run at another time (the interval then covers run-to-run drift)")
+    if m["min_repeats"] < 3:
+        asks.append("--repeats 3 or more")
+    if law is None or max(law["nodes"]) < 3:
+        asks.append("rig fleet at 3 and 4 nodes (which node law holds decides large node counts)")
+    if m["how"] != "within":
+        asks.append("loads past the bound (--concurrency up to where p99 crosses it)")
+    targets = ", ".join(_f(t) for t in wide)
+    return (
+        f"    how sure: the interval spans more than a factor of two for {targets} infer/s: measure more before "
+        f"planning on it: {'; '.join(asks) or 'more runs, at other times'}"
+    )
 
 
 def format_check(checked: list[dict], p99_ms: float) -> str:
@@ -176,19 +220,50 @@ def format_check(checked: list[dict], p99_ms: float) -> str:
                 else " [the largest load swept: the sweep never reached the bound]"
             )
         out.append(head)
-        x = f"    throughput: measured {_f(c['throughput'])} infer/s ({c['measured_from']}); predicted "
-        if c["predicted_usl"] is not None:
-            x += (
-                f"{_ci(c['predicted_usl'], c['predicted_usl_ci'])} by the USL (error {_pct(c['error_usl_pct'])}"
-                f"{', extrapolated' if c['extrapolated'] else ''}), "
-            )
-        x += f"{_f(c['predicted_linear'])} by the linear baseline (error {_pct(c['error_linear_pct'])})"
-        out.append(x)
+        out.append(_fleet_throughput(c))
         out.append(
-            f"    p99: measured {_f(c['p99_us'])} us; predicted {_f(c['predicted_p99_us'])} us at that load "
-            f"(error {_pct(c['error_p99_pct'])}); the bound {'met' if c['within_bound'] else 'NOT met'}"
+            f"    p99: measured {_f(c['p99_us'])} us; predicted {_ci(c['predicted_p99_us'], c['predicted_p99_ci'])} us "
+            f"at that load (error {_pct(c['error_p99_pct'])}){_inside(c['p99_inside'])}; the bound "
+            f"{'met' if c['within_bound'] else 'NOT met'}"
         )
+    out.extend(_coverage_lines(checked))
     return "\n".join(out)
+
+
+def _inside(v) -> str:
+    return "" if v is None else ("; inside the interval" if v else "; OUTSIDE the interval")
+
+
+def _fleet_throughput(c: dict) -> str:
+    x = f"    throughput: measured {_f(c['throughput'])} infer/s ({c['measured_from']}); predicted "
+    if c["predicted_usl"] is not None:
+        x += (
+            f"{_ci(c['predicted_usl'], c['predicted_usl_ci'])} by the USL (error {_pct(c['error_usl_pct'])}"
+            f"{', extrapolated' if c['extrapolated'] else ''}), "
+        )
+    x += (
+        f"{_ci(c['predicted_linear'], c['predicted_linear_ci'])} by the linear baseline "
+        f"(error {_pct(c['error_linear_pct'])})"
+    )
+    return x + (_inside(c["throughput_inside"]) + f" ({'USL' if c['by'] == 'usl' else 'linear baseline'}'s)")
+
+
+def _coverage_lines(checked: list[dict]) -> list[str]:
+    """How many fleets the predictions covered: inside the 95 % interval, or within 10 %."""
+    from rig.analysis.capacity_fleet import NEAR, coverage
+
+    got = coverage(checked)
+    if not got["throughput"]["checked"] and not got["p99"]["checked"]:
+        return []
+    out = [f"  coverage (a fleet is covered inside the 95 % interval or within {NEAR:.0%} of the prediction):"]
+    for fig, name in (("throughput", "throughput"), ("p99", "p99")):
+        g = got[fig]
+        missed = f"; not covered: {', '.join(g['missed'])}" if g["missed"] else ""
+        out.append(
+            f"    {name}: {g['inside']} of {g['checked']} fleet(s) inside the interval, {g['near']} of "
+            f"{g['checked']} within {NEAR:.0%}{missed}"
+        )
+    return out
 
 
 def format_instance_law(law: dict) -> str:

@@ -136,7 +136,7 @@ def run(args) -> int:
         raise RigError(f"{root} holds no windows of `rig bench` runs: run `rig bench --results RESULTS` first")
     windows = select(windows, runs, args.where)
 
-    from rig.analysis import capacity, capacity_fleet, capacity_text
+    from rig.analysis import capacity, capacity_fleet, capacity_sweep, capacity_text
 
     windows = capacity.with_shares(windows, runs)
     if goals:
@@ -158,7 +158,7 @@ def run(args) -> int:
         print(capacity_text.format_model(m, goals, args.headroom, laws[id(m)]))
     for law in capacity.instance_laws(models):
         print()
-        print(capacity.node_title(*(law[k] for k in capacity.NODE)) + ", across instance counts:")
+        print(capacity.node_title(*(law[k] for k in capacity_sweep.NODE)) + ", across instance counts:")
         print(capacity_text.format_instance_law(law))
     if args.check:
         print()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rig.common import hdr
-from rig.analysis import capacity, capacity_fleet, capacity_text
+from rig.analysis import capacity, capacity_fleet, capacity_sweep, capacity_text
 from rig.cli import main
 from rig.store import Store
 from rig.contract.rows import RunRow, window_row
@@ -49,7 +49,7 @@ def test_measured_windows_are_the_last_three_of_each_cycle_rig_only(tmp_path):
     rows += [_window(cycle=2, window=i) for i in range(1, 4)]           # 3 windows: all count
     rows += [_window(cycle=3, window=i) for i in range(1, 3)]           # 2 windows: both count
     rows += [_window(cycle=2, window=i, tool="perf_analyzer") for i in range(1, 4)]
-    w = capacity.measured_windows(_frame(rows, tmp_path))
+    w = capacity_sweep.measured_windows(_frame(rows, tmp_path))
     got = sorted(zip(w.cycle, w.window))
     assert got == [(1, 3), (1, 4), (1, 5), (2, 1), (2, 2), (2, 3), (3, 1), (3, 2)]
     assert set(w.tool) == {"rig"}
@@ -488,3 +488,67 @@ def test_the_usl_over_instances_is_fitted_from_each_counts_capacity(tmp_path):
     assert law["fit"].at(4) == pytest.approx(caps[2], rel=0.05)
     assert law["ci"]["sigma"][0] is not None
     assert "USL over instances 1, 2, 4" in capacity_text.format_instance_law(law)
+
+
+# ---------------------------------------------------------------- intervals over runs, coverage, how sure
+
+
+def test_runs_taken_at_different_times_widen_the_interval_and_their_spread_is_stated(tmp_path):
+    """Two runs of one sweep, the second 20 % slower (a machine that drifted between them): the
+    resamples draw whole runs first, so the interval covers both runs' levels, where one run's
+    repeats alone give a narrow one; the plan states the spread it saw."""
+    one = _usl_sweep(run_id="b1", noise=0.01)
+    slow = (LAW[0] * 0.8, LAW[1], LAW[2])
+    two = one + _usl_sweep(run_id="b2", law=slow, seed=2, noise=0.01)
+    (m1,) = capacity.model(_frame(one, tmp_path / "one"), p99_ms=2.0, n_boot=300)
+    (m2,) = capacity.model(_frame(two, tmp_path / "two"), p99_ms=2.0, n_boot=300)
+    width = {k: (m["ci"]["lam"][1] - m["ci"]["lam"][0]) / m["fit"].lam for k, m in (("one", m1), ("two", m2))}
+    assert width["two"] > 4 * width["one"], width
+    assert m2["ci"]["lam"][0] < LAW[0] * 0.85 and m2["ci"]["lam"][1] > LAW[0] * 0.95  # both levels inside
+    assert m1["spread"] == {"runs": 1, "between_runs": None, "within_runs": pytest.approx(m1["spread"]["within_runs"])}
+    assert m2["spread"]["runs"] == 2 and m2["spread"]["between_runs"] == pytest.approx(0.22, abs=0.06)
+    text1 = capacity_text.format_model(m1, [10_000], 0.3, None)
+    assert "resamples of one run's repeats" in text1 and "one run, so the interval leaves out" in text1
+    text2 = capacity_text.format_model(m2, [10_000], 0.3, None)
+    assert "resamples of the 2 runs, then of their repeats" in text2 and "2 runs' throughput at a load within" in text2
+
+
+def test_a_resample_of_runs_keeps_a_load_only_some_runs_measured():
+    """A load one run measured and the other did not still gets repeats in every resample."""
+    import pandas as pd
+
+    rows = [dict(point=n, run_id=r, cycle=c, requests=1000.0, seconds=1.0, errors=0, p99_us=100.0,
+                 throughput=1000.0, counts=None, hist=None)
+            for r, loads in (("a", (1, 2, 4)), ("b", (1, 2))) for c, n in enumerate(loads * 2)]
+    sw = capacity_sweep.Sweep(pd.DataFrame(rows))
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        pick = sw.resample(rng)
+        assert len(pick) == 3 and all(p.size for p in pick)
+        assert set(sw.run[pick[2]]) == {"a"}
+
+
+def test_check_reports_whether_each_fleet_fell_inside_and_the_coverage(fleet_store):
+    _fleet(fleet_store, "F9", nodes=2, users=4, rounds=2, per_node_tput=2000.0, p99_lat=5000)  # far off
+    runs, windows = fleet_store.read("runs"), fleet_store.read("windows")
+    (m,) = capacity.model(capacity.with_shares(windows[windows["run_id"] == "b1"], runs), 2.0, n_boot=100)
+    checked = capacity_fleet.check([m], capacity_fleet.fleet_runs(fleet_store.read("fleet"), runs, windows))
+    far = next(c for c in checked if c["run_id"] == "F9")
+    assert far["throughput_inside"] is False and far["throughput_near"] is False
+    assert far["p99_inside"] is False and far["p99_near"] is False
+    lo, hi = far["predicted_p99_ci"]
+    assert lo <= far["predicted_p99_us"] <= hi
+    got = capacity_fleet.coverage(checked)
+    assert got["throughput"]["checked"] == 2 and "F9" in got["throughput"]["missed"]
+    assert got["p99"]["checked"] == 2 and "F9" in got["p99"]["missed"]
+    text = capacity_text.format_check(checked, 2.0)
+    assert "OUTSIDE the interval" in text and "coverage (a fleet is covered" in text
+    assert "throughput: " in text and "not covered: " in text and "F9" in text.split("coverage")[1]
+
+
+def test_a_target_whose_interval_spans_more_than_a_factor_of_two_asks_for_more_measurement(tmp_path):
+    rows = _usl_sweep(run_id="b1", noise=0.01) + _usl_sweep(run_id="b2", law=(LAW[0] * 0.35, LAW[1], LAW[2]), seed=3)
+    (m,) = capacity.model(_frame(rows, tmp_path), p99_ms=50.0, n_boot=200)
+    text = capacity_text.format_model(m, [200_000], 0.3, None)
+    assert "how sure: the interval spans more than a factor of two for 200,000 infer/s" in text, text
+    assert "rig fleet at 3 and 4 nodes" in text
