@@ -1,7 +1,8 @@
-"""`rig repro`: the scenarios it covers, bad input in one line, the folder it writes (models with their
-own finalize evidence, a script that imports no rig, run.sh), the script's pure parts; and, slow, a
-reproducer made on the embedded default core that reproduces exit_timeout by itself, copied elsewhere
-with nothing of the rig on the path."""
+"""`rig repro`: the scenarios it covers and those it refuses (one line naming what to run instead), bad
+input in one line, the folder it writes (models with their own finalize evidence, a script joined from
+its parts that imports no rig, run.sh and a README free of this machine's paths), the script's pure
+parts; and, slow, a reproducer made on the embedded default core that reproduces exit_timeout by
+itself, copied elsewhere with nothing of the rig on the path."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from rig import cli
-from rig.commands import repro, repro_script
+from rig.commands import repro, repro_models, repro_readme, repro_script
+from rig.commands import repro_evidence as repro_evidence
+from rig.commands import repro_main as repro_main
 from rig.contract.runtime import BuiltRuntime, EmbeddedRuntime
 
 NO_RIG_IMPORT = re.compile(r"^\s*(import\s+rig\b|from\s+rig\b)", re.M)
@@ -30,18 +33,23 @@ def run(capsys, *argv):
     return code, out.out, out.err
 
 
-def test_it_covers_the_template_and_retention_scenarios_alone():
+def test_what_it_covers_and_what_it_refuses():
     names = repro.covered_names()
-    for name in ("retained-response", "retained-array", "finalize-raises", "stub-exits", "execute-raises", "baseline"):
+    for name in ("retained-response", "retained-array", "finalize-raises", "stub-exits", "execute-raises", "baseline",
+                 "sender-kept", "sender-after-return", "bls-in-flight", "metrics", "missing-model-py",
+                 "ready-stub-dead", "stop-in-flight", "stop-while-loading", "refused-request"):
         assert name in names
-    for name in ("stop-in-flight", "sender-kept", "reload", "worker-killed", "memory", "leaks-memory", "metrics"):
+    for name in ("reload", "worker-killed", "memory", "leaks-memory", "slows-down", "metrics-reload",
+                 "shm-after-forced-stop", "ensemble-in-flight", "sequence-at-stop"):
         assert name not in names
 
 
 @pytest.mark.parametrize(
     "argv, words",
     [
-        (["--scenario", "stop-in-flight"], "rig repro covers the scenarios made of the template model"),
+        (["--scenario", "leaks-memory"], "rig repro does not cover leaks-memory: its verdict is a growth measure"),
+        (["--scenario", "reload"], "it needs a restart mode (reload"),
+        (["--scenario", "worker-killed"], "kills the server's process"),
         (["--scenario", "no-such"], "unknown scenario 'no-such'"),
         (["--scenario", "finalize-raises", "--shape", "batched"], "--shape batched: scenario finalize-raises runs in"),
         (["--scenario", "template", "--control"], "has no negative control"),
@@ -51,8 +59,8 @@ def test_bad_input_is_one_line(capsys, tmp_path, argv, words):
     code, out, err = run(capsys, "repro", *argv, "--runtime", "0.7.0", "--out", str(tmp_path / "r"))
     assert code == 2 and words in err, err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
-    if "covers" in err:
-        assert "retained-response" in err and "baseline" in err
+    if "does not cover" in err:
+        assert "run it with rig soak --scenario" in err
 
 
 def test_a_folder_in_use_or_a_runtime_not_installed_is_refused(capsys, tmp_path, monkeypatch):
@@ -83,12 +91,12 @@ def test_the_models_are_the_rigs_with_their_own_evidence(tmp_path):
 
     cfg = _cfg(shape="batched")
     assert (cfg.retain, cfg.max_batch_size, cfg.dynamic_batching, cfg.requests_in_flight) == ("last-response", 8, True, 4)
-    assert repro.write_models(cfg, tmp_path / "models") == ["numpy"]
+    assert repro_models.write_models(repro.scenario_of("retained-response"), cfg, False, tmp_path / "models") == ["numpy"]
     config = (tmp_path / "models" / "numpy" / "config.pbtxt").read_text()
     assert "max_batch_size: 8" in config and "dynamic_batching" in config
     model = (tmp_path / "models" / "numpy" / "1" / "model.py").read_text()
     template = (templates_dir() / "numpy" / "1" / "model.py").read_text()
-    assert model.startswith(template.rstrip("\n")) and model.endswith(repro.EVIDENCE_BLOCK)
+    assert model.startswith(template.rstrip("\n")) and model.endswith(repro_models.EVIDENCE_BLOCK)
     ast.parse(model)
 
 
@@ -96,7 +104,7 @@ def test_the_evidence_block_records_initialize_and_finalize(tmp_path, monkeypatc
     """The template's model.py with the block, run outside Triton (a stand-in pb_utils): one JSON line
     per initialize and finalize, the error finalize raised on its end line."""
     cfg = _cfg(scenario="finalize-raises")
-    repro.write_models(cfg, tmp_path / "models")
+    repro_models.write_models(repro.scenario_of("finalize-raises"), cfg, False, tmp_path / "models")
     fake = types.ModuleType("triton_python_backend_utils")
     monkeypatch.setitem(sys.modules, "triton_python_backend_utils", fake)
     evidence = tmp_path / "evidence.jsonl"
@@ -110,10 +118,10 @@ def test_the_evidence_block_records_initialize_and_finalize(tmp_path, monkeypatc
                       "model_instance_name": "numpy_0_0"})
     with pytest.raises(RuntimeError):
         model.finalize()
-    marks = repro_script.read_evidence(evidence)
+    marks = repro_evidence.read_evidence(evidence)
     assert [m["phase"] for m in marks] == ["init", "finalize_start", "finalize_end"]
     assert {m["instance"] for m in marks} == {"numpy_0_0"} and "finalize raises" in marks[-1]["error"]
-    assert repro_script.finalize_summary(marks, marks[-1]["t_mono"] + 1)["errors"] == 1
+    assert repro_evidence.finalize_summary(marks, marks[-1]["t_mono"] + 1)["errors"] == 1
 
 
 def test_the_script_holds_the_cell_and_imports_no_rig():
@@ -133,17 +141,41 @@ def test_the_script_holds_the_cell_and_imports_no_rig():
     assert ns["CELL"] == cell
 
 
-def test_run_sh_sets_the_runtimes_environment(tmp_path):
-    text = repro.run_sh(_embedded(), "/venv/bin/python3")
-    assert "LD_LIBRARY_PATH=/py/lib:/rt/wheel/libs:/rt/py3.11/lib" in text and "REPRO_STUB_SITE=/site/numpy1" in text
-    assert "TRITON_HOME=/rt/py3.11" in text and text.rstrip().endswith('exec "$PYTHON" "$here/repro.py" "$@"')
+def test_run_sh_takes_the_install_from_the_environment(tmp_path, monkeypatch):
+    """run.sh names no path of this machine but as a default of a variable ($HOME's written as $HOME);
+    repro.py finds the loader's folders itself."""
+    monkeypatch.setenv("HOME", "/home/maker")
+    rt = _embedded(stub_site="/home/maker/.cache/site")
+    text = repro_readme.run_sh(rt, "/venv/bin/python3")
+    assert ': "${TRITON_HOME:=/rt/py3.11}"' in text and ': "${REPRO_STUB_SITE=$HOME/.cache/site}"' in text
+    assert 'PYTHON="/venv/bin/python3"' in text and "LD_LIBRARY_PATH" not in text.split("set -e")[1]
+    assert text.rstrip().endswith('exec "$PYTHON" "$here/repro.py" "$@"')
     built = BuiltRuntime(name="built-2.67.0", triton_version="2.67.0", server_dir="/b/py3.11",
                          core_library="/b/py3.11/lib/libtritonserver.so", backend_dir="/b/py3.11/backends",
                          library_path=("/py/lib", "/b/lib"))
-    assert "unset REPRO_STUB_SITE" in repro.run_sh(built, "/venv/bin/python3")
+    assert "unset REPRO_STUB_SITE" in repro_readme.run_sh(built, "/venv/bin/python3")
     sh = tmp_path / "run.sh"
     sh.write_text(text)
     assert subprocess.run(["sh", "-n", str(sh)], check=False).returncode == 0
+    # run.sh's defaults give way to the variables: a fake python prints what it was given
+    fake = tmp_path / "py"
+    fake.write_text('#!/bin/sh\necho "$TRITON_HOME|$REPRO_STUB_SITE|$@"\n')
+    fake.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/home/other", "PYTHON": str(fake), "TRITON_HOME": "/opt/tritonserver"}
+    said = subprocess.run(["sh", str(sh), "--x"], env=env, capture_output=True, text=True, check=True).stdout
+    assert said.strip() == f"/opt/tritonserver|/home/other/.cache/site|{tmp_path}/repro.py --x"
+
+
+def test_the_observed_output_is_written_without_this_machines_paths(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", "/home/maker")
+    rt = _embedded(stub_site="/home/maker/site")
+    out = tmp_path / "r"
+    text = (f"Triton install: /rt/py3.11 (core /rt/wheel/libs/libtritonserver-1.so)\npython: /venv/bin/python3 3.11\n"
+            f"numpy /home/maker/site\nwork folder: /tmp/w1\nmodel {out}/models/numpy/1/model.py /rt/py3.11x")
+    said = repro_readme.portable(text, rt, "/venv/bin/python3", out, "/tmp/w1")
+    assert said.splitlines() == ["Triton install: $TRITON_HOME (core $TRITON_HOME/../wheel/libs/libtritonserver-1.so)",
+                                 "python: $PYTHON 3.11", "numpy $REPRO_STUB_SITE", "work folder: $WORK",
+                                 "model ./models/numpy/1/model.py $TRITON_HOME/../py3.11x"]
 
 
 def test_finalize_before_after_never_and_the_verdicts():
@@ -157,17 +189,17 @@ def test_finalize_before_after_never_and_the_verdicts():
         {"phase": "finalize_end", "pid": 2, "instance": "b", "t_mono": 11.5},
         {"phase": "finalize_end", "pid": 9, "instance": "x", "t_mono": 1.0},  # no init: not this run's
     ]
-    s = repro_script.finalize_summary(marks, 10.0)
+    s = repro_evidence.finalize_summary(marks, 10.0)
     assert (s["expected"], s["before"], s["after"], s["never"]) == (3, 1, 1, 1)
     assert [i["when"] for i in s["instances"]] == ["before", "after", "never"]
     assert not s["instances"][2]["called"]
-    assert repro_script.lifecycle_verdict(False, "Exit timeout expired. Exiting immediately.", s) == "exit_timeout"
-    assert repro_script.lifecycle_verdict(False, "something else", s) == "stop_error"
-    assert repro_script.lifecycle_verdict(False, None, s) == "finalize_missing"
-    assert repro_script.lifecycle_verdict(True, None, s) == "load_failed"
-    clean = repro_script.finalize_summary(marks[:1] + marks[3:5], 10.0)
-    assert repro_script.lifecycle_verdict(False, None, clean) == "clean"
-    assert repro_script.admits("exit_timeout|clean", "clean") and not repro_script.admits("clean", "exit_timeout")
+    assert repro_evidence.lifecycle_verdict(False, "Exit timeout expired. Exiting immediately.", s) == "exit_timeout"
+    assert repro_evidence.lifecycle_verdict(False, "something else", s) == "stop_error"
+    assert repro_evidence.lifecycle_verdict(False, None, s) == "finalize_missing"
+    assert repro_evidence.lifecycle_verdict(True, None, s) == "load_failed"
+    clean = repro_evidence.finalize_summary(marks[:1] + marks[3:5], 10.0)
+    assert repro_evidence.lifecycle_verdict(False, None, clean) == "clean"
+    assert repro_evidence.admits("exit_timeout|clean", "clean") and not repro_evidence.admits("clean", "exit_timeout")
 
 
 def test_the_log_lines_that_matter():
@@ -185,7 +217,7 @@ def test_the_log_lines_that_matter():
           f'message: ValueError: fault injection: execute raises (call {3 * k})\\n\\nAt:\\n  model.py(77)"'
           for k in (1, 2, 3)],
     ])
-    lines = repro_script.log_lines(log)
+    lines = repro_evidence.log_lines(log)
     assert lines == ['I 12:57:22.612668 model_lifecycle.cc:472] "loading: numpy:1"',
                      'I 12:57:22.832209 server.cc:345] "Timeout 5: Found 1 live models and 0 in-flight '
                      'non-inference requests"',
@@ -196,7 +228,7 @@ def test_the_log_lines_that_matter():
 
 
 def test_the_template_script_refuses_to_run_without_a_cell(capsys):
-    assert repro_script.main([]) == 2 and "no cell" in capsys.readouterr().err
+    assert repro_main.main([]) == 2 and "no cell" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -210,7 +242,7 @@ def test_a_repro_on_the_embedded_default_reproduces_by_itself(capsys, tmp_path):
     code, text, err = run(capsys, "repro", "--scenario", "retained-response", "--runtime", runtime.DEFAULT_EMBEDDED,
                           "--out", str(out), "--exit-timeout", "3")
     assert code == 0, text + err
-    assert sorted(p.name for p in out.iterdir()) == ["README.md", "models", "repro.py", "run.sh"]
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "crash.c", "models", "repro.py", "run.sh"]
     assert not NO_RIG_IMPORT.search((out / "repro.py").read_text())
     assert not list(out.rglob("__pycache__"))
     readme = (out / "README.md").read_text()

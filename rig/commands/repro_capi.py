@@ -1,0 +1,200 @@
+"""``libtritonserver.so`` through ctypes: the data types, the signatures of the functions the
+script calls, and ``Core``, which loads the library and turns a ``TRITONSERVER_Error*`` into an exception."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+from ctypes import (
+    CFUNCTYPE,
+    POINTER,
+    byref,
+    c_bool,
+    c_char_p,
+    c_int,
+    c_int64,
+    c_size_t,
+    c_uint32,
+    c_uint64,
+    c_void_p,
+)
+from typing import Any
+
+import numpy as np
+
+# TRITONSERVER_DataType, in the header's order; TRITONSERVER_Error_Code, likewise.
+DATATYPES = [
+    "INVALID",
+    "BOOL",
+    "UINT8",
+    "UINT16",
+    "UINT32",
+    "UINT64",
+    "INT8",
+    "INT16",
+    "INT32",
+    "INT64",
+    "FP16",
+    "FP32",
+    "FP64",
+    "BYTES",
+    "BF16",
+]
+NUMPY_OF: dict[str, Any] = {
+    "BOOL": np.bool_,
+    "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "UINT32": np.uint32,
+    "UINT64": np.uint64,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "FP64": np.float64,
+}
+ERROR_CODES = ["UNKNOWN", "INTERNAL", "NOT_FOUND", "INVALID_ARG", "UNAVAILABLE", "UNSUPPORTED", "ALREADY_EXISTS"]
+MEMORY_CPU = 0
+RESPONSE_FINAL = 1
+MODEL_CONTROL_NONE = 0
+MODEL_CONTROL_EXPLICIT = 2  # TRITONSERVER_MODEL_CONTROL_EXPLICIT
+
+AllocFn = CFUNCTYPE(
+    c_void_p,
+    c_void_p,
+    c_char_p,
+    c_size_t,
+    c_int,
+    c_int64,
+    c_void_p,
+    POINTER(c_void_p),
+    POINTER(c_void_p),
+    POINTER(c_int),
+    POINTER(c_int64),
+)
+ReleaseFn = CFUNCTYPE(c_void_p, c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_int64)
+RequestReleaseFn = CFUNCTYPE(None, c_void_p, c_uint32, c_void_p)
+ResponseCompleteFn = CFUNCTYPE(None, c_void_p, c_uint32, c_void_p)
+
+# Every function returns TRITONSERVER_Error* (NULL: success) unless listed in _OTHER.
+SIGNATURES: dict[str, list[Any]] = {
+    "TRITONSERVER_ServerOptionsNew": [POINTER(c_void_p)],
+    "TRITONSERVER_ServerOptionsDelete": [c_void_p],
+    "TRITONSERVER_ServerOptionsSetModelRepositoryPath": [c_void_p, c_char_p],
+    "TRITONSERVER_ServerOptionsSetBackendDirectory": [c_void_p, c_char_p],
+    "TRITONSERVER_ServerOptionsSetExitTimeout": [c_void_p, c_uint32],
+    "TRITONSERVER_ServerOptionsSetModelControlMode": [c_void_p, c_int],
+    "TRITONSERVER_ServerOptionsSetStrictReadiness": [c_void_p, c_bool],
+    "TRITONSERVER_ServerOptionsSetStrictModelConfig": [c_void_p, c_bool],
+    "TRITONSERVER_ServerOptionsSetModelLoadRetryCount": [c_void_p, c_uint32],
+    "TRITONSERVER_ServerOptionsSetLogFile": [c_void_p, c_char_p],
+    "TRITONSERVER_ServerOptionsSetLogInfo": [c_void_p, c_bool],
+    "TRITONSERVER_ServerOptionsSetLogWarn": [c_void_p, c_bool],
+    "TRITONSERVER_ServerOptionsSetLogError": [c_void_p, c_bool],
+    "TRITONSERVER_ServerOptionsSetLogVerbose": [c_void_p, c_int],
+    "TRITONSERVER_ServerOptionsSetMetrics": [c_void_p, c_bool],
+    "TRITONSERVER_ServerOptionsSetGpuMetrics": [c_void_p, c_bool],
+    "TRITONSERVER_ServerOptionsSetBackendConfig": [c_void_p, c_char_p, c_char_p, c_char_p],
+    "TRITONSERVER_ServerNew": [POINTER(c_void_p), c_void_p],
+    "TRITONSERVER_ServerDelete": [c_void_p],
+    "TRITONSERVER_ServerStop": [c_void_p],
+    "TRITONSERVER_ServerOptionsSetStartupModel": [c_void_p, c_char_p],
+    "TRITONSERVER_ServerLoadModel": [c_void_p, c_char_p],
+    "TRITONSERVER_ServerUnloadModel": [c_void_p, c_char_p],
+    "TRITONSERVER_ServerIsReady": [c_void_p, POINTER(c_bool)],
+    "TRITONSERVER_ServerModelIsReady": [c_void_p, c_char_p, c_int64, POINTER(c_bool)],
+    "TRITONSERVER_ServerMetadata": [c_void_p, POINTER(c_void_p)],
+    "TRITONSERVER_ServerModelIndex": [c_void_p, c_uint32, POINTER(c_void_p)],
+    "TRITONSERVER_ServerModelMetadata": [c_void_p, c_char_p, c_int64, POINTER(c_void_p)],
+    "TRITONSERVER_MessageSerializeToJson": [c_void_p, POINTER(c_char_p), POINTER(c_size_t)],
+    "TRITONSERVER_MessageDelete": [c_void_p],
+    "TRITONSERVER_ResponseAllocatorNew": [POINTER(c_void_p), AllocFn, ReleaseFn, c_void_p],
+    "TRITONSERVER_ResponseAllocatorDelete": [c_void_p],
+    "TRITONSERVER_InferenceRequestNew": [POINTER(c_void_p), c_void_p, c_char_p, c_int64],
+    "TRITONSERVER_InferenceRequestDelete": [c_void_p],
+    "TRITONSERVER_InferenceRequestAddInput": [c_void_p, c_char_p, c_int, POINTER(c_int64), c_uint64],
+    "TRITONSERVER_InferenceRequestAppendInputData": [c_void_p, c_char_p, c_void_p, c_size_t, c_int, c_int64],
+    "TRITONSERVER_InferenceRequestSetReleaseCallback": [c_void_p, RequestReleaseFn, c_void_p],
+    "TRITONSERVER_InferenceRequestSetResponseCallback": [c_void_p, c_void_p, c_void_p, ResponseCompleteFn, c_void_p],
+    "TRITONSERVER_ServerInferAsync": [c_void_p, c_void_p, c_void_p],
+    "TRITONSERVER_InferenceResponseError": [c_void_p],
+    "TRITONSERVER_InferenceResponseDelete": [c_void_p],
+    "TRITONSERVER_InferenceResponseOutputCount": [c_void_p, POINTER(c_uint32)],
+    "TRITONSERVER_InferenceResponseOutput": [
+        c_void_p,
+        c_uint32,
+        POINTER(c_char_p),
+        POINTER(c_int),
+        POINTER(POINTER(c_int64)),
+        POINTER(c_uint64),
+        POINTER(c_void_p),
+        POINTER(c_size_t),
+        POINTER(c_int),
+        POINTER(c_int64),
+        POINTER(c_void_p),
+    ],
+}
+_OTHER: dict[str, tuple[Any, list[Any]]] = {
+    "TRITONSERVER_ErrorCode": (c_int, [c_void_p]),
+    "TRITONSERVER_ErrorMessage": (c_char_p, [c_void_p]),
+    "TRITONSERVER_ErrorDelete": (None, [c_void_p]),
+}
+_OPTIONAL = {"TRITONSERVER_ServerOptionsSetModelLoadRetryCount", "TRITONSERVER_ServerOptionsSetStartupModel"}
+
+
+class TritonError(Exception):
+    def __init__(self, message: str, code: str = "UNKNOWN"):
+        super().__init__(message)
+        self.code = code
+
+
+# ---------------------------------------------------------------- the core through ctypes
+
+
+class Core:
+    """``libtritonserver.so`` with the signatures of the functions this script calls."""
+
+    def __init__(self, path: str):
+        self.lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        for name, args in SIGNATURES.items():
+            fn = getattr(self.lib, name, None)
+            if fn is None:
+                if name in _OPTIONAL:
+                    continue
+                raise TritonError(f"{path} has no {name}", "UNSUPPORTED")
+            fn.restype = c_void_p
+            fn.argtypes = args
+        for name, (res, args) in _OTHER.items():
+            fn = getattr(self.lib, name)
+            fn.restype = res
+            fn.argtypes = args
+        self.libc = ctypes.CDLL(None)
+        self.libc.malloc.restype = c_void_p
+        self.libc.malloc.argtypes = [c_size_t]
+        self.libc.free.argtypes = [c_void_p]
+
+    def has(self, name: str) -> bool:
+        return getattr(self.lib, name, None) is not None
+
+    def error(self, err: int | None) -> TritonError | None:
+        """A ``TRITONSERVER_Error*`` as an exception value (the error freed); None for NULL."""
+        if not err:
+            return None
+        code = self.lib.TRITONSERVER_ErrorCode(err)
+        message = (self.lib.TRITONSERVER_ErrorMessage(err) or b"").decode(errors="replace")
+        self.lib.TRITONSERVER_ErrorDelete(err)
+        return TritonError(message, ERROR_CODES[code] if 0 <= code < len(ERROR_CODES) else str(code))
+
+    def call(self, name: str, *args: Any) -> None:
+        e = self.error(getattr(self.lib, name)(*args))
+        if e is not None:
+            raise e
+
+    def message_json(self, msg: c_void_p) -> Any:
+        base, size = c_char_p(), c_size_t()
+        try:
+            self.call("TRITONSERVER_MessageSerializeToJson", msg, byref(base), byref(size))
+            return json.loads(ctypes.string_at(base, size.value))
+        finally:
+            self.lib.TRITONSERVER_MessageDelete(msg)
