@@ -18,6 +18,7 @@ import math
 
 import pandas as pd
 
+from rig.analysis import tail
 from rig.analysis.capacity_sweep import GROUP, NODE, Sweep, measured_windows, norm_key, repeats
 from rig.common import hdr
 
@@ -292,6 +293,7 @@ def model(
         if not sw.loads.size:
             continue
         est = _estimate(sw, sw.members, bound)
+        predicted_tail = tail.assess(sw.loads, est["throughput"], est["p99"], sw.latencies(), sw.law_without)
         rng = np.random.default_rng(seed)
         boot = []
         if min(len(m) for m in sw.members) > 1 or len(sw.runs) > 1:  # one repeat a point: nothing to resample
@@ -338,6 +340,7 @@ def model(
                 "n_repeats": len(sw.load),
                 "min_repeats": int(min(len(m) for m in sw.members)),
                 "spread": sw.spread(),
+                "tail": predicted_tail,
                 "fit": law,
                 "ci": ci,
                 "load": est["load"],

@@ -9,6 +9,7 @@ import math
 
 import pandas as pd
 
+from rig.analysis import tail
 from rig.analysis.capacity_sweep import measured_windows
 from rig.common import hdr
 
@@ -173,7 +174,7 @@ def check(models: list[dict], fleets: pd.DataFrame) -> list[dict]:
         per_usl = float(law.at(load)) if law is not None and load else None
         band = usl.interval([float(usl.throughput(load, *b["params"])) for b in m["boot"] if b["params"]])
         per_lin = float(np.interp(load, m["loads"], m["throughput"])) if load else None
-        p99 = usl.p99_at(load, m["loads"], m["p99_us"]) if load else None
+        p99, p99_how = tail.p99_at(m.get("tail"), load, m["loads"], m["p99_us"]) if load else (None, None)
         lin_band, p99_band = _bands(m, load)
         whole = math.floor(m["load"] + 1e-9) if m["load"] else None
 
@@ -191,6 +192,7 @@ def check(models: list[dict], fleets: pd.DataFrame) -> list[dict]:
             error_linear_pct=err(f["throughput"], n * per_lin if per_lin else None),
             predicted_linear_ci=tuple(n * v for v in lin_band) if lin_band[0] is not None else (None, None),
             predicted_p99_ci=p99_band,
+            predicted_p99_how=p99_how,
             error_p99_pct=err(f["p99_us"], p99 if p99 is not None and math.isfinite(p99) else None),
             within_bound=f["p99_us"] is not None and f["p99_us"] <= m["p99_ms"] * 1000,
             at_bound=whole is not None and whole >= 1 and abs(load - whole) < 1e-9,
@@ -210,7 +212,12 @@ def _bands(m: dict, load) -> tuple[tuple, tuple]:
 
     if not load or not m["boot"]:
         return (None, None), (None, None)
-    lin = [float(np.interp(load, m["loads"], b["throughput"])) for b in m["boot"] if np.isfinite(b["throughput"]).all()]
+    boot = [b for b in m["boot"] if np.isfinite(b["throughput"]).all()]
+    lin = [float(np.interp(load, m["loads"], b["throughput"])) for b in boot]
+    got, how = tail.p99_at(m.get("tail"), load, m["loads"], m["p99_us"])
+    if how.startswith("the queue") and got is not None:  # its shape held, its level at each resample's throughput
+        x = float(np.interp(load, m["loads"], m["throughput"]))
+        return usl.interval(lin), usl.interval([got * x / v for v in lin if v > 0])
     return usl.interval(lin), usl.interval([usl.p99_at(load, m["loads"], b["p99"]) for b in m["boot"]])
 
 

@@ -180,6 +180,24 @@ class Sweep:
             "within_runs": max(within) if within else None,
         }
 
+    def latencies(self) -> list:
+        """Per load, its repeats' latencies merged: (values in us, counts), None without histograms."""
+        if self.counts is None or self.values is None:
+            return [None] * len(self.loads)
+        out = []
+        for m in self.members:
+            c = self.counts[m].sum(axis=0)
+            keep = c > 0
+            out.append((self.values[keep], c[keep]) if keep.any() else None)
+        return out
+
+    def law_without(self, keep: list):
+        """The USL fitted on the repeats of the loads at indices ``keep`` only."""
+        from rig.analysis import usl
+
+        rows = np.concatenate([self.members[j] for j in keep])
+        return usl.fit(self.load[rows], self.throughput[rows])
+
     def figures(self, pick: list) -> dict:
         """Per load (``pick``: each load's repeats, as row indices, possibly repeated): the pooled
         throughput, the merged p99 (inf where a request failed: such a load never meets a bound),

@@ -44,6 +44,7 @@ def format_model(m: dict, targets: list[float], headroom: float, law: dict | Non
         _spread_line(m["spread"]),
         _law_line(m["fit"], m["ci"]),
         _bound_line(m),
+        *_tail_line(m.get("tail")),
     ]
     sigma, kappa = (law["sigma"], law["kappa"]) if law else (0.0, 0.0)
     measured_nodes = max(law["nodes"]) if law else 1
@@ -97,6 +98,25 @@ def _spread_line(spread: dict) -> str:
         f"    spread seen: {spread['runs']} runs' throughput at a load within {spread['between_runs']:.0%} of their "
         f"median (the largest range); {rounds}"
     )
+
+
+def _tail_line(t: dict | None) -> list[str]:
+    """Which p99 model is kept (rig.analysis.tail), with each one's error measured on this sweep."""
+    if not t or t["queue"] is None:
+        return []
+    if t["compared"]:
+        kept = (
+            f"between the loads measured, {'the queue' if t['chosen'] == 'queue' else 'interpolation'} (each inner "
+            f"load predicted from the others: the queue {_f(t['queue_error'], '{:.1f}')} %, interpolation "
+            f"{_f(t['interpolation_error'], '{:.1f}')} % mean error over {t['compared']} load(s))"
+        )
+    else:
+        kept = "between the loads measured, interpolation (no inner load to compare the two on)"
+    beyond = (
+        f"; beyond them, the queue ({t['queue'].servers} server(s); the largest load predicted from the others: "
+        f"{_pct(t['beyond_error'])})"
+    )
+    return [f"    p99 at loads not measured: {kept}{beyond}"]
 
 
 def _law_line(fit, ci: dict) -> str:
@@ -223,7 +243,8 @@ def format_check(checked: list[dict], p99_ms: float) -> str:
         out.append(_fleet_throughput(c))
         out.append(
             f"    p99: measured {_f(c['p99_us'])} us; predicted {_ci(c['predicted_p99_us'], c['predicted_p99_ci'])} us "
-            f"at that load (error {_pct(c['error_p99_pct'])}){_inside(c['p99_inside'])}; the bound "
+            f"at that load ({c['predicted_p99_how']}; error {_pct(c['error_p99_pct'])}){_inside(c['p99_inside'])}; "
+            "the bound "
             f"{'met' if c['within_bound'] else 'NOT met'}"
         )
     out.extend(_coverage_lines(checked))

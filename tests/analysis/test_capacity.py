@@ -247,6 +247,9 @@ def test_format_model_names_the_model_the_nodes_and_what_is_extrapolated(tmp_pat
     assert "are extrapolations" in text and "rig fleet --nodes 2" in text
     five = capacity.nodes(m, 5_000_000, 0.3)
     assert f"{five['nodes']:,} ({five['low']:,}-{five['high']:,})" in text
+    t = m["tail"]
+    assert t["compared"] == 2 and t["chosen"] in ("queue", "interpolation")  # loads 2 and 4, each left out
+    assert "p99 at loads not measured: between the loads measured" in text and "beyond them, the queue" in text
 
 
 def _runs_row(run_id, command="bench", share=None, cpus=None, config="instances = 1\n\n[workload]\nin_flight = 1\n"):
