@@ -49,14 +49,17 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
         help="seconds per window (default 5, perf_analyzer's measurement interval, unless the "
         "config file sets workload.window_seconds)",
     )
-    b.add_argument("--p99-bound-ms", type=float, help="stop the sweep once p99 exceeds this")
+    b.add_argument(
+        "--p99-bound-ms", type=float, help="stop the sweep once p99 exceeds this (judged in its first round)"
+    )
     b.add_argument("--compare", choices=COMPARE_WITH, help="also run perf_analyzer at the same points")
     b.add_argument(
         "--repeats",
         type=int,
         default=BenchSettings.repeats,
-        help="measurements per point (default 3); with --compare, "
-        "the rig and perf_analyzer alternate in order, and the table gives medians over repeats",
+        help="measurements per point (default 3), taken in rounds: each round sweeps every point once, so a "
+        "point's repeats are a sweep apart in time and rig capacity's intervals cover the drift between them; "
+        "with --compare, the rig and perf_analyzer alternate in order; the table gives medians over repeats",
     )
     b.add_argument(
         "--cpu-idle",

@@ -1,18 +1,20 @@
 """``rig bench``: sweep concurrency (closed loop) or arrival rate (open loop), as perf_analyzer does.
 
-Each measurement is one cycle in a fresh worker (start, load for ``windows`` x
-``window_seconds``, stop, verify), stored like a soak cycle, with its windows. A point holds its
-concurrency steady (users x in-flight, no shape) on one model: the repository's first, the one
-perf_analyzer measures, unless ``--target-model`` names another or ``--all-models`` spreads the
-load. ``--repeats N`` measures each point N times; with ``--compare perf-analyzer``, perf_analyzer
-(C API mode, same runtime, repository and model) runs beside each repeat, in alternating order
-(rig then perf_analyzer, then the other way round), so drift falls on both. ``--instances 1,2,4``
-runs the whole sweep again for each count of model instances (a fresh repository and server).
-``--cpu-idle hold`` (the default) keeps the CPUs out of idle for the whole sweep, both tools alike
-(``rig.common.cpuidle``); the run's row stores how (``runs.cpu_idle``). Windows last 5 s unless
-``--window-seconds`` or the config file says otherwise (``BENCH_WINDOW_S``). ``--cpus 0`` holds
-the sweep to a share of the machine, a node of ``rig capacity`` (``rig.common.cpushare``: the worker, its
-load and its stubs, and the pollers of the hold; ``runs.cpu_share`` records it).
+Each measurement is one cycle in a fresh worker (start, load for ``windows`` x ``window_seconds``,
+stop, verify), stored like a soak cycle, with its windows. A point holds its concurrency steady
+(users x in-flight, no shape) on one model: the repository's first, the one perf_analyzer measures,
+unless ``--target-model`` names another or ``--all-models`` spreads the load. ``--repeats N``
+measures each point N times, in N rounds of the whole sweep (a point's repeats are a sweep apart in
+time, so what drifts over minutes falls between them, not only within); with ``--compare perf-
+analyzer``, perf_analyzer (C API mode, same runtime, repository and model) runs beside each repeat,
+in alternating order (rig then perf_analyzer, then the other way round), so drift falls on both.
+``--instances 1,2,4`` runs the whole sweep again for each count of model instances (a fresh
+repository and server). ``--cpu-idle hold`` (the default) keeps the CPUs out of idle for the whole
+sweep, both tools alike (``rig.common.cpuidle``); the run's row stores how (``runs.cpu_idle``).
+Windows last 5 s unless ``--window-seconds`` or the config file says otherwise (``BENCH_WINDOW_S``).
+``--cpus 0`` holds the sweep to a share of the machine, a node of ``rig capacity``
+(``rig.common.cpushare``: the worker, its load and its stubs, and the pollers of the hold;
+``runs.cpu_share`` records it).
 
 In the ``windows`` table a repeat is one ``cycle`` number, shared by the rig's windows and
 perf_analyzer's windows of that repeat (``tool`` tells them apart); ``instances`` holds the
@@ -192,6 +194,24 @@ class Point:
     instances: int | None
 
 
+def _within_bound(points: list[float], got: dict, bound_ms: float | None, log) -> list[float]:
+    """The points a sweep keeps after its first round: all, or up to the first whose p99 (the rig's,
+    round 1) exceeds ``--p99-bound-ms``, that one included."""
+    if not bound_ms:
+        return points
+    for i, point in enumerate(points):
+        p99 = summarize_p99(got[point]["rig"])
+        if p99 is not None and p99 > bound_ms * 1000:
+            log(f"p99 {p99:.0f} us at {point:g} > bound {bound_ms:g} ms in round 1: the later rounds stop there")
+            return points[: i + 1]
+    return points
+
+
+def summarize_p99(figs: list[dict]) -> float | None:
+    vals = [f["p99_us"] for f in figs if f.get("p99_us") is not None]
+    return statistics.median(vals) if vals else None
+
+
 def _sweep(p, cfg: RunConfig, args: BenchSettings, plan: Plan, hold, log) -> int:
     conc, rates, repeats, counts = plan.conc, plan.rates, plan.repeats, plan.counts
     pa = None
@@ -203,18 +223,20 @@ def _sweep(p, cfg: RunConfig, args: BenchSettings, plan: Plan, hold, log) -> int
     log(
         f"bench {p.run_id}: {p.runtime.name} (Triton {p.runtime.triton_version}), engine {p.engine}, "
         f"model {p.model_label}, {args.windows} windows of {cfg.workload.window_seconds} s per point, "
-        f"{repeats} repeat(s)" + (f", instances {','.join(map(str, counts))}" if counts != [None] else "")
+        f"{repeats} repeat(s) in rounds (each round sweeps every point once: a point's repeats are a sweep apart "
+        "in time)" + (f", instances {','.join(map(str, counts))}" if counts != [None] else "")
     )
     log(f"cpu idle: {_hold_text(hold)}")
     share = cpushare.current()  # held by --cpus (options.run_config), a cgroup quota, or the whole machine
     log(f"node share: {share['cpu_share']:g} CPU(s) ({share['cpus']}; {share['cpu_share_from']})")
-    table, cycle, failed = [], 0, []
+    table, failed = [], []
+    cycle = 0
     for n in counts:
         repo = _repository(p, n, log)
-        swept = []
-        for point in conc or rates:
-            got: dict[str, list[dict]] = {"rig": [], "perf_analyzer": []}
-            for r in range(1, repeats + 1):
+        got: dict[float, dict[str, list[dict]]] = {pt: {"rig": [], "perf_analyzer": []} for pt in conc or rates}
+        live = list(conc or rates)
+        for r in range(1, repeats + 1):  # rounds: a point's repeats are a whole sweep apart in time
+            for point in live:
                 cycle += 1
                 order = ("rig", "perf_analyzer") if r % 2 else ("perf_analyzer", "rig")
                 for tool in order:
@@ -222,7 +244,7 @@ def _sweep(p, cfg: RunConfig, args: BenchSettings, plan: Plan, hold, log) -> int
                         continue
                     where = (
                         f"  [{'' if n is None else f'i{n} '}{'c' if conc else 'r'}{point:g} "
-                        f"repeat {r}/{repeats}] {tool:<13}"
+                        f"round {r}/{repeats}] {tool:<13}"
                     )
                     at = Point(cycle, point, bool(conc), n)
                     if tool == "rig":
@@ -230,16 +252,14 @@ def _sweep(p, cfg: RunConfig, args: BenchSettings, plan: Plan, hold, log) -> int
                     else:
                         fig = _pa_once(pa, p, cfg, repo, at, pa_inputs)
                     if fig.get("throughput") is not None:
-                        got[tool].append(fig)
+                        got[point][tool].append(fig)
                     elif fig.get("note"):
                         failed.append(fig["note"])
                     log(f"{where} {_progress(fig)}")
-            row = point_medians(point, n, got["rig"], got["perf_analyzer"])
-            swept.append(row)
-            table.append(row)
-            if args.p99_bound_ms and row["p99_us"] and row["p99_us"] > args.p99_bound_ms * 1000:
-                log(f"p99 {row['p99_us']:.0f} us > bound {args.p99_bound_ms} ms: sweep stopped")
-                break
+            if r == 1:
+                live = _within_bound(live, got, args.p99_bound_ms, log)
+        swept = [point_medians(point, n, got[point]["rig"], got[point]["perf_analyzer"]) for point in live]
+        table.extend(swept)
         k = knee(swept, open_loop=not conc)
         if k:
             log(

@@ -116,3 +116,18 @@ def test_bench_points_are_the_median_over_repeats_of_each_repeats_last_windows()
                          "p50_us": 10.0, "p99_us": 20.0})
     pts = bench_points(pd.DataFrame(rows))
     assert len(pts) == 1 and pts.throughput.iloc[0] == 203.0  # median of 103, 203, 403
+
+
+def test_a_sweep_in_rounds_keeps_the_points_up_to_the_first_over_the_bound_in_round_one():
+    """Repeats are rounds of the whole sweep: the first round decides where a --p99-bound-ms sweep
+    stops (the point over the bound measured again, those after it not)."""
+    from rig.commands.bench import _within_bound
+
+    got = {1.0: {"rig": [{"p99_us": 300.0}]}, 2.0: {"rig": [{"p99_us": 1500.0}]}, 4.0: {"rig": [{"p99_us": 900.0}]}}
+    said: list[str] = []
+    assert _within_bound([1.0, 2.0, 4.0], got, 1.0, said.append) == [1.0, 2.0]
+    assert said and "round 1" in said[0]
+    assert _within_bound([1.0, 2.0, 4.0], got, None, said.append) == [1.0, 2.0, 4.0]
+    assert _within_bound([1.0, 2.0, 4.0], got, 2.0, said.append) == [1.0, 2.0, 4.0]
+    no_p99 = {1.0: {"rig": []}, 2.0: {"rig": [{"p99_us": None}]}}
+    assert _within_bound([1.0, 2.0], no_p99, 1.0, said.append) == [1.0, 2.0]

@@ -78,7 +78,7 @@ def test_repeats_alternate_the_order(bench, has_pa):
     if not has_pa:
         pytest.skip("perf_analyzer unavailable here")
     _, out, _ = bench
-    order = re.findall(r"\[i(\d) c2 repeat (\d)/2\] (rig|perf_analyzer)", out)
+    order = re.findall(r"\[i(\d) c2 round (\d)/2\] (rig|perf_analyzer)", out)
     for n in ("1", "2"):
         seq = [(r, tool) for i, r, tool in order if i == n]
         assert seq == [("1", "rig"), ("1", "perf_analyzer"), ("2", "perf_analyzer"), ("2", "rig")], seq
