@@ -56,7 +56,7 @@ WINDOW_COLUMNS = [
     "responses",
     "responses_per_request",
 ]  # what the sections read
-WINDOW_COLUMNS += report_server.COLUMNS  # where the time goes (schema 14)
+WINDOW_COLUMNS += [c for c in report_server.COLUMNS if c not in WINDOW_COLUMNS]  # where the time goes (schema 14)
 CYCLE_COLUMNS = [
     "run_id",
     "cycle",

@@ -31,6 +31,7 @@ import shlex
 import statistics
 
 from rig.analysis.sweeps import knee, measured, stable, summarize
+from rig.commands.bench_time import TIME_KEYS, time_table
 from rig.common import cpuidle, cpushare
 from rig.common.errors import Exit, RigError
 from rig.common.text import num, redact
@@ -443,71 +444,6 @@ def point_medians(point, instances, rig: list[dict], pa: list[dict]) -> dict:
         for tool, figs in (("rig", rig), ("perf_analyzer", pa))
     }
     return row
-
-
-# Where the time goes, per request (server_stats.over_windows): the client's mean, the server's
-# request time and its parts, the tool's own cost (client - server), and the mean batch formed
-TIME_KEYS = (
-    "client_us",
-    "request_us",
-    "queue_us",
-    "compute_input_us",
-    "compute_infer_us",
-    "compute_output_us",
-    "overhead_us",
-    "own_us",
-    "mean_batch_size",
-)
-
-
-def time_table(rows: list[dict], with_pa: bool) -> str:
-    """Where the time goes at each point, each tool's medians over repeats (empty where no window
-    read the server's statistics: ``--server-stats off``)."""
-    tools = ("rig", "perf_analyzer") if with_pa else ("rig",)
-    if not any((r.get("server") or {}).get(t, {}).get("request_us") is not None for r in rows for t in tools):
-        return ""
-    lines = [
-        (
-            "where the time goes, us per request (medians over repeats): client = the tool's mean latency; "
-            "server = Triton's request time = queue + input + infer + output + overhead; own = client - server"
-        ),
-        (
-            f"{'inst':>4} {'point':>7} {'tool':<13} {'client':>7} {'server':>7} {'queue':>7} {'input':>6} "
-            f"{'infer':>7} {'output':>6} {'overh.':>6} {'own':>6} {'batch':>5}"
-        ),
-    ]
-    for r in rows:
-        for t in tools:
-            f = (r.get("server") or {}).get(t) or {}
-            if f.get("request_us") is None:
-                continue
-            lines.append(_time_line(r, t, f, "{:.0f}"))
-        both = [(r.get("server") or {}).get(t) or {} for t in tools]
-        if with_pa and all(f.get("request_us") is not None for f in both):
-            lines.append(
-                _time_line(r, "rig / PA", {k: _ratio(both[0].get(k), both[1].get(k)) for k in TIME_KEYS}, "{:.2f}")
-            )
-    if with_pa:
-        lines.append(
-            "rig / PA: the ratio of each part. Triton runs each tool's response callback on its own thread "
-            "and counts it in 'output' (and, at one instance, in the next request's queue): compare "
-            "'input' and 'infer' for the server alone"
-        )
-    return "\n".join(lines)
-
-
-def _ratio(a, b):
-    return a / b if a is not None and b else None
-
-
-def _time_line(r: dict, tool: str, f: dict, fmt: str) -> str:
-    return (
-        f"{'-' if r['instances'] is None else r['instances']:>4} {r['point']:>7g} {tool:<13} "
-        f"{_f(f['client_us'], fmt):>7} {_f(f['request_us'], fmt):>7} {_f(f['queue_us'], fmt):>7} "
-        f"{_f(f['compute_input_us'], fmt):>6} {_f(f['compute_infer_us'], fmt):>7} "
-        f"{_f(f['compute_output_us'], fmt):>6} {_f(f['overhead_us'], fmt):>6} {_f(f['own_us'], fmt):>6} "
-        f"{_f(f['mean_batch_size'], '{:.2f}'):>5}"
-    )
 
 
 def format_table(rows: list[dict], with_pa: bool, repeats: int, closed: bool = True) -> str:

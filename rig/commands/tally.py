@@ -12,7 +12,8 @@ from rig.contract import server_stats, verdicts
 from rig.contract.rows import CycleRow, WindowRow
 from rig.scenarios import shapes
 
-_SERVER_KEYS = ("requests", "mean_us", *server_stats.ALL_COLUMNS)  # what "where the time goes" reads of a window
+# what "where the time goes" reads of a window
+_SERVER_KEYS = ("requests", "mean_us", *server_stats.ALL_COLUMNS, *server_stats.SPLIT_COLUMNS)
 
 
 @dataclasses.dataclass
@@ -221,7 +222,7 @@ def summary_table(tally: Tally) -> str:
 
 def time_lines(tally: Tally) -> list[str]:
     """Where the time goes over the run's windows (``server_stats.over_windows``): the client's mean
-    latency, Triton's request time and its parts, the rig's own cost per request; and the batch
+    latency, Triton's request time and its parts, the rig's own cost per request (``own_line``); and the batch
     sizes Triton formed, where a model is batched (or a batch of more than one was formed)."""
     t = server_stats.over_windows(tally.server)
     batched = any(shapes.dynamic(r.shape) for r in tally.rows)
@@ -245,10 +246,7 @@ def time_lines(tally: Tally) -> list[str]:
             f"{f(t['queue_us'])} + compute input {f(t['compute_input_us'])} + infer {f(t['compute_infer_us'])} + "
             f"output {f(t['compute_output_us'])} + overhead {f(t['overhead_us'])} (means over {t['windows']:,} windows)"
         ),
-        (
-            f"              the rig's own: client - Triton = {f(t['own_us'])} us (the client's time per request "
-            "beyond Triton's, which ends when the backend reports it, just before the core releases the request)"
-        ),
+        own_line(t),
     ]
     if batched or any(size > 1 for size in t["batch_sizes"]):
         lines.append(
@@ -256,6 +254,24 @@ def time_lines(tally: Tally) -> list[str]:
             f"mean {f(t['mean_batch_size'], '{:.2f}')} requests per execution"
         )
     return lines
+
+
+# The streaming lane's own cost, measured apart on the template decoupled, answering inside execute
+STREAMING_LANE = "the streaming lane's own cost, measured apart: docs/measurements/speed.md"
+
+
+def own_line(t: dict) -> str:
+    """The client's time beyond Triton's: the rig's own where Triton's statistics cover the request,
+    else the difference not split, and why (``server_stats.uncovered``)."""
+    if t.get("uncovered"):
+        lane = "decoupled" in t["uncovered"]  # the streaming lane's cost is in it: measured apart
+        return f"              {server_stats.not_split(t.get('beyond_us'), t['uncovered'])}" + (
+            f"; {STREAMING_LANE}" if lane else ""
+        )
+    return (
+        f"              the rig's own: client - Triton = {num(t['own_us'], '{:,.0f}')} us (the client's time per "
+        "request beyond Triton's, which ends when the backend reports it, just before the core releases the request)"
+    )
 
 
 GPU_SOURCES = {

@@ -11,6 +11,9 @@ from pathlib import Path
 # The crash recorder's library, named to the stubs by the worker (rig.worker.hook.crashlib.arm_env) and
 # read by the evidence hook in them
 CRASH_LIB_ENV = "RIG_CRASH_LIB"
+# The marker phase an instance leaves the first time its ``execute`` returns None: it answers through
+# the response sender, maybe after ``execute`` returned (rig.contract.server_stats.UNCOVERED)
+ANSWERS_AFTER_RETURN = "answers_after_return"
 
 
 def read_markers(evidence_dir: Path) -> list[dict]:
@@ -21,6 +24,20 @@ def read_markers(evidence_dir: Path) -> list[dict]:
         try:
             out.append(json.loads(f.read_text()))
         except (OSError, ValueError):
+            pass
+    return out
+
+
+def answering_after_return(evidence_dir: str | Path | None) -> set[str]:
+    """The models of which an instance's ``execute`` returned None in this cycle (their
+    ``answers_after_return`` markers, one per instance at most): nothing where no folder."""
+    if not evidence_dir:
+        return set()
+    out = set()
+    for f in Path(evidence_dir).glob(f"*-{ANSWERS_AFTER_RETURN}.json"):
+        try:
+            out.add(str(json.loads(f.read_text())["model"]))
+        except (OSError, ValueError, KeyError, TypeError):
             pass
     return out
 

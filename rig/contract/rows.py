@@ -230,6 +230,7 @@ class WindowRow:
     mean_batch_size: float | None = None
     input_memory: str | None = None  # where the rig's inputs lived: cpu | gpu:N (schema 16)
     output_memory: str | None = None  # where the outputs lived, as the allocator handed them out: cpu | gpu:N[,...]
+    server_uncovered: str | None = None  # why Triton's statistics end before the answer (schema 17; server_stats)
     schema_version: int = SCHEMA_VERSION
 
 

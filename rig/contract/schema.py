@@ -98,6 +98,12 @@ Schema history (``schema_version`` column):
      cycles: ``stub_exit_aborts``, of the ``stub_crashes``, the stubs that died of a signal only after
      every instance they served had finished its finalize (an abort at the interpreter's exit), apart
      from a stub that crashed before or during the stop; null where no crash recorder was armed.
+  17: windows: ``server_uncovered``, why Triton's statistics of the window's models cannot cover a
+     request's life (``rig.contract.server_stats.uncovered_reason``): ``M is decoupled``, ``M answers after
+     execute returns`` (an instance's ``execute`` returned None: the evidence hook's marker), joined
+     with ``; ``; the client's time beyond Triton's is then not the rig's own. Null where every model
+     answers inside ``execute``, where the statistics were not read, and in older files (where a
+     window that streamed, ``responses`` set, reads as decoupled).
 """
 
-SCHEMA_VERSION = 16  # see the history above
+SCHEMA_VERSION = 17  # see the history above

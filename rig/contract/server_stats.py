@@ -16,6 +16,13 @@ overhead. Each part is divided by the successful requests, as perf_analyzer does
 which the rig never configures, would count in none of the compute parts). ``inference_count``
 counts the batch items run, ``execution_count`` the model executions: their ratio is the mean
 batch size the scheduler formed, and ``batch_stats`` the executions of each size.
+
+The client's time beyond Triton's is the rig's own cost only where Triton's statistics cover the
+request's life. The Python backend reports a request's statistics when ``execute`` returns: a
+decoupled model, or one whose ``execute`` returns None and answers through the response sender
+(from a thread of its own, maybe later), can answer after that. Such windows say why in
+``server_uncovered`` (``uncovered``), and the difference is then not split (``beyond_us``, never
+``own_us``).
 """
 
 from __future__ import annotations
@@ -189,9 +196,10 @@ def over_windows(windows: list[dict]) -> dict:
     """Where the time goes over ``windows`` (rows as dicts): the client's mean latency
     (``client_us``, weighted by requests), the server's per-request figures from the summed
     columns (``parts``), the client's own cost per request (``own_us``: its mean less the server's
-    request time), the batch sizes formed (``batch_sizes``, {size: executions}) and ``windows``
-    read. Windows without the server's columns are left out of both sides (so the two means are
-    over the same windows); empty where none has them."""
+    request time; where the statistics cannot cover the requests, ``uncovered`` says why, and the
+    difference is ``beyond_us``, ``own_us`` None), the batch sizes formed (``batch_sizes``, {size:
+    executions}) and ``windows`` read. Windows without the server's columns are left out of both
+    sides (so the two means are over the same windows); empty where none has them."""
     sums = dict.fromkeys(FIGURES, 0.0)
     batches: dict[int, int] = {}
     client_ns, client_n, n = 0.0, 0, 0
@@ -214,13 +222,54 @@ def over_windows(windows: list[dict]) -> dict:
     client = client_ns / client_n / 1000 if client_n else None
     if batches:
         out["mean_batch_size"] = mean_batch(batches)
+    beyond = client - out["request_us"] if client is not None and out["request_us"] is not None else None
+    why = uncovered(windows)
     out.update(
         windows=n,
         client_us=client,
         batch_sizes=batches,
-        own_us=client - out["request_us"] if client is not None and out["request_us"] is not None else None,
+        own_us=None if why else beyond,
+        beyond_us=beyond if why else None,
+        uncovered=why,
     )
     return out
+
+
+# The window column that says why Triton's statistics cannot cover a request's life (schema 17)
+UNCOVERED = "server_uncovered"
+SPLIT_COLUMNS = (UNCOVERED, "responses")  # what ``uncovered`` reads of a window, beside the server's columns
+NOT_SPLIT = "Triton's statistics of a request end when execute returns, and its answer may leave later"
+
+
+def uncovered_reason(decoupled, after_return) -> str | None:
+    """``server_uncovered`` of a window: the models that are decoupled, then those whose
+    ``execute`` returned None (they answer through the response sender), ``chat is decoupled;
+    scorer answers after execute returns``; None where every model answers inside ``execute``."""
+    why = [f"{m} is decoupled" for m in sorted(set(decoupled))]
+    why += [f"{m} answers after execute returns" for m in sorted(set(after_return) - set(decoupled))]
+    return "; ".join(why) or None
+
+
+def uncovered(windows: list[dict]) -> str | None:
+    """Why Triton's statistics of ``windows`` cannot cover their requests' life (their
+    ``server_uncovered`` reasons, together), or None where they can. A window from before schema 17
+    that streamed (``responses`` set: a decoupled model) says so too."""
+    why: dict[str, None] = {}
+    for w in windows:
+        if _number(w.get(COLUMNS["success"])) is None:
+            continue
+        text = w.get(UNCOVERED)
+        if isinstance(text, str) and text:
+            why.update(dict.fromkeys(text.split("; ")))
+        elif _number(w.get("responses")) is not None:
+            why["the model streams (decoupled)"] = None
+    return "; ".join(why) or None
+
+
+def not_split(beyond_us: float | None, why: str, fmt=lambda v: f"{v:,.0f}") -> str:
+    """The line said instead of the rig's own cost where the statistics cannot cover a request."""
+    value = "-" if beyond_us is None else fmt(beyond_us)
+    return f"client - Triton = {value} us: not split ({why}: {NOT_SPLIT})"
 
 
 def parts(sums: dict) -> dict:
@@ -285,14 +334,16 @@ def batch_text(batches: dict, most: int = 8) -> str:
 
 
 # A request's parts whose growth names where a slowing load's time went (``part_growth``): the
-# server's four, then the rig's own (the client's mean less the server's request time); each with
-# its name first in a note, then after it.
+# server's four, then the rig's own (the client's mean less the server's request time), or, where the
+# statistics cannot cover the request (``uncovered``), the same difference not split; each with its
+# name first in a note, then after it.
 GROWTH_NAMES = {
     "queue": ("Triton's queue", "queue"),
     "compute_input": ("Triton's compute input", "input"),
     "compute_infer": ("Triton's infer", "infer"),
     "compute_output": ("Triton's output", "output"),
     "own": ("the rig's own", "the rig's own"),
+    "beyond": ("the client's time beyond Triton's (not split: the answer may leave after execute)", "beyond"),
 }
 
 
@@ -311,7 +362,7 @@ def part_growth(windows: list[dict], share: float = 1 / 3) -> dict[str, float]:
     k = max(1, int(len(rows) * share))
     first, last = over_windows(rows[:k]), over_windows(rows[-k:])
     out = {}
-    for p in (*PARTS, "own"):
+    for p in (*PARTS, "own", "beyond"):
         a, b = first.get(f"{p}_us"), last.get(f"{p}_us")
         if a is not None and b is not None:
             out[p] = b - a
@@ -330,7 +381,9 @@ def growth_text(growth: dict[str, float], most: int = 3) -> str | None:
         return None
     grew = sorted((p for p, v in growth.items() if v >= 0.05), key=lambda p: -growth[p])[:most]
     if not grew:
-        return "no part of a request's time grew, Triton's or the rig's own"
+        return "no part of a request's time grew, Triton's or " + (
+            "the client's beyond it" if "beyond" in growth else "the rig's own"
+        )
     head, *rest = grew
     return ", ".join(
         [

@@ -2,14 +2,21 @@
 ``Engine.model_statistics`` call per model and window, differenced from the read before it
 (``rig.contract.server_stats``), so that each window holds what the server saw in it.
 
+Each window also says why the statistics cannot cover a request's life, where they cannot
+(``server_uncovered``): the models that are decoupled (asked of the engine once) and those whose
+``execute`` returned None (the evidence hook's marker in the cycle's folder, looked for as each
+window closes until every model has one).
+
 A read that fails never fails the load: that window's columns are null, and the first such
 failure is kept (``note``) for the cycle's detail. ``--server-stats off`` makes no reader at all."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 from rig.contract import server_stats
+from rig.contract.evidence import answering_after_return
 from rig.worker.engines.base import Engine, EngineError
 
 
@@ -23,6 +30,9 @@ class ServerStats:
         self.note: str | None = None  # the first read that failed, for the cycle's detail
         self.unsupported = False  # the engine cannot ask: nothing to read, nothing to note
         self._last: dict[str, dict] = {}
+        self._decoupled: list[str] | None = None  # asked once, at the first window
+        self._after_return: set[str] = set()
+        self._evidence = os.environ.get("RIG_EVIDENCE_DIR")  # the cycle's folder (rig.worker.cycle)
 
     def _read(self) -> dict[str, dict] | None:
         """Every model's cumulative figures now; None where one could not be read."""
@@ -54,7 +64,17 @@ class ServerStats:
         for m, figures in now.items():
             total = server_stats.add(total, server_stats.difference(figures, self._last.get(m)))
         self._last = now
-        return server_stats.window_columns(total if complete else None)
+        out = server_stats.window_columns(total if complete else None)
+        out[server_stats.UNCOVERED] = self._uncovered() if complete else None
+        return out
+
+    def _uncovered(self) -> str | None:
+        if self._decoupled is None:
+            decoupled = getattr(self.engine, "decoupled", lambda m: False)  # as rig.worker.outputs asks it
+            self._decoupled = [m for m in self.models if decoupled(m)]
+        if len(self._after_return) < len(self.models):
+            self._after_return |= answering_after_return(self._evidence) & set(self.models)
+        return server_stats.uncovered_reason(self._decoupled, self._after_return)
 
 
 def reader(engine: Engine, models: list[str], on: bool = True) -> ServerStats | None:

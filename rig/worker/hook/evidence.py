@@ -7,14 +7,18 @@ line there (``rig_evidence.pth``, see ``rig.contract.hook.install_pth``) that ex
 ``TritonPythonModel`` defined afterwards (the model file the stub loads) gets its
 ``initialize`` and ``finalize`` wrapped so that each leaves a marker file: pid, model, instance,
 phase, monotonic time (CLOCK_MONOTONIC, comparable with the rig's own clock) and, for finalize,
-the error it raised, if any. Where the worker names the crash recorder in ``RIG_CRASH_LIB``
-(``crash.c``, built by ``crashlib.arm_env``) it also arms it, first thing: a stub that dies of a
-signal of its own (SIGSEGV, SIGABRT, ...), even after its Python is finalized, leaves
-``<pid>-crash-<signal>.json``. Outside a stub started by the rig (no ``RIG_EVIDENCE_DIR``) it does
-nothing.
+the error it raised, if any. Its ``execute`` is wrapped too, for one fact: the first time it returns
+None (the model answers through the request's response sender, maybe after ``execute`` returned,
+where Triton's statistics of the request have ended), the instance leaves one ``answers_after_return``
+marker; each later call costs the wrapper and an ``is None`` check. Where the worker names the
+crash recorder in ``RIG_CRASH_LIB`` (``crash.c``, built by ``crashlib.arm_env``) it also arms it,
+first thing: a stub that dies of a signal of its own (SIGSEGV, SIGABRT, ...), even after its
+Python is finalized, leaves ``<pid>-crash-<signal>.json``. Outside a stub started by the rig (no
+``RIG_EVIDENCE_DIR``) it does nothing.
 """
 
 import builtins
+import inspect
 import json
 import os
 import time
@@ -78,7 +82,36 @@ def _instrument(cls):
 
     cls.initialize = initialize
     cls.finalize = finalize
+    if callable(getattr(cls, "execute", None)):
+        cls.execute = _execute_wrapper(cls.execute)
     cls._rig_instrumented = True
+
+
+def _answered_after_return(self):
+    """Once per instance: its execute returned None (``ANSWERS_AFTER_RETURN`` in rig.contract.evidence)."""
+    self._rig_after_return = True
+    model = getattr(self, "_rig_model", "?")
+    _write_marker("answers_after_return", model, getattr(self, "_rig_instance", model))
+
+
+def _execute_wrapper(orig):
+    if inspect.iscoroutinefunction(orig):  # an async execute stays a coroutine function
+
+        async def execute_async(self, requests):
+            result = await orig(self, requests)
+            if result is None and not getattr(self, "_rig_after_return", False):
+                _answered_after_return(self)
+            return result
+
+        return execute_async
+
+    def execute(self, requests):
+        result = orig(self, requests)
+        if result is None and not getattr(self, "_rig_after_return", False):
+            _answered_after_return(self)
+        return result
+
+    return execute
 
 
 def _arm_crash_recorder():
