@@ -69,6 +69,13 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
         "wake-up costs do not decide the figures; os: leave idle to the kernel",
     )
     b.add_argument(
+        "--neighbour",
+        default=BenchSettings.neighbour,
+        metavar="none|burn:PCT",
+        help="what shares the node's CPUs for the whole sweep: none (default), or burn:PCT, a burner process "
+        "pinned to each of its CPUs (--cpus) busy PCT %% (1-100) of every 10 ms; the run's row records it",
+    )
+    b.add_argument(
         "--target-model",
         help="the model the load goes to (default the repository's first, the one perf_analyzer measures)",
     )
@@ -298,6 +305,7 @@ def cmd_bench(args) -> int:
         p99_bound_ms=args.p99_bound_ms,
         compare=args.compare,
         cpu_idle=args.cpu_idle,
+        neighbour=args.neighbour,
         target_model=args.target_model,
         all_models=args.all_models,
         instances=tuple(counts),

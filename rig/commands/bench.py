@@ -14,7 +14,8 @@ sweep, both tools alike (``rig.common.cpuidle``); the run's row stores how (``ru
 Windows last 5 s unless ``--window-seconds`` or the config file says otherwise (``BENCH_WINDOW_S``).
 ``--cpus 0`` holds the sweep to a share of the machine, a node of ``rig capacity``
 (``rig.common.cpushare``: the worker, its load and its stubs, and the pollers of the hold;
-``runs.cpu_share`` records it).
+``runs.cpu_share`` records it). ``--neighbour burn:PCT`` runs a burner pinned to each of those CPUs for
+the whole sweep, outside the measured processes (``rig.common.neighbour``; ``runs.neighbour``).
 
 In the ``windows`` table a repeat is one ``cycle`` number, shared by the rig's windows and
 perf_analyzer's windows of that repeat (``tool`` tells them apart); ``instances`` holds the
@@ -32,7 +33,7 @@ import statistics
 
 from rig.analysis.sweeps import knee, measured, stable, summarize
 from rig.commands.bench_time import TIME_KEYS, time_table
-from rig.common import cpuidle, cpushare
+from rig.common import cpuidle, cpushare, neighbour
 from rig.common.errors import Exit, RigError
 from rig.common.text import num, redact
 from rig.contract import server_stats, verdicts
@@ -160,6 +161,7 @@ def run(cfg: RunConfig, args: BenchSettings, log=print, run_id: str | None = Non
     if repeats < 1:
         raise RigError("--repeats must be >= 1")
     counts = [None] if cfg.model_repository else (list(args.instances) or [cfg.instances])
+    beside = neighbour.parse(args.neighbour)  # bad input before any work
     if conc:
         _check_workload(cfg)
     window = window_length(args.window_seconds, args.config_file, cfg.workload.window_seconds)
@@ -168,9 +170,9 @@ def run(cfg: RunConfig, args: BenchSettings, log=print, run_id: str | None = Non
 
     p = _target(orchestrator.prepare(cfg, "bench", results_store(cfg.results), run_id=run_id, log=log), args)
     orchestrator.check_run_inputs(p)  # against the model(s) this sweep loads, before any point
-    with cpuidle.Hold(args.cpu_idle) as hold:
-        orchestrator.write_run_row(p, "bench", cpu_idle=hold.method)
-        return _sweep(p, cfg, args, Plan(conc, rates, repeats, counts), hold, log)
+    with cpuidle.Hold(args.cpu_idle) as hold, neighbour.Burner(beside) as burner:  # stopped, reaped at the end
+        orchestrator.write_run_row(p, "bench", cpu_idle=hold.method, neighbour=burner.label)
+        return _sweep(p, cfg, args, Plan(conc, rates, repeats, counts), hold, log, burner.text())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,7 +215,7 @@ def summarize_p99(figs: list[dict]) -> float | None:
     return statistics.median(vals) if vals else None
 
 
-def _sweep(p, cfg: RunConfig, args: BenchSettings, plan: Plan, hold, log) -> int:
+def _sweep(p, cfg: RunConfig, args: BenchSettings, plan: Plan, hold, log, beside: str = neighbour.NONE) -> int:
     conc, rates, repeats, counts = plan.conc, plan.rates, plan.repeats, plan.counts
     pa = None
     if args.compare == "perf-analyzer":
@@ -230,6 +232,7 @@ def _sweep(p, cfg: RunConfig, args: BenchSettings, plan: Plan, hold, log) -> int
     log(f"cpu idle: {_hold_text(hold)}")
     share = cpushare.current()  # held by --cpus (options.run_config), a cgroup quota, or the whole machine
     log(f"node share: {share['cpu_share']:g} CPU(s) ({share['cpus']}; {share['cpu_share_from']})")
+    log(f"neighbour: {beside}")
     table, failed = [], []
     cycle = 0
     for n in counts:

@@ -31,6 +31,7 @@ class BenchSettings:
     p99_bound_ms: float | None = None  # stop the sweep once p99 exceeds it
     compare: str | None = None  # "perf-analyzer": run it at the same points
     cpu_idle: str = "hold"  # hold | os (rig.common.cpuidle)
+    neighbour: str = "none"  # none | burn:PCT, beside the node for the whole sweep (rig.common.neighbour)
     target_model: str | None = None  # the model the load goes to (None: the repository's first)
     all_models: bool | None = None  # spread the closed loop over every model
     instances: tuple[int, ...] = ()  # instance counts to sweep, each a server of its own (): the config's

@@ -49,6 +49,7 @@ class RunRow:
     cpus: str | None = None  # its affinity: 0-3,8
     cpu_share_from: str | None = None  # --cpus | cgroup | affinity | machine
     gpu_notes: str | None = None  # JSON {probe: reason}: why a GPU probe gave null (schema 16)
+    neighbour: str | None = None  # bench: none | burn:PCT beside the node (schema 18; rig.common.neighbour)
     schema_version: int = SCHEMA_VERSION
 
 

@@ -104,6 +104,9 @@ Schema history (``schema_version`` column):
      with ``; ``; the client's time beyond Triton's is then not the rig's own. Null where every model
      answers inside ``execute``, where the statistics were not read, and in older files (where a
      window that streamed, ``responses`` set, reads as decoupled).
+  18: runs: ``neighbour``, what a bench ran beside the node on its CPUs for the whole sweep
+     (``rig.common.neighbour``): ``none`` or ``burn:PCT`` (a burner pinned to each CPU, busy PCT % of
+     every 10 ms); null for other commands and in older files (which ran none).
 """
 
-SCHEMA_VERSION = 17  # see the history above
+SCHEMA_VERSION = 18  # see the history above

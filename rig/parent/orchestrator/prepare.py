@@ -208,7 +208,7 @@ def package_versions(engine: str, locust: bool, stub_site: str | None) -> dict[s
     }
 
 
-def write_run_row(p: Prepared, command: str, cpu_idle: str | None = None) -> None:
+def write_run_row(p: Prepared, command: str, cpu_idle: str | None = None, neighbour: str | None = None) -> None:
     facts = host_facts()
     locust = command == "bench" or p.config.workload.name != "none"  # bench always sends a workload
     row = RunRow(
@@ -228,5 +228,6 @@ def write_run_row(p: Prepared, command: str, cpu_idle: str | None = None) -> Non
         cpu_idle=cpu_idle,
         **package_versions(p.engine, locust, stub_site_of(p.runtime)),
         **cpushare.current(),
+        neighbour=neighbour,
     )
     p.store.write("runs", [row], p.runtime.triton_version, "run")
