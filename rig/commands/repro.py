@@ -36,6 +36,13 @@ LOAD_SECONDS = 2.0
 REQUEST_TIMEOUT_S = 5.0  # rig matrix's SCENARIO_REQUEST_TIMEOUT
 # The clients around stop() the script does as the rig's do (rig.scenarios.client, rig.worker.observers).
 CLIENTS = ("none", "stop-in-flight", "refused-request", "stop-while-loading", "load-missing", "stub-killed")
+# Scenarios the script runs but whose known verdict its run did not give (checked on 2.51.0).
+NOT_REPRODUCED = {
+    "sender-after-return": (
+        "the script's run of it stops clean on 2.51.0 (its 2 requests never answered, the model unloaded in 1.2 s) "
+        "where the rig's gives exit_timeout: not yet reproduced without the rig"
+    ),
+}
 
 
 def add_parser(sub, parser_class) -> None:
@@ -80,6 +87,8 @@ def refusal(s) -> str | None:
         return f"its verdict is the server's process crashing after a reload in place (an intermittent race): {run}"
     if s.needs:
         return f"its models need the core's {', '.join(s.needs)} and a client the script does not have: {run}"
+    if s.name in NOT_REPRODUCED:
+        return f"{NOT_REPRODUCED[s.name]}: {run}"
     if s.client not in CLIENTS:
         return f"its client ({s.client}) is the rig's alone: {run}"
     return None

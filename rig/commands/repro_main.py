@@ -306,6 +306,12 @@ def _verdict(run: Run, found: dict[str, Any]) -> bool:
 def _delete(run: Run) -> None:
     """``TRITONSERVER_ServerDelete`` in a thread: the verdict is out, a crash or a hang in the
     teardown (core 2.51 has aborted there) cannot take it away."""
+    wait = time.monotonic() + run.exit_timeout + 15
+    while run.scene.busy() and time.monotonic() < wait:
+        time.sleep(0.05)
+    if run.scene.busy():  # deleting the server under a load still running has aborted core 2.51 (a double free)
+        run.report.append("TRITONSERVER_ServerDelete not called: the load started before the stop still runs")
+        return
     t_delete = time.monotonic()
     deleted = threading.Thread(target=run.server.delete, daemon=True)
     deleted.start()

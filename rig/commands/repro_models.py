@@ -43,7 +43,7 @@ def _repro_arm_crash_recorder():
 
 
 _repro_arm_crash_recorder()
-_repro_initialize = TritonPythonModel.initialize
+_repro_initialize = getattr(TritonPythonModel, "initialize", lambda self, args: None)
 _repro_finalize = getattr(TritonPythonModel, "finalize", lambda self: None)
 
 

@@ -90,6 +90,10 @@ class Scene:
     def after(self, server: Server) -> dict[str, Any]:
         return {}
 
+    def busy(self) -> bool:
+        """Whether a call the scene made (a load) still runs in its thread: the server is not deleted under it."""
+        return False
+
 
 class InFlight(Scene):
     """``stop-in-flight``: ``n`` requests submitted at once (to the models in turn), the stop called
@@ -105,7 +109,7 @@ class InFlight(Scene):
         for i in range(self.n):
             model, inputs = targets[i % len(targets)]
             try:
-                self.pending.append(server.submit(model, inputs))
+                self.pending.append(server.submit(model, inputs, release_at_once=True))
             except TritonError as e:  # refused at once: it ended, as a failure
                 self.refused.append(str(e))
         time.sleep(0.1)
@@ -118,9 +122,6 @@ class InFlight(Scene):
         answered = sum(p.done.is_set() and p.error is None for p in self.pending)
         errors = [str(p.error) for p in self.pending if p.done.is_set() and p.error is not None]
         failed = len(errors) + len(self.refused)
-        for p in self.pending:
-            if p.done.is_set():
-                server.delete_response(p.response)
         lost = self.n - answered - failed
         first = (self.refused + errors)[:1]
         note = f"in flight at stop: {self.n}: {answered} answered, {failed} failed, {lost} lost (no answer nor error)"
@@ -165,12 +166,18 @@ class LoadingAtStop(Scene):
 
     explicit = True
 
+    def __init__(self) -> None:
+        self.box: dict[str, Any] = {}
+
+    def busy(self) -> bool:
+        return "done" not in self.box
+
     def before_stop(self, server: Server, models: Path, targets: Targets, startup_s: float) -> list[str]:
         notes = [n for n in [unload_all(server, startup_s)] if n]
         deadline = time.monotonic() + startup_s
         while stubs() and time.monotonic() < deadline:  # the unloaded models' stubs gone
             time.sleep(0.01)
-        box: dict[str, Any] = {}
+        box = self.box
 
         def load() -> None:
             for model, _ in targets:

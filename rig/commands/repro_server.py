@@ -36,6 +36,7 @@ class _Pending:
         self.events = 2
         self.lock = threading.Lock()
         self.done = threading.Event()
+        self.release_at_once = False  # each response deleted as it comes (none kept for the caller)
 
 
 class Server:
@@ -92,6 +93,8 @@ class Server:
             if err is not None:
                 self.core.lib.TRITONSERVER_InferenceResponseDelete(response)
                 pending.error = err
+            elif pending.release_at_once:  # what the rig's in-flight client does: read, then let go
+                self.core.lib.TRITONSERVER_InferenceResponseDelete(response)
             else:
                 if pending.response:  # a decoupled model's earlier response: keep only the latest
                     self.core.lib.TRITONSERVER_InferenceResponseDelete(pending.response)
@@ -207,7 +210,7 @@ class Server:
             self.allocator = c_void_p()
 
     # -- requests
-    def submit(self, model: str, inputs: dict[str, np.ndarray]) -> _Pending:
+    def submit(self, model: str, inputs: dict[str, np.ndarray], release_at_once: bool = False) -> _Pending:
         c = self.core
         req = c_void_p()
         c.call("TRITONSERVER_InferenceRequestNew", byref(req), self.server, model.encode(), -1)
@@ -233,6 +236,7 @@ class Server:
             with self._lock:
                 rid, self._next = self._next, self._next + 1
             pending = _Pending(keep)
+            pending.release_at_once = release_at_once
             self._pending[rid] = pending
             c.call("TRITONSERVER_InferenceRequestSetReleaseCallback", req, self._request_release_cb, rid)
             c.call(

@@ -36,11 +36,11 @@ def run(capsys, *argv):
 def test_what_it_covers_and_what_it_refuses():
     names = repro.covered_names()
     for name in ("retained-response", "retained-array", "finalize-raises", "stub-exits", "execute-raises", "baseline",
-                 "sender-kept", "sender-after-return", "bls-in-flight", "metrics", "missing-model-py",
+                 "sender-kept", "bls-in-flight", "metrics", "missing-model-py",
                  "ready-stub-dead", "stop-in-flight", "stop-while-loading", "refused-request"):
         assert name in names
     for name in ("reload", "worker-killed", "memory", "leaks-memory", "slows-down", "metrics-reload",
-                 "shm-after-forced-stop", "ensemble-in-flight", "sequence-at-stop"):
+                 "shm-after-forced-stop", "ensemble-in-flight", "sequence-at-stop", "sender-after-return"):
         assert name not in names
 
 
@@ -259,3 +259,51 @@ def test_a_repro_on_the_embedded_default_reproduces_by_itself(capsys, tmp_path):
     result = json.loads((tmp_path / "work" / "result.json").read_text())
     assert result["lifecycle"] == "exit_timeout" and result["stop_seconds"] >= 2.9 and result["exit_timeout"] == 3
     assert Path(tmp_path / "work" / "evidence.jsonl").exists()
+
+
+def test_the_parts_join_into_one_script_each_name_once():
+    """Every part imports the standard library, numpy and the parts before it alone; joined, no name is defined twice."""
+    text = repro_script.template()
+    assert text.count("CELL: dict[str, Any] = {}") == 1 and not NO_RIG_IMPORT.search(text)
+    for name in repro_script.PARTS:
+        tree = ast.parse((Path(repro_script.__file__).parent / f"repro_{name}.py").read_text())
+        mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        mods |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        rig = {m for m in mods if m.split(".")[0] == "rig"}
+        assert rig <= {f"rig.commands.repro_{p}" for p in repro_script.PARTS[: repro_script.PARTS.index(name)]}, name
+        assert {m.split(".")[0] for m in mods - rig} <= set(sys.stdlib_module_names) | {"numpy", "__future__"}, name
+
+
+def test_a_stub_that_dies_at_exit_and_requests_lost():
+    marks = [{"phase": "init", "pid": 7, "instance": "r_0", "t_mono": 0.0},
+             {"phase": "finalize_start", "pid": 7, "instance": "r_0", "t_mono": 1.0},
+             {"phase": "finalize_end", "pid": 7, "instance": "r_0", "t_mono": 1.5}]
+    s = repro_evidence.finalize_summary(marks, 2.0)
+    at_exit = [{"pid": 7, "phase": "crash", "signal": 11, "t_mono": 2.5}]
+    under_load = [{"pid": 7, "phase": "crash", "signal": 11, "t_mono": 0.5}]
+    assert repro_evidence.exit_aborts(at_exit, marks) == 1 and repro_evidence.exit_aborts(under_load, marks) == 0
+    assert repro_evidence.lifecycle_verdict(False, None, s, crashes=1, aborts_at_exit=1) == "aborted_at_exit"
+    assert repro_evidence.lifecycle_verdict(False, None, s, crashes=1, aborts_at_exit=0) == "stub_crashed"
+    assert repro_evidence.lifecycle_verdict(False, None, s, lost=2) == "requests_lost"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario, verdict", [("ready-stub-dead", "finalize_missing"), ("metrics", "aborted_at_exit")])
+def test_a_scenario_with_models_of_its_own_reproduces_elsewhere(capsys, tmp_path, scenario, verdict):
+    """A scenario of its own models and client on the embedded default: its known verdict, by itself, from a
+    copy run with PATH and HOME alone; run.sh and README.md name no path of the rig's checkout."""
+    from rig.parent import runtime
+
+    runtime.resolve(runtime.DEFAULT_EMBEDDED, log=print)
+    out = tmp_path / "repro"
+    code, text, err = run(capsys, "repro", "--scenario", scenario, "--runtime", "2.51.0", "--out", str(out))
+    assert code == 0, text + err
+    fresh = tmp_path / "fresh"
+    shutil.copytree(out, fresh, symlinks=True)
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/")}
+    proc = subprocess.run(["./run.sh", "--work", str(tmp_path / "work")], cwd=fresh, env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert proc.returncode == 0 and f"verdict: {verdict}" in proc.stdout, proc.stdout + proc.stderr
+    readme = (out / "README.md").read_text()
+    assert str(out) not in readme and str(tmp_path) not in readme and "## What to set" in readme
+    assert str(Path(runtime.resolve(runtime.DEFAULT_EMBEDDED).server_dir)) not in (out / "run.sh").read_text()
