@@ -32,25 +32,28 @@ def share_text(share, cpus=None) -> str:
     return f"{share:g} CPU{'' if share == 1 else 's'}" + (f" ({cpus})" if cpus else "")
 
 
-def node_title(version, engine, model, share, cpus=None) -> str:
+def node_title(version, engine, model, share, cpus=None, neighbour=None) -> str:
     text = f"Triton {version}, engine {engine}, model {model}"
-    return text if share is None else f"{text}, node share {share_text(share, cpus)}"
+    text = text if share is None else f"{text}, node share {share_text(share, cpus)}"
+    return text if neighbour is None else f"{text}, neighbour {neighbour}"
+
+
+RUN_TAGS = ("cpu_share", "cpus", "neighbour")  # the runs' columns a node's windows carry
 
 
 def with_shares(windows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """``windows`` with their run's share of the machine (``cpu_share``, ``cpus``: ``runs``'
-    columns, schema 13; None for runs stored before)."""
+    columns, schema 13; None for runs stored before) and what ran beside it (``neighbour``, schema
+    18; ``none`` for runs stored before, which ran none)."""
     w = windows.copy()
-    cols = [c for c in ("cpu_share", "cpus") if c in runs.columns]
-    for c in ("cpu_share", "cpus"):
-        if c in w.columns:
-            w = w.drop(columns=c)
+    cols = [c for c in RUN_TAGS if c in runs.columns]
+    w = w.drop(columns=[c for c in RUN_TAGS if c in w.columns])
     if cols and len(runs):
         w = w.merge(runs[["run_id", *cols]].drop_duplicates("run_id"), on="run_id", how="left")
-    for c in ("cpu_share", "cpus"):
+    for c in RUN_TAGS:
         if c not in w.columns:
             w[c] = None
-        w[c] = w[c].astype(object).where(w[c].notna(), None)
+        w[c] = w[c].astype(object).where(w[c].notna(), "none" if c == "neighbour" else None)
     return w
 
 
@@ -105,7 +108,7 @@ def points(windows: pd.DataFrame) -> pd.DataFrame:
             )
         )
     df = pd.DataFrame(out, columns=cols)
-    for col in ("instances", "cpu_share"):
+    for col in ("instances", "cpu_share", "neighbour"):
         df[col] = df[col].astype(object).where(df[col].notna(), None)
     return df
 
@@ -157,7 +160,7 @@ def plan(windows: pd.DataFrame, target: float, p99_ms: float, headroom: float = 
     df = pd.DataFrame(rows)
     if df.empty:
         return df
-    for col in ("instances", "cpu_share"):
+    for col in ("instances", "cpu_share", "neighbour"):
         df[col] = df[col].astype(object).where(df[col].notna(), None)
     df["scaling"] = None
     for _, g in df.groupby(NODE, sort=False, dropna=False):
@@ -199,7 +202,7 @@ def format_plan(df: pd.DataFrame, target: float, p99_ms: float, headroom: float)
         base = bases.get(key)
         lines += [
             "",
-            f"{node_title(*key)}:",
+            f"{node_title(key[0], key[1], key[2], key[3], neighbour=key[4])}:",
             (
                 f"  {'instances':>9} {'best point':>10} {'infer/s':>10} {'p99 us':>8} {'per inst':>9} "
                 f"{'scaling':>8} {'nodes':>6}  points met"

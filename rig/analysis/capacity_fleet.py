@@ -141,16 +141,14 @@ def _fleet_measured(nodes: pd.DataFrame, totals: pd.DataFrame, windows: pd.DataF
 
 
 def check(models: list[dict], fleets: pd.DataFrame) -> list[dict]:
-    """Each fleet run beside the prediction of the group it matches (the same Triton version,
-    engine, model, node share and instance count): the throughput of its nodes at its load (a
+    """Each fleet run beside the prediction of every group it matches (the same Triton version,
+    engine, model, node share and instance count), one row per bench neighbour (``neighbour``:
+    the node alone, or beside a burner; ``none`` first), so that which bench condition predicts the
+    fleet better shows: the throughput of its nodes at its load (a
     node's, by the group's law and by the linear baseline's interpolation, times the nodes:
     what nodes that share nothing would do) with its interval, the p99 at that load, and the
     errors in % of the prediction (measured - predicted). ``at_bound``: the fleet ran at the
     whole load the model puts at the p99 bound. A fleet no group matches is a row that says why."""
-    import numpy as np
-
-    from rig.analysis import usl
-
     rows = []
     for f in fleets.to_dict("records"):
         match = [
@@ -159,7 +157,7 @@ def check(models: list[dict], fleets: pd.DataFrame) -> list[dict]:
             if all(m[k] == f[k] for k in ("triton_version", "engine", "model", "cpu_share"))
             and (m["instances"] is None or f["instances"] is None or m["instances"] == f["instances"])
         ]
-        row = {**f, "group": None, "why": None}
+        row = {**f, "group": None, "why": None, "neighbour": None}
         if not match:
             row["why"] = (
                 "no bench sweep of the same Triton version, engine, model, node share and instances"
@@ -168,39 +166,51 @@ def check(models: list[dict], fleets: pd.DataFrame) -> list[dict]:
             )
             rows.append(row)
             continue
-        m = match[0]
-        load, n = f["load"], f["nodes"]
-        law = m["fit"]
-        per_usl = float(law.at(load)) if law is not None and load else None
-        band = usl.interval([float(usl.throughput(load, *b["params"])) for b in m["boot"] if b["params"]])
-        per_lin = float(np.interp(load, m["loads"], m["throughput"])) if load else None
-        p99, p99_how = tail.p99_at(m.get("tail"), load, m["loads"], m["p99_us"]) if load else (None, None)
-        lin_band, p99_band = _bands(m, load)
-        whole = math.floor(m["load"] + 1e-9) if m["load"] else None
-
-        def err(measured, predicted):
-            return None if measured is None or not predicted else (measured - predicted) / predicted * 100
-
-        row.update(
-            group=m,
-            by=m["by"],
-            predicted_usl=n * per_usl if per_usl else None,
-            predicted_usl_ci=tuple(n * v for v in band) if band[0] is not None else (None, None),
-            predicted_linear=n * per_lin if per_lin else None,
-            predicted_p99_us=p99,
-            error_usl_pct=err(f["throughput"], n * per_usl if per_usl else None),
-            error_linear_pct=err(f["throughput"], n * per_lin if per_lin else None),
-            predicted_linear_ci=tuple(n * v for v in lin_band) if lin_band[0] is not None else (None, None),
-            predicted_p99_ci=p99_band,
-            predicted_p99_how=p99_how,
-            error_p99_pct=err(f["p99_us"], p99 if p99 is not None and math.isfinite(p99) else None),
-            within_bound=f["p99_us"] is not None and f["p99_us"] <= m["p99_ms"] * 1000,
-            at_bound=whole is not None and whole >= 1 and abs(load - whole) < 1e-9,
-            extrapolated=law is not None and load is not None and not law.n_min <= load <= law.n_max,
-        )
-        row.update(_covered(row))
-        rows.append(row)
+        by_neighbour: dict = {}
+        for m in match:  # the first sweep of each neighbour
+            by_neighbour.setdefault(m.get("neighbour"), m)
+        for nb in sorted(by_neighbour, key=lambda v: (v not in (None, "none"), str(v))):
+            rows.append(_predicted({**row, "neighbour": nb}, f, by_neighbour[nb]))
     return rows
+
+
+def _predicted(row: dict, f: dict, m: dict) -> dict:
+    """A fleet's row (``row``, from ``f``) with what group ``m`` predicted for it, and its errors."""
+    import numpy as np
+
+    from rig.analysis import usl
+
+    load, n = f["load"], f["nodes"]
+    law = m["fit"]
+    per_usl = float(law.at(load)) if law is not None and load else None
+    band = usl.interval([float(usl.throughput(load, *b["params"])) for b in m["boot"] if b["params"]])
+    per_lin = float(np.interp(load, m["loads"], m["throughput"])) if load else None
+    p99, p99_how = tail.p99_at(m.get("tail"), load, m["loads"], m["p99_us"]) if load else (None, None)
+    lin_band, p99_band = _bands(m, load)
+    whole = math.floor(m["load"] + 1e-9) if m["load"] else None
+
+    def err(measured, predicted):
+        return None if measured is None or not predicted else (measured - predicted) / predicted * 100
+
+    row.update(
+        group=m,
+        by=m["by"],
+        predicted_usl=n * per_usl if per_usl else None,
+        predicted_usl_ci=tuple(n * v for v in band) if band[0] is not None else (None, None),
+        predicted_linear=n * per_lin if per_lin else None,
+        predicted_p99_us=p99,
+        error_usl_pct=err(f["throughput"], n * per_usl if per_usl else None),
+        error_linear_pct=err(f["throughput"], n * per_lin if per_lin else None),
+        predicted_linear_ci=tuple(n * v for v in lin_band) if lin_band[0] is not None else (None, None),
+        predicted_p99_ci=p99_band,
+        predicted_p99_how=p99_how,
+        error_p99_pct=err(f["p99_us"], p99 if p99 is not None and math.isfinite(p99) else None),
+        within_bound=f["p99_us"] is not None and f["p99_us"] <= m["p99_ms"] * 1000,
+        at_bound=whole is not None and whole >= 1 and abs(load - whole) < 1e-9,
+        extrapolated=law is not None and load is not None and not law.n_min <= load <= law.n_max,
+    )
+    row.update(_covered(row))
+    return row
 
 
 def _bands(m: dict, load) -> tuple[tuple, tuple]:
@@ -246,19 +256,30 @@ def _covered(row: dict) -> dict:
     }
 
 
+# the error each figure's coverage averages: the chosen model's, for throughput
+_ERROR = {
+    "throughput": lambda c: "error_usl_pct" if c.get("by") == "usl" else "error_linear_pct",
+    "p99": lambda c: "error_p99_pct",
+}
+
+
 def coverage(checked: list[dict]) -> dict:
-    """Over the fleets checked against a prediction: for throughput and for p99, how many fell inside
-    the predicted interval, how many within ``NEAR`` of the prediction, and the fleets that did
-    neither ({figure: {checked, inside, near, missed: [run_id, ...]}})."""
+    """Over the fleets checked against a prediction (pass one neighbour's rows: a fleet has one
+    row per bench neighbour): for throughput and for p99, how many fell inside the predicted
+    interval, how many within ``NEAR`` of the prediction, the fleets that did neither, and the
+    mean unsigned error in % ({figure: {checked, inside, near, missed: [run_id, ...],
+    mean_error}})."""
     rows = [c for c in checked if c.get("group") is not None]
     out = {}
     for fig in ("throughput", "p99"):
         judged = [c for c in rows if c.get(f"{fig}_inside") is not None or c.get(f"{fig}_near") is not None]
+        errors = [abs(e) for c in judged if (e := c.get(_ERROR[fig](c))) is not None]
         out[fig] = {
             "checked": len(judged),
             "inside": sum(bool(c[f"{fig}_inside"]) for c in judged),
             "near": sum(bool(c[f"{fig}_near"]) for c in judged),
             "missed": [c["run_id"] for c in judged if not c[f"{fig}_inside"] and not c[f"{fig}_near"]],
+            "mean_error": sum(errors) / len(errors) if errors else None,
         }
     return out
 

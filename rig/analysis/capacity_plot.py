@@ -33,7 +33,7 @@ def figure(
     fig, axes = plt.subplots(rows, 4, figsize=(20, 4.2 * rows), squeeze=False)
     for row, m in zip(axes, models):
         a, b, c, d = row
-        name = node_title(m["triton_version"], m["engine"], m["model"], m["cpu_share"], m["cpus"])
+        name = node_title(m["triton_version"], m["engine"], m["model"], m["cpu_share"], m["cpus"], m.get("neighbour"))
         if m["instances"] is not None:
             name += f", {m['instances']} inst."
         n, x = m["repeats"]

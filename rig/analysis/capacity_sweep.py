@@ -1,5 +1,5 @@
 """A bench sweep as `rig capacity` reads it: the rig's measured windows of each group (version,
-engine, model, node share, instances), one row per repeat (a run's cycle at a load), and the
+engine, model, node share, neighbour, instances), one row per repeat (a run's cycle at a load), and the
 repeats as arrays (``Sweep``) that a bootstrap resamples: whole runs first, where the group was
 swept by more than one run (runs taken at different times differ by more than their repeats do),
 then each run's repeats at each load.
@@ -14,8 +14,8 @@ import pandas as pd
 
 from rig.common import hdr
 
-GROUP = ["triton_version", "engine", "model", "cpu_share", "instances"]
-NODE = GROUP[:4]  # what a node is: version, engine, model and its share of a machine
+GROUP = ["triton_version", "engine", "model", "cpu_share", "neighbour", "instances"]
+NODE = GROUP[:5]  # what a node is: version, engine, model, its share of a machine and what ran beside it
 
 
 def norm_key(key) -> tuple:
@@ -35,7 +35,7 @@ def measured_windows(windows: pd.DataFrame) -> pd.DataFrame:
         return w
     w["point"] = _point(w)
     w = w[w["point"].notna()]
-    for col in ("instances", "cpu_share"):
+    for col in ("instances", "cpu_share", "neighbour"):
         if col not in w:
             w[col] = None
         w[col] = w[col].astype(object).where(w[col].notna(), None)

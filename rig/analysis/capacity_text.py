@@ -220,26 +220,35 @@ def _more_needed(m: dict, wide: list[float], law: dict | None) -> str:
 
 
 def format_check(checked: list[dict], p99_ms: float) -> str:
-    """The fleet runs beside their predictions, with the errors in % of the prediction."""
+    """The fleet runs beside their predictions, with the errors in % of the prediction: each fleet
+    against every bench sweep of its node, whatever ran beside that sweep (each labelled with its
+    neighbour)."""
     out = [f"checked against measured fleets (p99 <= {p99_ms:g} ms; error = (measured - predicted) / predicted):"]
+    shown = None
     for c in checked:
         share = share_text(c["cpu_share"])
         cpus = f" ({c['cpus']})" if c["cpus"] else ""
-        head = (
-            f"  fleet {c['run_id']}: {c['nodes']} node(s){cpus}, Triton "
-            f"{c['triton_version']}, engine {c['engine']}, model {c['model']}, node share {share}, "
-            f"{c['users']} user(s) = load {_f(c['load'], '{:g}')} a node, {c['rounds']} round(s)"
-        )
+        if c["run_id"] != shown:
+            shown = c["run_id"]
+            out.append(
+                f"  fleet {c['run_id']}: {c['nodes']} node(s){cpus}, Triton "
+                f"{c['triton_version']}, engine {c['engine']}, model {c['model']}, node share {share}, "
+                f"{c['users']} user(s) = load {_f(c['load'], '{:g}')} a node, {c['rounds']} round(s)"
+            )
         if c["group"] is None:
-            out += [head, f"    not checked: {c['why']}"]
+            out.append(f"    not checked: {c['why']}")
             continue
+        mark = ""
         if c["at_bound"]:
-            head += (
+            mark = (
                 " [the load the model puts at the bound]"
                 if c["group"]["how"] == "within"
                 else " [the largest load swept: the sweep never reached the bound]"
             )
-        out.append(head)
+        if c.get("neighbour") is None:
+            out[-1] += mark
+        else:
+            out.append(f"    predicted by the bench sweep with neighbour {c['neighbour']}{mark}:")
         out.append(_fleet_throughput(c))
         out.append(
             f"    p99: measured {_f(c['p99_us'])} us; predicted {_ci(c['predicted_p99_us'], c['predicted_p99_ci'])} us "
@@ -247,7 +256,9 @@ def format_check(checked: list[dict], p99_ms: float) -> str:
             "the bound "
             f"{'met' if c['within_bound'] else 'NOT met'}"
         )
-    out.extend(_coverage_lines(checked))
+    neighbours = list(dict.fromkeys(c.get("neighbour") for c in checked if c["group"] is not None))
+    for nb in neighbours or [None]:
+        out.extend(_coverage_lines([c for c in checked if c.get("neighbour") == nb], nb))
     return "\n".join(out)
 
 
@@ -269,20 +280,23 @@ def _fleet_throughput(c: dict) -> str:
     return x + (_inside(c["throughput_inside"]) + f" ({'USL' if c['by'] == 'usl' else 'linear baseline'}'s)")
 
 
-def _coverage_lines(checked: list[dict]) -> list[str]:
-    """How many fleets the predictions covered: inside the 95 % interval, or within 10 %."""
+def _coverage_lines(checked: list[dict], neighbour: str | None = None) -> list[str]:
+    """How many fleets the predictions (of the sweeps with ``neighbour``) covered: inside the 95 %
+    interval, or within 10 %; and their mean error, unsigned."""
     from rig.analysis.capacity_fleet import NEAR, coverage
 
     got = coverage(checked)
     if not got["throughput"]["checked"] and not got["p99"]["checked"]:
         return []
-    out = [f"  coverage (a fleet is covered inside the 95 % interval or within {NEAR:.0%} of the prediction):"]
+    by = "" if neighbour is None else f" of the bench sweeps with neighbour {neighbour}"
+    out = [f"  coverage{by} (a fleet is covered inside the 95 % interval or within {NEAR:.0%} of the prediction):"]
     for fig, name in (("throughput", "throughput"), ("p99", "p99")):
         g = got[fig]
         missed = f"; not covered: {', '.join(g['missed'])}" if g["missed"] else ""
+        mean = f"; mean |error| {g['mean_error']:.1f} %" if g.get("mean_error") is not None else ""
         out.append(
             f"    {name}: {g['inside']} of {g['checked']} fleet(s) inside the interval, {g['near']} of "
-            f"{g['checked']} within {NEAR:.0%}{missed}"
+            f"{g['checked']} within {NEAR:.0%}{mean}{missed}"
         )
     return out
 

@@ -1,6 +1,6 @@
 """`rig capacity RESULTS --target-throughput N --p99-ms X`: from the bench sweeps a results folder
 holds, the most throughput a node sustains with p99 under the bound (per Triton version, engine,
-model, node share and instance count), a scaling model fitted to the sweep (the Universal
+model, node share, neighbour and instance count), a scaling model fitted to the sweep (the Universal
 Scalability Law, with bootstrap intervals over the repeats, beside the linear baseline), and the
 nodes each target needs with headroom, with its interval. `--check` compares the predictions with
 the measured `rig fleet` runs in the store. Exit 0 with a plain statement where no point met the
@@ -16,14 +16,14 @@ def add_parser(sub) -> None:
     p = sub.add_parser(
         "capacity",
         help="nodes needed for a throughput under a p99 bound, from bench sweeps",
-        description="From `rig bench` sweeps (the rig's windows; --instances 1,2,4 sweeps "
-        "instance counts; --cpus holds a node to a share of the machine): per Triton version, engine, "
-        "model, node share and instance count, the best point whose p99 (merged histograms of its "
-        "repeats) stays within --p99-ms without errors; the Universal Scalability Law fitted to the "
-        "sweep with bootstrap intervals over the repeats; and the nodes --target-throughput needs "
-        "when each node runs at (1 - headroom) of its throughput at the bound, with an interval, by "
-        "the model that fits (the USL, or the linear baseline). --check compares the predictions "
-        "with the `rig fleet` runs in the store.",
+        description="From `rig bench` sweeps (the rig's windows; --instances 1,2,4 sweeps instance counts; "
+        "--cpus holds a node to a share of the machine, --neighbour runs it beside a busy neighbour): per Triton "
+        "version, engine, model, node share, neighbour and instance count, the best point whose p99 (merged "
+        "histograms of its repeats) stays within --p99-ms without errors; the Universal Scalability Law fitted "
+        "to the sweep with bootstrap intervals over the repeats; and the nodes --target-throughput needs when "
+        "each node runs at (1 - headroom) of its throughput at the bound, with an interval, by the model that "
+        "fits (the USL, or the linear baseline). --check compares the predictions with the `rig fleet` runs "
+        "in the store.",
     )
     p.add_argument("results", help="results folder (the --results of rig bench, and of rig fleet for --check)")
     p.add_argument(
@@ -51,7 +51,8 @@ def add_parser(sub) -> None:
         "--check",
         action="store_true",
         help="compare each prediction with the measured `rig fleet` runs in RESULTS of the same Triton "
-        "version, engine, model and node share: throughput and p99 at the fleet's load, errors in %%",
+        "version, engine, model and node share (every bench neighbour's, each labelled): throughput and p99 "
+        "at the fleet's load, errors in %%",
     )
     p.add_argument(
         "--bootstrap",
@@ -151,14 +152,15 @@ def run(args) -> int:
     for m in models:
         print()
         print(
-            capacity.node_title(m["triton_version"], m["engine"], m["model"], m["cpu_share"], m["cpus"])
+            capacity.node_title(m["triton_version"], m["engine"], m["model"], m["cpu_share"], m["cpus"], m["neighbour"])
             + (f", {m['instances']} instance(s)" if m["instances"] is not None else "")
             + ":"
         )
         print(capacity_text.format_model(m, goals, args.headroom, laws[id(m)]))
     for law in capacity.instance_laws(models):
         print()
-        print(capacity.node_title(*(law[k] for k in capacity_sweep.NODE)) + ", across instance counts:")
+        version, engine, model, share, beside = (law[k] for k in capacity_sweep.NODE)
+        print(capacity.node_title(version, engine, model, share, neighbour=beside) + ", across instance counts:")
         print(capacity_text.format_instance_law(law))
     if args.check:
         print()

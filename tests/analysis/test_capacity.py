@@ -265,7 +265,7 @@ def test_windows_carry_their_runs_share_and_groups_are_per_share(tmp_path):
     plan = capacity.plan(w, target=10_000, p99_ms=1.0)
     assert sorted((r.cpu_share, round(r.throughput)) for r in plan.itertuples()) == [(1.0, 5000), (2.0, 9000)]
     text = capacity.format_plan(plan, 10_000, 1.0, 0.3)
-    assert "node share 1 CPU:" in text and "node share 2 CPUs:" in text
+    assert "node share 1 CPU, neighbour none:" in text and "node share 2 CPUs, neighbour none:" in text
 
 
 def _fleet(store, run_id, nodes, users, rounds, per_node_tput, p99_lat, share=1.0, version="2.51.0", window_s=5.0):
@@ -545,7 +545,7 @@ def test_check_reports_whether_each_fleet_fell_inside_and_the_coverage(fleet_sto
     assert got["throughput"]["checked"] == 2 and "F9" in got["throughput"]["missed"]
     assert got["p99"]["checked"] == 2 and "F9" in got["p99"]["missed"]
     text = capacity_text.format_check(checked, 2.0)
-    assert "OUTSIDE the interval" in text and "coverage (a fleet is covered" in text
+    assert "OUTSIDE the interval" in text and "coverage of the bench sweeps with neighbour none (a fleet is covered" in text
     assert "throughput: " in text and "not covered: " in text and "F9" in text.split("coverage")[1]
 
 
@@ -555,3 +555,49 @@ def test_a_target_whose_interval_spans_more_than_a_factor_of_two_asks_for_more_m
     text = capacity_text.format_model(m, [200_000], 0.3, None)
     assert "how sure: the interval spans more than a factor of two for 200,000 infer/s" in text, text
     assert "rig fleet at 3 and 4 nodes" in text
+
+
+# ---------------------------------------------------------------- a node under a neighbour (runs.neighbour, schema 18)
+
+
+def test_sweeps_under_different_neighbours_are_groups_apart_and_say_which(tmp_path):
+    """A node alone and the same node beside a burner are two groups, each title naming its
+    neighbour; a run stored before schema 18 (no neighbour recorded) ran none."""
+    store = Store(tmp_path)
+    old = _runs_row("b0", share=1.0, cpus="0")
+    burn = dataclasses.replace(_runs_row("b2", share=1.0, cpus="0"), neighbour="burn:30")
+    store.write("runs", [old, burn], "2.51.0", "r")
+    store.write("windows", _sweep(1, {1: (5000, 200)}, run_id="b0") + _sweep(1, {1: (3500, 300)}, run_id="b2"),
+                "2.51.0", "w")
+    w = capacity.with_shares(store.read("windows"), store.read("runs"))
+    assert set(w["neighbour"]) == {"none", "burn:30"}
+    plan = capacity.plan(w, target=10_000, p99_ms=1.0)
+    assert sorted((r.neighbour, round(r.throughput)) for r in plan.itertuples()) == [("burn:30", 3500), ("none", 5000)]
+    text = capacity.format_plan(plan, 10_000, 1.0, 0.3)
+    assert "node share 1 CPU, neighbour none:" in text and "node share 1 CPU, neighbour burn:30:" in text
+    models = capacity.model(w, 1.0, n_boot=0)
+    assert sorted(m["neighbour"] for m in models) == ["burn:30", "none"]
+
+
+def test_check_puts_each_fleet_beside_every_neighbours_sweep_labelled(fleet_store):
+    """One fleet, two sweeps of its node (alone, and beside burn:30, 30 % slower): the fleet is checked
+    against both, each row and coverage line labelled with its neighbour, none first."""
+    fleet_store.write("runs", [dataclasses.replace(_runs_row("b3", share=1.0, cpus="0"), neighbour="burn:30")],
+                      "2.51.0", "run-b3")
+    fleet_store.write("windows", _usl_sweep(run_id="b3", law=(LAW[0] * 0.7, LAW[1], LAW[2]), seed=5), "2.51.0", "b3")
+    runs, windows = fleet_store.read("runs"), fleet_store.read("windows")
+    bench = windows[windows["run_id"].isin(["b1", "b3"])]
+    models = capacity.model(capacity.with_shares(bench, runs), 2.0, n_boot=50)
+    checked = capacity_fleet.check(models, capacity_fleet.fleet_runs(fleet_store.read("fleet"), runs, windows))
+    assert [(c["run_id"], c["neighbour"]) for c in checked] == [("F1", "none"), ("F1", "burn:30")]
+    alone, burnt = checked
+    assert alone["group"]["neighbour"] == "none" and burnt["group"]["neighbour"] == "burn:30"
+    assert burnt["predicted_linear"] < alone["predicted_linear"]
+    text = capacity_text.format_check(checked, 2.0)
+    assert text.count("fleet F1:") == 1
+    assert "predicted by the bench sweep with neighbour none" in text
+    assert "predicted by the bench sweep with neighbour burn:30" in text
+    assert "coverage of the bench sweeps with neighbour none" in text and "of the bench sweeps with neighbour burn:30" in text
+    assert "mean |error|" in text
+    for m in models:  # each neighbour's node law from its own rows only
+        assert capacity_fleet.node_law(checked, m)["nodes"] == [2]
