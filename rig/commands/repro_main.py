@@ -9,6 +9,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from rig.commands.repro_capi import Core, TritonError
-from rig.commands.repro_env import crash_recorder, ensure_environment, stub_environment, stubs_alive
+from rig.commands.repro_env import crash_recorder, ensure_environment, stub_environment, stubs, stubs_alive
 from rig.commands.repro_evidence import (
     admits,
     exit_aborts,
@@ -332,6 +333,11 @@ def reproduce(args: argparse.Namespace) -> int:
         _stop(run, targets)
     ok = _verdict(run, _findings(run))
     _delete(run)
+    left = stubs()
+    for pid in left:  # a stub the stop left behind outlives this process (and holds its output) otherwise
+        os.kill(pid, signal.SIGKILL)
+    if left:
+        run.report.append(f"{len(left)} stub(s) still running at the end, killed (SIGKILL): {sorted(left)}")
     run.report.append(f"work folder: {run.work} (triton.log, evidence.jsonl, result.json)")
     return 0 if ok else 1
 
