@@ -221,9 +221,11 @@ def _soak(tmp_path, name, *extra, runtime=None):
 
 
 @pytest.mark.slow
+# One older core (2.48.0) through retained-array; stub-exits there took 127 s of CI's 30 minutes and is a
+# cell of the conformance table on every core (rig matrix --scenarios all).
 @pytest.mark.parametrize("name, runtime", [("retained-response", None), ("stub-exits", None),
                                            ("finalize-raises", None), ("retained-array", "0.5.10"),
-                                           ("stub-exits", "0.5.10"), ("sender-kept", None)])
+                                           ("sender-kept", None)])
 def test_scenario_gives_its_verdicts_three_cycles_of_three_and_its_control_is_clean(tmp_path, name, runtime):
     s = scenarios.get(name)
     got = _soak(tmp_path / "on", name, runtime=runtime)
