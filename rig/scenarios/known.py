@@ -186,7 +186,8 @@ def accept(
             )
             continue
         run_ids = sorted({str(r["run_id"]) for r in rows})
-        current[key] = _still_racing(current.get(key), top, len(verdicts), run_ids) or Known(
+        per_run = Counter(str(r["run_id"]) for r in rows)
+        current[key] = _still_racing(current.get(key), top, per_run) or Known(
             *top, cycles=len(verdicts), run_id=",".join(run_ids)
         )
         written += 1
@@ -194,17 +195,21 @@ def accept(
     return written, left_out
 
 
-def _still_racing(old: Known | None, top: tuple[str, str, str], cycles: int, run_ids: list[str]) -> Known | None:
+def _still_racing(old: Known | None, top: tuple[str, str, str], per_run: Counter) -> Known | None:
     """A cell known to race (intermittent) stays known so when a new run's cycles fell within its
     alternatives, or named more of them: three cycles on one side of a race do not narrow it. The
-    record then holds both runs' alternatives, cycles and run ids. None: the new run replaces it
-    (the cell was not racing, or gave a verdict its alternatives never named: it changed)."""
+    record then holds both runs' alternatives, cycles and run ids; a run it already names adds no
+    cycles (the same results accepted again). ``per_run``: the cell's cycles per run id. None: the
+    new run replaces it (the cell was not racing, or gave a verdict its alternatives never named: it
+    changed)."""
     fields = (old.lifecycle, old.load, old.growth) if old else ()
     if not intermittent(fields) or not admits(fields[0], top[0].split(ANY)[0]):
         return None
     merged = [ANY.join(dict.fromkeys(str(f).split(ANY) + str(t).split(ANY))) for f, t in zip(fields, top)]
-    ids = ",".join(dict.fromkeys(old.run_id.split(",") + run_ids))
-    return Known(*merged, cycles=old.cycles + cycles, run_id=ids)
+    seen = old.run_id.split(",")
+    ids = ",".join(dict.fromkeys(seen + sorted(per_run)))
+    added = sum(n for run_id, n in per_run.items() if run_id not in seen)
+    return Known(*merged, cycles=old.cycles + added, run_id=ids)
 
 
 def reread(cycles, path: str | Path | None = None) -> tuple[int, int]:

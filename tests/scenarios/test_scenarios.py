@@ -185,6 +185,11 @@ def test_a_racing_cell_is_not_narrowed_by_a_run_that_fell_on_one_side(tmp_path):
     known.accept(run(("exit_timeout",) * 3, "r2"), path)
     k = known.lookup("execute-raises", False, "batched", "tritonserver", "2.60.0", path)
     assert k.verdicts == ("clean|exit_timeout", "errors") and k.cycles == 6 and k.run_id == "r1,r2"
+    # the same results accepted again (a store that holds r1 and r2): no cycle counted twice
+    known.accept(run(("exit_timeout", "clean", "clean"), "r1") + run(("exit_timeout",) * 3, "r2"), path,
+                 intermittent_ok=True)
+    k = known.lookup("execute-raises", False, "batched", "tritonserver", "2.60.0", path)
+    assert k.verdicts == ("clean|exit_timeout", "errors") and k.cycles == 6 and k.run_id == "r1,r2"
     known.accept(run(("stub_crashed",) * 3, "r3"), path)
     k = known.lookup("execute-raises", False, "batched", "tritonserver", "2.60.0", path)
     assert k.verdicts == ("stub_crashed", "errors") and k.cycles == 3 and k.run_id == "r3"
