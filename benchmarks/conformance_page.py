@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from rig.analysis import conformance as cf  # noqa: E402
+from rig.analysis import conformance_changes as cfc  # noqa: E402
 from rig.analysis import conformance_text as cft  # noqa: E402
 from rig.common.errors import RigError  # noqa: E402
 
@@ -167,7 +168,7 @@ def _table(store, known_path):
     kept = Store.open(store)
     cycles = kept.read("cycles", columns=[*columns, "date"])
     table = cf.build(cycles, known_path, windows=kept.read("windows", columns=["run_id", "cycle", "batch_sizes"]),
-                     bisects=cf.decided_bisects(kept.read("bisect")))
+                     bisects=cfc.decided_bisects(kept.read("bisect")))
     if not table.cells:
         raise RigError(f"{store} holds no scenario cycles")
     return cycles, table

@@ -3,7 +3,7 @@ differ between two cores, per API and model shape, scenario and control.
 
 ``upgrade`` compares the cells of one Triton version (``--from``) with those of another (``--to``):
 each (API, shape, scenario, control) run on both whose verdicts (the cells' majority, and the
-readiness a dead stub left: ``conformance.same_cell``) differ is a row, with the core in between
+readiness a dead stub left: ``conformance_changes.same_cell``) differ is a row, with the core in between
 where it first changed (walking the cores run in version order, from ``--from`` towards ``--to``)
 and the releases of that gap that were not run; cells run on one side only are listed apart.
 ``rig.analysis.conformance_diff_text`` renders it (``to_markdown``: ``rig report --conformance R
@@ -16,7 +16,8 @@ import dataclasses
 import re
 
 from rig.analysis import conformance
-from rig.analysis.conformance import API_NAMES, Cell, same_cell, version_key
+from rig.analysis.conformance import API_NAMES, Cell, version_key
+from rig.analysis.conformance_changes import bisected, same_cell
 from rig.build.identity import is_variant
 from rig.build.releases import BRANCHES
 from rig.common.errors import RigError
@@ -36,7 +37,7 @@ class Row:
     last_same: Cell  # the core walked just before ``changed`` (``before`` itself where adjacent)
     gap: tuple[str, ...]  # the releases between ``last_same`` and ``changed`` with no cycle of this row
     settled: Cell | None = None  # where it moved twice: the first core from which every one walked gives ``after``'s
-    bisected: str | None = None  # the commit a decided bisection named for the change (conformance.bisected)
+    bisected: str | None = None  # the commit a decided bisection named for the change (conformance_changes.bisected)
 
     @property
     def key(self) -> tuple[str, str, str, bool]:
@@ -230,7 +231,7 @@ def _api(engine: str, cells: list[Cell], src: str, dst: str, known: list[str], b
                 last,
                 tuple(reversed(gap)) if down else tuple(gap),
                 None if settled is changed else settled,
-                conformance.bisected(bisects, key[1], key[2], engine, key[0], a, b),
+                bisected(bisects, key[1], key[2], engine, key[0], a, b),
             )
         )
     return Api(engine, compared, tuple(rows), tuple(only_before), tuple(only_after))

@@ -16,6 +16,7 @@ import pandas as pd
 
 from rig.analysis import (
     conformance,
+    conformance_changes,
     conformance_diff,
     conformance_diff_text,
     conformance_text,
@@ -308,7 +309,7 @@ def bisects_of(root: str | None) -> tuple[dict, ...]:
     from rig.store import Store
 
     try:
-        return conformance.decided_bisects(Store(root).read("bisect"))
+        return conformance_changes.decided_bisects(Store(root).read("bisect"))
     except (RigError, OSError):
         return ()
 

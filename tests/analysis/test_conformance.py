@@ -24,6 +24,7 @@ import pytest
 
 from helpers import ROOT
 from rig.analysis import conformance as cf
+from rig.analysis import conformance_changes as cfc
 from rig.analysis import conformance_text as cft
 from rig.cli import main
 
@@ -126,7 +127,7 @@ def test_changed_in_names_every_core_whose_verdicts_differ_from_the_one_before()
                    _cycles("leaks-memory", "2.51.0", growth="not_measured"),
                    _cycles("leaks-memory", "2.44.0", growth="ok", engine="tritonserver"),
                    _cycles("leaks-memory", "2.48.0", growth="leaking", engine="tritonserver"))
-    changes = cf.changed_in(cf.cells(frame))
+    changes = cfc.changed_in(cf.cells(frame))
     # a change between two cores with releases between them not run is dated as the span it may be in
     assert changes[("execute-raises", False, "capi", "unbatched")] == ["2.49.0…2.51.0"]
     assert changes[("stub-exits", False, "capi", "unbatched")] == ["2.45.0…2.48.0", "2.49.0…2.51.0"]
@@ -187,7 +188,7 @@ def test_cycles_on_either_side_of_a_known_race_are_no_change(tmp_path):
                                                                "not_measured", n=2),
                    _cycles("metrics-reload", "2.62.0", run_id="r2"), _cycles("metrics-reload", "2.63.0"),
                    _cycles("metrics-reload", "2.64.0", "aborted_at_exit"))
-    assert cf.changed_in(cf.cells(frame, known))[("metrics-reload", False, "capi", "unbatched")] == ["2.64.0"]
+    assert cfc.changed_in(cf.cells(frame, known))[("metrics-reload", False, "capi", "unbatched")] == ["2.64.0"]
 
 
 def test_a_readiness_fix_is_a_change_though_the_verdicts_hold():
@@ -202,7 +203,7 @@ def test_a_readiness_fix_is_a_change_though_the_verdicts_hold():
                    _cycles("ready-stub-dead", "2.72.0", "finalize_missing"))
     cells = {c.triton_version: c for c in cf.cells(frame)}
     assert cells["2.67.0"].probed == "server ready, model not ready" and cells["2.72.0"].probed is None
-    assert cf.changed_in(cells.values())[("ready-stub-dead", False, "capi", "unbatched")] == ["2.61.0…2.67.0",
+    assert cfc.changed_in(cells.values())[("ready-stub-dead", False, "capi", "unbatched")] == ["2.61.0…2.67.0",
                                                                                               "2.68.0…2.70.0"]
     assert cft.mark(cells["2.60.0"]).endswith(" finalize missing")  # ready both: nothing to add
     assert "· model not ready" in cft.mark(cells["2.67.0"])
@@ -618,13 +619,13 @@ def test_a_bisection_names_the_commit_and_a_variant_is_no_release_but_says_what_
     bisects = ({"scenario": "template", "control": False, "shape": float("nan"), "engine": "capi", "good": "2.67.0",
                 "bad": "2.68.0", "component": "python_backend", "commit": "47f9e030ea1e",
                 "subject": "fix: Use Correct ptr Type to Avoid UAF (#433)"},)
-    changes = cf.changed_in(cf.cells(frame), bisects)[("template", False, "capi", "unbatched")]
+    changes = cfc.changed_in(cf.cells(frame), bisects)[("template", False, "capi", "unbatched")]
     # the variants are no releases: the series is 2.66.0, 2.67.0, 2.68.0, 2.69.0, dated by the bisection
     assert changes == ["2.68.0: python_backend 47f9e03 (#433)", "changed by 2.67.0-vf251446c74",
                        "fixed by 2.68.0-va606228022"]
-    assert cf.changed_in(cf.cells(frame))[("template", False, "capi", "unbatched")][0] == "2.68.0"
+    assert cfc.changed_in(cf.cells(frame))[("template", False, "capi", "unbatched")][0] == "2.68.0"
     # a bisection of another cell, or of releases that do not span the change, names nothing
-    assert cf.bisected(bisects, "template", True, "capi", "unbatched", "2.67.0", "2.68.0") is None
-    assert cf.bisected(bisects, "template", False, "capi", "unbatched", "2.68.0", "2.69.0") is None
+    assert cfc.bisected(bisects, "template", True, "capi", "unbatched", "2.67.0", "2.68.0") is None
+    assert cfc.bisected(bisects, "template", False, "capi", "unbatched", "2.68.0", "2.69.0") is None
     md = cft.to_markdown(cf.build(frame, bisects=bisects))
     assert "changed in [2.68.0: python_backend 47f9e03 (#433)](#" in md and "fixed by 2.68.0-va606228022](#" in md

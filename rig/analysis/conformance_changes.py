@@ -1,0 +1,114 @@
+"""Where a conformance row changed: which cores' verdicts differ from the core's before them (each
+change dated as closely as the cores run allow, and named by the commit a decided bisection found),
+and what a variant (a patched or hybrid build) does beside its release (``fixed by``, ``changed
+by``). Pure functions over ``rig.analysis.conformance.Cell``s.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import TYPE_CHECKING
+
+from rig.analysis.matrix import growth_held
+from rig.analysis.release_order import dated, version_key
+from rig.build.identity import is_variant, release_of
+from rig.contract.verdicts import NOT_MEASURED
+from rig.scenarios import catalog as scenarios
+from rig.scenarios import known as known_verdicts
+
+if TYPE_CHECKING:
+    from rig.analysis.conformance import Cell, Verdicts
+
+
+def same_verdicts(a: Verdicts, b: Verdicts) -> bool:
+    """Whether two cells' verdicts are the same: lifecycle and load equal, growth equal unless
+    either side did not measure it."""
+    return a[:2] == b[:2] and (a[2] == b[2] or NOT_MEASURED in (a[2], b[2]))
+
+
+def within_race(a: Cell, b: Cell) -> bool:
+    """Whether ``a``'s verdicts are one side of a race ``b`` is known to run (its known verdicts name
+    alternatives, ``exit_timeout|clean``, and ``a``'s are among them): three cycles on one side of a
+    known race are no change."""
+    return (
+        b.known is not None
+        and known_verdicts.intermittent(b.known)
+        and known_verdicts.holds(a.verdicts[:2], b.known[:2])
+        and growth_held(a.verdicts[2], b.known[2])
+    )
+
+
+def same_cell(a: Cell, b: Cell) -> bool:
+    """Whether two cores gave a scenario the same: its verdicts (or, where either is known to race,
+    verdicts within that race: ``within_race``), and where both asked, the same readiness once its
+    stub was dead (``Cell.probed``: a fix of readiness changes no verdict)."""
+    if not (a.probed is None or b.probed is None or a.probed == b.probed):
+        return False
+    return same_verdicts(a.verdicts, b.verdicts) or within_race(a, b) or within_race(b, a)
+
+
+def changed_in(cell_list, bisects=()) -> dict[tuple[str, bool, str, str], list[str]]:
+    """For each (scenario, control, engine, shape): the cores, in version order, whose verdicts
+    (each cell's majority; and the readiness it probed) differ from those of the core before it,
+    each dated as closely as the cores run allow (``dated``: ``2.68.0…2.70.0`` where releases
+    between the two were not run), and where a bisection found the change, by which commit
+    (``2.68.0: python_backend 47f9e03 (#433)``); empty where none differ. A variant (a patched or
+    hybrid build: ``rig.build.identity``) is no release: it is left out of the series."""
+    series: dict[tuple, list[Cell]] = {}
+    variants: dict[tuple, list[Cell]] = {}
+    for c in cell_list:
+        mine = variants if is_variant(c.triton_version) else series
+        mine.setdefault((c.scenario, c.control, c.engine, c.shape), []).append(c)
+    out: dict[tuple, list[str]] = {}
+    for key, cs in series.items():
+        cs = sorted(cs, key=lambda c: version_key(c.triton_version))
+        scenario, control, engine, shape = key
+        out[key] = []
+        for a, b in itertools.pairwise(cs):
+            if not same_cell(a, b):
+                by = bisected(bisects, scenario, control, engine, shape, a.triton_version, b.triton_version)
+                out[key].append(dated(a.triton_version, b.triton_version) + (f": {by}" if by else ""))
+    for key, vs in variants.items():
+        out.setdefault(key, []).extend(patch_effects(series.get(key, []), vs))
+    return out
+
+
+def patch_effects(releases_run: list[Cell], variants: list[Cell]) -> list[str]:
+    """What each variant (a patch, another ref) does to a row beside its release: ``fixed by V``
+    where it gives the verdicts the row had before its last change up to that release (it undoes
+    that change), ``changed by V`` where it gives others; nothing where it gives its release's."""
+    by = {c.triton_version: c for c in releases_run}
+    order = sorted(by, key=version_key)
+    out = []
+    for v in sorted(variants, key=lambda c: version_key(c.triton_version)):
+        base = by.get(release_of(v.triton_version))
+        if base is None or same_cell(v, base):
+            continue
+        # the last release before the base whose verdicts differ from the base's: before the change
+        before = [r for r in order if version_key(r) < version_key(base.triton_version) and not same_cell(by[r], base)]
+        fixed = bool(before) and same_cell(v, by[before[-1]])
+        out.append(f"{'fixed' if fixed else 'changed'} by {v.triton_version}")
+    return out
+
+
+def bisected(bisects, scenario: str, control: bool, engine: str, shape: str, a: str, b: str) -> str | None:
+    """The change between cores ``a`` and ``b`` of a row, as a decided bisection of that cell named
+    it (its releases ``good`` .. ``bad`` spanning ``a`` .. ``b``): ``python_backend 47f9e03 (#433)``;
+    None where none did."""
+    for r in bisects:
+        mine = r.get("shape") if isinstance(r.get("shape"), str) else scenarios.get(r["scenario"]).shapes[0]
+        if (r["scenario"], bool(r["control"]), r["engine"], mine) != (scenario, control, engine, shape):
+            continue
+        if version_key(r["good"]) <= version_key(a) and version_key(b) <= version_key(r["bad"]):
+            prs = " ".join(f"#{n}" for n in re.findall(r"\(#(\d+)\)", r.get("subject") or ""))
+            return f"{r['component']} {str(r['commit'])[:7]}" + (f" ({prs})" if prs else "")
+    return None
+
+
+def decided_bisects(frame) -> tuple[dict, ...]:
+    """The result rows of the decided bisections in a ``bisect`` table's frame (None: none)."""
+    if frame is None or not len(frame) or "kind" not in frame:
+        return ()
+    done = frame[(frame["kind"] == "result") & (frame["judged"] == "bad")]
+    return tuple(done.to_dict("records"))
