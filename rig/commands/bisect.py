@@ -171,6 +171,8 @@ class Bisection:
         self.bad_set: set[str] = set()
         self.bar = StepBar(sys.stdout)
         self.caveat = ""  # a component whose hybrid could not say
+        self.base, self.top = spec.good, spec.bad  # the two releases the hybrids stand between
+        self.undecided: list[str] = []  # releases between them that could not be judged
 
     # ------------------------------------------------------------------ the walk
 
@@ -193,8 +195,14 @@ class Bisection:
         g.judged, b.judged = "good", "bad"
         self._record(g)
         self._record(b)
+        inner = releases_between(s.good, s.bad)
+        if inner:  # the releases between first: a hybrid of neighbours builds where one across years may not
+            self.bar.total = 2 + math.ceil(math.log2(len(inner) + 1))
+            lo, hi, self.undecided = narrow(inner, self._release_judged)
+            self.base, self.top = lo or s.good, hi or s.bad
+            good_m, bad_m = self._release(self.base), self._release(self.top)
         moved = [c for c in _components() if good_m["commits"].get(c) != bad_m["commits"].get(c)]
-        self.bar.total = 2 + len(moved)
+        self.bar.total = len(self.steps) + len(moved)
         culprits, unbuilt = [], []
         for c in moved:
             step = self._hybrid(c, bad_m["commits"][c])
@@ -207,12 +215,12 @@ class Bisection:
         )
         if len(culprits) != 1:
             why = (
-                f"no component alone gives {s.bad}'s verdict on {s.good} ({', '.join(moved)} moved): they changed it "
-                "together"
+                f"no component alone gives {self.top}'s verdict on {self.base} ({', '.join(moved)} moved): they "
+                "changed it together"
                 if not culprits
-                else f"each of {', '.join(culprits)} alone gives {s.bad}'s verdict"
+                else f"each of {', '.join(culprits)} alone gives {self.top}'s verdict"
             )
-            return self._result(None, None, None, why, decided=False)
+            return self._result(None, None, None, self._span() + why + self.caveat, decided=False)
         c = culprits[0]
         return self._commits(c, good_m["commits"][c], bad_m["commits"][c])
 
@@ -252,8 +260,28 @@ class Bisection:
                 "a build failed or the cycles were mixed)"
             )
             return self._result(c, first, subject, why, decided=False)
-        walked = f"{len(commits)} commit(s) of {c} between the releases{self.caveat}"
-        return self._result(c, first, subject, walked, decided=True)
+        walked = f"{len(commits)} commit(s) of {c} between {self.base} and {self.top}{self.caveat}"
+        return self._result(c, first, subject, self._span() + walked, decided=True)
+
+    def _span(self) -> str:
+        """Where the releases between narrowed it, said first; empty where none lay between."""
+        s = self.spec
+        if (self.base, self.top) == (s.good, s.bad):
+            return ""
+        left = f" ({', '.join(self.undecided)} could not be judged)" if self.undecided else ""
+        return f"between releases {self.base} and {self.top} (of {s.good} to {s.bad}){left}: "
+
+    def _release_judged(self, version: str) -> str:
+        """A release between the two, built where it is not, its cell run and judged."""
+        try:
+            self._release(version)
+        except RigError as e:
+            step = Step("release", f"built-{version}", None, None, None, {}, "failed", None, f"build failed: {e}")
+            self._keep(f"built-{version}", step, time.monotonic())
+        else:
+            step = self._step("release", f"built-{version}", None, None, None)
+        self._record(step)
+        return step.judged
 
     # ------------------------------------------------------------------ steps
 
@@ -279,7 +307,7 @@ class Bisection:
         key = runtime or f"{component}@{commit}"
         if key in self.done:
             return Step(**self.done[key])
-        what = runtime or f"{self.spec.good} with {component} at {str(commit)[:8]}"
+        what = runtime or f"{self.base} with {component} at {str(commit)[:8]}"
         self.bar.start(f"{kind}: {what}")
         t0 = time.monotonic()
         if runtime is None:
@@ -288,7 +316,7 @@ class Bisection:
             try:
                 m = build(
                     Request(
-                        version=self.spec.good,
+                        version=self.base,
                         sources=self.spec.sources,
                         refs={str(component): str(commit)},
                         jobs=self.spec.jobs,
@@ -403,6 +431,40 @@ class Bisection:
         for line in lines:
             self.out(line)
         return Exit.OK if decided else Exit.FAILED
+
+
+def releases_between(good: str, bad: str) -> list[str]:
+    """The releases built from source here strictly between ``good`` and ``bad``, oldest first."""
+    from rig.analysis.release_order import version_key
+    from rig.build.releases import RELEASES
+
+    lo, hi = version_key(good), version_key(bad)
+    return sorted((v for v in RELEASES if lo < version_key(v) < hi), key=version_key)
+
+
+def narrow(inner: list[str], judge: Callable[[str], str]) -> tuple[str | None, str | None, list[str]]:
+    """The releases ``inner`` (between the good and the bad one, oldest first) bisected by
+    ``judge(version)`` (good, bad, or anything else: not judged, skipped): (the last good, the
+    first bad, those between them that could not be judged). None: the good (bad) release itself."""
+    lo, hi = -1, len(inner)
+    skipped: set[int] = set()
+    while True:
+        left = [i for i in range(lo + 1, hi) if i not in skipped]
+        if not left:
+            break
+        mid = left[len(left) // 2]
+        got = judge(inner[mid])
+        if got == "bad":
+            hi = mid
+        elif got == "good":
+            lo = mid
+        else:
+            skipped.add(mid)
+    return (
+        inner[lo] if lo >= 0 else None,
+        inner[hi] if hi < len(inner) else None,
+        [inner[i] for i in range(lo + 1, hi)],
+    )
 
 
 def _components() -> tuple[str, ...]:

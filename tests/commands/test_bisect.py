@@ -51,3 +51,28 @@ def test_the_commits_walked_are_the_bad_releases_first_parents_not_the_goods(tmp
     assert all(len(c) == 40 and subject for c, subject in commits)
     assert any("(#473)" in subject for _, subject in commits)  # core#473, dated 2.68.0 in the table
     assert first_parent(mirror, bad, bad) == []
+
+
+def test_the_releases_between_are_the_ones_built_here_oldest_first():
+    from rig.commands.bisect import releases_between
+
+    assert releases_between("2.57.0", "2.62.0") == ["2.58.0", "2.59.0", "2.59.1", "2.60.0", "2.61.0"]
+    assert releases_between("2.67.0", "2.68.0") == []
+
+
+def test_the_releases_between_are_bisected_down_to_two_neighbours_a_release_not_judged_skipped():
+    from rig.commands.bisect import narrow
+
+    inner = ["2.58.0", "2.59.0", "2.59.1", "2.60.0", "2.61.0"]
+    asked: list[str] = []
+
+    def changed_in_260(v, broken=()):
+        asked.append(v)
+        return "failed" if v in broken else ("bad" if v >= "2.60.0" else "good")
+
+    assert narrow(inner, changed_in_260) == ("2.59.1", "2.60.0", [])
+    assert len(asked) == 3  # log2 of 6 spans, not every release
+    assert narrow(inner, lambda v: changed_in_260(v, broken={"2.59.1"})) == ("2.59.0", "2.60.0", ["2.59.1"])
+    assert narrow(inner, lambda v: "bad") == (None, "2.58.0", [])  # changed in the first: the good release is base
+    assert narrow(inner, lambda v: "good") == ("2.61.0", None, [])
+    assert narrow([], lambda v: "bad") == (None, None, [])
