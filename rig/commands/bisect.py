@@ -195,6 +195,8 @@ class Bisection:
         g.judged, b.judged = "good", "bad"
         self._record(g)
         self._record(b)
+        from rig.commands.bisect_span import narrow, releases_between
+
         inner = releases_between(s.good, s.bad)
         if inner:  # the releases between first: a hybrid of neighbours builds where one across years may not
             self.bar.total = 2 + math.ceil(math.log2(len(inner) + 1))
@@ -304,7 +306,8 @@ class Bisection:
     ) -> Step:
         """A step: the runtime built where it is a variant, the cell run on it, judged (resumed
         from the state file where it was run before)."""
-        key = runtime or f"{component}@{commit}"
+        on = "" if self.base == self.spec.good else f"{self.base}+"  # a hybrid of narrowed releases: its own key
+        key = runtime or f"{on}{component}@{commit}"
         if key in self.done:
             return Step(**self.done[key])
         what = runtime or f"{self.base} with {component} at {str(commit)[:8]}"
@@ -431,40 +434,6 @@ class Bisection:
         for line in lines:
             self.out(line)
         return Exit.OK if decided else Exit.FAILED
-
-
-def releases_between(good: str, bad: str) -> list[str]:
-    """The releases built from source here strictly between ``good`` and ``bad``, oldest first."""
-    from rig.analysis.release_order import version_key
-    from rig.build.releases import RELEASES
-
-    lo, hi = version_key(good), version_key(bad)
-    return sorted((v for v in RELEASES if lo < version_key(v) < hi), key=version_key)
-
-
-def narrow(inner: list[str], judge: Callable[[str], str]) -> tuple[str | None, str | None, list[str]]:
-    """The releases ``inner`` (between the good and the bad one, oldest first) bisected by
-    ``judge(version)`` (good, bad, or anything else: not judged, skipped): (the last good, the
-    first bad, those between them that could not be judged). None: the good (bad) release itself."""
-    lo, hi = -1, len(inner)
-    skipped: set[int] = set()
-    while True:
-        left = [i for i in range(lo + 1, hi) if i not in skipped]
-        if not left:
-            break
-        mid = left[len(left) // 2]
-        got = judge(inner[mid])
-        if got == "bad":
-            hi = mid
-        elif got == "good":
-            lo = mid
-        else:
-            skipped.add(mid)
-    return (
-        inner[lo] if lo >= 0 else None,
-        inner[hi] if hi < len(inner) else None,
-        [inner[i] for i in range(lo + 1, hi)],
-    )
 
 
 def _components() -> tuple[str, ...]:
