@@ -61,3 +61,38 @@ def test_hub_monitor_catches_a_block_without_waking():
     hub.stop()
     assert blocked >= 0.2, "the block is at least the real sleep"
     assert idle < blocked and after < blocked, "it is the sleep's, and take() starts afresh"
+
+
+def test_the_pump_wakes_at_most_once_a_second_and_a_boundary_still_drains_everything():
+    """Each of the sink's drains is Python work on the worker's main thread, on a core the server
+    needs (issue 54: the rig's own tail): the pump drains at most once a second, and a window
+    boundary still drains every lane, so no completion is left out of its window."""
+    import gevent
+
+    from rig.worker.load.lanes import TaskLane
+    from rig.worker.load.sink import Sink
+    from rig.worker.load.windows import Window
+
+    class CountedLane(TaskLane):
+        """A real task lane that counts its drains."""
+
+        drains = 0
+
+        def drain(self):
+            self.drains += 1
+            return super().drain()
+
+    lanes = [CountedLane() for _ in range(8)]
+    sink = Sink()
+    sink.switch(Window(1, 0.0))
+    for lane in lanes:
+        sink.add(lane, "m")
+    sink.start_pump()
+    lanes[0].record(150_000)
+    gevent.sleep(2.1)
+    lanes[1].record(250_000)  # after the pump's last drain: only the boundary's drain sees it
+    pumped = [lane.drains for lane in lanes]
+    closed = sink.switch(Window(2, 2.1))
+    sink.stop_pump()
+    assert all(n <= 2 for n in pumped), pumped  # at 5 a second each lane was drained ten times here
+    assert closed.requests == 2 and closed.hist.get_max_value() == 250

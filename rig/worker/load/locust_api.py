@@ -23,6 +23,8 @@ import locust.runners
 import locust.stats
 import numpy as np
 
+from rig.worker.load.windows import distinct
+
 FEATURES = {
     "stats": "lane users' requests in Locust's stats, CSV history and web UI (rig.worker.load.sink)",
     "warning": "worker logs without Locust's spawn-rate warning (rig.worker.load.runner)",
@@ -65,7 +67,7 @@ def log_to_locust(stats, name: str, ms: np.ndarray, request_type: str = "infer")
     second = int(now)
     bucket = getattr(locust.stats, "bucket_response_time", None)
     if bucket is _STOCK_BUCKETS:
-        keys, counts = np.unique(_locust_buckets(ms), return_counts=True)
+        keys, counts = distinct(_locust_buckets(ms))
         buckets = list(zip(keys.tolist(), counts.tolist()))
     else:  # replaced at runtime by the user: honour it
         buckets = list(collections.Counter(bucket(v) for v in ms.tolist()).items())

@@ -16,9 +16,12 @@ from rig.worker.load.windows import Window
 # the pace decides no window's figures: only how fresh Locust's stats are, and how often the main
 # thread wakes. Each wake takes a core from the server for a moment: at 100 Hz the rig's p99 at 2
 # in flight was 4x perf_analyzer's (1.1-1.3 ms against 0.27), at 5 Hz level with it (0.26-0.30 ms;
-# bench, capi, numpy, 2-core VM). One greenlet for all lanes: a greenlet per user, waking on each
-# lane's eventfd, cost the official engine a sixth of its throughput at 4 users.
-DRAIN_PACE_S = 0.2
+# bench, capi, numpy, 2-core VM). A drain costs the main thread about 1 ms at 8 lanes, mostly per
+# lane and per call (ctypes, counters, Locust's entries), not per request: at 1 Hz the windows'
+# drains cost a fifth as much (issue 54: docs/measurements/speed.md, "The rig's own tail").
+# One greenlet for all lanes: a greenlet per user, waking on each lane's eventfd, cost the
+# official engine a sixth of its throughput at 4 users.
+DRAIN_PACE_S = 1.0
 _EMPTY = np.empty(0, dtype=np.int64)
 
 
