@@ -273,6 +273,58 @@ def _estimate(sw: Sweep, pick: list, bound_us: float, start=None) -> dict:
     }
 
 
+def _resamples(sw: Sweep, est: dict, bound: float, n_boot: int, seed: int) -> list[dict]:
+    """Each bootstrap resample's figures (``Sweep.resample``); none with one repeat a point and one run."""
+    import numpy as np
+
+    if min(len(m) for m in sw.members) < 2 and len(sw.runs) < 2:  # nothing to resample
+        return []
+    rng = np.random.default_rng(seed)
+    boot = []
+    for _ in range(n_boot):
+        b = _estimate(sw, sw.resample(rng), bound, est["fit"])
+        law = b["fit"]
+        boot.append(
+            {
+                "params": (law.lam, law.sigma, law.kappa) if law else None,
+                "load": b["load"],
+                "cap_usl": b["cap_usl"],
+                "cap_linear": b["cap_linear"],
+                "throughput": b["throughput"],
+                "p99": b["p99"],
+            }
+        )
+    return boot
+
+
+def _intervals(boot: list[dict], confidence: float) -> dict:
+    from rig.analysis import usl
+
+    ci = {
+        name: usl.interval([b["params"][i] for b in boot if b["params"]], confidence)
+        for i, name in enumerate(("lam", "sigma", "kappa"))
+    }
+    for name in ("load", "cap_usl", "cap_linear"):
+        ci[name] = usl.interval([b[name] for b in boot], confidence)
+    return ci
+
+
+def _chosen(est: dict) -> tuple[str | None, str]:
+    """Which model gives the answer, and why."""
+    from rig.analysis import usl
+
+    law = est["fit"]
+    if law is not None and law.usable and est["cap_usl"] is not None:
+        return "usl", f"it fits {law.points} loads within {law.rms_rel:.1%} (rms)"
+    if est["cap_linear"] is not None:
+        return "linear", (
+            "fewer than 3 loads measured: no USL to use"
+            if law is None or law.points < usl.MIN_POINTS
+            else f"the USL fits only within {law.rms_rel:.1%} (rms; {usl.FIT_TOLERANCE:.0%} needed)"
+        )
+    return None, "no load met the bound"
+
+
 def model(
     windows: pd.DataFrame, p99_ms: float, n_boot: int = DEFAULT_BOOTSTRAP, seed: int = 0, confidence: float = CONFIDENCE
 ) -> list[dict]:
@@ -284,10 +336,6 @@ def model(
     {params, cap_usl, cap_linear} for intervals of what is derived later (nodes); ``by``: the
     one that gives the answer (``usl`` where its fit is usable and a load met the bound, else
     ``linear`` where a point did, else None) and ``why``."""
-    import numpy as np
-
-    from rig.analysis import usl
-
     reps = repeats(windows)
     bound = p99_ms * 1000.0
     out = []
@@ -297,39 +345,10 @@ def model(
             continue
         est = _estimate(sw, sw.members, bound)
         predicted_tail = tail.assess(sw.loads, est["throughput"], est["p99"], sw.latencies(), sw.law_without)
-        rng = np.random.default_rng(seed)
-        boot = []
-        if min(len(m) for m in sw.members) > 1 or len(sw.runs) > 1:  # one repeat a point: nothing to resample
-            for _ in range(n_boot):
-                b = _estimate(sw, sw.resample(rng), bound, est["fit"])
-                law = b["fit"]
-                boot.append(
-                    {
-                        "params": (law.lam, law.sigma, law.kappa) if law else None,
-                        "load": b["load"],
-                        "cap_usl": b["cap_usl"],
-                        "cap_linear": b["cap_linear"],
-                        "throughput": b["throughput"],
-                        "p99": b["p99"],
-                    }
-                )
-        ci = {}
-        for i, name in enumerate(("lam", "sigma", "kappa")):
-            ci[name] = usl.interval([b["params"][i] for b in boot if b["params"]], confidence)
-        for name in ("load", "cap_usl", "cap_linear"):
-            ci[name] = usl.interval([b[name] for b in boot], confidence)
+        boot = _resamples(sw, est, bound, n_boot, seed)
+        ci = _intervals(boot, confidence)
         law = est["fit"]
-        if law is not None and law.usable and est["cap_usl"] is not None:
-            chosen, why = "usl", f"it fits {law.points} loads within {law.rms_rel:.1%} (rms)"
-        elif est["cap_linear"] is not None:
-            chosen = "linear"
-            why = (
-                "fewer than 3 loads measured: no USL to use"
-                if law is None or law.points < usl.MIN_POINTS
-                else f"the USL fits only within {law.rms_rel:.1%} (rms; {usl.FIT_TOLERANCE:.0%} needed)"
-            )
-        else:
-            chosen, why = None, "no load met the bound"
+        chosen, why = _chosen(est)
         tags = dict(zip(GROUP, norm_key(key)))
         tags["instances"] = None if tags["instances"] is None else int(tags["instances"])
         out.append(
