@@ -134,7 +134,7 @@ def keep_store(results: str | Path, store: Path = STORE, add: bool = False) -> t
              ["run_id", "cycle", "window"])
     bisects = [b for b in bisects if b is not None and len(b)]
     if bisects:
-        from rig.contract.rows import BisectRow
+        from rig.contract.table_rows import BisectRow
 
         frame = pd.concat(bisects, ignore_index=True).drop_duplicates(["run_id", "step"], keep="first")
         _put(out, "bisect", frame, [f.name for f in dataclasses.fields(BisectRow)], BisectRow, ["run_id", "step"])

@@ -379,7 +379,8 @@ class Bisection:
     # ------------------------------------------------------------------ records
 
     def _row(self, step: Step, n: int, detail: str | None = None):
-        from rig.contract.rows import BisectRow, now_iso
+        from rig.contract.rows import now_iso
+        from rig.contract.table_rows import BisectRow
 
         s = self.spec
         return BisectRow(

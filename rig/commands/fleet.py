@@ -80,7 +80,7 @@ def _check(a) -> None:
 def _rows(fleet_id: str, r: int, started: str, a, joined, reports, missing_at, absent, users: int):
     from rig.common import hdr
     from rig.contract.fleet import figures
-    from rig.contract.rows import FleetRow
+    from rig.contract.table_rows import FleetRow
 
     rows, hists = [], []
     base = dict(run_id=fleet_id, round=r, started_at=started, seconds=a.workload_seconds, locust_requests=None)

@@ -9,7 +9,8 @@ import typing
 
 import pyarrow as pa
 
-from rig.contract.rows import BisectRow, CycleRow, FleetRow, MemoryRow, RunRow, WindowRow
+from rig.contract.rows import CycleRow, RunRow, WindowRow
+from rig.contract.table_rows import BisectRow, FleetRow, MemoryRow
 
 PARTITIONS = ("triton_version", "date")
 _ARROW_OF = {int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_()}

@@ -181,7 +181,7 @@ def test_missing_folder_is_exit_2(tmp_path, capsys):
 
 from rig.common import cpushare  # noqa: E402
 from rig.analysis import usl  # noqa: E402
-from rig.contract.rows import FleetRow  # noqa: E402
+from rig.contract.table_rows import FleetRow  # noqa: E402
 
 LAW = (3000.0, 0.1, 0.01)  # λ, σ, κ of the sweeps below
 

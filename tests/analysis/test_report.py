@@ -235,7 +235,7 @@ def write_growth(root: Path, memory: bool = True, cycles: int = 5) -> Path:
     import dataclasses
     import json
 
-    from rig.contract.rows import MemoryRow
+    from rig.contract.table_rows import MemoryRow
 
     from helpers import cycle_row
 

@@ -29,11 +29,11 @@ from rig.contract.messages import (
 from rig.contract.rows import (
     CycleDraft,
     CycleResult,
-    MemoryRow,
     WindowRow,
     typed_row,
     window_row,
 )
+from rig.contract.table_rows import MemoryRow
 from rig.parent.orchestrator import reap
 from rig.parent.orchestrator.prepare import Prepared
 from rig.parent.orchestrator.rows import Loss, blank_row, finish_row, lost_cycle, run_tags
