@@ -27,27 +27,23 @@ the median over its last 3 windows; the table gives medians over repeats.
 from __future__ import annotations
 
 import dataclasses
-import platform
 import shlex
 import statistics
 
-from rig.analysis.sweeps import knee, measured, stable, summarize
+from rig.analysis.sweeps import knee, measured, summarize
+from rig.commands import bench_pa
 from rig.commands.bench_time import TIME_KEYS, time_table
 from rig.common import cpuidle, cpushare, neighbour
 from rig.common.errors import Exit, RigError
 from rig.common.text import num, redact
 from rig.contract import server_stats, verdicts
 from rig.contract.cell import BenchSettings
-from rig.contract.rows import CycleResult, window_row
+from rig.contract.rows import CycleResult
 from rig.parent import config, orchestrator, repository
 from rig.parent.config import RunConfig
 from rig.parent.preflight import check_workload, without_spaces
 
 SHAPED = ("ramp", "step", "spike")  # built-in workloads whose users change during a run
-# perf_analyzer's -s: its stability rule loosened so that it measures its 3 windows and stops, as
-# the rig records the rule per window (``stable``) rather than enforcing it; at its default (10)
-# a noisy machine fails most short points after 10 windows, and picks calm stretches for the rest.
-PA_STABILITY_PCT = 100
 # A bench window's default length: perf_analyzer's own default measurement interval. A soak's
 # windows are 1 s, but a bench figure decides a comparison, and on a shared VM a vCPU's speed
 # swings by up to 1.7x for seconds at a time (measured here: docs/measurements/speed.md, "Measured: the rig beside
@@ -222,7 +218,7 @@ def _sweep(p, cfg: RunConfig, args: BenchSettings, plan: Plan, hold, log, beside
         from rig.parent import perf_analyzer as pa
 
         pa.ensure_perf_analyzer(log=log)
-        pa_inputs = pa_input_options(p)
+        pa_inputs = bench_pa.pa_input_options(p)
     log(
         f"bench {p.run_id}: {p.runtime.name} (Triton {p.runtime.triton_version}), engine {p.engine}, "
         f"model {p.model_label}, {args.windows} windows of {cfg.workload.window_seconds} s per point, "
@@ -254,7 +250,7 @@ def _sweep(p, cfg: RunConfig, args: BenchSettings, plan: Plan, hold, log, beside
                     if tool == "rig":
                         fig = _rig_once(p, cfg, args, repo, at)
                     else:
-                        fig = _pa_once(pa, p, cfg, repo, at, pa_inputs)
+                        fig = bench_pa.pa_once(pa, p, cfg, repo, at, pa_inputs)
                     if fig.get("throughput") is not None:
                         got[point][tool].append(fig)
                     elif fig.get("note"):
@@ -328,97 +324,6 @@ def _rig_once(p, cfg: RunConfig, args: BenchSettings, repo, at: Point) -> dict:
     if res.row.outcome not in verdicts.GOOD:
         fig["note"] = f"{res.row.outcome}: {(res.row.detail or res.row.stop_error or '')[:100]}"
     return fig
-
-
-def pa_input_options(p) -> dict:
-    """perf_analyzer's ``input_data`` and ``shapes`` for the data the rig sends (``p.inputs``,
-    from ``preflight.check_inputs``). Where the rig checked its entries before the run, they go
-    over as a file in perf_analyzer's format, written into the run's work folder (every shape
-    explicit, every value as raw bytes), so both tools send the same bytes: zero and random too
-    (perf_analyzer's zero sends random strings to a BYTES input, and its random its own values).
-    Otherwise the user's choice as given: zero, random or the file, with ``--shape``."""
-    import json
-
-    from rig.contract import perf_inputs
-
-    info = p.inputs or {}
-    model = p.models[0]
-    metas, entries = info.get("metas"), info.get("entries")
-    if metas and entries and model in entries:
-        path = p.work_dir / "perf_analyzer-input.json"
-        path.write_text(json.dumps(perf_inputs.perf_analyzer_file(metas[model], entries[model])))
-        return {"input_data": str(path)}
-    if p.config.input_data == "random" and not info.get("shapes"):
-        return {}  # the default of both tools: perf_analyzer's command as it always was
-    return {"input_data": p.config.input_data, "shapes": dict(info.get("shapes") or {})}
-
-
-def _pa_once(pa, p, cfg: RunConfig, repo, at: Point, inputs: dict | None = None) -> dict:
-    """perf_analyzer at one point, with the rig's inputs (``pa_input_options``); its windows
-    stored as ``tool = perf_analyzer`` rows."""
-    cycle, point, closed, n = at.cycle, at.load, at.closed, at.instances
-    try:
-        kw = {"concurrency": [int(point)]} if closed else {"rate": [point]}
-        got = pa.run_perf_analyzer(
-            p.runtime,
-            str(repo),
-            p.models[0],
-            stability_pct=PA_STABILITY_PCT,
-            measurement_ms=int(cfg.workload.window_seconds * 1000),
-            **(inputs or {}),
-            **kw,
-        )[0]
-    except RigError as e:
-        return {"throughput": None, "note": f"perf_analyzer failed: {e}"}
-    windows = got.get("windows") or []
-    if not windows:
-        return {"throughput": None, "note": "perf_analyzer left no profile export (its windows): not stored"}
-    tags = {
-        "cycle": cycle,
-        "tool": "perf_analyzer",
-        "mode": "closed" if closed else "open",
-        "concurrency": int(point) if closed else None,
-        "rate": None if closed else float(point),
-        "instances": n,
-        "host": p.config.node or platform.node(),
-    }
-    server = pa_server_columns(got.get("server"), windows)
-    rows = [
-        window_row(p.run_id, p.engine, p.model_label, {**w, **tags, **server[i], "stable": stable(windows[: i + 1])})
-        for i, w in enumerate(windows)
-    ]
-    p.store.write("windows", rows, p.runtime.triton_version, f"pa-c{cycle:06d}")
-    ws = [dataclasses.asdict(r) for r in rows]
-    return {**summarize(ws), "server": server_stats.over_windows(measured(ws))}
-
-
-def pa_server_columns(summary: dict | None, windows: list[dict]) -> list[dict]:
-    """perf_analyzer's server summary (``perf_analyzer.parse_server_summary``: Triton's averages
-    over the windows it reported) as each of its windows' server columns: the same averages in
-    each, its counts shared out by the window's requests, so that the windows together give its
-    averages and counts back (``server_stats.over_windows``). Nothing where it printed none."""
-    total = sum(w.get("requests") or 0 for w in windows)
-    if not summary or not total:
-        return [{} for _ in windows]
-    out = []
-    for w in windows:
-        n = w.get("requests") or 0
-        share = n / summary["success"] if summary["success"] else 0.0
-        out.append(
-            server_stats.from_averages(
-                n,
-                round((summary.get("inferences") or summary["success"]) * share),
-                round((summary.get("executions") or summary["success"]) * share),
-                summary["request_us"],
-                summary["queue_us"],
-                summary["compute_input_us"],
-                summary["compute_infer_us"],
-                summary["compute_output_us"],
-            )
-            if n
-            else {}
-        )
-    return out
 
 
 def _median(figs: list[dict], key: str):

@@ -151,7 +151,7 @@ PA_LINES = """Request concurrency: 1
 
 
 def test_perf_analyzers_server_summary_is_read_and_spread_over_its_windows():
-    from rig.commands.bench import pa_server_columns
+    from rig.commands.bench_pa import pa_server_columns
     from rig.parent import perf_analyzer as pa
 
     kept = [line for line in PA_LINES if pa.is_server_line(line)]
