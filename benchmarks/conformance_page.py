@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from rig.analysis import conformance as cf  # noqa: E402
 from rig.analysis import conformance_changes as cfc  # noqa: E402
+from rig.analysis import conformance_order as cfo  # noqa: E402
 from rig.analysis import conformance_text as cft  # noqa: E402
 from rig.common.errors import RigError  # noqa: E402
 
@@ -208,7 +209,7 @@ def _changes(table) -> list[str]:
             lines += ["The same verdicts on every core, in every shape.", ""]
             continue
         lines += ["| scenario | changed in: shapes |", "| --- | --- |"]
-        for (name, control), by in sorted(rows.items(), key=lambda kv: (cf._scenario_order(kv[0][0]), kv[0][1])):
+        for (name, control), by in sorted(rows.items(), key=lambda kv: (cfo.scenario_order(kv[0][0]), kv[0][1])):
             said = "; ".join(f"{', '.join(cores)}: " + ", ".join(f"[{g.shape}]({page_path(g)})" for g in gs)
                              for cores, gs in sorted(by.items(), key=lambda kv: [cf.version_key(v) for v in kv[0]]))
             lines.append(f"| {cft._md(cf.row_label(name, control))} | {cft._md(said)} |")
@@ -221,7 +222,7 @@ def index(cycles, table) -> str:
     how it was made and reproduced, where a shape moved a verdict."""
     versions = sorted({c.triton_version for c in table.cells}, key=cf.version_key)
     apis = list(dict.fromkeys(g.engine for g in table.grids))
-    shapes = list(dict.fromkeys(g.shape for g in sorted(table.grids, key=lambda g: cf.shape_order(g.shape))))
+    shapes = list(dict.fromkeys(g.shape for g in sorted(table.grids, key=lambda g: cfo.shape_order(g.shape))))
     dates = sorted(set(cycles["date"].astype(str)))
     runs = sorted({r for c in table.cells for r in c.run_ids})
     n = _counts(table.cells)

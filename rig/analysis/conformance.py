@@ -38,7 +38,8 @@ from collections import Counter
 from pathlib import Path
 
 from rig.analysis.conformance_batches import _cell_batches, cycle_batches
-from rig.analysis.conformance_changes import changed_in, same_verdicts
+from rig.analysis.conformance_changes import changed_in
+from rig.analysis.conformance_order import UNBATCHED, cell_order, engine_order, scenario_order, shape_order
 from rig.analysis.matrix import growth_held
 from rig.analysis.release_order import SPAN, between, dated, releases, version_key  # noqa: F401  (re-exported)
 from rig.analysis.verdict import records
@@ -68,15 +69,12 @@ COLUMNS = [
     "model_ready_at_probe",
     "stub_exit_aborts",
 ]
-UNBATCHED = "unbatched"
 AS_KNOWN, FINDING, UNJUDGED = "as known", "finding", "unjudged"
 SIGNS = {AS_KNOWN: "✓", FINDING: "✗", UNJUDGED: "?"}
 NEVER_RUN = "¹"  # the mark of a cell with no cycle stored
 SKIPPED = "²"  # the mark of a cell skipped, with why
 NOT_EXACT_MARK = "³"  # the mark of a built core that is not exactly its release (``not_exact``)
 NO_CHANGE = "—"
-ENGINE_ORDER = ("capi", "tritonserver")
-SHAPE_ORDER = ("unbatched", "batched", "batched-delayed", "instances-2", "decoupled")
 API_NAMES = {"capi": "C API (`capi`)", "tritonserver": "official Python API (`tritonserver`)"}
 # How a load or growth verdict other than ok is written after the lifecycle's, in a grid's cell
 SHORT = {
@@ -361,61 +359,7 @@ def cells(frame, known_path: str | Path | None = None, windows=None) -> list[Cel
         groups.setdefault(key, []).append(r)
     known = known_verdicts.table(known_path)
     by_cycle = cycle_batches(windows)
-    return [
-        _cell(key, rows, known, by_cycle) for key, rows in sorted(groups.items(), key=lambda kv: _cell_order(kv[0]))
-    ]
-
-
-def _scenario_order(name: str) -> tuple:
-    names = list(scenarios.SCENARIOS)
-    return (names.index(name), "") if name in names else (len(names), name)
-
-
-def engine_order(engine: str) -> tuple:
-    return (ENGINE_ORDER.index(engine), "") if engine in ENGINE_ORDER else (len(ENGINE_ORDER), engine)
-
-
-def shape_order(shape: str) -> tuple:
-    return (SHAPE_ORDER.index(shape), "") if shape in SHAPE_ORDER else (len(SHAPE_ORDER), shape)
-
-
-def _cell_order(key) -> tuple:
-    engine, shape, scenario, control, version = key
-    return engine_order(engine), shape_order(shape), _scenario_order(scenario), control, version_key(version)
-
-
-def shape_moves(cell_list) -> list[dict]:
-    """Where a shape moves a verdict: for each scenario (and control), API and core whose default
-    shape (the scenario's first) ran beside others, each other shape whose verdicts (the cells'
-    majority) differ from the default's. Rows: scenario, control, engine, triton_version, default
-    (its shape), verdicts (the default's), moved ({shape: verdicts}), same (shapes that gave the
-    default's)."""
-    by: dict[tuple, dict[str, Cell]] = {}
-    for c in cell_list:
-        by.setdefault((c.scenario, c.control, c.engine, c.triton_version), {})[c.shape] = c
-    out = []
-    for (scenario, control, engine, version), shapes in sorted(
-        by.items(), key=lambda kv: (_scenario_order(kv[0][0]), kv[0][1], engine_order(kv[0][2]), version_key(kv[0][3]))
-    ):
-        s = scenarios.SCENARIOS.get(scenario)
-        default = s.shapes[0] if s is not None else UNBATCHED
-        if default not in shapes or len(shapes) < 2:
-            continue
-        base = shapes[default].verdicts
-        others = sorted((sh for sh in shapes if sh != default), key=shape_order)
-        out.append(
-            {
-                "scenario": scenario,
-                "control": control,
-                "engine": engine,
-                "triton_version": version,
-                "default": default,
-                "verdicts": base,
-                "moved": {sh: shapes[sh].verdicts for sh in others if not same_verdicts(base, shapes[sh].verdicts)},
-                "same": [sh for sh in others if same_verdicts(base, shapes[sh].verdicts)],
-            }
-        )
-    return out
+    return [_cell(key, rows, known, by_cycle) for key, rows in sorted(groups.items(), key=lambda kv: cell_order(kv[0]))]
 
 
 def build(frame, known_path: str | Path | None = None, skipped=None, windows=None, bisects=()) -> Conformance:
@@ -453,7 +397,7 @@ def build(frame, known_path: str | Path | None = None, skipped=None, windows=Non
         )
         rows = sorted(
             {(c.scenario, c.control) for c in mine} | {k[:2] for k in mine_skips},
-            key=lambda r: (_scenario_order(r[0]), r[1]),
+            key=lambda r: (scenario_order(r[0]), r[1]),
         )
         grids.append(
             Grid(

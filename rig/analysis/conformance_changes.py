@@ -10,6 +10,7 @@ import itertools
 import re
 from typing import TYPE_CHECKING
 
+from rig.analysis.conformance_order import UNBATCHED, engine_order, scenario_order, shape_order
 from rig.analysis.matrix import growth_held
 from rig.analysis.release_order import dated, version_key
 from rig.build.identity import is_variant, release_of
@@ -112,3 +113,37 @@ def decided_bisects(frame) -> tuple[dict, ...]:
         return ()
     done = frame[(frame["kind"] == "result") & (frame["judged"] == "bad")]
     return tuple(done.to_dict("records"))
+
+
+def shape_moves(cell_list) -> list[dict]:
+    """Where a shape moves a verdict: for each scenario (and control), API and core whose default
+    shape (the scenario's first) ran beside others, each other shape whose verdicts (the cells'
+    majority) differ from the default's. Rows: scenario, control, engine, triton_version, default
+    (its shape), verdicts (the default's), moved ({shape: verdicts}), same (shapes that gave the
+    default's)."""
+    by: dict[tuple, dict[str, Cell]] = {}
+    for c in cell_list:
+        by.setdefault((c.scenario, c.control, c.engine, c.triton_version), {})[c.shape] = c
+    out = []
+    for (scenario, control, engine, version), shapes in sorted(
+        by.items(), key=lambda kv: (scenario_order(kv[0][0]), kv[0][1], engine_order(kv[0][2]), version_key(kv[0][3]))
+    ):
+        s = scenarios.SCENARIOS.get(scenario)
+        default = s.shapes[0] if s is not None else UNBATCHED
+        if default not in shapes or len(shapes) < 2:
+            continue
+        base = shapes[default].verdicts
+        others = sorted((sh for sh in shapes if sh != default), key=shape_order)
+        out.append(
+            {
+                "scenario": scenario,
+                "control": control,
+                "engine": engine,
+                "triton_version": version,
+                "default": default,
+                "verdicts": base,
+                "moved": {sh: shapes[sh].verdicts for sh in others if not same_verdicts(base, shapes[sh].verdicts)},
+                "same": [sh for sh in others if same_verdicts(base, shapes[sh].verdicts)],
+            }
+        )
+    return out

@@ -18,6 +18,7 @@ import re
 from rig.analysis import conformance
 from rig.analysis.conformance import API_NAMES, Cell, version_key
 from rig.analysis.conformance_changes import bisected, same_cell
+from rig.analysis.conformance_order import engine_order, scenario_order, shape_order
 from rig.build.identity import is_variant
 from rig.build.releases import BRANCHES
 from rig.common.errors import RigError
@@ -134,12 +135,6 @@ def _resolve(option: str, name: str, present: list[str], results: str, narrowed:
     return v
 
 
-def _scenario_order(name: str) -> tuple:
-    """The registry's order (``rig scenarios``), a name it does not hold after."""
-    names = list(scenarios.SCENARIOS)
-    return (names.index(name), "") if name in names else (len(names), name)
-
-
 releases = conformance.releases
 
 
@@ -160,9 +155,9 @@ def upgrade(table, source: str, target: str, scenario=None, shape=None, engine=N
             f"{results} holds no scenario cycles: run rig matrix --scenarios all (or rig soak --scenario "
             f"NAME) with --results {results}"
         )
-    cells = _narrow(cells, "--engine", "engine", engine, conformance.engine_order, results, API_NAMES)
-    cells = _narrow(cells, "--shape", "shape", shape, conformance.shape_order, results)
-    cells = _narrow(cells, "--scenario", "scenario", scenario, _scenario_order, results, scenarios.SCENARIOS)
+    cells = _narrow(cells, "--engine", "engine", engine, engine_order, results, API_NAMES)
+    cells = _narrow(cells, "--shape", "shape", shape, shape_order, results)
+    cells = _narrow(cells, "--scenario", "scenario", scenario, scenario_order, results, scenarios.SCENARIOS)
     narrowing = [
         f"{o} {','.join(g)}" for o, g in (("--engine", engine), ("--shape", shape), ("--scenario", scenario)) if g
     ]
@@ -175,7 +170,7 @@ def upgrade(table, source: str, target: str, scenario=None, shape=None, engine=N
     said = {o: n for o, n, v in (("--from", source, src), ("--to", target, dst)) if n.strip() != v}
     known = releases(c.triton_version for c in table.cells if not is_variant(c.triton_version))
     apis, absent = [], {}
-    for eng in sorted({c.engine for c in cells}, key=conformance.engine_order):
+    for eng in sorted({c.engine for c in cells}, key=engine_order):
         mine = [c for c in cells if c.engine == eng]
         cores = tuple(sorted({c.triton_version for c in mine}, key=version_key))
         lacks = tuple(v for v in (src, dst) if v not in cores)
@@ -195,7 +190,7 @@ def _api(engine: str, cells: list[Cell], src: str, dst: str, known: list[str], b
     down = version_key(dst) < version_key(src)
     lo, hi = sorted((src, dst), key=version_key)
     rows, only_before, only_after, compared = [], [], [], 0
-    for key in sorted(series, key=lambda k: (conformance.shape_order(k[0]), _scenario_order(k[1]), k[2])):
+    for key in sorted(series, key=lambda k: (shape_order(k[0]), scenario_order(k[1]), k[2])):
         by = series[key]
         if src not in by or dst not in by:
             if src in by:

@@ -35,14 +35,13 @@ from rig.analysis.conformance import (
     Cell,
     Conformance,
     Grid,
-    _scenario_order,
     health,
     is_batched,
     not_exact,
     row_label,
-    shape_moves,
     version_key,
 )
+from rig.analysis.conformance_changes import shape_moves
 from rig.analysis.conformance_figures import (
     BATCH_NOTE,
     BATCHES,
@@ -58,6 +57,7 @@ from rig.analysis.conformance_figures import (
 from rig.analysis.conformance_figures import (
     batches_text as batches_text,  # its callers read it here
 )
+from rig.analysis.conformance_order import scenario_order
 from rig.common.text import md_cell
 from rig.contract.verdicts import NOT_MEASURED
 from rig.scenarios import catalog as scenarios
@@ -220,7 +220,7 @@ def _footnotes(g: Grid) -> list[str]:
     if any((*r, v) not in g.cells and (*r, v) not in g.skipped for r in g.rows for v in g.cores):
         notes.append(f"{NEVER_RUN} never run: no cycle stored for that scenario on that core.")
     for (name, control, version), why in sorted(
-        g.skipped.items(), key=lambda kv: (_scenario_order(kv[0][0]), kv[0][1], version_key(kv[0][2]))
+        g.skipped.items(), key=lambda kv: (scenario_order(kv[0][0]), kv[0][1], version_key(kv[0][2]))
     ):
         notes.append(f"{SKIPPED} {row_label(name, control)} on {version}: skipped, {why}")
     notes += [f"{NOT_EXACT_MARK} {v}: {not_exact(v)}." for v in g.cores if not_exact(v)]
@@ -334,7 +334,7 @@ def descriptions_markdown(names, title: str | None = None) -> list[str]:
         "| scenario | what it does | upstream |",
         "| --- | --- | --- |",
     ]
-    for name in sorted(dict.fromkeys(names), key=_scenario_order):
+    for name in sorted(dict.fromkeys(names), key=scenario_order):
         lines.append(_md_row([f'<a id="{what_anchor(name)}"></a>{_md(name)}', _md(what(name)), _md(upstream(name))]))
     return [*lines, ""]
 

@@ -505,7 +505,7 @@ def test_where_a_shape_moves_a_verdict_is_named_and_where_it_holds_too():
 
     frame = pd.DataFrame(rows("unbatched", "exit_timeout") + rows("batched", "clean") + rows("instances-2", "exit_timeout")
                          + rows("unbatched", "clean", version="2.48.0"))
-    moves = cf.shape_moves(cf.cells(frame))
+    moves = cfc.shape_moves(cf.cells(frame))
     assert len(moves) == 1  # 2.48.0 ran in its default shape only: nothing to compare
     (m,) = moves
     assert (m["default"], m["verdicts"], m["moved"], m["same"]) == (
