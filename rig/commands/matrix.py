@@ -23,6 +23,7 @@ import dataclasses
 import os
 from pathlib import Path
 
+from rig.commands import matrix_jobs
 from rig.commands.matrix_plan import (
     _OWN,
     _plan,
@@ -34,15 +35,12 @@ from rig.commands.matrix_plan import (
     parse_scenarios,
     parse_shapes,
     parse_shard,
-    plain_changes,
     scenario_cells,
-    scenario_changes,
     soak_options,
     take_shard,
 )
 from rig.commands.matrix_run import Job, run_jobs
 from rig.common.errors import Exit, RigError
-from rig.contract.cell import BenchSettings, CellSpec
 from rig.parent.options import (
     OVERRIDES,
     add_cycle_options,
@@ -51,24 +49,6 @@ from rig.parent.options import (
     run_config,
 )
 
-# Options a bench cell takes from the matrix's (the server and the model; no lifecycle, no load).
-_BENCH_DESTS = (
-    "model",
-    "model_repository",
-    "model_size",
-    "instances",
-    "max_batch_size",
-    "dynamic_batching",
-    "queue_delay_us",
-    "input_memory",
-    "execute_delay_ms",
-    "exit_timeout",
-    "startup_timeout",
-    "request_timeout",
-    "in_flight",
-)
-# A bench cell's own settings (`rig bench`'s options): 3 windows of 1 s a point, one repeat.
-BENCH_SETTINGS = BenchSettings(windows=3, window_seconds=1.0, repeats=1)  # a short sweep per runtime and engine
 DEFAULT_CYCLES = 3
 # The load a scenario that needs one (``Scenario.workload``) runs under when the matrix is given no
 # --workload: the load its verdicts were measured under (docs/guide/scenarios.md), as config keys.
@@ -255,13 +235,13 @@ def run(args) -> int:
         cells = take_shard(scenario_cells(scens, plan, only_shapes=only_shapes), shard)
         rows += [c for c in cells if c.get("status") == "skipped"]
         jobs = [
-            _scenario_job(cell, cfg, loads.get(cell["scenario"], {}), args.cpus)
+            matrix_jobs.scenario_job(cell, cfg, loads.get(cell["scenario"], {}), args.cpus)
             for cell in cells
             if cell.get("status") != "skipped"
         ]
     else:
-        jobs = _plain_jobs(cfg, plan, retains, shard, args.cpus)
-    bench_jobs = _bench_jobs(args, plan, str(cfg.results), shard) if args.bench else []
+        jobs = matrix_jobs.plain_jobs(cfg, plan, retains, shard, args.cpus)
+    bench_jobs = matrix_jobs.bench_jobs(args, plan, str(cfg.results), shard) if args.bench else []
     return _run_and_table(args, jobs, bench_jobs, rows, timeout, str(cfg.results), scens, shard)
 
 
@@ -398,122 +378,6 @@ def _skipped_rows(plan: list[dict], scens) -> list[dict]:
             rows.append(skipped)
             print(f"runtime {skipped['runtime']}, engine {skipped['engine']}: skipped: {skipped['reason']}", flush=True)
     return rows
-
-
-def _scenario_job(cell: dict, base, load: dict, cpus: str | None = None) -> Job:
-    """A scenario cell's job: its config derived from the matrix's ``base`` (``scenario_changes``);
-    ``cpus``: the matrix's --cpus, held by the cell too."""
-    name = cell["scenario"] + (" (control)" if cell["control"] else "")
-    label = (
-        f"{name} [{cell['shape']}], runtime {cell['runtime']} (Triton {cell['triton_version']}), "
-        f"engine {cell['engine']}"
-    )
-    want = (
-        " / ".join((*cell["expected"], cell.get("growth") or "ok"))
-        if cell["expected"]
-        else "nothing known here: recorded, not judged"
-    )
-    start = f"{label}: soak, {base.cycles} cycle(s), expected {want}{_under(load)} ({cell['why']})"
-    row = {k: v for k, v in cell.items() if k != "why"}
-    row["retain"] = "-"
-    changes = scenario_changes(cell, base.cycles, str(base.results), load)
-    try:
-        cfg, text = cell_config(base, changes)
-    except RigError as e:
-        raise RigError(f"--scenarios {name} [{cell['shape']}] over {cell['runtime']}, {cell['engine']}: {e}") from None
-    spec = CellSpec(
-        "soak",
-        text,
-        "",
-        label=label,
-        allowed=tuple(cfg.thresholds.allow_outcomes.split(",")),
-        results=str(cfg.results),
-        cpus=cpus,
-    )
-    return Job(label, spec, row, start_line=start)
-
-
-def _under(load: dict) -> str:
-    """`` under the steady workload, 2 user(s), 2 s a cycle`` (a scenario's load), or nothing."""
-    if not load:
-        return ""
-    return (
-        f" under the {load['workload.name']} workload, {load['workload.users']} user(s), "
-        f"{load['workload.seconds']:g} s a cycle"
-    )
-
-
-def _plain_jobs(base, plan: list[dict], retains: list[str], shard, cpus: str | None = None) -> list[Job]:
-    """A soak per runtime x engine x retention policy, each its config derived from ``base``."""
-    from rig.analysis import matrix
-    from rig.commands import soak
-
-    base_allowed = soak.allowed_outcomes(base, soak.DEFAULT_ALLOWED)
-    plain = [
-        {"runtime": p["spec"], "triton_version": p["triton"], "engine": engine, "why": why, "retain": retain}
-        for p in plan
-        for engine, why in p["engines"]
-        for retain in retains
-    ]
-    jobs = []
-    for cell in take_shard(plain, shard):
-        allowed = matrix.allowed_for(cell["retain"], base_allowed)
-        label = (
-            f"runtime {cell['runtime']} (Triton {cell['triton_version']}), engine {cell['engine']}, "
-            f"retain {cell['retain']}"
-        )
-        cfg, text = cell_config(base, plain_changes(cell, base.cycles, str(base.results), allowed))
-        spec = CellSpec("soak", text, "", label=label, allowed=allowed, results=str(cfg.results), cpus=cpus)
-        jobs.append(
-            Job(
-                label,
-                spec,
-                {k: v for k, v in cell.items() if k != "why"},
-                start_line=f"{label}: soak, {base.cycles} cycle(s) ({cell['why']})",
-            )
-        )
-    return jobs
-
-
-def _bench_jobs(args, plan: list[dict], results: str, shard) -> list[Job]:
-    """A short bench per runtime and engine: the matrix's server and model options only
-    (``_BENCH_DESTS``), at --bench-concurrency (``BENCH_SETTINGS``)."""
-    from rig.parent.config import RunConfig
-
-    given = {key: getattr(args, dest, None) for key, dest in OVERRIDES.items() if dest in _BENCH_DESTS}
-    settings = dataclasses.replace(BENCH_SETTINGS, concurrency=args.bench_concurrency)
-    jobs = []
-    cells = take_shard(
-        [
-            {"runtime": p["spec"], "triton_version": p["triton"], "engine": engine, "retain": "bench"}
-            for p in plan
-            for engine, _ in p["engines"]
-        ],
-        shard,
-    )
-    for c in cells:
-        label = f"runtime {c['runtime']} (Triton {c['triton_version']}), engine {c['engine']}"
-        cfg, text = cell_config(
-            RunConfig(),
-            {
-                **given,
-                "runtime": c["runtime"],
-                "engine": c["engine"],
-                "results": results,
-                "workload.window_seconds": settings.window_seconds,
-            },
-        )
-        spec = CellSpec("bench", text, "", label=label, bench=settings, results=str(cfg.results))
-        jobs.append(
-            Job(
-                label,
-                spec,
-                {**c, "retain": "-"},
-                table="windows",
-                start_line=f"{label}: bench at concurrency {args.bench_concurrency}",
-            )
-        )
-    return jobs
 
 
 def _say_unjudged_and_findings(rows: list[dict]) -> None:

@@ -14,6 +14,7 @@ import pytest
 from helpers import rig
 from rig.analysis import matrix as M
 from rig.commands import matrix as cmd
+from rig.commands import matrix_jobs as jobs
 from rig.common.errors import RigError
 from rig.contract.cell import BenchSettings
 
@@ -87,7 +88,7 @@ def test_every_cell_is_a_typed_config_derived_from_the_matrixs_options():
 
     args, base = _base("--exit-timeout", "3", "--workload", "steady", "--users", "2", "--allow-leaks", "--cycles", "5",
                        "--allow-outcomes", "clean", "--results", "s3://u:pw@minio:9000/b")
-    (job,) = cmd._plain_jobs(base, PLAN, ["last-array"], None)
+    (job,) = jobs.plain_jobs(base, PLAN, ["last-array"], None)
     spec, cfg = job.spec, from_toml_text(job.spec.config)
     assert spec.command == "soak" and spec.allowed == ("clean", "ok", "exit_timeout") and spec.bench is None
     # the matrix's options, then the cell's own keys
@@ -99,7 +100,7 @@ def test_every_cell_is_a_typed_config_derived_from_the_matrixs_options():
     assert job.row == {"runtime": "0.5.0", "triton_version": "2.41.0", "engine": "capi", "retain": "last-array"}
     assert spec.run_id == ""  # named as the cell starts (matrix_run._run_cell)
     # the bench takes the server and model options only, and its own settings
-    (bench,) = cmd._bench_jobs(args, PLAN, "R", None)
+    (bench,) = jobs.bench_jobs(args, PLAN, "R", None)
     b = from_toml_text(bench.spec.config)
     assert bench.spec.command == "bench" and bench.table == "windows" and bench.spec.results == "R"
     assert bench.spec.bench == BenchSettings(concurrency="1,4", windows=3, window_seconds=1.0, repeats=1)
@@ -114,7 +115,7 @@ def test_a_config_file_and_its_cycles_reach_every_cell(tmp_path):
     config = tmp_path / "c.toml"
     config.write_text('cycles = 7\nrequests = 20\n\n[thresholds]\nmax_stop_latency_s = 9.0\n')
     _, base = _base("--config", str(config))
-    (job,) = cmd._plain_jobs(base, PLAN, ["none"], None)
+    (job,) = jobs.plain_jobs(base, PLAN, ["none"], None)
     cfg = from_toml_text(job.spec.config)
     assert (cfg.cycles, cfg.requests, cfg.thresholds.max_stop_latency_s) == (7, 20, 9.0)
     assert cfg.thresholds.allow_outcomes == "clean,ok" and job.spec.allowed == ("clean", "ok")
@@ -158,7 +159,7 @@ def test_the_matrix_reads_no_cells_output():
     from rig.commands import matrix_run
 
     sources = {p.name: p.read_text() for p in (Path(cmd.__file__).parent).glob("matrix*.py")}
-    assert set(sources) == {"matrix.py", "matrix_plan.py", "matrix_run.py"}
+    assert set(sources) == {"matrix.py", "matrix_jobs.py", "matrix_plan.py", "matrix_run.py"}
     for name, text in sources.items():
         for scraped in ("FAIL: ", "rig: error: ", "rig: skipped: ", "(run_id ", "_RUN_ID", "def classify",
                         "lines.append", "passthrough", "cell_argv", "scenario_argv", '"soak", *'):
@@ -326,7 +327,7 @@ def test_a_scenario_cell_records_every_verdict_and_leaks_only_with_the_fault_on(
             "triton_version": "2.51.0", "engine": "capi", "why": "asked for", "expected": ("exit_timeout", "errors"),
             "growth": None}
     base = RunConfig(exit_timeout=3, cycles=2, results="R")
-    job = cmd._scenario_job(cell, base, dict(cmd.SCENARIO_LOAD_KEYS))
+    job = jobs.scenario_job(cell, base, dict(cmd.SCENARIO_LOAD_KEYS))
     cfg = from_toml_text(job.spec.config)
     assert (cfg.scenario, cfg.control, cfg.model_shape, cfg.fault, cfg.retain) == ("stub-exits", False, "batched",
                                                                                  "stub-exits", "none")
@@ -337,10 +338,10 @@ def test_a_scenario_cell_records_every_verdict_and_leaks_only_with_the_fault_on(
     assert (cfg.workload.name, cfg.workload.seconds, cfg.workload.users) == ("steady", 2.0, 2)
     assert job.row["retain"] == "-" and "why" not in job.row and job.row["expected"] == ("exit_timeout", "errors")
     assert "expected exit_timeout / errors / ok under the steady workload, 2 user(s), 2 s a cycle" in job.start_line
-    control = cmd._scenario_job({**cell, "control": True, "expected": ("clean", "ok")}, base, {})
+    control = jobs.scenario_job({**cell, "control": True, "expected": ("clean", "ok")}, base, {})
     c = from_toml_text(control.spec.config)
     assert (c.control, c.fault, c.thresholds.allow_leaks, c.workload.name) == (True, "none", False, "none")
-    given = cmd._scenario_job({**cell, "control": True}, RunConfig(thresholds=Thresholds(allow_leaks=True)), {})
+    given = jobs.scenario_job({**cell, "control": True}, RunConfig(thresholds=Thresholds(allow_leaks=True)), {})
     assert from_toml_text(given.spec.config).thresholds.allow_leaks is True  # the matrix's --allow-leaks
     # the same load as `rig soak` options, for a scenario's class run by hand (test_variants.py)
     assert cmd.SCENARIO_LOAD == ("--workload", "steady", "--workload-seconds", "2", "--users", "2")
