@@ -86,7 +86,7 @@ def pa_once(pa, p, cfg: RunConfig, repo, at: Point, inputs: dict | None = None) 
 
 
 def pa_server_columns(summary: dict | None, windows: list[dict]) -> list[dict]:
-    """perf_analyzer's server summary (``perf_analyzer.parse_server_summary``: Triton's averages
+    """perf_analyzer's server summary (``perf_analyzer_output.parse_server_summary``: Triton's averages
     over the windows it reported) as each of its windows' server columns: the same averages in
     each, its counts shared out by the window's requests, so that the windows together give its
     averages and counts back (``server_stats.over_windows``). Nothing where it printed none."""

@@ -152,15 +152,15 @@ PA_LINES = """Request concurrency: 1
 
 def test_perf_analyzers_server_summary_is_read_and_spread_over_its_windows():
     from rig.commands.bench_pa import pa_server_columns
-    from rig.parent import perf_analyzer as pa
+    from rig.parent import perf_analyzer_output as pao
 
-    kept = [line for line in PA_LINES if pa.is_server_line(line)]
+    kept = [line for line in PA_LINES if pao.is_server_line(line)]
     assert len(kept) == 4, "its client's Request count is not the server's"
-    got = pa.parse_server_summary(kept)
+    got = pao.parse_server_summary(kept)
     assert got == {"inferences": 25915, "executions": 25915, "success": 25915, "request_us": 120.0,
                    "overhead_us": 1.0, "queue_us": 21.0, "compute_input_us": 8.0, "compute_infer_us": 70.0,
                    "compute_output_us": 18.0}
-    assert pa.parse_server_summary(PA_LINES[:6]) is None
+    assert pao.parse_server_summary(PA_LINES[:6]) is None
     windows = [{"requests": 8000, "mean_us": 150.0}, {"requests": 9000, "mean_us": 140.0},
                {"requests": 8915, "mean_us": 136.0}]
     cols = pa_server_columns(got, windows)

@@ -9,6 +9,7 @@ import pytest
 
 from rig.parent import repository
 from rig.parent import perf_analyzer as pa
+from rig.parent import perf_analyzer_output as pao
 from rig.common.errors import RigError
 
 LATENCIES = ("p50_us", "p90_us", "p95_us", "p99_us", "avg_us")
@@ -43,7 +44,7 @@ p99 latency,Avg latency,request/response,response wait
 
 
 def test_parse_csv_by_header_names():
-    rows = pa.parse_csv(CSV_248)
+    rows = pao.parse_csv(CSV_248)
     assert [r["concurrency"] for r in rows] == [1, 2]
     assert rows[0]["throughput"] == pytest.approx(6950.28)
     assert rows[1]["p99_us"] == 431 and rows[1]["avg_us"] == 250
@@ -53,9 +54,9 @@ def test_parse_csv_by_header_names():
 def test_parse_csv_reordered_columns_and_trailing_table():
     text = ("Request Rate,p99 latency,Inferences/Second,Some New Column\n"
             "1000,252,999.8,7\n\nOther,Table\n1,2\n")
-    (row,) = pa.parse_csv(text)
+    (row,) = pao.parse_csv(text)
     assert row == {"rate": 1000.0, "p99_us": 252, "throughput": 999.8, "some_new_column": 7}
-    assert pa.parse_csv("") == []
+    assert pao.parse_csv("") == []
 
 
 def test_meaningful_line_skips_gpu_noise():
@@ -69,9 +70,9 @@ def test_meaningful_line_skips_gpu_noise():
         "error: creating server: Internal - failed to load all models",
         "malloc_consolidate(): unaligned fastbin chunk detected",
     ]
-    assert pa._meaningful(lines) == ("failed to load 'bad' version 1: Internal: "
+    assert pao.meaningful(lines) == ("failed to load 'bad' version 1: Internal: "
                                      "ModuleNotFoundError: No module named 'x'")
-    assert pa._meaningful(lines[:2] + lines[3:]) == \
+    assert pao.meaningful(lines[:2] + lines[3:]) == \
         "error: creating server: Internal - failed to load all models"
 
 
