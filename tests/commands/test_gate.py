@@ -131,23 +131,23 @@ def test_a_side_measured_with_the_cpus_held_is_named(real_results, tmp_path, cap
 def test_where_takes_several_values_as_report_and_capacity_do():
     import pandas as pd
 
-    from rig.commands import gate
+    from rig.commands import gate_sides
 
     cycles = pd.DataFrame({"run_id": ["A", "B", "C"], "retain": ["none", "none", "last-response"]})
-    assert list(gate.where(cycles, ["run_id=A,B"]).run_id) == ["A", "B"]
-    assert list(gate.where(cycles, ["run_id=C", "retain=last-response"]).run_id) == ["C"]
+    assert list(gate_sides.where(cycles, ["run_id=A,B"]).run_id) == ["A", "B"]
+    assert list(gate_sides.where(cycles, ["run_id=C", "retain=last-response"]).run_id) == ["C"]
 
 
 def test_gate_keeps_the_cycles_report_keeps_for_one_where(real_results, tmp_path, capsys):
     """One ``--where`` (rig.store.where): ``run_id=X,Y`` keeps the same cycles in the gate as in
     the report, read from the same real store."""
     from rig.analysis import report
-    from rig.commands import gate
+    from rig.commands import gate_sides
 
     root, a, b = str(real_results["root"]), real_results["none_a"], real_results["keep"]
     clause = [f"run_id={a},{b}"]
-    _, cycles = gate.load(root, ["run_id"], (a, b))
-    by_gate = {(r, int(c)) for r, c in gate.where(cycles, clause)[["run_id", "cycle"]].itertuples(index=False)}
+    _, cycles = gate_sides.load(root, ["run_id"], (a, b))
+    by_gate = {(r, int(c)) for r, c in gate_sides.where(cycles, clause)[["run_id", "cycle"]].itertuples(index=False)}
     data = report.select(report.load(root, ["run_id"]), clause)
     by_report = {(r, int(c)) for r, c in data.cycles[["run_id", "cycle"]].itertuples(index=False)}
     assert by_gate == by_report and {r for r, _ in by_gate} == {a, b} and len(by_gate) == 10
