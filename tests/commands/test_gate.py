@@ -28,8 +28,9 @@ def test_a_retained_response_fails_the_gate_on_finalize(real_results):
     back = rig("gate", str(root), "--baseline", keep, "--candidate", a, "--max-throughput-drop", "0.9",
                timeout=120)
     fails = [line for line in back.stdout.splitlines() if line.startswith("FAIL")]
-    # (the figures themselves move on a busy machine: 1.2 s -> 2.1 s was seen beside other runs)
-    assert back.returncode == 1 and fails and all(re.match(r"FAIL: stop p95 1\.\d s -> 2\.\d s", line)
+    # (the figures themselves move on a busy machine: 1.2 s -> 2.1 s was seen beside other runs, and
+    # a clean stop is whole seconds of Triton's polls: 3 s where the unload outlasts the second one)
+    assert back.returncode == 1 and fails and all(re.match(r"FAIL: stop p95 1\.\d s -> [2-9]\.\d s", line)
                                                   for line in fails), back.stdout + back.stderr
 
 
