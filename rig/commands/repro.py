@@ -35,7 +35,19 @@ LOAD_USERS = 2  # a workload scenario's load (rig matrix's SCENARIO_LOAD_KEYS): 
 LOAD_SECONDS = 2.0
 REQUEST_TIMEOUT_S = 5.0  # rig matrix's SCENARIO_REQUEST_TIMEOUT
 # The clients around stop() the script does as the rig's do (rig.scenarios.client, rig.worker.observers).
-CLIENTS = ("none", "stop-in-flight", "refused-request", "stop-while-loading", "load-missing", "stub-killed")
+CLIENTS = (
+    "none",
+    "stop-in-flight",
+    "refused-request",
+    "stop-while-loading",
+    "load-missing",
+    "stub-killed",
+    "sequence-at-stop",
+)
+# sequence-at-stop's client: rig.scenarios.client.sequences' SEQUENCES, FIRST_SEQUENCE and IDLE_WAIT_S (a
+# module of the worker's side, which the commands do not import; a test holds the two the same).
+SEQUENCES = {"n": 4, "first": 1001, "idle_s": 1.5}
+NEEDS = ("ensemble", "sequence_batching")  # the core features (Scenario.needs) whose models the script serves
 # Scenarios the script runs but whose known verdict its run did not give (checked on 2.51.0).
 NOT_REPRODUCED = {
     "sender-after-return": (
@@ -85,8 +97,8 @@ def refusal(s) -> str | None:
         return f"the process exits right after stop() and the rig counts the /dev/shm regions it left: {run}"
     if s.client == "reload-in-place":
         return f"its verdict is the server's process crashing after a reload in place (an intermittent race): {run}"
-    if s.needs:
-        return f"its models need the core's {', '.join(s.needs)} and a client the script does not have: {run}"
+    if set(s.needs) - set(NEEDS):
+        return f"its models need the core's {', '.join(s.needs)}, which the script does not serve: {run}"
     if s.name in NOT_REPRODUCED:
         return f"{NOT_REPRODUCED[s.name]}: {run}"
     if s.client not in CLIENTS:
@@ -207,6 +219,8 @@ def cell_of(s, cfg, rt, control: bool, models: list[str]) -> dict[str, Any]:
         what = (
             "the template model with no fault, nothing kept across stop()"
             if s.template and cfg.client == "none"
+            else f"{s.name}'s models with the fault switched off, no client around stop()"
+            if cfg.client == "none"
             else f"{s.name}'s models and client with the fault switched off"
         )
     return {
@@ -229,11 +243,17 @@ def cell_of(s, cfg, rt, control: bool, models: list[str]) -> dict[str, Any]:
         "requests": cfg.requests,
         "in_flight": cfg.requests_in_flight,
         "workload": workload,
+        "sequences": sequences_of(cfg.client),
         "request_timeout": cfg.request_timeout,
         "exit_timeout": cfg.exit_timeout,
         "expected": expected_of(s, control, shape, rt.triton_version),
         "meanings": {**OUTCOMES, **{k: v for k, v in LOAD_OUTCOMES.items() if k not in OUTCOMES}},
     }
+
+
+def sequences_of(client: str) -> dict[str, Any] | None:
+    """The sequences the ``sequence-at-stop`` client opens (``SEQUENCES``); None for another client."""
+    return dict(SEQUENCES) if client == "sequence-at-stop" else None
 
 
 def script_text(cell: dict[str, Any]) -> str:
@@ -309,6 +329,10 @@ def run(args) -> int:
         raise RigError("--exit-timeout must be >= 0")
     cfg = cell_config(s, args.control, args.shape, exit_timeout, args.runtime)  # bad input first: one line
     rt = runtime_of(args.runtime, log=lambda m: print(m, flush=True))
+    if s.needs:  # a core built without ensembles: its models would not load
+        from rig.scenarios import core_features
+
+        core_features.check(s, rt)
     out.mkdir(parents=True, exist_ok=True)
     models = repro_models.write_models(s, cfg, args.control, out / "models")
     repro_models.write_crash_recorder(out / "crash.c")

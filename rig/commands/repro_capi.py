@@ -59,6 +59,8 @@ MEMORY_CPU = 0
 RESPONSE_FINAL = 1
 MODEL_CONTROL_NONE = 0
 MODEL_CONTROL_EXPLICIT = 2  # TRITONSERVER_MODEL_CONTROL_EXPLICIT
+SEQUENCE_START = 1  # TRITONSERVER_RequestFlag: TRITONSERVER_REQUEST_FLAG_SEQUENCE_START
+SEQUENCE_END = 2  # TRITONSERVER_REQUEST_FLAG_SEQUENCE_END
 
 AllocFn = CFUNCTYPE(
     c_void_p,
@@ -107,6 +109,7 @@ SIGNATURES: dict[str, list[Any]] = {
     "TRITONSERVER_ServerMetadata": [c_void_p, POINTER(c_void_p)],
     "TRITONSERVER_ServerModelIndex": [c_void_p, c_uint32, POINTER(c_void_p)],
     "TRITONSERVER_ServerModelMetadata": [c_void_p, c_char_p, c_int64, POINTER(c_void_p)],
+    "TRITONSERVER_ServerModelConfig": [c_void_p, c_char_p, c_int64, c_uint32, POINTER(c_void_p)],
     "TRITONSERVER_MessageSerializeToJson": [c_void_p, POINTER(c_char_p), POINTER(c_size_t)],
     "TRITONSERVER_MessageDelete": [c_void_p],
     "TRITONSERVER_ResponseAllocatorNew": [POINTER(c_void_p), AllocFn, ReleaseFn, c_void_p],
@@ -115,6 +118,9 @@ SIGNATURES: dict[str, list[Any]] = {
     "TRITONSERVER_InferenceRequestDelete": [c_void_p],
     "TRITONSERVER_InferenceRequestAddInput": [c_void_p, c_char_p, c_int, POINTER(c_int64), c_uint64],
     "TRITONSERVER_InferenceRequestAppendInputData": [c_void_p, c_char_p, c_void_p, c_size_t, c_int, c_int64],
+    # a sequence's requests (the sequence batcher): the correlation id and the START / END flags
+    "TRITONSERVER_InferenceRequestSetCorrelationId": [c_void_p, c_uint64],
+    "TRITONSERVER_InferenceRequestSetFlags": [c_void_p, c_uint32],
     "TRITONSERVER_InferenceRequestSetReleaseCallback": [c_void_p, RequestReleaseFn, c_void_p],
     "TRITONSERVER_InferenceRequestSetResponseCallback": [c_void_p, c_void_p, c_void_p, ResponseCompleteFn, c_void_p],
     "TRITONSERVER_ServerInferAsync": [c_void_p, c_void_p, c_void_p],

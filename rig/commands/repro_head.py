@@ -6,15 +6,15 @@ drives Triton's C API (``libtritonserver.so``, ``tritonserver.h``) through ctype
 C API engine does: it starts a server over ``models/`` (strict model config and readiness, the
 cell's exit timeout, the install's ``backends/``), waits for the models, sends the cell's
 requests, sets the scene the cell's client sets before ``stop()`` (requests in flight, requests
-refused, a load under way, a model's file taken away, a stub killed), keeps what the cell's client
-keeps across ``stop()`` (the last response object, or a numpy array over its output), calls
-``TRITONSERVER_ServerStop`` and times it, lets go of what it kept, waits for the models' finalize,
-and calls ``TRITONSERVER_ServerDelete``. The models record each ``initialize`` and ``finalize``
-themselves (a few lines appended to their ``model.py``: one JSON line per call in the file
-``$REPRO_EVIDENCE`` names), so the script tells whether each instance's finalize ran before
-``stop()`` returned, after, or never; where the cell needs it (a stub that dies of a signal as it
-exits) a small signal handler, ``crash.c`` beside this file, compiled here with ``cc``, records a
-stub's crash.
+refused, a load under way, a model's file taken away, a stub killed, sequences left open), keeps
+what the cell's client keeps across ``stop()`` (the last response object, or a numpy array over
+its output), calls ``TRITONSERVER_ServerStop`` and times it, lets go of what it kept, waits for
+the models' finalize, and calls ``TRITONSERVER_ServerDelete``. The models record each
+``initialize`` and ``finalize`` themselves (a few lines appended to their ``model.py``: one JSON
+line per call in the file ``$REPRO_EVIDENCE`` names), so the script tells whether each
+instance's finalize ran before ``stop()`` returned, after, or never; where the cell needs it (a
+stub that dies of a signal as it exits) a small signal handler, ``crash.c`` beside this file,
+compiled here with ``cc``, records a stub's crash.
 
 Usage: ``python repro.py --triton DIR`` (or ``$TRITON_HOME``): DIR in perf_analyzer's layout,
 ``lib/libtritonserver.so`` and ``backends/python/``. The environment it needs: ``LD_LIBRARY_PATH``

@@ -131,6 +131,7 @@ def _prepare(args: argparse.Namespace) -> Run | int:
     os.environ.pop("REPRO_CRASH_LIB", None)
     if crash_lib:
         os.environ["REPRO_CRASH_LIB"] = crash_lib  # armed by the same lines in each stub
+    os.environ.update(run.scene.environment(work))  # what the scene's models read, before their stubs start
     if run.scene.copies:  # the client changes the models' files: it acts on a copy
         shutil.copytree(run.models_dir, work / "models", dirs_exist_ok=True)
         run.models_dir = work / "models"

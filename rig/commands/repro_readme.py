@@ -278,9 +278,15 @@ def _steps(cell: dict) -> list[str]:
         )
     else:
         at = f", {cell['in_flight']} at a time" if cell["in_flight"] > 1 else ", one at a time"
+        one_shot = (
+            ", each to the stateful model in a sequence of its own (START and END; correlation ids from 2^40)"
+            if cell.get("sequences")
+            else ""
+        )
         lines.append(
-            f"2. sends {cell['requests']} requests{at} to the models in turn (`TRITONSERVER_ServerInferAsync`; every "
-            "response but the last deleted with `TRITONSERVER_InferenceResponseDelete` once read);"
+            f"2. sends {cell['requests']} requests{at} to the models in turn{one_shot} "
+            "(`TRITONSERVER_ServerInferAsync`; every response but the last deleted with "
+            "`TRITONSERVER_InferenceResponseDelete` once read);"
         )
     kept = {
         "last-response": "keeps the last response object: it is not deleted until after the stop",
@@ -304,10 +310,17 @@ def _steps(cell: dict) -> list[str]:
 def _scene_words(cell: dict) -> str:
     """What the client does just before the stop (step 3's second half)."""
     client = cell.get("client") or "none"
+    seq = cell.get("sequences") or {}
     return {
         "stop-in-flight": f"; then submits {cell.get('in_flight_at_stop')} request(s) at once (to the models in "
-        "turn) and calls the stop 0.1 s later, while the first executes: each must end answered or failed, none "
-        "lost",
+        "turn: the ensembles alone where there are any) and calls the stop 0.1 s later, while the first executes: "
+        "each must end answered or failed, none lost",
+        "sequence-at-stop": f"; then opens {seq.get('n')} sequences on the stateful model whose `fault` parameter "
+        f"is not `off` (correlation ids from {seq.get('first')}, `TRITONSERVER_InferenceRequestSetCorrelationId` "
+        "and `...SetFlags`: a START request and one more each), half of them left idle "
+        f"{seq.get('idle_s')} s (past the 1 s idle timeout) then each asked to go on (a request without START), the "
+        "other half just before the stop; none ended (`fault` `off`: each ended with END at once); the model "
+        "writes the states it still holds at its finalize into `$RIG_EVIDENCE_DIR`",
         "refused-request": f"; then sends {cell.get('refused')} requests per model with an input the model does "
         "not have (`RIG_NO_SUCH_INPUT`), each refused",
         "stop-while-loading": "; then unloads the models (`TRITONSERVER_ServerUnloadModel`), loads them again from "

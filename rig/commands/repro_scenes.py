@@ -2,7 +2,8 @@
 (``rig.worker.observers``, ``rig.scenarios.client``): requests in flight at the stop
 (``stop-in-flight``), requests refused at submission (``refused-request``), a load under way
 (``stop-while-loading``), a model loaded again without its ``model.py`` (``load-missing``), a
-model's stub killed and the server asked whether it is ready (``stub-killed``). A scene acts on a
+model's stub killed and the server asked whether it is ready (``stub-killed``), sequences open on
+a stateful model (``sequence-at-stop``). A scene acts on a
 model whose config's ``fault`` parameter is not ``off`` (the scenario's models say ``on``, their
 negative control ``off``): a scenario and its control run the same client."""
 
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from rig.commands.repro_capi import TritonError
+from rig.commands.repro_capi import SEQUENCE_END, SEQUENCE_START, TritonError
 from rig.commands.repro_env import stubs
 from rig.commands.repro_load import Targets
 from rig.commands.repro_server import Server, _Pending
@@ -94,6 +95,17 @@ class Scene:
         """Whether a call the scene made (a load) still runs in its thread: the server is not deleted under it."""
         return False
 
+    def environment(self, work: Path) -> dict[str, str]:
+        """Variables the models' stubs read (set before the server starts, which the stubs inherit)."""
+        return {}
+
+
+def entry_targets(server: Server, targets: Targets) -> Targets:
+    """The models a client calls: the ensembles where the repository has any (their steps are
+    theirs to call), else every model (the rig's ``entry_models``)."""
+    ensembles = [(m, inputs) for m, inputs in targets if server.platform(m) == "ensemble"]
+    return ensembles or targets
+
 
 class InFlight(Scene):
     """``stop-in-flight``: ``n`` requests submitted at once (to the models in turn), the stop called
@@ -106,14 +118,16 @@ class InFlight(Scene):
         self.refused: list[str] = []
 
     def before_stop(self, server: Server, models: Path, targets: Targets, startup_s: float) -> list[str]:
+        entry = entry_targets(server, targets)
         for i in range(self.n):
-            model, inputs = targets[i % len(targets)]
+            model, inputs = entry[i % len(entry)]
             try:
                 self.pending.append(server.submit(model, inputs, release_at_once=True))
             except TritonError as e:  # refused at once: it ended, as a failure
                 self.refused.append(str(e))
         time.sleep(0.1)
-        return [f"{self.n} request(s) submitted at once, stop() called 0.1 s later"]
+        names = ", ".join(m for m, _ in entry)
+        return [f"{self.n} request(s) submitted at once (to {names} in turn), stop() called 0.1 s later"]
 
     def settled(self) -> bool:
         return all(p.done.is_set() for p in self.pending)
@@ -265,6 +279,78 @@ class StubKilled(Scene):
         return [f"{what}: {'; '.join(words)}"]
 
 
+class Sequences(Scene):
+    """``sequence-at-stop``: on each stateful model, ``n`` sequences (correlation ids from
+    ``first``), each a START request and one more: half of them first, left idle ``idle_s`` (past
+    the batcher's 1 s idle timeout) and each asked to go on (a request without START, refused once
+    the batcher's reaper ended it), then the other half, just before the stop; none ended. On a
+    model whose ``fault`` is ``off`` (the control) each sequence is ended (END) as soon as it is
+    open. The model writes the states it still holds at its finalize into ``$RIG_EVIDENCE_DIR``."""
+
+    def __init__(self, n: int, first: int, idle_s: float, timeout_s: float) -> None:
+        self.n, self.first, self.idle_s, self.timeout_s = n, first, idle_s, timeout_s
+        self.counts: Path | None = None
+
+    def environment(self, work: Path) -> dict[str, str]:
+        self.counts = work / "sequences"
+        self.counts.mkdir(exist_ok=True)
+        for stale in self.counts.glob("sequences-*.count"):
+            stale.unlink()
+        return {"RIG_EVIDENCE_DIR": str(self.counts)}  # the name the scenario's model.py reads
+
+    def _send(self, server: Server, target: tuple[str, dict[str, np.ndarray]], cid: int, flags: int) -> str | None:
+        """One request of sequence ``cid``, waited for; its error (None: answered)."""
+        model, inputs = target
+        try:
+            pending = server.submit(model, inputs, sequence=(cid, flags))
+        except TritonError as e:
+            return str(e)
+        if not pending.done.wait(self.timeout_s):
+            return f"sequence {cid}: no answer within {self.timeout_s:g} s"
+        server.delete_response(pending.response)
+        return None if pending.error is None else str(pending.error)
+
+    def _open(self, server: Server, target: tuple[str, dict[str, np.ndarray]], end: bool) -> str:
+        """The model's sequences opened (and ended at once where ``end``): what came of them, in one line."""
+        ids = list(range(self.first, self.first + self.n))
+        opened, reaped, errors, refusal = 0, 0, [], ""
+        for k, half in enumerate([ids[: self.n // 2], ids[self.n // 2 :]]):
+            for cid in half:
+                said = self._send(server, target, cid, SEQUENCE_START)
+                said = said or self._send(server, target, cid, SEQUENCE_END if end else 0)
+                errors += [said] if said else []
+                opened += not end and said is None
+            if k == 0:
+                time.sleep(self.idle_s)
+                if not end:  # a request without START: refused once the reaper ended the sequence
+                    refusals = [e for e in (self._send(server, target, cid, 0) for cid in half) if e]
+                    reaped, refusal = len(refusals), (refusals or [""])[0]
+        if end:
+            what = f"{self.n} sequence(s) opened and each ended (END) at once: none open at stop()"
+        else:
+            what = (
+                f"{opened} sequence(s) opened (START, then one more request) and never ended; the first "
+                f"{self.n // 2} left idle {self.idle_s:g} s: {reaped} of them ended by the batcher meanwhile"
+                + (f" (asked to go on: {refusal[:200]})" if refusal else "")
+                + f"; {opened - reaped} open in the batcher at stop()"
+            )
+        return f"{target[0]}: {what}" + (f"; {len(errors)} request(s) failed: {errors[0][:200]}" if errors else "")
+
+    def before_stop(self, server: Server, models: Path, targets: Targets, startup_s: float) -> list[str]:
+        return [self._open(server, t, end=not faulted(models, t[0])) for t in targets if server.stateful(t[0])]
+
+    def after(self, server: Server) -> dict[str, Any]:
+        counts = []
+        for f in sorted(self.counts.glob("sequences-*.count")) if self.counts else []:
+            try:
+                counts.append(int(f.read_text().strip()))
+            except (OSError, ValueError):
+                pass
+        if not counts:
+            return {"notes": ["no finalize wrote the sequence states it held"]}
+        return {"notes": [f"the stateful model's finalize still held {sum(counts)} sequence state(s)"]}
+
+
 def scene_of(cell: dict[str, Any]) -> Scene:
     """The scene the cell's client sets (none: ``Scene``)."""
     client = cell.get("client") or "none"
@@ -272,6 +358,10 @@ def scene_of(cell: dict[str, Any]) -> Scene:
         return InFlight(int(cell.get("in_flight_at_stop") or 1))
     if client == "refused-request":
         return Refused(int(cell.get("refused") or 1))
+    if client == "sequence-at-stop":
+        seq = cell.get("sequences") or {}
+        timeout_s = float(cell.get("request_timeout", 5.0))
+        return Sequences(int(seq.get("n", 4)), int(seq.get("first", 1001)), float(seq.get("idle_s", 1.5)), timeout_s)
     scenes: dict[str, type[Scene]] = {
         "stop-while-loading": LoadingAtStop,
         "load-missing": LoadMissing,

@@ -16,6 +16,8 @@ from rig.commands.repro_capi import (
     MODEL_CONTROL_NONE,
     NUMPY_OF,
     RESPONSE_FINAL,
+    SEQUENCE_END,
+    SEQUENCE_START,
     AllocFn,
     Core,
     ReleaseFn,
@@ -23,6 +25,8 @@ from rig.commands.repro_capi import (
     ResponseCompleteFn,
     TritonError,
 )
+
+ONE_SHOT_IDS = 1 << 40  # a load's one-request sequences (a stateful model): their correlation ids start here
 
 
 class _Pending:
@@ -49,6 +53,8 @@ class Server:
         self._pending: dict[int, _Pending] = {}
         self._next = 1
         self._lock = threading.Lock()
+        self._stateful: dict[str, bool] = {}
+        self._one_shot = ONE_SHOT_IDS
         # the ctypes thunks must outlive every request
         self._alloc_cb = AllocFn(self._alloc)
         self._release_cb = ReleaseFn(self._release)
@@ -198,6 +204,37 @@ class Server:
         meta = self.core.message_json(msg)
         return [(t["name"], t["datatype"], [int(d) for d in t.get("shape", [])]) for t in meta.get("inputs", [])]
 
+    def platform(self, model: str) -> str:
+        """The model's platform in its metadata (``ensemble``, ``python``); "" where the core does not say."""
+        msg = c_void_p()
+        err = self.core.error(
+            self.core.lib.TRITONSERVER_ServerModelMetadata(self.server, model.encode(), -1, byref(msg))
+        )
+        return "" if err is not None else str(self.core.message_json(msg).get("platform", ""))
+
+    def stateful(self, model: str) -> bool:
+        """Whether the model runs under the sequence batcher (``sequence_batching`` in the config the
+        core serves, ``TRITONSERVER_ServerModelConfig``): each of its requests needs a correlation id."""
+        if model not in self._stateful:
+            msg = c_void_p()
+            err = self.core.error(
+                self.core.lib.TRITONSERVER_ServerModelConfig(self.server, model.encode(), -1, 1, byref(msg))
+            )
+            if err is not None:  # asked again next time, as the rig's engine does
+                return False
+            self._stateful[model] = "sequence_batching" in self.core.message_json(msg)
+        return self._stateful[model]
+
+    def sequence_of(self, model: str, sequence: tuple[int, int] | None) -> tuple[int, int] | None:
+        """The (correlation id, flags) a request goes in: the caller's, or for a stateful model a
+        sequence of its own (START and END, a fresh id: a load that knows nothing of sequences still
+        reaches the model, as the rig's engines send it), else none."""
+        if sequence is not None or not self.stateful(model):
+            return sequence
+        with self._lock:
+            cid, self._one_shot = self._one_shot, self._one_shot + 1
+        return cid, SEQUENCE_START | SEQUENCE_END
+
     def stop(self) -> TritonError | None:
         return self.core.error(self.core.lib.TRITONSERVER_ServerStop(self.server))
 
@@ -210,12 +247,24 @@ class Server:
             self.allocator = c_void_p()
 
     # -- requests
-    def submit(self, model: str, inputs: dict[str, np.ndarray], release_at_once: bool = False) -> _Pending:
+    def submit(
+        self,
+        model: str,
+        inputs: dict[str, np.ndarray],
+        release_at_once: bool = False,
+        sequence: tuple[int, int] | None = None,
+    ) -> _Pending:
+        """``TRITONSERVER_ServerInferAsync`` of one request; ``sequence``: its correlation id and
+        flags (``SEQUENCE_START``, ``SEQUENCE_END``), a stateful model's default ``sequence_of``'s."""
         c = self.core
+        sequence = self.sequence_of(model, sequence)
         req = c_void_p()
         c.call("TRITONSERVER_InferenceRequestNew", byref(req), self.server, model.encode(), -1)
         keep: list[Any] = []
         try:
+            if sequence is not None:
+                c.call("TRITONSERVER_InferenceRequestSetCorrelationId", req, sequence[0])
+                c.call("TRITONSERVER_InferenceRequestSetFlags", req, sequence[1])
             for name, arr in inputs.items():
                 arr = np.ascontiguousarray(arr)
                 keep.append(arr)

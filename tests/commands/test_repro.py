@@ -37,10 +37,11 @@ def test_what_it_covers_and_what_it_refuses():
     names = repro.covered_names()
     for name in ("retained-response", "retained-array", "finalize-raises", "stub-exits", "execute-raises", "baseline",
                  "sender-kept", "bls-in-flight", "metrics", "missing-model-py",
-                 "ready-stub-dead", "stop-in-flight", "stop-while-loading", "refused-request"):
+                 "ready-stub-dead", "stop-in-flight", "stop-while-loading", "refused-request", "ensemble-in-flight",
+                 "sequence-at-stop"):
         assert name in names
     for name in ("reload", "worker-killed", "memory", "leaks-memory", "slows-down", "metrics-reload",
-                 "shm-after-forced-stop", "ensemble-in-flight", "sequence-at-stop", "sender-after-return"):
+                 "shm-after-forced-stop", "sender-after-return"):
         assert name not in names
 
 
@@ -287,9 +288,29 @@ def test_a_stub_that_dies_at_exit_and_requests_lost():
     assert repro_evidence.lifecycle_verdict(False, None, s, lost=2) == "requests_lost"
 
 
+def test_the_sequences_are_the_rigs_clients():
+    """The sequences the script opens are those of the rig's sequence-at-stop client (which the commands cannot import)."""
+    from rig.scenarios.client import sequences
+
+    assert repro.SEQUENCES == {"n": sequences.SEQUENCES, "first": sequences.FIRST_SEQUENCE,
+                               "idle_s": sequences.IDLE_WAIT_S}
+    cell = repro.cell_of(repro.scenario_of("sequence-at-stop"), _cfg("sequence-at-stop"), _embedded(), False,
+                         ["sequence_sum"])
+    assert cell["client"] == "sequence-at-stop" and cell["sequences"] == repro.SEQUENCES
+    control = _cfg("ensemble-in-flight", control=True)
+    assert control.client == "none"  # its client is its fault
+    cell = repro.cell_of(repro.scenario_of("ensemble-in-flight"), control, _embedded(), True, ["ensemble_pipeline"])
+    assert cell["sequences"] is None and "no client around stop()" in cell["what"]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("scenario, verdict", [("ready-stub-dead", "finalize_missing"), ("metrics", "aborted_at_exit")])
-def test_a_scenario_with_models_of_its_own_reproduces_elsewhere(capsys, tmp_path, scenario, verdict):
+@pytest.mark.parametrize("scenario, verdict, words", [
+    ("ready-stub-dead", "finalize_missing", ""),
+    ("metrics", "aborted_at_exit", ""),
+    ("ensemble-in-flight", "requests_lost", "8 request(s) submitted at once (to ensemble_pipeline in turn)"),
+    ("sequence-at-stop", "clean", "the stateful model's finalize still held 4 sequence state(s)"),
+])
+def test_a_scenario_with_models_of_its_own_reproduces_elsewhere(capsys, tmp_path, scenario, verdict, words):
     """A scenario of its own models and client on the embedded default: its known verdict, by itself, from a
     copy run with PATH and HOME alone; run.sh and README.md name no path of the rig's checkout."""
     from rig.parent import runtime
@@ -304,6 +325,25 @@ def test_a_scenario_with_models_of_its_own_reproduces_elsewhere(capsys, tmp_path
     proc = subprocess.run(["./run.sh", "--work", str(tmp_path / "work")], cwd=fresh, env=env, capture_output=True,
                           text=True, timeout=300, check=False)
     assert proc.returncode == 0 and f"verdict: {verdict}" in proc.stdout, proc.stdout + proc.stderr
+    assert words in proc.stdout
     readme = (out / "README.md").read_text()
     assert str(out) not in readme and str(tmp_path) not in readme and "## What to set" in readme
     assert str(Path(runtime.resolve(runtime.DEFAULT_EMBEDDED).server_dir)) not in (out / "run.sh").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", ["ensemble-in-flight", "sequence-at-stop"])
+def test_the_controls_of_an_ensemble_and_of_sequences_are_clean(capsys, tmp_path, scenario):
+    """Their controls on the embedded default (the steps fast, no request in flight; every sequence ended):
+    clean, in the run `rig repro` makes itself (exit 0: the script reproduced it)."""
+    from rig.parent import runtime
+
+    runtime.resolve(runtime.DEFAULT_EMBEDDED, log=print)
+    out = tmp_path / "repro"
+    code, text, err = run(capsys, "repro", "--scenario", scenario, "--control", "--runtime", "2.51.0", "--out", str(out))
+    assert code == 0 and "observed clean (expected clean)" in text, text + err
+    readme = (out / "README.md").read_text()
+    assert "verdict: clean" in readme and "REPRODUCED" in readme
+    if scenario == "sequence-at-stop":
+        assert "4 sequence(s) opened and each ended (END) at once" in readme
+        assert "finalize still held 0 sequence state(s)" in readme
