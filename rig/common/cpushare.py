@@ -5,10 +5,11 @@ run's row records (``runs.cpu_share``, ``runs.cpus``, ``runs.cpu_share_from``; s
 ``--cpus count:N`` (the first N CPUs this process may use) sets this process's CPU affinity
 before anything starts. Everything the run starts inherits it: the worker, the Triton core's
 threads and the in-process load inside it, the backend stubs the core spawns, bench's idle-CPU
-pollers (one per CPU held). A cgroup CPU quota (a container's ``--cpus``, a pod's CPU limit,
-``systemd-run -p CPUQuota=``) is not set here (that needs a cgroup delegated to the user), but one
-that caps the process is read and recorded: the share is then the quota in CPUs where it is less
-than the CPUs the affinity allows.
+pollers (one per CPU held). ``--cpus quota:X`` caps the run at X CPUs of those it may use with a
+cgroup of its own (``rig.common.cpuquota``: a pod's CPU limit, so that more nodes than CPUs can each
+hold a share; it needs root or a delegated cgroup). A quota that caps the process from outside (a
+container's ``--cpus``, a pod's limit, ``systemd-run -p CPUQuota=``) is read and recorded too: the
+share is then the quota in CPUs where it is less than the CPUs the affinity allows.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import os
 from rig.common.errors import RigError
 
 _held: list[int] | None = None  # the CPUs ``hold`` held this process to (None: not held by --cpus)
+_by_quota = False  # ``hold`` set a quota of its own (--cpus quota:X)
 
 
 def cpu_list(cpus) -> str:
@@ -53,7 +55,10 @@ def parse(text: str, allowed) -> list[int]:
     for part in text.split(","):
         lo, dash, hi = part.strip().partition("-")
         if not lo.isdigit() or (dash and not hi.isdigit()) or (dash and int(hi) < int(lo)):
-            raise RigError(f"--cpus {text}: give CPUs as a list (0, 0,1 or 0-3, as taskset -c) or a count (count:2)")
+            raise RigError(
+                f"--cpus {text}: give CPUs as a list (0, 0,1 or 0-3, as taskset -c), a count (count:2) or a "
+                "quota (quota:0.5)"
+            )
         cpus += range(int(lo), int(hi if dash else lo) + 1)
     if len(set(cpus)) != len(cpus):
         raise RigError(f"--cpus {text} names a CPU twice: give each once")
@@ -69,21 +74,29 @@ def parse(text: str, allowed) -> list[int]:
 def hold(text: str | None) -> list[int] | None:
     """Hold this process (and all it starts from now on) to the CPUs ``--cpus TEXT`` names;
     None given: nothing changes. Returns the CPUs held."""
-    global _held
+    global _held, _by_quota
     if text is None:
         return None
+    if str(text).strip().startswith("quota:"):
+        from rig.common import cpuquota
+
+        allowed = sorted(os.sched_getaffinity(0))
+        cpuquota.hold(cpuquota.parse(str(text), len(allowed)), str(text))
+        _held, _by_quota = allowed, True
+        return allowed
     cpus = parse(text, os.sched_getaffinity(0))
     os.sched_setaffinity(0, cpus)
     _held = cpus
     return cpus
 
 
-def share(affinity, quota: str | None, machine: int | None, held: list[int] | None) -> dict:
+def share(affinity, quota: str | None, machine: int | None, held: list[int] | None, by_quota: bool = False) -> dict:
     """The share a run's row records (pure): ``cpu_share``, the CPUs the run may use (the
     quota's CPUs, ``quota/period``, where that is fewer than the affinity allows); ``cpus``, the
-    CPUs of its affinity as a list; ``cpu_share_from``: ``--cpus`` (held by the option),
-    ``cgroup`` (a CPU quota caps it), ``affinity`` (held to fewer CPUs than the machine has by
-    something else: taskset, a cpuset) or ``machine`` (nothing held it)."""
+    CPUs of its affinity as a list; ``cpu_share_from``: ``--cpus`` (held by the option, or
+    ``by_quota``: capped by the option's own quota), ``cgroup`` (a CPU quota caps it), ``affinity``
+    (held to fewer CPUs than the machine has by something else: taskset, a cpuset) or ``machine``
+    (nothing held it)."""
     cpus = sorted(set(affinity))
     out = {
         "cpu_share": float(len(cpus)),
@@ -97,7 +110,7 @@ def share(affinity, quota: str | None, machine: int | None, held: list[int] | No
         except ValueError:
             cap = None
         if cap is not None and 0 < cap < len(cpus):
-            out.update(cpu_share=round(cap, 3), cpu_share_from="cgroup")
+            out.update(cpu_share=round(cap, 3), cpu_share_from="--cpus" if by_quota else "cgroup")
     return out
 
 
@@ -105,4 +118,4 @@ def current() -> dict:
     """This process's share of the machine (``share``), read now."""
     from rig.common.cpuidle import cpu_quota
 
-    return share(os.sched_getaffinity(0), cpu_quota(), os.cpu_count(), _held)
+    return share(os.sched_getaffinity(0), cpu_quota(), os.cpu_count(), _held, _by_quota)

@@ -92,9 +92,10 @@ def add_server_options(g) -> None:
     g.add_argument("--node", help="the name this machine's rows carry in `host` (default the hostname)")
     g.add_argument(
         "--cpus",
-        metavar="LIST|count:N",
-        help="hold the run to a share of the machine: CPUs as taskset -c lists them (0, 0,1, 0-3) or "
-        "count:N (the first N this process may use); the worker, its load and the backend stubs inherit "
+        metavar="LIST|count:N|quota:X",
+        help="hold the run to a share of the machine: CPUs as taskset -c lists them (0, 0,1, 0-3), "
+        "count:N (the first N this process may use) or quota:X (X CPUs' time, as a pod's CPU limit: a "
+        "cgroup of its own, which needs root); the worker, its load and the backend stubs inherit "
         "it, and the run's row records it (runs.cpu_share, runs.cpus) (default: all it may use)",
     )
 
