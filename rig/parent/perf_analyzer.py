@@ -42,9 +42,9 @@ from rig.contract import inputs
 from rig.parent.perf_analyzer_output import (
     LOAD_FAILED,
     clean_line,
+    is_server_line,
     last_line,
     meaningful,
-    is_server_line,
     parse_csv,
     parse_profile,
     parse_server_summary,

@@ -170,7 +170,9 @@ def meaningful(lines: list[str]) -> str:
     instability notice, the server's first error, perf_analyzer's last ``error:`` line, else the
     last line that is not known noise (CUDA/NVML/DCGM warnings on a machine without GPU)."""
     useful = [
-        (x, clean_line(x)) for x in lines if clean_line(x) and not _NOISE.search(clean_line(x)) and not x.startswith((" ", "\t"))
+        (x, clean_line(x))
+        for x in lines
+        if clean_line(x) and not _NOISE.search(clean_line(x)) and not x.startswith((" ", "\t"))
     ]
     for pattern, first in (
         (LOAD_FAILED, True),
