@@ -24,6 +24,7 @@ from rig.contract.runtime import BuiltRuntime, Runtime, stub_site_of
 from rig.contract.spec import LEAK_PREFIX, CycleSpec
 from rig.worker import cycle as cycle_mod
 from rig.worker import engines
+from rig.worker.cycle_reference import InputsRefused
 from rig.worker.engines import memory
 from rig.worker.hook import crashlib
 
@@ -127,7 +128,7 @@ def main(spec_path: str, result_fd: int) -> int:
             )
         if held is not None:  # every cycle reported: the server kept across them stops now
             held.close(phase, spec)
-    except cycle_mod.InputsRefused as e:  # bad input, not a failed cycle: the parent refuses the run
+    except InputsRefused as e:  # bad input, not a failed cycle: the parent refuses the run
         chan.send(Refused(str(e)))
         return 2
     except Exception as e:  # noqa: BLE001 - reported to the parent as data, then exit non-zero
