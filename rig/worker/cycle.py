@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -33,6 +32,7 @@ from rig.contract.verdicts import (
 from rig.worker import observers as observers_mod
 from rig.worker import serverstats
 from rig.worker.cycle_reference import add_reference, references
+from rig.worker.cycle_teardown import teardown, unload_all
 from rig.worker.engines.base import Engine, EngineError, ServerOptions
 from rig.worker.engines.retention import Retained
 from rig.worker.grouped import grouped_requests
@@ -55,7 +55,7 @@ class Held:
             return
         phase("stop", spec.exit_timeout + 60)
         self.engine.stop()
-        _teardown(self.engine, phase, spec)
+        teardown(self.engine, phase, spec)
         probes.kill_processes(probes.stubs_of(os.getpid()))
         self.engine = None
 
@@ -179,7 +179,7 @@ def _cycle_after_start(engine: Engine, t0: float, means: Means) -> CycleDone:
     regions = probes.shm_regions_mapped(pids)
 
     kept = Retained()
-    ctx = observers_mod.Context(engine, spec, inputs, cycle, lambda timeout: _unload_all(engine, timeout), send)
+    ctx = observers_mod.Context(engine, spec, inputs, cycle, lambda timeout: unload_all(engine, timeout), send)
     _load(ctx, row, watchers, phase, workload, kept, checks)
     add_reference(row, reference)
     row.update(serverstats.over_cycle(engine, spec.models, spec.server_stats))
@@ -211,7 +211,7 @@ def _cycle_after_start(engine: Engine, t0: float, means: Means) -> CycleDone:
     row["finalize_before_stop"] = before["finalize_before_stop"]
     for o in watchers:  # counted before the server is freed: a request lost is one with no word by now
         o.released(ctx, row)
-    row["cleanup"] = "ok" if reload else _teardown(engine, phase, spec)
+    row["cleanup"] = "ok" if reload else teardown(engine, phase, spec)
     row["stubs_killed"] = probes.kill_processes(probes.stubs_of(os.getpid()))
     leaked = probes.shm_regions_present(regions)
     row["shm_regions_leaked"] = len(leaked)
@@ -328,11 +328,11 @@ def _start(
         )
         row["finalize_before_stop"] = row["finalize_after_stop"] = None
         if reload and _all_ready(engine, []):  # the server stays for the next cycle's load
-            row["cleanup"] = _unload_all(engine, spec.exit_timeout) or "ok"
+            row["cleanup"] = unload_all(engine, spec.exit_timeout) or "ok"
         else:
             if reload:
                 held.engine = None
-            row["cleanup"] = _teardown(engine, phase, spec)
+            row["cleanup"] = teardown(engine, phase, spec)
         row["stubs_killed"] = probes.kill_processes(probes.stubs_of(os.getpid()))
         return None, t0
     return engine, t0
@@ -366,9 +366,9 @@ def _stop(
     time it returned go into the row. Returns (when it returned, those markers)."""
     t_stop = time.monotonic()
     if reload:  # the server stays up: this cycle's stop is the models' unload
-        unload_err, err = _unload_all(engine, spec.exit_timeout, "exit timeout expired: "), None
+        unload_err, err = unload_all(engine, spec.exit_timeout, "exit timeout expired: "), None
     else:
-        unload_err = _unload_all(engine, spec.exit_timeout) if unload_first else None
+        unload_err = unload_all(engine, spec.exit_timeout) if unload_first else None
         err = engine.stop()
     t_ret = time.monotonic()
     row["stop_error"] = "; ".join(e for e in (unload_err, err) if e) or None
@@ -413,41 +413,3 @@ def _has_python_models(repository: str, names: Sequence[str]) -> bool:
         if "python" in text or any(mdir.glob("*/model.py")):
             return True
     return False
-
-
-def _unload_all(engine: Engine, timeout_s: float, timed_out: str = "") -> str | None:
-    """Explicit model control: unload every model, then poll quickly until none is left loaded.
-    ``timed_out`` heads the message when they are still loaded after ``timeout_s``."""
-    try:
-        states = engine.model_states()
-        for name, state in states.items():
-            if state in ("READY", "LOADING"):
-                engine.unload_model(name)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if not any(s in ("READY", "LOADING", "UNLOADING") for s in engine.model_states().values()):
-                return None
-            time.sleep(0.002)
-        return f"unload: {timed_out}models still loaded after {timeout_s} s: {engine.model_states()}"
-    except EngineError as e:
-        return f"unload: {e}"
-
-
-def _teardown(engine: Engine, phase: Callable[[str, float], None], spec: CycleSpec) -> str:
-    """Free the server in a thread: a ``ServerDelete`` that blocks must not block the cycle."""
-    phase("cleanup", spec.exit_timeout + 60)
-    box: list[str] = []
-    t = threading.Thread(target=_close_quietly, args=(engine, box), daemon=True)
-    t.start()
-    t.join(spec.exit_timeout + 30)
-    if t.is_alive():
-        return f"close still blocked after {spec.exit_timeout + 30} s"
-    return box[0] if box else "ok"
-
-
-def _close_quietly(engine: Engine, box: list) -> None:
-    try:
-        engine.close()
-        box.append("ok")
-    except EngineError as e:
-        box.append(f"close failed: {e}")
