@@ -183,11 +183,11 @@ def idle_note(a: set[str], b: set[str]) -> str:
 def conformance_reasons(candidate) -> list[str]:
     """The candidate's scenario cells whose verdicts differ from those known for their scenario,
     shape, engine and core (``rig.scenarios.known``): findings, each a reason the gate fails on."""
-    from rig.analysis import conformance
+    from rig.analysis.conformance_findings import findings
 
     if "scenario" not in candidate or not candidate["scenario"].notna().any():
         return []
-    return [f"conformance: {f['reason']}" for f in conformance.findings(candidate)]
+    return [f"conformance: {f['reason']}" for f in findings(candidate)]
 
 
 def junit_checks(reasons: list[str], ca, wa, cb, wb, args, streaming) -> list:

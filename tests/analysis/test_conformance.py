@@ -25,6 +25,7 @@ import pytest
 from helpers import ROOT
 from rig.analysis import conformance as cf
 from rig.analysis import conformance_changes as cfc
+from rig.analysis import conformance_findings as cff
 from rig.analysis import conformance_text as cft
 from rig.cli import main
 
@@ -90,12 +91,12 @@ def test_cells_judged_as_known_finding_or_unjudged(tmp_path):
     assert old.judgement == cf.UNJUDGED and old.known is None and cft.mark(old) == "🔴 finalize raised ?"
     assert cft.mark(cells["finalize-raises", False, "2.51.0"]) == "🔴 finalize raised"  # as known: no mark
     assert cft.mark(control) == "🟢 clean 2/3"  # growth not measured in two, ok in one: they differ
-    found = cf.findings(frame, known)
+    found = cff.findings(frame, known)
     assert [(f["scenario"], f["triton_version"], f["differing"]) for f in found] == [("stub-exits", "2.51.0", 1)]
     assert found[0]["reason"] == ("stub-exits, unbatched, capi, Triton 2.51.0: 1/3 cycle(s) differ from the known "
                                   "exit_timeout / errors / ok (got 2x exit_timeout / errors / ok, "
                                   "1x exit_timeout / timeouts / ok)")
-    assert cf.findings(_frame(_cycles("finalize-raises", "2.51.0", "finalize_error")), known) == []
+    assert cff.findings(_frame(_cycles("finalize-raises", "2.51.0", "finalize_error")), known) == []
 
 
 def test_a_row_without_a_shape_is_unbatched_and_each_shape_is_judged_apart(tmp_path):
