@@ -14,7 +14,6 @@ nothing is known (``?``)."""
 from __future__ import annotations
 
 import dataclasses
-import html
 import re
 
 from rig.analysis.conformance import (
@@ -215,7 +214,7 @@ def _core_head(version: str) -> str:
     return version + (NOT_EXACT_MARK if not_exact(version) else "")
 
 
-def _footnotes(g: Grid) -> list[str]:
+def footnotes(g: Grid) -> list[str]:
     notes = []
     if any((*r, v) not in g.cells and (*r, v) not in g.skipped for r in g.rows for v in g.cores):
         notes.append(f"{NEVER_RUN} never run: no cycle stored for that scenario on that core.")
@@ -228,7 +227,7 @@ def _footnotes(g: Grid) -> list[str]:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Slot:
+class Slot:
     """One cell of a grid as both renderings need it."""
 
     md: str  # its Markdown text (with the health's symbol)
@@ -241,7 +240,7 @@ class _Slot:
     parts: tuple = ()
 
 
-def _changed_slot(g: Grid, name: str, control: bool, anchor_of) -> _Slot:
+def _changed_slot(g: Grid, name: str, control: bool, anchor_of) -> Slot:
     """The row's "changed in", each core (or span) it names a link to that core's cell."""
     cores = g.changed.get((name, control))
     text = changed_text(cores)
@@ -251,10 +250,10 @@ def _changed_slot(g: Grid, name: str, control: bool, anchor_of) -> _Slot:
         core = v.split(": ")[0].removeprefix("fixed by ").removeprefix("changed by ").split(SPAN)[-1]
         c = g.cells.get((name, control, core))
         parts.append((v, anchor_of(c) if c is not None else None))
-    return _Slot(text, text, None, parts=tuple(parts))
+    return Slot(text, text, None, parts=tuple(parts))
 
 
-def _joined(parts, one) -> str:
+def joined(parts, one) -> str:
     """The row's changes, each rendered by ``one(text, link)``: "changed in" before the dated ones,
     then what a variant does ("fixed by ...", "changed by ...")."""
     dated = [one(t, to) for t, to in parts if not t.startswith(("fixed by ", "changed by "))]
@@ -262,29 +261,23 @@ def _joined(parts, one) -> str:
     return ", ".join((["changed in " + ", ".join(dated)] if dated else []) + effects)
 
 
-def _parts_md(s: _Slot) -> str:
+def _parts_md(s: Slot) -> str:
     if not s.parts:
         return _md(s.md)
-    return _joined(s.parts, lambda t, to: _md(t) if to is None else f"[{_md(t)}](#{to})")
-
-
-def _parts_html(s: _Slot) -> str:
-    if not s.parts:
-        return html.escape(s.html)
-    return _joined(s.parts, lambda t, to: html.escape(t) if to is None else f'<a href="#{to}">{html.escape(t)}</a>')
+    return joined(s.parts, lambda t, to: _md(t) if to is None else f"[{_md(t)}](#{to})")
 
 
 def _cell_anchor(c: Cell) -> str:
     return c.anchor
 
 
-def _grid_rows(g: Grid, anchor_of=_cell_anchor) -> tuple[list[str], list[list[_Slot]]]:
+def grid_rows(g: Grid, anchor_of=_cell_anchor) -> tuple[list[str], list[list[Slot]]]:
     """The grid's header and rows (``anchor_of``: a cell's figures' id)."""
     head = ["scenario", *map(_core_head, g.cores), "changed in"]
     out = []
     for name, control in g.rows:
         label = row_label(name, control)
-        row = [_Slot(label, label, what_anchor(name), "cf-row", what(name))]
+        row = [Slot(label, label, what_anchor(name), "cf-row", what(name))]
         for v in g.cores:
             c = g.cells.get((name, control, v))
             if c is not None:
@@ -292,11 +285,11 @@ def _grid_rows(g: Grid, anchor_of=_cell_anchor) -> tuple[list[str], list[list[_S
                 classes = f"cf-{h}" + (f" cf-{c.judgement.replace(' ', '-')}" if agree else "")
                 text = " ".join(x for x in (cell_text(c), agree) if x)
                 out_title = f"{h}; {c.judgement}" + (f" (known: {' / '.join(c.known)})" if c.known else "")
-                row.append(_Slot(mark(c), text, anchor_of(c), classes, out_title))
+                row.append(Slot(mark(c), text, anchor_of(c), classes, out_title))
             elif (name, control, v) in g.skipped:
-                row.append(_Slot(f"skipped{SKIPPED}", f"skipped{SKIPPED}", None, "skipped"))
+                row.append(Slot(f"skipped{SKIPPED}", f"skipped{SKIPPED}", None, "skipped"))
             else:
-                row.append(_Slot(NEVER_RUN, NEVER_RUN, None, "never-run"))
+                row.append(Slot(NEVER_RUN, NEVER_RUN, None, "never-run"))
         row.append(_changed_slot(g, name, control, anchor_of))
         out.append(row)
     return head, out
@@ -313,12 +306,12 @@ def _md_row(cells) -> str:
 def grid_markdown(g: Grid, anchor_of=_cell_anchor) -> list[str]:
     """A grid's Markdown lines: its table (each scenario linked to its description, each cell to
     its figures: ``anchor_of`` the cell's id), then its footnotes."""
-    head, rows = _grid_rows(g, anchor_of)
+    head, rows = grid_rows(g, anchor_of)
     lines = [_md_row(_md(x) for x in head), "|" + " --- |" * len(head)]
     for row in rows:
         lines.append(_md_row(_parts_md(s) if s.link is None else f"[{_md(s.md)}](#{s.link})" for s in row))
     lines.append("")
-    notes = _footnotes(g)
+    notes = footnotes(g)
     if notes:
         lines += [*(n + "  " for n in notes[:-1]), notes[-1], ""]
     return lines
@@ -389,57 +382,6 @@ def grid_page(g: Grid, legend_link: str | None = None) -> str:
         *figures_markdown(g, page=True),
     ]
     return "\n".join(lines).rstrip() + "\n"
-
-
-def _inline(text: str) -> str:
-    """Markdown's backticks as <code>, the rest escaped."""
-    parts = html.escape(text).split("`")
-    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
-
-
-def _swatches(text: str) -> str:
-    """A legend line's health symbols as the colours the HTML grid shows them in."""
-    for h, sym in SYMBOLS.items():
-        text = text.replace(sym, f'<span class="cf-key cf-{h}"></span>')
-    return text
-
-
-def _attr(name: str, value: str) -> str:
-    return f' {name}="{html.escape(value)}"' if value else ""
-
-
-def to_html(table: Conformance, level: int = 3) -> str:
-    """The same as ``to_markdown``, as an HTML fragment (for the report's page): each cell's class
-    its health (``cf-healthy``, ``cf-unhealthy``, ``cf-intermittent``; a finding's or an unjudged
-    one's also ``cf-finding``, ``cf-unjudged``), an ``<a href="#id">`` to its row in the figures
-    table, which carries that ``id``; each scenario's description its tooltip."""
-    out = ['<div class="conformance">']
-    out += [f'<p class="note">{_swatches(_inline(text))}</p>' for text in legend()]
-    for g in table.grids:
-        head, rows = _grid_rows(g)
-        out.append(f"<h{level}>{_inline(grid_title(g))}</h{level}>")
-        ths = [f"<th{_attr('title', not_exact(x.rstrip(NOT_EXACT_MARK)) or '')}>{html.escape(x)}</th>" for x in head]
-        out.append('<table class="cf-grid"><thead><tr>' + "".join(ths) + "</tr></thead><tbody>")
-        for label, *cells in rows:
-            tds = [f'<th scope="row" class="cf-row"{_attr("title", label.title)}>{html.escape(label.html)}</th>']
-            for s in cells:
-                body = _parts_html(s) if s.link is None else f'<a href="#{s.link}">{html.escape(s.html)}</a>'
-                tds.append(f"<td{_attr('class', s.classes)}{_attr('title', s.title)}>{body}</td>")
-            out.append("<tr>" + "".join(tds) + "</tr>")
-        out.append("</tbody></table>")
-        out += [f'<p class="note">{html.escape(n)}</p>' for n in _footnotes(g)]
-        out.append(
-            f'<table class="cf-figures"><caption>Figures: {_inline(grid_title(g))}</caption><thead><tr>'
-            + "".join(f"<th>{html.escape(x)}</th>" for x in _figure_head(g))
-            + "</tr></thead><tbody>"
-        )
-        for aid, cols in _figure_rows(g):
-            out.append(f'<tr id="{aid}">' + "".join(f"<td>{html.escape(x)}</td>" for x in cols) + "</tr>")
-        out.append("</tbody></table>")
-        if is_batched(g.shape):
-            out.append(f'<p class="note">{_inline(BATCH_NOTE)}</p>')
-    out.append("</div>")
-    return "\n".join(out) + "\n"
 
 
 def shape_moves_markdown(cell_list, level: int = 2) -> str:

@@ -19,7 +19,7 @@ from rig.analysis import (
     conformance_changes,
     conformance_diff,
     conformance_diff_text,
-    conformance_text,
+    conformance_html,
     plots,
     report_growth,
     report_scenarios,
@@ -329,7 +329,7 @@ def conformance_section(
     return rh.Section("Conformance").add(
         f"Each scenario's verdicts per core, API and model shape against the known ones: {counts}.",
         rh.Html(
-            conformance_text.to_html(table),
+            conformance_html.to_html(table),
             markdown="The grid is in the HTML page; `rig report --conformance RESULTS` prints it here.",
         ),
     )

@@ -14,6 +14,7 @@ import pandas as pd
 
 from helpers import ROOT, cycle_row
 from rig.analysis import conformance as cf
+from rig.analysis import conformance_html as cfh
 from rig.analysis import conformance_text as cft
 from rig.analysis import matrix as M
 from rig.cli import main
@@ -139,7 +140,7 @@ def test_every_batched_cell_shows_the_batch_sizes_it_formed(tmp_path):
     assert "| not measured |" in sections["C API (`capi`), decoupled,batched"]
     unbatched = sections["C API (`capi`), unbatched"]
     assert "batches formed" not in unbatched and "1x50" not in unbatched  # no batch to speak of
-    page = cft.to_html(table)
+    page = cfh.to_html(table)
     assert "<th>batches formed</th>" in page and "<td>never above 1 (1x55)</td>" in page
     assert page.count("batches formed: the batch sizes") == 3  # the note under each batched grid's figures
 

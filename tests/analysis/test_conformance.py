@@ -26,6 +26,7 @@ from helpers import ROOT
 from rig.analysis import conformance as cf
 from rig.analysis import conformance_changes as cfc
 from rig.analysis import conformance_findings as cff
+from rig.analysis import conformance_html as cfh
 from rig.analysis import conformance_text as cft
 from rig.cli import main
 
@@ -258,10 +259,10 @@ def test_grid_rows_columns_marks_footnotes_and_links_in_both_renderings(tmp_path
     cells = [a for a in targets if not a.startswith("cf-what-")]
     assert len(cells) == 4 and all(f'<a id="{a}"></a>' in md for a in targets)
     page = _Links()
-    page.feed(cft.to_html(t))
+    page.feed(cfh.to_html(t))
     assert sorted(page.hrefs) == sorted(cells) and set(page.hrefs) <= set(page.ids)
     assert len(page.ids) == len(set(page.ids))
-    html = cft.to_html(t)
+    html = cfh.to_html(t)
     assert ('<td class="cf-unhealthy" title="unhealthy; as known (known: finalize_error / ok / ok)">'
             '<a href="#cf-capi-unbatched-finalize-raises-2-51-0">finalize raised</a></td>') in html
     assert ('<td class="cf-unhealthy cf-unjudged" title="unhealthy; unjudged">'
@@ -589,7 +590,7 @@ def test_a_core_not_exactly_its_release_is_footnoted_in_its_column():
     md = cft.to_markdown(t)
     assert "| scenario | 2.70.0 | 2.71.0³ | changed in |" in md
     assert f"³ 2.71.0: {NOT_EXACT['2.71.0']}." in md
-    assert f'<th title="{NOT_EXACT["2.71.0"]}">2.71.0³</th>'.replace("'", "&#x27;") in cft.to_html(t)
+    assert f'<th title="{NOT_EXACT["2.71.0"]}">2.71.0³</th>'.replace("'", "&#x27;") in cfh.to_html(t)
     exact = cft.to_markdown(cf.build(_frame(_cycles("finalize-raises", "2.70.0", "finalize_error"))))
     assert "| scenario | 2.70.0 | changed in |" in exact and "³ 2.70.0" not in exact
 
