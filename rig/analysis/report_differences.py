@@ -14,10 +14,12 @@ from rig.analysis.report_parts import _finalized, _groups, _label, _pct
 
 ALPHA = 0.05
 MIN_EFFECT_PCT = 5.0  # a significant change smaller than this (in %) is not named: noise of a busy machine
-# Throughput, latency and start latency of one run against one run: the cycles of a run share its machine's
-# state, so a test over them cannot tell the configuration from the night. Two runs of one
-# configuration minutes apart differed by up to 20 % on a shared 2-core VM; with a single run a
-# side, such a change is named only from this size up (two runs or more a side: MIN_EFFECT_PCT).
+# Throughput, latency and start latency of one run against one run: the cycles of a run share its
+# machine's state, so a test over them tells two runs apart, not two configurations. Two runs of one
+# configuration, back to back beside a busy process on a 2-core VM, differed by -32 % in throughput
+# and +95 % in p99 latency (docs/measurements/store-and-analysis.md); on a CI machine, five cycles
+# against five were wholly apart (p = 0.008). With a single run a side, such a change is never
+# called significant: from this size up it is named as unconfirmed, with what would confirm it.
 MIN_EFFECT_ONE_RUN_PCT = 30.0
 
 
@@ -124,15 +126,20 @@ def differences_section(cycles, pts: dict, keys, axis, base) -> Section:
     # start latency too: a run's starts share its machine's state (a cold page cache made the
     # first of two identical runs start 26 % slower on a fresh CI machine, p = 0.008)
     perf = t.metric.str.startswith(("throughput", "p99 latency", "start latency"))
-    floor = np.where(perf & t["_runs"].le(1), MIN_EFFECT_ONE_RUN_PCT, MIN_EFFECT_PCT)
+    one_run = perf & t["_runs"].le(1)
+    floor = np.where(one_run, MIN_EFFECT_ONE_RUN_PCT, MIN_EFFECT_PCT)
     material = t.estimate.abs().ge(floor) | t.metric.eq("finalize success")
-    t["significant"] = t["p adj"].lt(ALPHA) & material
+    apart = t["p adj"].lt(ALPHA) & material
+    t["significant"] = np.where(apart & one_run, "unconfirmed", np.where(apart, "yes", "no"))
     t["direction"] = np.where(t.sign > 0, "higher", np.where(t.sign < 0, "lower", "same"))
-    heads = [
-        f"{axis}={r[axis]}{' (' + r['scope'] + ')' if r['scope'] else ''} vs {base}: {r['metric']} "
-        f"{r['direction']} ({r['baseline']} → {r['other']}, {r['change']}, p={r['p']:.2g})"
-        for r in t[t.significant].to_dict("records")
-    ]
+
+    def said(r: dict) -> str:
+        return (
+            f"{axis}={r[axis]}{' (' + r['scope'] + ')' if r['scope'] else ''} vs {base}: {r['metric']} "
+            f"{r['direction']} ({r['baseline']} → {r['other']}, {r['change']}, p={r['p']:.2g})"
+        )
+
+    heads = [said(r) for r in t[t.significant.eq("yes")].to_dict("records")]
     if not heads:
         heads = [
             (
@@ -140,6 +147,10 @@ def differences_section(cycles, pts: dict, keys, axis, base) -> Section:
                 f"Benjamini-Hochberg at {ALPHA:.0%}, changes of {MIN_EFFECT_PCT:g} % or more)."
             )
         ]
+    heads += [
+        said(r) + ": unconfirmed, one run a side (its cycles share one machine state); run each side again to test it"
+        for r in t[t.significant.eq("unconfirmed")].to_dict("records")
+    ]
     sec.headlines = heads
     cols = (
         [axis]
@@ -153,12 +164,17 @@ def differences_section(cycles, pts: dict, keys, axis, base) -> Section:
             f"Each {axis} against {axis}={base} (medians and Mann-Whitney U over cycles, "
             f"over runs' medians where both sides have over {frames.MAX_UNITS:,} cycles, over windows for a "
             f"point measured in under 3 cycles; Fisher's exact test for finalize; BH-adjusted p; "
-            f"significant: p adj < {ALPHA:g} and a change of {MIN_EFFECT_PCT:g} % or more; for "
-            f"throughput, latency and start latency with one run a side, {MIN_EFFECT_ONE_RUN_PCT:g} % or more, since "
-            f"the cycles of one run share its machine's state)",
+            f"significant: p adj < {ALPHA:g} and a change of {MIN_EFFECT_PCT:g} % or more; "
+            f"throughput, latency and start latency with one run a side are never significant, since the "
+            f"cycles of one run share its machine's state: a change of {MIN_EFFECT_ONE_RUN_PCT:g} % or more "
+            f"with p adj < {ALPHA:g} is unconfirmed)",
         ),
     )
-    fig_rows = t[t.estimate.notna()].head(30).assign(label=lambda d: d[axis] + " " + d.metric)
+    fig_rows = (
+        t[t.estimate.notna()]
+        .head(30)
+        .assign(label=lambda d: d[axis] + " " + d.metric, significant=lambda d: d.significant.eq("yes"))
+    )
     if len(fig_rows):
         sec.add(
             Figure(

@@ -103,7 +103,7 @@ table{border-collapse:collapse;margin:6px 0 14px;background:#fff;font-size:12.5p
 th,td{border:1px solid #dde1e6;padding:3px 8px;text-align:right}th{background:#eef1f5;text-align:center}
 td:first-child,th:first-child{text-align:left}
 caption{caption-side:top;text-align:left;font-weight:600;padding:4px 0}
-tr.flag td{background:#fdecea}
+tr.flag td{background:#fdecea}tr.unconfirmed td{background:#fbf3d5}
 figure{margin:8px 0 18px;background:#fff;padding:8px;border:1px solid #dde1e6;display:inline-block}
 img{max-width:100%;height:auto;display:block}figcaption{font-size:12px;color:#5b6570}
 .note{color:#5b6570;font-size:12.5px}
@@ -124,12 +124,14 @@ position:sticky;left:0;z-index:1}
 
 def _html_table(t: Table) -> str:
     df = t.frame
-    flag = df["significant"].fillna(False).astype(bool).tolist() if "significant" in df else [False] * len(df)
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
+    # a row's class by its "significant" cell: yes (or True) is flagged, "unconfirmed" shaded apart
+    marks = {True: ' class="flag"', "yes": ' class="flag"', "unconfirmed": ' class="unconfirmed"'}
+    sig = df["significant"].tolist() if "significant" in df else [None] * len(df)
     body = []
-    for f, r in zip(flag, df.itertuples(index=False)):
+    for f, r in zip(sig, df.itertuples(index=False)):
         tds = "".join(f"<td>{html.escape(cell(v))}</td>" for v in r)
-        body.append(f'<tr class="flag">{tds}</tr>' if f else f"<tr>{tds}</tr>")
+        body.append(f"<tr{marks.get(f, '') if isinstance(f, (bool, str)) else ''}>{tds}</tr>")
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
     cap = f"<caption>{html.escape(t.caption)}</caption>" if t.caption else ""
     if df.empty:
         return f"<table>{cap}<tr><td>(none)</td></tr></table>"

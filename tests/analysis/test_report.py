@@ -122,6 +122,29 @@ def test_versions_side_by_side_and_the_step_flagged_on_its_night(capsys, tmp_pat
     assert rc == 0 and "baseline triton_version=2.51.0 (as asked)" in md and "| 2.49.0 |" not in md
 
 
+def test_a_run_against_a_run_leaves_throughput_and_latency_unconfirmed(capsys, tmp_path):
+    """One run a side (one night): the cycles of each run share its machine's state, so 2.51.0's
+    40 % more throughput is named as unconfirmed, never significant, while its second less of stop
+    latency is; two nights (two runs a side) make the same throughput change significant."""
+    one = write_nightly(tmp_path / "one", NIGHTS[:1], ("2.49.0", "2.51.0"))
+    rc, md, err = report(capsys, one, "--out", tmp_path / "r.html")
+    assert rc == 0, err
+    assert "triton_version=2.51.0 vs 2.49.0: stop latency lower" in md
+    assert "triton_version=2.51.0 vs 2.49.0: throughput @ closed 2 higher" in md
+    line = next(x for x in md.splitlines() if x.startswith("triton_version=2.51.0 vs 2.49.0: throughput"))
+    assert line.endswith("unconfirmed, one run a side (its cycles share one machine state); run each side again to test it")
+    diffs = md.split("## Differences from the baseline")[1]
+    assert "| throughput @ closed 2 | 10," in diffs and "| unconfirmed |" in diffs
+    assert "| stop latency |" in diffs and "| yes |" in diffs
+    page = (tmp_path / "r.html").read_text()
+    assert '<tr class="unconfirmed">' in page and '<tr class="flag">' in page
+    two = write_nightly(tmp_path / "two", NIGHTS[:2], ("2.49.0", "2.51.0"))
+    rc, md, err = report(capsys, two, "--out", tmp_path / "r2.html")
+    assert rc == 0, err
+    line = next(x for x in md.splitlines() if x.startswith("triton_version=2.51.0 vs 2.49.0: throughput"))
+    assert "unconfirmed" not in line and "| unconfirmed |" not in md
+
+
 # --- a real store: three soaks of the numpy template ------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -151,7 +174,7 @@ def test_two_runs_of_one_configuration_differ_in_nothing(capsys, tmp_path, real)
     assert f"No significant difference from run_id={runs['none_a']}" in md
     diffs = md.split("## Differences from the baseline")[1]
     assert "| finalize success |" in diffs and "| stop latency |" in diffs and "| throughput @ closed 1 |" in diffs
-    assert "| yes |" not in diffs
+    assert "| yes |" not in diffs  # throughput and latency of one run against one: "unconfirmed" at most
 
 
 # --- the page in a real browser ----------------------------------------------------------------

@@ -27,15 +27,19 @@ def _soak(tmp_path, *args):
 
 def _check_windows(w):
     """Per window: the server counts the client's requests (give or take those in flight at a
-    boundary), the parts add up within Triton's small overhead, and Triton's request time never
-    exceeds the client's (the client's ends when the core has answered and released the request;
-    Triton's when the backend reports the request's statistics, just before that release)."""
+    boundary), the parts add up within Triton's small overhead, and Triton's request time does not
+    exceed the client's (the client's ends when the core has answered and released the request;
+    Triton's when the backend reports the request's statistics, just before that release) beyond
+    what the boundary requests can move a mean: the two means are over sets of requests that differ
+    by those in flight as the window closes (up to the 8 users' 8), each near the mean (a CI run
+    read Triton 18,580.9 us against the client's 18,576.2 us over 422 requests, while the run's
+    three windows together read 18,805 against 18,809)."""
     for r in w.to_dict("records"):
         t = server_stats.over_windows([r])
         assert t, f"window {r['window']}: no server figures"
         assert abs(t["success"] - r["requests"]) <= 8, (r["window"], t["success"], r["requests"])
         assert 0 <= t["overhead_us"] <= 0.1 * t["request_us"], t
-        assert t["request_us"] <= t["client_us"], t
+        assert t["request_us"] <= t["client_us"] * (1 + 8 / t["success"]), t
 
 
 @pytest.mark.slow
