@@ -331,7 +331,8 @@ def model(
     """Per group (``GROUP``): the scaling model of one node, with bootstrap intervals over its
     repeats. Each dict: the group's tags; ``loads``, ``throughput`` and ``p99_us`` per load
     measured (all repeats pooled), ``repeats`` (n, x of each); ``fit`` (``usl.Fit`` or None) and
-    ``ci`` ({lam, sigma, kappa, load, cap_usl, cap_linear}: (low, high)); ``load`` and ``how``
+    ``ci`` ({lam, sigma, kappa, load, cap_usl, cap_linear}: (low, high)); ``deviations``
+    (``Sweep.deviations``: one measurement's from its pool, for a fleet run's prediction interval); ``load`` and ``how``
     (``usl.load_at``), ``cap_usl``, ``cap_linear``, ``point_linear``; ``boot``: each resample's
     {params, cap_usl, cap_linear} for intervals of what is derived later (nodes); ``by``: the
     one that gives the answer (``usl`` where its fit is usable and a load met the bound, else
@@ -362,6 +363,7 @@ def model(
                 "n_repeats": len(sw.load),
                 "min_repeats": int(min(len(m) for m in sw.members)),
                 "spread": sw.spread(),
+                "deviations": sw.deviations(),
                 "tail": predicted_tail,
                 "fit": law,
                 "ci": ci,

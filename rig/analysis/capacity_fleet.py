@@ -192,13 +192,18 @@ def _predicted(row: dict, f: dict, m: dict) -> dict:
     def err(measured, predicted):
         return None if measured is None or not predicted else (measured - predicted) / predicted * 100
 
+    boot_usl = [n * float(usl.throughput(load, *b["params"])) for b in m["boot"] if b["params"]] if load else []
+    boot_lin = [n * v for v in _boot_linear(m, load)]
     row.update(
         group=m,
         by=m["by"],
         predicted_usl=n * per_usl if per_usl else None,
         predicted_usl_ci=tuple(n * v for v in band) if band[0] is not None else (None, None),
+        predicted_usl_pi=_one_run(n * per_usl if per_usl else None, boot_usl, m, "throughput"),
         predicted_linear=n * per_lin if per_lin else None,
+        predicted_linear_pi=_one_run(n * per_lin if per_lin else None, boot_lin, m, "throughput"),
         predicted_p99_us=p99,
+        predicted_p99_pi=_one_run(p99, _boot_p99(m, load), m, "p99"),
         error_usl_pct=err(f["throughput"], n * per_usl if per_usl else None),
         error_linear_pct=err(f["throughput"], n * per_lin if per_lin else None),
         predicted_linear_ci=tuple(n * v for v in lin_band) if lin_band[0] is not None else (None, None),
@@ -213,31 +218,75 @@ def _predicted(row: dict, f: dict, m: dict) -> dict:
     return row
 
 
-def _bands(m: dict, load) -> tuple[tuple, tuple]:
-    """The intervals, over the group's resamples, of a node's throughput by the linear baseline's
-    interpolation and of p99 at ``load`` (each (None, None) without resamples or a load)."""
+PI_DRAWS = 4000  # a prediction interval's draws: an estimate's resample times one measurement's deviation
+
+
+def _one_run(estimate, boot: list, m: dict, figure: str) -> tuple:
+    """The 95 % prediction interval for what one fleet run measures: the estimate's resamples
+    (``boot``; the estimate alone without them), each times the deviation of one measurement from
+    its pool drawn from the sweep's (``Sweep.deviations``: its repeats, each taken at one time, as
+    a fleet run is). One deviation stands for the whole fleet: what moves a run (the machine's
+    state) moves its nodes together. (None, None) without an estimate or deviations."""
+    import numpy as np
+
+    from rig.analysis import usl
+
+    devs = (m.get("deviations") or {}).get(figure)
+    if estimate is None or not math.isfinite(estimate) or devs is None or not len(devs):
+        return (None, None)
+    rng = np.random.default_rng(0)
+    base = np.asarray([b for b in boot if b is not None and math.isfinite(b)] or [estimate], dtype=float)
+    draws = rng.choice(base, PI_DRAWS) * np.exp(rng.choice(devs, PI_DRAWS))
+    return usl.interval(draws.tolist())
+
+
+def _boot_linear(m: dict, load) -> list[float]:
+    """A node's throughput at ``load`` by the linear baseline's interpolation, per resample."""
+    import numpy as np
+
+    if not load:
+        return []
+    return [
+        float(np.interp(load, m["loads"], b["throughput"])) for b in m["boot"] if np.isfinite(b["throughput"]).all()
+    ]
+
+
+def _boot_p99(m: dict, load) -> list[float]:
+    """p99 at ``load`` per resample (as ``_bands``: the queue's shape at each resample's level
+    where the queue gives the answer, else each resample's interpolation)."""
     import numpy as np
 
     from rig.analysis import usl
 
     if not load or not m["boot"]:
-        return (None, None), (None, None)
-    boot = [b for b in m["boot"] if np.isfinite(b["throughput"]).all()]
-    lin = [float(np.interp(load, m["loads"], b["throughput"])) for b in boot]
+        return []
     got, how = tail.p99_at(m.get("tail"), load, m["loads"], m["p99_us"])
-    if how.startswith("the queue") and got is not None:  # its shape held, its level at each resample's throughput
+    if how.startswith("the queue") and got is not None:
         x = float(np.interp(load, m["loads"], m["throughput"]))
-        return usl.interval(lin), usl.interval([got * x / v for v in lin if v > 0])
-    return usl.interval(lin), usl.interval([usl.p99_at(load, m["loads"], b["p99"]) for b in m["boot"]])
+        return [got * x / v for v in _boot_linear(m, load) if v > 0]
+    return [usl.p99_at(load, m["loads"], b["p99"]) for b in m["boot"]]
+
+
+def _bands(m: dict, load) -> tuple[tuple, tuple]:
+    """The intervals, over the group's resamples, of a node's throughput by the linear baseline's
+    interpolation and of p99 at ``load`` (each (None, None) without resamples or a load): how well
+    the sweep knows its estimates (``_one_run``: where one fleet run may land)."""
+    from rig.analysis import usl
+
+    if not load or not m["boot"]:
+        return (None, None), (None, None)
+    return usl.interval(_boot_linear(m, load)), usl.interval(_boot_p99(m, load))
 
 
 NEAR = 0.10  # a prediction within 10 % of what the fleet measured is near enough
+WIDE = 2.0  # an interval whose high end is over twice its low end says little (as the plan's "how sure")
 
 
 def _covered(row: dict) -> dict:
-    """Whether the fleet's throughput and p99 fell inside the predicted intervals (the chosen
-    model's, for throughput) and within ``NEAR`` of the predictions; None where there is no interval
-    or no prediction."""
+    """Whether the fleet's throughput and p99 fell inside the estimate's intervals (``_inside``),
+    inside the intervals for one fleet run (``_inside_run``: the prediction intervals, ``_one_run``),
+    each of the chosen model for throughput, and within ``NEAR`` of the predictions; None where
+    there is no such interval or no prediction."""
 
     def inside(v, band):
         lo, hi = band or (None, None)
@@ -246,13 +295,22 @@ def _covered(row: dict) -> dict:
     def near(err):
         return None if err is None else abs(err) <= NEAR * 100
 
-    usl_chosen = row["by"] == "usl"
-    band = row["predicted_usl_ci"] if usl_chosen else row["predicted_linear_ci"]
+    def span(band):
+        lo, hi = band or (None, None)
+        return hi / lo if lo and hi and lo > 0 else None
+
+    tp = "usl" if row["by"] == "usl" else "linear"
+    pis = {"throughput": row.get(f"predicted_{tp}_pi"), "p99": row.get("predicted_p99_pi")}
     return {
-        "throughput_inside": inside(row["throughput"], band),
-        "throughput_near": near(row["error_usl_pct"] if usl_chosen else row["error_linear_pct"]),
+        "throughput_inside": inside(row["throughput"], row[f"predicted_{tp}_ci"]),
+        "throughput_inside_run": inside(row["throughput"], pis["throughput"]),
+        "throughput_near": near(row[f"error_{tp}_pct"]),
         "p99_inside": inside(row["p99_us"], row["predicted_p99_ci"]),
+        "p99_inside_run": inside(row["p99_us"], pis["p99"]),
         "p99_near": near(row["error_p99_pct"]),
+        # an interval for one run that spans more than WIDE covers too much to plan on: a fleet inside
+        # it is not counted as covered (the plan asks for more measurement at the same size)
+        **{f"{k}_run_span": span(v) for k, v in pis.items()},
     }
 
 
@@ -263,22 +321,33 @@ _ERROR = {
 }
 
 
+def _counts(c: dict, fig: str, key: str) -> bool:
+    """Whether fleet row ``c`` counts as covered by ``key`` for ``fig`` (inside an interval for one
+    run that spans more than ``WIDE`` does not)."""
+    if key == "inside_run" and (c.get(f"{fig}_run_span") or 0) > WIDE:
+        return False
+    return bool(c.get(f"{fig}_{key}"))
+
+
 def coverage(checked: list[dict]) -> dict:
     """Over the fleets checked against a prediction (pass one neighbour's rows: a fleet has one
-    row per bench neighbour): for throughput and for p99, how many fell inside the predicted
-    interval, how many within ``NEAR`` of the prediction, the fleets that did neither, and the
-    mean unsigned error in % ({figure: {checked, inside, near, missed: [run_id, ...],
+    row per bench neighbour): for throughput and for p99, how many fell inside the estimate's
+    interval (``inside``), inside the interval for one run (``inside_run``), within ``NEAR`` of the
+    prediction (``near``), the fleets that did none of these (``missed``; inside an interval for
+    one run that spans more than ``WIDE`` is not covered: ``wide`` counts those), and the mean
+    unsigned error in % ({figure: {checked, inside, inside_run, wide, near, missed: [run_id, ...],
     mean_error}})."""
     rows = [c for c in checked if c.get("group") is not None]
     out = {}
+    keys = ("inside", "inside_run", "near")
     for fig in ("throughput", "p99"):
-        judged = [c for c in rows if c.get(f"{fig}_inside") is not None or c.get(f"{fig}_near") is not None]
+        judged = [c for c in rows if any(c.get(f"{fig}_{k}") is not None for k in keys)]
         errors = [abs(e) for c in judged if (e := c.get(_ERROR[fig](c))) is not None]
         out[fig] = {
             "checked": len(judged),
-            "inside": sum(bool(c[f"{fig}_inside"]) for c in judged),
-            "near": sum(bool(c[f"{fig}_near"]) for c in judged),
-            "missed": [c["run_id"] for c in judged if not c[f"{fig}_inside"] and not c[f"{fig}_near"]],
+            **{k: sum(_counts(c, fig, k) for c in judged) for k in keys},
+            "wide": sum(bool(c.get(f"{fig}_inside_run")) and not _counts(c, fig, "inside_run") for c in judged),
+            "missed": [c["run_id"] for c in judged if not any(_counts(c, fig, k) for k in keys)],
             "mean_error": sum(errors) / len(errors) if errors else None,
         }
     return out

@@ -180,6 +180,29 @@ class Sweep:
             "within_runs": max(within) if within else None,
         }
 
+    def deviations(self) -> dict:
+        """How far one repeat (one measurement, taken at one time) lands from its load's pooled
+        figure, as log ratios over every load with 2 repeats or more: ``throughput`` (the repeat's
+        against the load's pooled throughput) and ``p99`` (the repeat's against the load's merged
+        p99). Each load's are scaled by sqrt(n / (n - 1)), since n repeats sit closer to their own
+        pool than a new measurement does. What a prediction interval for one fleet run draws from
+        (``rig.analysis.capacity_fleet``); empty arrays where no load has 2 repeats."""
+        pooled = self.figures(self.members)
+        out: dict[str, list] = {"throughput": [], "p99": []}
+        for j, rows in enumerate(self.members):
+            n = rows.size
+            if n < 2:
+                continue
+            scale = math.sqrt(n / (n - 1))
+            for name, each, pool in (
+                ("throughput", self.throughput[rows], pooled["throughput"][j]),
+                ("p99", self.p99[rows], pooled["p99"][j]),
+            ):
+                ok = np.isfinite(each) & (each > 0)
+                if np.isfinite(pool) and pool > 0 and ok.sum() >= 2:
+                    out[name].extend((scale * np.log(each[ok] / pool)).tolist())
+        return {k: np.array(v, dtype=float) for k, v in out.items()}
+
     def latencies(self) -> list:
         """Per load, its repeats' latencies merged: (values in us, counts), None without histograms."""
         if self.counts is None or self.values is None:

@@ -18,6 +18,16 @@ def _ci(v, ci, fmt="{:,.0f}") -> str:
     return _f(v, fmt) + (f" ({_f(lo, fmt)}-{_f(hi, fmt)})" if lo is not None else "")
 
 
+def _ci_pi(v, ci, pi, fmt="{:,.0f}") -> str:
+    """An estimate with its interval, and where one fleet run may land (its prediction interval)."""
+    lo, hi = pi if pi else (None, None)
+    return (
+        _ci(v, ci, fmt)[:-1] + f"; one run {_f(lo, fmt)}-{_f(hi, fmt)})"
+        if lo is not None and ci and ci[0] is not None
+        else (_ci(v, ci, fmt) + (f" (one run {_f(lo, fmt)}-{_f(hi, fmt)})" if lo is not None else ""))
+    )
+
+
 def _param(v) -> str:
     return "-" if v is None else (f"{v:.3g}" if v else "0")
 
@@ -251,8 +261,10 @@ def format_check(checked: list[dict], p99_ms: float) -> str:
             out.append(f"    predicted by the bench sweep with neighbour {c['neighbour']}{mark}:")
         out.append(_fleet_throughput(c))
         out.append(
-            f"    p99: measured {_f(c['p99_us'])} us; predicted {_ci(c['predicted_p99_us'], c['predicted_p99_ci'])} us "
-            f"at that load ({c['predicted_p99_how']}; error {_pct(c['error_p99_pct'])}){_inside(c['p99_inside'])}; "
+            f"    p99: measured {_f(c['p99_us'])} us; predicted "
+            f"{_ci_pi(c['predicted_p99_us'], c['predicted_p99_ci'], c.get('predicted_p99_pi'))} us "
+            f"at that load ({c['predicted_p99_how']}; error {_pct(c['error_p99_pct'])})"
+            f"{_inside(c['p99_inside'], c.get('p99_inside_run'), c.get('p99_run_span'))}; "
             "the bound "
             f"{'met' if c['within_bound'] else 'NOT met'}"
         )
@@ -262,41 +274,60 @@ def format_check(checked: list[dict], p99_ms: float) -> str:
     return "\n".join(out)
 
 
-def _inside(v) -> str:
-    return "" if v is None else ("; inside the interval" if v else "; OUTSIDE the interval")
+def _inside(v, run=None, span=None) -> str:
+    """Where a measured figure fell: the estimate's interval (``v``), the interval for one run
+    (``run``; ``span``: its high end over its low end, named where it is too wide to plan on)."""
+    from rig.analysis.capacity_fleet import WIDE
+
+    got = [] if v is None else ["inside the estimate's interval" if v else "OUTSIDE the estimate's interval"]
+    if run is not None:
+        got.append("inside the interval for one run" if run else "OUTSIDE the interval for one run")
+        if span and span > WIDE:
+            got[-1] += f", which spans {span:.1f}x (too wide to plan on: not covered)"
+    return "".join(f"; {x}" for x in got)
 
 
 def _fleet_throughput(c: dict) -> str:
     x = f"    throughput: measured {_f(c['throughput'])} infer/s ({c['measured_from']}); predicted "
     if c["predicted_usl"] is not None:
         x += (
-            f"{_ci(c['predicted_usl'], c['predicted_usl_ci'])} by the USL (error {_pct(c['error_usl_pct'])}"
+            f"{_ci_pi(c['predicted_usl'], c['predicted_usl_ci'], c.get('predicted_usl_pi'))} by the USL "
+            f"(error {_pct(c['error_usl_pct'])}"
             f"{', extrapolated' if c['extrapolated'] else ''}), "
         )
     x += (
-        f"{_ci(c['predicted_linear'], c['predicted_linear_ci'])} by the linear baseline "
+        f"{_ci_pi(c['predicted_linear'], c['predicted_linear_ci'], c.get('predicted_linear_pi'))} "
+        "by the linear baseline "
         f"(error {_pct(c['error_linear_pct'])})"
     )
-    return x + (_inside(c["throughput_inside"]) + f" ({'USL' if c['by'] == 'usl' else 'linear baseline'}'s)")
+    got = _inside(c["throughput_inside"], c.get("throughput_inside_run"), c.get("throughput_run_span"))
+    return x + (got + f" ({'USL' if c['by'] == 'usl' else 'linear baseline'}'s)" if got else "")
 
 
 def _coverage_lines(checked: list[dict], neighbour: str | None = None) -> list[str]:
     """How many fleets the predictions (of the sweeps with ``neighbour``) covered: inside the 95 %
     interval, or within 10 %; and their mean error, unsigned."""
-    from rig.analysis.capacity_fleet import NEAR, coverage
+    from rig.analysis.capacity_fleet import NEAR, WIDE, coverage
 
     got = coverage(checked)
     if not got["throughput"]["checked"] and not got["p99"]["checked"]:
         return []
     by = "" if neighbour is None else f" of the bench sweeps with neighbour {neighbour}"
-    out = [f"  coverage{by} (a fleet is covered inside the 95 % interval or within {NEAR:.0%} of the prediction):"]
+    head = (
+        f"  coverage{by} (95 % intervals: the estimate's, over the sweep's resamples; one run's, those "
+        "resamples each times one repeat's deviation from its load's pool, since a fleet run is one measurement; "
+        f"a fleet is covered inside either or within {NEAR:.0%} of the prediction):"
+    )
+    out = [head]
     for fig, name in (("throughput", "throughput"), ("p99", "p99")):
         g = got[fig]
         missed = f"; not covered: {', '.join(g['missed'])}" if g["missed"] else ""
         mean = f"; mean |error| {g['mean_error']:.1f} %" if g.get("mean_error") is not None else ""
+        n = g["checked"]
+        wide = f" (and {g['wide']} inside one spanning more than {WIDE:g}x: not counted)" if g.get("wide") else ""
         out.append(
-            f"    {name}: {g['inside']} of {g['checked']} fleet(s) inside the interval, {g['near']} of "
-            f"{g['checked']} within {NEAR:.0%}{mean}{missed}"
+            f"    {name}: {g['inside']} of {n} fleet(s) inside the estimate's interval, {g['inside_run']} of {n} "
+            f"inside the interval for one run{wide}, {g['near']} of {n} within {NEAR:.0%}{mean}{missed}"
         )
     return out
 

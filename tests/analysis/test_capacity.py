@@ -545,8 +545,57 @@ def test_check_reports_whether_each_fleet_fell_inside_and_the_coverage(fleet_sto
     assert got["throughput"]["checked"] == 2 and "F9" in got["throughput"]["missed"]
     assert got["p99"]["checked"] == 2 and "F9" in got["p99"]["missed"]
     text = capacity_text.format_check(checked, 2.0)
-    assert "OUTSIDE the interval" in text and "coverage of the bench sweeps with neighbour none (a fleet is covered" in text
+    assert "OUTSIDE the estimate's interval; OUTSIDE the interval for one run" in text
+    assert "coverage of the bench sweeps with neighbour none (95 % intervals: the estimate's" in text
     assert "throughput: " in text and "not covered: " in text and "F9" in text.split("coverage")[1]
+
+
+def test_one_repeats_deviation_from_its_pool_is_scaled_to_a_new_measurements():
+    """Two repeats of a load at 900 and 1,100 infer/s (pooled 1,000): each deviates by its log ratio,
+    times sqrt(2 / 1), as a new measurement strays further from a pool than the pool's own members."""
+    import pandas as pd
+
+    rows = [dict(point=1, run_id="a", cycle=c, requests=x, seconds=1.0, errors=0, p99_us=p, throughput=x,
+                 counts=None, hist=None) for c, (x, p) in enumerate(((900.0, 200.0), (1100.0, 300.0)))]
+    rows.append(dict(point=2, run_id="a", cycle=9, requests=1.0, seconds=1.0, errors=0, p99_us=1.0, throughput=1.0,
+                     counts=None, hist=None))  # one repeat: no deviation to read
+    d = capacity_sweep.Sweep(pd.DataFrame(rows)).deviations()
+    assert d["throughput"] == pytest.approx(np.sqrt(2) * np.log([0.9, 1.1]))
+    assert d["p99"] == pytest.approx(np.sqrt(2) * np.log([200 / 250, 300 / 250]))  # the pool's p99: their median
+
+
+def test_a_fleet_run_is_judged_against_the_interval_for_one_run_as_well(fleet_store):
+    """A fleet run is one measurement: where it lands outside the estimate's interval but inside the
+    interval for one run (the estimate's resamples, each times one repeat's deviation), it is covered
+    and says both; the coverage counts each."""
+    runs, windows = fleet_store.read("runs"), fleet_store.read("windows")
+    (m,) = capacity.model(capacity.with_shares(windows[windows["run_id"] == "b1"], runs), 2.0, n_boot=300)
+    (c,) = capacity_fleet.check([m], capacity_fleet.fleet_runs(fleet_store.read("fleet"), runs, windows))
+    (clo, chi), (plo, phi) = c["predicted_usl_ci"], c["predicted_usl_pi"]
+    assert plo < clo <= c["predicted_usl"] <= chi < phi
+    between = (chi + phi) / 2 / 2  # a node's share of a fleet between the two upper ends
+    _fleet(fleet_store, "F7", nodes=2, users=4, rounds=2, per_node_tput=between, p99_lat=900)
+    runs, windows = fleet_store.read("runs"), fleet_store.read("windows")
+    checked = capacity_fleet.check([m], capacity_fleet.fleet_runs(fleet_store.read("fleet"), runs, windows))
+    f7 = next(x for x in checked if x["run_id"] == "F7")
+    assert f7["throughput_inside"] is False and f7["throughput_inside_run"] is True
+    assert f7["throughput_run_span"] < capacity_fleet.WIDE
+    got = capacity_fleet.coverage([f7])["throughput"]
+    assert (got["inside"], got["inside_run"], got["wide"], got["missed"]) == (0, 1, 0, [])
+    text = capacity_text.format_check([f7], 2.0)
+    assert "OUTSIDE the estimate's interval; inside the interval for one run (USL's)" in text
+    assert "0 of 1 fleet(s) inside the estimate's interval, 1 of 1 inside the interval for one run" in text
+
+
+def test_an_interval_for_one_run_wider_than_a_factor_of_two_covers_nothing():
+    row = {"group": {}, "run_id": "X", "by": "usl", "error_usl_pct": 40.0, "error_p99_pct": 5.0,
+           "throughput_inside": False, "throughput_inside_run": True, "throughput_run_span": 3.0,
+           "throughput_near": False, "p99_inside": None, "p99_inside_run": True, "p99_run_span": 1.5,
+           "p99_near": True}
+    got = capacity_fleet.coverage([row])
+    assert (got["throughput"]["inside_run"], got["throughput"]["wide"], got["throughput"]["missed"]) == (0, 1, ["X"])
+    assert (got["p99"]["inside_run"], got["p99"]["wide"], got["p99"]["missed"]) == (1, 0, [])
+    assert "which spans 3.0x (too wide to plan on: not covered)" in capacity_text._inside(False, True, 3.0)
 
 
 def test_a_target_whose_interval_spans_more_than_a_factor_of_two_asks_for_more_measurement(tmp_path):
