@@ -264,7 +264,7 @@ def _boot_p99(m: dict, load) -> list[float]:
     if how.startswith("the queue") and got is not None:
         x = float(np.interp(load, m["loads"], m["throughput"]))
         return [got * x / v for v in _boot_linear(m, load) if v > 0]
-    return [usl.p99_at(load, m["loads"], b["p99"]) for b in m["boot"]]
+    return [v for b in m["boot"] if (v := usl.p99_at(load, m["loads"], b["p99"])) is not None]
 
 
 def _bands(m: dict, load) -> tuple[tuple, tuple]:
