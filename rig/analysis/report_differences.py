@@ -91,6 +91,41 @@ def _num_row(name, a, b, unit):
     }
 
 
+def _judged(t: pd.DataFrame, axis, base, n_tested: int) -> list[str]:
+    """Marks each row of ``t`` significant: yes, no, or unconfirmed (a throughput, latency or start
+    latency change with one run a side, never called significant); returns the headlines: the
+    significant changes (or that there is none), then the unconfirmed ones."""
+    # start latency too: a run's starts share its machine's state (a cold page cache made the
+    # first of two identical runs start 26 % slower on a fresh CI machine, p = 0.008)
+    perf = t.metric.str.startswith(("throughput", "p99 latency", "start latency"))
+    one_run = perf & t["_runs"].le(1)
+    floor = np.where(one_run, MIN_EFFECT_ONE_RUN_PCT, MIN_EFFECT_PCT)
+    material = t.estimate.abs().ge(floor) | t.metric.eq("finalize success")
+    apart = t["p adj"].lt(ALPHA) & material
+    t["significant"] = np.where(apart & one_run, "unconfirmed", np.where(apart, "yes", "no"))
+    t["direction"] = np.where(t.sign > 0, "higher", np.where(t.sign < 0, "lower", "same"))
+
+    def said(r: dict) -> str:
+        return (
+            f"{axis}={r[axis]}{' (' + r['scope'] + ')' if r['scope'] else ''} vs {base}: {r['metric']} "
+            f"{r['direction']} ({r['baseline']} → {r['other']}, {r['change']}, p={r['p']:.2g})"
+        )
+
+    heads = [said(r) for r in t[t.significant.eq("yes")].to_dict("records")]
+    if not heads:
+        heads = [
+            (
+                f"No significant difference from {axis}={base} ({n_tested} tests, "
+                f"Benjamini-Hochberg at {ALPHA:.0%}, changes of {MIN_EFFECT_PCT:g} % or more)."
+            )
+        ]
+    heads += [
+        said(r) + ": unconfirmed, one run a side (its cycles share one machine state); run each side again to test it"
+        for r in t[t.significant.eq("unconfirmed")].to_dict("records")
+    ]
+    return heads
+
+
 def differences_section(cycles, pts: dict, keys, axis, base) -> Section:
     from scipy.stats import false_discovery_control
 
@@ -123,34 +158,7 @@ def differences_section(cycles, pts: dict, keys, axis, base) -> Section:
     t["p adj"] = np.nan
     if tested.any():
         t.loc[tested, "p adj"] = false_discovery_control(t.loc[tested, "p"].astype(float).to_numpy(), method="bh")
-    # start latency too: a run's starts share its machine's state (a cold page cache made the
-    # first of two identical runs start 26 % slower on a fresh CI machine, p = 0.008)
-    perf = t.metric.str.startswith(("throughput", "p99 latency", "start latency"))
-    one_run = perf & t["_runs"].le(1)
-    floor = np.where(one_run, MIN_EFFECT_ONE_RUN_PCT, MIN_EFFECT_PCT)
-    material = t.estimate.abs().ge(floor) | t.metric.eq("finalize success")
-    apart = t["p adj"].lt(ALPHA) & material
-    t["significant"] = np.where(apart & one_run, "unconfirmed", np.where(apart, "yes", "no"))
-    t["direction"] = np.where(t.sign > 0, "higher", np.where(t.sign < 0, "lower", "same"))
-
-    def said(r: dict) -> str:
-        return (
-            f"{axis}={r[axis]}{' (' + r['scope'] + ')' if r['scope'] else ''} vs {base}: {r['metric']} "
-            f"{r['direction']} ({r['baseline']} → {r['other']}, {r['change']}, p={r['p']:.2g})"
-        )
-
-    heads = [said(r) for r in t[t.significant.eq("yes")].to_dict("records")]
-    if not heads:
-        heads = [
-            (
-                f"No significant difference from {axis}={base} ({int(tested.sum())} tests, "
-                f"Benjamini-Hochberg at {ALPHA:.0%}, changes of {MIN_EFFECT_PCT:g} % or more)."
-            )
-        ]
-    heads += [
-        said(r) + ": unconfirmed, one run a side (its cycles share one machine state); run each side again to test it"
-        for r in t[t.significant.eq("unconfirmed")].to_dict("records")
-    ]
+    heads = _judged(t, axis, base, int(tested.sum()))
     sec.headlines = heads
     cols = (
         [axis]
