@@ -80,7 +80,7 @@ def write_models(s, cfg, control: bool, dest: Path) -> list[str]:
 
         repository.render(template_spec(cfg), dest)
     else:
-        from rig.scenarios.catalog import materialize, repository_of
+        from rig.scenarios.setup import materialize, repository_of
 
         materialize(repository_of(s), dest, control, str(cfg.model_shape))
     for py in sorted(dest.glob("*/*/model.py")):

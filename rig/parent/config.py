@@ -156,9 +156,9 @@ class RunConfig:
 
             parse_master(w.master)
         if cfg.scenario is not None:
-            from rig.scenarios import catalog as scenarios
+            from rig.scenarios import setup as scenario_setup
 
-            cfg = scenarios.apply(cfg)
+            cfg = scenario_setup.apply(cfg)
         elif cfg.model_shape is not None:
             cfg = cfg._model_shape()
         elif cfg.control:

@@ -11,6 +11,7 @@ from helpers import cycle_row, cycles, rig
 
 from rig.parent import config
 from rig.scenarios import catalog as scenarios
+from rig.scenarios import setup as scenario_setup
 from rig.analysis import report_scenarios
 from rig.common.errors import RigError
 from rig.parent.repository import FAULTS
@@ -20,7 +21,7 @@ def test_one_vocabulary_with_the_fault_presets_and_retention_policies():
     for s in scenarios.SCENARIOS.values():
         assert s.fault in FAULTS and s.retain in config.RETAIN
         assert s.what and s.expected and s.control == ("clean", "ok")
-        assert s.repository is None or scenarios.repository_of(s).is_dir()
+        assert s.repository is None or scenario_setup.repository_of(s).is_dir()
     named = {s.fault for s in scenarios.SCENARIOS.values()} | set(scenarios.UNNAMED)
     assert set(FAULTS) - {"none"} <= named  # every fault preset is a scenario, or said why not
     assert {s.retain for s in scenarios.SCENARIOS.values()} == set(config.RETAIN) - {"none"} | {"none"}

@@ -15,6 +15,7 @@ from rig.commands import matrix_plan
 from rig.common.errors import RigError
 from rig.parent import config, runtime
 from rig.scenarios import catalog as scenarios
+from rig.scenarios import setup as scenario_setup
 from rig.scenarios import core_features
 from rig.scenarios.client import clientside, sequences
 from rig.worker.engines.base import ONE_SHOT_IDS, Engine, Sequence
@@ -27,7 +28,7 @@ def test_each_is_listed_with_its_client_what_it_needs_its_reports_and_fixes():
     for name, (client, needs) in NEW.items():
         s = scenarios.get(name)
         assert (s.client, s.needs) == (client, needs) and s.upstream and s.what and s.has_control
-        assert scenarios.repository_of(s).is_dir()
+        assert scenario_setup.repository_of(s).is_dir()
     ens = scenarios.get("ensemble-in-flight")
     assert ens.client_is_fault and "core#483" in ens.upstream  # its control: no request in flight at stop
     assert ens.fixed_in[0].startswith("core#483 in r26.05 (2.69.0)")
@@ -41,7 +42,7 @@ def test_each_is_listed_with_its_client_what_it_needs_its_reports_and_fixes():
 
 def test_the_ensemble_keeps_an_empty_version_folder_and_every_model_a_fault_switch(tmp_path):
     for name in NEW:
-        on = scenarios.materialize(scenarios.repository_of(scenarios.get(name)), tmp_path / name, control=True)
+        on = scenario_setup.materialize(scenario_setup.repository_of(scenarios.get(name)), tmp_path / name, control=True)
         for cfg in on.glob("*/config.pbtxt"):
             assert '"fault" value: { string_value: "off" }' in cfg.read_text(), cfg
     assert (tmp_path / "ensemble-in-flight" / "ensemble_pipeline" / "1").is_dir()

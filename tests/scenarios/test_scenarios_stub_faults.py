@@ -9,6 +9,7 @@ from helpers import cycles, rig
 
 from rig.parent import config
 from rig.scenarios import catalog as scenarios
+from rig.scenarios import setup as scenario_setup
 from rig.scenarios.client import scenes
 
 NEW = {"ready-stub-dead": "stub-killed", "missing-model-py": "load-missing",
@@ -19,7 +20,7 @@ def test_each_is_listed_with_its_client_its_upstream_reports_and_where_it_was_fi
     for name, client in NEW.items():
         s = scenarios.get(name)
         assert s.client == client and s.upstream and s.what and s.has_control and not s.client_is_fault
-        assert s.repository is None or scenarios.repository_of(s).is_dir()
+        assert s.repository is None or scenario_setup.repository_of(s).is_dir()
     assert scenarios.get("ready-stub-dead").fixed_in[-1] == "core#473 in r26.04 (2.68.0): the server's readiness"
     assert scenarios.get("missing-model-py").fixed_in == () == scenarios.get("metrics-reload").fixed_in  # open
     assert scenarios.name_of("none", "last-response", client="exit-after-stop") == "shm-after-forced-stop"
@@ -40,7 +41,7 @@ def test_a_control_runs_the_same_client_over_its_models_with_the_fault_off(tmp_p
     for name in ("ready-stub-dead", "missing-model-py", "metrics-reload"):
         s = scenarios.get(name)
         for control in (False, True):
-            dest = scenarios.materialize(scenarios.repository_of(s), tmp_path / f"{name}-{control}", control, s.shapes[0])
+            dest = scenario_setup.materialize(scenario_setup.repository_of(s), tmp_path / f"{name}-{control}", control, s.shapes[0])
             model = next(p.name for p in dest.iterdir() if p.is_dir())
             assert scenes.faulted(str(dest), model) is not control
     # a user's model, with no fault parameter, gets the client's fault
@@ -51,7 +52,7 @@ def test_a_control_runs_the_same_client_over_its_models_with_the_fault_off(tmp_p
 
 def test_metrics_reload_serves_its_shared_families_from_two_instances(tmp_path):
     s = scenarios.get("metrics-reload")
-    dest = scenarios.materialize(scenarios.repository_of(s), tmp_path / "m", False, s.shapes[0])
+    dest = scenario_setup.materialize(scenario_setup.repository_of(s), tmp_path / "m", False, s.shapes[0])
     assert "count: 2" in (dest / "ranker" / "config.pbtxt").read_text()
     assert "HISTOGRAM" in (dest / "ranker" / "1" / "model.py").read_text()
 

@@ -22,6 +22,7 @@ from helpers import ROOT, cycles, rig
 from rig.contract import evidence
 
 from rig.scenarios import catalog as scenarios
+from rig.scenarios import setup as scenario_setup
 from rig.common.errors import RigError
 from rig.worker.hook import crashlib
 
@@ -168,7 +169,7 @@ def test_the_metrics_scenario_segfaults_after_finalize_and_its_control_does_not(
     RIG_CRASH_LIB already set: the worker and its stubs inherit it."""
     got = {}
     for name, control in (("on", False), ("off", True)):
-        repo = scenarios.materialize(ROOT / "models" / "scenarios" / "metrics", tmp_path / name, control=control)
+        repo = scenario_setup.materialize(ROOT / "models" / "scenarios" / "metrics", tmp_path / name, control=control)
         results = tmp_path / f"results-{name}"
         proc = rig("cycle", "--model-repository", str(repo), "--runtime", "0.7.0", "--engine", "capi",
                    "--cycles", "2", "--requests", "5", "--exit-timeout", "5", "--results", str(results),

@@ -33,6 +33,7 @@ from rig.parent.preflight import (
 )
 from rig.scenarios import catalog as scenarios
 from rig.scenarios import core_features
+from rig.scenarios import setup as scenario_setup
 
 
 class Recorder(Protocol):
@@ -138,7 +139,7 @@ def prepare(
         ) from None
     lock = lock_run(work, run_id)
     if cfg.scenario and scenarios.get(cfg.scenario).repository:  # its own models, the fault on or off
-        repo = scenarios.materialize(Path(cfg.model_repository), work / "models", cfg.control, cfg.model_shape)
+        repo = scenario_setup.materialize(Path(cfg.model_repository), work / "models", cfg.control, cfg.model_shape)
         names = repository.repository_models(repo)
         label = ",".join(names)
     elif cfg.model_repository:
