@@ -130,7 +130,7 @@ def _html_table(t: Table) -> str:
     body = []
     for f, r in zip(sig, df.itertuples(index=False)):
         tds = "".join(f"<td>{html.escape(cell(v))}</td>" for v in r)
-        body.append(f"<tr{marks.get(f, '') if isinstance(f, (bool, str)) else ''}>{tds}</tr>")
+        body.append(f"<tr{marks.get(f, '')}>{tds}</tr>")
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
     cap = f"<caption>{html.escape(t.caption)}</caption>" if t.caption else ""
     if df.empty:
