@@ -218,6 +218,23 @@ def _predicted(row: dict, f: dict, m: dict) -> dict:
     return row
 
 
+def expected(m: dict, load: float, nodes: int) -> dict:
+    """What a fleet of ``nodes`` at ``load`` requests in flight a node should measure, by group
+    ``m``: its throughput by the chosen model and its p99 at that load, each with the estimate's
+    interval and the interval for one run (``_one_run``), as ``--check`` will judge it."""
+    f = {"load": load, "nodes": nodes, "throughput": None, "p99_us": None}
+    row = _predicted(dict(f), f, m)
+    tp = "usl" if m["by"] == "usl" else "linear"
+    return {
+        "throughput": row[f"predicted_{tp}"],
+        "throughput_ci": row[f"predicted_{tp}_ci"],
+        "throughput_pi": row[f"predicted_{tp}_pi"],
+        "p99_us": row["predicted_p99_us"],
+        "p99_ci": row["predicted_p99_ci"],
+        "p99_pi": row["predicted_p99_pi"],
+    }
+
+
 PI_DRAWS = 4000  # a prediction interval's draws: an estimate's resample times one measurement's deviation
 
 

@@ -88,7 +88,28 @@ def format_model(m: dict, targets: list[float], headroom: float, law: dict | Non
             f"{2 * whole} (nodes: rig soak --locust-master HOST:PORT --cpus ... --in-flight 1), then "
             "rig capacity --check"
         )
+        out.append(_expect_line(m, whole, 2))
     return "\n".join(out)
+
+
+def _expect_line(m: dict, load: int, nodes: int) -> str:
+    """What such a fleet should measure: the estimate with its interval, and where one run may land
+    (the interval ``--check`` covers a fleet with), for throughput and p99."""
+    from rig.analysis.capacity_fleet import WIDE, expected
+
+    e = expected(m, load, nodes)
+    lo, hi = e["p99_pi"] or (None, None)
+    wide = (
+        f"; one run's p99 interval spans {hi / lo:.1f}x, too wide to plan on: the sweep's repeats disagree, "
+        "measure more of them"
+        if lo and hi and hi / lo > WIDE
+        else ""
+    )
+    return (
+        f"    expect: {nodes} such nodes measure {_ci_pi(e['throughput'], e['throughput_ci'], e['throughput_pi'])} "
+        f"infer/s together and p99 {_ci_pi(e['p99_us'], e['p99_ci'], e['p99_pi'])} us (95 %: the estimate's "
+        f"interval; one run: where a single fleet run may land, which the run-to-run spread above sets){wide}"
+    )
 
 
 def _spread_line(spread: dict) -> str:

@@ -650,3 +650,27 @@ def test_check_puts_each_fleet_beside_every_neighbours_sweep_labelled(fleet_stor
     assert "mean |error|" in text
     for m in models:  # each neighbour's node law from its own rows only
         assert capacity_fleet.node_law(checked, m)["nodes"] == [2]
+
+
+def test_the_plan_states_what_its_check_fleet_should_measure_as_check_will_judge_it(fleet_store):
+    """The plan names the fleet to check it with and what that fleet should measure: the estimate, its
+    interval and the interval for one run, the very figures ``--check`` then judges that fleet by."""
+    runs, windows = fleet_store.read("runs"), fleet_store.read("windows")
+    (m,) = capacity.model(capacity.with_shares(windows[windows["run_id"] == "b1"], runs), 2.0, n_boot=300)
+    whole = math.floor(m["load"] + 1e-9)
+    want = capacity_fleet.expected(m, whole, 2)
+    (tlo, thi), (plo, phi) = want["throughput_pi"], want["p99_pi"]
+    assert tlo < want["throughput"] < thi and plo < want["p99_us"] < phi
+    text = capacity_text.format_model(m, [10_000], 0.3, None)
+    line = next(x for x in text.splitlines() if x.strip().startswith("expect:"))
+    assert f"{want['throughput']:,.0f} (" in line and f"one run {tlo:,.0f}-{thi:,.0f})" in line
+    assert f"one run {plo:,.0f}-{phi:,.0f})" in line
+    # a fleet of 2 at that load is judged against the same figures
+    _fleet(fleet_store, "F9", nodes=2, users=2 * whole, rounds=2, per_node_tput=want["throughput"] / 2, p99_lat=900)
+    runs, windows = fleet_store.read("runs"), fleet_store.read("windows")
+    checked = capacity_fleet.check([m], capacity_fleet.fleet_runs(fleet_store.read("fleet"), runs, windows))
+    f9 = next(x for x in checked if x["run_id"] == "F9")
+    key = "usl" if m["by"] == "usl" else "linear"
+    assert f9[f"predicted_{key}"] == pytest.approx(want["throughput"])
+    assert f9[f"predicted_{key}_pi"] == pytest.approx(want["throughput_pi"])
+    assert f9["predicted_p99_pi"] == pytest.approx(want["p99_pi"])
