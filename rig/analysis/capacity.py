@@ -38,13 +38,18 @@ def node_title(version, engine, model, share, cpus=None, neighbour=None) -> str:
     return text if neighbour is None else f"{text}, neighbour {neighbour}"
 
 
-RUN_TAGS = ("cpu_share", "cpus", "neighbour")  # the runs' columns a node's windows carry
+RUN_TAGS = ("cpu_share", "cpus", "neighbour", "cpu_idle")  # the runs' columns a node's windows carry
+HELD = ("pm_qos", "poll")  # runs.cpu_idle of a bench that held the CPUs out of idle (rig.common.cpuidle)
+HELD_TEXT = "CPUs held awake"
 
 
 def with_shares(windows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """``windows`` with their run's share of the machine (``cpu_share``, ``cpus``: ``runs``'
-    columns, schema 13; None for runs stored before) and what ran beside it (``neighbour``, schema
-    18; ``none`` for runs stored before, which ran none)."""
+    columns, schema 13; None for runs stored before) and the conditions around it (``neighbour``:
+    what ran beside it, schema 18, ``none`` for runs stored before, which ran none; with ", CPUs
+    held awake" where the bench held the CPUs out of idle, ``runs.cpu_idle``, since a node serves
+    up to half as much again so held as with its CPUs left to halt: a sweep of each is a group of
+    its own, and a fleet's nodes, which never hold, are checked against each, labelled)."""
     w = windows.copy()
     cols = [c for c in RUN_TAGS if c in runs.columns]
     w = w.drop(columns=[c for c in RUN_TAGS if c in w.columns])
@@ -54,7 +59,9 @@ def with_shares(windows: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
         if c not in w.columns:
             w[c] = None
         w[c] = w[c].astype(object).where(w[c].notna(), "none" if c == "neighbour" else None)
-    return w
+    held = w["cpu_idle"].isin(HELD)
+    w.loc[held, "neighbour"] = w.loc[held, "neighbour"].astype(str) + f", {HELD_TEXT}"
+    return w.drop(columns=["cpu_idle"])
 
 
 def _p99(g: pd.DataFrame) -> tuple[float | None, str]:

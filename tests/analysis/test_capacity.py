@@ -674,3 +674,22 @@ def test_the_plan_states_what_its_check_fleet_should_measure_as_check_will_judge
     assert f9[f"predicted_{key}"] == pytest.approx(want["throughput"])
     assert f9[f"predicted_{key}_pi"] == pytest.approx(want["throughput_pi"])
     assert f9["predicted_p99_pi"] == pytest.approx(want["p99_pi"])
+
+
+def test_a_sweep_with_the_cpus_held_awake_is_a_group_apart_and_a_fleet_is_checked_against_both(fleet_store):
+    """A node swept with its CPUs left to halt (``cpu_idle`` os) and again held awake (pm_qos, half as
+    fast again here) is two groups, never pooled: the held one labelled so, and a fleet (whose nodes
+    never hold) checked against each, the CPUs-left-to-idle sweep first."""
+    fleet_store.write("runs", [dataclasses.replace(_runs_row("b4", share=1.0, cpus="0"), cpu_idle="pm_qos")],
+                      "2.51.0", "run-b4")
+    fleet_store.write("windows", _usl_sweep(run_id="b4", law=(LAW[0] * 1.5, LAW[1], LAW[2]), seed=6), "2.51.0", "b4")
+    runs, windows = fleet_store.read("runs"), fleet_store.read("windows")
+    w = capacity.with_shares(windows[windows["run_id"].isin(["b1", "b4"])], runs)
+    assert set(w["neighbour"]) == {"none", "none, CPUs held awake"} and "cpu_idle" not in w
+    models = capacity.model(w, 2.0, n_boot=50)
+    assert sorted(m["neighbour"] for m in models) == ["none", "none, CPUs held awake"]
+    checked = capacity_fleet.check(models, capacity_fleet.fleet_runs(fleet_store.read("fleet"), runs, windows))
+    assert [(c["run_id"], c["neighbour"]) for c in checked] == [("F1", "none"), ("F1", "none, CPUs held awake")]
+    assert checked[1]["predicted_linear"] > checked[0]["predicted_linear"]
+    text = capacity.format_plan(capacity.plan(w, target=10_000, p99_ms=2.0), 10_000, 2.0, 0.3)
+    assert "neighbour none:" in text and "neighbour none, CPUs held awake:" in text
