@@ -373,7 +373,12 @@ def coverage(checked: list[dict]) -> dict:
 def node_law(checked: list[dict], m: dict) -> dict | None:
     """How nodes add up, fitted over the fleet runs of ``m``'s node: each run's efficiency
     (measured over the nodes x one node's prediction at the run's load, by ``m``'s model) and
-    ``usl.fit_nodes``. {sigma, kappa, nodes: the counts measured}; None where no run matches."""
+    ``usl.fit_nodes``. {sigma, kappa, nodes: the counts measured, efficiency: {count: the median
+    efficiency of its runs}}; None where no run matches. The fit cannot go above linear, so where
+    the efficiency rises with nodes (nodes serve more together than alone) it reads σ 0, κ 0, and
+    ``efficiency`` is what shows it."""
+    import statistics
+
     from rig.analysis import usl
 
     key = "predicted_usl" if m["by"] == "usl" else "predicted_linear"
@@ -381,7 +386,9 @@ def node_law(checked: list[dict], m: dict) -> dict | None:
     if not runs:
         return None
     got = usl.fit_nodes([c["nodes"] for c in runs], [c["throughput"] / c[key] for c in runs])
-    return None if got is None else {"sigma": got[0], "kappa": got[1], "nodes": sorted({c["nodes"] for c in runs})}
+    counts = sorted({c["nodes"] for c in runs})
+    eff = {n: statistics.median(c["throughput"] / c[key] for c in runs if c["nodes"] == n) for n in counts}
+    return None if got is None else {"sigma": got[0], "kappa": got[1], "nodes": counts, "efficiency": eff}
 
 
 # ---------------------------------------------------------------- as text

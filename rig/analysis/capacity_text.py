@@ -67,6 +67,7 @@ def format_model(m: dict, targets: list[float], headroom: float, law: dict | Non
         else "nodes add up linearly (no fleet run of this node: assumed, not measured)"
     )
     out.append(f"    answer: {answer} ({m['why']}); {adds}")
+    out.extend(_efficiency_lines(law, m.get("neighbour")))
     if beyond:
         top = math.sqrt((1 - sigma) / kappa) if kappa > 0 else math.inf  # nodes where the fitted law peaks
         most = capacity_of(m) * (top / (1 + sigma * (top - 1) + kappa * top * (top - 1)) if kappa > 0 else 1 / sigma)
@@ -110,6 +111,33 @@ def _expect_line(m: dict, load: int, nodes: int) -> str:
         f"infer/s together and p99 {_ci_pi(e['p99_us'], e['p99_ci'], e['p99_pi'])} us (95 %: the estimate's "
         f"interval; one run: where a single fleet run may land, which the run-to-run spread above sets){wide}"
     )
+
+
+def _efficiency_lines(law: dict | None, neighbour: str | None) -> list[str]:
+    """The fleets' efficiency (measured over the nodes' predicted sum) per node count, and what it
+    says where it rises with nodes: the node law cannot go above linear, so it shows only here."""
+    eff = (law or {}).get("efficiency") or {}
+    if not eff:
+        return []
+    counts = sorted(eff)
+    out = [
+        "    fleets measured over predicted (nodes sharing nothing would read 1): "
+        + ", ".join(f"{eff[n]:.2f} at {n} node(s)" for n in counts)
+    ]
+    first, last = eff[counts[0]], eff[counts[-1]]
+    if len(counts) > 1 and last > first * 1.1:
+        held = "CPUs held awake" in (neighbour or "")
+        hint = (
+            "this sweep held its CPUs awake, as a full host keeps them"
+            if held
+            else "a host the other nodes keep busy wakes a node's threads sooner than an idle one; a sweep "
+            "with the CPUs held awake (rig bench --cpu-idle hold, the default) measures a node on a full host"
+        )
+        out.append(
+            f"    nodes served more together than alone (+{last / first - 1:.0%} a node from {counts[0]} to "
+            f"{counts[-1]} nodes), which the node law, at most linear, leaves out: {hint}"
+        )
+    return out
 
 
 def _spread_line(spread: dict) -> str:

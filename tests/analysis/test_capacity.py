@@ -693,3 +693,29 @@ def test_a_sweep_with_the_cpus_held_awake_is_a_group_apart_and_a_fleet_is_checke
     assert checked[1]["predicted_linear"] > checked[0]["predicted_linear"]
     text = capacity.format_plan(capacity.plan(w, target=10_000, p99_ms=2.0), 10_000, 2.0, 0.3)
     assert "neighbour none:" in text and "neighbour none, CPUs held awake:" in text
+
+
+def test_the_kept_idle_store_tells_which_sweep_predicts_which_fleet(capsys):
+    """The measured store of docs/measurements/capacity.md ("Which sweep predicts a fleet"): quota
+    nodes swept with their CPUs left to idle and held awake, fleets of 1 and 4 nodes. The sweeps stay
+    two groups; the four-node fleets fall within 10 % of the held sweep's prediction and the one-node
+    fleets within 16 % of the idle one's (the chosen model, the linear baseline); the plan says that
+    nodes served more together than alone."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "docs" / "measurements" / "capacity-idle-store"
+    store = Store(root)
+    runs, every = store.read("runs"), store.read("windows")
+    bench = every[every["run_id"].isin(set(runs[runs["command"] == "bench"]["run_id"])) & (every["tool"] == "rig")]
+    models = capacity.model(capacity.with_shares(bench, runs), 5.0, n_boot=50)
+    assert sorted(m["neighbour"] for m in models) == ["none", "none, CPUs held awake"]
+    checked = capacity_fleet.check(models, capacity_fleet.fleet_runs(store.read("fleet"), runs, every))
+    err = {(c["nodes"], c["neighbour"]): [] for c in checked}
+    for c in checked:
+        assert c["by"] == "linear"
+        err[(c["nodes"], c["neighbour"])].append(c["error_linear_pct"])
+    assert all(abs(e) <= 10 for e in err[(4, "none, CPUs held awake")]) and all(e > 15 for e in err[(4, "none")])
+    assert all(abs(e) <= 16 for e in err[(1, "none")]) and all(e < -20 for e in err[(1, "none, CPUs held awake")])
+    assert main(["capacity", str(root), "--p99-ms", "5", "--check", "--bootstrap", "50"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("nodes served more together than alone") == 2
