@@ -35,6 +35,7 @@ from rig.common.errors import RigError  # noqa: E402
 
 DOCS = ROOT / "docs"
 STORE = DOCS / "conformance" / "store"
+VARIANTS = DOCS / "conformance" / "variants.json"  # what each variant core of the store is (its manifest's words)
 PAGE = DOCS / "conformance.md"   # the index
 PAGES = DOCS / "conformance"     # one page per API and shape
 NAV_API = {"capi": "C API", "tritonserver": "official API"}
@@ -168,11 +169,34 @@ def _table(store, known_path):
     columns = [c for c in cf.COLUMNS if c in kept_columns() or c == "triton_version"]
     kept = Store.open(store)
     cycles = kept.read("cycles", columns=[*columns, "date"])
+    cf.VARIANTS_SAID.update(variants(sorted(set(cycles["triton_version"].astype(str)))))
     table = cf.build(cycles, known_path, windows=kept.read("windows", columns=["run_id", "cycle", "batch_sizes"]),
                      bisects=cfc.decided_bisects(kept.read("bisect")))
     if not table.cells:
         raise RigError(f"{store} holds no scenario cycles")
     return cycles, table
+
+
+def variants(versions: list[str]) -> dict[str, str]:
+    """What each variant among ``versions`` is: its manifest's words where it was built on this
+    machine, else as ``VARIANTS`` keeps them (so that the pages read the same on a machine without
+    the build: a fresh clone, CI)."""
+    import json
+
+    kept = json.loads(VARIANTS.read_text()) if VARIANTS.exists() else {}
+    return {v: cf.variant_said(v) or kept.get(v, "") for v in versions if cf.is_variant(v)}
+
+
+def _keep_variants(store: Path) -> None:
+    """Write ``VARIANTS`` from the store's variant cores (where their words are known)."""
+    import json
+
+    from rig.store import Store
+
+    versions = sorted(set(Store.open(store).read("cycles", columns=["triton_version"])["triton_version"].astype(str)))
+    said = {v: t for v, t in variants(versions).items() if t}
+    if said:
+        VARIANTS.write_text(json.dumps(said, indent=1, sort_keys=True) + "\n")
 
 
 def _counts(cells) -> dict[str, int]:
@@ -339,6 +363,8 @@ def main(argv=None) -> int:
         if args.source:
             n, size = keep_store(args.source, args.store, add=args.add)
             print(f"kept {n:,} scenario cycle(s) in {args.store} ({size / 1024:,.0f} KiB)")
+        if args.store == STORE:
+            _keep_variants(args.store)
         written = write_pages(pages(args.store), args.docs)
     except RigError as e:
         print(f"conformance_page: error: {e}", file=sys.stderr)

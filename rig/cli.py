@@ -112,6 +112,13 @@ def _add_soak(sub) -> argparse.ArgumentParser:
     add_cycle_options(s, "cycles to run (default 1; the nightly config runs hundreds)")
     s.add_argument("--resume", metavar="RUN_ID", help="continue a killed run (same run id, each cycle once)")
     s.add_argument(
+        "--cpu-idle",
+        choices=cpuidle.MODES,
+        help="hold: keep the CPUs out of idle for the whole run, as rig bench does by default, so that a "
+        "fleet's node can be checked like for like against a sweep that held them (rig capacity --check); "
+        "os: leave idle to the kernel (what a soak does without it); the run's row records it",
+    )
+    s.add_argument(
         "--summary-json",
         metavar="FILE",
         help="also write the run's summary as JSON once its exit status is known (run id, outcome "
@@ -247,14 +254,19 @@ def _cycles(args, cfg, allowed: tuple[str, ...]) -> int:
     from rig.common.text import redact
 
     resume = getattr(args, "resume", None)
-    status, tally, run_id, reasons = soak.execute(
-        cfg,
-        args.command,
-        resume=soak.Resume(resume, cycles_given=args.cycles is not None) if resume else None,
-        allowed=allowed,
-        log=_log,
-        outputs=soak.Outputs(junit=args.junit, summary_json=getattr(args, "summary_json", None)),
-    )
+    idle = getattr(args, "cpu_idle", None)
+    with cpuidle.Hold(idle or "os") as hold:  # released, its pollers reaped, however the run ends
+        if idle:
+            _log(f"cpu idle: {cpuidle.describe(hold, 'for the whole run')}")
+        status, tally, run_id, reasons = soak.execute(
+            cfg,
+            args.command,
+            resume=soak.Resume(resume, cycles_given=args.cycles is not None) if resume else None,
+            allowed=allowed,
+            log=_log,
+            outputs=soak.Outputs(junit=args.junit, summary_json=getattr(args, "summary_json", None)),
+            cpu_idle=hold.method if idle else None,
+        )
     if args.command == "soak" or len(tally.rows) > 1:
         print(soak.summary_table(tally))
     for reason in reasons:

@@ -10,6 +10,7 @@ import math
 import pandas as pd
 
 from rig.analysis import tail
+from rig.analysis.capacity import HELD
 from rig.analysis.capacity_sweep import measured_windows
 from rig.common import hdr
 
@@ -27,11 +28,11 @@ def fleet_runs(fleet: pd.DataFrame, runs: pd.DataFrame, windows: pd.DataFrame | 
     """One row per ``rig fleet`` run, over its rounds where every node reported (total ``ok``):
     its nodes' tags (``triton_version``, ``engine``, ``model``, ``cpu_share``, ``cpus`` as
     ``a:0,b:1``, ``instances`` and ``in_flight`` from their runs' rows and configs; None where
-    the nodes differ), ``nodes``, ``users``, ``load`` (requests in flight a node: users / nodes x
-    in-flight), ``rounds``, and what was measured: ``throughput`` (each node's requests over
-    seconds in its measured windows, as a bench point's, summed over the nodes; the fleet
-    table's totals where the nodes' windows are not in the store) and ``p99_us`` (their
-    histograms merged)."""
+    the nodes differ; ``held``: every node held its CPUs awake, ``rig soak --cpu-idle hold``),
+    ``nodes``, ``users``, ``load`` (requests in flight a node: users / nodes x in-flight), ``rounds``,
+    and what was measured: ``throughput`` (each node's requests over seconds in its measured windows,
+    as a bench point's, summed over the nodes; the fleet table's totals where the nodes' windows are
+    not in the store) and ``p99_us`` (their histograms merged)."""
     cols = [
         "run_id",
         "triton_version",
@@ -48,6 +49,7 @@ def fleet_runs(fleet: pd.DataFrame, runs: pd.DataFrame, windows: pd.DataFrame | 
         "throughput",
         "p99_us",
         "measured_from",
+        "held",
     ]
     if fleet is None or fleet.empty:
         return pd.DataFrame(columns=cols)
@@ -76,6 +78,7 @@ def fleet_runs(fleet: pd.DataFrame, runs: pd.DataFrame, windows: pd.DataFrame | 
                     "in_flight": (cfg.get("workload") or {}).get("in_flight", 1),
                     "node": nodes.loc[nodes["node_run_id"] == rid, "node"].iloc[0],
                     "cpus": r.get("cpus"),
+                    "held": r.get("cpu_idle") in HELD,
                 }
             )
 
@@ -107,6 +110,7 @@ def fleet_runs(fleet: pd.DataFrame, runs: pd.DataFrame, windows: pd.DataFrame | 
                 "rounds": len(totals),
                 **measured,
                 "measured_from": source,
+                "held": bool(tags) and all(t["held"] for t in tags),
             }
         )
     return pd.DataFrame(out, columns=cols)

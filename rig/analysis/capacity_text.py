@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from rig.analysis.capacity import capacity_of, nodes, share_text
+from rig.analysis.capacity import HELD_TEXT, capacity_of, nodes, share_text
 
 
 def _f(v, fmt="{:,.0f}") -> str:
@@ -84,9 +84,10 @@ def format_model(m: dict, targets: list[float], headroom: float, law: dict | Non
         )
     if m["load"] is not None and m["load"] >= 1:
         whole = math.floor(m["load"] + 1e-9)
+        held = " --cpu-idle hold" if HELD_TEXT in (m.get("neighbour") or "") else ""
         out.append(
             f"    to check it: a fleet at {whole} request(s) in flight a node, e.g. rig fleet --nodes 2 --users "
-            f"{2 * whole} (nodes: rig soak --locust-master HOST:PORT --cpus ... --in-flight 1), then "
+            f"{2 * whole} (nodes: rig soak --locust-master HOST:PORT --cpus ... --in-flight 1{held}), then "
             "rig capacity --check"
         )
         out.append(_expect_line(m, whole, 2))
@@ -292,7 +293,8 @@ def format_check(checked: list[dict], p99_ms: float) -> str:
             out.append(
                 f"  fleet {c['run_id']}: {c['nodes']} node(s){cpus}, Triton "
                 f"{c['triton_version']}, engine {c['engine']}, model {c['model']}, node share {share}, "
-                f"{c['users']} user(s) = load {_f(c['load'], '{:g}')} a node, {c['rounds']} round(s)"
+                f"{HELD_TEXT + ', ' if c.get('held') else ''}{c['users']} user(s) = load "
+                f"{_f(c['load'], '{:g}')} a node, {c['rounds']} round(s)"
             )
         if c["group"] is None:
             out.append(f"    not checked: {c['why']}")

@@ -245,17 +245,31 @@ def health(c: Cell) -> str:
     return HEALTHY if good == total else UNHEALTHY if good == 0 else INTERMITTENT_HEALTH
 
 
+# What the variants of a kept store are, where their manifests are not on this machine: filled by
+# whoever renders that store (benchmarks/conformance_page.py, from docs/conformance/variants.json).
+VARIANTS_SAID: dict[str, str] = {}
+
+
+def variant_said(version: str) -> str:
+    """What a variant core is, in words: from its manifest where it was built here, else as kept
+    (``VARIANTS_SAID``); "" where neither says."""
+    from rig.build.cache import built_root, manifest
+    from rig.build.identity import describe_variant
+
+    return describe_variant(manifest(built_root(str(version)))) or VARIANTS_SAID.get(str(version), "")
+
+
 def not_exact(version: str) -> str | None:
     """Why a core built here is not exactly its release (``rig.build.releases.NOT_EXACT``; a
-    variant: what its manifest says it is, ``rig.build.identity``); None where it is (every PyPI
-    core, every release built from its own branches)."""
+    variant: what its manifest says it is, ``rig.build.identity``, or what the kept store says of
+    it, ``VARIANTS_SAID``); None where it is (every PyPI core, every release built from its own
+    branches)."""
     from rig.build.releases import NOT_EXACT
 
     if is_variant(str(version)):
-        from rig.build.cache import built_root, manifest
-        from rig.build.identity import describe_variant, release_of
+        from rig.build.identity import release_of
 
-        said = describe_variant(manifest(built_root(str(version))))
+        said = variant_said(str(version))
         return said or f"a variant of {release_of(str(version))} (a patch or another ref; its manifest is not here)"
     return NOT_EXACT.get(str(version))
 

@@ -225,7 +225,7 @@ def _sweep(p, cfg: RunConfig, args: BenchSettings, plan: Plan, hold, log, beside
         f"{repeats} repeat(s) in rounds (each round sweeps every point once: a point's repeats are a sweep apart "
         "in time)" + (f", instances {','.join(map(str, counts))}" if counts != [None] else "")
     )
-    log(f"cpu idle: {_hold_text(hold)}")
+    log(f"cpu idle: {cpuidle.describe(hold)}")
     share = cpushare.current()  # held by --cpus (options.run_config), a cgroup quota, or the whole machine
     log(f"node share: {share['cpu_share']:g} CPU(s) ({share['cpus']}; {share['cpu_share_from']})")
     log(f"neighbour: {beside}")
@@ -280,19 +280,6 @@ def _sweep(p, cfg: RunConfig, args: BenchSettings, plan: Plan, hold, log, beside
         )
         return Exit.FAILED
     return Exit.OK
-
-
-def _hold_text(hold) -> str:
-    if hold.method == "pm_qos":
-        return "held awake for every tool (PM QoS request of 0 us)"
-    if hold.method == "poll":
-        return f"held awake for every tool ({len(hold.pids)} idle-priority pollers, one per CPU)"
-    if hold.detail:
-        return f"left to the kernel: --cpu-idle hold failed, {hold.detail}"
-    return (
-        "left to the kernel (--cpu-idle os): figures depend on wake-up costs, "
-        "see docs/guide/workloads.md, CPU idle states"
-    )
 
 
 def _rig_once(p, cfg: RunConfig, args: BenchSettings, repo, at: Point) -> dict:

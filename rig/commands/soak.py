@@ -156,10 +156,12 @@ def execute(
     on_window: Callable[[WindowRow], None] | None = None,
     run_id: str | None = None,
     outputs: Outputs = Outputs(),
+    cpu_idle: str | None = None,
 ) -> tuple[int, Tally, str, list[str]]:
     """Run (or resume) a cycle/soak; returns (exit status, tally, run_id, reasons it failed).
     ``run_id``: a new run's id, named by the caller before it starts (a matrix cell's; default a
-    new one); ``resume``: the run it continues."""
+    new one); ``resume``: the run it continues; ``cpu_idle``: how the caller holds the CPUs
+    (``rig.common.cpuidle``'s method), for the run's row; None: not asked."""
     from rig.commands import soak_junit, summary
     from rig.parent.junit import now
 
@@ -174,7 +176,7 @@ def execute(
     allowed = allowed_outcomes(cfg, allowed)
     p = orchestrator.prepare(cfg, command, store, run_id=resume.run_id if resume else run_id, log=log)
     if not resume:
-        orchestrator.write_run_row(p, command)
+        orchestrator.write_run_row(p, command, cpu_idle=cpu_idle)
     _announce(p, cfg, store, log)
     done = {r.cycle for r in stored_rows}
     todo = [k for k in range(1, cfg.cycles + 1) if k not in done]

@@ -186,3 +186,17 @@ class Hold:
     @property
     def pids(self) -> list[int]:
         return [p.pid for p in self._pollers]
+
+
+def describe(hold: Hold, who: str = "for every tool") -> str:
+    """How a hold left the CPUs, in words (a run's log line; ``who``: what it held them for)."""
+    if hold.method == "pm_qos":
+        return f"held awake {who} (PM QoS request of 0 us)"
+    if hold.method == "poll":
+        return f"held awake {who} ({len(hold.pids)} idle-priority pollers, one per CPU)"
+    if hold.detail:
+        return f"left to the kernel: --cpu-idle hold failed, {hold.detail}"
+    return (
+        "left to the kernel (--cpu-idle os): figures depend on wake-up costs, "
+        "see docs/guide/workloads.md, CPU idle states"
+    )

@@ -268,14 +268,15 @@ def test_windows_carry_their_runs_share_and_groups_are_per_share(tmp_path):
     assert "node share 1 CPU, neighbour none:" in text and "node share 2 CPUs, neighbour none:" in text
 
 
-def _fleet(store, run_id, nodes, users, rounds, per_node_tput, p99_lat, share=1.0, version="2.51.0", window_s=5.0):
+def _fleet(store, run_id, nodes, users, rounds, per_node_tput, p99_lat, share=1.0, version="2.51.0", window_s=5.0,
+           cpu_idle=None):
     """A measured fleet: each node a soak run (its runs row, its windows per round) and the
     master's fleet rows."""
     rows, runs, windows = [], [], []
     for k in range(nodes):
         node = "ab"[k]
         rid = f"{run_id}-{node}"
-        runs.append(_runs_row(rid, command="soak", share=share, cpus=str(k)))
+        runs.append(dataclasses.replace(_runs_row(rid, command="soak", share=share, cpus=str(k)), cpu_idle=cpu_idle))
         for r in range(1, rounds + 1):
             for i in range(1, 4):
                 windows.append(_window(run_id=rid, cycle=r, window=i, point=None, instances=None,
@@ -693,6 +694,17 @@ def test_a_sweep_with_the_cpus_held_awake_is_a_group_apart_and_a_fleet_is_checke
     assert checked[1]["predicted_linear"] > checked[0]["predicted_linear"]
     text = capacity.format_plan(capacity.plan(w, target=10_000, p99_ms=2.0), 10_000, 2.0, 0.3)
     assert "neighbour none:" in text and "neighbour none, CPUs held awake:" in text
+    # the held sweep's plan asks for a fleet whose nodes hold theirs too, and such a fleet says so
+    idle, held = sorted(models, key=lambda m: m["neighbour"])
+    assert "--in-flight 1 --cpu-idle hold)" in capacity_text.format_model(held, [10_000], 0.3, None)
+    assert "--cpu-idle hold" not in capacity_text.format_model(idle, [10_000], 0.3, None)
+    assert "CPUs held awake" not in capacity_text.format_check(checked, 2.0).splitlines()[1]
+    _fleet(fleet_store, "F8", nodes=2, users=4, rounds=2, per_node_tput=4500.0, p99_lat=900, cpu_idle="poll")
+    runs, windows = fleet_store.read("runs"), fleet_store.read("windows")
+    f = capacity_fleet.fleet_runs(fleet_store.read("fleet"), runs, windows).set_index("run_id")
+    assert (bool(f.loc["F1", "held"]), bool(f.loc["F8", "held"])) == (False, True)
+    text = capacity_text.format_check(capacity_fleet.check(models, f.reset_index()), 2.0)
+    assert "fleet F8: 2 node(s) (a:0, b:1), Triton 2.51.0, engine capi, model numpy, node share 1 CPU, CPUs held awake, 4 user(s)" in text
 
 
 def test_the_kept_idle_store_tells_which_sweep_predicts_which_fleet(capsys):

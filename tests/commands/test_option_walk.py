@@ -119,6 +119,8 @@ ELSEWHERE = {
     "--cpus": "test_capacity.py::test_a_share_larger_than_the_machine_is_refused_before_anything_runs, "
               "::test_a_held_process_and_what_it_starts_keep_the_share, "
               "::test_a_bench_held_to_one_cpu_records_its_share_and_its_stubs_keep_it (slow)",
+    "--cpu-idle": "e2e/test_fleet.py::test_two_nodes_one_killed_mid_run (a node held: runs.cpu_idle, its log "
+                  "line; slow), test_capacity.py (a held fleet labelled)",
     "--junit": "test_junit.py (a bad path refused in one line before the run; a real soak's file validated)",
     "--summary-json": "test_summary_json.py (a bad path refused in one line before the run; a real soak's file "
                       "held to its stored cycles, slow)",

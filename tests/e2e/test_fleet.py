@@ -53,7 +53,8 @@ def test_two_nodes_one_killed_mid_run(tmp_path):
                        "--port", str(port), "--join-timeout", "15", "--results", str(results),
                        stdout=log, stderr=subprocess.STDOUT)
     _wait_for(out, "listening on", 60)  # a node checks first that its master listens
-    nodes = {name: spawn("soak", "--locust-master", f"127.0.0.1:{port}", "--node", name, *cycles,
+    held = {"a": ("--cpu-idle", "hold"), "b": ()}  # a node may hold its CPUs awake, as a sweep does
+    nodes = {name: spawn("soak", "--locust-master", f"127.0.0.1:{port}", "--node", name, *cycles, *held[name],
                          "--results", str(results), stdout=open(tmp_path / f"{name}.log", "w"),
                          stderr=subprocess.STDOUT) for name in ("a", "b")}
     try:
@@ -78,6 +79,9 @@ def test_two_nodes_one_killed_mid_run(tmp_path):
                    (2, "*"): "degraded", (2, "a"): "ok", (2, "b"): "lost",
                    (3, "*"): "degraded", (3, "a"): "ok", (3, "b"): "absent"}, fleet.to_string()
     assert fleet.run_id.nunique() == 1
+    idle = {r.host: r.cpu_idle for r in store.read("runs").itertuples()}
+    assert idle["a"] in ("pm_qos", "poll") and not isinstance(idle["b"], str), idle  # b: null, not asked
+    assert "cpu idle: held awake for the whole run" in (tmp_path / "a.log").read_text()
     total = fleet[fleet.node == "*"].set_index("round")
     nodes_ok = fleet[(fleet.node != "*") & (fleet.outcome == "ok")]
     # the total is the sum of the nodes that reported; where all did, Locust's master counted the
