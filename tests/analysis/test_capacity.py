@@ -731,3 +731,20 @@ def test_the_kept_idle_store_tells_which_sweep_predicts_which_fleet(capsys):
     assert main(["capacity", str(root), "--p99-ms", "5", "--check", "--bootstrap", "50"]) == 0
     out = capsys.readouterr().out
     assert out.count("nodes served more together than alone") == 2
+
+
+def test_the_kept_bound_store_covers_its_fleets_at_the_bound():
+    """docs/measurements/capacity.md, "At the bound on whole CPUs": two idle sweeps and three 2-node
+    fleets at the load the plan put at p99 1 ms. By the idle sweeps' prediction, every fleet's
+    throughput is within 10 % and its p99 inside the interval for one run."""
+    from pathlib import Path
+
+    store = Store(Path(__file__).resolve().parents[2] / "docs" / "measurements" / "capacity-bound-store")
+    runs, every = store.read("runs"), store.read("windows")
+    bench = every[every["run_id"].isin(set(runs[runs["command"] == "bench"]["run_id"])) & (every["tool"] == "rig")]
+    models = capacity.model(capacity.with_shares(bench, runs), 1.0, n_boot=200)
+    checked = capacity_fleet.check(models, capacity_fleet.fleet_runs(store.read("fleet"), runs, every))
+    idle = [c for c in checked if c["neighbour"] == "none"]
+    assert len(idle) == 3 and all(c["at_bound"] for c in idle)
+    got = capacity_fleet.coverage(idle)
+    assert got["throughput"]["near"] == 3 and got["p99"]["inside_run"] == 3, got
