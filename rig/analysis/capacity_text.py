@@ -125,9 +125,11 @@ def _efficiency_lines(law: dict | None, neighbour: str | None) -> list[str]:
         "    fleets measured over predicted (nodes sharing nothing would read 1): "
         + ", ".join(f"{eff[n]:.2f} at {n} node(s)" for n in counts)
     ]
+    from rig.analysis.capacity_fleet import NEAR
+
     first, last = eff[counts[0]], eff[counts[-1]]
-    if len(counts) > 1 and last > first * 1.1:
-        held = "CPUs held awake" in (neighbour or "")
+    if len(counts) > 1 and last > first * (1 + NEAR):
+        held = HELD_TEXT in (neighbour or "")
         hint = (
             "this sweep held its CPUs awake, as a full host keeps them"
             if held
