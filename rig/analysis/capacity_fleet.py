@@ -10,8 +10,8 @@ import math
 import pandas as pd
 
 from rig.analysis import tail
-from rig.analysis.capacity import HELD
 from rig.analysis.capacity_sweep import measured_windows
+from rig.analysis.capacity_tags import HELD
 from rig.common import hdr
 
 

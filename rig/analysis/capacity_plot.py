@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from rig.analysis import usl
-from rig.analysis.capacity import capacity_of, node_title
+from rig.analysis.capacity import capacity_of
+from rig.analysis.capacity_tags import node_title
 from rig.analysis.plots import _plt, _save
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 
-from rig.analysis.capacity import HELD_TEXT, capacity_of, nodes, share_text
+from rig.analysis.capacity import capacity_of, nodes
+from rig.analysis.capacity_tags import HELD_TEXT, share_text
 
 
 def _f(v, fmt="{:,.0f}") -> str:

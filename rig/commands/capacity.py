@@ -137,9 +137,9 @@ def run(args) -> int:
         raise RigError(f"{root} holds no windows of `rig bench` runs: run `rig bench --results RESULTS` first")
     windows = select(windows, runs, args.where)
 
-    from rig.analysis import capacity, capacity_fleet, capacity_sweep, capacity_text
+    from rig.analysis import capacity, capacity_fleet, capacity_sweep, capacity_tags, capacity_text
 
-    windows = capacity.with_shares(windows, runs)
+    windows = capacity_tags.with_shares(windows, runs)
     if goals:
         plan = capacity.plan(windows, goals[0], args.p99_ms, args.headroom)
         print(capacity.format_plan(plan, goals[0], args.p99_ms, args.headroom))
@@ -152,7 +152,9 @@ def run(args) -> int:
     for m in models:
         print()
         print(
-            capacity.node_title(m["triton_version"], m["engine"], m["model"], m["cpu_share"], m["cpus"], m["neighbour"])
+            capacity_tags.node_title(
+                m["triton_version"], m["engine"], m["model"], m["cpu_share"], m["cpus"], m["neighbour"]
+            )
             + (f", {m['instances']} instance(s)" if m["instances"] is not None else "")
             + ":"
         )
@@ -160,7 +162,7 @@ def run(args) -> int:
     for law in capacity.instance_laws(models):
         print()
         version, engine, model, share, beside = (law[k] for k in capacity_sweep.NODE)
-        print(capacity.node_title(version, engine, model, share, neighbour=beside) + ", across instance counts:")
+        print(capacity_tags.node_title(version, engine, model, share, neighbour=beside) + ", across instance counts:")
         print(capacity_text.format_instance_law(law))
     if args.check:
         print()

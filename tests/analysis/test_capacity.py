@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rig.common import hdr
-from rig.analysis import capacity, capacity_fleet, capacity_sweep, capacity_text
+from rig.analysis import capacity, capacity_fleet, capacity_sweep, capacity_tags, capacity_text
 from rig.cli import main
 from rig.store import Store
 from rig.contract.rows import RunRow, window_row
@@ -261,7 +261,7 @@ def test_windows_carry_their_runs_share_and_groups_are_per_share(tmp_path):
     store = Store(tmp_path)
     store.write("runs", [_runs_row("b1", share=1.0, cpus="0"), _runs_row("b2", share=2.0, cpus="0,1")], "2.51.0", "r")
     store.write("windows", _sweep(1, {1: (5000, 200)}) + _sweep(1, {1: (9000, 200)}, run_id="b2"), "2.51.0", "w")
-    w = capacity.with_shares(store.read("windows"), store.read("runs"))
+    w = capacity_tags.with_shares(store.read("windows"), store.read("runs"))
     plan = capacity.plan(w, target=10_000, p99_ms=1.0)
     assert sorted((r.cpu_share, round(r.throughput)) for r in plan.itertuples()) == [(1.0, 5000), (2.0, 9000)]
     text = capacity.format_plan(plan, 10_000, 1.0, 0.3)
@@ -318,7 +318,7 @@ def test_fleet_runs_are_measured_from_the_nodes_windows(fleet_store):
 
 def test_check_compares_each_fleet_with_the_prediction_at_its_load(fleet_store):
     runs, windows = fleet_store.read("runs"), fleet_store.read("windows")
-    w = capacity.with_shares(windows[windows["run_id"] == "b1"], runs)
+    w = capacity_tags.with_shares(windows[windows["run_id"] == "b1"], runs)
     (m,) = capacity.model(w, 2.0, n_boot=100)
     (c,) = capacity_fleet.check([m], capacity_fleet.fleet_runs(fleet_store.read("fleet"), runs, windows))
     per_node = float(m["fit"].at(2.0))
@@ -338,7 +338,7 @@ def test_check_compares_each_fleet_with_the_prediction_at_its_load(fleet_store):
 def test_a_fleet_of_another_share_is_not_checked_and_says_why(fleet_store, tmp_path):
     _fleet(fleet_store, "F2", nodes=2, users=4, rounds=1, per_node_tput=4000.0, p99_lat=900, share=2.0)
     runs, windows = fleet_store.read("runs"), fleet_store.read("windows")
-    models = capacity.model(capacity.with_shares(windows[windows["run_id"] == "b1"], runs), 2.0, n_boot=0)
+    models = capacity.model(capacity_tags.with_shares(windows[windows["run_id"] == "b1"], runs), 2.0, n_boot=0)
     checked = capacity_fleet.check(models, capacity_fleet.fleet_runs(fleet_store.read("fleet"), runs, windows))
     other = next(c for c in checked if c["run_id"] == "F2")
     assert other["group"] is None and "node share" in other["why"]
@@ -535,7 +535,7 @@ def test_a_resample_of_runs_keeps_a_load_only_some_runs_measured():
 def test_check_reports_whether_each_fleet_fell_inside_and_the_coverage(fleet_store):
     _fleet(fleet_store, "F9", nodes=2, users=4, rounds=2, per_node_tput=2000.0, p99_lat=5000)  # far off
     runs, windows = fleet_store.read("runs"), fleet_store.read("windows")
-    (m,) = capacity.model(capacity.with_shares(windows[windows["run_id"] == "b1"], runs), 2.0, n_boot=100)
+    (m,) = capacity.model(capacity_tags.with_shares(windows[windows["run_id"] == "b1"], runs), 2.0, n_boot=100)
     checked = capacity_fleet.check([m], capacity_fleet.fleet_runs(fleet_store.read("fleet"), runs, windows))
     far = next(c for c in checked if c["run_id"] == "F9")
     assert far["throughput_inside"] is False and far["throughput_near"] is False
@@ -570,7 +570,7 @@ def test_a_fleet_run_is_judged_against_the_interval_for_one_run_as_well(fleet_st
     interval for one run (the estimate's resamples, each times one repeat's deviation), it is covered
     and says both; the coverage counts each."""
     runs, windows = fleet_store.read("runs"), fleet_store.read("windows")
-    (m,) = capacity.model(capacity.with_shares(windows[windows["run_id"] == "b1"], runs), 2.0, n_boot=300)
+    (m,) = capacity.model(capacity_tags.with_shares(windows[windows["run_id"] == "b1"], runs), 2.0, n_boot=300)
     (c,) = capacity_fleet.check([m], capacity_fleet.fleet_runs(fleet_store.read("fleet"), runs, windows))
     (clo, chi), (plo, phi) = c["predicted_usl_ci"], c["predicted_usl_pi"]
     assert plo < clo <= c["predicted_usl"] <= chi < phi
@@ -619,7 +619,7 @@ def test_sweeps_under_different_neighbours_are_groups_apart_and_say_which(tmp_pa
     store.write("runs", [old, burn], "2.51.0", "r")
     store.write("windows", _sweep(1, {1: (5000, 200)}, run_id="b0") + _sweep(1, {1: (3500, 300)}, run_id="b2"),
                 "2.51.0", "w")
-    w = capacity.with_shares(store.read("windows"), store.read("runs"))
+    w = capacity_tags.with_shares(store.read("windows"), store.read("runs"))
     assert set(w["neighbour"]) == {"none", "burn:30"}
     plan = capacity.plan(w, target=10_000, p99_ms=1.0)
     assert sorted((r.neighbour, round(r.throughput)) for r in plan.itertuples()) == [("burn:30", 3500), ("none", 5000)]
@@ -637,7 +637,7 @@ def test_check_puts_each_fleet_beside_every_neighbours_sweep_labelled(fleet_stor
     fleet_store.write("windows", _usl_sweep(run_id="b3", law=(LAW[0] * 0.7, LAW[1], LAW[2]), seed=5), "2.51.0", "b3")
     runs, windows = fleet_store.read("runs"), fleet_store.read("windows")
     bench = windows[windows["run_id"].isin(["b1", "b3"])]
-    models = capacity.model(capacity.with_shares(bench, runs), 2.0, n_boot=50)
+    models = capacity.model(capacity_tags.with_shares(bench, runs), 2.0, n_boot=50)
     checked = capacity_fleet.check(models, capacity_fleet.fleet_runs(fleet_store.read("fleet"), runs, windows))
     assert [(c["run_id"], c["neighbour"]) for c in checked] == [("F1", "none"), ("F1", "burn:30")]
     alone, burnt = checked
@@ -657,7 +657,7 @@ def test_the_plan_states_what_its_check_fleet_should_measure_as_check_will_judge
     """The plan names the fleet to check it with and what that fleet should measure: the estimate, its
     interval and the interval for one run, the very figures ``--check`` then judges that fleet by."""
     runs, windows = fleet_store.read("runs"), fleet_store.read("windows")
-    (m,) = capacity.model(capacity.with_shares(windows[windows["run_id"] == "b1"], runs), 2.0, n_boot=300)
+    (m,) = capacity.model(capacity_tags.with_shares(windows[windows["run_id"] == "b1"], runs), 2.0, n_boot=300)
     whole = math.floor(m["load"] + 1e-9)
     want = capacity_fleet.expected(m, whole, 2)
     (tlo, thi), (plo, phi) = want["throughput_pi"], want["p99_pi"]
@@ -685,7 +685,7 @@ def test_a_sweep_with_the_cpus_held_awake_is_a_group_apart_and_a_fleet_is_checke
                       "2.51.0", "run-b4")
     fleet_store.write("windows", _usl_sweep(run_id="b4", law=(LAW[0] * 1.5, LAW[1], LAW[2]), seed=6), "2.51.0", "b4")
     runs, windows = fleet_store.read("runs"), fleet_store.read("windows")
-    w = capacity.with_shares(windows[windows["run_id"].isin(["b1", "b4"])], runs)
+    w = capacity_tags.with_shares(windows[windows["run_id"].isin(["b1", "b4"])], runs)
     assert set(w["neighbour"]) == {"none", "none, CPUs held awake"} and "cpu_idle" not in w
     models = capacity.model(w, 2.0, n_boot=50)
     assert sorted(m["neighbour"] for m in models) == ["none", "none, CPUs held awake"]
@@ -719,7 +719,7 @@ def test_the_kept_idle_store_tells_which_sweep_predicts_which_fleet(capsys):
     store = Store(root)
     runs, every = store.read("runs"), store.read("windows")
     bench = every[every["run_id"].isin(set(runs[runs["command"] == "bench"]["run_id"])) & (every["tool"] == "rig")]
-    models = capacity.model(capacity.with_shares(bench, runs), 5.0, n_boot=50)
+    models = capacity.model(capacity_tags.with_shares(bench, runs), 5.0, n_boot=50)
     assert sorted(m["neighbour"] for m in models) == ["none", "none, CPUs held awake"]
     checked = capacity_fleet.check(models, capacity_fleet.fleet_runs(store.read("fleet"), runs, every))
     err = {(c["nodes"], c["neighbour"]): [] for c in checked}
@@ -742,7 +742,7 @@ def test_the_kept_bound_store_covers_its_fleets_at_the_bound():
     store = Store(Path(__file__).resolve().parents[2] / "docs" / "measurements" / "capacity-bound-store")
     runs, every = store.read("runs"), store.read("windows")
     bench = every[every["run_id"].isin(set(runs[runs["command"] == "bench"]["run_id"])) & (every["tool"] == "rig")]
-    models = capacity.model(capacity.with_shares(bench, runs), 1.0, n_boot=200)
+    models = capacity.model(capacity_tags.with_shares(bench, runs), 1.0, n_boot=200)
     checked = capacity_fleet.check(models, capacity_fleet.fleet_runs(store.read("fleet"), runs, every))
     idle = [c for c in checked if c["neighbour"] == "none"]
     assert len(idle) == 3 and all(c["at_bound"] for c in idle)
