@@ -60,49 +60,26 @@ def fleet_runs(fleet: pd.DataFrame, runs: pd.DataFrame, windows: pd.DataFrame | 
         if totals.empty:
             continue
         nodes = f[(f["node"] != "*") & f["round"].isin(totals["round"]) & (f["outcome"] == "ok")]
-        tags = []
-        for rid in nodes["node_run_id"].dropna().unique():
-            if rid not in by_run.index:
-                continue
-            r = by_run.loc[rid]
-            r = r.iloc[0] if isinstance(r, pd.DataFrame) else r
-            cfg = _toml(r.get("config"))
-            share = r.get("cpu_share")
-            tags.append(
-                {
-                    "triton_version": r.get("triton_version"),
-                    "engine": r.get("engine"),
-                    "model": r.get("model"),
-                    "cpu_share": None if pd.isna(share) else float(share),
-                    "instances": None if cfg.get("model_repository") else cfg.get("instances", 1),
-                    "in_flight": (cfg.get("workload") or {}).get("in_flight", 1),
-                    "node": nodes.loc[nodes["node_run_id"] == rid, "node"].iloc[0],
-                    "cpus": r.get("cpus"),
-                    "held": r.get("cpu_idle") in HELD,
-                }
-            )
-
-        def same(k):
-            vals = {t[k] for t in tags}  # noqa: B023
-            return vals.pop() if len(vals) == 1 else None
-
+        tags = _node_tags(nodes, by_run)
         n = int(nodes["node"].nunique())
         users = int(totals["users"].median()) if totals["users"].notna().any() else None
-        in_flight = same("in_flight") or 1
+        in_flight = _same(tags, "in_flight") or 1
         measured, source = _fleet_measured(nodes, totals, windows)
-        version = same("triton_version") or (totals["triton_version"].iloc[0] if "triton_version" in totals else None)
+        version = _same(tags, "triton_version")
+        if version is None and "triton_version" in totals:
+            version = totals["triton_version"].iloc[0]
         out.append(
             {
                 "run_id": run_id,
                 "triton_version": version,
-                "engine": same("engine"),
-                "model": same("model"),
-                "cpu_share": same("cpu_share"),
+                "engine": _same(tags, "engine"),
+                "model": _same(tags, "model"),
+                "cpu_share": _same(tags, "cpu_share"),
                 "cpus": ", ".join(
                     f"{t['node']}:{t['cpus']}" for t in sorted(tags, key=lambda t: t["node"]) if t["cpus"]
                 )
                 or None,
-                "instances": same("instances"),
+                "instances": _same(tags, "instances"),
                 "in_flight": in_flight,
                 "nodes": n,
                 "users": users,
@@ -114,6 +91,38 @@ def fleet_runs(fleet: pd.DataFrame, runs: pd.DataFrame, windows: pd.DataFrame | 
             }
         )
     return pd.DataFrame(out, columns=cols)
+
+
+def _node_tags(nodes: pd.DataFrame, by_run: pd.DataFrame) -> list[dict]:
+    """Each fleet node's tags from its run's row and config (``fleet_runs``)."""
+    tags = []
+    for rid in nodes["node_run_id"].dropna().unique():
+        if rid not in by_run.index:
+            continue
+        r = by_run.loc[rid]
+        r = r.iloc[0] if isinstance(r, pd.DataFrame) else r
+        cfg = _toml(r.get("config"))
+        share = r.get("cpu_share")
+        tags.append(
+            {
+                "triton_version": r.get("triton_version"),
+                "engine": r.get("engine"),
+                "model": r.get("model"),
+                "cpu_share": None if pd.isna(share) else float(share),
+                "instances": None if cfg.get("model_repository") else cfg.get("instances", 1),
+                "in_flight": (cfg.get("workload") or {}).get("in_flight", 1),
+                "node": nodes.loc[nodes["node_run_id"] == rid, "node"].iloc[0],
+                "cpus": r.get("cpus"),
+                "held": r.get("cpu_idle") in HELD,
+            }
+        )
+    return tags
+
+
+def _same(tags: list[dict], key: str):
+    """The value every node's ``key`` has, or None where they differ."""
+    vals = {t[key] for t in tags}
+    return vals.pop() if len(vals) == 1 else None
 
 
 def _fleet_measured(nodes: pd.DataFrame, totals: pd.DataFrame, windows: pd.DataFrame | None) -> tuple[dict, str]:

@@ -162,11 +162,10 @@ def execute(
     ``run_id``: a new run's id, named by the caller before it starts (a matrix cell's; default a
     new one); ``resume``: the run it continues; ``cpu_idle``: how the caller holds the CPUs
     (``rig.common.cpuidle``'s method), for the run's row; None: not asked."""
-    from rig.commands import soak_junit, summary
+    from rig.commands import summary
     from rig.parent.junit import now
 
-    junit, summary_json = outputs.junit, outputs.summary_json
-    summary.check_path(summary_json)
+    summary.check_path(outputs.summary_json)
 
     started = (now(), time.monotonic())
     stored_rows: list[CycleRow] = []
@@ -215,12 +214,21 @@ def execute(
         if progress:
             progress.close()
     reasons = judge(tally, cfg, allowed)
+    return _after_judging(judged, reasons, outputs, store, log), tally, p.run_id, reasons
+
+
+def _after_judging(judged: Judged, reasons: list[str], outputs: Outputs, store, log: Callable[[str], None]) -> int:
+    """What follows a run's judging: its JUnit XML, a soak's compaction and plot, its summary JSON;
+    returns its exit status."""
+    from rig.commands import soak_junit
+
+    p, tally, junit, summary_json = judged.p, judged.tally, outputs.junit, outputs.summary_json
     if junit:  # before compaction and the plot: what was judged reaches CI whatever follows
         soak_junit.write(junit, judged, reasons)
         log(f"JUnit XML: {junit}")
     status = Exit.FAILED if reasons else Exit.OK
     try:
-        if command == "soak":
+        if judged.command == "soak":
             _compact_and_plot(store, p, tally, log)
     except OSError as e:  # the machine failed what follows the judging (rig.cli: exit 4); the summary says so
         if summary_json:
@@ -229,7 +237,7 @@ def execute(
         raise
     if summary_json:
         _summary(summary_json, judged, status, reasons, log)
-    return status, tally, p.run_id, reasons
+    return status
 
 
 def _interrupted(judged: Judged, outputs: Outputs, log: Callable[[str], None]) -> None:
