@@ -41,6 +41,7 @@ from rig.contract.cell import BenchSettings
 from rig.contract.rows import CycleResult
 from rig.parent import config, orchestrator, repository
 from rig.parent.config import RunConfig
+from rig.parent.options import gpu_of
 from rig.parent.preflight import check_workload, without_spaces
 
 SHAPED = ("ramp", "step", "spike")  # built-in workloads whose users change during a run
@@ -129,6 +130,7 @@ def _repository(p: orchestrator.Prepared, n: int | None, log):
         queue_delay_us=cfg.queue_delay_us,
         fault=cfg.fault,
         execute_delay_ms=cfg.execute_delay_ms,
+        gpu=gpu_of(cfg),
     )
     repo = p.work_dir / f"models-i{n}"
     repository.render(spec, repo)

@@ -77,6 +77,9 @@ class CycleSpec:
     workload: ClosedLoop | OpenLoop | None = None  # None: a fixed count of requests
     hook: str = ""  # path of rig/worker/hook/evidence.py
     check: int = 0  # the rig's template: matrix size to check outputs against
+    # False: the template's answers are held to INPUT @ W within a tolerance, never to exact bytes (the
+    # cupy model under dynamic batching: cuBLAS may pick another kernel for each batch size)
+    check_exact: bool = True
     cwd: str = ""  # the user's folder: a locustfile's users run there (the worker does not)
     input_data: str = "random"  # random | zero | an absolute path of a JSON file (rig.contract.inputs)
     shapes: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)  # input -> dims (--shape)

@@ -349,6 +349,12 @@ def input_memory(cfg) -> str:
     return cfg.input_memory
 
 
+def gpu_of(cfg) -> int:
+    """The CUDA device of the run's GPU work: the input placement's (``gpu:N``), else the first."""
+    kind, _, device = input_memory(cfg).partition(":")
+    return int(device) if kind == "gpu" and device.isdigit() else 0
+
+
 TEMPLATE_ONLY = (
     "model",
     "model_size",

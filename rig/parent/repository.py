@@ -60,6 +60,10 @@ class ModelSpec:
     fault: str = "none"  # one of FAULTS
     execute_delay_ms: float = 0.0  # a slow model on purpose (positive control of latency)
     load_sleep_s: float | None = None  # overrides the fault's initialize sleep (load-slow: load_slow_s)
+    # the CUDA device (an index among the visible ones) the cupy model's instances run on: named in
+    # its instance_group, so a node with several GPUs does not start them on every one while the
+    # rig's inputs sit on this one
+    gpu: int = 0
 
     @property
     def model_name(self) -> str:
@@ -80,8 +84,8 @@ def render(spec: ModelSpec, repository: Path) -> Path:
         raise RigError(f"unknown model {spec.kind!r}: choose one of {', '.join(KINDS)}")
     if spec.fault not in FAULTS:
         raise RigError(f"unknown fault {spec.fault!r}: choose one of {', '.join(FAULTS)}")
-    if spec.size < 1 or spec.instances < 1 or spec.max_batch_size < 0 or spec.queue_delay_us < 0:
-        raise RigError("model size and instances must be >= 1, max_batch_size and the queue delay >= 0")
+    if spec.size < 1 or spec.instances < 1 or spec.max_batch_size < 0 or spec.queue_delay_us < 0 or spec.gpu < 0:
+        raise RigError("model size and instances must be >= 1, max_batch_size and the queue delay and the GPU >= 0")
     tdir = templates_dir()
     params = {"size": str(spec.size), **FAULTS[spec.fault]}
     if spec.decoupled:
@@ -102,6 +106,7 @@ def render(spec: ModelSpec, repository: Path) -> Path:
         max_batch_size=spec.max_batch_size,
         size=spec.size,
         instances=spec.instances,
+        gpu=spec.gpu,
         dynamic_batching=_batcher(spec),
         policy="model_transaction_policy { decoupled: true }" if spec.decoupled else "",
         parameters=",\n".join(f'  {{ key: "{k}" value: {{ string_value: "{v}" }} }}' for k, v in params.items()),

@@ -59,7 +59,9 @@ def _reference(engine: Engine, spec: CycleSpec, model: str, entries: list[dict],
     failed: dict = {}
     size = spec.check if model == spec.models[0] else 0
     for entry in entries[: inputs_mod.MAX_REFERENCE_ENTRIES]:
-        ok, note, check = reference_output(engine, model, entry, size, spec.request_timeout, meta=meta, failed=failed)
+        ok, note, check = reference_output(
+            engine, model, entry, size, spec.request_timeout, meta=meta, failed=failed, exact=spec.check_exact
+        )
         reference["requests"] += 1
         if failed:  # the reference request is a request of the cycle's load: counted as such
             reference["errors"] += 1

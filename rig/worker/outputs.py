@@ -41,7 +41,14 @@ def _fits(check: dict, datatype: str | None, shape, nbytes: int) -> bool:
 
 
 def reference_output(
-    engine: Engine, model: str, inputs: dict, size: int, timeout_s: float, meta=None, failed: dict | None = None
+    engine: Engine,
+    model: str,
+    inputs: dict,
+    size: int,
+    timeout_s: float,
+    meta=None,
+    failed: dict | None = None,
+    exact: bool = True,
 ):
     """One request before the load: ``(ok, note, check)``. ``check`` is what every response under
     load is held to, for the first output: its ``name``; the ``datatype``, ``shape`` (-1 where it
@@ -51,7 +58,9 @@ def reference_output(
     silent failure: numpy 2 in a stub built for numpy 1 returns every output empty); its exact
     bytes are then the reference (a fixed input to a deterministic model: every answer is the
     same). A first answer that breaks the metadata's promise is itself a wrong output. Where the
-    request itself fails, ``failed`` (if given) gets its ``code`` and ``message``."""
+    request itself fails, ``failed`` (if given) gets its ``code`` and ``message``. ``exact`` False: the
+    template's bytes are not the reference (its answers may differ in the last bits from one batch size to
+    the next, as cuBLAS's do): responses under load are held to the datatype, shape and size only."""
     import numpy as np
 
     from rig.contract.engines import NUMPY_OF
@@ -110,9 +119,11 @@ def reference_output(
     x = next(iter(inputs.values()))
     want = x @ (np.arange(size * size, dtype=np.float32).reshape(size, size) / (size * size))
     if got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-5):
-        if check is not None:
+        if check is not None and exact:
             check["bytes"] = np.ascontiguousarray(got).tobytes()
             check["size"] = len(check["bytes"])
+        elif check is not None:
+            return True, f"{model}: answers under load held to datatype, shape and size, not exact bytes", check
         return True, None, check
     return False, f"wrong outputs from {model}: got {got.ravel()[:4]}, want {want.ravel()[:4]}", check
 

@@ -9,8 +9,18 @@ tensor). So each input is asked where it is (``is_cpu()``):
   instance's device once, and the copy counted.
 The counts (``input_copies``, ``inputs_in_place``) go to the rig's evidence folder, where the stub
 has one (``RIG_EVIDENCE_DIR``), at most once a second and at finalize; the cycle records them.
+
+The output goes to the backend as an object that speaks DLPack (``_Export``), never as a capsule
+made here. Every python_backend the rig runs (PR #223, 2023: 2.36 on) then asks ``__dlpack__`` itself,
+with its own CUDA stream and without ``max_version``, and synchronizes that stream before it reads the
+data. Without ``max_version`` CuPy 13 and 14 both give the unversioned ``"dltensor"`` capsule, the only
+kind the backend can read: ``PbTensor::FromDLPackCapsule`` casts any capsule to ``DLManagedTensor``
+without looking at its name, so the DLPack 1.0 ``"dltensor_versioned"`` capsule that CuPy 14's
+``toDlpack()`` gives by default is read at the wrong offsets and the stub dies at its first output.
+``_Export`` checks the capsule's name and raises (an error response, not a dead stub) on any other.
 """
 
+import ctypes
 import json
 import os
 import time
@@ -71,7 +81,7 @@ class TritonPythonModel:
                 y = cp.matmul(x, self.weight)
                 if self.leak_bytes:
                     self.leaked.append(cp.empty(self.leak_bytes, dtype=cp.uint8))
-                out = pb_utils.Tensor.from_dlpack("OUTPUT", _capsule(y))
+                out = pb_utils.Tensor.from_dlpack("OUTPUT", _Export(y))
                 responses.append(pb_utils.InferenceResponse(output_tensors=[out]))
         if _EVIDENCE_DIR and time.monotonic() - self.counts_written >= _COUNTS_EVERY_S:
             self.write_counts()
@@ -84,7 +94,7 @@ class TritonPythonModel:
             self.input_copies += 1
             return cp.asarray(_host_array(tensor))
         self.inputs_in_place += 1
-        x = cp.from_dlpack(tensor.to_dlpack())
+        x = cp.from_dlpack(tensor.to_dlpack())  # the backend's capsules are unversioned
         # an input on another device than this instance's (a GPU the rig chose): moved, and counted
         if x.device.id != self.device.id:
             self.input_copies += 1
@@ -124,8 +134,32 @@ def _host_array(tensor):
         return tensor.as_numpy()
 
 
-def _capsule(array):
-    """A DLPack capsule of a CuPy array: every Python backend's ``Tensor.from_dlpack`` takes one
-    (newer ones also take the array itself)."""
-    to_dlpack = getattr(array, "toDlpack", None)
-    return to_dlpack() if to_dlpack is not None else array.__dlpack__()
+# PyCapsule_IsValid(capsule, name): 1 when the capsule holds a pointer under exactly that name
+_capsule_is_valid = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_is_valid.argtypes = (ctypes.py_object, ctypes.c_char_p)
+_capsule_is_valid.restype = ctypes.c_int
+
+
+class _Export:
+    """A CuPy array as the backend's ``Tensor.from_dlpack`` should meet it: ``__dlpack_device__`` as
+    the array's, and ``__dlpack__`` with only the arguments the backend gives (its stream), whose
+    capsule must be the unversioned one. A producer that answers with anything else (a DLPack 1.0
+    capsule without being asked for one) is refused here: the backend would misread it and the stub
+    would die, taking the model's other requests and its finalize with it."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+    def __dlpack__(self, stream=None):
+        capsule = self.array.__dlpack__(stream=stream)
+        if not _capsule_is_valid(capsule, b"dltensor"):
+            raise BufferError(
+                "the output's DLPack capsule is not an unversioned 'dltensor', the only kind "
+                "python_backend reads (PbTensor::FromDLPackCapsule does not check the name)"
+            )
+        return capsule

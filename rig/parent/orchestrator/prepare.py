@@ -22,6 +22,7 @@ from rig.contract.runtime import BuiltRuntime, EmbeddedRuntime, stub_site_of
 from rig.parent import engines, repository
 from rig.parent import runtime as runtime_mod
 from rig.parent.config import RunConfig
+from rig.parent.options import gpu_of
 from rig.parent.preflight import (
     check_inputs,
     check_workload,
@@ -89,6 +90,7 @@ def template_spec(cfg: RunConfig) -> repository.ModelSpec:
         fault=cfg.fault,
         execute_delay_ms=cfg.execute_delay_ms,
         load_sleep_s=repository.load_slow_s(cfg.exit_timeout) if cfg.fault == "load-slow" else None,
+        gpu=gpu_of(cfg),
     )
 
 

@@ -48,6 +48,7 @@ def run_spec(p: Prepared) -> CycleSpec:
         workload=_workload(c),
         hook=os.path.abspath(p.hook) if p.hook else "",
         check=c.model_size if not c.model_repository else 0,
+        check_exact=not (c.model == "cupy" and c.max_batch_size > 0 and c.dynamic_batching),
         cwd=os.getcwd(),
         input_data=c.input_data,
         shapes={name: tuple(dims) for name, dims in p.inputs["shapes"].items()},

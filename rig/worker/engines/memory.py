@@ -3,8 +3,9 @@ allocator puts them. One ``Placement`` per worker (``--input-memory``), and a ``
 outputs were handed out, which every window reads (``input_memory``, ``output_memory``).
 
 GPU memory comes from CuPy, imported on first use only (a worker on a CPU node never imports it):
-- inputs are copied to the device once per distinct array (``DeviceMemory.inputs``) and
-  submitted as ``TRITONSERVER_MEMORY_GPU`` with their device id; the request keeps them alive;
+- inputs are copied to the device once per distinct array (``DeviceMemory.inputs``), the copy
+  waited for, and submitted as ``TRITONSERVER_MEMORY_GPU`` with their device id; the request keeps
+  them alive;
 - outputs: where the core prefers GPU memory for an output (the model left it on the device)
   and the placement is ``gpu``, the allocator takes it from CuPy's pool on that device;
 - an output in GPU memory is read back to the host (``to_host``) to be checked, or viewed in
@@ -129,6 +130,9 @@ class DeviceMemory:
             return hit[1]
         with self.cp.cuda.Device(self.device):
             dev = self.cp.asarray(np.ascontiguousarray(arr))
+            # the copy is queued on the current stream and may not have landed when asarray returns;
+            # the stub reads this buffer from another process (CUDA IPC), which no stream orders
+            self.cp.cuda.get_current_stream().synchronize()
         self.copies += 1
         if len(self._inputs) < MAX_CACHED_INPUTS:
             self._inputs[key] = (arr, dev)

@@ -77,6 +77,11 @@ class CapiEngine(Engine):
         # The core's threads run the two events of a request; a plain OS lock, as in infer().
         self._events_lock = _native_lock()
         self._stopped = False
+        # Responses made and not yet deleted (CapiResponse counts itself in and out): the allocator
+        # outlives them, since deleting a response calls its release function through it.
+        self._responses = 0
+        self._responses_lock = threading.Lock()
+        self._closing = False
         # Callbacks must outlive every request: keep the ctypes thunks on the instance.
         self._alloc_cb = AllocFn(self._alloc)
         self._release_cb = ReleaseFn(self._release_buffer)
@@ -385,11 +390,33 @@ class CapiEngine(Engine):
         return None if err is None else str(err)
 
     def close(self) -> None:
+        """Stop and delete the server. The response allocator goes now, or with the last response
+        still held (a retained response is deleted through it, after the server: its release
+        function is called through the allocator, which must not be freed memory by then)."""
         if self.server:
             if not self._stopped:
                 self.stop()
             server, self.server = self.server, c_void_p()
             self.core.lib.TRITONSERVER_ServerDelete(server)
-        if self._allocator:
-            self.core.lib.TRITONSERVER_ResponseAllocatorDelete(self._allocator)
-            self._allocator = c_void_p()
+        with self._responses_lock:
+            self._closing = True
+            last = self._responses == 0
+        if last:
+            self._delete_allocator()
+
+    def _delete_allocator(self) -> None:
+        allocator, self._allocator = self._allocator, c_void_p()
+        if allocator:
+            self.core.lib.TRITONSERVER_ResponseAllocatorDelete(allocator)
+
+    def response_made(self) -> None:
+        with self._responses_lock:
+            self._responses += 1
+
+    def response_deleted(self) -> None:
+        """A response of this engine was deleted; after ``close``, the last one takes the allocator."""
+        with self._responses_lock:
+            self._responses -= 1
+            last = self._closing and self._responses == 0
+        if last:
+            self._delete_allocator()

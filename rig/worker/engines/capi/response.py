@@ -22,6 +22,7 @@ class CapiResponse(Response):
         self._handle = handle
         self._lock = threading.Lock()
         self._views = 0
+        engine.response_made()
 
     def _raw_outputs(self):
         core = self._engine.core
@@ -98,7 +99,10 @@ class CapiResponse(Response):
                 return  # an array still points into it: it dies with the last one
             handle, self._handle = self._handle, 0
         if handle:
-            self._engine.core.check(self._engine.core.lib.TRITONSERVER_InferenceResponseDelete(handle))
+            try:
+                self._engine.core.check(self._engine.core.lib.TRITONSERVER_InferenceResponseDelete(handle))
+            finally:
+                self._engine.response_deleted()
 
     def _add_view(self):
         with self._lock:
