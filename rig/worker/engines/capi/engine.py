@@ -63,6 +63,22 @@ class _Pending:
         self.times = times
 
 
+def input_buffer(arr: np.ndarray, dtype: int, placement: memory.Placement) -> tuple:
+    """Where one input's data is submitted from: ``(held, ptr, size, memory type, memory type id)``;
+    ``held`` is what the request keeps alive until the core releases it. BYTES are serialized on the
+    host; with a GPU placement every other input is on its device (the same host array is the same
+    device array, copied once and the copy waited for: ``memory.DeviceMemory``), as
+    ``TRITONSERVER_MEMORY_GPU`` with that device's id."""
+    if DATATYPES[dtype] == "BYTES":
+        data = serialize_bytes(arr)
+        return data, ctypes.c_char_p(data), len(data), MEMORY_CPU, 0
+    if placement.gpu:
+        dev = memory.device_memory().input(arr)
+        return dev, int(dev.data.ptr), int(dev.nbytes), memory.MEMORY_GPU, placement.device
+    arr = np.ascontiguousarray(arr)
+    return arr, arr.ctypes.data, arr.nbytes, MEMORY_CPU, 0
+
+
 class CapiEngine(Engine):
     name = "capi"
 
@@ -298,22 +314,8 @@ class CapiEngine(Engine):
             for name, arr in inputs.items():
                 arr = np.asarray(arr)
                 dtype = datatype_of(arr)
-                if DATATYPES[dtype] == "BYTES":
-                    data = serialize_bytes(arr)
-                    ptr, size = ctypes.c_char_p(data), len(data)
-                    keep.append(data)
-                    mtype, mid = MEMORY_CPU, 0
-                elif placement.gpu:
-                    # the same host array is the same device array, copied once (memory.DeviceMemory)
-                    dev = memory.device_memory().input(arr)
-                    keep.append(dev)
-                    ptr, size = int(dev.data.ptr), int(dev.nbytes)
-                    mtype, mid = memory.MEMORY_GPU, placement.device
-                else:
-                    arr = np.ascontiguousarray(arr)
-                    keep.append(arr)
-                    ptr, size = arr.ctypes.data, arr.nbytes
-                    mtype, mid = MEMORY_CPU, 0
+                held, ptr, size, mtype, mid = input_buffer(arr, dtype, placement)
+                keep.append(held)
                 shape = (c_int64 * max(arr.ndim, 1))(*arr.shape)
                 c.call("TRITONSERVER_InferenceRequestAddInput", req, name.encode(), dtype, shape, arr.ndim)
                 c.call(
