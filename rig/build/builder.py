@@ -196,8 +196,8 @@ def _build_locked(req: Request, target: Target, sources: Sources, out, show: boo
                 run([ninja, "-C", str(bld / "core"), *jobs, "triton-core"], log, bar.tick)
                 done("build core")
             else:
-                for name in ("configure core", "build core"):
-                    bar.start(name + " (reused)")
+                for reused in ("configure core", "build core"):  # not ``name``: the runtime's, used below
+                    bar.start(reused + " (reused)")
                     bar.finish()
 
             pbuild = bld / f"python_backend-py{py}"
