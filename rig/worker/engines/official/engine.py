@@ -35,7 +35,7 @@ from rig.worker.engines.base import (
     Sequence,
     ServerOptions,
 )
-from rig.worker.engines.official import loader
+from rig.worker.engines.official import allocation, loader
 from rig.worker.engines.official.errors import call, engine_error
 from rig.worker.engines.official.loop import LoopThread
 from rig.worker.engines.official.responses import OfficialResponse, pick_async, prepare_inputs
@@ -138,6 +138,7 @@ class OfficialEngine(Engine):
         self._loop: LoopThread | None = None
         self.infer_kwargs: dict[str, Any] = {}
         self.request_kwargs: dict[str, Any] = {}  # what every InferenceRequest carries (its output memory)
+        self.output_allocation: allocation.OutputAllocation | None = None  # what the bindings do with it
         self._stateful: dict[str, bool] = {}
 
     # ------------------------------------------------------------ lifecycle
@@ -161,10 +162,11 @@ class OfficialEngine(Engine):
         # iterators of packages without the keyword raise, and the picker handles both.
         if "raise_on_error" in inspect.signature(ts.Model.async_infer).parameters:
             self.infer_kwargs = {"raise_on_error": False}
-        if memory.PLACEMENT.gpu:
-            # outputs asked in device memory: the bindings' allocator then takes them from CuPy
-            self.request_kwargs = {"output_memory_type": memory.PLACEMENT.label}
-            self.infer_kwargs = {**self.infer_kwargs, **self.request_kwargs}
+        # Asked only of bindings that allocate there: the others copy each output afterwards and
+        # drop what owns the core's response (see allocation.py).
+        self.output_allocation = allocation.output_allocation(ts)
+        self.request_kwargs = allocation.request_kwargs(memory.PLACEMENT, self.output_allocation)
+        self.infer_kwargs = {**self.infer_kwargs, **self.request_kwargs}
 
     def stop(self) -> str | None:
         server = self._server

@@ -31,7 +31,7 @@ import numpy as np
 from rig.worker.crossthread import Signal
 from rig.worker.engines.base import Deadlines, as_entries
 from rig.worker.engines.official.errors import engine_error, scrub
-from rig.worker.engines.official.responses import OutputCheck, Picker, prepare_inputs
+from rig.worker.engines.official.responses import OutputCheck, Picker, prepare_inputs, record_memory
 
 
 class OfficialLane:
@@ -229,8 +229,10 @@ class OfficialLane:
                 except Exception as e:  # noqa: BLE001 - older iterators raise the response's error
                     picker.raised(e)
                 response, error = picker.result()
-            if error is None and self._check is not None and not self._check(response):
-                self._bad += 1
+            if error is None:
+                record_memory(response)
+                if self._check is not None and not self._check(response):
+                    self._bad += 1
             response = None
             t1 = time.monotonic_ns()
             del self._sent[n]

@@ -47,6 +47,33 @@ def _is_host(tensor) -> bool:
     return memory_type is None or _enum_name(memory_type) in ("CPU", "CPU_PINNED")
 
 
+def _memory_label(tensor) -> str:
+    """``cpu`` or ``gpu:N`` as the tensor itself reports it (a ``Tensor`` without the attribute,
+    from bindings older than any read, is host memory)."""
+    memory_type = getattr(tensor, "memory_type", None)
+    if memory_type is None:
+        return "cpu"
+    value = getattr(memory_type, "value", None)
+    if not isinstance(value, int):  # not TRITONSERVER_MemoryType's enum: judge it by its name
+        value = memory.MEMORY_CPU if _is_host(tensor) else memory.MEMORY_GPU
+    return memory.memory_label(value, getattr(tensor, "memory_type_id", 0) or 0)
+
+
+# (memory type, id) -> label: the enums are pybind11 objects, costly to name once a response
+_LABELS: dict = {}
+
+
+def record_memory(response) -> None:
+    """Note in ``memory.OUTPUTS`` where each output of ``response`` lives, as its tensor reports it:
+    what the windows' ``output_memory`` says, for every response the engine hands over."""
+    for tensor in (response.outputs or {}).values():
+        key = (_enum_key(getattr(tensor, "memory_type", None)), getattr(tensor, "memory_type_id", 0))
+        label = _LABELS.get(key)
+        if label is None:
+            label = _LABELS[key] = _memory_label(tensor)
+        memory.OUTPUTS.record(label)
+
+
 def _copy_tensor(tensor) -> np.ndarray:
     """A numpy copy of an output ``Tensor`` that shares nothing with the response."""
     if _enum_name(getattr(tensor, "data_type", "")) == "BYTES":
@@ -150,23 +177,18 @@ class OutputCheck:
         self.name = check["name"]
         self.want = check.get("bytes")
         self.size = len(self.want) if self.want is not None else check.get("size")
-        self._seen: dict = {}  # (data_type, memory_type, shape) -> (readable in place, fits, BYTES, memory)
+        self._seen: dict = {}  # (data_type, memory_type, shape) -> (readable in place, fits, BYTES)
         # A ctypes array type of the reference's length, made once: ``from_address(ptr).raw``
         # reads the bytes without a foreign-function call (string_at is one).
         self._view = ctypes.c_char * len(self.want) if self.want else None
 
-    def _judge(self, key, tensor) -> tuple[bool, bool, bool, str]:
+    def _judge(self, key, tensor) -> tuple[bool, bool, bool]:
         from rig.worker.outputs import _fits
 
         data_type = getattr(tensor, "data_type", None)
         in_place = getattr(tensor, "memory_buffer", None) is not None and _is_host(tensor)
         datatype = _enum_name(data_type) if data_type is not None else None
-        where = (
-            "cpu"
-            if _is_host(tensor)
-            else memory.memory_label(memory.MEMORY_GPU, getattr(tensor, "memory_type_id", 0) or 0)
-        )
-        verdict = (in_place, _fits({**self.check, "size": None}, datatype, key[2], 0), datatype == "BYTES", where)
+        verdict = (in_place, _fits({**self.check, "size": None}, datatype, key[2], 0), datatype == "BYTES")
         if len(self._seen) < 64:  # a model whose shapes vary endlessly is judged every time
             self._seen[key] = verdict
         return verdict
@@ -184,8 +206,7 @@ class OutputCheck:
         verdict = self._seen.get(key)
         if verdict is None:
             verdict = self._judge(key, tensor)
-        in_place, fits, is_bytes, where = verdict
-        memory.OUTPUTS.record(where)
+        in_place, fits, is_bytes = verdict
         if not in_place:
             return _slow_match(tensor, self.check)
         if not fits:
@@ -205,6 +226,7 @@ class OfficialResponse(Response):
 
     def __init__(self, response):
         self._response = response
+        record_memory(response)
 
     def _live(self):
         response = self._response
@@ -227,9 +249,11 @@ class OfficialResponse(Response):
 
     def output_view(self, name: str) -> np.ndarray:
         """``np.from_dlpack`` over the output ``Tensor``. Since 2.55 (core PR #426) that memory
-        is owned by the core response, so the array keeps the response (and its model) alive;
-        before, the bindings' allocator owned a separate buffer. An output in GPU memory comes
-        back as a cupy array (numpy cannot view device memory)."""
+        is owned by the core response, so the array keeps the response (and its model) alive,
+        with either placement: the engine never asks those bindings for the device copy that
+        would replace it (``allocation.py``). Before, the bindings' allocator owned a separate
+        buffer, in the memory asked; one in GPU memory comes back as a cupy array (numpy cannot
+        view device memory)."""
         outputs = self._live().outputs
         if name not in outputs:
             raise EngineError(f"no output {name!r} (have: {', '.join(outputs) or 'none'})", "NOT_FOUND")
