@@ -312,6 +312,8 @@ def _start(
             if reload:
                 held.engine = engine
             engine.start(options)
+            for note in engine.start_notes():
+                row.note(note)
         deadline = t0 + spec.startup_timeout
         while not (engine.is_ready() and all(engine.model_ready(m) for m in spec.models)):
             if time.monotonic() > deadline:

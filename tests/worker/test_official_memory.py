@@ -112,6 +112,21 @@ class _Enum:
         self.name, self.value = name, value
 
 
+def test_the_cycle_is_told_when_gpu_outputs_were_not_asked(monkeypatch):
+    """The decision reaches the cycle's row (a note) under a GPU placement, and only there."""
+    from rig.worker.engines.official.engine import OfficialEngine
+
+    engine = OfficialEngine.__new__(OfficialEngine)
+    engine.output_allocation = allocation.OutputAllocation(allocation.COPIES, "they copy afterwards")
+    monkeypatch.setattr(memory, "PLACEMENT", Placement("gpu", 0))
+    assert engine.start_notes() == ["outputs not asked in gpu:0: they copy afterwards"]
+    engine.output_allocation = allocation.OutputAllocation(allocation.ALLOCATES, "they allocate there")
+    assert engine.start_notes() == []
+    engine.output_allocation = allocation.OutputAllocation(allocation.COPIES, "they copy afterwards")
+    monkeypatch.setattr(memory, "PLACEMENT", Placement())
+    assert engine.start_notes() == []
+
+
 @pytest.mark.parametrize("memory_type, device, label", [
     (_Enum("CPU", 0), 0, "cpu"), (_Enum("CPU_PINNED", 1), 0, "cpu"), (_Enum("GPU", 2), 1, "gpu:1"),
     (None, 0, "cpu"),

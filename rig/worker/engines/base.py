@@ -81,6 +81,10 @@ class Engine(abc.ABC):
 
     name: str = "?"
 
+    def start_notes(self) -> list[str]:
+        """What a started engine decided that the cycle's row should say (none by default)."""
+        return []
+
     @abc.abstractmethod
     def start(self, options: ServerOptions) -> None:
         """Create the server (models load here in ``none`` control mode)."""

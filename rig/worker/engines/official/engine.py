@@ -168,6 +168,13 @@ class OfficialEngine(Engine):
         self.request_kwargs = allocation.request_kwargs(memory.PLACEMENT, self.output_allocation)
         self.infer_kwargs = {**self.infer_kwargs, **self.request_kwargs}
 
+    def start_notes(self) -> list[str]:
+        """Under a GPU placement, whether outputs were asked in GPU memory, and why not."""
+        allocation = self.output_allocation
+        if not memory.PLACEMENT.gpu or allocation is None or allocation.honoured:
+            return []
+        return [f"outputs not asked in {memory.PLACEMENT.label}: {allocation.why}"]
+
     def stop(self) -> str | None:
         server = self._server
         if server is None:
