@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# The GPU path in one short run: rig doctor, a 3-cycle soak and a 2-point bench of the CuPy model
-# with the NVML probes, then the figures with the GPU's name (read back from the store).
+# The GPU path in one short run: a self-test of each boundary the GPU path crosses, rig doctor, a
+# 3-cycle soak and a 2-point bench of the CuPy model with the NVML probes, then the figures with the
+# GPU's name (read back from the store).
 #
 #   benchmarks/gpu_check.sh [RESULTS_DIR]      # default results/gpu-check-<UTC time>
 #   benchmarks/gpu_check.sh --kit ARCHIVE [RESULTS_DIR]   # offline, from benchmarks/gpu_kit.sh's archive
 #
+# The first step, in both forms, is benchmarks/gpu_selftest.py: one line per check, before any soak
+# (CuPy's version and each DLPack export's capsule; a kernel compiled and a matmul run; a buffer
+# over CUDA IPC to a second process and back; NVML's device order against CUDA's), written to
+# RESULTS_DIR/selftest.tsv. Without a GPU or CuPy each line says "skipped: <why>". A failed check
+# makes the exit status 1 at the end; the steps after it still run, so one call says everything.
+#
 # Where there is no GPU it prints "SKIPPED: no GPU (why)" and exits 0. A GPU without a usable
 # CuPy or NVML is a setup fault: it says what to install and exits 2. Otherwise the exit status
-# is the soak's or the bench's, whichever failed (0 when both passed).
+# is the soak's or the bench's, whichever failed, else 1 where a self-test check failed (0 when all passed).
 # GPU_CHECK_MODEL=numpy runs the same steps on the numpy model, without a GPU (a dry run of the
 # script itself; its figures say nothing about a GPU). GPU_CHECK_QUICK=1 shortens both steps
 # (one cycle, 1 s of load; one bench point, two 0.5 s windows): for the script's own test.
@@ -21,8 +28,9 @@
 # soak with inputs in CPU memory, then in GPU memory; the seed's case (--scenario retained-response,
 # exit_timeout or clean allowed); a bench at concurrency 1 and 4 of the model and of numpy; NVML's
 # figures per process and per device. A step that cannot apply (no GPU, the numpy model for GPU
-# memory) is skipped with its reason; the exit status is 1 when a step failed. The figures go to
-# RESULTS_DIR/gpu.md (default ./gpu-check-<UTC time>) in docs/measurements/gpu.md's form.
+# memory) is skipped with its reason; the exit status is 1 when a step or a self-test check failed.
+# The figures, the self-test's lines first, go to RESULTS_DIR/gpu.md (default ./gpu-check-<UTC time>)
+# in docs/measurements/gpu.md's form.
 # GPU_CHECK_KEEP=1 keeps the temporary folder.
 set -euo pipefail
 
@@ -89,6 +97,24 @@ fi
 out="${1:-results/gpu-check-$(date -u +%Y%m%dT%H%M%S)}"
 fi
 model="${GPU_CHECK_MODEL:-cupy}"
+
+# The self-test, first: one line per boundary, before anything else runs on the GPU. It sets
+# CUDA_DEVICE_ORDER in its own process only, as the rig does for its workers.
+if [ "$kit" = 1 ]; then
+  selftest_tsv="$out/selftest.tsv"
+else
+  selftest_tsv=$(mktemp -t rig-gpu-selftest.XXXXXX)
+  trap 'rm -f "$selftest_tsv"' EXIT
+fi
+selftest=0
+if [ -f benchmarks/gpu_selftest.py ]; then
+  "$py" benchmarks/gpu_selftest.py --out "$selftest_tsv" || selftest=$?
+else
+  echo "self-test: failed: benchmarks/gpu_selftest.py is not in this tree (a kit made before it was committed?)"
+  printf 'self-test\tfailed\tbenchmarks/gpu_selftest.py is not in this tree\n' > "$selftest_tsv"
+  selftest=1
+fi
+[ "$selftest" = 0 ] || echo "FAIL: the self-test (exit $selftest): the steps still run; the exit status will be 1"
 
 # The GPU's name from NVML (the rig's probe), else from nvidia-smi; CuPy's verdict as the rig gives it.
 probe=$("$py" - <<'EOF'
@@ -203,6 +229,7 @@ if [ "$kit" = 1 ]; then
   echo "steps: $((SECONDS - t_steps)) s"
 
   "$py" benchmarks/gpu_check_figures.py "$out" "${gpu_name:-none}" "$model" || failed=1
+  [ "$selftest" = 0 ] || { failed=1; echo "FAIL: the self-test (exit $selftest): see its lines in $out/gpu.md"; }
   echo "results: $out (figures: $out/gpu.md; setup and steps $((SECONDS - t_setup)) s)"
   exit "$failed"
 fi
@@ -210,6 +237,7 @@ fi
 if [ "$model" = cupy ]; then
   if [ -z "$gpu_name" ]; then
     echo "SKIPPED: no GPU ($gpu_why)"
+    [ "$selftest" = 0 ] || exit 1
     exit 0
   fi
   if [ "$nvml" != nvml ] || [ "$cupy" != ok ]; then
@@ -224,6 +252,7 @@ else
 fi
 
 mkdir -p "$out"
+cp "$selftest_tsv" "$out/selftest.tsv"
 "$py" -m rig doctor | tee "$out/doctor.txt"
 
 soak_args=(--cycles 3 --workload-seconds 5)
@@ -281,6 +310,8 @@ if not len(soak) and perf.empty:
     sys.exit("nothing was stored: see the soak's and the bench's output above")
 EOF
 
-echo "results: $out (soak exit $soak, bench exit $bench)"
+echo "results: $out (self-test exit $selftest, soak exit $soak, bench exit $bench)"
 [ "$soak" = 0 ] || exit "$soak"
-exit "$bench"
+[ "$bench" = 0 ] || exit "$bench"
+[ "$selftest" = 0 ] || exit 1
+exit 0

@@ -3,8 +3,9 @@ docs/measurements/gpu.md: one Markdown table per kind of step, printed and writt
 
     python benchmarks/gpu_check_figures.py OUT GPU_NAME MODEL
 
-OUT holds steps.tsv (the script's record of each step) and one results folder per step (soak-cpu,
-soak-gpu, retained-response, bench). NVML per process is what the cycles and windows stored
+OUT holds selftest.tsv (benchmarks/gpu_selftest.py's line per check: check, status, detail; shown
+first, as it ran first), steps.tsv (the script's record of each step) and one results folder per
+step (soak-cpu, soak-gpu, retained-response, bench). NVML per process is what the cycles and windows stored
 (gpu_memory_bytes: the stubs' and the worker's, or the device's where PIDs cannot match, as
 gpu_memory_source says; gpu_utilization per window); per device it is read live here, through
 pynvml, where it loads ("no GPU" where it does not)."""
@@ -18,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from rig.analysis import frames
+from rig.common.text import md_cell
 from rig.store import Store
 
 
@@ -79,6 +81,16 @@ def bench_rows(data: dict[str, pd.DataFrame]) -> list[list[str]]:
     return rows
 
 
+def selftest(out: Path) -> list[list[str]] | None:
+    """The self-test's checks (check, status, detail), as benchmarks/gpu_selftest.py wrote them;
+    None where it wrote none."""
+    path = out / "selftest.tsv"
+    if not path.is_file():
+        return None
+    rows = [line.split("\t", 2) for line in path.read_text().splitlines() if line.strip()]
+    return [[md_cell(c) for c in (r + ["", ""])[:3]] for r in rows]
+
+
 def devices() -> list[list[str]] | str:
     """Every GPU NVML sees, now: name, memory, utilisation, its compute processes (host PIDs)."""
     try:
@@ -118,7 +130,10 @@ def main(out: Path, gpu_name: str, model: str) -> int:
                   f"engine {values(runs['engine'])}; GPU as the runs record it: {values(runs['gpu'])}; "
                   f"numpy {values(runs['numpy_version'])}, the stubs' numpy {values(runs['stub_numpy_version'])}"
                   + (f"; GPU notes: {values(runs['gpu_notes'])}" if "gpu_notes" in runs else ""), ""]
-    lines += ["### Steps", ""]
+    checks = selftest(out)
+    lines += ["### Self-test (benchmarks/gpu_selftest.py, before any step)", ""]
+    lines += table(["check", "status", "detail"], checks) if checks else ["not run (no selftest.tsv)"]
+    lines += ["", "### Steps", ""]
     lines += table(["step", "status", "exit", "s", "command or reason"],
                    [[r.step, r.status, r.exit, r.seconds, r.note if r.status == "skipped" else f"`{r.command}`"]
                     for r in steps.itertuples()])
@@ -139,9 +154,12 @@ def main(out: Path, gpu_name: str, model: str) -> int:
     lines += [dev] if isinstance(dev, str) else [
         *table(["device", "name", "memory used / total", "utilisation", "compute processes"], dev)]
     failed = steps[steps["status"] == "failed"]
+    statuses = pd.Series([c[1] for c in checks or []], dtype=str).value_counts()
+    tally = ", ".join(f"{n} {status}" for status, n in statuses.items()) or "not run"
     lines += ["", f"{(steps['status'] == 'passed').sum()} passed, {len(failed)} failed, "
               f"{(steps['status'] == 'skipped').sum()} skipped"
-              + (f" (failed: {', '.join(failed['step'])})" if len(failed) else ""), ""]
+              + (f" (failed: {', '.join(failed['step'])})" if len(failed) else "")
+              + f"; self-test: {tally}", ""]
     text = "\n".join(lines)
     (out / "gpu.md").write_text(text)
     print("\n" + text)

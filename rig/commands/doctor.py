@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -65,8 +66,6 @@ def dependency_problems() -> list[str]:
 
 
 def _idle_line() -> str:
-    import os
-
     from rig.common import cpuidle
 
     method, why = cpuidle.plan("hold")
@@ -120,12 +119,16 @@ def version_lines(container_triton: str | None, driver: str | None) -> list[str]
 
 
 def gpu_lines(gpu) -> list[str]:
-    """The GPU NVML sees, and what a soak's GPU figures will lack here and why (a MIG slice, a vGPU)."""
+    """The GPU NVML sees, and what a soak's GPU figures will lack here and why (a MIG slice, a
+    vGPU); where CUDA may number the GPUs otherwise than NVML (a user's FASTEST_FIRST), that too."""
     if not gpu.available:
         return [f"gpu         none: {gpu.why}"]
     return [
         f"gpu         NVML: {gpu.name}",
-        *(f"gpu         {probe}: null ({why})" for probe, why in gpu.survey().items()),
+        *(
+            f"gpu         {probe}: {why}" if probe == "order" else f"gpu         {probe}: null ({why})"
+            for probe, why in gpu.survey().items()
+        ),
     ]
 
 
@@ -180,9 +183,10 @@ def report() -> str:
             why += f"; no runtime to pair it with ({e})"
     lines.append(f"engine      tritonserver: {'usable' if ok else 'unusable'}: {why}")
     lines.append("engine      capi: usable wherever a runtime's core loads (ctypes over tritonserver.h)")
+    from rig.common.gpu import with_pci_order
     from rig.common.probes import Gpu
 
-    gpu = Gpu()
+    gpu = Gpu(environ=with_pci_order(dict(os.environ)))  # the GPUs as a worker's CUDA numbers them
     lines += gpu_lines(gpu)
     container_triton = None
     if home:

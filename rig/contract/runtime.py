@@ -11,6 +11,8 @@ import sys
 import typing
 from pathlib import Path
 
+from rig.common.gpu import with_pci_order
+
 
 def cache_dir() -> Path:
     """Where embedded runtimes live: ``$RIG_HOME`` or ``~/.cache/triton-soak-rig``."""
@@ -51,6 +53,10 @@ class _Core:
         # The stubs embed the interpreter: they must find numpy where this rig runs.
         bindir = os.path.dirname(sys.executable)
         env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+        # CUDA numbers the GPUs fastest first unless told otherwise, NVML by PCI bus id: the
+        # probes read CUDA_VISIBLE_DEVICES's indices in NVML's order, so the worker's CUDA (and
+        # its stubs') must number them so too; a user's FASTEST_FIRST is kept, and noted
+        with_pci_order(env)
         return self._own_env(env)
 
     def _own_env(self, env: dict[str, str]) -> dict[str, str]:

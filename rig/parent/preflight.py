@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import signal
 import stat
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from rig.common import probes
+from rig.common import gpu, probes
 from rig.common.errors import RigError
 from rig.common.procs import python_m
 
@@ -153,16 +154,56 @@ def ensure_evidence_hook(log: Callable[[str], None]) -> str | None:
     return str(path)
 
 
-def cupy_usable() -> tuple[bool, str]:
+_CUPY_CHECKS: dict[tuple[str | None, ...], tuple[bool, str]] = {}
+CUPY_CHECK_TIMEOUT_S = 300.0
+
+
+def cupy_usable(timeout_s: float = CUPY_CHECK_TIMEOUT_S) -> tuple[bool, str]:
+    """Whether CuPy can run the cupy model here: not a device count, but a kernel compiled (NVRTC)
+    and a matmul run (cuBLAS), each read back (``rig.common.gpu.cupy_check``), with each failure
+    named. Asked of a child under the worker's device order and visible devices, so that the
+    parent holds no CUDA context (and no GPU memory) and a library that crashes costs only the
+    child; once per process and devices. Returns (usable, one line)."""
+    import importlib.util
+
+    env = gpu.with_pci_order(dict(os.environ))
+    key = tuple(env.get(v) for v in (*gpu.VISIBLE_VARS, gpu.ORDER_VAR))
+    if key in _CUPY_CHECKS:
+        return _CUPY_CHECKS[key]
     try:
-        import cupy
-    except ImportError as e:
-        return False, f"CuPy is not installed ({e})"
+        found = importlib.util.find_spec("cupy") is not None
+    except (ImportError, ValueError) as e:
+        found, why = False, f"CuPy cannot be looked up ({e})"
+    else:
+        why = "CuPy is not installed (No module named 'cupy')"
+    if not found:
+        return False, why
+    root = str(Path(__file__).resolve().parents[2])  # the folder that holds the rig package
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     try:
-        n = cupy.cuda.runtime.getDeviceCount()
-    except Exception as e:  # noqa: BLE001 - CUDARuntimeError when no driver/device
-        return False, f"no CUDA device ({e})"
-    return (n > 0), (f"{n} CUDA device(s)" if n else "no CUDA device")
+        proc = subprocess.run(
+            python_m("rig.common.gpu"), capture_output=True, text=True, timeout=timeout_s, env=env, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return False, f"the CuPy check (a kernel compiled, a matmul run) took over {timeout_s:.0f} s"
+    except OSError as e:
+        return False, f"could not start the CuPy check: {e}"
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("{"):
+            try:
+                said = json.loads(line)
+                out = bool(said["ok"]), str(said["why"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            _CUPY_CHECKS[key] = out
+            return out
+    tail = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
+    ended = (
+        f"was killed by {signal.Signals(-proc.returncode).name}"
+        if proc.returncode < 0 and -proc.returncode in signal.valid_signals()
+        else f"ended with status {proc.returncode}"
+    )
+    return False, f"the CuPy check's process {ended}" + (f": {tail[-1]}" if tail else "")
 
 
 def host_facts() -> dict:
@@ -175,14 +216,15 @@ def host_facts() -> dict:
                     break
     except OSError:
         pass
-    gpu = probes.Gpu()
-    # each figure read once, here, so the run row says which ones this host cannot give (the
-    # worker's own probe meets the same GPUs: it inherits this environment)
-    notes = gpu.survey()
+    # read under the worker's environment (its device order: rig.contract.runtime's worker_env), so
+    # that these are the GPUs the worker's CUDA and its own probe will meet; each figure read once,
+    # here, so the run row says which ones this host cannot give
+    g = probes.Gpu(environ=gpu.with_pci_order(dict(os.environ)))
+    notes = g.survey()
     return {
         "host": platform.node(),
         "cpu": f"{cpu} x{os.cpu_count()}",
-        "gpu": getattr(gpu, "name", None) if gpu.available else None,
+        "gpu": getattr(g, "name", None) if g.available else None,
         "gpu_notes": json.dumps(notes, sort_keys=True) if notes else None,
     }
 

@@ -312,7 +312,7 @@ def _start(
             if reload:
                 held.engine = engine
             engine.start(options)
-            for note in engine.start_notes():
+            for note in engine.start_notes() if engine is not None else ():
                 row.note(note)
         deadline = t0 + spec.startup_timeout
         while not (engine.is_ready() and all(engine.model_ready(m) for m in spec.models)):

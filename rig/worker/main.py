@@ -58,8 +58,9 @@ def _die_with_parent() -> None:
 
 def _own_environment(runtime: Runtime, spec_path: str, result_fd: int) -> None:
     """Re-execute this worker with the runtime's environment where it lacks it: the loader reads
-    LD_LIBRARY_PATH only at exec, and the stubs need RIG_STUB_SITE and this interpreter's bin/
-    on PATH. The parent sets all three; a worker re-run by hand from its spec gets them here."""
+    LD_LIBRARY_PATH only at exec, the stubs need RIG_STUB_SITE and this interpreter's bin/ on PATH,
+    and CUDA reads CUDA_DEVICE_ORDER when it starts. The parent sets them all; a worker re-run by
+    hand from its spec gets them here."""
     if os.environ.get("RIG_WORKER_ENV") == "1":
         return
     have = os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
@@ -71,6 +72,7 @@ def _own_environment(runtime: Runtime, spec_path: str, result_fd: int) -> None:
         and (not stub_site or os.environ.get("RIG_STUB_SITE") == stub_site)
         and bindir in os.environ.get("PATH", "").split(os.pathsep)
         and (not bindings or bindings in os.environ.get("PYTHONPATH", "").split(os.pathsep))
+        and os.environ.get("CUDA_DEVICE_ORDER")  # set (PCI_BUS_ID where the user did not): CUDA's order is NVML's
     ):
         return
     env = runtime.worker_env()

@@ -11,6 +11,7 @@ row, the growth sampler) completing with a failing NVML.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import time
@@ -106,12 +107,32 @@ class FakeNvml(types.SimpleNamespace):
         self._do("nvmlDeviceGetComputeRunningProcesses")
         return [types.SimpleNamespace(pid=p, usedGpuMemory=b) for p, b in self.devs[h]["procs"].items()]
 
+    def nvmlDeviceGetPciInfo(self, h):
+        self._do("nvmlDeviceGetPciInfo")
+        if h in self.mig:
+            raise err(pynvml.NVML_ERROR_NOT_SUPPORTED)  # asked of a MIG slice: its GPU has the bus
+        return types.SimpleNamespace(busId=self.devs[h].get("bus", f"00000000:{0x18 + h:02X}:00.0").encode())
+
+    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, h):
+        return next(gpu for gpu, sliced in self.slices.items() if h in sliced)
+
+
+PCI = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}  # what the rig's workers run under (rig.common.gpu.with_pci_order)
+
 
 def gpu(nvml=None, env=None, pid_namespace=False, **fake) -> probes.Gpu:
-    return probes.Gpu(nvml or FakeNvml(**fake), environ=env or {}, pid_namespace=pid_namespace)
+    return probes.Gpu(nvml or FakeNvml(**fake), environ={**PCI, **(env or {})}, pid_namespace=pid_namespace)
 
 
 # ------------------------------------------------------------------ the visible devices
+
+
+# The device plugin's forms of NVIDIA_VISIBLE_DEVICES (k8s-device-plugin's deviceListStrategy):
+# envvar gives the UUIDs, volume-mounts a path (the list is in files mounted under it), and the
+# container runtime reads `all`, `none`, `void` and indices. Only the container runtime reads it:
+# inside the container NVML and CUDA already see just those GPUs, so it selects nothing here.
+PLUGIN_FORMS = ["/var/run/nvidia-container-devices", "GPU-aaaa-0,GPU-bbbb-1", "all", "none", "void", "5,6,7",
+                "MIG-bbbb-slice", ""]
 
 
 @pytest.mark.parametrize("env, want", [
@@ -120,16 +141,16 @@ def gpu(nvml=None, env=None, pid_namespace=False, **fake) -> probes.Gpu:
     ({"CUDA_VISIBLE_DEVICES": " 01 , 2"}, ("CUDA_VISIBLE_DEVICES", ["1", "2"])),
     ({"CUDA_VISIBLE_DEVICES": "GPU-8932f937,MIG-4a5b"}, ("CUDA_VISIBLE_DEVICES", ["GPU-8932f937", "MIG-4a5b"])),
     ({"CUDA_VISIBLE_DEVICES": "0,x,1"}, ("CUDA_VISIBLE_DEVICES", ["0"])),      # CUDA stops at what it cannot take
+    ({"CUDA_VISIBLE_DEVICES": "0,2,-1,1"}, ("CUDA_VISIBLE_DEVICES", ["0", "2"])),  # CUDA's own example
+    ({"CUDA_VISIBLE_DEVICES": "0,,1"}, ("CUDA_VISIBLE_DEVICES", ["0"])),
     ({"CUDA_VISIBLE_DEVICES": "0,1,0,2"}, ("CUDA_VISIBLE_DEVICES", ["0", "1"])),  # and at a repeat
     ({"CUDA_VISIBLE_DEVICES": "-1"}, ("CUDA_VISIBLE_DEVICES", [])),
     ({"CUDA_VISIBLE_DEVICES": ""}, ("CUDA_VISIBLE_DEVICES", [])),             # set and empty: none
+    ({"CUDA_VISIBLE_DEVICES": "all"}, ("CUDA_VISIBLE_DEVICES", [])),          # not CUDA's word: no entry taken
     ({"CUDA_VISIBLE_DEVICES": "", "NVIDIA_VISIBLE_DEVICES": "all"}, ("CUDA_VISIBLE_DEVICES", [])),
-    ({"NVIDIA_VISIBLE_DEVICES": "all"}, ("NVIDIA_VISIBLE_DEVICES", None)),
-    ({"NVIDIA_VISIBLE_DEVICES": "void"}, ("NVIDIA_VISIBLE_DEVICES", [])),
-    ({"NVIDIA_VISIBLE_DEVICES": "none"}, ("NVIDIA_VISIBLE_DEVICES", [])),
-    ({"NVIDIA_VISIBLE_DEVICES": "3"}, ("NVIDIA_VISIBLE_DEVICES", ["3"])),
     ({"CUDA_VISIBLE_DEVICES": "2", "NVIDIA_VISIBLE_DEVICES": "3"}, ("CUDA_VISIBLE_DEVICES", ["2"])),
     ({"CUDA_VISIBLE_DEVICES": "GPU-"}, ("CUDA_VISIBLE_DEVICES", [])),
+    *[({"NVIDIA_VISIBLE_DEVICES": form}, (None, None)) for form in PLUGIN_FORMS],  # CUDA never reads it
 ])
 def test_visible_devices_are_read_as_cuda_reads_them(env, want):
     assert probes.visible_devices(env) == want
@@ -142,17 +163,32 @@ def _three():
 
 @pytest.mark.parametrize("env, labels", [
     ({}, ["GPU 0", "GPU 1", "GPU 2"]),
-    ({"CUDA_VISIBLE_DEVICES": "2,0"}, ["GPU 2", "GPU 0"]),
+    ({"CUDA_VISIBLE_DEVICES": "2,0"}, ["GPU 2", "GPU 0"]),               # indices, in the order given
+    ({"CUDA_VISIBLE_DEVICES": "GPU-bbbb-1,GPU-aaaa-0"}, ["GPU-bbbb-1", "GPU-aaaa-0"]),  # whole UUIDs, in order
     ({"CUDA_VISIBLE_DEVICES": "GPU-bbbb"}, ["GPU-bbbb"]),              # a prefix, as CUDA takes one
     ({"CUDA_VISIBLE_DEVICES": "GPU-cccc-2,1"}, ["GPU-cccc-2", "GPU 1"]),
     ({"CUDA_VISIBLE_DEVICES": "1,7,0"}, ["GPU 1"]),                    # no device 7: it and those after it
-    ({"NVIDIA_VISIBLE_DEVICES": "5,6,7"}, ["GPU 0", "GPU 1", "GPU 2"]),  # a container's: NVML numbers them 0..
+    ({"CUDA_VISIBLE_DEVICES": "1,GPU-ffff,0"}, ["GPU 1"]),             # no such UUID: the same
+    ({"CUDA_VISIBLE_DEVICES": "0,GPU-aaaa-0,1"}, ["GPU 0"]),           # GPU 0 twice (index, then UUID): a repeat
+    *[({"NVIDIA_VISIBLE_DEVICES": form}, ["GPU 0", "GPU 1", "GPU 2"]) for form in PLUGIN_FORMS],
+    ({"NVIDIA_VISIBLE_DEVICES": "/var/run/nvidia-container-devices", "CUDA_VISIBLE_DEVICES": "1"}, ["GPU 1"]),
+    ({"NVIDIA_VISIBLE_DEVICES": "GPU-aaaa-0,GPU-bbbb-1", "CUDA_VISIBLE_DEVICES": "GPU-cccc"}, ["GPU-cccc"]),
 ])
 def test_the_visible_devices_map_to_nvml_handles(env, labels):
     g = gpu(devices=_three(), env=env)
     assert [label for label, _ in g.devices] == labels
     assert g.available and g.name == (f"Fake GPU x{len(labels)}" if len(labels) > 1 else "Fake GPU")
-    assert ("devices" in g.notes) == (env == {"CUDA_VISIBLE_DEVICES": "1,7,0"})
+    stopped = env.get("CUDA_VISIBLE_DEVICES") in ("1,7,0", "1,GPU-ffff,0", "0,GPU-aaaa-0,1")
+    assert ("devices" in g.notes) == stopped
+    assert "order" not in g.notes  # PCI_BUS_ID: CUDA's indices are NVML's
+
+
+def test_a_repeat_and_an_unknown_entry_say_where_the_list_ended():
+    g = gpu(devices=_three(), env={"CUDA_VISIBLE_DEVICES": "0,GPU-aaaa-0,1"})
+    assert g.notes["devices"] == ("CUDA_VISIBLE_DEVICES names GPU-aaaa-0, a GPU named before it: it and those after "
+                                  "it left out")
+    g = gpu(devices=_three(), env={"CUDA_VISIBLE_DEVICES": "1,7,0"})
+    assert g.notes["devices"] == "CUDA_VISIBLE_DEVICES names 7, which NVML does not see: it and those after it left out"
 
 
 def test_devices_named_that_nvml_does_not_see_leave_no_gpu_and_say_why():
@@ -161,14 +197,74 @@ def test_devices_named_that_nvml_does_not_see_leave_no_gpu_and_say_why():
     assert g.memory_used() is None and g.utilization() is None and g.memory_of([1]) == probes.GpuMemory()
     g = gpu(devices=_three(), env={"CUDA_VISIBLE_DEVICES": "GPU-"})  # no UUID at all: CUDA takes no entry
     assert not g.available and g.notes["init"] == "CUDA_VISIBLE_DEVICES leaves this process no GPU"
-    g = gpu(devices=_three(), env={"NVIDIA_VISIBLE_DEVICES": "void"})
-    assert not g.available and g.why == "NVIDIA_VISIBLE_DEVICES leaves this process no GPU"
+    g = gpu(devices=_three(), env={"CUDA_VISIBLE_DEVICES": "-1", "NVIDIA_VISIBLE_DEVICES": "all"})
+    assert not g.available and g.why == "CUDA_VISIBLE_DEVICES leaves this process no GPU"
+    g = gpu(devices=[], env={"NVIDIA_VISIBLE_DEVICES": "void"})  # what NVML sees in a container given none
+    assert not g.available and g.why == "NVML sees no GPU"
     devices = _three()
     devices[1]["uuid"] = "GPU-aaaa-1"
     g = gpu(devices=devices, env={"CUDA_VISIBLE_DEVICES": "GPU-aaaa"})  # the prefix of two: neither
     assert not g.available and g.notes["devices"] == "GPU-aaaa is the prefix of 2 GPUs' UUIDs"
     g = gpu(devices=_three(), env={"CUDA_VISIBLE_DEVICES": "GPU-aaaa-0,none"})
     assert [label for label, _ in g.devices] == ["GPU-aaaa-0"]
+
+
+# ------------------------------------------------------------------ CUDA's device order against NVML's
+
+
+@pytest.mark.parametrize("before, after", [
+    ({}, "PCI_BUS_ID"),
+    ({"CUDA_DEVICE_ORDER": ""}, "PCI_BUS_ID"),
+    ({"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, "PCI_BUS_ID"),
+    ({"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}, "FASTEST_FIRST"),  # the user's word is kept (and noted)
+])
+def test_the_workers_get_pci_order_where_it_is_unset(before, after):
+    from rig.common import gpu as gpu_mod
+
+    env = dict(before, CUDA_VISIBLE_DEVICES="1")
+    assert gpu_mod.with_pci_order(env) is env and env == dict(before, CUDA_VISIBLE_DEVICES="1", CUDA_DEVICE_ORDER=after)
+    assert gpu_mod.device_order(env) == (after, after)
+    assert gpu_mod.device_order({}) == ("FASTEST_FIRST", None)  # CUDA's default, where the rig did not set it
+
+
+def test_a_runtimes_worker_environment_sets_pci_order_and_keeps_the_users():
+    from rig.contract.runtime import EmbeddedRuntime
+
+    rt = EmbeddedRuntime("embedded-x", "2.51.0", "/nowhere", "/nowhere/lib.so", "/nowhere/backends")
+    assert rt.worker_env({"PATH": "/bin"})["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert rt.worker_env({"PATH": "/bin", "CUDA_DEVICE_ORDER": "FASTEST_FIRST"})["CUDA_DEVICE_ORDER"] == "FASTEST_FIRST"
+    assert "NVIDIA_VISIBLE_DEVICES" not in rt.worker_env({"PATH": "/bin"})  # nothing of the container runtime's
+
+
+@pytest.mark.parametrize("order", [None, "FASTEST_FIRST", "fastest"])
+def test_an_order_other_than_pci_is_noted_where_nvml_sees_several_gpus(order):
+    env = {"CUDA_VISIBLE_DEVICES": "1"} | ({"CUDA_DEVICE_ORDER": order} if order is not None else {})
+    g = probes.Gpu(FakeNvml(devices=_three()), environ=env, pid_namespace=False)
+    assert [label for label, _ in g.devices] == ["GPU 1"]  # NVML's GPU 1: what CUDA calls 1 under PCI_BUS_ID
+    said = g.notes["order"]
+    assert said.startswith(f"CUDA_DEVICE_ORDER is {order or 'unset'}: CUDA numbers the GPUs fastest first, NVML by "
+                           "PCI bus id")
+    assert g.survey()["order"] == said  # into the run's gpu_notes
+    from rig.commands.doctor import gpu_lines
+
+    assert f"gpu         order: {said}" in gpu_lines(g)
+    one = probes.Gpu(FakeNvml(), environ={"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}, pid_namespace=False)
+    assert "order" not in one.notes  # one GPU: no order to differ
+
+
+def test_bus_ids_read_as_cuda_writes_them_and_a_slice_gives_its_gpus():
+    from rig.common import gpu as gpu_mod
+
+    assert gpu_mod.pci_bus_id("0000:1B:00.0") == gpu_mod.pci_bus_id(b"00000000:1b:00.0") == "0000:1b:00.0"
+    assert gpu_mod.pci_bus_id("not a bus") is None and gpu_mod.pci_bus_id(None) is None
+    g = gpu(devices=_three(), env={"CUDA_VISIBLE_DEVICES": "2,0"})
+    assert g.bus_ids() == ["0000:1a:00.0", "0000:18:00.0"]
+    devices = [dict(uuid="GPU-aaaa", name="Fake A100", used=5 * MIB, util=1, procs={}, bus="00000000:3B:00.0"),
+               dict(uuid="MIG-bbbb-slice", name="Fake A100 MIG 1g.5gb", used=2 * MIB, util=0, procs={})]
+    g = gpu(devices=devices, env={"CUDA_VISIBLE_DEVICES": "MIG-bbbb"}, mig={1}, mig_mode={0}, slices={0: [1]})
+    assert g.bus_ids() == ["0000:3b:00.0"] and "pci" not in g.notes
+    g = gpu(devices=_three(), fail={"nvmlDeviceGetPciInfo": pynvml.NVML_ERROR_NOT_SUPPORTED})
+    assert g.bus_ids() == [None, None, None] and g.notes["pci"] == "NOT_SUPPORTED on GPU 0"
 
 
 # ------------------------------------------------------------------ one error at a time
@@ -274,7 +370,9 @@ def _with_procs(procs: dict, used=7 * MIB):
 
 def test_the_processes_own_memory_where_their_pids_are_listed():
     me = os.getpid()
-    g = gpu(devices=_with_procs({me: 3 * MIB, 999_999: 1 * MIB}) * 2)
+    two = _with_procs({me: 3 * MIB, 999_999: 1 * MIB}) + _with_procs({me: 3 * MIB, 999_999: 1 * MIB})
+    two[1]["uuid"] = "GPU-bbbb"  # two GPUs, each its own UUID (one UUID twice is one GPU named twice)
+    g = gpu(devices=two)
     got = g.memory_of([me, 12345])
     assert got == probes.GpuMemory("process", {me: 6 * MIB})  # summed over the two devices
     assert g.notes == {}
@@ -439,3 +537,160 @@ def test_doctor_says_which_gpu_figures_will_be_null_and_why():
     assert lines[0] == "gpu         NVML: Fake GPU"
     assert len(lines) == 2 and "null (" in lines[1] and "NOT_SUPPORTED" in lines[1], lines
     assert gpu_lines(gpu(init_fails=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND))[0].startswith("gpu         none: ")
+
+
+# ------------------------------------------------------------------ the CuPy check (rig doctor's, the runs')
+
+# A stand-in for CuPy, numpy behind it: only what rig.common.gpu.cupy_check asks of CuPy, each step
+# able to fail as a CuPy without that library does. Loaded into this process (the check's logic)
+# and, as a package on PYTHONPATH, into the child the rig asks (rig.parent.preflight.cupy_usable).
+STANDIN = '''
+import os
+import signal
+import types
+
+import numpy as _np
+
+__version__ = "14.2.0+standin"
+FAIL = {}  # step -> the exception CuPy raises there: count, copy, kernel, cublas; "values": wrong results
+_mode = os.environ.get("STANDIN_MODE", "")
+if _mode == "import":
+    raise ImportError("numpy.core.multiarray failed to import")
+
+
+class CompileException(Exception):  # CuPy's own class (cupy.cuda.compiler), no RuntimeError
+    pass
+
+
+def _step(name):
+    if name in FAIL:
+        raise FAIL[name]
+
+
+def _device_count():
+    if _mode == "segv":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    _step("count")
+    return FAIL.get("devices", 1)
+
+
+def asarray(a):
+    _step("copy")
+    return _np.array(a)
+
+
+def asnumpy(a):
+    return _np.array(a) * (0 if "values" in FAIL else 1)
+
+
+def ElementwiseKernel(in_params, out_params, operation, name):
+    _step("kernel")
+    return lambda x: x * 2 + 1
+
+
+def _cublas_handle():
+    _step("cublas")
+    return 1234
+
+
+cuda = types.SimpleNamespace(
+    runtime=types.SimpleNamespace(getDeviceCount=_device_count, runtimeGetVersion=lambda: 13000,
+                                  driverGetVersion=lambda: 13010),
+    nvrtc=types.SimpleNamespace(getVersion=lambda: (13, 0)),
+    cublas=types.SimpleNamespace(getVersion=lambda handle: 130100),
+    device=types.SimpleNamespace(get_cublas_handle=_cublas_handle),
+    compiler=types.SimpleNamespace(CompileException=CompileException),
+)
+'''
+
+
+def standin(**fail) -> types.ModuleType:
+    mod = types.ModuleType("cupy")
+    exec(STANDIN, mod.__dict__)
+    mod.FAIL.update(fail)
+    return mod
+
+
+NO_NVRTC = RuntimeError("CuPy failed to load libnvrtc.so.13: OSError: libnvrtc.so.13: cannot open shared object "
+                        "file")
+NO_CUBLAS = RuntimeError("CuPy failed to load libcublas.so.13: OSError: libcublas.so.13: cannot open shared object "
+                         "file")
+HEAD = "CuPy 14.2.0+standin (CUDA runtime 13.0, driver 13.1), 1 CUDA device(s)"
+
+
+@pytest.mark.parametrize("fail, ok, why", [
+    ({}, True, f"{HEAD}: a kernel compiled (NVRTC 13.0) and a matmul run (cuBLAS 13.1.0), each read back right"),
+    ({"kernel": NO_NVRTC}, False, (f"{HEAD}, but NVRTC: a kernel did not compile or run (RuntimeError: CuPy failed "
+                                   "to load libnvrtc.so.13: OSError: libnvrtc.so.13: cannot open shared object file)")),
+    ({"cublas": NO_CUBLAS}, False, (f"{HEAD}, but cuBLAS: a matmul did not run (RuntimeError: CuPy failed to load "
+                                    "libcublas.so.13: OSError: libcublas.so.13: cannot open shared object file)")),
+    ({"kernel": None, "cublas": NO_CUBLAS}, False, None),  # both named, in one line (the kernel's filled below)
+    ({"values": True}, False, (f"{HEAD}, but an array copied to the device and back reads [0.0, 0.0, 0.0, 0.0], "
+                               "not [0.0, 1.0, 2.0, 3.0]")),
+    ({"copy": RuntimeError("cudaErrorInsufficientDriver: CUDA driver version is insufficient")}, False,
+     (f"{HEAD}, but CUDA cannot copy an array to the device and back (RuntimeError: cudaErrorInsufficientDriver: "
+      "CUDA driver version is insufficient)")),
+    ({"count": RuntimeError("cudaErrorNoDevice: no CUDA-capable device is detected")}, False,
+     "no CUDA device (CuPy 14.2.0+standin: RuntimeError: cudaErrorNoDevice: no CUDA-capable device is detected)"),
+    ({"devices": 0}, False, "no CUDA device (CuPy 14.2.0+standin)"),
+])
+def test_the_cupy_check_names_the_library_that_fails(fail, ok, why):
+    from rig.common.gpu import cupy_check
+
+    cp = standin(**fail)
+    if "kernel" in fail and fail["kernel"] is None:
+        cp.FAIL["kernel"] = cp.CompileException("rig_cupy_check.cu(3): catastrophic error: cannot open source file "
+                                                "\"cuda_fp16.h\"\n1 catastrophic error detected")
+        why = (f"{HEAD}, but NVRTC: a kernel did not compile or run (CompileException: rig_cupy_check.cu(3): "
+               "catastrophic error: cannot open source file \"cuda_fp16.h\"); cuBLAS: a matmul did not run "
+               "(RuntimeError: CuPy failed to load libcublas.so.13: OSError: libcublas.so.13: cannot open shared "
+               "object file)")
+    assert cupy_check(cp) == {"ok": ok, "installed": True, "why": why}
+
+
+def test_the_cupy_check_checks_each_result():
+    from rig.common.gpu import cupy_check
+
+    cp = standin()
+    cp.ElementwiseKernel = lambda *a: (lambda x: x * 0)  # compiles, runs, gives the wrong answer
+    real = cp.asarray
+    cp.asarray = lambda a: real(a).T if getattr(a, "ndim", 1) == 2 else real(a)  # a matmul of the wrong operand
+    said = cupy_check(cp)
+    assert not said["ok"]
+    assert said["why"] == (f"{HEAD}, but NVRTC: a kernel compiled and ran, but gave [0.0, 0.0, 0.0, 0.0], not "
+                           "[1.0, 3.0, 5.0, 7.0]; cuBLAS: a matmul ran, but gave [[7.0, 15.0], [10.0, 22.0]], not "
+                           "[[7.0, 10.0], [15.0, 22.0]]")
+
+
+def test_the_cupy_check_without_cupy_says_so_in_one_line():
+    from rig.common.gpu import cupy_check
+    from rig.parent import preflight
+
+    if importlib.util.find_spec("cupy") is not None:
+        pytest.skip("CuPy is installed here: this is the check on a machine without it")
+    assert cupy_check() == {"ok": False, "installed": False, "why": "CuPy is not installed (No module named 'cupy')"}
+    assert preflight.cupy_usable() == (False, "CuPy is not installed (No module named 'cupy')")
+
+
+@pytest.mark.parametrize("mode, ok, why", [
+    ("", True, f"{HEAD}: a kernel compiled (NVRTC 13.0) and a matmul run (cuBLAS 13.1.0), each read back right"),
+    ("import", False, "CuPy does not import: ImportError: numpy.core.multiarray failed to import"),
+    ("segv", False, "the CuPy check's process was killed by SIGSEGV"),
+])
+def test_the_rig_asks_the_cupy_check_of_a_child(tmp_path, monkeypatch, mode, ok, why):
+    """``cupy_usable`` runs the check in a child (``python -m rig.common.gpu``) under the worker's
+    device order: a CuPy that does not import, or crashes, is one line, never a traceback."""
+    from rig.parent import preflight
+
+    (tmp_path / "cupy").mkdir()
+    (tmp_path / "cupy" / "__init__.py").write_text(STANDIN)
+    monkeypatch.syspath_prepend(str(tmp_path))  # found here, imported only in the child
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setenv("STANDIN_MODE", mode)
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    monkeypatch.setattr(preflight, "_CUPY_CHECKS", {})
+    got_ok, got_why = preflight.cupy_usable()
+    assert got_ok is ok and "\n" not in got_why and "Traceback" not in got_why
+    assert got_why.startswith(why) if mode == "segv" else got_why == why
+    if ok:
+        assert preflight._CUPY_CHECKS == {(None, "PCI_BUS_ID"): (ok, why)}  # asked once per devices and order

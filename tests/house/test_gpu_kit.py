@@ -1,6 +1,6 @@
 """The GPU kit (benchmarks/gpu_kit.sh, benchmarks/gpu_check.sh --kit; docs/measurements/gpu.md):
 the archive is made from this tree, is at most 60 MiB and holds what the issue names; its dry run
-(GPU_CHECK_MODEL=numpy GPU_CHECK_QUICK=1) runs to the end offline (`unshare -n`, loopback down)
+(GPU_CHECK_MODEL=numpy GPU_CHECK_QUICK=1), the self-test first (each check skipped), runs to the end offline (`unshare -n`, loopback down)
 under a fresh CPython 3.12 venv that holds only the GPU machine's packages. Skipped, with the
 reason, where unshare, a CPython 3.12 or PyPI is missing. About 2 minutes here (2 cores)."""
 
@@ -70,6 +70,7 @@ def test_the_kit_is_small_holds_its_parts_and_its_dry_run_ends_offline(tmp_path)
     top = names[0].split("/")[0]
     rel = [n[len(top) + 1:] for n in names if n.startswith(top + "/")]
     assert "rig/pyproject.toml" in rel and "rig/benchmarks/gpu_check_figures.py" in rel
+    assert "rig/benchmarks/gpu_selftest.py" in rel, "the kit's first step: a kit made before it was committed lacks it"
     wheels = {n.split("/")[1].split("-")[0].lower() for n in rel if n.startswith("wheels/") and n.endswith(".whl")}
     assert {"locust", "gevent", "hdrhistogram", "ruptures", "junitparser", "setuptools"} <= wheels
     assert not wheels & {"numpy", "pandas", "pyarrow", "scipy", "matplotlib", "psutil", "rich"}
@@ -90,7 +91,15 @@ def test_the_kit_is_small_holds_its_parts_and_its_dry_run_ends_offline(tmp_path)
     r = subprocess.run(["unshare", "-n", "bash", "-c", cmd], cwd=run, capture_output=True, text=True,
                        timeout=480, env=env)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-3000:]
+    # the self-test first, before any step: one line per check, each skipped here (no CuPy, no GPU)
+    said = r.stdout.splitlines()
+    checks = [ln for ln in said if ln.startswith("self-test ")]
+    assert [ln.split(":")[0] for ln in checks] == [f"self-test {c}" for c in ("capsules", "kernel", "ipc", "order")]
+    assert all(ln.split(": ", 2)[1] == "skipped" for ln in checks), checks
+    assert said.index(checks[-1]) < min(i for i, ln in enumerate(said) if ln.startswith("== doctor"))
     md = (run / "OUT" / "gpu.md").read_text()
+    assert re.search(r"\| capsules \| skipped \| CuPy is not installed", md), md
+    assert "; self-test: 4 skipped" in md
     assert "| soak-cpu-inputs | passed | 0 |" in md and "| bench-numpy | passed | 0 |" in md
     assert re.search(r"\| retained-response \| numpy \| .* \| exit_timeout 1 \|", md), md
     assert "| soak-gpu-inputs | skipped |" in md
