@@ -243,7 +243,7 @@ if [ "$model" = cupy ]; then
   if [ "$nvml" != nvml ] || [ "$cupy" != ok ]; then
     echo "GPU $gpu_name is here, but the GPU path cannot run:" \
          "NVML ${nvml/no-nvml/missing ($gpu_why)}, CuPy ${cupy}." \
-         "Install the GPU extra: pip install -e '.[gpu]' (cupy-cuda13x instead of cupy-cuda12x for CUDA 13)" >&2
+         "Install the GPU extra: pip install -e '.[gpu-cuda13]' (CUDA 13; '.[gpu-cuda12]' for CUDA 12)" >&2
     exit 2
   fi
   echo "GPU: $gpu_name"

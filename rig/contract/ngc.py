@@ -59,7 +59,10 @@ PYTRITON_CORE = {
     "0.7.0": "2.51.0",
 }
 
-# The CuPy wheel built for each CUDA major.
+# The CuPy wheel built for each CUDA major. Its version follows numpy, not the image: every NGC
+# image's bindings pin numpy<2, where the newest CuPy is 13.6.0 (CuPy 14 needs numpy>=2), so pip
+# resolves 13.6.0 there (the Dockerfile holds the image's numpy; docs/guide/runtimes.md, "One
+# install per place", and .ci/resolve-installs.py, which resolves it in CI).
 CUPY_BY_CUDA_MAJOR = {11: "cupy-cuda11x", 12: "cupy-cuda12x", 13: "cupy-cuda13x"}
 
 # The CUDA toolkit's minimum driver per major.minor (CUDA's release notes, "CUDA Toolkit and

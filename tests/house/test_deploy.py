@@ -1,8 +1,12 @@
 """The deployment files, checked statically (no Docker engine or cluster here): the Dockerfile
-parses, its build context holds what it copies and none of the local state, its entry point and
-command are a rig command over files in the image, hadolint passes, its CuPy wheel follows the
-base image's CUDA major, results go to a volume; the nightly CronJob validates against the
-Kubernetes schemas, asks for an L4 GPU and /dev/shm, takes its credentials from a Secret, and its
+parses, its build context holds what it copies and none of the local state, its entry point is the
+image's own (CUDA forward compatibility) and then a rig command over files in the image, it runs as
+a numeric non-root user that owns the rig's cache and results, hadolint passes, its CuPy wheel
+follows the base image's CUDA major and its install step (run here over a stand-in pip) holds the
+image's numpy and drops a CuPy of another CUDA; both manifests meet the "restricted" Pod Security
+Standard as that image's user and start through its entrypoint; the nightly CronJob validates
+against the Kubernetes schemas, asks for a GPU (an L4 preferred, without needing GPU feature
+discovery) and /dev/shm, takes its credentials from a Secret, and its
 scripts run a real night here (soaks into one store, report, gate); the conformance Indexed Job
 validates too, its shards (completions, parallelism, --shard K/N with K the completion index)
 agree, it runs the CronJob's image into the CronJob's store, and its script's rig line parses;
@@ -36,6 +40,8 @@ INDEXED_JOB = ROOT / "deploy" / "k8s" / "conformance-indexed-job.yaml"
 CUPY_SCRIPT = ROOT / "deploy" / "docker" / "cupy-package.sh"
 GPU_CHECK = ROOT / "benchmarks" / "gpu_check.sh"
 BIN = Path(sys.executable).parent
+# The NGC images' own entrypoint (CUDA forward compatibility, the banner), which the rig runs through.
+NGC_ENTRYPOINT = "/opt/nvidia/nvidia_entrypoint.sh"
 
 # NGC tritonserver tags and the CUDA each is based on, from NVIDIA's release notes
 # (docs.nvidia.com/deeplearning/triton-inference-server/release-notes/rel-YY-MM.html).
@@ -136,7 +142,8 @@ def test_entrypoint_and_command_are_a_rig_soak_over_the_nightly_config_in_the_im
 
     (entrypoint,) = [json.loads(v) for v in _instructions(dockerfile, "ENTRYPOINT")]
     (cmd,) = [json.loads(v) for v in _instructions(dockerfile, "CMD")]
-    assert entrypoint == ["rig"]
+    assert entrypoint == [NGC_ENTRYPOINT, "rig"]  # the image's own first (it ends in exec "$@"), then the rig
+    assert f"test -x {NGC_ENTRYPOINT}" in _instructions(dockerfile, "RUN")  # the build stops where it is missing
     assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["rig"] == "rig.cli:main"
     args = build_parser().parse_args(cmd)
     assert args.command == "soak" and args.model == "cupy"  # the nightly: the soak on the CuPy model
@@ -224,19 +231,145 @@ def test_the_cupy_wheel_from_the_cuda_manifest_an_override_or_a_plain_refusal(tm
     assert r.returncode == 1 and "10.2.89" in r.stderr
 
 
-def test_the_image_installs_the_gpu_extra_with_the_cupy_of_its_cuda(dockerfile):
-    (install,) = [v for v in _instructions(dockerfile, "RUN") if "pip install ." in v]
-    assert "cupy-package.sh" in install and '"$cupy"' in install
-    assert ".[gpu]" not in install  # the extra names cupy-cuda12x, wrong on a CUDA 13 image
-    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["gpu"]
-    others = [re.split(r"[<>=!~ ;\[]", r)[0] for r in extra if not r.startswith("cupy")]
-    assert others and all(name in install for name in others), (others, install)
+def _extras() -> dict[str, list[str]]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+
+
+def _names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[<>=!~ ;\[]", r)[0] for r in requirements}
+
+
+def _install_step(dockerfile) -> str:
+    (install,) = [v for v in _instructions(dockerfile, "RUN") if "pip install" in v and "cupy-package.sh" in v]
+    return install
+
+
+def test_the_extras_name_the_cupy_of_each_cuda_major_of_the_version_table():
+    """gpu-cuda12 and gpu-cuda13 carry the CuPy wheel the table gives each CUDA major its rows have;
+    `gpu` is the default image's; the NGC images' extra holds numpy 1 and a pyarrow that imports over
+    it (pyarrow declares no numpy bound, so pip alone would take 26, which refuses numpy 1)."""
+    from rig.contract import ngc
+
+    extras = _extras()
+    for major in sorted({r.cuda_major for r in ngc.RELEASES if r.python >= "3.11"}):
+        extra = extras[f"gpu-cuda{major}"]
+        assert [c for c in _names(extra) if c.startswith("cupy")] == [ngc.CUPY_BY_CUDA_MAJOR[major]], extra
+        assert "nvidia-ml-py" in _names(extra)
+    assert extras["gpu"] == extras[f"gpu-cuda{ngc.by_tag(ngc.DEFAULT_TAG).cuda_major}"]
+    for name in ("official", "ngc"):
+        assert {"numpy<2", "pyarrow<26"} <= set(extras[name]), name
+    assert not any(n.startswith("cupy") for n in _names(extras["ngc"]))  # the image's CUDA chooses it
+
+
+def test_the_image_installs_the_ngc_extra_with_the_cupy_of_its_cuda(dockerfile):
+    install = _install_step(dockerfile)
+    assert '".[ngc]" "$cupy"' in install and "--constraint /tmp/image-pins.txt" in install
+    assert ".[gpu]" not in install  # `gpu` is one CUDA major's; the image's may be the other
+    assert 'NGC_TAG="$TRITON_TAG"' in install  # the build's tag reaches the script (ARG redeclared after FROM)
     from rig.contract import ngc
 
     default_tag = dockerfile.baseimage.split(":")[1].removesuffix("-py3")
     assert _cupy_package({"NGC_TAG": default_tag}).stdout.strip() == ngc.by_tag(default_tag).cupy
-    assert 'NGC_TAG="$TRITON_TAG"' in install  # the build's tag reaches the script (ARG redeclared after FROM)
-    assert [c for c in extra if c.startswith("cupy")][0] in set(ngc.CUPY_BY_CUDA_MAJOR.values())
+
+
+_PIP_STAND_IN = """#!{python}
+import json, os, subprocess, sys
+log = os.environ["STAND_IN_LOG"]
+if sys.argv[1:2] == ["-c"] and "lane.build()" in sys.argv[2]:
+    sys.exit(print("/stand-in/_fastpath.so"))  # the native build is lane's tests' business
+if sys.argv[1:3] != ["-m", "pip"]:
+    sys.exit(subprocess.run([os.environ["REAL_PYTHON"], *sys.argv[1:]]).returncode)
+args = sys.argv[3:]
+entry = {"args": args}
+if "--constraint" in args:
+    entry["constraints"] = open(args[args.index("--constraint") + 1]).read().split()
+with open(log, "a") as f:
+    f.write(json.dumps(entry) + "\\n")
+if args[:1] == ["list"]:
+    print(os.environ["IMAGE_PACKAGES"].replace(" ", "\\n"))
+"""
+
+
+def _run_install_step(dockerfile, tmp_path: Path, tag: str, image: str, cupy_package: str = "",
+                      doctor: str = "python 3.12") -> tuple[subprocess.CompletedProcess, list[dict]]:
+    """The Dockerfile's install step, run by bash in the checkout over a stand-in `python3 -m pip`
+    (it logs what it is asked and lists ``image`` as installed) and a stand-in `rig`; the real
+    deploy/docker/cupy-package.sh and version table choose the CuPy."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir(exist_ok=True)
+    (bin_ / "python3").write_text(_PIP_STAND_IN.replace("{python}", sys.executable))  # not env: it is python3
+    (bin_ / "rig").write_text(f"#!/bin/sh\nprintf '%s\\n' '{doctor}'\n")
+    for f in bin_.iterdir():
+        f.chmod(0o755)
+    log = tmp_path / "pip.log"
+    log.write_text("")
+    step = _install_step(dockerfile).replace("/tmp/image-pins.txt", str(tmp_path / "image-pins.txt"))
+    env = {"PATH": f"{bin_}{os.pathsep}{os.environ.get('PATH', '')}", "STAND_IN_LOG": str(log),
+           "REAL_PYTHON": sys.executable, "IMAGE_PACKAGES": image, "TRITON_TAG": tag,
+           "CUPY_PACKAGE": cupy_package, "CUDA_HOME": "/nonexistent", "PYTHONPATH": str(ROOT)}
+    r = subprocess.run(["bash", "-o", "pipefail", "-c", step], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=120)
+    return r, [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def test_the_install_step_holds_the_images_numpy_and_drops_a_cupy_of_another_cuda(dockerfile, tmp_path):
+    """An NGC 25.08-like image (CUDA 13, whose bindings' `gpu` extra brought cupy-cuda12x): that CuPy
+    is uninstalled, the image's numpy is held as a constraint, the rig and cupy-cuda13x installed."""
+    image = "numpy==1.26.4 tritonserver==2.60.0 cupy-cuda12x==13.6.0 pytest==8.3.5"
+    r, calls = _run_install_step(dockerfile, tmp_path, "25.08", image)
+    assert r.returncode == 0, r.stdout + r.stderr
+    uninstalls = [c["args"] for c in calls if c["args"][0] == "uninstall"]
+    assert uninstalls == [["uninstall", "-y", "cupy-cuda12x"]]
+    (install,) = [c for c in calls if c["args"][0] == "install"]
+    assert install["constraints"] == ["numpy==1.26.4"]
+    assert install["args"][-2:] == [".[ngc]", "cupy-cuda13x"]
+    assert "held as the image has it: numpy==1.26.4" in r.stdout
+
+
+def test_the_install_step_keeps_the_cupy_it_installs_and_honours_an_override(dockerfile, tmp_path):
+    image = "numpy==1.26.4 tritonserver==2.70.0 cupy-cuda13x==13.6.0"
+    r, calls = _run_install_step(dockerfile, tmp_path, "26.06", image)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not [c for c in calls if c["args"][0] == "uninstall"]
+    r, calls = _run_install_step(dockerfile, tmp_path, "26.06", image, cupy_package="cupy-cuda12x==13.6.0")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [c["args"] for c in calls if c["args"][0] == "uninstall"] == [["uninstall", "-y", "cupy-cuda13x"]]
+    (install,) = [c for c in calls if c["args"][0] == "install"]
+    assert install["args"][-1] == "cupy-cuda12x==13.6.0"
+
+
+def test_the_install_step_stops_the_build_on_a_conflict_rig_doctor_names(dockerfile, tmp_path):
+    image = "numpy==1.26.4 tritonserver==2.70.0"
+    r, _ = _run_install_step(dockerfile, tmp_path, "26.06", image,
+                             doctor="conflict pyarrow 26.0.1 does not import: pyarrow requires NumPy 2.0 or newer")
+    assert r.returncode != 0
+
+
+def _user(dockerfile) -> tuple[int, int]:
+    users = _instructions(dockerfile, "USER")
+    assert users, "the image names its user"
+    m = re.fullmatch(r"(\d+):(\d+)", users[-1])
+    assert m, f"USER {users[-1]}: numeric, so that Kubernetes' runAsNonRoot can check it"
+    return int(m.group(1)), int(m.group(2))
+
+
+def test_the_image_runs_as_a_numeric_non_root_user_who_owns_the_cache_and_the_results(dockerfile):
+    uid, gid = _user(dockerfile)
+    assert uid != 0 and gid != 0
+    rig_home = dockerfile.envs["RIG_HOME"]
+    assert rig_home.startswith("/") and not rig_home.startswith(("/root", "/work"))
+    structure = [(s["instruction"], s["value"]) for s in dockerfile.structure]
+    at = {name: max(i for i, (ins, _) in enumerate(structure) if ins == name) for name in ("USER", "ENTRYPOINT")}
+    runs = [(i, v) for i, (ins, v) in enumerate(structure) if ins == "RUN"]
+    (chown_at, chown), = [(i, v) for i, v in runs if "chown" in v]
+    assert f"chown -R {uid}:{gid}" in chown and '"$RIG_HOME"' in chown and "/work" in chown
+    assert "/work/results" in chown and "$home" in chown  # matplotlib's cache, under the user's home
+    assert f"--uid {uid}" in chown  # made where the image has no such user
+    # every RUN that writes the cache (the native build, rig doctor) comes before the chown, as root
+    assert all(i < chown_at for i, v in runs if "lane.build()" in v or "rig doctor" in v)
+    assert chown_at < at["USER"] < at["ENTRYPOINT"]
+    volumes = [v for value in _instructions(dockerfile, "VOLUME") for v in json.loads(value)]
+    assert volumes == ["/work/results"]
 
 
 # ---------------------------------------------------------------- the nightly CronJob
@@ -253,10 +386,11 @@ def _pod(doc: dict) -> dict:
 
 
 def _script(container: dict) -> tuple[str, list[str]]:
-    """The bash script a container runs and its positional arguments ($1 ...)."""
+    """The bash script a container runs (through the image's entrypoint) and its positional
+    arguments ($1 ...)."""
     argv = [*container.get("command", []), *container.get("args", [])]
-    assert argv[:2] == ["/bin/bash", "-c"], argv
-    return argv[2], argv[4:]
+    assert argv[:3] == [NGC_ENTRYPOINT, "/bin/bash", "-c"], argv
+    return argv[3], argv[5:]
 
 
 def _env(container: dict) -> dict[str, str]:
@@ -288,7 +422,9 @@ def test_each_tag_soaks_on_an_l4_gpu_with_shared_memory_then_the_gate_runs(cronj
     from rig.contract import ngc
 
     pod = _pod(cronjob)
-    assert "L4" in " ".join(pod["nodeSelector"].values())
+    assert gfd_labels_required(pod) == []  # schedules without GPU feature discovery
+    preferred = pod["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert "L4" in json.dumps(preferred).upper()  # an L4 where the labels say one
     volumes = {v["name"]: v for v in pod["volumes"]}
     soaks = pod["initContainers"]
     tags = [c["image"].rsplit(":", 1)[1] for c in soaks]
@@ -309,6 +445,102 @@ def test_each_tag_soaks_on_an_l4_gpu_with_shared_memory_then_the_gate_runs(cronj
     script, _ = _script(gate)
     assert 'rig gate "$RIG_RESULTS"' in script and 'rig report "$RIG_RESULTS"' in script
     assert _env(gate)["RIG_RESULTS"] == _env(soaks[0])["RIG_RESULTS"]
+
+
+# Labels that only a node-labelling add-on sets: GPU feature discovery (nvidia.com/gpu.product,
+# .memory, .family, ...) or a cloud's own (GKE's cloud.google.com/gke-accelerator).
+_ADD_ON_LABELS = re.compile(r"^(nvidia\.com/|feature\.node\.kubernetes\.io/|cloud\.google\.com/gke-accelerator)")
+
+
+def gfd_labels_required(pod: dict) -> list[str]:
+    """The node labels a pod requires that only an add-on sets: a nodeSelector key, or a key of a
+    required node-affinity term (a preferred one is ignored where no node has it)."""
+    keys = list(pod.get("nodeSelector", {}))
+    required = pod.get("affinity", {}).get("nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution", {})
+    for term in required.get("nodeSelectorTerms", []):
+        keys += [e["key"] for e in term.get("matchExpressions", []) + term.get("matchFields", [])]
+    return [k for k in keys if _ADD_ON_LABELS.match(k)]
+
+
+def test_the_add_on_label_check_catches_a_selector_and_a_required_term():
+    """Positive controls: the nodeSelector the CronJob had, and the same label as a required term."""
+    assert gfd_labels_required({"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-L4"}}) == ["nvidia.com/gpu.product"]
+    term = {"matchExpressions": [{"key": "cloud.google.com/gke-accelerator", "operator": "In", "values": ["nvidia-l4"]}]}
+    pod = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}}
+    assert gfd_labels_required(pod) == ["cloud.google.com/gke-accelerator"]
+    assert gfd_labels_required({"nodeSelector": {"kubernetes.io/arch": "amd64"}}) == []
+
+
+def restricted_violations(pod: dict) -> list[str]:
+    """What keeps a pod out of a namespace that enforces the "restricted" Pod Security Standard
+    (kubernetes.io/docs/concepts/security/pod-security-standards), as its rules read for Linux pods:
+    the baseline's (no host namespaces, ports or paths, no privileged container, no added capability
+    beyond NET_BIND_SERVICE) and the restricted's own (runAsNonRoot, no runAsUser 0, no privilege
+    escalation, every capability dropped, a RuntimeDefault or Localhost seccomp profile), each set
+    on the pod or on every container."""
+    out = []
+    pod_sc = pod.get("securityContext", {})
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod.get(key):
+            out.append(key)
+    out += [f"volume {v['name']}: hostPath" for v in pod.get("volumes", []) if "hostPath" in v]
+    if pod_sc.get("runAsUser") == 0:
+        out.append("pod runAsUser 0")
+    for c in [*pod.get("initContainers", []), *pod["containers"]]:
+        sc, name = c.get("securityContext", {}), c["name"]
+        if sc.get("privileged"):
+            out.append(f"{name}: privileged")
+        if sc.get("allowPrivilegeEscalation") is not False:
+            out.append(f"{name}: allowPrivilegeEscalation not false")
+        caps = sc.get("capabilities", {})
+        if "ALL" not in caps.get("drop", []):
+            out.append(f"{name}: capabilities not dropped (ALL)")
+        if set(caps.get("add", [])) - {"NET_BIND_SERVICE"}:
+            out.append(f"{name}: capabilities added {caps['add']}")
+        if not sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")):
+            out.append(f"{name}: runAsNonRoot not true")
+        if sc.get("runAsUser") == 0:
+            out.append(f"{name}: runAsUser 0")
+        profile = sc.get("seccompProfile", pod_sc.get("seccompProfile", {})).get("type")
+        if profile not in ("RuntimeDefault", "Localhost"):
+            out.append(f"{name}: seccompProfile {profile}")
+        if any(port.get("hostPort") for port in c.get("ports", [])):
+            out.append(f"{name}: hostPort")
+    return out
+
+
+def test_the_restricted_check_finds_what_a_root_pod_does():
+    """Positive control: the CronJob's pod as it was (no securityContext at all) fails every rule
+    that a security context sets; one privileged container and a hostPath are caught too."""
+    bare = {"containers": [{"name": "gate"}], "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]}
+    found = restricted_violations(bare)
+    assert found == ["gate: allowPrivilegeEscalation not false", "gate: capabilities not dropped (ALL)",
+                     "gate: runAsNonRoot not true", "gate: seccompProfile None"]
+    worse = {**bare, "volumes": [{"name": "h", "hostPath": {"path": "/"}}],
+             "containers": [{"name": "gate", "securityContext": {"privileged": True}}]}
+    assert "volume h: hostPath" in restricted_violations(worse) and "gate: privileged" in restricted_violations(worse)
+
+
+@pytest.mark.parametrize("manifest", ["cronjob", "indexed_job"])
+def test_the_pods_meet_the_restricted_standard_as_the_images_user(manifest, request, dockerfile):
+    """Run as the Dockerfile's numeric USER (which owns RIG_HOME, where the native build lives and
+    `--runtimes all` installs cores), with /dev/shm still a memory volume (the Python backend's
+    shared memory), and every container started through the image's entrypoint (a `command`
+    replaces ENTRYPOINT, so it is named first)."""
+    doc = request.getfixturevalue(manifest)
+    pod = _pod(doc) if manifest == "cronjob" else doc["spec"]["template"]["spec"]
+    assert restricted_violations(pod) == []
+    uid, gid = _user(dockerfile)
+    sc = pod["securityContext"]
+    assert (sc["runAsUser"], sc["runAsGroup"], sc["runAsNonRoot"]) == (uid, gid, True)
+    (entrypoint,) = [json.loads(v) for v in _instructions(dockerfile, "ENTRYPOINT")]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    for c in [*pod.get("initContainers", []), *pod["containers"]]:
+        assert c["command"][0] == entrypoint[0], c["name"]
+        (shm,) = [m for m in c["volumeMounts"] if m["mountPath"] == "/dev/shm"] or [None]
+        assert shm is None or volumes[shm["name"]]["emptyDir"]["medium"] == "Memory"
+    assert any(m["mountPath"] == "/dev/shm" for c in pod.get("initContainers", pod["containers"])
+               for m in c["volumeMounts"])
 
 
 def _quantity(value) -> float:
@@ -577,7 +809,10 @@ def test_gpu_check_says_plainly_that_it_skipped_without_a_gpu():
     r = subprocess.run([str(GPU_CHECK)], capture_output=True, text=True, timeout=120,
                        env={**os.environ, "PYTHON": sys.executable})
     assert r.returncode == 0, r.stderr
-    assert re.fullmatch(r"SKIPPED: no GPU \(.+\)\n", r.stdout), r.stdout
+    # the self-test's lines first (benchmarks/gpu_selftest.py: each says why it skipped), then the skip
+    *selftest, last = r.stdout.splitlines()
+    assert re.fullmatch(r"SKIPPED: no GPU \(.+\)", last), r.stdout
+    assert selftest and all(re.match(r"self-test [\w-]+: skipped: .+", line) for line in selftest), r.stdout
 
 
 @pytest.mark.slow
