@@ -27,11 +27,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rig.analysis import conformance as cf  # noqa: E402
-from rig.analysis import conformance_changes as cfc  # noqa: E402
-from rig.analysis import conformance_order as cfo  # noqa: E402
-from rig.analysis import conformance_text as cft  # noqa: E402
+from rig.analysis.conformance import table as cf  # noqa: E402
+from rig.analysis.conformance import changes as cfc  # noqa: E402
+from rig.analysis.conformance import order as cfo  # noqa: E402
+from rig.analysis.conformance import text as cft  # noqa: E402
+from rig.analysis.conformance.cells import row_label  # noqa: E402
 from rig.common.errors import RigError  # noqa: E402
+from rig.common.text import md_cell  # noqa: E402
 
 DOCS = ROOT / "docs"
 STORE = DOCS / "conformance" / "store"
@@ -213,7 +215,7 @@ def _pages_table(table) -> list[str]:
              "|" + " --- |" * 7]
     for g in table.grids:
         n = _counts(list(g.cells.values()))
-        lines.append(f"| [{cft._md(nav_title(g))}]({page_path(g)}) | "
+        lines.append(f"| [{md_cell(nav_title(g))}]({page_path(g)}) | "
                      + " | ".join(str(n[k]) for k in ("cells", *cf.HEALTH, "findings", "unjudged")) + " |")
     return lines
 
@@ -236,7 +238,7 @@ def _changes(table) -> list[str]:
         for (name, control), by in sorted(rows.items(), key=lambda kv: (cfo.scenario_order(kv[0][0]), kv[0][1])):
             said = "; ".join(f"{', '.join(cores)}: " + ", ".join(f"[{g.shape}]({page_path(g)})" for g in gs)
                              for cores, gs in sorted(by.items(), key=lambda kv: [cf.version_key(v) for v in kv[0]]))
-            lines.append(f"| {cft._md(cf.row_label(name, control))} | {cft._md(said)} |")
+            lines.append(f"| {md_cell(row_label(name, control))} | {md_cell(said)} |")
         lines.append("")
     return lines
 

@@ -7,7 +7,7 @@ for the length of the pair, as a second test worker or a neighbour on a shared n
 
 Prints, per pair, each metric's change and p from the report's differences table, then the
 largest absolute change per metric. The report calls a throughput, latency or start latency
-change of one run against one "unconfirmed", never significant (rig/analysis/report_differences.py).
+change of one run against one "unconfirmed", never significant (rig/analysis/report/differences.py).
 """
 
 from __future__ import annotations

@@ -10,15 +10,8 @@ import typing
 from rig.common import cpuidle
 from rig.common.errors import Exit, RigError
 from rig.contract.cell import BenchSettings
-from rig.parent.config import ARRIVALS
-from rig.parent.options import (
-    OVERRIDES,
-    Parser,
-    add_cycle_options,
-    add_server_options,
-    add_target_options,
-    run_config,
-)
+from rig.contract.option_table import LIFECYCLE, WHAT_RUNS
+from rig.parent.options import Parser, add_option, add_run_options, run_config
 
 _Parser = Parser  # one line, not usage + traceback
 
@@ -26,26 +19,36 @@ _Parser = Parser  # one line, not usage + traceback
 def _bench_options(p: argparse.ArgumentParser) -> None:
     """Bench runs each point in a fresh worker for --windows windows; it has no cycles,
     retention, restart mode or thresholds, and its points replace --users and --rate."""
-    c = p.add_argument_group("server")
-    add_server_options(c)
+    add_run_options(
+        p,
+        "bench",
+        groups=(WHAT_RUNS, LIFECYCLE),
+        titles={LIFECYCLE: "server"},
+        changed={  # a list here: each count is a sweep of its own
+            "instances": dict(
+                type=str, help="model instances, or counts to sweep: 1,2,4 (a fresh server each; default 1)"
+            )
+        },
+    )
     b = p.add_argument_group("sweep")
     b.add_argument(
         "--concurrency", help="closed loop points (requests in flight), e.g. 1,2,4,8 (default 1,2,4,8 when no --rates)"
     )
     b.add_argument("--rates", "--rate", dest="rates", help="open loop points (infer/s), e.g. 1000,2000,4000")
-    b.add_argument(
-        "--workload",
+    add_option(
+        b,
+        "workload.name",
         help="closed loop: steady (default) or a locustfile whose users "
         "have no tasks of their own and no LoadTestShape (a point holds its concurrency: "
         "ramp, step and spike are refused)",
     )
-    b.add_argument("--in-flight", type=int, help="requests in flight per user (default 1)")
-    b.add_argument("--arrivals", choices=ARRIVALS)
-    b.add_argument("--seed", type=int)
+    add_option(b, "workload.in_flight", help="requests in flight per user (default 1)")
+    add_option(b, "workload.arrivals")
+    add_option(b, "workload.seed")
     b.add_argument("--windows", type=int, default=BenchSettings.windows, help="windows per point (default 3)")
-    b.add_argument(
-        "--window-seconds",
-        type=float,
+    add_option(
+        b,
+        "workload.window_seconds",
         help="seconds per window (default 5, perf_analyzer's measurement interval, unless the "
         "config file sets workload.window_seconds)",
     )
@@ -85,8 +88,6 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
         default=None,
         help="spread the closed loop over every model of the repository (not with --compare)",
     )
-    inst = p._option_string_actions["--instances"]  # a list here: each count is a sweep of its own
-    inst.type, inst.help = str, "model instances, or counts to sweep: 1,2,4 (a fresh server each; default 1)"
 
 
 EXIT_STATUSES = (
@@ -100,16 +101,16 @@ RUNS_TRITON = ("cycle", "soak", "bench", "matrix", "cell")  # SIGTERM ends them 
 
 def _add_cycle(sub) -> argparse.ArgumentParser:
     c = sub.add_parser("cycle", help="one lifecycle cycle: start, infer, retain, stop, verify, record")
-    add_target_options(c)
-    add_cycle_options(c, "cycles to run (default 1)")
+    add_run_options(c, "cycle")
     c.set_defaults(func=cmd_cycle)
     return c
 
 
 def _add_soak(sub) -> argparse.ArgumentParser:
     s = sub.add_parser("soak", help="many cycles (the nightly job), with progress, summary and exit status")
-    add_target_options(s)
-    add_cycle_options(s, "cycles to run (default 1; the nightly config runs hundreds)")
+    add_run_options(
+        s, "soak", changed={"cycles": dict(help="cycles to run (default 1; the nightly config runs hundreds)")}
+    )
     s.add_argument("--resume", metavar="RUN_ID", help="continue a killed run (same run id, each cycle once)")
     s.add_argument(
         "--cpu-idle",
@@ -131,7 +132,6 @@ def _add_soak(sub) -> argparse.ArgumentParser:
 
 def _add_bench(sub) -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="sweep concurrency or arrival rate; store every window")
-    add_target_options(b)
     _bench_options(b)
     b.set_defaults(func=cmd_bench)
     return b
@@ -219,30 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
     listed = [name for name, _, shown in commands if shown]
     sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="{" + ",".join(listed) + "}")
     for _name, add, _shown in commands:
-        made = add(sub)
-        if made is not None and made.prog.split()[-1] in ("cycle", "soak", "bench"):
-            _show_defaults(made)
+        add(sub)
     sub._choices_actions = [a for a in sub._choices_actions if a.dest in listed]
     return p
-
-
-def _show_defaults(p: argparse.ArgumentParser) -> None:
-    """Append each option's default (the config's, which the option overrides) to its help."""
-    from rig.parent.config import RunConfig
-
-    cfg = RunConfig()
-    defaults = {}
-    for key, dest in OVERRIDES.items():
-        value = cfg
-        for part in key.split("."):
-            value = getattr(value, part)
-        defaults[dest] = value
-    for action in p._actions:
-        value = defaults.get(action.dest)
-        if value is None or value is False or action.help == argparse.SUPPRESS:
-            continue
-        if "default" not in (action.help or ""):
-            action.help = f"{action.help} (default {value})" if action.help else f"(default {value})"
 
 
 # ---------------------------------------------------------------- subcommands

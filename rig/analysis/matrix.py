@@ -182,7 +182,7 @@ def _secs(v) -> str:
     return "-" if v is None else f"{v:.3f}"
 
 
-def _status(row: dict, short: bool = False) -> str:
+def status(row: dict, short: bool = False) -> str:
     """``status: reason``; ``short``: the reason's first clause, at most 200 characters."""
     status, reason = row["status"], md_cell(row.get("reason") or "")
     if short:  # the first clause, folders left out of paths
@@ -224,7 +224,7 @@ def format_table(rows: list[dict]) -> str:
             _batches(r),
             _finalize(r),
             stop,
-            _status(r, short=True),
+            status(r, short=True),
         ]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
@@ -287,7 +287,7 @@ def format_scenarios(rows: list[dict]) -> str:
             _batches(r),
             expected,
             _as_expected(r),
-            _status(r, short=True),
+            status(r, short=True),
         ]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
@@ -305,7 +305,7 @@ def format_bench(rows: list[dict]) -> str:
         )
         lines.append(
             f"| {r['runtime']} | {r.get('triton_version') or '-'} | {r.get('engine') or '-'} | {pts} | "
-            f"{_status(r, short=True)} |"
+            f"{status(r, short=True)} |"
         )
     return "\n".join(lines)
 

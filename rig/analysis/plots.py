@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 
-def _plt():
+def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -36,7 +36,7 @@ def bench_points(windows: pd.DataFrame) -> pd.DataFrame:
 
 def bench_figure(windows: pd.DataFrame, path: str | Path) -> Path:
     """Throughput and latency against load, the rig beside perf_analyzer where both were run."""
-    plt = _plt()
+    plt = pyplot()
     pts = bench_points(windows)
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     for k, (tool, g) in enumerate(pts.groupby("tool")):
@@ -49,12 +49,12 @@ def bench_figure(windows: pd.DataFrame, path: str | Path) -> Path:
     b.set(xlabel=xlabel, ylabel="latency (µs)", title="Latency", yscale="log")
     a.legend()
     b.legend(fontsize=8)
-    return _save(fig, (a, b), path)
+    return save(fig, (a, b), path)
 
 
 def soak_figure(cycles: pd.DataFrame, path: str | Path) -> Path:
     """Stop latency per cycle coloured by outcome, finalize success, and worker/stub RSS."""
-    plt = _plt()
+    plt = pyplot()
     c = cycles.sort_values("cycle")
     fig, (a, b, d) = plt.subplots(1, 3, figsize=(15, 4))
     for outcome, g in c.groupby("outcome"):
@@ -72,17 +72,17 @@ def soak_figure(cycles: pd.DataFrame, path: str | Path) -> Path:
     d.set(xlabel="cycle", ylabel="MiB", title="RSS before stop")
     d.set_ylim(bottom=0)
     d.legend(fontsize=8)
-    return _save(fig, (a, b, d), path)
+    return save(fig, (a, b, d), path)
 
 
-def _save(fig, axes, path) -> Path:
+def save(fig, axes, path) -> Path:
     for ax in axes:
         ax.grid(alpha=0.3)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    _plt().close(fig)
+    pyplot().close(fig)
     return path
 
 
@@ -95,7 +95,7 @@ _renderer = None  # the figure process (a ProcessPoolExecutor of one), or None: 
 
 def _warm() -> None:
     """Matplotlib imported, its fonts loaded: the renderer's first task."""
-    png(_plt().figure(figsize=(1, 1)), dpi=10)
+    png(pyplot().figure(figsize=(1, 1)), dpi=10)
 
 
 def _render(name: str, args: tuple, kwargs: dict) -> bytes:
@@ -194,14 +194,14 @@ def png(fig, dpi: int = 96) -> bytes:
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
-    _plt().close(fig)
+    pyplot().close(fig)
     return buf.getvalue()
 
 
 def ecdf_figure(series: dict[str, dict], title: str, xlabel: str):
     """One panel per measure (e.g. stop and start latency): the empirical CDF of each group's
     values. ``series`` maps a panel title to {group label: values}."""
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, max(1, len(series)), figsize=(5.5 * max(1, len(series)), 3.6), squeeze=False)
     for ax, (panel, groups) in zip(axes[0], series.items()):
         for k, (label, values) in enumerate(groups.items()):
@@ -223,7 +223,7 @@ def latency_distribution_figure(hists: dict[str, tuple], title: str = "Latency d
     ``hists`` maps a group label to (percentiles 0..100, latency in µs) arrays."""
     import numpy as np
 
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 3.8))
     ticks = np.array([0.0, 90.0, 99.0, 99.9, 99.99])
     for k, (label, (q, us)) in enumerate(hists.items()):
@@ -241,7 +241,7 @@ def latency_distribution_figure(hists: dict[str, tuple], title: str = "Latency d
 def sweep_figure(points: pd.DataFrame, group: str = "group", knees: dict | None = None):
     """Throughput (with its interval) and p99 against the load point, one line per group; a
     group's knee is ringed. ``points`` has group, point, throughput, throughput_lo, throughput_hi, p99_us."""
-    plt = _plt()
+    plt = pyplot()
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
     for k, (label, g) in enumerate(points.groupby(group, sort=False)):
         g = g.sort_values("point")
@@ -262,7 +262,7 @@ def sweep_figure(points: pd.DataFrame, group: str = "group", knees: dict | None 
 def comparison_figure(rows: pd.DataFrame, title: str):
     """A forest plot: each row's estimate and 95 % interval, one line per (metric, group).
     ``rows`` has label, estimate, lo, hi and significant (bool); significant rows are red."""
-    plt = _plt()
+    plt = pyplot()
     n = len(rows)
     fig, ax = plt.subplots(figsize=(8, 0.9 + 0.32 * max(n, 1)))
     y = list(range(n))[::-1]
@@ -281,7 +281,7 @@ def comparison_figure(rows: pd.DataFrame, title: str):
 def trend_figure(nightly: pd.DataFrame, metric: str, ylabel: str, changes: dict | None = None):
     """A metric per night, one line per series; a night where a series steps is marked with a
     dashed line. ``nightly`` has series, date, and ``metric``; ``changes`` maps series to dates."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 3.6))
     for k, (label, g) in enumerate(nightly.groupby("series", sort=False)):
         g = g.sort_values("date")
@@ -310,7 +310,7 @@ def growth_figure(memory: pd.DataFrame, latency: pd.DataFrame, title: str = ""):
     per process and cycle: ``memory`` has cycle, requests, label, mib), and the windows' p50 and
     p99 (``latency`` has cycle, requests_done, p50_us, p99_us; a panel that says so where it is
     empty). A cycle's lines share a style; a process keeps its colour across cycles."""
-    plt = _plt()
+    plt = pyplot()
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
     cycles = sorted(set(memory["cycle"]) | set(latency["cycle"] if len(latency) else ()))
     styles = {c: ("-", "--", ":", "-.")[k % 4] for k, c in enumerate(cycles)}

@@ -36,7 +36,7 @@ def preload(*modules: str) -> None:
     threading.Thread(target=run, name="rig-preload", daemon=True).start()
 
 
-def _finite(values) -> np.ndarray:
+def finite(values) -> np.ndarray:
     """The finite numbers of ``values`` (None, NaN, NA and infinities left out), as floats."""
     if values is None:
         return np.array([], dtype=float)
@@ -82,7 +82,7 @@ def bootstrap_ci(
     wider, so conservative; BCa's jackknife grows with the square of the sample)."""
     from scipy.stats import bootstrap
 
-    a = _finite(values)
+    a = finite(values)
     if a.size == 0:
         return math.nan, math.nan, math.nan
     est = float(statistic(a))
@@ -112,7 +112,7 @@ def compare(a, b, alternative: str = "two-sided") -> dict:
     smaller than b). ``p_value`` is None when either side has fewer than 2 values."""
     from scipy.stats import mannwhitneyu
 
-    x, y = _finite(a), _finite(b)
+    x, y = finite(a), finite(b)
     am = float(np.median(x)) if x.size else None
     bm = float(np.median(y)) if y.size else None
     diff = bm - am if am is not None and bm is not None else None
@@ -147,7 +147,7 @@ def ratio_ci(
     empty or ``statistic(a)`` is 0."""
     from scipy.stats import bootstrap
 
-    x, y = _finite(a), _finite(b)
+    x, y = finite(a), finite(b)
     if x.size == 0 or y.size == 0 or statistic(x) == 0:
         return math.nan, math.nan, math.nan
     est = float(statistic(y) / statistic(x) - 1)
@@ -203,7 +203,7 @@ def histogram_percentiles(hist, percentiles=(50, 90, 99, 99.9)) -> dict[str, flo
 
 def ecdf(values) -> tuple[np.ndarray, np.ndarray]:
     """The empirical CDF: sorted values and the fraction of values at or below each."""
-    a = np.sort(_finite(values))
+    a = np.sort(finite(values))
     return a, np.arange(1, a.size + 1) / a.size if a.size else np.array([], dtype=float)
 
 
@@ -230,7 +230,7 @@ def slope_ci(x, y, confidence: float = 0.95) -> tuple[float, float, float] | Non
 def noise_sigma(values) -> float:
     """The noise of a series from its first differences: ``sqrt(mean(diff**2) / 2)``. A step
     moves one difference only, so it barely inflates the estimate, unlike the plain std."""
-    a = _finite(values)
+    a = finite(values)
     if a.size < 2:
         return 0.0
     return float(math.sqrt(np.mean(np.diff(a) ** 2) / 2))
@@ -245,7 +245,7 @@ def change_points(values, penalty: float | None = None, min_size: int = 2) -> li
     about 80 % of the time. A series without noise splits at every change of level."""
     import ruptures
 
-    a = _finite(values)
+    a = finite(values)
     n = a.size
     if n < 2 * min_size or np.all(a == a[0]):
         return []

@@ -15,7 +15,7 @@ when more requests in flight only add switching between threads and stubs (κ). 
 not observe. Three parameters, fitted by least squares on relative residuals
 (``scipy.optimize.curve_fit``), every throughput counting for its share.
 
-Pure functions over numbers; ``rig.analysis.capacity`` applies them to the stored sweeps.
+Pure functions over numbers; ``rig.analysis.capacity.plan`` applies them to the stored sweeps.
 """
 
 from __future__ import annotations

@@ -142,8 +142,8 @@ def _finalize(base, cand, max_drop: float, alpha: float) -> list[str]:
 
 
 def _stop(base, cand, max_ratio: float, alpha: float) -> list[str]:
-    lb = stats._finite(base["stop_latency_s"])
-    lc = stats._finite(cand["stop_latency_s"])
+    lb = stats.finite(base["stop_latency_s"])
+    lc = stats.finite(cand["stop_latency_s"])
     if not lb.size or not lc.size:
         return []
     pb, pc = float(np.percentile(lb, 95)), float(np.percentile(lc, 95))

@@ -137,7 +137,11 @@ def run(args) -> int:
         raise RigError(f"{root} holds no windows of `rig bench` runs: run `rig bench --results RESULTS` first")
     windows = select(windows, runs, args.where)
 
-    from rig.analysis import capacity, capacity_fleet, capacity_sweep, capacity_tags, capacity_text
+    from rig.analysis.capacity import fleet as capacity_fleet
+    from rig.analysis.capacity import plan as capacity
+    from rig.analysis.capacity import sweep as capacity_sweep
+    from rig.analysis.capacity import tags as capacity_tags
+    from rig.analysis.capacity import text as capacity_text
 
     windows = capacity_tags.with_shares(windows, runs)
     if goals:
@@ -168,7 +172,7 @@ def run(args) -> int:
         print()
         print(capacity_text.format_check(checked, args.p99_ms))
     if args.plot:
-        from rig.analysis import capacity_plot
+        from rig.analysis.capacity import plot as capacity_plot
 
         print(f"plot: {capacity_plot.figure(models, checked, laws, goals, args.headroom, args.plot)}")
     return 0

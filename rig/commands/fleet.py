@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 
 from rig.common.errors import Exit, RigError
+from rig.parent.options import add_option
 
 
 def add_parser(sub) -> None:
@@ -23,23 +24,23 @@ def add_parser(sub) -> None:
         description=__doc__.split("\n\n")[1],
     )
     p.add_argument("--nodes", type=int, required=True, help="nodes to wait for before the first round")
-    p.add_argument(
-        "--cycles", type=int, default=1, help="rounds, one per node cycle: give the nodes the same --cycles (default 1)"
-    )
-    p.add_argument(
-        "--workload",
+    # The options the nodes are given too: their flags and types the option table's, their defaults the master's
+    add_option(p, "cycles", default=1, help="rounds, one per node cycle: give the nodes the same --cycles (default 1)")
+    add_option(
+        p,
+        "workload.name",
         default="steady",
         help="steady (default), ramp, step, spike, soak or a "
         "locustfile: its shape drives the users (the nodes give the same --workload)",
     )
-    p.add_argument(
-        "--users",
-        type=int,
+    add_option(
+        p,
+        "workload.users",
         default=None,
         help="users at the peak, spread over the nodes (default one per node; at least one per node)",
     )
-    p.add_argument("--workload-seconds", type=float, default=10.0, help="load per round (default 10)")
-    p.add_argument("--window-seconds", type=float, default=1.0, help="the nodes' windows (default 1)")
+    add_option(p, "workload.seconds", default=10.0, help="load per round (default 10)")
+    add_option(p, "workload.window_seconds", default=1.0, help="the nodes' windows (default 1)")
     p.add_argument(
         "--bind",
         default="127.0.0.1",
@@ -52,9 +53,7 @@ def add_parser(sub) -> None:
         default=120.0,
         help="seconds to wait for the nodes at each round's start (default 120)",
     )
-    p.add_argument(
-        "--results", default="results", help="results folder or URI, shared with the nodes (default results/)"
-    )
+    add_option(p, "results", default="results", help="results folder or URI, shared with the nodes (default results/)")
     p.add_argument("--allow-node-loss", action="store_true", help="exit 0 even when a node was lost")
     p.set_defaults(func=None)  # rig.cli.cmd_fleet: run with the worker side's Master
 

@@ -183,7 +183,7 @@ def idle_note(a: set[str], b: set[str]) -> str:
 def conformance_reasons(candidate) -> list[str]:
     """The candidate's scenario cells whose verdicts differ from those known for their scenario,
     shape, engine and core (``rig.scenarios.known``): findings, each a reason the gate fails on."""
-    from rig.analysis.conformance_findings import findings
+    from rig.analysis.conformance.findings import findings
 
     if "scenario" not in candidate or not candidate["scenario"].notna().any():
         return []

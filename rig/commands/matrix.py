@@ -18,14 +18,12 @@ stub for this Python, bindings that do not fit the core) is a row that says why.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 from pathlib import Path
 
 from rig.commands import matrix_jobs
 from rig.commands.matrix_plan import (
-    _OWN,
     _plan,
     cell_config,
     local_runtimes,
@@ -41,13 +39,8 @@ from rig.commands.matrix_plan import (
 )
 from rig.commands.matrix_run import Job, run_jobs
 from rig.common.errors import Exit, RigError
-from rig.parent.options import (
-    OVERRIDES,
-    add_cycle_options,
-    add_target_options,
-    option,
-    run_config,
-)
+from rig.contract.option_table import GROUPS
+from rig.parent.options import OVERRIDES, add_run_options, option, run_config
 
 DEFAULT_CYCLES = 3
 # The load a scenario that needs one (``Scenario.workload``) runs under when the matrix is given no
@@ -166,18 +159,14 @@ def _matrix_options(m) -> None:
 
 
 def _soak_options(p) -> list:
-    """The soak's own options, as `rig soak` defines them, passed to every cell (the matrix's own
-    left out): the actions copied, each in a group of its own."""
-    tmp = argparse.ArgumentParser(add_help=False)
-    add_target_options(tmp)
-    add_cycle_options(tmp, f"cycles per cell (default {DEFAULT_CYCLES}, or the config's)")
-    copied = []
-    for group in tmp._action_groups[2:]:
-        g = p.add_argument_group(f"each cell's soak: {group.title}")
-        for action in group._group_actions:
-            if action.dest not in _OWN:
-                copied.append(g._add_action(action))
-    return copied
+    """The soak's options a matrix passes to every cell, as `rig soak` defines them (the table's
+    that a matrix offers, ``rig.contract.option_table``), each group under its soak title."""
+    return add_run_options(
+        p,
+        "matrix",
+        titles={group: f"each cell's soak: {group}" for group in GROUPS},
+        changed={"cycles": dict(help=f"cycles per cell (default {DEFAULT_CYCLES}, or the config's)")},
+    )
 
 
 def refuse_with_scenarios(args) -> None:
@@ -290,8 +279,8 @@ def _run_and_table(
     )
     logs = Path(results) / "logs" / f"matrix-{os.getpid()}" if "://" not in results else None
     judge = matrix.judge_scenario if scens is not None else (lambda row: row)
-    rows += run_jobs(jobs, args.jobs, timeout, results, logs, judge, matrix._status)
-    bench_rows = run_jobs(bench_jobs, 1, timeout, results, None, lambda row: row, matrix._status)
+    rows += run_jobs(jobs, args.jobs, timeout, results, logs, judge, matrix.status)
+    bench_rows = run_jobs(bench_jobs, 1, timeout, results, None, lambda row: row, matrix.status)
     print()
     print(matrix.format_table(rows) if scens is None else matrix.format_scenarios(rows))
     _say_unjudged_and_findings(rows)

@@ -14,9 +14,11 @@ from rig.build.identity import is_variant
 from rig.common.errors import RigError
 from rig.contract.ngc import embedded_alias
 from rig.parent.config import ENGINES, RETAIN
+from rig.parent.options import dests
 
-# Options of `rig soak` the matrix sets per cell or has no use for (each cell is a whole soak).
-_OWN = {"runtime", "engine", "retain", "skip_ok", "locust_web_port", "scenario", "control", "model_shape", "junit"}
+# Options of `rig soak` the matrix sets per cell or has no use for (each cell is a whole soak): those
+# the option table offers soak and not matrix (rig.contract.option_table)
+_OWN = set(dests("soak")) - set(dests("matrix"))
 
 
 def _list(text: str, what: str) -> list[str]:

@@ -1,9 +1,9 @@
 """`rig report RESULTS`: lifecycle, performance, differences from a baseline and nightly
 trends of a results folder, as a Markdown summary on stdout and one self-contained HTML page.
 `rig report --conformance RESULTS`: the conformance grid alone (every scenario per core, API and
-model shape against its known verdicts, ``rig.analysis.conformance``), in Markdown on stdout or
+model shape against its known verdicts, ``rig.analysis.conformance.table``), in Markdown on stdout or
 ``--output FILE``; with ``--from A --to B``, only the cells that differ between two cores
-(``rig.analysis.conformance_diff``), which the HTML page also shows as a section."""
+(``rig.analysis.conformance.diff``), which the HTML page also shows as a section."""
 
 from __future__ import annotations
 
@@ -118,7 +118,8 @@ def run(args) -> int:
     import gc
     import warnings
 
-    from rig.analysis import plots, report, stats
+    from rig.analysis import plots, stats
+    from rig.analysis.report import page as report
     from rig.common.errors import RigError
     from rig.store import where
 
@@ -160,10 +161,10 @@ def conformance(args, asked: dict | None = None) -> int:
 
     import pyarrow.compute as pc
 
-    from rig.analysis import conformance as cf
-    from rig.analysis import conformance_diff as cd
-    from rig.analysis import conformance_diff_text as cdt
-    from rig.analysis import conformance_text as cft
+    from rig.analysis.conformance import diff as cd
+    from rig.analysis.conformance import diff_text as cdt
+    from rig.analysis.conformance import table as cf
+    from rig.analysis.conformance import text as cft
     from rig.common.errors import RigError
     from rig.common.text import redact
     from rig.contract.rows import CycleRow
@@ -200,7 +201,7 @@ def conformance(args, asked: dict | None = None) -> int:
         if runs
         else None
     )
-    from rig.analysis.report import bisects_of
+    from rig.analysis.report.page import bisects_of
 
     table = cf.build(cycles, windows=windows, bisects=bisects_of(str(args.results)))
     if not table.cells:

@@ -10,11 +10,15 @@ from pathlib import Path
 
 from rig.common.errors import RigError
 from rig.contract import typed
+from rig.contract.option_table import INPUT_MEMORY as INPUT_MEMORY  # --input-memory (the table's)
+from rig.contract.option_table import WORKLOADS as WORKLOADS  # the built-in workloads (workloads/*.py)
+from rig.contract.option_table import Arrivals, RunOptions
 from rig.contract.runtime import Runtime
-from rig.contract.verdicts import MAX_MEMORY_GROWTH_B, MAX_SLOWDOWN_PCT
 
-INPUT_MEMORY = ("auto", "cpu", "gpu")  # --input-memory: auto is gpu for the cupy model, cpu otherwise
-WORKLOADS = ("steady", "soak", "ramp", "step", "spike")  # the built-in workloads (workloads/*.py)
+# The defaults of the fields the spec shares with the run's options: the option table's
+_RUN = RunOptions()
+_LOAD = _RUN.workload
+
 IN_FLIGHT = 8  # requests outstanding at stop() (the stop-in-flight scenario)
 REFUSED = 100  # refused requests per model (the refused-request scenario)
 LEAK_PREFIX = "rig-leak-"  # leaks-per-load's files in /dev/shm: rig-leak-<the worker's pid>-...
@@ -26,13 +30,13 @@ class ClosedLoop:
     locustfile, under its shape (or a fleet master's)."""
 
     name: str  # steady | ramp | step | spike | soak (workloads/) | FILE.py
-    seconds: float = 2.0  # per cycle
-    users: int = 1
-    in_flight: int = 1  # requests in flight per user
-    window_seconds: float = 1.0
-    web_port: int | None = None  # Locust's web UI on 127.0.0.1:PORT during the load
-    master: str | None = None  # HOST:PORT of a `rig fleet` master: each cycle's load joins it
-    node: str | None = None  # this node's name in a fleet
+    seconds: float = _LOAD.seconds  # per cycle
+    users: int = _LOAD.users
+    in_flight: int = _LOAD.in_flight  # requests in flight per user
+    window_seconds: float = _LOAD.window_seconds
+    web_port: int | None = _LOAD.web_port  # Locust's web UI on 127.0.0.1:PORT during the load
+    master: str | None = _LOAD.master  # HOST:PORT of a `rig fleet` master: each cycle's load joins it
+    node: str | None = _RUN.node  # this node's name in a fleet
     kind: typing.Literal["closed"] = "closed"
 
 
@@ -41,10 +45,10 @@ class OpenLoop:
     """A cycle's load as arrivals on a seeded schedule, whatever the server's pace."""
 
     rate: float  # arrivals per second
-    arrivals: typing.Literal["poisson", "constant"] = "poisson"
-    seed: int = 0
-    seconds: float = 2.0  # per cycle
-    window_seconds: float = 1.0
+    arrivals: Arrivals = _LOAD.arrivals
+    seed: int = _LOAD.seed
+    seconds: float = _LOAD.seconds  # per cycle
+    window_seconds: float = _LOAD.window_seconds
     kind: typing.Literal["open"] = "open"
 
 
@@ -63,14 +67,14 @@ class CycleSpec:
     model_repository: str
     models: tuple[str, ...]  # models to send requests to
     model_label: str
-    requests: int = 100
-    requests_in_flight: int = 1  # the fixed count sent this many at a time (rig.worker.grouped)
-    retain: str = "none"
-    exit_timeout: int = 30
-    stop_strategy: str = "stop"
-    restart: str = "fresh-process"
-    startup_timeout: float = 120.0
-    request_timeout: float = 30.0
+    requests: int = _RUN.requests
+    requests_in_flight: int = _RUN.requests_in_flight  # the fixed count sent this many at a time (rig.worker.grouped)
+    retain: str = _RUN.retain
+    exit_timeout: int = _RUN.exit_timeout
+    stop_strategy: str = _RUN.stop_strategy
+    restart: str = _RUN.restart
+    startup_timeout: float = _RUN.startup_timeout
+    request_timeout: float = _RUN.request_timeout
     evidence_dir: str = ""
     log_dir: str = ""
     cycles: tuple[int, ...] = (1,)
@@ -81,17 +85,19 @@ class CycleSpec:
     # cupy model under dynamic batching: cuBLAS may pick another kernel for each batch size)
     check_exact: bool = True
     cwd: str = ""  # the user's folder: a locustfile's users run there (the worker does not)
-    input_data: str = "random"  # random | zero | an absolute path of a JSON file (rig.contract.inputs)
+    input_data: str = _RUN.input_data  # random | zero | an absolute path of a JSON file (rig.contract.inputs)
     shapes: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)  # input -> dims (--shape)
     # model -> inputs its entries may leave out
     optional_inputs: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
-    client: str = "none"  # what the client does around stop() (rig.scenarios.client.clientside)
+    client: str = _RUN.client  # what the client does around stop() (rig.scenarios.client.clientside)
     in_flight_at_stop: int = IN_FLIGHT  # stop-in-flight: requests outstanding at stop()
     # The growth verdict's thresholds (None: not judged) and whether the processes are sampled
-    max_memory_growth: float | None = MAX_MEMORY_GROWTH_B  # bytes per 1,000 requests, any process kind
-    max_slowdown: float | None = MAX_SLOWDOWN_PCT  # % slower at the load's end than its start
-    sample_memory: bool = True
-    server_stats: bool = True  # each window holds Triton's statistics of the models (rig.worker.serverstats)
+    max_memory_growth: float | None = _RUN.thresholds.max_memory_growth  # bytes per 1,000 requests, any process kind
+    max_slowdown: float | None = _RUN.thresholds.max_slowdown  # % slower at the load's end than its start
+    sample_memory: bool = _RUN.memory_samples
+    server_stats: bool = (
+        _RUN.server_stats
+    )  # each window holds Triton's statistics of the models (rig.worker.serverstats)
     # The phases holding the quiet lock in a matrix (rig.worker.quiet): not those a fault only waits in
     quiet: tuple[str, ...] = ("start", "load")
     # Where the rig's inputs live, and whether a GPU preference for outputs is honoured: cpu | gpu | gpu:N

@@ -1,8 +1,9 @@
 """The effective configuration of a run: defaults < TOML file < command-line options.
 
-Every key of the file is a field of ``RunConfig`` (sections ``[thresholds]`` and ``[workload]``
-hold the nested ones); an unknown key, a wrong type or a bad value is one ``RigError`` line,
-raised before anything starts.
+``RunConfig`` is the option table's fields (``rig.contract.option_table``, where each option is
+one line) with the checks a run makes of them. Every key of the file is a field of it (sections
+``[thresholds]`` and ``[workload]`` hold the nested ones), read by the table's ``read``; an unknown
+key, a wrong type or a bad value is one ``RigError`` line, raised before anything starts.
 """
 
 from __future__ import annotations
@@ -14,104 +15,38 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rig.common.errors import RigError
-from rig.common.text import redact
-from rig.contract.engines import EngineName
-from rig.contract.verdicts import MAX_MEMORY_GROWTH_B, MAX_SLOWDOWN_PCT
+from rig.contract import option_table
+from rig.contract.engines import ENGINES
+from rig.contract.option_table import (
+    WORKLOADS,
+    Arrivals,
+    RestartMode,
+    Retain,
+    RunOptions,
+    StopStrategy,
+)
+from rig.contract.option_table import Thresholds as Thresholds  # the run's sections, read here too
+from rig.contract.option_table import WorkloadConfig as WorkloadConfig
 from rig.parent.repository import FAULTS, KINDS
 
-# Each vocabulary of the options, defined here once: the command line's choices, the TOML file's
-# checks and the matrix's lists all read these.
-Retain = typing.Literal["none", "last-response", "last-array"]
-StopStrategy = typing.Literal["stop", "unload-then-stop"]
-RestartMode = typing.Literal["fresh-process", "same-process", "reload"]
-Arrivals = typing.Literal["poisson", "constant"]
+# Each vocabulary of the options, from the table (rig.contract.option_table): the command line's
+# choices, the TOML file's checks and the matrix's lists all read these.
 RETAIN = typing.get_args(Retain)
 STOP_STRATEGIES = typing.get_args(StopStrategy)
 RESTART_MODES = typing.get_args(RestartMode)
-ENGINES = typing.get_args(EngineName)
 ARRIVALS = typing.get_args(Arrivals)
 MODELS = KINDS  # the rig's template models (rig.parent.repository renders them)
 FAULT_PRESETS = tuple(FAULTS)  # the template model's fault injection presets
-# The built-in workloads: locustfiles in workloads/ (a path to a user's locustfile also serves)
-from rig.contract.spec import WORKLOADS  # noqa: E402
-
-_D = typing.TypeVar("_D")
+VOCABULARIES = {"models": MODELS, "faults": FAULT_PRESETS}  # the table's choices named, not listed there
 
 
 @dataclasses.dataclass(frozen=True)
-class Thresholds:
-    """Exit status of a soak: 1 when any is crossed (0 where unset)."""
-
-    max_stop_latency_s: float | None = None
-    min_finalize_success: float | None = None  # 0..1
-    allow_leaks: bool = False  # stubs or shared memory left behind
-    allow_outcomes: str | None = None  # comma-separated; None: clean (soak), any (cycle)
-    # The growth verdict (verdicts.classify_growth): leaking past this many bytes per 1,000 requests
-    # in any process kind, slowing past this % slower at the load's end than its start
-    max_memory_growth: float = MAX_MEMORY_GROWTH_B
-    max_slowdown: float = MAX_SLOWDOWN_PCT
-
-
-@dataclasses.dataclass(frozen=True)
-class WorkloadConfig:
-    """Sustained load inside each cycle (Locust); ``name`` none = a fixed count of requests."""
-
-    name: str = "none"  # none | steady | ramp | step | spike | soak (workloads/) | FILE.py
-    seconds: float = 2.0  # per cycle
-    users: int = 1  # closed loop: Locust users
-    in_flight: int = 1  # closed loop: requests in flight per user
-    rate: float | None = None  # open loop: arrivals per second
-    arrivals: Arrivals = "poisson"  # open loop
-    window_seconds: float = 1.0
-    seed: int = 0
-    web_port: int | None = None  # serve Locust's web UI on 127.0.0.1:PORT during the load
-    master: str | None = None  # HOST:PORT of a `rig fleet` master: each cycle's load joins it
-
-
-@dataclasses.dataclass(frozen=True)
-class RunConfig:
-    """A run's options, frozen: built once from the defaults, the TOML file and the command line
-    (``load``), checked once (``validate``, which returns the config a scenario or a model shape
-    completes). A command that runs something else (a bench point, a resumed run's new place)
-    derives a config of its own with ``dataclasses.replace``; none is edited in place."""
-
-    runtime: str | None = None  # auto | container | embedded-<v> | <v>
-    engine: EngineName = "auto"
-    model: str = "numpy"  # numpy | cupy (templates), ignored with model_repository
-    model_repository: str | None = None
-    model_size: int = 4
-    instances: int = 1
-    max_batch_size: int = 0
-    dynamic_batching: bool = False
-    queue_delay_us: int = 0  # the dynamic batcher's max_queue_delay_microseconds (the template's)
-    decoupled: bool = False  # the template model sends its responses through each request's sender
-    model_shape: str | None = (
-        None  # a model shape (rig.scenarios.shapes): sets the four above; a scenario's, one it runs in
-    )
-    fault: str = "none"  # one of FAULT_PRESETS (the template model's)
-    execute_delay_ms: float = 0.0
-    cycles: int = 1
-    requests: int = 100  # per cycle, when no workload runs
-    requests_in_flight: int = 1  # the fixed count sent this many at a time (rig.worker.grouped): batches form
-    retain: Retain = "none"
-    # a lifecycle scenario (rig.scenarios.catalog): sets fault and retain, or its own models
-    scenario: str | None = None
-    control: bool = False  # the scenario's negative control: the same without its fault
-    client: str = "none"  # what the client does around stop(): set by the scenario (rig.scenarios.client.clientside)
-    exit_timeout: int = 30
-    stop_strategy: StopStrategy = "stop"
-    restart: RestartMode = "fresh-process"
-    startup_timeout: float = 120.0
-    request_timeout: float = 30.0  # a request unanswered this long ends the cycle's workload
-    input_data: str = "random"  # random | zero | FILE.json (perf_analyzer's format)
-    input_memory: str = "auto"  # auto | cpu | gpu: where the inputs live (auto: gpu for the cupy model)
-    shapes: str | tuple[str, ...] | None = None  # variable dimensions: "NAME:d1,d2 NAME2:d" (or several such)
-    results: str = "results"
-    node: str | None = None  # the name rows carry in `host` (default the hostname)
-    memory_samples: bool = True  # sample every process's memory through the load (rig.worker.observers)
-    server_stats: bool = True  # read Triton's statistics of the models as each window closes (rig.worker.serverstats)
-    thresholds: Thresholds = dataclasses.field(default_factory=Thresholds)
-    workload: WorkloadConfig = dataclasses.field(default_factory=WorkloadConfig)
+class RunConfig(RunOptions):
+    """A run's options, frozen: the option table's fields (``rig.contract.option_table.RunOptions``),
+    built once from the defaults, the TOML file and the command line (``load``), checked once
+    (``validate``, which returns the config a scenario or a model shape completes). A command that
+    runs something else (a bench point, a resumed run's new place) derives a config of its own with
+    ``dataclasses.replace``; none is edited in place."""
 
     def validate(self) -> RunConfig:
         """This config checked (bad input: one ``RigError`` line), as the run will use it: a
@@ -216,77 +151,8 @@ class RunConfig:
         return dataclasses.replace(self, input_data=input_data, shapes=format_shapes(parse_shapes(self.shapes)) or None)
 
     def to_toml(self) -> str:
-        """The effective config as TOML text (stored with every run)."""
-        lines, nested = [], []
-        for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
-            if dataclasses.is_dataclass(v):
-                nested.append((f.name, v))
-            elif v is not None:
-                lines.append(f"{f.name} = {_toml_value(v)}")
-        for name, sub in nested:
-            lines.append(f"\n[{name}]")
-            for f in dataclasses.fields(sub):
-                v = getattr(sub, f.name)
-                if v is not None:
-                    lines.append(f"{f.name} = {_toml_value(v)}")
-        return redact("\n".join(lines) + "\n")  # no credential of a results URI is stored
-
-
-def _toml_value(v) -> str:
-    if isinstance(v, tuple):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _coerce(where: str, hint, value):
-    if typing.get_origin(hint) is typing.Literal:
-        if value not in typing.get_args(hint):
-            raise RigError(f"{where} must be one of {', '.join(typing.get_args(hint))} (got {value!r})")
-        return value
-    args = typing.get_args(hint)
-    allowed = [a for a in args if a is not type(None)] if args else [hint]
-    if value is None and type(None) in args:
-        return None
-    for t in allowed:
-        if t is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if t is int and isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if t in (str, bool) and isinstance(value, t):
-            return value
-        if (
-            typing.get_origin(t) is tuple
-            and isinstance(value, (list, tuple))
-            and all(isinstance(x, str) for x in value)
-        ):
-            return tuple(value)
-    names = " or ".join(getattr(t, "__name__", str(t)) for t in allowed)
-    raise RigError(f"{where} must be {names} (got {value!r})")
-
-
-def _build(base: _D, data: dict, where: str) -> _D:
-    """``base`` with the keys of ``data`` (a TOML table, or options as nested tables) set: an
-    unknown key, a wrong type or a bad value is one ``RigError`` line naming ``where``."""
-    hints = typing.get_type_hints(type(base))
-    fields = {f.name for f in dataclasses.fields(base)}  # type: ignore[arg-type]
-    changes = {}
-    for key, value in data.items():
-        name = key.replace("-", "_")
-        if name not in fields:
-            raise RigError(f"{where}: unknown key {key!r} (known: {', '.join(sorted(fields))})")
-        current = getattr(base, name)
-        if dataclasses.is_dataclass(current):
-            if not isinstance(value, dict):
-                raise RigError(f"{where}: {key} must be a table [{key}]")
-            changes[name] = _build(current, value, f"{where} [{key}]")
-        else:
-            changes[name] = _coerce(f"{where}: {key}", hints[name], value)
-    return dataclasses.replace(base, **changes)  # type: ignore[type-var]
+        """The effective config as TOML text (stored with every run; ``option_table.to_toml``)."""
+        return option_table.to_toml(self)
 
 
 def load(
@@ -304,8 +170,8 @@ def load(
             data = tomllib.loads(p.read_text())
         except tomllib.TOMLDecodeError as e:
             raise RigError(f"config file {path} is not valid TOML: {e}") from None
-        cfg = _build(cfg, data, str(path))
-    cfg = _build(cfg, _nested(overrides or {}), "option")
+        cfg = option_table.read(cfg, data, str(path))
+    cfg = option_table.read(cfg, _nested(overrides or {}), "option")
     if settle is not None:
         cfg = settle(cfg)
     return cfg.validate()
@@ -340,7 +206,7 @@ def file_sets(path: str | None, section: str, key: str) -> bool:
 
 
 def from_toml_text(text: str) -> RunConfig:
-    return _build(RunConfig(), tomllib.loads(text), "stored config").validate()
+    return option_table.read(RunConfig(), tomllib.loads(text), "stored config").validate()
 
 
 def derive(base: RunConfig, changes: dict, validate: bool = True) -> RunConfig:
@@ -352,6 +218,6 @@ def derive(base: RunConfig, changes: dict, validate: bool = True) -> RunConfig:
     as a file gives it, not yet validated (a scenario named but not applied), whose ``to_toml()``
     ``from_toml_text`` validates once (an applied scenario's does not read back: its shape's
     settings clash with it)."""
-    cfg = _build(RunConfig(), tomllib.loads(base.to_toml()), "base config")
-    cfg = _build(cfg, _nested(changes), "option")
+    cfg = option_table.read(RunConfig(), tomllib.loads(base.to_toml()), "base config")
+    cfg = option_table.read(cfg, _nested(changes), "option")
     return cfg.validate() if validate else cfg

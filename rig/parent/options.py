@@ -1,279 +1,160 @@
 """The options of the commands that run Triton (cycle, soak, bench; matrix passes them to each
-cell): their definitions, the run's configuration they make (file, then options), and what they
-must agree on: an option given that the run could not apply is refused in one line, never ignored."""
+cell): their argparse options, made from the option table (``rig.contract.option_table``), the run's
+configuration they make (file, then options), and what they must agree on: an option given that the
+run could not apply is refused in one line, never ignored."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import typing
 
 from rig.common.errors import RigError
-from rig.contract.spec import INPUT_MEMORY
-from rig.parent.config import (
-    ARRIVALS,
-    ENGINES,
-    FAULT_PRESETS,
-    MODELS,
-    RESTART_MODES,
-    RETAIN,
-    STOP_STRATEGIES,
-)
+from rig.contract import option_table as table
+from rig.contract.option_table import GROUPS, INPUT_MEMORY, LIFECYCLE, THRESHOLDS, WHAT_RUNS
+from rig.parent.config import VOCABULARIES
 
 
 def option(dest: str) -> str:
     return "--" + dest.replace("_", "-")
 
 
-def add_target_options(p: argparse.ArgumentParser) -> None:
-    """What runs: the runtime, the engine and the model (cycle, soak, bench and matrix)."""
-    g = p.add_argument_group("what runs")
-    g.add_argument("--config", help="TOML file of options (example: workloads/nightly.toml)")
-    g.add_argument("--runtime", help="auto (default), container, or an embedded version such as 0.7.0")
-    g.add_argument("--engine", choices=ENGINES)
-    g.add_argument("--model", choices=MODELS, help="the rig's model template (default numpy)")
-    g.add_argument("--model-repository", help="soak your own model repository instead of a template")
-    g.add_argument("--model-size", type=int, help="matrix size of the template model (default 4)")
-    g.add_argument("--instances", type=int, help="model instances (default 1)")
-    g.add_argument("--max-batch-size", type=int)
-    g.add_argument("--dynamic-batching", action="store_true", default=None)
-    g.add_argument(
-        "--queue-delay-us",
-        type=int,
-        metavar="US",
-        help="with --dynamic-batching: the batcher's max_queue_delay_microseconds (default 0)",
-    )
-    g.add_argument("--fault", help=f"fault injection preset of the template model: {', '.join(FAULT_PRESETS)}")
-    g.add_argument("--execute-delay-ms", type=float, help="make the template model slow on purpose")
-    g.add_argument(
-        "--input-data",
-        metavar="zero|random|FILE.json",
-        help="what requests carry: random data, zeros, or a JSON file in perf_analyzer's format "
-        '({"data": [{"INPUT": [1, 2]}, ...]}, entries sent in turn; a relative path is this folder\'s)',
-    )
-    g.add_argument(
-        "--input-memory",
-        choices=INPUT_MEMORY,
-        help="where the requests' inputs live, and whether outputs the model leaves on the GPU stay "
-        "there: cpu, or gpu (CUDA device 0 of those visible, through CuPy: inputs copied there once, "
-        "submitted as GPU memory, outputs allocated there and read back to be checked) (default auto: "
-        "gpu for the cupy model, cpu otherwise); recorded in every window's input_memory, output_memory",
-    )
-    g.add_argument(
-        "--shape",
-        action="append",
-        metavar="NAME:d1,d2",
-        help="variable dimensions of an input (repeat it, or INPUT0:5,X:2,3), for generated data and "
-        "for file entries without a shape; the batch dimension left out",
-    )
-    g.add_argument(
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    """A run command's option that is no field of the config: the command reads it itself (``why``)."""
+
+    flag: str
+    group: str
+    commands: tuple[str, ...]
+    why: str  # where it goes instead of the config
+    first: bool = False  # at the head of its group (else at its end)
+    kwargs: dict = dataclasses.field(default_factory=dict)  # argparse's
+
+
+FLAGS = (
+    Flag(
+        "--config",
+        WHAT_RUNS,
+        table.COMMANDS,
+        "the TOML file the config is read from before the options (config.load)",
+        first=True,
+        kwargs=dict(help="TOML file of options (example: workloads/nightly.toml)"),
+    ),
+    Flag(
         "--skip-ok",
-        action="store_true",
-        help="exit 0 when the run is skipped (the cupy model without a GPU); default: exit 3",
-    )
-
-
-def add_server_options(g) -> None:
-    g.add_argument("--exit-timeout", type=int, help="the server's exit_timeout in seconds (default 30)")
-    g.add_argument("--startup-timeout", type=float, help="seconds to become ready (default 120)")
-    g.add_argument("--request-timeout", type=float, help="seconds a request may take (default 30)")
-    g.add_argument(
-        "--memory-samples",
-        choices=("on", "off"),
-        help="sample every process's memory (worker, each backend stub, GPU) through the load, for "
-        "the growth verdict and the memory table (default on)",
-    )
-    g.add_argument(
-        "--server-stats",
-        choices=("on", "off"),
-        help="read Triton's own statistics of the models as each window closes (requests, queue and "
-        "compute time, batch sizes formed: the windows' server_* columns) (default on)",
-    )
-    g.add_argument("--results", help="results folder (default results/)")
-    g.add_argument("--node", help="the name this machine's rows carry in `host` (default the hostname)")
-    g.add_argument(
+        WHAT_RUNS,
+        table.NOT_MATRIX,
+        "the exit status of a run skipped here (rig.cli)",
+        kwargs=dict(
+            action="store_true", help="exit 0 when the run is skipped (the cupy model without a GPU); default: exit 3"
+        ),
+    ),
+    Flag(
         "--cpus",
-        metavar="LIST|count:N|quota:X",
-        help="hold the run to a share of the machine: CPUs as taskset -c lists them (0, 0,1, 0-3), "
-        "count:N (the first N this process may use) or quota:X (X CPUs' time, as a pod's CPU limit: a "
-        "cgroup of its own, which needs root); the worker, its load and the backend stubs inherit "
-        "it, and the run's row records it (runs.cpu_share, runs.cpus) (default: all it may use)",
-    )
-
-
-def add_cycle_options(p: argparse.ArgumentParser, cycles_default_help: str) -> None:
-    """The lifecycle, the workload inside each cycle and the thresholds (cycle, soak and matrix)."""
-    c = p.add_argument_group("lifecycle")
-    c.add_argument("--cycles", type=int, help=cycles_default_help)
-    c.add_argument("--requests", type=int, help="requests per cycle when no workload runs (default 100)")
-    c.add_argument(
-        "--requests-in-flight",
-        type=int,
-        metavar="N",
-        help="send those requests N at a time, so that a batched model can form batches of up to N "
-        "(default 1: one at a time)",
-    )
-    c.add_argument("--retain", choices=RETAIN, help="what stays referenced across stop() (default none)")
-    c.add_argument(
-        "--scenario",
-        metavar="NAME",
-        help="a lifecycle scenario (`rig scenarios` lists them): its "
-        "fault and retention, or models of its own; recorded in each cycle's `scenario`",
-    )
-    c.add_argument(
-        "--control",
-        action="store_true",
-        default=None,
-        help="with --scenario: its negative control, the same model and client without the fault",
-    )
-    c.add_argument(
-        "--model-shape",
-        metavar="SHAPE",
-        help="how the model is served: unbatched, batched (max_batch_size 8, dynamic batching), "
-        "instances-2, decoupled, or several joined with commas; with --scenario, one of the shapes "
-        "it runs in (`rig scenarios` says which; default its first); recorded in each cycle's `shape`",
-    )
-    c.add_argument("--stop-strategy", choices=STOP_STRATEGIES)
-    c.add_argument(
-        "--restart",
-        choices=RESTART_MODES,
-        help="how the server restarts between cycles: fresh-process (a new worker per cycle), "
-        "same-process (one worker starts and stops the server again and again), reload (one server; "
-        "the models unloaded and loaded again each cycle) (default fresh-process)",
-    )
-    add_server_options(c)
-    w = p.add_argument_group("workload inside each cycle")
-    w.add_argument(
-        "--workload",
-        help="none (fixed request count), steady, ramp, step, spike, soak "
-        "(locustfiles in workloads/), or the path of your own locustfile (FILE.py)",
-    )
-    w.add_argument("--workload-seconds", type=float)
-    w.add_argument("--users", type=int)
-    w.add_argument("--in-flight", type=int)
-    w.add_argument("--rate", help="open loop: arrivals per second")
-    w.add_argument("--arrivals", choices=ARRIVALS)
-    w.add_argument("--window-seconds", type=float)
-    w.add_argument("--seed", type=int)
-    w.add_argument("--locust-web-port", type=int, help="serve Locust's web UI on 127.0.0.1:PORT while loading")
-    w.add_argument(
-        "--locust-master",
-        help="HOST:PORT of a `rig fleet` master: each cycle's load joins it as a "
-        "Locust worker, and the master sets users, shape and length",
-    )
-    t = p.add_argument_group("thresholds (exit status 1 when crossed)")
-    t.add_argument("--max-stop-latency", type=float, help="seconds")
-    t.add_argument("--min-finalize-success", type=float, help="fraction 0..1")
-    t.add_argument("--allow-leaks", action="store_true", default=None)
-    t.add_argument(
-        "--max-memory-growth",
-        type=float,
-        metavar="BYTES_PER_1K",
-        help="a cycle is `leaking` where a process kind (the worker, a model's stubs) grows by more "
-        "than this many bytes per 1,000 requests over its whole interval (default 262144)",
-    )
-    t.add_argument(
-        "--max-slowdown",
-        type=float,
-        metavar="PCT",
-        help="a cycle is `slowing` where its load's end is more than PCT %% slower than its start "
-        "(p50 up or throughput down) over the whole interval; a run, the same across its cycles "
-        "(default 50)",
-    )
-    t.add_argument(
-        "--allow-outcomes",
-        default=None,
-        help="comma-separated verdicts that do not fail the run, of the lifecycle (clean, "
-        "exit_timeout, ...), of the load (ok, errors, timeouts, ...) and of the growth (leaking, "
-        "slowing); a kind left unnamed keeps its default (soak: clean, ok and ok; cycle: any, it "
-        "records and reports)",
-    )
-    t.add_argument(
+        LIFECYCLE,
+        table.COMMANDS,
+        "held by this process before the run starts, which all it starts inherits (rig.common.cpushare)",
+        kwargs=dict(
+            metavar="LIST|count:N|quota:X",
+            help="hold the run to a share of the machine: CPUs as taskset -c lists them (0, 0,1, 0-3), "
+            "count:N (the first N this process may use) or quota:X (X CPUs' time, as a pod's CPU limit: a "
+            "cgroup of its own, which needs root); the worker, its load and the backend stubs inherit "
+            "it, and the run's row records it (runs.cpu_share, runs.cpus) (default: all it may use)",
+        ),
+    ),
+    Flag(
         "--junit",
-        metavar="FILE",
-        help="also write what was judged as JUnit XML for CI (Jenkins, GitLab, GitHub Actions): a test "
-        "case per threshold and per cycle; its folder must exist (checked before the run)",
-    )
+        THRESHOLDS,
+        table.BY_HAND,
+        "a file the judged run is written to (rig.parent.junit)",
+        kwargs=dict(
+            metavar="FILE",
+            help="also write what was judged as JUnit XML for CI (Jenkins, GitLab, GitHub Actions): a test "
+            "case per threshold and per cycle; its folder must exist (checked before the run)",
+        ),
+    ),
+)
 
 
-OVERRIDES = {  # config key -> option dest (a subcommand without the option leaves the key alone)
-    "runtime": "runtime",
-    "engine": "engine",
-    "model": "model",
-    "model_repository": "model_repository",
-    "model_size": "model_size",
-    "instances": "instances",
-    "max_batch_size": "max_batch_size",
-    "dynamic_batching": "dynamic_batching",
-    "queue_delay_us": "queue_delay_us",
-    "fault": "fault",
-    "execute_delay_ms": "execute_delay_ms",
-    "cycles": "cycles",
-    "requests": "requests",
-    "requests_in_flight": "requests_in_flight",
-    "retain": "retain",
-    "scenario": "scenario",
-    "control": "control",
-    "model_shape": "model_shape",
-    "exit_timeout": "exit_timeout",
-    "stop_strategy": "stop_strategy",
-    "restart": "restart",
-    "startup_timeout": "startup_timeout",
-    "request_timeout": "request_timeout",
-    "results": "results",
-    "node": "node",
-    "input_data": "input_data",
-    "input_memory": "input_memory",
-    "shapes": "shape",
-    "workload.master": "locust_master",
-    "workload.name": "workload",
-    "workload.seconds": "workload_seconds",
-    "workload.users": "users",
-    "workload.in_flight": "in_flight",
-    "workload.arrivals": "arrivals",
-    "workload.window_seconds": "window_seconds",
-    "workload.seed": "seed",
-    "workload.web_port": "locust_web_port",
-    "thresholds.max_stop_latency_s": "max_stop_latency",
-    "thresholds.min_finalize_success": "min_finalize_success",
-    "thresholds.allow_leaks": "allow_leaks",
-    "thresholds.allow_outcomes": "allow_outcomes",
-    "thresholds.max_memory_growth": "max_memory_growth",
-    "thresholds.max_slowdown": "max_slowdown",
-    "memory_samples": "memory_samples",
-    "server_stats": "server_stats",
-}
+def add_run_options(
+    p: argparse.ArgumentParser,
+    command: str,
+    *,
+    groups: tuple[str, ...] = GROUPS,
+    titles: dict[str, str] | None = None,
+    changed: dict[str, dict] | None = None,
+) -> list[argparse.Action]:
+    """The run options ``rig COMMAND`` offers (the table's and ``FLAGS``), each group of ``groups``
+    under its title (or ``titles``'); ``changed``: argparse's arguments a command gives an option of
+    the table its own way (its help, its type), by key. The actions added, in order."""
+    added = []
+    for group in groups:
+        g = p.add_argument_group((titles or {}).get(group, group))
+        mine = [f for f in FLAGS if f.group == group and command in f.commands]
+        added += [g.add_argument(f.flag, **f.kwargs) for f in mine if f.first]
+        for e in table.entries():
+            if e.option.group == group and e.flag is not None and command in e.option.commands:
+                added.append(add_option(g, e.key, **(changed or {}).get(e.key, {})))
+        added += [g.add_argument(f.flag, **f.kwargs) for f in mine if not f.first]
+    return added
+
+
+def add_option(g, key: str, **changed) -> argparse.Action:
+    """The table's option ``key`` on the command line: its flag, its choices or type, its help with
+    its default (unless the help says it), nothing set unless given (``overrides``); ``changed``:
+    argparse's arguments where a command gives the option its own (a help, a type, a default)."""
+    e = table.entry(key)
+    o = e.option
+    kwargs: dict[str, typing.Any] = {"help": o.help}
+    words = VOCABULARIES[o.choices] if isinstance(o.choices, str) else o.choices
+    if o.words is not None:
+        kwargs["choices"] = o.words
+    elif words is not None and o.listed:
+        kwargs["help"] = f"{o.help}: {', '.join(words)}"
+    elif words is not None or typing.get_origin(e.type) is typing.Literal:
+        kwargs["choices"] = words or typing.get_args(e.type)
+    elif e.type is bool:
+        kwargs.update(action="store_true", default=None)
+    elif tuple[str, ...] in typing.get_args(e.type):
+        kwargs["action"] = "append"
+    elif o.parse is None:
+        kwargs["type"] = next((t for t in (int, float) if t in (e.type, *typing.get_args(e.type))), None)
+    if o.metavar is not None:
+        kwargs["metavar"] = o.metavar
+    kwargs.update(changed)
+    shown = e.shown() if "default" not in changed else dataclasses.replace(e, default=changed["default"]).shown()
+    kwargs["help"] = _with_default(kwargs["help"], shown)
+    if kwargs.get("type") is None:
+        kwargs.pop("type", None)
+    return g.add_argument(e.flag, **kwargs)
+
+
+def _with_default(text: str | None, shown: str | None) -> str | None:
+    """The help, with ``(default SHOWN)`` where it does not say its default itself."""
+    if text is not None:
+        text = text.replace("%", "%%")
+    if shown is None or "default" in (text or ""):
+        return text
+    return f"{text} (default {shown})" if text else f"(default {shown})"
+
+
+def dests(command: str) -> list[str]:
+    """The names argparse keeps the run options of ``rig COMMAND`` under."""
+    return [e.dest for e in table.entries() if e.dest and command in e.option.commands] + [
+        f.flag[2:].replace("-", "_") for f in FLAGS if command in f.commands
+    ]
+
+
+# config key -> option dest (a subcommand without the option leaves the key alone): the table's
+OVERRIDES = {e.key: e.dest for e in table.entries() if e.dest is not None}
 # Options that shape a workload: without one (--workload none, the default) they cannot apply.
-WORKLOAD_ONLY = (
-    "workload_seconds",
-    "users",
-    "in_flight",
-    "arrivals",
-    "window_seconds",
-    "seed",
-    "locust_web_port",
-    "server_stats",
-)  # --server-stats: read as each (stored) window closes
+WORKLOAD_ONLY = tuple(e.dest for e in table.entries() if e.dest and e.option.needs == "workload")
 
 
 def overrides(a: argparse.Namespace) -> dict:
-    """The options given, as the config keys they override (None: not given)."""
-    out = {key: getattr(a, dest, None) for key, dest in OVERRIDES.items()}
-    out["workload.rate"] = one_rate(getattr(a, "rate", None))
-    for key in ("memory_samples", "server_stats"):  # on | off
-        if out[key] is not None:
-            out[key] = out[key] == "on"
-    return out
-
-
-def one_rate(rate: str | None) -> float | None:
-    if rate is None:
-        return None
-    try:
-        return float(rate)
-    except ValueError:
-        raise RigError(
-            f"--rate is one number of arrivals per second (got {rate!r}); lists are for `rig bench --rates`"
-        ) from None
+    """The options given, as the config keys they override (None: not given), each word given made
+    its value (``Entry.given``: on/off, a rate)."""
+    return {key: table.entry(key).given(getattr(a, dest, None)) for key, dest in OVERRIDES.items()}
 
 
 def _open_loop(cfg):
@@ -296,7 +177,7 @@ def run_config(args):
     if getattr(args, "resume", None):
         kept = [
             option(d)
-            for d in (*OVERRIDES.values(), "rate")
+            for d in OVERRIDES.values()
             if d not in ("cycles", "results") and getattr(args, d, None) is not None
         ] + (["--config"] if args.config else [])
         if kept:
@@ -355,16 +236,8 @@ def gpu_of(cfg) -> int:
     return int(device) if kind == "gpu" and device.isdigit() else 0
 
 
-TEMPLATE_ONLY = (
-    "model",
-    "model_size",
-    "instances",
-    "max_batch_size",
-    "dynamic_batching",
-    "queue_delay_us",
-    "fault",
-    "execute_delay_ms",
-)
+# Options that shape the rig's template model: with --model-repository they cannot apply.
+TEMPLATE_ONLY = tuple(e.dest for e in table.entries() if e.dest and e.option.needs == "template")
 
 
 def refuse_inapplicable(args, cfg) -> None:
@@ -450,7 +323,6 @@ class Parser(argparse.ArgumentParser):
 def soak_parser() -> argparse.ArgumentParser:
     """The options of ``rig soak`` that a run's configuration is read from (``run_config``)."""
     p = Parser(prog="rig soak")
-    add_target_options(p)
-    add_cycle_options(p, "cycles to run")
+    add_run_options(p, "soak")
     p.set_defaults(command="soak")
     return p

@@ -13,9 +13,9 @@ from pathlib import Path
 import pandas as pd
 
 from helpers import ROOT, cycle_row
-from rig.analysis import conformance as cf
-from rig.analysis import conformance_html as cfh
-from rig.analysis import conformance_text as cft
+from rig.analysis.conformance import table as cf
+from rig.analysis.conformance import html as cfh
+from rig.analysis.conformance import text as cft
 from rig.analysis import matrix as M
 from rig.cli import main
 from rig.contract import server_stats as ss

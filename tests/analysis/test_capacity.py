@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rig.common import hdr
-from rig.analysis import capacity, capacity_fleet, capacity_sweep, capacity_tags, capacity_text
+from rig.analysis.capacity import plan as capacity, fleet as capacity_fleet, sweep as capacity_sweep, tags as capacity_tags, text as capacity_text
 from rig.cli import main
 from rig.store import Store
 from rig.contract.rows import RunRow, window_row
@@ -596,7 +596,7 @@ def test_an_interval_for_one_run_wider_than_a_factor_of_two_covers_nothing():
     got = capacity_fleet.coverage([row])
     assert (got["throughput"]["inside_run"], got["throughput"]["wide"], got["throughput"]["missed"]) == (0, 1, ["X"])
     assert (got["p99"]["inside_run"], got["p99"]["wide"], got["p99"]["missed"]) == (1, 0, [])
-    assert "which spans 3.0x (too wide to plan on: not covered)" in capacity_text._inside(False, True, 3.0)
+    assert "which spans 3.0x (too wide to plan on: not covered)" in capacity_text.inside(False, True, 3.0)
 
 
 def test_a_target_whose_interval_spans_more_than_a_factor_of_two_asks_for_more_measurement(tmp_path):

@@ -1,4 +1,4 @@
-"""The conformance table (rig.analysis.conformance): cells judged against the known verdicts,
+"""The conformance table (rig.analysis.conformance.table): cells judged against the known verdicts,
 "changed in" across cores in numeric version order, findings; its grids in Markdown and HTML;
 `rig report --conformance`; the report page's section in a real headless Chromium; and the
 published pages, docs/conformance.md and one page per API and shape under docs/conformance/,
@@ -23,11 +23,11 @@ import pandas as pd
 import pytest
 
 from helpers import ROOT
-from rig.analysis import conformance as cf
-from rig.analysis import conformance_changes as cfc
-from rig.analysis import conformance_findings as cff
-from rig.analysis import conformance_html as cfh
-from rig.analysis import conformance_text as cft
+from rig.analysis.conformance import table as cf
+from rig.analysis.conformance import changes as cfc
+from rig.analysis.conformance import findings as cff
+from rig.analysis.conformance import html as cfh
+from rig.analysis.conformance import text as cft
 from rig.cli import main
 
 FIXTURE = ROOT / "tests" / "data" / "conformance" / "store"
@@ -283,7 +283,7 @@ def test_the_grid_spans_cores_or_shapes():
 
 
 def test_the_report_section_only_across_cores_or_shapes():
-    from rig.analysis import report, report_html
+    from rig.analysis.report import page as report, html as report_html
 
     assert report.conformance_section(_frame(_cycles("finalize-raises", "2.51.0"))) is None
     s = report.conformance_section(_frame(_cycles("finalize-raises", "2.51.0"), _cycles("finalize-raises", "2.48.0")))

@@ -1,4 +1,4 @@
-"""The upgrade question (rig.analysis.conformance_diff, `rig report --conformance R --from A --to B`):
+"""The upgrade question (rig.analysis.conformance.diff, `rig report --conformance R --from A --to B`):
 only the cells that differ between two cores, where each first changed and which releases of that
 gap were not run, the cells run on one side only, names said back as Triton versions, one-line
 errors; over the real kept store (docs/conformance/store: 34 cores, both APIs) and small cycles
@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from helpers import ROOT
-from rig.analysis import conformance as cf
-from rig.analysis import conformance_diff as cd
-from rig.analysis import conformance_diff_text as cdt
+from rig.analysis.conformance import table as cf
+from rig.analysis.conformance import diff as cd
+from rig.analysis.conformance import diff_text as cdt
 from rig.cli import main
 from rig.common.errors import RigError
 
@@ -241,7 +241,7 @@ def test_a_version_the_store_does_not_hold_is_one_line_through_the_real_command(
 
 @pytest.mark.slow  # a whole report
 def test_the_report_page_has_the_upgrade_section_by_default_and_as_asked(tmp_path):
-    from rig.analysis import report
+    from rig.analysis.report import page as report
 
     data = report.load(str(FIXTURE))
     md, page = report.build(data)  # three cores: from the oldest to the newest by default

@@ -227,7 +227,7 @@ def test_where_outcome_matches_an_older_cycles_upgraded_verdict(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from rig.analysis import report as rp
+    from rig.analysis.report import page as rp
     from rig.store import arrow_schema
 
     old = arrow_schema(CycleRow)
@@ -313,7 +313,7 @@ def test_growth_section_tables_the_verdicts_and_draws_memory_and_latency(capsys,
 
 
 def test_growth_section_picks_cycles_and_reads_each_process(tmp_path):
-    from rig.analysis import report_growth as rg
+    from rig.analysis.report import growth as rg
 
     root = write_growth(tmp_path / "results", cycles=3)
     cycles = Store(root).read("cycles")

@@ -1,4 +1,4 @@
-"""`rig report`'s scenario tables (rig.analysis.report_scenarios) over hand-built cycles: a row
+"""`rig report`'s scenario tables (rig.analysis.report.scenarios) over hand-built cycles: a row
 per scenario, control, Triton version and engine; slopes per cycle in the order the cycles ran;
 every cell a figure or a mark that says why not, with its footnote; both renderings."""
 
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from helpers import cycle_row
 
-from rig.analysis import report_html, report_scenarios as rs
+from rig.analysis.report import html as report_html, scenarios as rs
 
 MiB = 1 << 20
 

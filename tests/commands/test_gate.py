@@ -142,7 +142,7 @@ def test_where_takes_several_values_as_report_and_capacity_do():
 def test_gate_keeps_the_cycles_report_keeps_for_one_where(real_results, tmp_path, capsys):
     """One ``--where`` (rig.store.where): ``run_id=X,Y`` keeps the same cycles in the gate as in
     the report, read from the same real store."""
-    from rig.analysis import report
+    from rig.analysis.report import page as report
     from rig.commands import gate_sides
 
     root, a, b = str(real_results["root"]), real_results["none_a"], real_results["keep"]

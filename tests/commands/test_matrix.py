@@ -544,7 +544,7 @@ def test_scenarios_and_their_controls_into_one_store_and_the_report_tables_them(
     assert [r[-1] for r in verdicts] == ["server#8755", "the rig's own control", "the rig's own control"]
     assert [r[10] for r in verdicts] == ["0/2", "2/2", "2/2"]  # finalize before stop
     assert all(r[3] == "0" and r[4] == "0" for r in left)  # no stub killed, no shared memory left
-    from rig.analysis.report_scenarios import LEFT
+    from rig.analysis.report.scenarios import LEFT
     slopes = LEFT.index("worker RSS B/cycle")
     assert all(r[slopes:slopes + 3] == ["n<3"] * 3 for r in left)  # worker RSS, /dev/shm, stub RSS: two cycles each
     assert all(r[LEFT.index("ready after load")] == "2/2" for r in left)

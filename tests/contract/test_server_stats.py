@@ -247,7 +247,7 @@ def _old_windows_file(tmp_path, rows):
 
 
 def test_a_store_written_before_schema_14_still_reads_and_reports(tmp_path):
-    from rig.analysis import report, report_server
+    from rig.analysis.report import page as report, server as report_server
     from rig.store import Store
 
     old = [window_row("r0", "capi", "numpy", {"cycle": 1, "window": i, "requests": 100, "throughput": 100.0,

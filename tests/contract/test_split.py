@@ -136,7 +136,7 @@ def _write_old(tmp_path, rows, schema_version: int):
 
 
 def test_the_report_says_not_split_and_an_older_store_still_reads(tmp_path):
-    from rig.analysis import report, report_server
+    from rig.analysis.report import page as report, server as report_server
     from rig.store import Store
 
     def rows(run, why=None, **kw):

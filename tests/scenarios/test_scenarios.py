@@ -12,7 +12,7 @@ from helpers import cycle_row, cycles, rig
 from rig.parent import config
 from rig.scenarios import catalog as scenarios
 from rig.scenarios import setup as scenario_setup
-from rig.analysis import report_scenarios
+from rig.analysis.report import scenarios as report_scenarios
 from rig.common.errors import RigError
 from rig.parent.repository import FAULTS
 
@@ -139,7 +139,7 @@ def test_an_intermittent_cell_is_recorded_with_every_verdict_and_either_is_as_kn
     cycles gave (``exit_timeout|clean``); a cycle giving any one of them is as known, another is a
     finding, in the matrix's judgement and in the grid alike."""
     from rig.scenarios import known
-    from rig.analysis import conformance as cf
+    from rig.analysis.conformance import table as cf
     from rig.analysis.matrix import judge_scenario
     from rig.store import Store
 

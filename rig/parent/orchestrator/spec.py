@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from rig.contract import option_table
 from rig.contract.spec import IN_FLIGHT, ClosedLoop, CycleSpec, OpenLoop
 from rig.parent.options import input_memory
 from rig.parent.orchestrator.prepare import Prepared, check_run_inputs
@@ -34,14 +35,7 @@ def run_spec(p: Prepared) -> CycleSpec:
         model_repository=os.path.abspath(p.repository),
         models=tuple(p.models),
         model_label=p.model_label,
-        requests=c.requests,
-        requests_in_flight=c.requests_in_flight,
-        retain=c.retain,
-        exit_timeout=c.exit_timeout,
-        stop_strategy=c.stop_strategy,
-        restart=c.restart,
-        startup_timeout=c.startup_timeout,
-        request_timeout=c.request_timeout,
+        **option_table.to_spec(c),  # the options a worker takes as they are (the table's ``spec``)
         evidence_dir=str(work / "evidence"),
         log_dir=str(work / "logs"),
         cycles=(),
@@ -50,16 +44,10 @@ def run_spec(p: Prepared) -> CycleSpec:
         check=c.model_size if not c.model_repository else 0,
         check_exact=check_exact(c),
         cwd=os.getcwd(),
-        input_data=c.input_data,
         shapes={name: tuple(dims) for name, dims in p.inputs["shapes"].items()},
         optional_inputs={model: tuple(names) for model, names in p.inputs["optional"].items()},
-        client=c.client,
         in_flight_at_stop=scenarios.get(c.scenario).in_flight if c.scenario else IN_FLIGHT,
         quiet=_quiet_phases(c),
-        max_memory_growth=c.thresholds.max_memory_growth,
-        max_slowdown=c.thresholds.max_slowdown,
-        sample_memory=c.memory_samples,
-        server_stats=c.server_stats,
         input_memory=input_memory(c),
     )
 
@@ -80,10 +68,10 @@ def _quiet_phases(config) -> tuple[str, ...]:
 
 def _workload(c) -> ClosedLoop | OpenLoop | None:
     """The run's load as the worker runs it: open loop where it has a rate, closed otherwise; None
-    for a fixed count of requests."""
-    w = c.workload
-    if w.name == "none":
+    for a fixed count of requests. Each takes the options the table hands its fields
+    (``spec="workload.NAME"``)."""
+    if c.workload.name == "none":
         return None
-    if w.rate:
-        return OpenLoop(w.rate, w.arrivals, w.seed, w.seconds, w.window_seconds)
-    return ClosedLoop(w.name, w.seconds, w.users, w.in_flight, w.window_seconds, w.web_port, w.master, c.node)
+    kind = OpenLoop if c.workload.rate else ClosedLoop
+    values = option_table.to_spec(c, "workload")
+    return kind(**{f.name: values[f.name] for f in dataclasses.fields(kind) if f.name in values})

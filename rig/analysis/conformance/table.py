@@ -21,7 +21,7 @@ before it.
 
 ``build`` makes the table from a cycles frame (``Store.read("cycles")``); ``findings`` lists the
 cells that differ from the known verdicts (for ``rig gate`` and ``rig matrix``);
-``rig.analysis.conformance_text`` renders one compact grid per API and shape (rows: scenarios, columns: cores, each
+``rig.analysis.conformance.text`` renders one compact grid per API and shape (rows: scenarios, columns: cores, each
 cell what its cycles did in words, coloured by its health, marked where it differs from the known
 verdicts, linked to its figures in a table below the grid; a batched shape's figures also the batch
 sizes Triton formed, from the cycles' windows). Pure: no Triton, no store (``not_exact`` reads a
@@ -32,14 +32,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 import statistics
 from collections import Counter
 from pathlib import Path
 
-from rig.analysis.conformance_batches import _cell_batches, cycle_batches
-from rig.analysis.conformance_changes import changed_in
-from rig.analysis.conformance_order import UNBATCHED, cell_order, engine_order, scenario_order, shape_order
+from rig.analysis.conformance.batches import cell_batches, cycle_batches
+from rig.analysis.conformance.cells import Cell, Verdicts
+from rig.analysis.conformance.changes import changed_in
+from rig.analysis.conformance.order import UNBATCHED, cell_order, engine_order, scenario_order, shape_order
 from rig.analysis.matrix import growth_held
 from rig.analysis.release_order import SPAN, between, dated, releases, version_key  # noqa: F401  (re-exported)
 from rig.analysis.verdict import records
@@ -104,55 +104,6 @@ EXIT_ABORT_WORDS = "stub aborted at exit"  # beside a verdict that is not aborte
 HEALTHY, UNHEALTHY, INTERMITTENT_HEALTH = "healthy", "unhealthy", "intermittent"
 HEALTH = (HEALTHY, UNHEALTHY, INTERMITTENT_HEALTH)
 
-Verdicts = tuple[str, str, str]  # lifecycle, load, growth
-
-
-@dataclasses.dataclass(frozen=True)
-class Cell:
-    """One scenario (or its control) on one core, through one API, in one model shape."""
-
-    engine: str
-    shape: str
-    scenario: str
-    control: bool
-    triton_version: str
-    cycles: int
-    lifecycle: dict  # verdict -> cycles
-    load: dict
-    growth: dict  # cycles that recorded a growth verdict only
-    verdicts: Verdicts  # the verdicts most cycles gave (load none: not_measured; growth none: ok)
-    agreeing: int  # cycles that gave ``verdicts``
-    known: Verdicts | None  # the verdicts known for the cell (None: nothing known)
-    judgement: str  # AS_KNOWN | FINDING | UNJUDGED
-    differing: int  # cycles whose verdicts differ from the known ones
-    stop_p50: float | None
-    finalize_before: int
-    finalize_expected: int
-    finalize_after: int
-    run_ids: tuple[str, ...]
-    got: dict = dataclasses.field(default_factory=dict)  # "lifecycle / load / growth" -> cycles
-    # the batch sizes Triton formed over its cycles' windows ({size: executions}); None: not measured
-    batches: dict | None = None
-    # what the server and the model answered to "ready?" once a stub was dead (ready-stub-dead), as
-    # most of its cycles answered: "server ready, model ready"; None: not asked
-    probed: str | None = None
-    # cycles in which a backend stub aborted at exit (``stub_exit_aborts`` > 0; null in older files):
-    # every aborted_at_exit cycle, and one that kept another verdict (exit_timeout, finalize_error)
-    exit_aborts: int = 0
-
-    @property
-    def key(self) -> tuple[str, str, str, bool, str]:
-        return self.engine, self.shape, self.scenario, self.control, self.triton_version
-
-    @property
-    def anchor(self) -> str:
-        """The id of the cell's row in its figures table (the grid's link points to it)."""
-        return anchor(*self.key)
-
-    @property
-    def label(self) -> str:
-        return row_label(self.scenario, self.control)
-
 
 @dataclasses.dataclass(frozen=True)
 class Grid:
@@ -208,15 +159,6 @@ def batched_runs(frame) -> list[str]:
             if name and name == name and name != "baseline" and is_batched(shape_of(sh))
         }
     )
-
-
-def row_label(scenario: str, control: bool) -> str:
-    return scenario + (" (control)" if control else "")
-
-
-def anchor(engine: str, shape: str, scenario: str, control: bool, version: str) -> str:
-    text = f"cf-{engine}-{shape}-{scenario}{'-control' if control else ''}-{version}"
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 def is_healthy(verdicts: Verdicts) -> bool:
@@ -345,7 +287,7 @@ def _cell(key, rows: list[dict], known: dict, by_cycle: dict) -> Cell:
         total("finalize_after_stop"),
         tuple(sorted({str(r["run_id"]) for r in rows if r.get("run_id") is not None})),
         {" / ".join(v): n for v, n in sorted(Counter(verdicts).items())},
-        _cell_batches(rows, by_cycle),
+        cell_batches(rows, by_cycle),
         _probed(rows),
         sum(map(_aborted_at_exit, rows)),
     )

@@ -19,12 +19,12 @@ import pandas as pd
 
 from rig.analysis import stats
 from rig.analysis.matrix import growth_held
-from rig.analysis.report_html import Section, Table
+from rig.analysis.report.html import Section, Table
 from rig.scenarios import catalog as scenarios
 from rig.scenarios.known import holds
 
 KEYS = ["scenario", "control", "shape", "triton_version", "engine"]
-# The cycles' columns the tables read (rig.analysis.report reads them beside its own).
+# The cycles' columns the tables read (rig.analysis.report.page reads them beside its own).
 COLUMNS = [
     "scenario",
     "control",

@@ -19,8 +19,8 @@ import math
 import pandas as pd
 
 from rig.analysis import tail
-from rig.analysis.capacity_sweep import GROUP, NODE, Sweep, measured_windows, norm_key, repeats
-from rig.analysis.capacity_tags import node_title
+from rig.analysis.capacity.sweep import GROUP, NODE, Sweep, measured_windows, norm_key, repeats
+from rig.analysis.capacity.tags import node_title
 from rig.common import hdr
 
 DEFAULT_HEADROOM = 0.3

@@ -14,20 +14,17 @@ import dataclasses
 
 import pandas as pd
 
-from rig.analysis import (
-    conformance,
-    conformance_changes,
-    conformance_diff,
-    conformance_diff_text,
-    conformance_html,
-    plots,
-    report_growth,
-    report_scenarios,
-    report_server,
-)
-from rig.analysis import report_differences as differences
-from rig.analysis import report_html as rh
-from rig.analysis import report_parts as parts
+from rig.analysis import plots
+from rig.analysis.conformance import changes as conformance_changes
+from rig.analysis.conformance import diff as conformance_diff
+from rig.analysis.conformance import diff_text as conformance_diff_text
+from rig.analysis.conformance import html as conformance_html
+from rig.analysis.conformance import table as conformance
+from rig.analysis.report import differences, parts
+from rig.analysis.report import growth as report_growth
+from rig.analysis.report import html as rh
+from rig.analysis.report import scenarios as report_scenarios
+from rig.analysis.report import server as report_server
 from rig.common.errors import RigError
 from rig.common.text import redact
 from rig.contract.rows import CycleRow
@@ -317,7 +314,7 @@ def bisects_of(root: str | None) -> tuple[dict, ...]:
 def conformance_section(
     cycles: pd.DataFrame, windows: pd.DataFrame | None = None, root: str | None = None
 ) -> rh.Section | None:
-    """The conformance grid (``rig.analysis.conformance``) where the scenario cycles come from more
+    """The conformance grid (``rig.analysis.conformance.table``) where the scenario cycles come from more
     than one core or model shape (``windows``: for the batch sizes its batched cells formed); in
     the Markdown summary, a line that points to it."""
     if not conformance.spans_cores_or_shapes(cycles):
@@ -336,7 +333,7 @@ def conformance_section(
 
 
 def upgrade_section(cycles: pd.DataFrame, root: str, asked: dict | None = None) -> rh.Section | None:
-    """The upgrade question (``rig.analysis.conformance_diff``) as asked (``--from``/``--to``), else,
+    """The upgrade question (``rig.analysis.conformance.diff``) as asked (``--from``/``--to``), else,
     where the scenario cycles span several cores, from the oldest of them to the newest."""
     if asked is None and not conformance.spans_cores_or_shapes(cycles):
         return None

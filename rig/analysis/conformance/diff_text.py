@@ -1,4 +1,4 @@
-"""The upgrade question in words (``rig.analysis.conformance_diff`` computes it): where each row
+"""The upgrade question in words (``rig.analysis.conformance.diff`` computes it): where each row
 changed, its verdicts, the evidence, as Markdown (``rig report --conformance R --from A --to B``) and
 as an HTML section (the report's page). Pure."""
 
@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import html
 
-from rig.analysis import conformance
-from rig.analysis.conformance import API_NAMES, Cell
-from rig.analysis.conformance_diff import FIRST, FROM, TO, Api, Row, Upgrade
-from rig.analysis.conformance_text import upstream
+from rig.analysis.conformance import table as conformance
+from rig.analysis.conformance.cells import Cell
+from rig.analysis.conformance.diff import FIRST, FROM, TO, Api, Row, Upgrade
+from rig.analysis.conformance.table import API_NAMES
+from rig.analysis.conformance.text import upstream
 from rig.common.text import md_cell
 from rig.contract.ngc import PYTRITON_CORE
 from rig.contract.verdicts import NOT_MEASURED

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rig.analysis.report_html import Section, Table
-from rig.analysis.report_parts import _points
+from rig.analysis.report.html import Section, Table
+from rig.analysis.report.parts import load_points
 from rig.contract import server_stats
 
 # what the section reads of the windows, besides the points'
@@ -26,7 +26,7 @@ def server_section(windows: pd.DataFrame, keys: list[str]) -> Section | None:
         return None
     w = windows[windows["server_success"].notna()]
     w = w.assign(
-        point=_points(w),
+        point=load_points(w),
         _client_ns=pd.to_numeric(w["mean_us"], errors="coerce") * 1000 * pd.to_numeric(w["requests"], errors="coerce"),
         _client_n=pd.to_numeric(w["requests"], errors="coerce").where(w["mean_us"].notna()),
         _why=_why(w),

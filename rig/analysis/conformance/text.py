@@ -1,4 +1,4 @@
-"""The conformance table as text (``rig.analysis.conformance`` builds it): the legend, each
+"""The conformance table as text (``rig.analysis.conformance.table`` builds it): the legend, each
 grid with its cells linked to its cells' figures (a batched shape's with the batch sizes Triton
 formed), the rows' descriptions, where a shape moved a verdict; as Markdown (``rig report
 --conformance``, the published pages under docs/conformance) and as an HTML fragment (the report's
@@ -16,7 +16,25 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from rig.analysis.conformance import (
+from rig.analysis.conformance.cells import Cell, row_label
+from rig.analysis.conformance.changes import shape_moves
+from rig.analysis.conformance.figures import (
+    BATCH_NOTE,
+    BATCHES,
+    FINDING_MARK,
+    PAGE_FIGURES,
+    UNJUDGED_MARK,
+    figure_head,
+    figure_rows,
+    page_anchor,
+    page_figure_rows,
+    what,
+)
+from rig.analysis.conformance.figures import (
+    batches_text as batches_text,  # its callers read it here
+)
+from rig.analysis.conformance.order import scenario_order
+from rig.analysis.conformance.table import (
     API_NAMES,
     EXIT_ABORT_WORDS,
     FINDING,
@@ -31,32 +49,13 @@ from rig.analysis.conformance import (
     SPAN,
     UNHEALTHY,
     UNJUDGED,
-    Cell,
     Conformance,
     Grid,
     health,
     is_batched,
     not_exact,
-    row_label,
     version_key,
 )
-from rig.analysis.conformance_changes import shape_moves
-from rig.analysis.conformance_figures import (
-    BATCH_NOTE,
-    BATCHES,
-    FINDING_MARK,
-    PAGE_FIGURES,
-    UNJUDGED_MARK,
-    _figure_head,
-    _figure_rows,
-    _page_figure_rows,
-    page_anchor,
-    what,
-)
-from rig.analysis.conformance_figures import (
-    batches_text as batches_text,  # its callers read it here
-)
-from rig.analysis.conformance_order import scenario_order
 from rig.common.text import md_cell
 from rig.contract.verdicts import NOT_MEASURED
 from rig.scenarios import catalog as scenarios
@@ -339,10 +338,10 @@ def figures_markdown(g: Grid, page: bool = False) -> list[str]:
     head = (
         ([*PAGE_FIGURES[:2], BATCHES, *PAGE_FIGURES[2:]] if is_batched(g.shape) else PAGE_FIGURES)
         if page
-        else _figure_head(g)
+        else figure_head(g)
     )
     lines = [f"**Figures: {grid_title(g)}**", "", _md_row(head), "|" + " --- |" * len(head)]
-    rows = _page_figure_rows(g) if page else [([aid], cols) for aid, cols in _figure_rows(g)]
+    rows = page_figure_rows(g) if page else [([aid], cols) for aid, cols in figure_rows(g)]
     for ids, cols in rows:
         lines.append(
             _md_row(["".join(f'<a id="{aid}"></a>' for aid in ids) + _md(cols[0]), *(_md(x) for x in cols[1:])])

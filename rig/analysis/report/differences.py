@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 
 from rig.analysis import frames, plots, stats
-from rig.analysis.report_html import Figure, Section, Table, cell
-from rig.analysis.report_parts import _finalized, _groups, _label, _pct
+from rig.analysis.report.html import Figure, Section, Table, cell
+from rig.analysis.report.parts import finalized, groups, label, pct
 
 ALPHA = 0.05
 MIN_EFFECT_PCT = 5.0  # a significant change smaller than this (in %) is not named: noise of a busy machine
@@ -47,15 +47,15 @@ def _test_rows(b: pd.DataFrame, o: pd.DataFrame, bm: dict, om: dict) -> list[dic
     """The baseline's cycles ``b`` and measures ``bm`` against another's (``o``, ``om``)."""
     rows = []
     if len(b) and len(o):
-        be, bok = _finalized(b)
-        oe, ook = _finalized(o)
+        be, bok = finalized(b)
+        oe, ook = finalized(o)
         if be.sum() and oe.sum():
             rb, ro = bok.sum() / be.sum(), ook.sum() / oe.sum()
             rows.append(
                 {
                     "metric": "finalize success",
-                    "baseline": _pct(rb),
-                    "other": _pct(ro),
+                    "baseline": pct(rb),
+                    "other": pct(ro),
                     "change": f"{100 * (ro - rb):+.0f} points",
                     "estimate": 100 * (ro - rb),
                     "lo": np.nan,
@@ -136,7 +136,7 @@ def differences_section(cycles, pts: dict, keys, axis, base) -> Section:
             by_side.setdefault((str(name[0]), tuple(name[1 : len(keys)])), []).append(g)
     c_all = cycles.assign(_axis=cycles[axis].astype("string"))
     rows = []
-    for rk, c_rest in _groups(c_all, rest):
+    for rk, c_rest in groups(c_all, rest):
         rt = rk if isinstance(rk, tuple) else (rk,)
         mine = {a: gs for (a, r), gs in by_side.items() if len(r) == len(rest) and all(x == y for x, y in zip(r, rt))}
         c_by = dict(tuple(c_rest.groupby("_axis", sort=False)))
@@ -147,7 +147,7 @@ def differences_section(cycles, pts: dict, keys, axis, base) -> Section:
             oc = c_by.get(other, c_rest.iloc[:0])
             runs = min(bc["run_id"].nunique() if len(bc) else 0, oc["run_id"].nunique() if len(oc) else 0)
             for r in _test_rows(bc, oc, bm, _measures(oc, pts, mine.get(other, []))):
-                r.update({"scope": _label(rest, rk) if rest else "", axis: other, "_runs": runs})
+                r.update({"scope": label(rest, rk) if rest else "", axis: other, "_runs": runs})
                 rows.append(r)
     sec = Section("Differences from the baseline")
     if not rows:

@@ -19,11 +19,11 @@ import numpy as np
 import pandas as pd
 
 from rig.analysis import plots
-from rig.analysis.report_html import Figure, Section, Table
+from rig.analysis.report.html import Figure, Section, Table
 from rig.common import trends
 
 TITLE = "Growth and slowdown"
-# The cycles' columns the section reads (rig.analysis.report reads them beside its own).
+# The cycles' columns the section reads (rig.analysis.report.page reads them beside its own).
 COLUMNS = [
     "run_id",
     "cycle",

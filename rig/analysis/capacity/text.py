@@ -1,13 +1,13 @@
 """`rig capacity`'s text: a fitted model's answer per target (nodes with an interval, the model
-that gave them) and a fleet check's predicted-against-measured lines (``rig.analysis.capacity``
+that gave them) and a fleet check's predicted-against-measured lines (``rig.analysis.capacity.plan``
 computes them)."""
 
 from __future__ import annotations
 
 import math
 
-from rig.analysis.capacity import capacity_of, nodes
-from rig.analysis.capacity_tags import HELD_TEXT, share_text
+from rig.analysis.capacity.plan import capacity_of, nodes
+from rig.analysis.capacity.tags import HELD_TEXT, share_text
 
 
 def _f(v, fmt="{:,.0f}") -> str:
@@ -98,7 +98,7 @@ def format_model(m: dict, targets: list[float], headroom: float, law: dict | Non
 def _expect_line(m: dict, load: int, nodes: int) -> str:
     """What such a fleet should measure: the estimate with its interval, and where one run may land
     (the interval ``--check`` covers a fleet with), for throughput and p99."""
-    from rig.analysis.capacity_fleet import WIDE, expected
+    from rig.analysis.capacity.fleet import WIDE, expected
 
     e = expected(m, load, nodes)
     lo, hi = e["p99_pi"] or (None, None)
@@ -126,7 +126,7 @@ def _efficiency_lines(law: dict | None, neighbour: str | None) -> list[str]:
         "    fleets measured over predicted (nodes sharing nothing would read 1): "
         + ", ".join(f"{eff[n]:.2f} at {n} node(s)" for n in counts)
     ]
-    from rig.analysis.capacity_fleet import NEAR
+    from rig.analysis.capacity.fleet import NEAR
 
     first, last = eff[counts[0]], eff[counts[-1]]
     if len(counts) > 1 and last > first * (1 + NEAR):
@@ -318,7 +318,7 @@ def format_check(checked: list[dict], p99_ms: float) -> str:
             f"    p99: measured {_f(c['p99_us'])} us; predicted "
             f"{_ci_pi(c['predicted_p99_us'], c['predicted_p99_ci'], c.get('predicted_p99_pi'))} us "
             f"at that load ({c['predicted_p99_how']}; error {_pct(c['error_p99_pct'])})"
-            f"{_inside(c['p99_inside'], c.get('p99_inside_run'), c.get('p99_run_span'))}; "
+            f"{inside(c['p99_inside'], c.get('p99_inside_run'), c.get('p99_run_span'))}; "
             "the bound "
             f"{'met' if c['within_bound'] else 'NOT met'}"
         )
@@ -328,10 +328,10 @@ def format_check(checked: list[dict], p99_ms: float) -> str:
     return "\n".join(out)
 
 
-def _inside(v, run=None, span=None) -> str:
+def inside(v, run=None, span=None) -> str:
     """Where a measured figure fell: the estimate's interval (``v``), the interval for one run
     (``run``; ``span``: its high end over its low end, named where it is too wide to plan on)."""
-    from rig.analysis.capacity_fleet import WIDE
+    from rig.analysis.capacity.fleet import WIDE
 
     got = [] if v is None else ["inside the estimate's interval" if v else "OUTSIDE the estimate's interval"]
     if run is not None:
@@ -354,14 +354,14 @@ def _fleet_throughput(c: dict) -> str:
         "by the linear baseline "
         f"(error {_pct(c['error_linear_pct'])})"
     )
-    got = _inside(c["throughput_inside"], c.get("throughput_inside_run"), c.get("throughput_run_span"))
+    got = inside(c["throughput_inside"], c.get("throughput_inside_run"), c.get("throughput_run_span"))
     return x + (got + f" ({'USL' if c['by'] == 'usl' else 'linear baseline'}'s)" if got else "")
 
 
 def _coverage_lines(checked: list[dict], neighbour: str | None = None) -> list[str]:
     """How many fleets the predictions (of the sweeps with ``neighbour``) covered: inside the 95 %
     interval, or within 10 %; and their mean error, unsigned."""
-    from rig.analysis.capacity_fleet import NEAR, WIDE, coverage
+    from rig.analysis.capacity.fleet import NEAR, WIDE, coverage
 
     got = coverage(checked)
     if not got["throughput"]["checked"] and not got["p99"]["checked"]:

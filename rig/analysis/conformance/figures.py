@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 
-from rig.analysis.conformance import EXIT_ABORT_WORDS, FINDING, Cell, Grid, is_batched
+from rig.analysis.conformance.cells import Cell
+from rig.analysis.conformance.table import EXIT_ABORT_WORDS, FINDING, Grid, is_batched
 from rig.contract import server_stats
 from rig.scenarios import catalog as scenarios
 from rig.scenarios.known import ANY, intermittent
@@ -62,7 +63,7 @@ def batches_text(c: Cell) -> str:
     return server_stats.batch_compact(formed)
 
 
-def _figure_head(g: Grid) -> list[str]:
+def figure_head(g: Grid) -> list[str]:
     return [*FIGURES[:5], BATCHES, *FIGURES[5:]] if is_batched(g.shape) else FIGURES
 
 
@@ -105,7 +106,7 @@ def _stops_text(cs: list[Cell]) -> str:
     return lo if lo == hi else f"{lo}–{hi}"
 
 
-def _page_figure_rows(g: Grid) -> list[tuple[list[str], list[str]]]:
+def page_figure_rows(g: Grid) -> list[tuple[list[str], list[str]]]:
     """A page's figures (``PAGE_FIGURES``): a row per run of consecutive cores whose cells of a
     scenario gave the same figures but for the stop's p50, with every cell's id (``page_anchor``)."""
     out = []
@@ -140,7 +141,7 @@ def _finalize_text(c: Cell) -> str:
     )
 
 
-def _figure_rows(g: Grid) -> list[tuple[str, list[str]]]:
+def figure_rows(g: Grid) -> list[tuple[str, list[str]]]:
     out = []
     for name, control in g.rows:
         for v in g.cores:

@@ -1,4 +1,4 @@
-"""The conformance table as an HTML fragment (the report's page; ``rig.analysis.conformance_text``
+"""The conformance table as an HTML fragment (the report's page; ``rig.analysis.conformance.text``
 writes the same as Markdown): each cell's class its health, a link to its figures, each
 scenario's description its tooltip."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import html
 
-from rig.analysis.conformance import NOT_EXACT_MARK, Conformance, is_batched, not_exact
-from rig.analysis.conformance_figures import BATCH_NOTE, _figure_head, _figure_rows
-from rig.analysis.conformance_text import SYMBOLS, Slot, footnotes, grid_rows, grid_title, joined, legend
+from rig.analysis.conformance.figures import BATCH_NOTE, figure_head, figure_rows
+from rig.analysis.conformance.table import NOT_EXACT_MARK, Conformance, is_batched, not_exact
+from rig.analysis.conformance.text import SYMBOLS, Slot, footnotes, grid_rows, grid_title, joined, legend
 
 
 def _parts_html(s: Slot) -> str:
@@ -56,10 +56,10 @@ def to_html(table: Conformance, level: int = 3) -> str:
         out += [f'<p class="note">{html.escape(n)}</p>' for n in footnotes(g)]
         out.append(
             f'<table class="cf-figures"><caption>Figures: {_inline(grid_title(g))}</caption><thead><tr>'
-            + "".join(f"<th>{html.escape(x)}</th>" for x in _figure_head(g))
+            + "".join(f"<th>{html.escape(x)}</th>" for x in figure_head(g))
             + "</tr></thead><tbody>"
         )
-        for aid, cols in _figure_rows(g):
+        for aid, cols in figure_rows(g):
             out.append(f'<tr id="{aid}">' + "".join(f"<td>{html.escape(x)}</td>" for x in cols) + "</tr>")
         out.append("</tbody></table>")
         if is_batched(g.shape):

@@ -1,7 +1,7 @@
 """`rig capacity --check`: the ``rig fleet`` runs of a store, measured as a bench point is, and
 each compared with what the node's fitted model predicted for that many nodes (its throughput at
 the p99 bound, its p99 at the fleet's load); how nodes add up, fitted from them
-(``rig.analysis.capacity`` fits the nodes themselves)."""
+(``rig.analysis.capacity.plan`` fits the nodes themselves)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import math
 import pandas as pd
 
 from rig.analysis import tail
-from rig.analysis.capacity_sweep import measured_windows
-from rig.analysis.capacity_tags import HELD
+from rig.analysis.capacity.sweep import measured_windows
+from rig.analysis.capacity.tags import HELD
 from rig.common import hdr
 
 

@@ -30,7 +30,7 @@ def cycle_batches(windows) -> dict[tuple[str, int], dict[int, int]]:
     return out
 
 
-def _cell_batches(rows: list[dict], by_cycle: dict) -> dict | None:
+def cell_batches(rows: list[dict], by_cycle: dict) -> dict | None:
     """A cell's batch sizes from its cycles': each cycle's own (schema 15: over the whole cycle,
     with or without windows), else its windows' (``cycle_batches``); None where none recorded them."""
     out: dict[int, int] | None = None

@@ -1,4 +1,4 @@
-"""The conformance table's findings (``rig.analysis.conformance`` builds the table): every cell
+"""The conformance table's findings (``rig.analysis.conformance.table`` builds the table): every cell
 whose cycles gave verdicts other than the known ones, each with one line that says it (``rig gate``
 fails on them)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rig.analysis.conformance import FINDING, Conformance, build
+from rig.analysis.conformance.table import FINDING, Conformance, build
 
 
 def findings(frame, known_path: str | Path | None = None) -> list[dict]:

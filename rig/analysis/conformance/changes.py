@@ -1,25 +1,22 @@
 """Where a conformance row changed: which cores' verdicts differ from the core's before them (each
 change dated as closely as the cores run allow, and named by the commit a decided bisection found),
 and what a variant (a patched or hybrid build) does beside its release (``fixed by``, ``changed
-by``). Pure functions over ``rig.analysis.conformance.Cell``s.
+by``). Pure functions over ``rig.analysis.conformance.cells.Cell``s.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
-from typing import TYPE_CHECKING
 
-from rig.analysis.conformance_order import UNBATCHED, engine_order, scenario_order, shape_order
+from rig.analysis.conformance.cells import Cell, Verdicts
+from rig.analysis.conformance.order import UNBATCHED, engine_order, scenario_order, shape_order
 from rig.analysis.matrix import growth_held
 from rig.analysis.release_order import dated, version_key
 from rig.build.identity import is_variant, release_of
 from rig.contract.verdicts import NOT_MEASURED
 from rig.scenarios import catalog as scenarios
 from rig.scenarios import known as known_verdicts
-
-if TYPE_CHECKING:
-    from rig.analysis.conformance import Cell, Verdicts
 
 
 def same_verdicts(a: Verdicts, b: Verdicts) -> bool:

@@ -1,6 +1,6 @@
-"""The sections of `rig report` (see ``rig.analysis.report``): lifecycle, performance, streaming,
-nightly trends (the differences from the baseline: ``rig.analysis.report_differences``). Each takes
-frames and the group key and returns a ``report_html.Section`` of tables and figures; statistics
+"""The sections of `rig report` (see ``rig.analysis.report.page``): lifecycle, performance, streaming,
+nightly trends (the differences from the baseline: ``rig.analysis.report.differences``). Each takes
+frames and the group key and returns a ``html.Section`` of tables and figures; statistics
 come from ``rig.analysis.stats``."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from rig.analysis import frames, plots, stats, sweeps
-from rig.analysis.report_html import Figure, Section, Table
+from rig.analysis.report.html import Figure, Section, Table
 from rig.common import hdr
 
 MAX_GROUPS_PLOTTED = 8
@@ -17,30 +17,30 @@ MAX_MERGED = 1000  # windows merged per point at most (its latest): 20-30 ms of 
 MAX_MERGED_RUNS = 50  # runs whose histograms are read at most (the latest)
 
 
-def _groups(df: pd.DataFrame, keys: list[str]):
+def groups(df: pd.DataFrame, keys: list[str]):
     return df.groupby(keys, sort=True, dropna=False) if keys else [((), df)]
 
 
-def _label(keys: list[str], k) -> str:
+def label(keys: list[str], k) -> str:
     k = k if isinstance(k, tuple) else (k,)
     return " · ".join(f"{v}" for v in k) if keys else "all"
 
 
 def _labels(df: pd.DataFrame, keys: list[str]) -> pd.Series:
-    """Each row's group label (``_label`` of its keys), one string per group, not per row."""
+    """Each row's group label (``label`` of its keys), one string per group, not per row."""
     if not keys:
         return pd.Series("all", index=df.index)
     gid = df.groupby(keys, sort=False, dropna=False).ngroup()
     first = df.loc[~gid.duplicated(), keys]
-    names = {g: _label(keys, tuple(r)) for g, r in zip(gid[first.index], first.itertuples(index=False))}
+    names = {g: label(keys, tuple(r)) for g, r in zip(gid[first.index], first.itertuples(index=False))}
     return gid.map(names)
 
 
-def _pct(x) -> str:
+def pct(x) -> str:
     return "-" if x is None or pd.isna(x) else f"{100 * x:.0f} %"
 
 
-def _finalized(c: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+def finalized(c: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     """Per cycle: whether finalize was expected, and whether every expected one came before stop returned."""
     exp = c.finalize_expected.fillna(0).astype(float) > 0
     ok = exp & (c.finalize_before_stop.fillna(0).astype(float) >= c.finalize_expected.fillna(0).astype(float))
@@ -49,7 +49,7 @@ def _finalized(c: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
 
 def lifecycle_section(cycles: pd.DataFrame, keys: list[str]) -> Section:
     c = cycles.copy()
-    c["_exp"], c["_ok"] = _finalized(c)
+    c["_exp"], c["_ok"] = finalized(c)
     for col in (
         "stop_latency_s",
         "start_latency_s",
@@ -95,8 +95,8 @@ def lifecycle_section(cycles: pd.DataFrame, keys: list[str]) -> Section:
                 "cycles": int(r.cycles),
                 "outcomes": r.outcomes,
                 "load": r.load,
-                "finalize": _pct(rate),
-                "finalize 95 % CI": f"{_pct(lo)} – {_pct(hi)}" if rate is not None else "-",
+                "finalize": pct(rate),
+                "finalize 95 % CI": f"{pct(lo)} – {pct(hi)}" if rate is not None else "-",
                 "stop p50 s": r.stop_p50,
                 "stop p95 s": r.stop_p95,
                 "stop max s": r.stop_max,
@@ -138,7 +138,7 @@ def lifecycle_section(cycles: pd.DataFrame, keys: list[str]) -> Section:
     return sec
 
 
-def _points(windows: pd.DataFrame) -> pd.Series:
+def load_points(windows: pd.DataFrame) -> pd.Series:
     return pd.to_numeric(windows.concurrency, errors="coerce").where(
         windows["mode"] == "closed", pd.to_numeric(windows.rate, errors="coerce")
     )
@@ -201,7 +201,7 @@ def points(windows: pd.DataFrame, keys: list[str]) -> dict:
             if c in windows
         ]
     ]
-    w = w.assign(point=_points(windows))
+    w = w.assign(point=load_points(windows))
     gid = w.groupby(pkeys, sort=True, dropna=False).ngroup().to_numpy()
     if not len(gid):  # soaks without a workload store no windows: no points to show
         return {"keys": pkeys, "frame": w, "gid": gid, "names": [], "units": {}, "medians": {}}
@@ -240,9 +240,7 @@ def performance_section(data, pts: dict, keys: list[str], max_hist: int) -> Sect
     hists = _hist_percentiles(data.root, w, gid, chosen)
     hists = {names[i]: v for i, v in hists.items()}
     if hists:  # asked for first: a renderer draws it while the rest is computed
-        curves = {
-            f"{_label(pkeys[:-1], k[:-1])} @ {k[-1]:g}": v[1] for k, v in list(hists.items())[:MAX_GROUPS_PLOTTED]
-        }
+        curves = {f"{label(pkeys[:-1], k[:-1])} @ {k[-1]:g}": v[1] for k, v in list(hists.items())[:MAX_GROUPS_PLOTTED]}
         latency = Figure(
             plots.render("latency_distribution_figure", curves), "Latency by percentile, merged HDR histograms"
         )
@@ -281,7 +279,7 @@ def performance_section(data, pts: dict, keys: list[str], max_hist: int) -> Sect
     for k, s in pts.groupby(skeys, sort=False, dropna=False):
         if s.point.nunique() < 2:
             continue
-        lab = _label(skeys, k)
+        lab = label(skeys, k)
         kn = sweeps.knee(
             s.sort_values("point")
             .rename(columns={"infer/s": "throughput", "p99 µs": "p99_us"})[["point", "throughput", "p99_us"]]
@@ -315,7 +313,7 @@ def performance_section(data, pts: dict, keys: list[str], max_hist: int) -> Sect
     if lines:
         sec.add(Table(pd.DataFrame(lines), "Knee of each sweep"))
         fig_pts = pts.rename(columns={"infer/s": "throughput", "p99 µs": "p99_us"})
-        fig_pts["group"] = [_label(skeys, tuple(r)) for r in fig_pts[skeys].itertuples(index=False)]
+        fig_pts["group"] = [label(skeys, tuple(r)) for r in fig_pts[skeys].itertuples(index=False)]
         sec.add(Figure(plots.render("sweep_figure", fig_pts, "group", knees), "Throughput and p99 against load"))
     if hists:
         sec.add(latency)
@@ -369,7 +367,7 @@ def trends_section(cycles: pd.DataFrame, windows: pd.DataFrame, keys: list[str])
     skeys = [k for k in keys if k != "run_id"]
     if "triton_version" in skeys and cycles.groupby("date").triton_version.nunique().max() <= 1:
         skeys.remove("triton_version")  # one version a night: an upgrade is a step of one series
-    exp, ok = _finalized(cycles)
+    exp, ok = finalized(cycles)
     c = cycles.assign(_exp=exp, _ok=ok)
     night = (
         c.groupby(skeys + ["date"], dropna=False)
@@ -389,7 +387,7 @@ def trends_section(cycles: pd.DataFrame, windows: pd.DataFrame, keys: list[str])
     )
     night = night.merge(wn, on=skeys + ["date"], how="outer") if len(night) else wn.assign(throughput=wn.w_tp)
     night["throughput"] = night.throughput.fillna(night.w_tp)
-    night["series"] = [_label(skeys, tuple(r)) for r in night[skeys].itertuples(index=False)] if skeys else "all"
+    night["series"] = [label(skeys, tuple(r)) for r in night[skeys].itertuples(index=False)] if skeys else "all"
     night = night.sort_values(["series", "date"])
     found, changes = [], {}
     metrics = (

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from rig.analysis import usl
-from rig.analysis.capacity import capacity_of
-from rig.analysis.capacity_tags import node_title
-from rig.analysis.plots import _plt, _save
+from rig.analysis.capacity.plan import capacity_of
+from rig.analysis.capacity.tags import node_title
+from rig.analysis.plots import pyplot, save
 
 
 def _band(m: dict, grid: np.ndarray):
@@ -29,7 +29,7 @@ def _band(m: dict, grid: np.ndarray):
 def figure(
     models: list[dict], checked: list[dict], laws: dict, targets: list[float], headroom: float, path: str | Path
 ) -> Path:
-    plt = _plt()
+    plt = pyplot()
     rows = max(1, len(models))
     fig, axes = plt.subplots(rows, 4, figsize=(20, 4.2 * rows), squeeze=False)
     for row, m in zip(axes, models):
@@ -107,4 +107,4 @@ def figure(
         d.plot([], [], "o", mfc="none", color="C1", label="predicted at its load")
         d.set(xlabel="nodes", ylabel="p99 (µs)", title="p99 against nodes", xlim=(0.5, max(2.5, top_n + 0.5)))
         d.legend(fontsize=7)
-    return _save(fig, axes.ravel(), path)
+    return save(fig, axes.ravel(), path)

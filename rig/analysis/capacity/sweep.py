@@ -186,7 +186,7 @@ class Sweep:
         against the load's pooled throughput) and ``p99`` (the repeat's against the load's merged
         p99). Each load's are scaled by sqrt(n / (n - 1)), since n repeats sit closer to their own
         pool than a new measurement does. What a prediction interval for one fleet run draws from
-        (``rig.analysis.capacity_fleet``); empty arrays where no load has 2 repeats."""
+        (``rig.analysis.capacity.fleet``); empty arrays where no load has 2 repeats."""
         pooled = self.figures(self.members)
         out: dict[str, list] = {"throughput": [], "p99": []}
         for j, rows in enumerate(self.members):

@@ -1,12 +1,12 @@
-"""The upgrade question: of the conformance table (``rig.analysis.conformance``), the cells that
+"""The upgrade question: of the conformance table (``rig.analysis.conformance.table``), the cells that
 differ between two cores, per API and model shape, scenario and control.
 
 ``upgrade`` compares the cells of one Triton version (``--from``) with those of another (``--to``):
 each (API, shape, scenario, control) run on both whose verdicts (the cells' majority, and the
-readiness a dead stub left: ``conformance_changes.same_cell``) differ is a row, with the core in between
+readiness a dead stub left: ``changes.same_cell``) differ is a row, with the core in between
 where it first changed (walking the cores run in version order, from ``--from`` towards ``--to``)
 and the releases of that gap that were not run; cells run on one side only are listed apart.
-``rig.analysis.conformance_diff_text`` renders it (``to_markdown``: ``rig report --conformance R
+``rig.analysis.conformance.diff_text`` renders it (``to_markdown``: ``rig report --conformance R
 --from A --to B``; ``to_html``: the report's page). Pure: no Triton, no store.
 """
 
@@ -15,10 +15,11 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from rig.analysis import conformance
-from rig.analysis.conformance import API_NAMES, Cell, version_key
-from rig.analysis.conformance_changes import bisected, same_cell
-from rig.analysis.conformance_order import engine_order, scenario_order, shape_order
+from rig.analysis.conformance import table as conformance
+from rig.analysis.conformance.cells import Cell
+from rig.analysis.conformance.changes import bisected, same_cell
+from rig.analysis.conformance.order import engine_order, scenario_order, shape_order
+from rig.analysis.conformance.table import API_NAMES, version_key
 from rig.build.identity import is_variant
 from rig.build.releases import BRANCHES
 from rig.common.errors import RigError
@@ -38,7 +39,7 @@ class Row:
     last_same: Cell  # the core walked just before ``changed`` (``before`` itself where adjacent)
     gap: tuple[str, ...]  # the releases between ``last_same`` and ``changed`` with no cycle of this row
     settled: Cell | None = None  # where it moved twice: the first core from which every one walked gives ``after``'s
-    bisected: str | None = None  # the commit a decided bisection named for the change (conformance_changes.bisected)
+    bisected: str | None = None  # the commit a decided bisection named for the change (changes.bisected)
 
     @property
     def key(self) -> tuple[str, str, str, bool]:
