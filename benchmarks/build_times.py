@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rig.build.cache import list_built  # noqa: E402
+from rig.runtimes.from_source.cache import list_built  # noqa: E402
 
 
 def key(v: str):

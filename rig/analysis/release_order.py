@@ -19,10 +19,10 @@ SPAN = "…"  # a change dated no closer than a span of releases: 2.68.0…2.70.
 def releases(present=()) -> list[str]:
     """The Triton releases there are, in version order: the monthly ones (``rig.contract.ngc``'s
     table: the NGC images, 2.37.0 and 2.38.0 too, which no wheel bundles), those built from source
-    here (``rig.build.releases.RELEASES``), the cores the nvidia-pytriton wheels bundle, and
+    here (``rig.runtimes.from_source.releases.RELEASES``), the cores the nvidia-pytriton wheels bundle, and
     ``present``."""
-    from rig.build.releases import RELEASES
     from rig.contract import ngc
+    from rig.runtimes.from_source.releases import RELEASES
 
     return sorted(
         {*(r.triton_version for r in ngc.RELEASES), *RELEASES, *ngc.PYTRITON_CORE.values(), *present}, key=version_key

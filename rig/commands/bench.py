@@ -32,6 +32,7 @@ import statistics
 
 from rig.analysis.sweeps import knee, measured, summarize
 from rig.commands import bench_pa
+from rig.commands.bench_point import Point
 from rig.commands.bench_time import TIME_KEYS, time_table
 from rig.common import cpuidle, cpushare, neighbour
 from rig.common.errors import Exit, RigError
@@ -182,17 +183,6 @@ class Plan:
     rates: list
     repeats: int
     counts: list
-
-
-@dataclasses.dataclass(frozen=True)
-class Point:
-    """One measurement of a sweep: its cycle number, the load (requests in flight in a closed
-    loop, arrivals per second in an open one) and the instance count (None: the model's own)."""
-
-    cycle: int
-    load: float
-    closed: bool
-    instances: int | None
 
 
 def _within_bound(points: list[float], got: dict, bound_ms: float | None, log) -> list[float]:

@@ -3,7 +3,7 @@ and which commit.
 
 Given a cell (a scenario, its control or not, a shape, an engine) and two releases that give it
 different lifecycle verdicts, it builds hybrids, the good release with one component taken from the
-bad (``rig.build.identity``: each a variant of its own), and runs the cell on each: the component
+bad (``rig.runtimes.from_source.identity``: each a variant of its own), and runs the cell on each: the component
 whose hybrid gives the new verdict is the one that changed it. It then bisects that component's
 first-parent commits between the two releases, building the good release with the component at
 each step's commit (the compiler cache keeps a step short: one component's files compile again).
@@ -102,7 +102,7 @@ class Step:
 
 
 def run(args) -> int:
-    from rig.build import releases
+    from rig.runtimes.from_source import releases
 
     good, _ = releases.parse(args.good)
     bad, _ = releases.parse(args.bad)
@@ -227,8 +227,8 @@ class Bisection:
         return self._commits(c, good_m["commits"][c], bad_m["commits"][c])
 
     def _commits(self, c: str, good_commit: str, bad_commit: str) -> int:
-        from rig.build.cache import builds_dir
-        from rig.build.sources import Sources, first_parent
+        from rig.runtimes.from_source.cache import builds_dir
+        from rig.runtimes.from_source.sources import Sources, first_parent
 
         sources = Sources(self.spec.sources)
         mirror = sources.mirror(c, builds_dir() / "mirrors", _quiet)
@@ -289,7 +289,7 @@ class Bisection:
 
     def _release(self, version: str) -> dict:
         """The release's manifest, built first where it is not (from the same sources)."""
-        from rig.build import Request, build, built_root, is_built, manifest
+        from rig.runtimes.from_source import Request, build, built_root, is_built, manifest
 
         if is_built(built_root(version)):
             return manifest(built_root(version))
@@ -314,7 +314,7 @@ class Bisection:
         self.bar.start(f"{kind}: {what}")
         t0 = time.monotonic()
         if runtime is None:
-            from rig.build import Request, build
+            from rig.runtimes.from_source import Request, build
 
             try:
                 m = build(
@@ -438,7 +438,7 @@ class Bisection:
 
 
 def _components() -> tuple[str, ...]:
-    from rig.build import releases
+    from rig.runtimes.from_source import releases
 
     return tuple(releases.COMPONENTS)
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 def releases_between(good: str, bad: str) -> list[str]:
     """The releases built from source here strictly between ``good`` and ``bad``, oldest first."""
     from rig.analysis.release_order import version_key
-    from rig.build.releases import RELEASES
+    from rig.runtimes.from_source.releases import RELEASES
 
     lo, hi = version_key(good), version_key(bad)
     return sorted((v for v in RELEASES if lo < version_key(v) < hi), key=version_key)

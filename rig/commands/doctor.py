@@ -152,7 +152,7 @@ def report() -> str:
         ok = runtime.python_tag() in r["stubs"]
         why = "" if ok else f" (no stub for Python {runtime.python_tag()}: unusable with this interpreter)"
         lines.append(f"runtime     {r['name']}: Triton {r['triton_version']}{why}")
-    from rig.build.cache import describe
+    from rig.runtimes.from_source.cache import describe
 
     for b in runtime.list_built():
         ok = runtime.python_tag() in b["pythons"] and b["current"]

@@ -10,11 +10,11 @@ import dataclasses
 import re
 import typing
 
-from rig.build.identity import is_variant
 from rig.common.errors import RigError
 from rig.contract.ngc import embedded_alias
 from rig.parent.config import ENGINES, RETAIN
 from rig.parent.options import dests
+from rig.runtimes.from_source.identity import is_variant
 
 # Options of `rig soak` the matrix sets per cell or has no use for (each cell is a whole soak): those
 # the option table offers soak and not matrix (rig.contract.option_table)

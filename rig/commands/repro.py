@@ -4,9 +4,10 @@ reproduces one conformance cell by itself, ready to file upstream.
 It holds the model repository the rig serves for the cell (``models/``: the template rendered for
 the scenario's fault and shape, or the scenario's own models; each ``model.py`` with a few lines
 appended that record each ``initialize`` and ``finalize``: ``rig.commands.repro_models``),
-``repro.py`` (the parts ``rig.commands.repro_*`` joined by ``rig.commands.repro_script``,
-the cell written into it: the standard library, numpy and ctypes over ``libtritonserver.so``, no
-rig), ``crash.c`` (the stubs' crash recorder, which the script compiles where it finds ``cc``),
+``repro.py`` (the parts ``rig.commands.repro_*`` and the rig's binding ``rig.capi``, as it is,
+joined by ``rig.commands.repro_script``, the cell written into it: the standard library, numpy
+and ctypes over ``libtritonserver.so``, no rig import), ``crash.c`` (the stubs' crash recorder,
+which the script compiles where it finds ``cc``),
 ``run.sh`` (the install, the Python and the stubs' numpy from environment variables, their
 defaults what it was made with) and ``README.md``, a bug report whose observed output is that of a
 run made here, once, with nothing of the rig on the path (``rig.commands.repro_readme``). It

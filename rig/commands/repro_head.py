@@ -2,8 +2,9 @@
 this file into its folder as ``repro.py``, with the cell written into ``CELL``.
 
 It imports the standard library, numpy and ctypes only (no rig, no ``tritonserver`` package) and
-drives Triton's C API (``libtritonserver.so``, ``tritonserver.h``) through ctypes, as the rig's
-C API engine does: it starts a server over ``models/`` (strict model config and readiness, the
+drives Triton's C API (``libtritonserver.so``, ``tritonserver.h``) through ctypes with the rig's
+own binding (its package ``rig/capi/``, copied into this file as it is), as the rig's C API engine
+does: it starts a server over ``models/`` (strict model config and readiness, the
 cell's exit timeout, the install's ``backends/``), waits for the models, sends the cell's
 requests, sets the scene the cell's client sets before ``stop()`` (requests in flight, requests
 refused, a load under way, a model's file taken away, a stub killed, sequences left open), keeps

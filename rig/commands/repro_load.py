@@ -4,35 +4,27 @@ what the client keeps across ``stop()``."""
 
 from __future__ import annotations
 
-import ctypes
 import threading
 import time
 from collections.abc import Callable
 
 import numpy as np
 
-from rig.commands.repro_capi import NUMPY_OF, TritonError
+from rig.capi.core import NUMPY_OF, CoreError
+from rig.capi.server import as_array
 from rig.commands.repro_head import MAX_CONSECUTIVE_ERRORS
-from rig.commands.repro_server import Server, _Pending
+from rig.commands.repro_server import ReproServer, _Pending
 
 # The models the requests go to, in turn, each with its inputs; and a check of a model's answer.
 Targets = list[tuple[str, dict[str, np.ndarray]]]
-Check = Callable[[Server, int], bool]
-
-
-def _array(dtype: str, shape: tuple[int, ...], base: int, size: int) -> np.ndarray:
-    """A zero-copy numpy array over an output's buffer."""
-    dt = np.dtype(NUMPY_OF[dtype])
-    if not size:
-        return np.zeros(shape, dtype=dt)
-    return np.frombuffer(memoryview((ctypes.c_char * size).from_address(base)), dtype=dt).reshape(shape)
+Check = Callable[[ReproServer, int], bool]
 
 
 class _ResponseOwner:
     """The base of a numpy array over a response's output: the response is deleted when the last
     array over it goes (what a DLPack consumer's array does)."""
 
-    def __init__(self, server: Server, response: int, arr: np.ndarray):
+    def __init__(self, server: ReproServer, response: int, arr: np.ndarray):
         self.server = server
         self.response = response
         self.__array_interface__ = arr.__array_interface__
@@ -49,18 +41,18 @@ class Kept:
         self.array: np.ndarray | None = None
         self.what = "nothing"
 
-    def keep(self, server: Server, response: int, retain: str) -> None:
+    def keep(self, server: ReproServer, response: int, retain: str) -> None:
         if retain == "last-response":
             self.response = response
             self.what = "the last response (its TRITONSERVER_InferenceResponse not deleted)"
         elif retain == "last-array":
             name, (dtype, shape, base, size) = next(iter(server.outputs(response).items()))
-            self.array = np.asarray(_ResponseOwner(server, response, _array(dtype, shape, base, size)))
+            self.array = np.asarray(_ResponseOwner(server, response, as_array(dtype, shape, base, size)))
             self.what = f"a numpy array over the last response's {name} (the response deleted only when the array goes)"
         else:
             server.delete_response(response)
 
-    def release(self, server: Server) -> None:
+    def release(self, server: ReproServer) -> None:
         self.array = None  # its owner deletes the response
         if self.response:
             server.delete_response(self.response)
@@ -121,13 +113,13 @@ def make_inputs(spec: list[tuple[str, str, list[int]]], seed: int = 0) -> dict[s
     out = {}
     for name, dtype, dims in spec:
         shape = [1 if d < 0 else d for d in dims]
-        dt = np.dtype(NUMPY_OF.get(dtype, np.float32))
+        dt = np.dtype(np.float32 if dtype == "BYTES" else NUMPY_OF.get(dtype, np.float32))  # numbers only
         arr = rng.random(shape).astype(dt) if dt.kind == "f" else rng.integers(0, 8, shape).astype(dt)
         out[name] = arr
     return out
 
 
-def _answer(server: Server, pending: _Pending, timeout_s: float, load: Load, check: Check | None) -> int:
+def _answer(server: ReproServer, pending: _Pending, timeout_s: float, load: Load, check: Check | None) -> int:
     """The response of one request (0 where it failed, counted in ``load``)."""
     if not pending.done.wait(timeout_s):
         load.failed("request timed out (no response within the request timeout)", timeout=True)
@@ -142,7 +134,7 @@ def _answer(server: Server, pending: _Pending, timeout_s: float, load: Load, che
 
 
 def fixed_count(
-    server: Server, targets: Targets, n: int, group: int, timeout_s: float, checks: dict[str, Check]
+    server: ReproServer, targets: Targets, n: int, group: int, timeout_s: float, checks: dict[str, Check]
 ) -> tuple[Load, int]:
     """``n`` requests, ``group`` at a time (each group submitted at once, the next once all ended:
     batches form in a batched model, every instance runs), to the models in turn: the rig's fixed
@@ -158,7 +150,7 @@ def fixed_count(
             model, inputs = targets[(i + k) % len(targets)]
             try:
                 waiting.append((model, server.submit(model, inputs)))
-            except TritonError as e:
+            except CoreError as e:
                 load.failed(str(e))
         load.sent += size
         timed_out = False
@@ -178,7 +170,7 @@ def fixed_count(
 
 
 def closed_loop(
-    server: Server, targets: Targets, users: int, seconds: float, timeout_s: float, checks: dict[str, Check]
+    server: ReproServer, targets: Targets, users: int, seconds: float, timeout_s: float, checks: dict[str, Check]
 ) -> Load:
     """``users`` clients, each sending its next request (to the models in turn) once the last
     ended, for ``seconds`` (the rig's steady workload's shape, without Locust)."""
@@ -194,7 +186,7 @@ def closed_loop(
                 load.sent += 1
             try:
                 pending = server.submit(model, inputs)
-            except TritonError as e:
+            except CoreError as e:
                 load.failed(str(e))
                 continue
             response = _answer(server, pending, timeout_s, load, checks.get(model))
@@ -214,12 +206,12 @@ def template_check(size: int, inputs: dict[str, np.ndarray]) -> Check:
     """The template model's answer, INPUT @ W, as a check of each response."""
     want = np.matmul(next(iter(inputs.values())), weights(size)).astype(np.float32)
 
-    def check(server: Server, response: int) -> bool:
+    def check(server: ReproServer, response: int) -> bool:
         outs = server.outputs(response)
         if not outs:  # a decoupled model's final flag alone: answered without data
             return True
         dtype, shape, base, size_b = outs.get("OUTPUT", next(iter(outs.values())))
-        got = _array(dtype, shape, base, size_b)
+        got = as_array(dtype, shape, base, size_b)
         return got.shape == want.shape and bool(np.allclose(got, want, rtol=1e-5, atol=1e-5))
 
     return check

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from rig.commands.repro_capi import Core, TritonError
+from rig.capi.core import CoreError, CoreLibrary
 from rig.commands.repro_env import crash_recorder, ensure_environment, stub_environment, stubs, stubs_alive
 from rig.commands.repro_evidence import (
     admits,
@@ -42,7 +42,7 @@ from rig.commands.repro_load import (
     template_check,
 )
 from rig.commands.repro_scenes import scene_of
-from rig.commands.repro_server import Server
+from rig.commands.repro_server import ReproServer
 
 
 class Report:
@@ -69,7 +69,7 @@ class Run:
         self.report = Report()
         self.scene = scene_of(CELL)
         self.models_dir = Path(args.models).resolve()
-        self.server = Server(Core(str(triton / "lib" / "libtritonserver.so")))
+        self.server = ReproServer(CoreLibrary(str(triton / "lib" / "libtritonserver.so")))
         self.kept = Kept()
         self.load: Load | None = None
         self.version = "unknown"
@@ -162,12 +162,12 @@ def _start(run: Run) -> None:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while not run.server.ready(models):
             if time.monotonic() > deadline:
-                raise TritonError(f"not ready after {STARTUP_TIMEOUT_S:g} s", "UNAVAILABLE")
+                raise CoreError(f"not ready after {STARTUP_TIMEOUT_S:g} s", "UNAVAILABLE")
             time.sleep(0.005)
-    except TritonError as e:
+    except CoreError as e:
         run.load_failed = str(e)
         return
-    run.version = run.server.version()
+    run.version = run.server.server_version()
     run.report.append(f"Triton version (server metadata): {run.version}")
     run.report.append(
         f"server: model control {'EXPLICIT (every model loaded at start)' if explicit else 'NONE'}, strict model "
@@ -216,7 +216,7 @@ def _stop(run: Run, targets: Targets) -> None:
     for note in run.scene.before_stop(run.server, run.models_dir, targets, STARTUP_TIMEOUT_S):
         run.report.append(f"before stop(): {note}")
     run.t_stop = time.monotonic()
-    err = run.server.stop()
+    err = run.server.stop_server()
     run.t_ret = time.monotonic()
     run.stop_error = None if err is None else str(err)
     before = finalize_summary(read_evidence(run.evidence), run.t_ret)

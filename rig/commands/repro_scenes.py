@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from rig.commands.repro_capi import SEQUENCE_END, SEQUENCE_START, TritonError
+from rig.capi.core import SEQUENCE_END, SEQUENCE_START, CoreError
 from rig.commands.repro_env import stubs
 from rig.commands.repro_load import Targets
-from rig.commands.repro_server import Server, _Pending
+from rig.commands.repro_server import ReproServer, _Pending
 
 _FAULT = re.compile(r'key:\s*"fault"\s*,?\s*value:\s*\{\s*string_value:\s*"(\w+)"')
 REFUSED_INPUT = "RIG_NO_SUCH_INPUT"
@@ -50,7 +50,7 @@ def in_thread(fn: Callable[[], None], wait_s: float) -> dict[str, Any]:
     def run() -> None:
         try:
             fn()
-        except TritonError as e:
+        except CoreError as e:
             box["error"] = " ".join(str(e).split())
         box["done"] = time.monotonic() - t0
 
@@ -60,13 +60,13 @@ def in_thread(fn: Callable[[], None], wait_s: float) -> dict[str, Any]:
     return box
 
 
-def unload_all(server: Server, timeout_s: float) -> str | None:
+def unload_all(server: ReproServer, timeout_s: float) -> str | None:
     """Every model unloaded, then polled until none is left loaded; a line where they were not."""
     try:
         for name, state in server.model_states().items():
             if state in ("READY", "LOADING"):
                 server.unload_model(name)
-    except TritonError as e:
+    except CoreError as e:
         return f"unload: {e}"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -82,13 +82,13 @@ class Scene:
     explicit = False  # the server starts with explicit model control (the scene unloads and loads)
     copies = False  # the scene changes the models' files: the script serves a copy of models/
 
-    def before_stop(self, server: Server, models: Path, targets: Targets, startup_s: float) -> list[str]:
+    def before_stop(self, server: ReproServer, models: Path, targets: Targets, startup_s: float) -> list[str]:
         return []
 
     def settled(self) -> bool:
         return True
 
-    def after(self, server: Server) -> dict[str, Any]:
+    def after(self, server: ReproServer) -> dict[str, Any]:
         return {}
 
     def busy(self) -> bool:
@@ -100,7 +100,7 @@ class Scene:
         return {}
 
 
-def entry_targets(server: Server, targets: Targets) -> Targets:
+def entry_targets(server: ReproServer, targets: Targets) -> Targets:
     """The models a client calls: the ensembles where the repository has any (their steps are
     theirs to call), else every model (the rig's ``entry_models``)."""
     ensembles = [(m, inputs) for m, inputs in targets if server.platform(m) == "ensemble"]
@@ -117,13 +117,13 @@ class InFlight(Scene):
         self.pending: list[_Pending] = []
         self.refused: list[str] = []
 
-    def before_stop(self, server: Server, models: Path, targets: Targets, startup_s: float) -> list[str]:
+    def before_stop(self, server: ReproServer, models: Path, targets: Targets, startup_s: float) -> list[str]:
         entry = entry_targets(server, targets)
         for i in range(self.n):
             model, inputs = entry[i % len(entry)]
             try:
                 self.pending.append(server.submit(model, inputs, release_at_once=True))
-            except TritonError as e:  # refused at once: it ended, as a failure
+            except CoreError as e:  # refused at once: it ended, as a failure
                 self.refused.append(str(e))
         time.sleep(0.1)
         names = ", ".join(m for m, _ in entry)
@@ -132,7 +132,7 @@ class InFlight(Scene):
     def settled(self) -> bool:
         return all(p.done.is_set() for p in self.pending)
 
-    def after(self, server: Server) -> dict[str, Any]:
+    def after(self, server: ReproServer) -> dict[str, Any]:
         answered = sum(p.done.is_set() and p.error is None for p in self.pending)
         errors = [str(p.error) for p in self.pending if p.done.is_set() and p.error is not None]
         failed = len(errors) + len(self.refused)
@@ -149,7 +149,7 @@ class Refused(Scene):
     def __init__(self, n: int) -> None:
         self.n = n
 
-    def before_stop(self, server: Server, models: Path, targets: Targets, startup_s: float) -> list[str]:
+    def before_stop(self, server: ReproServer, models: Path, targets: Targets, startup_s: float) -> list[str]:
         refused = accepted = 0
         first = ""
         bad = {REFUSED_INPUT: np.ones(1, np.float32)}
@@ -157,7 +157,7 @@ class Refused(Scene):
             for _ in range(self.n):
                 try:
                     pending = server.submit(model, bad)
-                except TritonError as e:
+                except CoreError as e:
                     refused += 1
                     first = first or str(e)
                     continue
@@ -186,7 +186,7 @@ class LoadingAtStop(Scene):
     def busy(self) -> bool:
         return "done" not in self.box
 
-    def before_stop(self, server: Server, models: Path, targets: Targets, startup_s: float) -> list[str]:
+    def before_stop(self, server: ReproServer, models: Path, targets: Targets, startup_s: float) -> list[str]:
         notes = [n for n in [unload_all(server, startup_s)] if n]
         deadline = time.monotonic() + startup_s
         while stubs() and time.monotonic() < deadline:  # the unloaded models' stubs gone
@@ -197,7 +197,7 @@ class LoadingAtStop(Scene):
             for model, _ in targets:
                 try:
                     server.load_model(model)
-                except TritonError as e:
+                except CoreError as e:
                     box.setdefault("errors", []).append(str(e))
             box["done"] = True
 
@@ -222,7 +222,7 @@ class LoadMissing(Scene):
     explicit = True
     copies = True
 
-    def before_stop(self, server: Server, models: Path, targets: Targets, startup_s: float) -> list[str]:
+    def before_stop(self, server: ReproServer, models: Path, targets: Targets, startup_s: float) -> list[str]:
         notes = [n for n in [unload_all(server, startup_s)] if n]
         taken = []
         for model in server.model_states():
@@ -253,7 +253,7 @@ class StubKilled(Scene):
     """``stub-killed``: the faulted models' stubs killed (SIGKILL) once the load is over, then the
     server and each model asked for ``PROBE_S`` whether they are ready."""
 
-    def before_stop(self, server: Server, models: Path, targets: Targets, startup_s: float) -> list[str]:
+    def before_stop(self, server: ReproServer, models: Path, targets: Targets, startup_s: float) -> list[str]:
         names = [m for m, _ in targets]
         doomed = [m for m in names if faulted(models, m)]
         victims = [pid for pid, cmd in stubs().items() if any(f"/{m}/" in cmd for m in doomed)]
@@ -298,19 +298,19 @@ class Sequences(Scene):
             stale.unlink()
         return {"RIG_EVIDENCE_DIR": str(self.counts)}  # the name the scenario's model.py reads
 
-    def _send(self, server: Server, target: tuple[str, dict[str, np.ndarray]], cid: int, flags: int) -> str | None:
+    def _send(self, server: ReproServer, target: tuple[str, dict[str, np.ndarray]], cid: int, flags: int) -> str | None:
         """One request of sequence ``cid``, waited for; its error (None: answered)."""
         model, inputs = target
         try:
             pending = server.submit(model, inputs, sequence=(cid, flags))
-        except TritonError as e:
+        except CoreError as e:
             return str(e)
         if not pending.done.wait(self.timeout_s):
             return f"sequence {cid}: no answer within {self.timeout_s:g} s"
         server.delete_response(pending.response)
         return None if pending.error is None else str(pending.error)
 
-    def _open(self, server: Server, target: tuple[str, dict[str, np.ndarray]], end: bool) -> str:
+    def _open(self, server: ReproServer, target: tuple[str, dict[str, np.ndarray]], end: bool) -> str:
         """The model's sequences opened (and ended at once where ``end``): what came of them, in one line."""
         ids = list(range(self.first, self.first + self.n))
         opened, reaped, errors, refusal = 0, 0, [], ""
@@ -336,10 +336,10 @@ class Sequences(Scene):
             )
         return f"{target[0]}: {what}" + (f"; {len(errors)} request(s) failed: {errors[0][:200]}" if errors else "")
 
-    def before_stop(self, server: Server, models: Path, targets: Targets, startup_s: float) -> list[str]:
+    def before_stop(self, server: ReproServer, models: Path, targets: Targets, startup_s: float) -> list[str]:
         return [self._open(server, t, end=not faulted(models, t[0])) for t in targets if server.stateful(t[0])]
 
-    def after(self, server: Server) -> dict[str, Any]:
+    def after(self, server: ReproServer) -> dict[str, Any]:
         counts = []
         for f in sorted(self.counts.glob("sequences-*.count")) if self.counts else []:
             try:

@@ -1,12 +1,13 @@
-"""The script ``rig repro`` writes as ``repro.py``: its parts (``rig.commands.repro_head``,
-``repro_capi``, ``repro_server``, ``repro_load``, ``repro_evidence``, ``repro_env``,
-``repro_scenes``, ``repro_main``) joined into one file that stands alone, with the cell written
-into ``CELL``.
+"""The script ``rig repro`` writes as ``repro.py``: its parts (``rig.commands.repro_head``, the rig's
+binding ``rig.capi.core`` and ``rig.capi.server`` as they are, then ``repro_server``,
+``repro_load``, ``repro_evidence``, ``repro_env``, ``repro_scenes``, ``repro_main``) joined into
+one file that stands alone, with the cell written into ``CELL``.
 
 Each part is a module of its own (ruff, mypy and the tests read it) that imports the standard
 library, numpy and ctypes, and the parts before it by their ``rig`` names. Joined, the first
 part's docstring heads the file, every other import is gathered once at its top (the ``rig``
-ones left out: there every part's names are one module's), and the parts' bodies follow in order.
+ones left out: there every part's names are one module's), and the parts' bodies follow in order,
+each as its file has it (the binding's too: a reproducer runs the rig's own binding).
 """
 
 from __future__ import annotations
@@ -18,14 +19,31 @@ from typing import Any
 
 from rig.common.errors import RigError
 
-PARTS = ("head", "capi", "server", "load", "evidence", "env", "scenes", "main")
+PARTS = (
+    "rig.commands.repro_head",
+    "rig.capi.core",
+    "rig.capi.server",
+    "rig.commands.repro_server",
+    "rig.commands.repro_load",
+    "rig.commands.repro_evidence",
+    "rig.commands.repro_env",
+    "rig.commands.repro_scenes",
+    "rig.commands.repro_main",
+)
 FOLDER = Path(__file__).parent
+RIG = FOLDER.parent  # the rig package's folder
 CELL_LINE = "CELL: dict[str, Any] = {}\n"
 
 
-def _split(name: str) -> tuple[str | None, list[ast.stmt], str]:
-    """A part's docstring, its imports (the statements before its first other one) and its body's text."""
-    text = (FOLDER / f"repro_{name}.py").read_text()
+def path_of(part: str) -> Path:
+    """The file of a part (a module of the rig)."""
+    return RIG.joinpath(*part.split(".")[1:]).with_suffix(".py")
+
+
+def split(part: str) -> tuple[str | None, list[ast.stmt], str]:
+    """A part's docstring, its imports (the statements before its first other one) and its body's
+    text: the file's from its first other statement (and the comment lines that head it) to its end."""
+    text = path_of(part).read_text()
     tree = ast.parse(text)
     body = list(tree.body)
     doc = ast.get_docstring(tree, clean=False)
@@ -82,8 +100,9 @@ def template() -> str:
     imports: list[ast.stmt] = []
     bodies: list[str] = []
     seen: dict[str, str] = {}
-    for name in PARTS:
-        part_doc, part_imports, body = _split(name)
+    for part in PARTS:
+        name = part.removeprefix("rig.commands.repro_")  # the binding's parts by their module's name
+        part_doc, part_imports, body = split(part)
         doc = doc or part_doc
         for node in part_imports:
             module = node.module if isinstance(node, ast.ImportFrom) else None

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from rig.build import identity
-from rig.build.cache import describe
 from rig.common.errors import Exit, RigError
+from rig.runtimes.from_source import identity
+from rig.runtimes.from_source.cache import describe
 
 
 def add_parser(sub, parser_class) -> None:
@@ -60,7 +60,7 @@ def run(args) -> int:
         )
         return Exit.OK
     if args.runtime_command == "build":
-        from rig.build import Request, build, releases
+        from rig.runtimes.from_source import Request, build, releases
 
         build(
             Request(

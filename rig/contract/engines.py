@@ -1,5 +1,6 @@
 """What both sides name of an engine: the engines a run may ask for, a model's metadata as an engine
-reads it (the parent makes it from a config.pbtxt too), and Triton's datatypes with their numpy types."""
+reads it (the parent makes it from a config.pbtxt too), and Triton's datatypes with their numpy types
+(the binding's, ``rig.capi.core``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import dataclasses
 import typing
 
 import numpy as np
+
+from rig.capi.core import DATATYPES as DATATYPES
+from rig.capi.core import NUMPY_OF as NUMPY_OF
 
 # The engines a run may ask for: "auto" picks one (rig.parent.engines.select); the config reads them from here.
 EngineName = typing.Literal["auto", "capi", "tritonserver"]
@@ -28,41 +32,6 @@ class ModelMetadata:
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
     max_batch_size: int = 0
-
-
-# TRITONSERVER_DataType, in the header's order.
-DATATYPES = [
-    "INVALID",
-    "BOOL",
-    "UINT8",
-    "UINT16",
-    "UINT32",
-    "UINT64",
-    "INT8",
-    "INT16",
-    "INT32",
-    "INT64",
-    "FP16",
-    "FP32",
-    "FP64",
-    "BYTES",
-    "BF16",
-]
-NUMPY_OF = {
-    "BOOL": np.bool_,
-    "UINT8": np.uint8,
-    "UINT16": np.uint16,
-    "UINT32": np.uint32,
-    "UINT64": np.uint64,
-    "INT8": np.int8,
-    "INT16": np.int16,
-    "INT32": np.int32,
-    "INT64": np.int64,
-    "FP16": np.float16,
-    "FP32": np.float32,
-    "FP64": np.float64,
-    "BYTES": np.object_,
-}
 
 
 def explain_bindings(text: str) -> str:

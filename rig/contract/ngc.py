@@ -7,7 +7,7 @@ Sources, read 2026 (docs.nvidia.com/deeplearning/triton-inference-server/release
 and the Deep Learning Frameworks Support Matrix they point to):
 
 - Triton ``2.N.0`` ships as NGC ``YY.MM``, one minor a month (24.10 = 2.51.0, 25.02 = 2.55.0,
-  26.03 = 2.67.0, 26.07 = 2.71.0: the release branches' TRITON_VERSION files, ``rig.build.releases``);
+  26.03 = 2.67.0, 26.07 = 2.71.0: the release branches' TRITON_VERSION files, ``rig.runtimes.from_source.releases``);
   25.07 shipped no new minor but 2.59.1.
 - CUDA per image, where a release note was read: 23.07 12.1.1, 23.08 12.2.1, 23.12 and 24.01 12.3.2,
   24.03 12.4.0, 24.04 and 24.05 12.4, 24.07 12.5.1, 24.10 12.6.2, 24.12 12.6.3, 25.01 and 25.02
@@ -168,7 +168,7 @@ class Release:
         return ", ".join(ways) or "-"
 
 
-# The first Triton built from source here (rig.build.releases.FIRST): a Triton version below it is
+# The first Triton built from source here (rig.runtimes.from_source.releases.FIRST): a Triton version below it is
 # a PyPI wheel's core only, so its name can only mean that wheel.
 FIRST_BUILT_MINOR = 51
 

@@ -1,7 +1,7 @@
 """The runtime a cycle spec names: a plain value of its kind's type (``Runtime``: a container's,
 an embedded or a built core), written into the spec as a dict and read back by the worker, which
 loads its core; and where runtimes live on disk (``cache_dir``).
-Finding, installing and building runtimes is the parent's (``rig.parent.runtime``, ``rig.build``)."""
+Finding, installing and building runtimes is the parent's (``rig.parent.runtime``, ``rig.runtimes.from_source``)."""
 
 from __future__ import annotations
 

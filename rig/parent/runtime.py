@@ -351,7 +351,7 @@ def is_built_spec(spec: str) -> bool:
 
 def built_runtime(spec: str) -> BuiltRuntime:
     """A runtime built here from source, for the running interpreter."""
-    from rig.build import cache
+    from rig.runtimes.from_source import cache
 
     v = spec.removeprefix("built-")
     root = cache.built_root(v)
@@ -377,7 +377,7 @@ def built_runtime(spec: str) -> BuiltRuntime:
     bindings = sdir / "bindings"
     return BuiltRuntime(
         name=f"built-{v}",
-        # a variant (a patch, another ref: rig.build.identity) is filed under its own name, beside
+        # a variant (a patch, another ref: rig.runtimes.from_source.identity) is filed under its own name, beside
         # its release, never in the release's column
         triton_version=str(m.get("label") or v) if m.get("variant") else m.get("triton_version", v),
         server_dir=str(sdir),
@@ -391,7 +391,7 @@ def built_runtime(spec: str) -> BuiltRuntime:
 
 
 def list_built() -> list[dict]:
-    from rig.build import cache
+    from rig.runtimes.from_source import cache
 
     return cache.list_built()
 

@@ -11,13 +11,15 @@ import typing
 from pathlib import Path
 
 from rig.common.errors import RigError
+from rig.contract.option_table import RunOptions
 from rig.scenarios.catalog import Scenario, get
 
-if typing.TYPE_CHECKING:
-    from rig.parent.config import RunConfig
+# A run's options: the parent's RunConfig, which calls ``apply`` from its checks. Typed by the option
+# table's fields it is made of (rig.contract), not by the parent's config, which would import back.
+Config = typing.TypeVar("Config", bound=RunOptions)
 
 
-def apply(cfg: RunConfig) -> RunConfig:
+def apply(cfg: Config) -> Config:
     """``cfg`` made to run its scenario: the fault and retention it is built from, none of them
     for its control. A fault, retention or model repository of the user's own cannot
     combine with a scenario (its own would be lost): refused in one line."""

@@ -582,7 +582,7 @@ def test_verdicts_in_words_with_alternatives():
 
 
 def test_a_core_not_exactly_its_release_is_footnoted_in_its_column():
-    from rig.build.releases import NOT_EXACT
+    from rig.runtimes.from_source.releases import NOT_EXACT
 
     assert cf.not_exact("2.71.0") == NOT_EXACT["2.71.0"] and cf.not_exact("2.70.0") is None
     t = cf.build(_frame(_cycles("finalize-raises", "2.70.0", "finalize_error"),

@@ -41,7 +41,7 @@ def test_a_step_is_judged_by_the_verdicts_only_one_side_gives(tmp_path):
 
 @pytest.mark.skipif(not (BUNDLES / "python_backend.bundle").exists(), reason=f"no git bundles at {BUNDLES}")
 def test_the_commits_walked_are_the_bad_releases_first_parents_not_the_goods(tmp_path):
-    from rig.build.sources import Sources, first_parent
+    from rig.runtimes.from_source.sources import Sources, first_parent
 
     s = Sources(str(BUNDLES))
     mirror = s.mirror("core", tmp_path, lambda line: None)

@@ -1,5 +1,5 @@
 """The one version table (rig.contract.ngc): its rows agree with the release branches
-(rig.build.releases) and the cores the PyPI wheels bundle, its CuPy wheels and driver floors follow
+(rig.runtimes.from_source.releases) and the cores the PyPI wheels bundle, its CuPy wheels and driver floors follow
 the CUDA major, every user can import it; `rig matrix --runtimes all` in an NGC image (a fake
 /opt/tritonserver through TRITON_HOME) includes the image's own core; `rig doctor` prints the
 table's row and warns on an old driver, never failing without a GPU."""
@@ -15,7 +15,7 @@ from helpers import ROOT
 
 
 def test_every_row_agrees_with_the_release_branches_and_the_wheels():
-    from rig.build import releases
+    from rig.runtimes.from_source import releases
     from rig.contract import ngc
 
     tags = [r.ngc_tag for r in ngc.RELEASES]
@@ -165,7 +165,7 @@ def test_every_release_branch_named_with_a_version_names_the_right_one():
     fixes and the guide, is that version's branch (r26.05 is 2.69.0; 25.07 was 2.59.1)."""
     import re
 
-    from rig.build.releases import RELEASES
+    from rig.runtimes.from_source.releases import RELEASES
 
     texts = [(ROOT / "rig" / "scenarios" / "catalog.py").read_text(),
              *(p.read_text() for p in (ROOT / "docs" / "guide").glob("*.md"))]

@@ -55,7 +55,7 @@ def _bytes_at(ptr: int, nbytes: int) -> bytes:
 
 
 def test_an_input_copy_has_landed_before_the_core_gets_its_pointer(cupy14, monkeypatch):
-    from rig.worker.engines.capi.core import datatype_of
+    from rig.capi.core import datatype_of
     from rig.worker.engines.capi.engine import input_buffer
 
     monkeypatch.setattr(memory, "PLACEMENT", memory.Placement("gpu", 1))
@@ -79,7 +79,7 @@ def test_the_standin_would_show_a_copy_not_waited_for(cupy14):
 
 
 def test_bytes_and_host_inputs_stay_on_the_host(cupy14):
-    from rig.worker.engines.capi.core import datatype_of
+    from rig.capi.core import datatype_of
     from rig.worker.engines.capi.engine import input_buffer
 
     x = np.arange(4, dtype=np.int32)

@@ -13,8 +13,8 @@ from rig.analysis.conformance.cells import Cell, Verdicts
 from rig.analysis.conformance.order import UNBATCHED, engine_order, scenario_order, shape_order
 from rig.analysis.matrix import growth_held
 from rig.analysis.release_order import dated, version_key
-from rig.build.identity import is_variant, release_of
 from rig.contract.verdicts import NOT_MEASURED
+from rig.runtimes.from_source.identity import is_variant, release_of
 from rig.scenarios import catalog as scenarios
 from rig.scenarios import known as known_verdicts
 
@@ -52,7 +52,7 @@ def changed_in(cell_list, bisects=()) -> dict[tuple[str, bool, str, str], list[s
     each dated as closely as the cores run allow (``dated``: ``2.68.0…2.70.0`` where releases
     between the two were not run), and where a bisection found the change, by which commit
     (``2.68.0: python_backend 47f9e03 (#433)``); empty where none differ. A variant (a patched or
-    hybrid build: ``rig.build.identity``) is no release: it is left out of the series."""
+    hybrid build: ``rig.runtimes.from_source.identity``) is no release: it is left out of the series."""
     series: dict[tuple, list[Cell]] = {}
     variants: dict[tuple, list[Cell]] = {}
     for c in cell_list:

@@ -20,10 +20,10 @@ from rig.analysis.conformance.cells import Cell
 from rig.analysis.conformance.changes import bisected, same_cell
 from rig.analysis.conformance.order import engine_order, scenario_order, shape_order
 from rig.analysis.conformance.table import API_NAMES, version_key
-from rig.build.identity import is_variant
-from rig.build.releases import BRANCHES
 from rig.common.errors import RigError
 from rig.contract.ngc import PYTRITON_CORE
+from rig.runtimes.from_source.identity import is_variant
+from rig.runtimes.from_source.releases import BRANCHES
 from rig.scenarios import catalog as scenarios
 
 FROM, FIRST, TO = "from", "first changed", "to"

@@ -25,7 +25,7 @@ cells that differ from the known verdicts (for ``rig gate`` and ``rig matrix``);
 cell what its cycles did in words, coloured by its health, marked where it differs from the known
 verdicts, linked to its figures in a table below the grid; a batched shape's figures also the batch
 sizes Triton formed, from the cycles' windows). Pure: no Triton, no store (``not_exact`` reads a
-table of ``rig.build.releases``).
+table of ``rig.runtimes.from_source.releases``).
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from rig.analysis.conformance.order import UNBATCHED, cell_order, engine_order, 
 from rig.analysis.matrix import growth_held
 from rig.analysis.release_order import SPAN, between, dated, releases, version_key  # noqa: F401  (re-exported)
 from rig.analysis.verdict import records
-from rig.build.identity import is_variant
 from rig.contract.verdicts import NOT_MEASURED
+from rig.runtimes.from_source.identity import is_variant
 from rig.scenarios import catalog as scenarios
 from rig.scenarios import known as known_verdicts
 
@@ -195,21 +195,21 @@ VARIANTS_SAID: dict[str, str] = {}
 def variant_said(version: str) -> str:
     """What a variant core is, in words: from its manifest where it was built here, else as kept
     (``VARIANTS_SAID``); "" where neither says."""
-    from rig.build.cache import built_root, manifest
-    from rig.build.identity import describe_variant
+    from rig.runtimes.from_source.cache import built_root, manifest
+    from rig.runtimes.from_source.identity import describe_variant
 
     return describe_variant(manifest(built_root(str(version)))) or VARIANTS_SAID.get(str(version), "")
 
 
 def not_exact(version: str) -> str | None:
-    """Why a core built here is not exactly its release (``rig.build.releases.NOT_EXACT``; a
-    variant: what its manifest says it is, ``rig.build.identity``, or what the kept store says of
+    """Why a core built here is not exactly its release (``rig.runtimes.from_source.releases.NOT_EXACT``; a
+    variant: what its manifest says it is, ``rig.runtimes.from_source.identity``, or what the kept store says of
     it, ``VARIANTS_SAID``); None where it is (every PyPI core, every release built from its own
     branches)."""
-    from rig.build.releases import NOT_EXACT
+    from rig.runtimes.from_source.releases import NOT_EXACT
 
     if is_variant(str(version)):
-        from rig.build.identity import release_of
+        from rig.runtimes.from_source.identity import release_of
 
         said = variant_said(str(version))
         return said or f"a variant of {release_of(str(version))} (a patch or another ref; its manifest is not here)"

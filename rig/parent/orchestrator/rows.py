@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 
-from rig.build.identity import release_of
 from rig.common import probes
 from rig.contract.fleet import node_name
 from rig.contract.messages import Partial
@@ -17,6 +16,7 @@ from rig.contract.rows import (
     now_iso,
 )
 from rig.parent.orchestrator.prepare import Prepared
+from rig.runtimes.from_source.identity import release_of
 from rig.scenarios.catalog import name_of
 
 

@@ -11,16 +11,15 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from rig.capi.core import CoreError
 from rig.common.errors import RigError
 from rig.contract.engines import ModelMetadata
 
 
-class EngineError(Exception):
-    """An error the core (or the binding) returned; ``code`` is Triton's error code name."""
-
-    def __init__(self, message: str, code: str = "UNKNOWN"):
-        super().__init__(message)
-        self.code = code
+class EngineError(CoreError):
+    """An error the core (or the binding) returned; ``code`` is Triton's error code name. A
+    ``rig.capi.core.CoreError``: the capi engine loads the binding with it as its error type, so
+    what the binding raises or returns is an ``EngineError`` as the core gave it."""
 
 
 @dataclasses.dataclass(frozen=True)

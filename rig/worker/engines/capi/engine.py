@@ -3,6 +3,13 @@
 It runs wherever the core runs, and since it holds exactly the references it says it holds
 (a response lives until ``TRITONSERVER_InferenceResponseDelete``), it tells a bug of the Python
 binding layer apart from one of the core.
+
+It adapts the rig's binding (``rig.capi``: the library, and ``rig.capi.server.Server``, the server
+and a request's callbacks, which ``rig repro``'s script runs too): the library is loaded with
+``EngineError`` as its error type, so every error the core gives is an ``EngineError`` with the
+core's message and code; what is the engine's own is here: a placement's inputs and outputs in GPU
+memory (``rig.worker.engines.memory``, the ledger), the responses it hands out (``CapiResponse``)
+and the allocator that outlives them, the ``Engine`` interface, its lanes.
 """
 
 from __future__ import annotations
@@ -10,10 +17,12 @@ from __future__ import annotations
 import ctypes
 import threading
 import time
-from ctypes import byref, c_bool, c_int64, c_void_p
+from ctypes import byref, c_void_p
 
 import numpy as np
 
+from rig.capi.core import DATATYPES, MEMORY_CPU, CoreLibrary, datatype_of
+from rig.capi.server import Server
 from rig.common.errors import RigError
 from rig.contract.engines import ModelMetadata, TensorSpec, serialize_bytes
 from rig.worker.engines import memory
@@ -26,18 +35,6 @@ from rig.worker.engines.base import (
     ServerOptions,
 )
 from rig.worker.engines.capi import lane as native
-from rig.worker.engines.capi.core import (
-    CONTROL_MODES,
-    DATATYPES,
-    MEMORY_CPU,
-    RESPONSE_FINAL,
-    AllocFn,
-    CoreLibrary,
-    ReleaseFn,
-    RequestReleaseFn,
-    ResponseCompleteFn,
-    datatype_of,
-)
 from rig.worker.engines.capi.response import CapiResponse, EmptyResponse
 
 
@@ -79,17 +76,14 @@ def input_buffer(arr: np.ndarray, dtype: int, placement: memory.Placement) -> tu
     return arr, arr.ctypes.data, arr.nbytes, MEMORY_CPU, 0
 
 
-class CapiEngine(Engine):
+class CapiEngine(Server, Engine):
+    """The ``Engine`` over ``rig.capi.server.Server``: the server's own ``is_ready``, ``model_ready``,
+    ``server_version``, ``stateful``, ``load_model`` and ``unload_model`` serve as the engine's."""
+
     name = "capi"
 
     def __init__(self, core_library: str):
-        self.core = CoreLibrary.load(core_library)
-        self.server = c_void_p()
-        self._allocator = c_void_p()
-        self._pending: dict[int, _Pending] = {}
-        self._stateful: dict[str, bool] = {}
-        self._next_id = 1
-        self._id_lock = threading.Lock()
+        super().__init__(CoreLibrary.load(core_library, EngineError))
         # The core's threads run the two events of a request; a plain OS lock, as in infer().
         self._events_lock = _native_lock()
         self._stopped = False
@@ -98,11 +92,6 @@ class CapiEngine(Engine):
         self._responses = 0
         self._responses_lock = threading.Lock()
         self._closing = False
-        # Callbacks must outlive every request: keep the ctypes thunks on the instance.
-        self._alloc_cb = AllocFn(self._alloc)
-        self._release_cb = ReleaseFn(self._release_buffer)
-        self._request_release_cb = RequestReleaseFn(self._request_released)
-        self._response_cb = ResponseCompleteFn(self._response_complete)
 
     # -- allocator: host memory from malloc, owned by the response until it is deleted; device
     # memory from CuPy's pool where the core prefers the GPU for an output (the model left it
@@ -130,113 +119,42 @@ class CapiEngine(Engine):
             else:
                 self.core.libc.free(buffer)
 
-    def _event(self, rid, pending: _Pending) -> None:
-        """One of a request's two ends (final response, release); the later one calls ``done``:
-        a caller that submits again from ``done`` has nothing of this request left in the server,
-        so every path holds exactly its in-flight count of requests there."""
-        with self._events_lock:
-            pending.events -= 1
-            last = pending.events == 0
-        if last:
-            self._pending.pop(rid, None)
-            if pending.done is not None:
-                response = pending.response
-                if response is None and pending.error is None:
-                    # the final flag came (done waits for it) with no response: a decoupled
-                    # model ended the request without data, which answers it
-                    response = EmptyResponse()
-                pending.done(response, pending.error)
+    def _responded(self, pending: _Pending, response: int) -> None:
+        if pending.times is not None:
+            pending.times.append(time.monotonic_ns())
+        if pending.response is not None:  # decoupled: keep only the latest
+            pending.response.release()
+        pending.response = CapiResponse(self, response)
 
-    def _request_released(self, request, flags, userp):
-        pending = self._pending.get(userp or 0)
-        self.core.lib.TRITONSERVER_InferenceRequestDelete(request)
-        if pending is not None:
-            pending.keep = None
-            self._event(userp or 0, pending)
-
-    def _response_complete(self, response, flags, userp):
-        pending = self._pending.get(userp or 0)
-        if pending is None:
-            if response:
-                self.core.lib.TRITONSERVER_InferenceResponseDelete(response)
-            return
-        if response:
-            err = self.core.error(self.core.lib.TRITONSERVER_InferenceResponseError(response))
-            if err is not None:
-                self.core.lib.TRITONSERVER_InferenceResponseDelete(response)
-                pending.error = err
-            else:
-                if pending.times is not None:
-                    pending.times.append(time.monotonic_ns())
-                if pending.response is not None:  # decoupled: keep only the latest
-                    pending.response.release()
-                pending.response = CapiResponse(self, response)
-        if flags & RESPONSE_FINAL:
-            self._event(userp or 0, pending)
+    def _ended(self, pending: _Pending) -> None:
+        """``done`` is called once the final response and the release both came (``Server._event``)."""
+        if pending.done is not None:
+            response = pending.response
+            if response is None and pending.error is None:
+                # the final flag came (done waits for it) with no response: a decoupled
+                # model ended the request without data, which answers it
+                response = EmptyResponse()
+            pending.done(response, pending.error)
 
     # -- lifecycle
     def start(self, options: ServerOptions) -> None:
-        c = self.core
-        opts = c_void_p()
-        c.call("TRITONSERVER_ServerOptionsNew", byref(opts))
-        try:
-            c.call("TRITONSERVER_ServerOptionsSetModelRepositoryPath", opts, options.model_repository.encode())
-            if options.backend_directory:
-                c.call("TRITONSERVER_ServerOptionsSetBackendDirectory", opts, options.backend_directory.encode())
-            c.call("TRITONSERVER_ServerOptionsSetExitTimeout", opts, int(options.exit_timeout_s))
-            c.call("TRITONSERVER_ServerOptionsSetModelControlMode", opts, CONTROL_MODES[options.model_control])
-            for m in options.startup_models:
-                if c.has("TRITONSERVER_ServerOptionsSetStartupModel"):
-                    c.call("TRITONSERVER_ServerOptionsSetStartupModel", opts, m.encode())
-            c.call("TRITONSERVER_ServerOptionsSetStrictReadiness", opts, options.strict_readiness)
-            c.call("TRITONSERVER_ServerOptionsSetStrictModelConfig", opts, options.strict_model_config)
-            if c.has("TRITONSERVER_ServerOptionsSetModelLoadRetryCount"):
-                c.call("TRITONSERVER_ServerOptionsSetModelLoadRetryCount", opts, int(options.model_load_retries))
-            if options.log_file:
-                c.call("TRITONSERVER_ServerOptionsSetLogFile", opts, options.log_file.encode())
-            c.call("TRITONSERVER_ServerOptionsSetLogInfo", opts, True)
-            c.call("TRITONSERVER_ServerOptionsSetLogWarn", opts, True)
-            c.call("TRITONSERVER_ServerOptionsSetLogError", opts, True)
-            c.call("TRITONSERVER_ServerOptionsSetLogVerbose", opts, int(options.log_verbose))
-            c.call("TRITONSERVER_ServerOptionsSetMetrics", opts, False)
-            c.call("TRITONSERVER_ServerOptionsSetGpuMetrics", opts, False)
-            for backend, key, value in options.backend_config:
-                c.call(
-                    "TRITONSERVER_ServerOptionsSetBackendConfig",
-                    opts,
-                    backend.encode(),
-                    key.encode(),
-                    str(value).encode(),
-                )
-            c.call("TRITONSERVER_ServerNew", byref(self.server), opts)
-        finally:
-            c.lib.TRITONSERVER_ServerOptionsDelete(opts)
-        c.call("TRITONSERVER_ResponseAllocatorNew", byref(self._allocator), self._alloc_cb, self._release_cb, None)
-
-    def is_ready(self) -> bool:
-        ready = c_bool()
-        self.core.call("TRITONSERVER_ServerIsReady", self.server, byref(ready))
-        return ready.value
-
-    def model_ready(self, model: str) -> bool:
-        ready = c_bool()
-        err = self.core.error(
-            self.core.lib.TRITONSERVER_ServerModelIsReady(self.server, model.encode(), -1, byref(ready))
+        self.start_server(
+            options.model_repository,
+            options.backend_directory,
+            options.exit_timeout_s,
+            options.model_control,
+            options.startup_models,
+            options.strict_readiness,
+            options.strict_model_config,
+            options.model_load_retries,
+            options.log_file,
+            options.log_verbose,
+            options.backend_config,
         )
-        return err is None and ready.value
-
-    def server_version(self) -> str:
-        msg = c_void_p()
-        self.core.call("TRITONSERVER_ServerMetadata", self.server, byref(msg))
-        return self.core.message_json(msg).get("version", "unknown")
 
     def model_metadata(self, model: str) -> ModelMetadata:
-        msg = c_void_p()
-        self.core.call("TRITONSERVER_ServerModelMetadata", self.server, model.encode(), -1, byref(msg))
-        meta = self.core.message_json(msg)
-        cfg_msg = c_void_p()
-        self.core.call("TRITONSERVER_ServerModelConfig", self.server, model.encode(), -1, 1, byref(cfg_msg))
-        cfg = self.core.message_json(cfg_msg)
+        meta = self.metadata_of(model)
+        cfg = self.config_of(model)
 
         def specs(items):
             return tuple(
@@ -255,32 +173,14 @@ class CapiEngine(Engine):
     def decoupled(self, model: str) -> bool:
         """Whether the model streams (``model_transaction_policy { decoupled: true }``): several
         responses a request, then the final flag. False where its config cannot be read."""
-        cfg_msg = c_void_p()
-        err = self.core.error(
-            self.core.lib.TRITONSERVER_ServerModelConfig(self.server, model.encode(), -1, 1, byref(cfg_msg))
-        )
-        if err is not None:
+        try:
+            cfg = self.config_of(model)
+        except EngineError:
             return False
-        cfg = self.core.message_json(cfg_msg)
         return bool((cfg.get("model_transaction_policy") or {}).get("decoupled"))
 
-    def stateful(self, model: str) -> bool:
-        """Whether the model's config has ``sequence_batching`` (read once a model)."""
-        if model not in self._stateful:
-            cfg_msg = c_void_p()
-            err = self.core.error(
-                self.core.lib.TRITONSERVER_ServerModelConfig(self.server, model.encode(), -1, 1, byref(cfg_msg))
-            )
-            if err is not None:
-                return False
-            self._stateful[model] = "sequence_batching" in self.core.message_json(cfg_msg)
-        return self._stateful[model]
-
     def model_states(self) -> dict[str, str]:
-        msg = c_void_p()
-        self.core.call("TRITONSERVER_ServerModelIndex", self.server, 0, byref(msg))
-        index = self.core.message_json(msg)
-        return {m["name"]: m.get("state", "UNKNOWN") or "UNKNOWN" for m in index}
+        return {m["name"]: m.get("state", "UNKNOWN") or "UNKNOWN" for m in self.model_index()}
 
     def model_statistics(self, model: str) -> dict | None:
         """``TRITONSERVER_ServerModelStatistics`` of every version (-1) of ``model``: one call and
@@ -291,57 +191,29 @@ class CapiEngine(Engine):
         self.core.call("TRITONSERVER_ServerModelStatistics", self.server, model.encode(), -1, byref(msg))
         return self.core.message_json(msg)
 
-    def load_model(self, model: str) -> None:
-        self.core.call("TRITONSERVER_ServerLoadModel", self.server, model.encode())
-
-    def unload_model(self, model: str) -> None:
-        self.core.call("TRITONSERVER_ServerUnloadModel", self.server, model.encode())
-
     # -- inference
     def _submit(
         self, model: str, inputs: dict[str, np.ndarray], done, times=None, sequence: Sequence | None = None
     ) -> None:
-        c = self.core
-        req = c_void_p()
+        """One request through ``Server.send``, its inputs where the placement puts them."""
         sequence = self.sequence_of(model, sequence)
-        c.call("TRITONSERVER_InferenceRequestNew", byref(req), self.server, model.encode(), -1)
         keep = []
+        parts = []
         placement = memory.PLACEMENT
-        try:
-            if sequence is not None:
-                c.call("TRITONSERVER_InferenceRequestSetCorrelationId", req, sequence.correlation_id)
-                c.call("TRITONSERVER_InferenceRequestSetFlags", req, sequence.flags)
-            for name, arr in inputs.items():
-                arr = np.asarray(arr)
-                dtype = datatype_of(arr)
-                held, ptr, size, mtype, mid = input_buffer(arr, dtype, placement)
-                keep.append(held)
-                shape = (c_int64 * max(arr.ndim, 1))(*arr.shape)
-                c.call("TRITONSERVER_InferenceRequestAddInput", req, name.encode(), dtype, shape, arr.ndim)
-                c.call(
-                    "TRITONSERVER_InferenceRequestAppendInputData",
-                    req,
-                    name.encode(),
-                    ptr if isinstance(ptr, int) else ctypes.cast(ptr, c_void_p),
-                    size,
-                    mtype,
-                    mid,
-                )
-            with self._id_lock:
-                rid = self._next_id
-                self._next_id += 1
-            self._pending[rid] = _Pending(keep, done, times)
-            c.call("TRITONSERVER_InferenceRequestSetReleaseCallback", req, self._request_release_cb, rid)
-            c.call(
-                "TRITONSERVER_InferenceRequestSetResponseCallback", req, self._allocator, None, self._response_cb, rid
-            )
-            err = c.error(c.lib.TRITONSERVER_ServerInferAsync(self.server, req, None))
-            if err is not None:
-                self._pending.pop(rid, None)
-                raise err
-        except EngineError:
-            c.lib.TRITONSERVER_InferenceRequestDelete(req)
-            raise
+        for name, arr in inputs.items():
+            arr = np.asarray(arr)
+            dtype = datatype_of(arr, EngineError)
+            held, ptr, size, mtype, mid = input_buffer(arr, dtype, placement)
+            keep.append(held)
+            if not isinstance(ptr, int):
+                ptr = ctypes.cast(ptr, c_void_p)
+            parts.append((name, dtype, arr.shape, ptr, size, mtype, mid))
+        self.send(
+            model,
+            parts,
+            None if sequence is None else (sequence.correlation_id, sequence.flags),
+            _Pending(keep, done, times),
+        )
 
     # infer_async takes ``times``: a list each data response's arrival is appended to (PyLane's
     # streaming measure)
@@ -388,7 +260,7 @@ class CapiEngine(Engine):
 
     def stop(self) -> str | None:
         self._stopped = True
-        err = self.core.error(self.core.lib.TRITONSERVER_ServerStop(self.server))
+        err = self.stop_server()
         return None if err is None else str(err)
 
     def close(self) -> None:
@@ -398,18 +270,12 @@ class CapiEngine(Engine):
         if self.server:
             if not self._stopped:
                 self.stop()
-            server, self.server = self.server, c_void_p()
-            self.core.lib.TRITONSERVER_ServerDelete(server)
+            self.delete_server()
         with self._responses_lock:
             self._closing = True
             last = self._responses == 0
         if last:
-            self._delete_allocator()
-
-    def _delete_allocator(self) -> None:
-        allocator, self._allocator = self._allocator, c_void_p()
-        if allocator:
-            self.core.lib.TRITONSERVER_ResponseAllocatorDelete(allocator)
+            self.delete_allocator()
 
     def response_made(self) -> None:
         with self._responses_lock:
@@ -421,4 +287,4 @@ class CapiEngine(Engine):
             self._responses -= 1
             last = self._closing and self._responses == 0
         if last:
-            self._delete_allocator()
+            self.delete_allocator()

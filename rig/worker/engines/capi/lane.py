@@ -33,10 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
+from rig.capi.core import DATATYPES, datatype_of
 from rig.common.errors import RigError
 from rig.worker import native
 from rig.worker.engines.base import EngineError, as_entries
-from rig.worker.engines.capi.core import DATATYPES, datatype_of
 from rig.worker.engines.capi.response import CapiResponse
 
 SOURCE = Path(__file__).with_name("_fastpath.c")
@@ -184,7 +184,7 @@ class NativeLane:
         keep = []
         for i, (name, arr) in enumerate(flat):
             arr = np.asarray(arr)
-            dtype = datatype_of(arr)
+            dtype = datatype_of(arr, EngineError)
             if DATATYPES[dtype] == "BYTES":
                 raise RigError(
                     f"input {name!r} is BYTES: lanes send fixed-size tensors only; "

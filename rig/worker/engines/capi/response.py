@@ -3,19 +3,18 @@
 
 from __future__ import annotations
 
-import ctypes
 import threading
-from ctypes import POINTER, byref, c_char_p, c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
 
 import numpy as np
 
+from rig.capi.core import NUMPY_OF
+from rig.capi.server import as_array
 from rig.worker.engines import memory
 from rig.worker.engines.base import EngineError, Response
-from rig.worker.engines.capi.core import DATATYPES, NUMPY_OF
 
 
 class CapiResponse(Response):
-    """One response of the core; ``engine``: the capi engine (its ``core``) that made it."""
+    """One response of the core; ``engine``: the capi engine (a ``rig.capi.server.Server``) that made it."""
 
     def __init__(self, engine, handle: int):
         self._engine = engine
@@ -24,72 +23,26 @@ class CapiResponse(Response):
         self._views = 0
         engine.response_made()
 
-    def _raw_outputs(self):
-        core = self._engine.core
-        count = c_uint32()
-        core.call("TRITONSERVER_InferenceResponseOutputCount", self._handle, byref(count))
-        for i in range(count.value):
-            name, dtype, shape, dims = c_char_p(), c_int(), POINTER(c_int64)(), c_uint64()
-            base, size, mtype, mid, userp = c_void_p(), c_size_t(), c_int(), c_int64(), c_void_p()
-            core.call(
-                "TRITONSERVER_InferenceResponseOutput",
-                self._handle,
-                i,
-                byref(name),
-                byref(dtype),
-                byref(shape),
-                byref(dims),
-                byref(base),
-                byref(size),
-                byref(mtype),
-                byref(mid),
-                byref(userp),
-            )
-            yield (
-                name.value.decode(),
-                DATATYPES[dtype.value],
-                tuple(shape[k] for k in range(dims.value)),
-                base.value,
-                size.value,
-                mtype.value,
-                mid.value,
-            )
-
     def _copy(self, dtype_name, shape, base, size, mtype, mid) -> np.ndarray:
         """A host copy of one output that shares nothing with the response: an output in GPU
         memory is read back from the device (so the check compares what the model computed)."""
         if mtype == memory.MEMORY_GPU:
             return memory.device_memory().to_host(base, size, mid, np.dtype(NUMPY_OF[dtype_name]), shape)
-        return self._array(dtype_name, shape, base, size).copy()
-
-    def _array(self, dtype_name, shape, base, size) -> np.ndarray:
-        if dtype_name == "BYTES":
-            raw = ctypes.string_at(base, size) if size else b""
-            items, off = [], 0
-            while off < len(raw):
-                n = int.from_bytes(raw[off : off + 4], "little")
-                items.append(raw[off + 4 : off + 4 + n])
-                off += 4 + n
-            return np.array(items, dtype=np.object_).reshape(shape)
-        dt = np.dtype(NUMPY_OF[dtype_name])
-        if not size:
-            return np.zeros(shape, dtype=dt)
-        buf = (ctypes.c_char * size).from_address(base)
-        return np.frombuffer(buf, dtype=dt).reshape(shape)
+        return as_array(dtype_name, shape, base, size).copy()
 
     def outputs(self) -> dict[str, np.ndarray]:
         if not self._handle:
             raise EngineError("response already released", "INVALID_ARG")
-        return {n: self._copy(d, s, b, z, t, i) for n, d, s, b, z, t, i in self._raw_outputs()}
+        return {n: self._copy(d, s, b, z, t, i) for n, d, s, b, z, t, i in self._engine.response_outputs(self._handle)}
 
     def output_view(self, name: str) -> np.ndarray:
         """A zero-copy array whose base owns this response, as a DLPack consumer's would."""
-        for n, d, s, b, z, t, i in self._raw_outputs():
+        for n, d, s, b, z, t, i in self._engine.response_outputs(self._handle):
             if n == name:
                 owner = _ResponseOwner(self)
                 if t == memory.MEMORY_GPU:  # a CuPy array, as cupy.from_dlpack of a device output gives
                     return memory.device_memory().view(b, z, i, np.dtype(NUMPY_OF[d]), s, owner)
-                arr = self._array(d, s, b, z)
+                arr = as_array(d, s, b, z)
                 return np.asarray(_OwnedBuffer(arr, owner))
         raise EngineError(f"response has no output {name!r}", "INVALID_ARG")
 

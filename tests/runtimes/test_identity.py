@@ -1,7 +1,7 @@
-"""A build's identity is everything in it (rig.build.identity): a release keeps its name, a build with a
+"""A build's identity is everything in it (rig.runtimes.from_source.identity): a release keeps its name, a build with a
 component at another ref or commit, or with a patch, is a variant named by every component's commit
 and every patch's hash; its refs are resolved, and its patches checked, against the git bundles
-before anything compiles. The compile itself: tests/build/test_built_runtime.py."""
+before anything compiles. The compile itself: tests/runtimes/test_built_runtime.py."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT, rig
-from rig.build import identity, releases
-from rig.build.sources import Sources, apply_patch, checkout
+from rig.runtimes.from_source import identity, releases
+from rig.runtimes.from_source.sources import Sources, apply_patch, checkout
 from rig.common.errors import RigError
 
 BUNDLES = Path(os.environ.get("RIG_TRITON_SOURCES") or ROOT.parent / "shared" / "triton-src")

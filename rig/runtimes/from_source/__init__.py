@@ -6,7 +6,7 @@ adaptations, ``builder`` runs the steps (``runner`` each command), ``assemble`` 
 as a runtime and checks it, ``cache`` finds and describes the runtimes built.
 """
 
-from rig.build.builder import Request, build
-from rig.build.cache import built_root, is_built, list_built, manifest
+from rig.runtimes.from_source.builder import Request, build
+from rig.runtimes.from_source.cache import built_root, is_built, list_built, manifest
 
 __all__ = ["Request", "build", "built_root", "is_built", "list_built", "manifest"]

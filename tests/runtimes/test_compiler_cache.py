@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
-from rig.build import recipe
+from rig.runtimes.from_source import recipe
 
 CORE = textwrap.dedent('''
     add_library(triton-core SHARED server.cc tritonserver.cc)

@@ -10,8 +10,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from rig.build.identity import COMMIT
 from rig.common.errors import RigError
+from rig.runtimes.from_source.identity import COMMIT
 
 _ALL_REFS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
 

@@ -17,13 +17,13 @@ import time
 import typing
 from pathlib import Path
 
-from rig.build import preflight, recipe
-from rig.build.cache import RECIPE, built_root, runtimes_dir
-from rig.build.identity import Patch
-from rig.build.runner import Log, run
-from rig.build.sources import Sources
 from rig.common.errors import RigError
 from rig.common.probes import STUB_NAME
+from rig.runtimes.from_source import preflight, recipe
+from rig.runtimes.from_source.cache import RECIPE, built_root, runtimes_dir
+from rig.runtimes.from_source.identity import Patch
+from rig.runtimes.from_source.runner import Log, run
+from rig.runtimes.from_source.sources import Sources
 
 
 @dataclasses.dataclass
@@ -46,7 +46,7 @@ class Build:
     notes: list[str] = dataclasses.field(default_factory=list)  # adaptations made to build it here
     timings: dict[str, float] = dataclasses.field(default_factory=dict)  # each step's seconds
     t0: float = dataclasses.field(default_factory=time.monotonic)
-    name: str = ""  # what follows built-: the version, or a variant's label (rig.build.identity)
+    name: str = ""  # what follows built-: the version, or a variant's label (rig.runtimes.from_source.identity)
     patches: tuple[Patch, ...] = ()  # --patch: the diffs applied
     overrides: dict[str, str] = dataclasses.field(default_factory=dict)  # --ref as given
 

@@ -18,9 +18,10 @@ import sys
 import time
 from pathlib import Path
 
-from rig.build import identity, preflight, recipe, releases
-from rig.build.assemble import Build, assemble, compile_bindings
-from rig.build.cache import (
+from rig.common.errors import RigError
+from rig.runtimes.from_source import identity, preflight, recipe, releases
+from rig.runtimes.from_source.assemble import Build, assemble, compile_bindings
+from rig.runtimes.from_source.cache import (
     RECIPE,
     builds_dir,
     built_root,
@@ -29,10 +30,9 @@ from rig.build.cache import (
     python_tag,
     runtimes_dir,
 )
-from rig.build.identity import Patch
-from rig.build.runner import Log, Progress, run
-from rig.build.sources import Sources, apply_patch, checkout, git
-from rig.common.errors import RigError
+from rig.runtimes.from_source.identity import Patch
+from rig.runtimes.from_source.runner import Log, Progress, run
+from rig.runtimes.from_source.sources import Sources, apply_patch, checkout, git
 
 
 @dataclasses.dataclass

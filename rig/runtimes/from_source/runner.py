@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rig.build.cache import STEPS
 from rig.common.errors import RigError
+from rig.runtimes.from_source.cache import STEPS
 
 
 class Log:

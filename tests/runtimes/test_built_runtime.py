@@ -25,7 +25,7 @@ BUNDLES = Path(os.environ.get("RIG_TRITON_SOURCES") or ROOT.parent / "shared" / 
 @pytest.fixture(scope="module")
 def built():
     """The built runtime's manifest; built here if the cache lacks it and the machine can."""
-    from rig.build import builder, preflight
+    from rig.runtimes.from_source import builder, preflight
     from rig.common.errors import RigError
 
     if not builder.is_built(builder.built_root(VERSION)):

@@ -1,6 +1,6 @@
 """`rig runtime build`'s plan, before anything compiles: versions and branches, the machine's
 packages, the sources a folder of git bundles has, the recipe's edits, and the matrix's names for
-built runtimes. The build itself: tests/build/test_built_runtime.py."""
+built runtimes. The build itself: tests/runtimes/test_built_runtime.py."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT, rig
-from rig.build import preflight, recipe, releases
-from rig.build.sources import Sources
+from rig.runtimes.from_source import preflight, recipe, releases
+from rig.runtimes.from_source.sources import Sources
 from rig.commands.matrix_plan import parse_runtimes
 from rig.common.errors import RigError
 from rig.parent.runtime import PYTRITON_CORE
