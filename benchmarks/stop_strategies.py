@@ -15,7 +15,7 @@ import statistics
 import tempfile
 
 from rig.parent import config
-from rig.commands.soak import execute
+from rig.workflows.soak import execute
 
 
 def main() -> int:

@@ -29,6 +29,6 @@ def __getattr__(name):
 def run(cfg, command: str = "soak", junit=None, summary_json=None, **kwargs):
     """Run cycles as ``rig soak`` does; returns (exit status, tally, run_id, reasons). ``junit``
     and ``summary_json``: files to write the judged run to (as ``--junit``, ``--summary-json``)."""
-    from rig.commands.soak import Outputs, execute
+    from rig.workflows.soak import Outputs, execute
 
     return execute(cfg, command, outputs=Outputs(junit, summary_json), **kwargs)

@@ -3,7 +3,7 @@ process of its own, so that a core that crashes or hangs takes only its cell dow
 
 The spec is a ``rig.contract.cell.CellSpec``: the cell's whole configuration (TOML text), the
 run id the matrix named, the verdicts that pass, a bench's settings. The cell calls the library
-(``rig.commands.soak.execute`` or ``rig.commands.bench.run``) and hands its result back over the
+(``rig.workflows.soak.execute`` or ``rig.workflows.bench.run``) and hands its result back over the
 fd as one typed message (``rig.contract.messages``): ``CellDone`` (exit status, run id, the
 reasons a soak failed, the line of an error or a skip), or ``Fatal`` where an exception escaped
 (exit status 3). Its printed lines are for people (the matrix shows them, or keeps them in the
@@ -62,12 +62,12 @@ def run(spec: CellSpec, log: Callable[[str], None] = print) -> CellDone:
     cpushare.hold(spec.cpus)
     log(f"cell {spec.label or spec.run_id}: {spec.command}, run {spec.run_id}")
     if spec.command == "bench":
-        from rig.commands import bench
+        from rig.workflows import bench
 
         status = bench.run(cfg, spec.bench or BenchSettings(), log=log, run_id=spec.run_id)
         return CellDone(int(status), spec.run_id, error="nothing was run" if status == Exit.SKIPPED else "")
-    from rig.commands import soak
     from rig.common.text import redact
+    from rig.workflows import soak
 
     status, tally, run_id, reasons = soak.execute(cfg, "soak", allowed=tuple(spec.allowed), log=log, run_id=spec.run_id)
     print(soak.summary_table(tally), flush=True)

@@ -9,7 +9,7 @@ import platform
 import subprocess
 import sys
 
-from rig.common.errors import RigError
+from rig.common.errors import Exit, RigError
 from rig.parent import engines, runtime
 
 # Import name → distribution name, for the rig's own run-time dependencies.
@@ -23,6 +23,16 @@ DEPENDENCIES = {
     "rich": "rich",
     "matplotlib": "matplotlib",
 }
+
+
+def add_parser(sub) -> None:
+    d = sub.add_parser("doctor", help="which runtimes, engines, GPUs and CuPy are usable here, and why not")
+    d.set_defaults(func=run)
+
+
+def run(args) -> int:
+    print(report())
+    return Exit.OK
 
 
 def _version(dist: str) -> str:

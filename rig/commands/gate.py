@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from rig.commands.gate_sides import MAX_MERGED, load, read_table, select, side_windows, where
 from rig.common.errors import Exit, RigError
 from rig.common.text import redact
+from rig.workflows.gate_sides import MAX_MERGED, load, read_table, select, side_windows, where
 
 DESCRIPTION = """\
 Compare a candidate with a baseline from one results folder. A and B are each a Triton
@@ -250,7 +250,7 @@ def run(args) -> int:
         raise RigError("--max-first-response-p99-us is a time in microseconds, above 0")
     if args.junit is not None:  # before anything is read
         junit.check_path(args.junit)
-    from rig.commands import summary
+    from rig.workflows import summary
 
     summary_json = getattr(args, "summary_json", None)
     summary.check_path(summary_json)

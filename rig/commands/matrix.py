@@ -22,8 +22,13 @@ import dataclasses
 import os
 from pathlib import Path
 
-from rig.commands import matrix_jobs
-from rig.commands.matrix_plan import (
+from rig.common.errors import Exit, RigError
+from rig.contract.option_table import GROUPS
+from rig.parent.options import OVERRIDES, add_run_options, option, run_config
+from rig.workflows import matrix_jobs
+from rig.workflows.matrix_plan import (
+    SCENARIO_EXIT_TIMEOUT,
+    SCENARIO_REQUEST_TIMEOUT,
     _plan,
     cell_config,
     local_runtimes,
@@ -37,10 +42,7 @@ from rig.commands.matrix_plan import (
     soak_options,
     take_shard,
 )
-from rig.commands.matrix_run import Job, run_jobs
-from rig.common.errors import Exit, RigError
-from rig.contract.option_table import GROUPS
-from rig.parent.options import OVERRIDES, add_run_options, option, run_config
+from rig.workflows.matrix_run import Job, run_jobs
 
 DEFAULT_CYCLES = 3
 # The load a scenario that needs one (``Scenario.workload``) runs under when the matrix is given no
@@ -52,10 +54,6 @@ SCENARIO_LOAD = tuple(
     for k, v in SCENARIO_LOAD_KEYS.items()
     for w in (option(OVERRIDES[k]), f"{v:g}" if isinstance(v, float) else str(v))
 )
-# The timeouts of a scenario matrix where none is given (_scenario_timeouts): each no longer than
-# its verdict needs.
-SCENARIO_EXIT_TIMEOUT = 5
-SCENARIO_REQUEST_TIMEOUT = 5.0
 
 
 def add_parser(sub) -> None:
@@ -255,7 +253,7 @@ def _axes(args) -> tuple:
         from rig.parent import junit
 
         junit.check_path(args.junit)
-    from rig.commands import summary
+    from rig.workflows import summary
 
     summary.check_path(getattr(args, "summary_json", None))
     return scens, shard, only_shapes
@@ -300,7 +298,7 @@ def _run_and_table(
     )
     status = matrix.exit_status(rows + bench_rows)
     if getattr(args, "summary_json", None):
-        from rig.commands import summary
+        from rig.workflows import summary
 
         summary.write(args.summary_json, summary.matrix(status, rows + bench_rows, redact(results)))
         print(f"summary JSON: {args.summary_json}")

@@ -58,7 +58,7 @@ NOT_REPRODUCED = {
 }
 
 
-def add_parser(sub, parser_class) -> None:
+def add_parser(sub) -> None:
     p = sub.add_parser(
         "repro",
         help="write a standalone reproducer of a scenario on one core (models, a ctypes script, run.sh, a report)",
@@ -323,7 +323,7 @@ def run(args) -> int:
         raise RigError(f"--out {out} exists and is not an empty folder: give a new one")
     exit_timeout = args.exit_timeout
     if exit_timeout is None:
-        from rig.commands.matrix import SCENARIO_EXIT_TIMEOUT
+        from rig.workflows.matrix_plan import SCENARIO_EXIT_TIMEOUT
 
         exit_timeout = SCENARIO_EXIT_TIMEOUT
     if exit_timeout < 0:

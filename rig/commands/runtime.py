@@ -7,9 +7,9 @@ from rig.runtimes.from_source import identity
 from rig.runtimes.from_source.cache import describe
 
 
-def add_parser(sub, parser_class) -> None:
+def add_parser(sub) -> None:
     r = sub.add_parser("runtime", help="install and list Triton runtimes")
-    rs = r.add_subparsers(dest="runtime_command", parser_class=parser_class)
+    rs = r.add_subparsers(dest="runtime_command", parser_class=type(r))  # the rig's parser: one line, not usage
     ri = rs.add_parser("install", help="unpack an embedded runtime from the nvidia-pytriton wheel")
     ri.add_argument(
         "version",

@@ -20,7 +20,7 @@ COMMANDS = typing.get_args(Command)
 @dataclasses.dataclass(frozen=True)
 class BenchSettings:
     """A sweep's own settings, beside its run configuration: `rig bench`'s options of the same names
-    (the command line makes them, ``rig.cli.cmd_bench``; a matrix's bench cell carries them,
+    (the command line makes them, ``rig.commands.bench.run``; a matrix's bench cell carries them,
     ``CellSpec.bench``). The parser's defaults are these."""
 
     concurrency: str | None = None  # closed-loop points, "1,2,4,8"

@@ -77,7 +77,7 @@ def _cell_store(root: Path, run_id: str, batches: list[dict | None] | None, vers
 
 
 def test_the_matrix_reads_each_cells_batch_sizes_back_from_the_store(tmp_path):
-    from rig.commands import matrix_run
+    from rig.workflows import matrix_run
 
     _cell_store(tmp_path, "batched", [{1: 3, 8: 50}, {8: 60}])
     _cell_store(tmp_path, "fixed", None)  # a fixed count of requests: no windows

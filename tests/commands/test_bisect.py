@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT
-from rig.commands.bisect import BisectSpec, Bisection
+from rig.workflows.bisect import BisectSpec, Bisection
 
 BUNDLES = Path(os.environ.get("RIG_TRITON_SOURCES") or ROOT.parent / "shared" / "triton-src")
 
@@ -54,14 +54,14 @@ def test_the_commits_walked_are_the_bad_releases_first_parents_not_the_goods(tmp
 
 
 def test_the_releases_between_are_the_ones_built_here_oldest_first():
-    from rig.commands.bisect_span import releases_between
+    from rig.workflows.bisect_span import releases_between
 
     assert releases_between("2.57.0", "2.62.0") == ["2.58.0", "2.59.0", "2.59.1", "2.60.0", "2.61.0"]
     assert releases_between("2.67.0", "2.68.0") == []
 
 
 def test_the_releases_between_are_bisected_down_to_two_neighbours_a_release_not_judged_skipped():
-    from rig.commands.bisect_span import narrow
+    from rig.workflows.bisect_span import narrow
 
     inner = ["2.58.0", "2.59.0", "2.59.1", "2.60.0", "2.61.0"]
     asked: list[str] = []

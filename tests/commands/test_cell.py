@@ -1,6 +1,6 @@
 """A matrix cell (`rig cell`, rig.commands.cell): its typed spec (rig.contract.cell.CellSpec), the
 typed record it hands back over its pipe (``CellDone``, or ``Fatal``), and the matrix's side of
-the pipe (rig.commands.matrix_run): fast, no Triton (a cell whose config is refused, the library
+the pipe (rig.workflows.matrix_run): fast, no Triton (a cell whose config is refused, the library
 replaced where a run would start one)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from rig.commands import cell
-from rig.commands import matrix_run
+from rig.workflows import matrix_run
 from rig.common.errors import RigError
 from rig.contract.cell import BenchSettings, CellSpec
 from rig.contract.messages import CellDone, Fatal, decode
@@ -65,8 +65,8 @@ def _main(tmp_path, spec, monkeypatch=None) -> tuple[int, list]:
 
 
 def test_a_soak_cell_calls_the_library_and_hands_back_its_record(tmp_path, monkeypatch, capsys):
-    from rig.commands import soak
-    from rig.commands.tally import Tally
+    from rig.workflows import soak
+    from rig.workflows.tally import Tally
 
     seen = {}
 
@@ -85,7 +85,7 @@ def test_a_soak_cell_calls_the_library_and_hands_back_its_record(tmp_path, monke
 
 
 def test_a_bench_cell_gets_benchs_options_with_its_settings(tmp_path, monkeypatch):
-    from rig.commands import bench
+    from rig.workflows import bench
 
     seen = {}
 
@@ -105,7 +105,7 @@ def test_a_bench_cell_gets_benchs_options_with_its_settings(tmp_path, monkeypatc
 
 
 def test_errors_are_records_and_a_bug_is_fatal(tmp_path, monkeypatch, capsys):
-    from rig.commands import soak
+    from rig.workflows import soak
 
     code, msgs = _main(tmp_path, _spec(config="bogus = 1\n"))
     assert code == 2 and len(msgs) == 1 and msgs[0].exit == 2 and msgs[0].run_id is None

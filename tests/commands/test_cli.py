@@ -57,7 +57,7 @@ def test_help_shows_defaults(capsys):
 
 def test_allow_outcomes_is_a_key_of_the_config_file_too(tmp_path, capsys):
     from rig.parent import config
-    from rig.commands import soak
+    from rig.workflows import soak
 
     f = tmp_path / "n.toml"
     f.write_text('[thresholds]\nallow_outcomes = "clean,exit_timeout"\n')

@@ -132,7 +132,7 @@ def test_a_side_measured_with_the_cpus_held_is_named(real_results, tmp_path, cap
 def test_where_takes_several_values_as_report_and_capacity_do():
     import pandas as pd
 
-    from rig.commands import gate_sides
+    from rig.workflows import gate_sides
 
     cycles = pd.DataFrame({"run_id": ["A", "B", "C"], "retain": ["none", "none", "last-response"]})
     assert list(gate_sides.where(cycles, ["run_id=A,B"]).run_id) == ["A", "B"]
@@ -143,7 +143,7 @@ def test_gate_keeps_the_cycles_report_keeps_for_one_where(real_results, tmp_path
     """One ``--where`` (rig.store.where): ``run_id=X,Y`` keeps the same cycles in the gate as in
     the report, read from the same real store."""
     from rig.analysis.report import page as report
-    from rig.commands import gate_sides
+    from rig.workflows import gate_sides
 
     root, a, b = str(real_results["root"]), real_results["none_a"], real_results["keep"]
     clause = [f"run_id={a},{b}"]

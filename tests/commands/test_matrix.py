@@ -14,7 +14,7 @@ import pytest
 from helpers import rig
 from rig.analysis import matrix as M
 from rig.commands import matrix as cmd
-from rig.commands import matrix_jobs as jobs
+from rig.workflows import matrix_jobs as jobs
 from rig.common.errors import RigError
 from rig.contract.cell import BenchSettings
 
@@ -55,7 +55,7 @@ def test_runtimes_all_is_every_core_once_and_installed_is_what_is_here():
 
 
 def test_shards_split_the_cells_once_each_whatever_the_matrix_holds():
-    from rig.commands.matrix_plan import cell_key, parse_shard, take_shard
+    from rig.workflows.matrix_plan import cell_key, parse_shard, take_shard
 
     cells = [{"scenario": f"s{i}", "control": c, "shape": "unbatched", "runtime": r, "engine": e}
              for i in range(9) for c in (False, True) for r in ("0.5.10", "0.7.0") for e in ("capi", "tritonserver")]
@@ -132,7 +132,7 @@ def test_retention_allows_exit_timeout_only_where_a_reference_is_kept():
 # ---------------------------------------------------------------- fast: cells, table, status
 
 def test_a_cells_status_is_the_record_it_sent():
-    from rig.commands.matrix_run import cell_status
+    from rig.workflows.matrix_run import cell_status
     from rig.contract.messages import CellDone, Fatal
 
     assert cell_status([CellDone(0, "r1")], 0, "r1") == {"run_id": "r1", "exit": 0, "status": "pass", "reason": ""}
@@ -156,9 +156,10 @@ def test_the_matrix_reads_no_cells_output():
     lines it printed: nothing in the matrix's modules parses them."""
     from pathlib import Path
 
-    from rig.commands import matrix_run
+    from rig.workflows import matrix_run
 
     sources = {p.name: p.read_text() for p in (Path(cmd.__file__).parent).glob("matrix*.py")}
+    sources |= {p.name: p.read_text() for p in (Path(matrix_run.__file__).parent).glob("matrix*.py")}
     assert set(sources) == {"matrix.py", "matrix_jobs.py", "matrix_plan.py", "matrix_run.py"}
     for name, text in sources.items():
         for scraped in ("FAIL: ", "rig: error: ", "rig: skipped: ", "(run_id ", "_RUN_ID", "def classify",
@@ -421,7 +422,7 @@ def test_a_scenario_cell_holds_every_cycle_to_its_growth_verdict():
     assert "| clean 2 | ok 2 | leaking 2 |" in M.format_table([plain])
 
 def test_shapes_of_two_parts_are_joined_with_plus():
-    from rig.commands.matrix_plan import parse_shapes
+    from rig.workflows.matrix_plan import parse_shapes
 
     assert parse_shapes("decoupled+instances-2,instances-2") == ["decoupled,instances-2", "instances-2"]
     assert parse_shapes("all") is None and parse_shapes("first") == ["first"]

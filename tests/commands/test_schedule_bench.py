@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rig.commands import bench
+from rig.workflows import bench
 from rig.analysis.sweeps import stable
 from rig.common.errors import RigError
 from rig.worker.load.schedule import arrival_times
@@ -121,7 +121,7 @@ def test_bench_points_are_the_median_over_repeats_of_each_repeats_last_windows()
 def test_a_sweep_in_rounds_keeps_the_points_up_to_the_first_over_the_bound_in_round_one():
     """Repeats are rounds of the whole sweep: the first round decides where a --p99-bound-ms sweep
     stops (the point over the bound measured again, those after it not)."""
-    from rig.commands.bench import _within_bound
+    from rig.workflows.bench import _within_bound
 
     got = {1.0: {"rig": [{"p99_us": 300.0}]}, 2.0: {"rig": [{"p99_us": 1500.0}]}, 4.0: {"rig": [{"p99_us": 900.0}]}}
     said: list[str] = []

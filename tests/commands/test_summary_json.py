@@ -1,4 +1,4 @@
-"""`--summary-json FILE` (rig.commands.summary): written whole or not at all; a bad path is refused
+"""`--summary-json FILE` (rig.workflows.summary): written whole or not at all; a bad path is refused
 in one line before anything runs; the gate's and the matrix's summaries from their rows; a real
 soak's summary agrees with the cycles it stored (slow: a real core)."""
 
@@ -15,7 +15,7 @@ from stores import real_results  # noqa: F401 - the session's real store (slow t
 
 
 def test_written_atomically_and_a_failed_write_leaves_the_old_file(tmp_path, monkeypatch):
-    from rig.commands import summary
+    from rig.workflows import summary
 
     path = tmp_path / "s.json"
     summary.write(str(path), {"a": 1})
@@ -52,7 +52,7 @@ def test_a_bad_path_is_refused_in_one_line_before_anything_runs(tmp_path, where,
 
 
 def test_the_soak_and_matrix_summaries_count_each_kind_of_verdict():
-    from rig.commands import summary
+    from rig.workflows import summary
     from rig.common.errors import Exit
 
     rows = [{"outcome": "clean", "load_outcome": "ok", "growth_outcome": "ok"},

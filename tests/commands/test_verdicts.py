@@ -8,7 +8,7 @@ import collections
 import pytest
 
 from helpers import cycle_row
-from rig.commands import soak
+from rig.workflows import soak
 from rig.parent.config import RunConfig, Thresholds
 from rig.common.errors import RigError
 

@@ -509,7 +509,7 @@ def test_the_growth_sampler_without_any_gpu_records_no_source(monkeypatch):
 def test_the_soaks_summary_says_which_gpu_memory_it_read():
     from helpers import cycle_row
 
-    from rig.commands.tally import Tally, summary_table
+    from rig.workflows.tally import Tally, summary_table
 
     rows = [cycle_row(k, gpu_growth_per_1k_b=2000.0 * k, gpu_memory_source="device") for k in (1, 2, 3)]
     said = summary_table(Tally(rows))

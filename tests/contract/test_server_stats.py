@@ -151,7 +151,7 @@ PA_LINES = """Request concurrency: 1
 
 
 def test_perf_analyzers_server_summary_is_read_and_spread_over_its_windows():
-    from rig.commands.bench_pa import pa_server_columns
+    from rig.workflows.bench_pa import pa_server_columns
     from rig.parent import perf_analyzer_output as pao
 
     kept = [line for line in PA_LINES if pao.is_server_line(line)]
@@ -173,7 +173,7 @@ def test_perf_analyzers_server_summary_is_read_and_spread_over_its_windows():
 
 
 def test_the_bench_table_shows_where_the_time_goes_for_both_tools():
-    from rig.commands import bench
+    from rig.workflows import bench
 
     rig = [{"throughput": 5000.0, "p50_us": 150.0, "p99_us": 300.0,
             "server": {"client_us": 186.0, "request_us": 175.0, "queue_us": 21.0, "compute_input_us": 19.0,
@@ -208,7 +208,7 @@ def _rows(batched: bool):
 def test_the_soak_summary_says_where_the_time_goes_and_the_batches_formed():
     from helpers import cycle_row
 
-    from rig.commands.tally import Tally, summary_table
+    from rig.workflows.tally import Tally, summary_table
 
     t = Tally()
     t.add(cycle_row(shape="batched", throughput=100.0), tuple(_rows(True)))

@@ -72,7 +72,7 @@ def test_a_slowing_note_never_names_an_uncovered_difference_the_rigs_own():
 def _tally(why):
     from helpers import cycle_row
 
-    from rig.commands.tally import Tally
+    from rig.workflows.tally import Tally
 
     t = Tally()
     rows = [window_row("r1", "capi", "m", {"cycle": 1, **_w(i, why=why)}) for i in (1, 2)]
@@ -81,7 +81,7 @@ def _tally(why):
 
 
 def test_the_summary_says_not_split_where_the_statistics_cannot_cover_a_request():
-    from rig.commands.tally import summary_table
+    from rig.workflows.tally import summary_table
 
     text = summary_table(_tally("stream is decoupled"))
     assert "the rig's own" not in text
@@ -95,7 +95,7 @@ def test_the_summary_says_not_split_where_the_statistics_cannot_cover_a_request(
 
 
 def _bench_row(beyond: float | None):
-    from rig.commands import bench
+    from rig.workflows import bench
 
     server = {"client_us": 528.0, "request_us": 200.0, "queue_us": 50.0, "compute_input_us": 5.0,
               "compute_infer_us": 140.0, "compute_output_us": 5.0, "overhead_us": 0.0,
@@ -106,7 +106,7 @@ def _bench_row(beyond: float | None):
 
 
 def test_the_bench_table_marks_the_own_column_not_split():
-    from rig.commands import bench
+    from rig.workflows import bench
 
     text = bench.format_table([_bench_row(328.0)], True, 1)
     lines = text.splitlines()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rig.commands.matrix_plan import parse_runtimes
+from rig.workflows.matrix_plan import parse_runtimes
 from rig.common.errors import RigError
 from rig.contract import ngc
 from rig.parent import runtime

@@ -95,7 +95,7 @@ def _fake_container(tmp_path, version: str = "2.70.0"):
 
 
 def test_runtimes_all_in_an_ngc_image_includes_its_own_core(tmp_path, monkeypatch):
-    from rig.commands.matrix_plan import local_runtimes, parse_runtimes
+    from rig.workflows.matrix_plan import local_runtimes, parse_runtimes
     from rig.parent import runtime
 
     monkeypatch.setenv("RIG_HOME", str(tmp_path / "home"))  # nothing installed or built here

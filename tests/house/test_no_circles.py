@@ -140,13 +140,13 @@ def test_a_circle_for_the_type_checker_alone_is_caught_and_named(tmp_path):
     """The circle bench <-> bench_pa closed through an import under ``if TYPE_CHECKING:``: put
     back in a copy of the tree, it is found, and named with its lines."""
     shutil.copytree(ROOT / "rig", tmp_path / "rig", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
-    pa = tmp_path / "rig" / "commands" / "bench_pa.py"
+    pa = tmp_path / "rig" / "workflows" / "bench_pa.py"
     text = pa.read_text()
     line = len(text.splitlines()) + 2
-    pa.write_text(text + "if TYPE_CHECKING:\n    from rig.commands.bench import Plan  # deliberate: a circle\n")
+    pa.write_text(text + "if TYPE_CHECKING:\n    from rig.workflows.bench import Plan  # deliberate: a circle\n")
     assert circles(imports(tmp_path)) == [
-        f"rig.commands.bench (l.{imports(tmp_path)['rig.commands.bench']['rig.commands.bench_pa']}) -> "
-        f"rig.commands.bench_pa (l.{line}) -> rig.commands.bench"
+        f"rig.workflows.bench (l.{imports(tmp_path)['rig.workflows.bench']['rig.workflows.bench_pa']}) -> "
+        f"rig.workflows.bench_pa (l.{line}) -> rig.workflows.bench"
     ]
 
 

@@ -42,7 +42,7 @@ def test_bad_files(tmp_path, text, words):
 
 def test_bench_windows_default_to_perf_analyzers_interval_unless_told(tmp_path):
     """bench's windows: --window-seconds, else the config file's, else 5 s (not the soak's 1 s)."""
-    from rig.commands.bench import BENCH_WINDOW_S, window_length
+    from rig.workflows.bench import BENCH_WINDOW_S, window_length
     from rig.parent.config import file_sets
 
     sets, dashed, other = tmp_path / "a.toml", tmp_path / "b.toml", tmp_path / "c.toml"

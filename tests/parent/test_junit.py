@@ -66,7 +66,7 @@ def _keep_sigterm():
 # ---------------------------------------------------------------- the builders
 
 def _tally(rows):
-    from rig.commands import soak
+    from rig.workflows import soak
 
     tally = soak.Tally()
     for r in rows:
@@ -83,7 +83,7 @@ def test_the_schema_check_is_real(schema):
 
 
 def test_a_soak_is_a_case_per_threshold_and_per_cycle_failed_with_the_verdicts_reasons(schema, tmp_path):
-    from rig.commands import soak, soak_junit
+    from rig.workflows import soak, soak_junit
     from rig.parent.config import RunConfig
 
     cfg = RunConfig()
@@ -295,7 +295,7 @@ def test_a_bad_junit_path_is_refused_in_one_line_before_anything_runs(tmp_path, 
 
 def test_a_matrix_keeps_its_junit_to_itself():
     """Its cells are soaks: --junit is the matrix's own option, never passed down to a cell."""
-    from rig.commands import matrix_plan
+    from rig.workflows import matrix_plan
 
     assert "junit" in matrix_plan._OWN
 

@@ -125,7 +125,7 @@ def test_three_cycles_whose_middle_worker_is_killed_store_three_rows_and_leave_n
     """The parent kills cycle 2's worker in the middle of its load: three rows stored, the killed
     one crashed with what its server left counted before and after the cleanup; no stub and no
     region of the run left once the rig returns; cycle 3 clean."""
-    from rig.commands import soak
+    from rig.workflows import soak
 
     monkeypatch.setattr(reap, "KILL_CYCLES", frozenset({2}))
     results = tmp_path / "results"

@@ -12,7 +12,7 @@ import pytest
 from helpers import ROOT, rig
 from rig.runtimes.from_source import preflight, recipe, releases
 from rig.runtimes.from_source.sources import Sources
-from rig.commands.matrix_plan import parse_runtimes
+from rig.workflows.matrix_plan import parse_runtimes
 from rig.common.errors import RigError
 from rig.parent.runtime import PYTRITON_CORE
 

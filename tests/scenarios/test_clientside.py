@@ -91,7 +91,7 @@ def test_refused_requests_are_counted_apart_from_the_load(tmp_path):
 def test_the_cycle_line_says_what_the_client_saw():
     from helpers import cycle_row
 
-    from rig.commands.soak import cycle_line
+    from rig.workflows.soak import cycle_line
 
     line = cycle_line(cycle_row(1, outcome="requests_lost", in_flight=8, in_flight_answered=6, in_flight_failed=1,
                                 in_flight_lost=1, refused=100, loading_at_stop=1, stub_crashes=2))

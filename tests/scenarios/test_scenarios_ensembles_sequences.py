@@ -11,7 +11,7 @@ import json
 import pytest
 from helpers import cycles, rig
 
-from rig.commands import matrix_plan
+from rig.workflows import matrix_plan
 from rig.common.errors import RigError
 from rig.parent import config, runtime
 from rig.scenarios import catalog as scenarios

@@ -8,11 +8,11 @@ import dataclasses
 import platform
 
 from rig.analysis.sweeps import measured, stable, summarize
-from rig.commands.bench_point import Point
 from rig.common.errors import RigError
 from rig.contract import server_stats
 from rig.contract.rows import window_row
 from rig.parent.config import RunConfig
+from rig.workflows.bench_point import Point
 
 # perf_analyzer's -s: its stability rule loosened so that it measures its 3 windows and stops, as
 # the rig records the rule per window (``stable``) rather than enforcing it; at its default (10)

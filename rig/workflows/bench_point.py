@@ -1,5 +1,5 @@
 """A point of a `rig bench` sweep (``Point``): the type both sides of a sweep measure at, the rig's
-(``rig.commands.bench``) and perf_analyzer's (``rig.commands.bench_pa``), in a module of its own so
+(``rig.workflows.bench``) and perf_analyzer's (``rig.workflows.bench_pa``), in a module of its own so
 that neither of the two imports the other back."""
 
 from __future__ import annotations

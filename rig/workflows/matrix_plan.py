@@ -18,6 +18,10 @@ from rig.runtimes.from_source.identity import is_variant
 
 # Options of `rig soak` the matrix sets per cell or has no use for (each cell is a whole soak): those
 # the option table offers soak and not matrix (rig.contract.option_table)
+# The timeouts of a scenario matrix where none is given (rig.commands.matrix's, and a bisection's
+# cells): each no longer than its verdict needs.
+SCENARIO_EXIT_TIMEOUT = 5
+SCENARIO_REQUEST_TIMEOUT = 5.0
 _OWN = set(dests("soak")) - set(dests("matrix"))
 
 

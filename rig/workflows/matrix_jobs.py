@@ -1,16 +1,16 @@
 """The jobs of a ``rig matrix`` (``rig.commands.matrix``): a scenario cell's, a plain soak's per
 runtime x engine x retention, and a short bench's per runtime and engine, each a ``Job`` whose
-config derives from the matrix's base (``rig.commands.matrix_plan.cell_config``)."""
+config derives from the matrix's base (``rig.workflows.matrix_plan.cell_config``)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from rig.commands.matrix_plan import cell_config, plain_changes, scenario_changes, take_shard
-from rig.commands.matrix_run import Job
 from rig.common.errors import RigError
 from rig.contract.cell import BenchSettings, CellSpec
 from rig.parent.options import OVERRIDES
+from rig.workflows.matrix_plan import cell_config, plain_changes, scenario_changes, take_shard
+from rig.workflows.matrix_run import Job
 
 # Options a bench cell takes from the matrix's (the server and the model; no lifecycle, no load).
 _BENCH_DESTS = (
@@ -78,7 +78,7 @@ def _under(load: dict) -> str:
 def plain_jobs(base, plan: list[dict], retains: list[str], shard, cpus: str | None = None) -> list[Job]:
     """A soak per runtime x engine x retention policy, each its config derived from ``base``."""
     from rig.analysis import matrix
-    from rig.commands import soak
+    from rig.workflows import soak
 
     base_allowed = soak.allowed_outcomes(base, soak.DEFAULT_ALLOWED)
     plain = [

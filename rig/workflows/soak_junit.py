@@ -1,14 +1,14 @@
 """A soak's run as JUnit XML (``rig soak --junit FILE``): a test case per threshold the soak
-judges and per cycle, over ``rig.parent.junit`` (the XML) and ``rig.commands.soak`` (the tally and its verdicts)."""
+judges and per cycle, over ``rig.parent.junit`` (the XML) and ``rig.workflows.soak`` (the tally and its verdicts)."""
 
 from __future__ import annotations
 
 import time
 
-from rig.commands.tally import Judged, Tally, cycle_line
 from rig.common.text import redact
 from rig.contract import verdicts
 from rig.parent.config import RunConfig
+from rig.workflows.tally import Judged, Tally, cycle_line
 
 
 def junit_suite(
