@@ -204,9 +204,17 @@ def _requests(run: Run) -> Targets:
         f"{load.bad_outputs} wrong outputs"
     )
     for message, count in sorted(load.messages.items(), key=lambda kv: -kv[1])[:3]:
-        run.report.append(f"  {count} x {message[:200]}")
+        run.report.append(f"  {count} x {_short(message)}")
     run.report.append(f"kept across stop(): {run.kept.what}")
     return targets
+
+
+def _short(message: str, limit: int = 200) -> str:
+    """A message cut to about ``limit`` characters at a space, never inside a word or a path (a path
+    cut in two would escape the report's rewriting of this machine's paths)."""
+    if len(message) <= limit:
+        return message
+    return message[:limit].rsplit(" ", 1)[0] + " ..."
 
 
 def _stop(run: Run, targets: Targets) -> None:
