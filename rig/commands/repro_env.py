@@ -71,8 +71,9 @@ def stub_environment(work: Path, stub_site: str | None) -> str:
 
 
 def stubs() -> dict[int, str]:
-    """The backend stubs of this process still running (``/proc``: children named like the stub),
-    each with its command line (which names its model's ``model.py``)."""
+    """The backend stubs of this process still running (``/proc``: children named like the stub, a
+    zombie left out: a stub dead of a signal that the server has not reaped runs no more), each with
+    its command line (which names its model's ``model.py``)."""
     me, out = os.getpid(), {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -84,7 +85,7 @@ def stubs() -> dict[int, str]:
             continue
         name = stat[stat.find("(") + 1 : stat.rfind(")")]
         fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 1 and int(fields[1]) == me and STUB.startswith(name):
+        if len(fields) > 1 and int(fields[1]) == me and fields[0] != "Z" and STUB.startswith(name):
             out[int(entry)] = cmdline
     return out
 

@@ -24,6 +24,57 @@ _SAYS = {
 }
 
 
+# What the report of a scenario found here says beyond the rig's words, for the cell itself (its
+# control's report has none of it): its title, where upstream's code goes wrong (the lines read, in
+# the source branches named), and what should happen instead.
+_FOUND_HERE: dict[str, dict[str, object]] = {
+    "dlpack-versioned": {
+        "title": (
+            'pb_utils.Tensor.from_dlpack reads a DLPack 1.0 capsule ("dltensor_versioned") as an unversioned '
+            "DLManagedTensor, and no output comes back"
+        ),
+        "cause": [
+            "`pb_utils.Tensor.from_dlpack(name, capsule)` hands the capsule to `PbTensor::FromDLPackCapsule`",
+            "(`src/pb_tensor.cc`; the same in python_backend's branches r24.10 to r26.07 and on main), which",
+            "casts its pointer without looking at the capsule's name:",
+            "",
+            "```cpp",
+            "DLManagedTensor* dl_managed_tensor =",
+            "    static_cast<DLManagedTensor*>(dlpack_tensor.get_pointer());",
+            "```",
+            "",
+            "A capsule named `dltensor_versioned` (DLPack 1.0: numpy 2's `__dlpack__(max_version=(1, 0))`,",
+            "CuPy 14's `toDlpack()`, the model here) holds a `DLManagedTensorVersioned`, whose `DLTensor` begins",
+            "32 bytes in, after `version`, `manager_ctx`, `deleter` and `flags`. Read as a `DLManagedTensor`, its",
+            "`ndim` is the low half of the producer's deleter address and its `shape` the flags (0: NULL), and",
+            "`std::vector<int64_t> dims(shape, shape + ndim)`:",
+            "",
+            "- where that half is a positive int32, copies `ndim` values from NULL: the stub dies of SIGSEGV; from",
+            '  2.51.0 on the requests fail ("Stub process ... is not healthy"; from 2.47.0 to 2.50.0 they go',
+            "  unanswered), the model stays loaded, `TRITONSERVER_ServerStop` waits out the exit timeout,",
+            "  `finalize()` never runs and the stub's region is left in `/dev/shm` (before 2.47.0 the backend",
+            "  restarts the stub, which draws again);",
+            "- where it is negative, throws `std::length_error`, which reaches the model as `ValueError: cannot",
+            "  create std::vector larger than max_size()`: every request fails, the stub lives.",
+            "",
+            "Which one, ASLR decides, once per stub process: the model prints its deleter's address and that",
+            "half at `initialize` (the output above), and every producer's deleter lies somewhere else in each",
+            "process. An object passed instead of a capsule (`from_dlpack(name, array)`) goes through",
+            "`__dlpack__(stream=...)`, which asks for no `max_version`; a capsule is taken as it comes.",
+            "The negative control (`rig repro --scenario dlpack-versioned --control`) returns the same array in",
+            "an unversioned `dltensor` capsule: clean.",
+        ],
+        "expected": (
+            "`from_dlpack` reads a `dltensor_versioned` capsule as the `DLManagedTensorVersioned` it holds (checking "
+            "`version.major`), or refuses it with an error that names it, before it reads a field; the response "
+            "carries the output, the stub lives, and `TRITONSERVER_ServerStop` returns promptly with every "
+            "`finalize()` run before it returns (the verdict `clean`, load `ok`, as the control's unversioned "
+            "capsule gives)"
+        ),
+    },
+}
+
+
 def home_relative(path: str) -> str:
     """``path`` under ``$HOME`` written from it (``$HOME/.cache/...``): the default holds on another machine's home."""
     home = os.environ.get("HOME")
@@ -133,7 +184,13 @@ def title_of(cell: dict, result: dict) -> str:
     if verdict == "exit_timeout" and fin.get("expected"):
         said += ", finalize() runs only after it returns" if not fin.get("never") else ", finalize() never runs"
     prefix = f"Negative control of {cell['scenario']}" if cell["control"] else "Python backend"
-    return f"{prefix}: {cell['what']}: {said} (Triton {result.get('triton_version') or cell['triton_version']}, C API)"
+    what = cell["what"] if cell["control"] else _found_here(cell).get("title", cell["what"])
+    return f"{prefix}: {what}: {said} (Triton {result.get('triton_version') or cell['triton_version']}, C API)"
+
+
+def _found_here(cell: dict) -> dict:
+    """What the report of a scenario found here adds for the cell (``_FOUND_HERE``); nothing for a control."""
+    return {} if cell["control"] else _FOUND_HERE.get(cell["scenario"], {})
 
 
 def upstream_links(refs: list[str]) -> list[str]:
@@ -189,6 +246,9 @@ def readme(cell: dict, rt, manifest: dict, rc: int, output: str, result: dict, m
     lines += ["", "## Observed", "", f"`./run.sh` here (exit status {rc}; the paths of this machine written as"]
     lines += ["the variables above, `$WORK` the work folder, `.` this folder):", "", "```text"]
     lines += [output.rstrip() or "(no output)", "```", ""]
+    cause = _found_here(cell).get("cause")
+    if isinstance(cause, list):
+        lines += ["## Where it goes wrong", "", *cause, ""]
     lines += _expected(cell)
     lines += _model_and_words(cell, models)
     return "\n".join(lines) + "\n"
@@ -341,7 +401,10 @@ def _expected(cell: dict) -> list[str]:
         "`finalize()` has run before it returns, no stub dies of a signal, and every request in flight at the stop "
         "ends with an answer or an error (the verdict `clean`)"
     )
-    if cell["retain"] != "none":
+    found = _found_here(cell).get("expected")
+    if isinstance(found, str):
+        text = found
+    elif cell["retain"] != "none":
         text += (
             ": what a client holds (a response object, or an array over an output it has not released) should "
             "not keep the model loaded past the stop, or the stop should say why"

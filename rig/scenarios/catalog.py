@@ -393,6 +393,16 @@ SCENARIOS: dict[str, Scenario] = {
             ),
         ),
         Scenario(
+            "dlpack-versioned",
+            ("found here: python_backend reads a DLPack 1.0 capsule as an unversioned one",),
+            "the model returns its output through pb_utils.Tensor.from_dlpack in a DLPack 1.0 capsule "
+            "(\"dltensor_versioned\", as numpy 2's __dlpack__(max_version=(1, 0)) and CuPy 14's toDlpack() give), "
+            "which python_backend reads as an unversioned DLManagedTensor: where ASLR put the deleter decides "
+            'whether the stub dies or from_dlpack raises (its control: an unversioned "dltensor" capsule)',
+            repository="dlpack-versioned",
+            expected=("exit_timeout", "errors"),
+        ),
+        Scenario(
             TEMPLATE,
             (),
             "the template model with no fault, no retention and no client: the negative control of "
