@@ -380,12 +380,13 @@ def test_the_published_pages_are_their_kept_store_regenerated(published):
 
 def test_every_published_page_is_in_the_nav_links_within_itself_and_opens_on_a_phone(published):
     """mkdocs.yml's nav lists each page; each grid page's links reach ids on that page (mkdocs
-    build --strict says so too, in .ci/run); no page reaches 160 KB (the widest, capi unbatched with
-    all 34 cores, is about 140 KB against the 782 KB of the one page before); the index lists the pages."""
+    build --strict says so too, in .ci/run); no page reaches 180 KB (the widest, capi unbatched with
+    all 34 cores and 30 scenarios, is about 165 KB against the 782 KB of the one page before); the index
+    lists the pages."""
     nav = (ROOT / "mkdocs.yml").read_text()
     index = published[conformance_page.PAGE.name]
     for rel, text in published.items():
-        assert len(text.encode()) < 160_000, (rel, len(text.encode()))
+        assert len(text.encode()) < 180_000, (rel, len(text.encode()))
         assert f": {rel}\n" in nav, f"{rel} is not in mkdocs.yml's nav"
         if rel == conformance_page.PAGE.name:
             continue

@@ -173,7 +173,7 @@ def test_bad_names_are_one_line_that_says_what_the_results_hold(tmp_path):
 def test_the_kept_store_from_2_60_to_2_71_through_capi(kept):
     u = cd.upgrade(kept, "2.60.0", "2.71.0", engine=["capi"], results="docs/conformance/store")
     (api,) = u.apis
-    assert api.engine == "capi" and api.compared == 97 and not api.only_before and not api.only_after
+    assert api.engine == "capi" and api.compared == 99 and not api.only_before and not api.only_after
     rows = {r.key[1:]: r for r in api.rows}
     ensemble = rows[("unbatched", "ensemble-in-flight", False)]
     assert ensemble.before.verdicts[0] == "requests_lost" and ensemble.after.verdicts[0] == "aborted_at_exit"
@@ -213,7 +213,7 @@ def test_the_command_prints_the_rows_or_writes_them(capsys, tmp_path):
     out, err = capsys.readouterr()
     assert rc == 0, err
     assert out.startswith(f"# Upgrade from 2.67.0 to 2.71.0: {STORE}\n")
-    assert "- C API (`capi`): 40 compared," in out and "## official Python API (`tritonserver`)" in out
+    assert "- C API (`capi`): 42 compared," in out and "## official Python API (`tritonserver`)" in out
     assert "| batched |" not in out  # narrowed to one shape
     page = tmp_path / "up.md"
     assert main(["report", "--conformance", str(STORE), "--from", "2.67.0", "--to", "2.71.0", "--shape", "unbatched",
