@@ -11,6 +11,7 @@ from pathlib import Path
 
 from rig.common.errors import RigError
 from rig.contract.spec import LEAK_PREFIX, repository_models  # noqa: F401 - shared with the worker
+from rig.scenarios.models_dir import templates_dir
 
 KINDS = ("numpy", "cupy")
 
@@ -36,15 +37,6 @@ FAULTS = {
 def load_slow_s(exit_timeout: float) -> float:
     """How long ``load-slow``'s initialize sleeps: past the exit timeout, so a stop cannot wait it out."""
     return exit_timeout + 5
-
-
-def templates_dir() -> Path:
-    """``models/`` of a checkout, or the same files installed with the rig."""
-    here = Path(__file__).resolve().parents[1]  # the rig package
-    for candidate in (here.parent / "models", here / "_models"):
-        if (candidate / "numpy" / "config.pbtxt.tmpl").exists():
-            return candidate
-    raise RigError("the rig's model templates are missing; reinstall the rig (pip install .)")
 
 
 @dataclasses.dataclass(frozen=True)

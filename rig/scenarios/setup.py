@@ -13,6 +13,7 @@ from pathlib import Path
 from rig.common.errors import RigError
 from rig.contract.option_table import RunOptions
 from rig.scenarios.catalog import Scenario, get
+from rig.scenarios.models_dir import templates_dir
 
 # A run's options: the parent's RunConfig, which calls ``apply`` from its checks. Typed by the option
 # table's fields it is made of (rig.contract), not by the parent's config, which would import back.
@@ -119,8 +120,6 @@ def _shape_of(cfg, s: Scenario, users_models: bool, clashes: list[str]) -> str |
 
 
 def repository_of(s: Scenario) -> Path:
-    from rig.parent.repository import templates_dir
-
     return templates_dir() / "scenarios" / str(s.repository)
 
 
