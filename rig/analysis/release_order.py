@@ -3,13 +3,19 @@ dated: the release, or the span of releases not run that it may have come in. Pu
 
 from __future__ import annotations
 
+import functools
 import re
 
 
 def version_key(v) -> tuple:
     """Triton versions in numeric order (2.9 < 2.10 < 2.48.0 < 2.51.0); a part that is not a number
     (``rc1``) sorts after the numbers at its place."""
-    parts = re.split(r"[.\-+]", str(v).split(SPAN)[-1])  # a span (2.68.0…2.70.0) sorts at its end
+    return _key(str(v))
+
+
+@functools.lru_cache(maxsize=4096)  # a table sorts the same few dozen versions tens of thousands of times
+def _key(text: str) -> tuple:
+    parts = re.split(r"[.\-+]", text.split(SPAN)[-1])  # a span (2.68.0…2.70.0) sorts at its end
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts)
 
 

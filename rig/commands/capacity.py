@@ -88,24 +88,6 @@ def _finite_positive(v: float) -> bool:
     return v is not None and math.isfinite(v) and v > 0
 
 
-def select(windows, runs, where: list[str]):
-    """Windows kept by the ``--where`` clauses (``rig.store.where``): a column of windows, else of
-    runs (through the run ids)."""
-    from rig.common.errors import RigError
-    from rig.store import where as wh
-
-    for key, values in wh.parse(where):
-        wh.check(key, {c for c in (*windows.columns, *runs.columns) if not c.endswith("histogram")})
-        if key in windows.columns:
-            windows = windows[wh.match(windows[key], values)]
-        else:
-            ids = set(runs[wh.match(runs[key], values)]["run_id"])
-            windows = windows[windows["run_id"].isin(ids)]
-        if windows.empty:
-            raise RigError(f"--where {key}={','.join(values)} matches no bench window in the results")
-    return windows
-
-
 def run(args) -> int:
     from rig.common.errors import RigError
     from rig.common.text import redact
@@ -119,60 +101,11 @@ def run(args) -> int:
         raise RigError("--bootstrap is a number of resamples >= 0 (0: no intervals)")
     if args.plot is not None and not args.plot.endswith(".png"):
         raise RigError(f"--plot {args.plot}: give a .png file")
+    from rig.analysis.capacity import study
     from rig.store import Store
 
     root = redact(str(args.results))
-    store = Store.open(args.results)
-    runs = store.read("runs")
-    fleet = store.read("fleet") if args.check else None
-    if args.check and (fleet is None or fleet.empty):
-        raise RigError(
-            f"{root} holds no `rig fleet` runs to check against: run `rig fleet --results RESULTS` "
-            "with nodes held to the bench's share (rig soak --locust-master ... --cpus ...) first"
-        )
-    bench_ids = set(runs[runs["command"] == "bench"]["run_id"]) if len(runs) else set()
-    every = store.read("windows")
-    windows = every[every["run_id"].isin(bench_ids) & (every["tool"] == "rig")] if len(every) else every
-    if windows.empty:
-        raise RigError(f"{root} holds no windows of `rig bench` runs: run `rig bench --results RESULTS` first")
-    windows = select(windows, runs, args.where)
-
-    from rig.analysis.capacity import fleet as capacity_fleet
-    from rig.analysis.capacity import plan as capacity
-    from rig.analysis.capacity import sweep as capacity_sweep
-    from rig.analysis.capacity import tags as capacity_tags
-    from rig.analysis.capacity import text as capacity_text
-
-    windows = capacity_tags.with_shares(windows, runs)
-    if goals:
-        plan = capacity.plan(windows, goals[0], args.p99_ms, args.headroom)
-        print(capacity.format_plan(plan, goals[0], args.p99_ms, args.headroom))
-    models = capacity.model(windows, args.p99_ms, n_boot=args.bootstrap)
-    checked = []
-    if args.check:
-        fleets = capacity_fleet.fleet_runs(fleet, runs, every)
-        checked = capacity_fleet.check(models, fleets)
-    laws = {id(m): capacity_fleet.node_law(checked, m) for m in models}
-    for m in models:
-        print()
-        print(
-            capacity_tags.node_title(
-                m["triton_version"], m["engine"], m["model"], m["cpu_share"], m["cpus"], m["neighbour"]
-            )
-            + (f", {m['instances']} instance(s)" if m["instances"] is not None else "")
-            + ":"
-        )
-        print(capacity_text.format_model(m, goals, args.headroom, laws[id(m)]))
-    for law in capacity.instance_laws(models):
-        print()
-        version, engine, model, share, beside = (law[k] for k in capacity_sweep.NODE)
-        print(capacity_tags.node_title(version, engine, model, share, neighbour=beside) + ", across instance counts:")
-        print(capacity_text.format_instance_law(law))
-    if args.check:
-        print()
-        print(capacity_text.format_check(checked, args.p99_ms))
-    if args.plot:
-        from rig.analysis.capacity import plot as capacity_plot
-
-        print(f"plot: {capacity_plot.figure(models, checked, laws, goals, args.headroom, args.plot)}")
+    tables = study.read(Store.open(args.results), root, args.where, args.check)
+    for piece in study.text(tables, goals, args.p99_ms, args.headroom, args.bootstrap, args.check, args.plot):
+        print(piece)
     return 0

@@ -116,33 +116,15 @@ def run(args) -> int:
 
         raise RigError("--output writes the conformance grid: give it with --conformance (the HTML page is --out)")
     import gc
-    import warnings
 
-    from rig.analysis import plots, stats
-    from rig.analysis.report import page as report
     from rig.common.errors import RigError
-    from rig.store import where
 
     max_histograms = 8 if args.max_histograms is None else args.max_histograms
     if max_histograms < 0:
         raise RigError("--max-histograms must be 0 or more")
-    # Figures draw in a process of their own (forked now, before reading starts threads) while
-    # this one reads and computes: matplotlib's import and drawing are a third of a report.
-    plots.start_renderer()
-    stats.preload()
-    # no cyclic collections meanwhile: the few cycles a report makes are not worth the passes
-    # over scipy's and pandas' objects (about 50 ms each, several a report)
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        data = report.select(report.load(args.results, where.keys(args.where)), args.where)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # empty groups' medians: shown as '-'
-            md, page = report.build(data, baseline=args.baseline, max_histograms=max_histograms, upgrade=asked)
-    finally:
-        plots.stop_renderer()
-        if collecting:
-            gc.enable()
+    from rig.analysis.report import render
+
+    md, page = render.make(args.results, args.where, args.baseline, max_histograms, asked)
     out = Path(args.out or "report.html")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")
@@ -155,20 +137,12 @@ def run(args) -> int:
 
 
 def conformance(args, asked: dict | None = None) -> int:
-    """The conformance grid of the results' scenario cycles, on stdout or in ``--output``; where
-    ``asked`` (``--from``/``--to``), only the cells that differ between the two cores."""
-    import dataclasses
-
-    import pyarrow.compute as pc
-
-    from rig.analysis.conformance import diff as cd
-    from rig.analysis.conformance import diff_text as cdt
-    from rig.analysis.conformance import table as cf
-    from rig.analysis.conformance import text as cft
+    """The conformance grid of the results' scenario cycles (``rig.analysis.report.conformance_grid``),
+    on stdout or in ``--output``; where ``asked`` (``--from``/``--to``), only the cells that differ
+    between the two cores."""
+    from rig.analysis.report import conformance_grid
     from rig.common.errors import RigError
-    from rig.common.text import redact
-    from rig.contract.rows import CycleRow
-    from rig.store import Store, where
+    from rig.store import Store
 
     given = [
         o
@@ -181,42 +155,7 @@ def conformance(args, asked: dict | None = None) -> int:
             "(--output FILE writes it to a file)"
         )
     store = Store.open(args.results)
-    names = {f.name for f in dataclasses.fields(CycleRow)} | {"triton_version", "date"}
-    clauses = where.parse(args.where)
-    for key, _ in clauses:
-        where.check(key, names)
-    columns = list(dict.fromkeys([*(c for c in cf.COLUMNS if c in names), *(k for k, _ in clauses)]))
-    cycles = store.read("cycles", columns=columns)
-    for key, values in clauses:
-        shown = where.present((cycles,), key)
-        cycles = cycles[where.match(cycles[key], values)]
-        if cycles.empty:
-            raise RigError(
-                f"--where {key}={','.join(values)} matches nothing in {redact(str(args.results))} (present: {shown})"
-            )
-    # the batch sizes a batched cell formed are in its windows (the upgrade question reads none)
-    runs = cf.batched_runs(cycles) if asked is None else []
-    windows = (
-        store.read("windows", columns=["run_id", "cycle", "batch_sizes"], filter=pc.field("run_id").isin(runs))
-        if runs
-        else None
-    )
-    from rig.analysis.report.page import bisects_of
-
-    table = cf.build(cycles, windows=windows, bisects=bisects_of(str(args.results)))
-    if not table.cells:
-        raise RigError(
-            f"{redact(str(args.results))} holds no scenario cycles: run rig matrix --scenarios all "
-            f"(or rig soak --scenario NAME) with --results {redact(str(args.results))}"
-        )
-    if asked is not None:
-        text = cdt.to_markdown(cd.upgrade(table, results=redact(str(args.results)), **asked))
-    else:
-        counts = ", ".join(f"{n} {j}" for j, n in table.counts.items())
-        text = (
-            f"# Conformance: {redact(str(args.results))}\n\n{len(table.cells)} cell(s): {counts}.\n\n"
-            + cft.to_markdown(table)
-        )
+    text = conformance_grid.text(store, args.results, args.where, asked)
     if args.output is None:
         print(text, end="")
         return 0

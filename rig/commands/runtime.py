@@ -20,7 +20,7 @@ def add_parser(sub) -> None:
     )
     ri.add_argument("--force", action="store_true")
     rb = rs.add_parser("build", help="build a Triton release (2.51.0 to 2.73.0) for CPU from source")
-    rb.add_argument("version", help="a release (2.67.0) or its branch (r26.03)")
+    rb.add_argument("version", help="a release: its Triton version (2.67.0, 2.67), NGC tag (26.03) or branch (r26.03)")
     rb.add_argument("--sources", metavar="DIR", help="a folder of git bundles (core.bundle, ...); default: GitHub")
     rb.add_argument(
         "--ref",

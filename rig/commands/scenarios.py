@@ -37,61 +37,11 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def rows() -> list[dict]:
-    from rig.scenarios import known
-    from rig.scenarios.catalog import SCENARIOS
-
-    out = []
-    cores = known.table()
-    for s in SCENARIOS.values():
-        expected = " / ".join(s.expected)
-        if s.growth != "ok":
-            expected += f"; growth {s.growth}"
-        seen = sorted({(k[3], k[4]) for k in cores if k[0] == s.name and not k[1]}, key=lambda x: (x[0], x[1]))
-        engines = sorted({e for e, _ in seen})
-        versions = sorted({v for _, v in seen}, key=known._version_key)
-        built = ", ".join(
-            x
-            for x in (
-                f"models/scenarios/{s.repository}" if s.repository else "",
-                f"--fault {s.fault}" if s.fault != "none" and not s.repository else "",
-                f"--retain {s.retain}" if s.retain != "none" else "",
-                f"client {s.client}" if s.client != "none" else "",
-                f"--restart {s.restart}" if s.restart else "",
-            )
-            if x
-        )
-        out.append(
-            {
-                "scenario": s.name,
-                "what": s.what,
-                "upstream": ", ".join(s.upstream) or "the rig's own control",
-                "shows as": expected + (" under a --workload" if s.workload else ""),
-                "shapes": ", ".join(s.shapes),
-                "known on": (
-                    f"{', '.join(versions)}; {', '.join(engines)}"
-                    if seen
-                    else "nothing yet (rig scenarios --accept RESULTS)"
-                ),
-                "control": " / ".join(s.control) if s.has_control else "none (it measures)",
-                "built from": built,
-                "fixed in": ", ".join(s.fixed_in) or "—",
-            }
-        )
-    return out
-
-
 def accept(results: str, path: str | None, intermittent: bool = False) -> int:
-    from rig.common.errors import RigError
+    from rig.analysis.conformance import listing
     from rig.scenarios import known
-    from rig.store import Store
 
-    frame = Store(results).read("cycles")
-    if frame is None or not len(frame) or "scenario" not in frame or not frame["scenario"].notna().any():
-        raise RigError(
-            f"{results} holds no scenario cycles to accept: run rig matrix --scenarios ... --results {results} first"
-        )
-    written, left_out = known.accept(frame, path, intermittent_ok=intermittent)
+    written, left_out = listing.accept(results, path, intermittent)
     for why in left_out:
         print(f"left out: {why}")
     print(f"{written} cell(s) recorded as known in {path or known.default_path()}")
@@ -105,7 +55,9 @@ def run(args) -> int:
         os.environ["RIG_KNOWN_VERDICTS"] = args.known_file
     if args.accept:
         return accept(args.accept, args.known_file, args.intermittent)
-    table = rows()
+    from rig.analysis.conformance import listing
+
+    table = listing.rows()
     keys = list(table[0])
     if args.markdown:
         print("| " + " | ".join(keys) + " |")

@@ -12,7 +12,7 @@ import enum
 import json
 import typing
 
-from rig.contract.rows import CycleDraft, _coerce, _hints
+from rig.contract.rows import CycleDraft, coerce, field_hints
 
 
 class Kind(str, enum.Enum):  # noqa: UP042
@@ -150,9 +150,9 @@ def decode(line: str | bytes) -> Message | None:
     cls = _BY_KIND.get(obj.get("type")) if isinstance(obj, dict) else None
     if cls is None:
         return None
-    hints = _hints(cls)
+    hints = field_hints(cls)
     try:
-        msg = cls(**{f.name: _coerce(obj[f.name], hints[f.name]) for f in dataclasses.fields(cls) if f.name in obj})
+        msg = cls(**{f.name: coerce(obj[f.name], hints[f.name]) for f in dataclasses.fields(cls) if f.name in obj})
         if isinstance(msg, (Partial, CycleDone)):
             msg = dataclasses.replace(msg, row=CycleDraft.received(msg.row))
             if msg.row.get("cycle") is None:

@@ -372,7 +372,7 @@ class RunOptions:
             parent="applied by validate: the template's batching and instances, " + TEMPLATE,
         ),
     )
-    # what the client does around stop(): set by the scenario (rig.scenarios.client.clientside)
+    # what the client does around stop(): set by the scenario (rig.worker.clients.clientside)
     client: str = field(default="none", metadata=option(LIFECYCLE, flag=None, spec="client"))
     stop_strategy: StopStrategy = field(
         default="stop", metadata=option(LIFECYCLE, commands=CYCLES, spec="stop_strategy")

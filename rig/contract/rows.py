@@ -45,7 +45,7 @@ class RunRow:
     numpy_version: str | None = None  # the worker's
     stub_numpy_version: str | None = None  # the backend stubs'
     pyarrow_version: str | None = None
-    tritonserver_version: str | None = None  # the bindings, with --engine tritonserver only
+    tritonserver_version: str | None = None  # the bindings the workers import, with --engine tritonserver only
     # The node's share of the machine (schema 13; rig.common.cpushare): --cpus, a cgroup quota, or all of it
     cpu_share: float | None = None  # CPUs the run could use (a quota's may be fractional)
     cpus: str | None = None  # its affinity: 0-3,8
@@ -151,18 +151,21 @@ class CycleRow:
     orphan_shm_regions: int | None = None  # its server's regions still in /dev/shm: removed by the rig
     orphan_stubs_left: int | None = None  # after the rig's cleanup (0 expected)
     orphan_shm_left: int | None = None
-    # schema 15: ready-stub-dead, readiness asked once the load is over (rig.scenarios.client.scenes.StubKilled)
+    # schema 15: ready-stub-dead, readiness asked once the load is over (rig.worker.clients.scenes.StubKilled)
     server_ready_at_probe: bool | None = (
         None  # the server's last answer, 2 s after the model's stub died (control: alive)
     )
     model_ready_at_probe: bool | None = None  # every model's, likewise
-    # schema 15: sequence-at-stop, sequences open at the stop (rig.scenarios.client.sequences)
+    # schema 15: sequence-at-stop, sequences open at the stop (rig.worker.clients.sequences)
     sequences_open: int | None = None  # sequences the client started and left open at the stop (control: 0)
     sequences_reaped: int | None = None  # of those left idle past the idle timeout, ended by the batcher's reaper
     sequence_states_left: int | None = None  # states the stateful model still held at its finalize (null: none ran)
     input_copies: int | None = None  # CPU inputs the model copied to its device (schema 16; null: not counted)
     stub_exit_aborts: int | None = None  # of stub_crashes, stubs that died after every finalize of theirs (at exit)
     gpu_memory_source: str | None = None  # process | device: what the GPU memory figures read (null: no GPU)
+    # schema 19: the official engine's tritonserver bindings (null with capi; rig.parent.runtime.official_bindings)
+    bindings_version: str | None = None  # the bindings' own version: 2.71.0 (PyPI's) over an older core
+    bindings_own: bool | None = None  # whether they are the core's release's own (built from its core/python)
     schema_version: int = SCHEMA_VERSION
 
 
@@ -254,11 +257,11 @@ def window_row(run_id: str, engine: str, model: str, msg: dict, tool: str = "rig
 
 
 @functools.cache
-def _hints(cls: type) -> dict[str, type]:
+def field_hints(cls: type) -> dict[str, type]:
     return typing.get_type_hints(cls)
 
 
-def _coerce(value, hint):
+def coerce(value, hint):
     """``value`` as the type ``hint`` names (``int``, ``float | None``, ``tuple[str, ...]``, ...):
     JSON and pandas give 2.0 for 2 and numpy scalars for numbers. ``TypeError`` or
     ``ValueError`` where it cannot be."""
@@ -275,7 +278,7 @@ def _coerce(value, hint):
     if base in (int, float, str):
         return base(value)
     if base is tuple:
-        return tuple(_coerce(v, args[0]) for v in value)
+        return tuple(coerce(v, args[0]) for v in value)
     if base is dict and not isinstance(value, dict):
         raise TypeError(f"not an object: {value!r}")
     return value
@@ -285,12 +288,12 @@ def typed_row(cls: type, values: dict):
     """An instance of the dataclass ``cls`` (a table's row) from ``values``: keys that are not
     its fields dropped, each value made its field's type (``typing.get_type_hints``), a missing
     or null one left to its default (else None: a lost cycle has no figures)."""
-    hints = _hints(cls)
+    hints = field_hints(cls)
     out = {}
     for f in dataclasses.fields(cls):
         value = values.get(f.name)
         if value is not None:
-            out[f.name] = _coerce(value, hints[f.name])
+            out[f.name] = coerce(value, hints[f.name])
         elif f.default is dataclasses.MISSING:
             out[f.name] = None
     return cls(**out)
@@ -301,8 +304,8 @@ CYCLE_FIELDS = tuple(f.name for f in dataclasses.fields(CycleRow))
 
 def cycle_fields(values: collections.abc.Mapping) -> dict:
     """The ``CycleRow`` fields of a worker's row (a row so far: any of them), typed as the row's."""
-    hints = _hints(CycleRow)
-    return {k: _coerce(v, hints[k]) for k, v in values.items() if k in hints}
+    hints = field_hints(CycleRow)
+    return {k: coerce(v, hints[k]) for k, v in values.items() if k in hints}
 
 
 def joined(detail: str | None, note: str | None, first: bool = False) -> str | None:
@@ -318,7 +321,7 @@ def joined(detail: str | None, note: str | None, first: bool = False) -> str | N
 class CycleDraft(collections.abc.MutableMapping):
     """A cycle's row while the worker, then the parent, measure it: ``CycleRow``'s fields and no
     other (a misspelt one raises ``KeyError`` where it is set), each value made its field's type as
-    it is set (``_coerce``); ``note`` adds to the detail, ``merge`` takes an observer's figures,
+    it is set (``coerce``); ``note`` adds to the detail, ``merge`` takes an observer's figures,
     ``row`` gives the frozen ``CycleRow``. Read and written like the dict it replaces."""
 
     __slots__ = ("_v",)
@@ -335,10 +338,10 @@ class CycleDraft(collections.abc.MutableMapping):
         return draft
 
     def __setitem__(self, key: str, value) -> None:
-        hint = _hints(CycleRow).get(key)
+        hint = field_hints(CycleRow).get(key)
         if hint is None:
             raise KeyError(f"{key!r} is not a field of CycleRow (rig/contract/rows.py)")
-        self._v[key] = None if value is None else _coerce(value, hint | None)
+        self._v[key] = None if value is None else coerce(value, hint | None)
 
     def __getitem__(self, key: str):
         return self._v[key]

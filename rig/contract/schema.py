@@ -83,7 +83,7 @@ Schema history (``schema_version`` column):
      killed (its control: left alive): ``server_ready_at_probe`` and ``model_ready_at_probe``, the
      server's and the models' last answer to "ready?" over 2 s (``ready_after_load``: both);
      null in other cycles.
-     And what the scenario ``sequence-at-stop`` left open at the stop (``rig.scenarios.client.sequences``):
+     And what the scenario ``sequence-at-stop`` left open at the stop (``rig.worker.clients.sequences``):
      ``sequences_open`` (sequences started and never ended), ``sequences_reaped`` (those the
      batcher's reaper ended after its idle timeout) and ``sequence_states_left`` (the states the
      model still held at its finalize); null in other cycles.
@@ -107,6 +107,12 @@ Schema history (``schema_version`` column):
   18: runs: ``neighbour``, what a bench ran beside the node on its CPUs for the whole sweep
      (``rig.common.neighbour``): ``none`` or ``burn:PCT`` (a burner pinned to each CPU, busy PCT % of
      every 10 ms); null for other commands and in older files (which ran none).
+  19: cycles: the official engine's ``tritonserver`` bindings, ``bindings_version`` (their version:
+     a built runtime's own, compiled from its branch's ``core/python`` or PyPI's wheel of its
+     version, else the environment's install, such as PyPI's 2.71.0 over an older core) and
+     ``bindings_own`` (whether that is the core's release); null with the C API and in older files.
+     runs: ``tritonserver_version`` is the same version, the one the workers import (before 19: the
+     environment's install, even where a built runtime's own bindings came first on the workers' path).
 """
 
-SCHEMA_VERSION = 18  # see the history above
+SCHEMA_VERSION = 19  # see the history above

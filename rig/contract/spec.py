@@ -89,7 +89,7 @@ class CycleSpec:
     shapes: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)  # input -> dims (--shape)
     # model -> inputs its entries may leave out
     optional_inputs: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
-    client: str = _RUN.client  # what the client does around stop() (rig.scenarios.client.clientside)
+    client: str = _RUN.client  # what the client does around stop() (rig.worker.clients.clientside)
     in_flight_at_stop: int = IN_FLIGHT  # stop-in-flight: requests outstanding at stop()
     # The growth verdict's thresholds (None: not judged) and whether the processes are sampled
     max_memory_growth: float | None = _RUN.thresholds.max_memory_growth  # bytes per 1,000 requests, any process kind

@@ -34,6 +34,14 @@ class FleetRow:
     locust_requests: int | None  # the total row: requests as Locust's master counted them from worker reports
     detail: str | None
     schema_version: int = SCHEMA_VERSION
+    # the machine the row's process ran on: a node row's, as Locust's worker id names it; the total
+    # row's, the master's (``rig fleet``'s own hostname). Null in older files.
+    host: str | None = None
+    # the total row: the master's (``rig fleet``'s process: Locust's master) CPU seconds over the
+    # round's load, user and system, and the CPUs it could run on (its affinity, as ``0-3``); a
+    # master on the nodes' host and CPUs takes that time from them. Null in node rows and older files.
+    master_cpu_s: float | None = None
+    master_cpus: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,26 +67,40 @@ class MemoryRow:
 @dataclasses.dataclass(frozen=True)
 class BisectRow:
     """One step of a bisection (``rig bisect``; the table ``bisect``): a release, a hybrid (the
-    good release with one component taken from the bad), a commit of that component, or the
-    result. ``run_id`` is the bisection's id (a hash of what it bisects: it resumes under it)."""
+    good release with one component taken from the bad, or two: a pair), a commit of that component,
+    or a result. ``run_id`` is the bisection's id (a hash of what it bisects: it resumes under it).
+
+    A bisection ends in one result row per commit it names: one (``cause`` ``one``); the commits a
+    change needed together, one row each (``together``); or several changes in turn, one row each,
+    ``moved`` saying what each changed (``apart``). Every result row of a bisection is judged
+    ``bad`` where each was decided, else ``mixed``; a bisection that named nothing has one result
+    row (``mixed``, or ``refused`` where the window could not be bisected), ``detail`` saying why."""
 
     run_id: str
-    step: int  # 0, 1, ... in the order run; the result's is the last
-    kind: str  # release | component | commit | result
+    step: int  # 0, 1, ... in the order run; the results' are the last
+    kind: str  # release | component | pair | together | commit | result
     scenario: str
     control: bool
     shape: str | None
     engine: str
     good: str  # the release that gives the old verdict
     bad: str  # the release that gives the new one
-    component: str | None  # core | common | backend | python_backend (a hybrid's, a commit's)
-    commit: str | None  # the component's commit this step built
+    component: str | None  # core | common | backend | python_backend (a hybrid's, a commit's, a result's)
+    commit: str | None  # the component's commit this step built (a result: the commit it names)
     subject: str | None  # that commit's subject line (its PR number is in it: "(#473)")
     runtime: str | None  # the runtime the step ran (built-2.67.0-v...)
     cycles: int
-    verdicts: str | None  # the lifecycle verdicts its cycles gave: "aborted_at_exit x3"
-    judged: str  # good | bad | mixed (both sides' verdicts) | failed (a build or run that failed)
+    # the signatures its cycles gave (rig.workflows.bisect_judge): the lifecycle verdict, the load
+    # verdict where the two releases' differ, the readiness probed where the scenario probes:
+    # "aborted_at_exit x3", "finalize_missing / server ready, model not ready x3"
+    verdicts: str | None
+    judged: str  # good | bad | other (neither side's) | mixed | failed (a build or run that failed) | refused
     cell_run_id: str | None  # the soak run that gave the verdicts
     detail: str | None
     started_at: str
+    # the other components taken from the bad release (or the release the hybrids stand below) in this
+    # step's build, each at that release's commit: "python_backend@<sha>, ..."; null: none
+    held: str | None = None
+    cause: str | None = None  # a result row: one | together | apart (above); null in other rows and older files
+    moved: str | None = None  # a result row: the signatures its commit moved, "crashed / not_measured -> clean / ok"
     schema_version: int = SCHEMA_VERSION

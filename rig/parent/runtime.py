@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -36,6 +37,7 @@ from rig.contract.runtime import (
     cache_dir,
     python_tag,
 )
+from rig.contract.versions import UnknownVersion, resolve_version
 
 DEFAULT_EMBEDDED = "0.7.0"
 
@@ -238,14 +240,18 @@ def _embedded_from_root(version: str, root: Path, py: str | None = None) -> Embe
 def install_embedded(version: str = DEFAULT_EMBEDDED, force: bool = False, log=lambda msg: None) -> Runtime:
     """Download ``nvidia-pytriton==version`` and unpack it into the cache (atomic rename).
     ``version`` may also name the Triton core a wheel bundles (``2.48.0``: nvidia-pytriton 0.5.10,
-    the newest release with that core)."""
-    if version not in PYTRITON_CORE and pytriton_of(version):
-        log(f"Triton {version} is the core of nvidia-pytriton {pytriton_of(version)}")
-        version = pytriton_of(version)
-    elif version.startswith("2.") and version not in PYTRITON_CORE:
-        raise RigError(
-            f"no PyPI wheel bundles Triton {version} (they stop at 2.51.0): rig runtime build {shlex.quote(version)}"
-        )
+    the newest release with that core), by any of its names (``24.07``, ``r24.07``, ``2.48``:
+    ``rig.contract.versions``)."""
+    if version not in PYTRITON_CORE:
+        named = runtime_name(version)  # a name that looks like a release and is none: one line
+        core = resolve_version(version) if named != version or named.startswith("2.") else None
+        if core and pytriton_of(core):
+            log(f"Triton {core} is the core of nvidia-pytriton {pytriton_of(core)}")
+            version = str(pytriton_of(core))
+        elif core:
+            raise RigError(
+                f"no PyPI wheel bundles Triton {core} (they stop at 2.51.0): rig runtime build {shlex.quote(core)}"
+            )
     root = _embedded_root(version)
     if (root / "wheel").is_dir() and not force:
         return _embedded_from_root(version, root)
@@ -390,6 +396,53 @@ def built_runtime(spec: str) -> BuiltRuntime:
     )
 
 
+# What looks like a release's name (a Triton version, an NGC tag, a branch): one the resolver does not
+# know is refused with its line, not taken for a runtime that is merely not installed.
+_VERSION_LIKE = re.compile(r"v?2\.\d+(\.\d+)?|r?\d\d\.\d\d(-py3)?")
+
+
+def runtime_name(spec: str) -> str:
+    """The runtime a name says, in the rig's own words, so that every option that takes a runtime
+    takes any name of a release (``rig.contract.versions``): ``26.03``, ``r26.03``, ``2.67`` and
+    ``2.67.0`` are ``2.67.0`` (``built-2.67.0``); a core only a PyPI wheel bundles is that wheel's
+    runtime (``2.48.0``, ``24.07`` -> ``0.5.10``). An nvidia-pytriton release (``0.5.10``), a
+    runtime's own name (``embedded-0.5.10``, ``built-2.67.0``, a variant) and the keywords stay as
+    they are. A name that looks like a release but is none known is ``UnknownVersion`` (one line).
+    ``rig matrix --runtimes`` and ``--runtime`` resolve through it."""
+    text = spec.strip()
+    if text in ("", "auto", "container", "embedded", "all", "installed") or text.startswith(("embedded-", "built-")):
+        return text
+    if text in PYTRITON_CORE:
+        return text
+    try:
+        version = resolve_version(text)
+    except UnknownVersion:
+        if _VERSION_LIKE.fullmatch(text):
+            raise
+        return text
+    return embedded_alias(version) or version
+
+
+def official_bindings(rt: Runtime) -> tuple[str | None, bool | None]:
+    """The ``tritonserver`` bindings a worker of the official engine imports over ``rt``: (their
+    version, whether they are the release's own). A built runtime's own folder comes first on the
+    worker's path (``BuiltRuntime.worker_env``: the bindings compiled from its branch's
+    ``core/python``, or PyPI's wheel of its version), then this environment's install, as the
+    worker (this interpreter, ``-P``) finds them. Own: the bindings' version is the core's release
+    (a variant's release; the container's and a wheel's core by their Triton version); the PyPI
+    2.70/2.71 bindings over an older core are not. (None, None) where none is installed."""
+    import importlib.metadata
+
+    from rig.runtimes.from_source.identity import release_of
+
+    first = [rt.bindings] if isinstance(rt, BuiltRuntime) and rt.bindings else []
+    found = next(iter(importlib.metadata.distributions(name="tritonserver", path=[*first, *sys.path])), None)
+    if found is None:
+        return None, None
+    version = found.version
+    return version, version == release_of(rt.triton_version)
+
+
 def list_built() -> list[dict]:
     from rig.runtimes.from_source import cache
 
@@ -416,10 +469,16 @@ def resolve(spec: str | None, auto_install: bool = True, log=lambda msg: None) -
         return container_runtime()
     if spec == "embedded":
         spec = DEFAULT_EMBEDDED
-    alias = embedded_alias(spec)
-    if alias:  # a Triton version only a wheel bundles: that wheel's runtime
-        log(f"Triton {spec} is the core of nvidia-pytriton {alias}: runtime embedded-{alias}")
-        spec = alias
+    named = runtime_name(spec)
+    if named != spec:  # another name of a release: said back as the runtime it names
+        v = resolve_version(spec)
+        words = f"Triton {v} is" if v == spec.strip() else f"{spec.strip()} is Triton {v},"
+        log(
+            f"{words} the core of nvidia-pytriton {named}: runtime embedded-{named}"
+            if named != v
+            else f"{words} runtime built-{v}"
+        )
+        spec = named
     if is_built_spec(spec):
         return built_runtime(spec)
     version = spec.removeprefix("embedded-")

@@ -1,17 +1,10 @@
-"""A lifecycle scenario, in one package: what it is, the shapes it runs in, the verdicts it is known to
-give, and what its client does inside a worker's cycle.
+"""A lifecycle scenario, the parent's side of it: what it is, the shapes it runs in and the verdicts
+it is known to give. What its client does inside a worker's cycle is the worker's, in
+``rig.worker.clients`` (docs/dev/architecture.md): a layer below, which never imports this package.
 
-Two sides live here, as they do in the rig (docs/dev/architecture.md), and the layer rule keeps
-them apart:
-
-- the parent's side, what is decided before a worker starts: ``catalog`` (the scenarios: each a
-  model plus what the client does, named after its upstream report, and how one is applied to a
-  run's configuration), ``shapes`` (the model shapes that can move a verdict), ``known`` (the
-  verdicts each is known to give per core, API and shape: ``known_verdicts.csv``, data, not code)
-  and ``core_features`` (what a core was built with, for the scenarios that need it);
-- the worker's side, ``client/``: the client behaviours around ``stop()`` (``clientside``), the
-  scenes set after the load (``scenes``) and the sequences left open at the stop (``sequences``),
-  which ``rig.worker.observers`` runs by the name the spec carries.
-
-This module imports neither side: a worker that imports ``rig.scenarios.client`` loads none of
-the parent's modules."""
+- ``catalog``: the scenarios, each a model plus what the client does, named after its upstream
+  report, and how one is applied to a run's configuration (``setup``);
+- ``shapes``: the model shapes that can move a verdict;
+- ``known``: the verdicts each is known to give per core, API and shape (``known_verdicts.csv``,
+  data, not code);
+- ``core_features``: what a core was built with, for the scenarios that need it."""

@@ -5,7 +5,7 @@ One vocabulary: a scenario is built from the rig's own building blocks, the temp
 fault presets (``--fault``, ``rig.parent.repository.FAULTS``) and the retention policies (``--retain``),
 or from a model repository of its own (``models/scenarios/<name>/``, whose models read a
 ``fault`` parameter: ``on``, or ``off`` for the negative control); and, where the class lies in
-what the client does, a client behaviour around ``stop()`` (``rig.scenarios.client.clientside``) or a restart mode
+what the client does, a client behaviour around ``stop()`` (``rig.worker.clients.clientside``) or a restart mode
 (``--restart reload``). ``rig soak --scenario NAME`` runs one; ``--control`` runs its negative
 control (the same model and client without the fault). A scenario made by its client alone also
 runs over a model repository of the user's own (``--model-repository``): the same client around
@@ -43,7 +43,7 @@ class Scenario:
     # The model shapes it runs in (rig.scenarios.shapes), the first its default: those that can move its verdict.
     shapes: tuple[str, ...] = ("unbatched",)
     workload: bool = False  # needs load running (``--workload``) to show
-    client: str = "none"  # what the client does around stop() (rig.scenarios.client.clientside.CLIENTS)
+    client: str = "none"  # what the client does around stop() (rig.worker.clients.clientside.CLIENTS)
     restart: str | None = None  # a restart mode of its own (reload)
     client_is_fault: bool = False  # the client is the fault: its control runs without it
     has_control: bool = True  # a negative control exists (memory measures, it has no fault to leave out)
@@ -65,7 +65,7 @@ class Scenario:
     # Each execute of the template model takes this long (``--execute-delay-ms``): a model as slow
     # as real ones, where the template's speed moves the verdict (``execute-raises-slow``).
     execute_delay_ms: float | None = None
-    # The Locust users of the load it runs under (a matrix's: ``rig.commands.matrix.SCENARIO_LOAD_KEYS``,
+    # The Locust users of the load it runs under (a matrix's: ``rig.workflows.matrix_setup.SCENARIO_LOAD_KEYS``,
     # 2 users, where None): where the load moves the verdict (``execute-raises-full``: enough users to fill
     # every batch, so that the dynamic batcher never waits its queue delay).
     users: int | None = None

@@ -185,7 +185,7 @@ def _cycle_after_start(engine: Engine, t0: float, means: Means) -> CycleDone:
     row.update(serverstats.over_cycle(engine, spec.models, spec.server_stats))
     regions |= _probe_after_load(engine, spec, row, pids)
 
-    # The scene a scenario's client sets for the stop (rig.worker.observers, rig.scenarios.client.clientside),
+    # The scene a scenario's client sets for the stop (rig.worker.observers, rig.worker.clients.clientside),
     # out of the quiet section: it measures no speed, and a scene that waits (a load that never
     # ends, a reaper's idle timeout, a hung reload) must not hold up the other cells' loads
     quiet.leave()

@@ -12,7 +12,7 @@ knows none of them by name, as the load knows its lanes only through ``Lane``:
 
 The observers: ``ProcessMemory`` (always: every process's memory through the load, and the
 growth per 1,000 requests that the growth verdict reads) and, for a scenario's client
-(``spec.client``, ``rig.scenarios.client.clientside``), ``Tracemalloc`` (memory), ``InFlightAtStop``
+(``spec.client``, ``rig.worker.clients.clientside``), ``Tracemalloc`` (memory), ``InFlightAtStop``
 (stop-in-flight), ``LoadingAtStop`` (stop-while-loading) and ``RefusedRequests``
 (refused-request).
 """
@@ -29,7 +29,7 @@ from typing import Protocol
 from rig.common import probes, trends
 from rig.contract.messages import Samples
 from rig.contract.spec import CycleSpec, repository_models
-from rig.scenarios.client import clientside, scenes, sequences
+from rig.worker.clients import clientside, scenes, sequences
 from rig.worker.engines.base import Engine
 from rig.worker.unpatched import original
 
@@ -312,7 +312,7 @@ CLIENT_OBSERVERS: dict[str, type[Observer]] = {
     "refused-request": RefusedRequests,
     "stop-while-loading": LoadingAtStop,
     "stop-in-flight": InFlightAtStop,
-    **scenes.SCENES,  # the 2026 scenarios' scenes: rig.scenarios.client.scenes
+    **scenes.SCENES,  # the 2026 scenarios' scenes: rig.worker.clients.scenes
     **sequences.SCENES,
 }
 

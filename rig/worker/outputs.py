@@ -29,7 +29,7 @@ def expected_output(meta, name: str, batch: int = 1) -> dict | None:
     return {"datatype": spec.datatype, "shape": tuple(shape), "size": size}
 
 
-def _fits(check: dict, datatype: str | None, shape, nbytes: int) -> bool:
+def output_fits(check: dict, datatype: str | None, shape, nbytes: int) -> bool:
     if check.get("datatype") and datatype is not None and datatype != check["datatype"]:
         return False
     want = check.get("shape")
@@ -105,7 +105,7 @@ def reference_output(
             if got.dtype != object
             else "BYTES"
         )
-        if not _fits(check, datatype, got.shape, int(got.nbytes)):
+        if not output_fits(check, datatype, got.shape, int(got.nbytes)):
             return (
                 False,
                 (
@@ -147,7 +147,7 @@ def output_is(check: dict | None, outputs: dict) -> bool:
             (k for k, v in NUMPY_OF.items() if k != "BYTES" and v is not None and np.dtype(v) == got.dtype), None
         )
         got = np.ascontiguousarray(got)
-    if not _fits(check, datatype, got.shape, int(got.nbytes) if got.dtype != object else 0):
+    if not output_fits(check, datatype, got.shape, int(got.nbytes) if got.dtype != object else 0):
         return False
     return check["bytes"] is None or got.tobytes() == check["bytes"]
 

@@ -1,5 +1,6 @@
 """The two sides of ``rig gate`` read from a store: its cycles (the columns the gate reads), a
-side's windows, ``--where``'s clauses, and a side chosen by Triton version or run id."""
+side's windows and its streaming figures, ``--where``'s clauses, and a side chosen by Triton
+version or run id."""
 
 from __future__ import annotations
 
@@ -153,3 +154,13 @@ def select(cycles, name: str, role: str, filtered: bool = False):
         mask = cycles["run_id"] == matches[0]
         label, version = f"run {matches[0]}", None
     return label, cycles[mask], version
+
+
+def side_streaming(windows, store):
+    """``frames.streaming`` of a side's windows (per point; first-response and gap histograms
+    read from ``store`` for its streaming windows only), or None where none streamed."""
+    from rig.analysis import frames
+
+    if not len(windows) or "first_p50_us" not in windows or not windows["first_p50_us"].notna().any():
+        return None
+    return frames.streaming(windows, by=[], store=store, max_merged=MAX_MERGED)

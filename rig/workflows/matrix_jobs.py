@@ -1,4 +1,4 @@
-"""The jobs of a ``rig matrix`` (``rig.commands.matrix``): a scenario cell's, a plain soak's per
+"""The jobs of a ``rig matrix`` (``rig.workflows.matrix_setup``): a scenario cell's, a plain soak's per
 runtime x engine x retention, and a short bench's per runtime and engine, each a ``Job`` whose
 config derives from the matrix's base (``rig.workflows.matrix_plan.cell_config``)."""
 

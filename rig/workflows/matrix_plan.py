@@ -1,7 +1,8 @@
 """Planning `rig matrix`'s cells: its lists parsed (runtimes, engines, retention, scenarios), the
 plan of runtime x engine x retention (or scenario), and each cell's configuration (``cell_config``:
 the matrix's base config with the cell's keys). Pure: nothing here runs a cell
-(``rig.commands.matrix`` runs them and tables them)."""
+(``rig.workflows.matrix_setup`` makes their jobs, ``rig.workflows.matrix_table`` runs them and
+tables them)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from rig.runtimes.from_source.identity import is_variant
 
 # Options of `rig soak` the matrix sets per cell or has no use for (each cell is a whole soak): those
 # the option table offers soak and not matrix (rig.contract.option_table)
-# The timeouts of a scenario matrix where none is given (rig.commands.matrix's, and a bisection's
+# The timeouts of a scenario matrix where none is given (rig.workflows.matrix_setup's, and a bisection's
 # cells): each no longer than its verdict needs.
 SCENARIO_EXIT_TIMEOUT = 5
 SCENARIO_REQUEST_TIMEOUT = 5.0
@@ -70,7 +71,7 @@ def parse_shapes(text: str) -> list[str] | None:
 def scenario_cells(
     scens: list, plan: list[dict], known_path: str | None = None, only_shapes: list[str] | None = None
 ) -> list[dict]:
-    """The scenario axis over the plan (``_plan``): per scenario, then its control, per model shape
+    """The scenario axis over the plan (``make_plan``): per scenario, then its control, per model shape
     it runs in (``Scenario.shapes``), one cell per runtime and engine, in that order. A cell is a
     row: ``scenario``, ``control``, ``shape``, ``runtime``, ``triton_version``, ``engine``, ``why``
     (why this engine), ``expected`` (the lifecycle and load verdicts known there: rig.scenarios.known, or
@@ -174,7 +175,7 @@ def scenario_changes(cell: dict, cycles: int, results: str, load: dict) -> dict:
     fault is on (a stop that waits out exit_timeout leaves the stubs the rig kills: the
     scenario's, judged by its verdicts), never for a control, which must be clean (unless the
     matrix's own options allow them: the base's); ``load``, the workload it runs under where it
-    needs one (``rig.commands.matrix.SCENARIO_LOAD_KEYS``)."""
+    needs one (``rig.workflows.matrix_setup.SCENARIO_LOAD_KEYS``)."""
     from rig.contract.verdicts import GROWTH_OUTCOMES, LOAD_OUTCOMES, OUTCOMES
 
     return {
@@ -347,7 +348,7 @@ def soak_options(args, runtime: str, retain: str | None, cycles: int) -> argpars
     return ns
 
 
-def _plan(specs: list[str], engines: list[str], retains: list[str]) -> list[dict]:
+def make_plan(specs: list[str], engines: list[str], retains: list[str]) -> list[dict]:
     """Per runtime: the engines that run over it (name, why) and the rows of those that cannot."""
     from rig.parent import engines as eng
     from rig.parent import runtime

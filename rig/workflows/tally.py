@@ -122,7 +122,7 @@ def cycle_line(r: CycleRow) -> str:
             f"stub crashes {r.stub_crashes}"
             + (f" ({r.stub_exit_aborts} at exit, after its finalize)" if r.stub_exit_aborts else "")
         )
-    if r.in_flight:  # what a scenario's client saw (rig.scenarios.client.clientside)
+    if r.in_flight:  # what a scenario's client saw (rig.worker.clients.clientside)
         parts.append(
             f"in flight at stop {r.in_flight}: {r.in_flight_answered or 0} answered, "
             f"{r.in_flight_failed or 0} failed, {r.in_flight_lost or 0} lost"

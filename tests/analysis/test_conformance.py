@@ -628,7 +628,7 @@ def test_a_bisection_names_the_commit_and_a_variant_is_no_release_but_says_what_
                        "fixed by 2.68.0-va606228022"]
     assert cfc.changed_in(cf.cells(frame))[("template", False, "capi", "unbatched")][0] == "2.68.0"
     # a bisection of another cell, or of releases that do not span the change, names nothing
-    assert cfc.bisected(bisects, "template", True, "capi", "unbatched", "2.67.0", "2.68.0") is None
-    assert cfc.bisected(bisects, "template", False, "capi", "unbatched", "2.68.0", "2.69.0") is None
+    assert cfc.bisected(bisects, "template", True, "capi", "unbatched", "2.67.0", "2.68.0") == []
+    assert cfc.bisected(bisects, "template", False, "capi", "unbatched", "2.68.0", "2.69.0") == []
     md = cft.to_markdown(cf.build(frame, bisects=bisects))
     assert "changed in [2.68.0: python_backend 47f9e03 (#433)](#" in md and "fixed by 2.68.0-va606228022](#" in md

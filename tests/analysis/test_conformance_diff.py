@@ -67,12 +67,19 @@ def test_a_change_in_a_gap_names_the_releases_not_run_and_a_cell_on_one_side_is_
     md = cdt.to_markdown(u)
     assert md.startswith("# Upgrade from 2.51.0 to 2.60.0: R\n\nUpgrade from 2.51.0 to 2.60.0: 1 cell(s) run on "
                          "both compared, 1 differ.\n\n- C API (`capi`): 1 compared, 1 differ, 1 run on 2.60.0 only\n")
-    assert ("| unbatched | retained-response | clean / ok / ok | exit_timeout / ok / ok | changed between 2.55.0 and "
-            "2.60.0 (2.56.0, 2.57.0, 2.58.0, 2.59.0, 2.59.1 not run) | server#8755 |") in md
+    # one cause, dated by the gap; the cell under it with its cycles, k/n
+    assert ("## What changed\n\nFrom 2.51.0 to 2.60.0: 1 cause explains 1 cell.\n\n1. between 2.55.0 and 2.60.0 "
+            "(2.56.0, 2.57.0, 2.58.0, 2.59.0, 2.59.1 not run): lifecycle clean → exit_timeout, 1 cell (capi: "
+            "unbatched 1); not bisected yet: `rig bisect --scenario retained-response --shape unbatched --engine capi "
+            "--good 2.55.0 --bad 2.60.0`\n") in md
+    assert ("| capi | unbatched | retained-response | clean / ok / ok (3/3) | exit_timeout / ok / ok (3/3) | — | — "
+            "| server#8755 |") in md
+    assert "Rates:" not in md  # no cell's cycles disagree: nothing to say of rates
     assert "| unbatched, retained-response | 2.60.0 | first changed, to | 3 | exit_timeout 3 | ok 3 | ok 3 | 2.000 " \
            "| 0/3 | r-retained-response-0-capi-unbatched-2.60.0 |" in md
     assert "**Not run on 2.51.0 through capi (run on 2.60.0 only)**" in md
-    assert "| unbatched | retained-response (control) | clean / ok / ok | r-retained-response-1-capi-unbatched-2.60.0 |" in md
+    assert ("| unbatched | retained-response (control) | clean / ok / ok (3/3) | "
+            "r-retained-response-1-capi-unbatched-2.60.0 |") in md
     assert "- `retained-response`: the client keeps the last response object across stop()" in md
     assert "`rig report --conformance R --where run_id=RUN_ID`" in md
     # adjacent releases: changed in; between them the first that differs, and where the --to verdicts began
@@ -111,8 +118,10 @@ def test_a_known_race_is_no_change_until_its_sides_move(tmp_path):
                           "execute-raises,0,unbatched,capi,2.68.0,aborted_at_exit|exit_timeout,errors,ok,3,r"))
     assert cd.upgrade(table, "2.55.0", "2.60.0").apis[0].rows == ()
     (row,) = cd.upgrade(table, "2.55.0", "2.68.0").apis[0].rows
-    assert cdt.verdicts_text(row.before) == "clean / errors / ok (2/3 cycles); known intermittent: clean|exit_timeout / errors / ok"
-    assert cdt.verdicts_text(row.after).startswith("aborted_at_exit / errors / ok (2/3 cycles); known intermittent")
+    assert cdt.verdicts_text(row.before) == ("clean / errors / ok (2/3; exit_timeout / errors / ok 1/3); known "
+                                             "intermittent: clean|exit_timeout / errors / ok")
+    assert cdt.verdicts_text(row.after).startswith("aborted_at_exit / errors / ok (2/3; exit_timeout / errors / ok "
+                                                   "1/3); known intermittent")
     assert cdt.change_text(row) == "lifecycle clean → aborted_at_exit"
 
 
@@ -251,7 +260,9 @@ def test_the_report_page_has_the_upgrade_section_by_default_and_as_asked(tmp_pat
     section = page[page.index("<h2>Upgrade from 2.48.0 to 2.51.0</h2>"):]
     section = section[:section.index("</section>")]
     assert '<div class="conformance upgrade">' in section
-    assert "<td>unbatched</td><td>stub-exits</td><td>exit_timeout / timeouts / not_measured</td>" in section
-    assert "changed between 2.48.0 and 2.51.0 (2.49.0, 2.50.0 not run)" in section
+    assert "<td>capi</td><td>unbatched</td><td>stub-exits</td><td>exit_timeout / timeouts / not_measured (1/1)</td>" \
+        in section
+    assert "<h3>What changed</h3>" in section
+    assert "<h3>1. between 2.48.0 and 2.51.0 (2.49.0, 2.50.0 not run): " in section
     assert ("Upgrade from 2.48.0 to 2.51.0 (--from 0.5.10: nvidia-pytriton 0.5.10, whose core is Triton 2.48.0): 4 "
             "cell(s) run on both compared, 1 differ.") in md

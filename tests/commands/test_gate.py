@@ -101,7 +101,7 @@ def test_frames_and_the_example_script_over_the_real_store(real_results, capsys)
 
 
 def test_idle_note_names_both_regimes_only_when_they_differ():
-    from rig.commands.gate import idle_note
+    from rig.workflows.gate_lines import idle_note
 
     assert idle_note({"os"}, {"os"}) == "" and idle_note(set(), {"poll"}) == ""
     note = idle_note({"os"}, {"poll"})

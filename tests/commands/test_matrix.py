@@ -15,6 +15,8 @@ from helpers import rig
 from rig.analysis import matrix as M
 from rig.commands import matrix as cmd
 from rig.workflows import matrix_jobs as jobs
+from rig.workflows import matrix_plan as mplan
+from rig.workflows import matrix_setup as setup
 from rig.common.errors import RigError
 from rig.contract.cell import BenchSettings
 
@@ -24,34 +26,34 @@ RUNTIMES = {"0.5.0": "2.41.0", "0.5.10": "2.48.0", "0.7.0": "2.51.0"}
 # ---------------------------------------------------------------- fast: parsing
 
 def test_retain_list_and_all():
-    assert cmd.parse_retain("all") == ["none", "last-response", "last-array"]
-    assert cmd.parse_retain("last-array, none,none") == ["last-array", "none"]
+    assert mplan.parse_retain("all") == ["none", "last-response", "last-array"]
+    assert mplan.parse_retain("last-array, none,none") == ["last-array", "none"]
     with pytest.raises(RigError, match="unknown retention policy bogus"):
-        cmd.parse_retain("none,bogus")
+        mplan.parse_retain("none,bogus")
     with pytest.raises(RigError, match="comma-separated"):
-        cmd.parse_retain(" , ")
+        mplan.parse_retain(" , ")
 
 
 def test_engines_list():
-    assert cmd.parse_engines("capi,tritonserver") == ["capi", "tritonserver"]
+    assert mplan.parse_engines("capi,tritonserver") == ["capi", "tritonserver"]
     with pytest.raises(RigError, match="unknown engine"):
-        cmd.parse_engines("capi,onnx")
+        mplan.parse_engines("capi,onnx")
 
 
 def test_runtimes_all_is_every_core_once_and_installed_is_what_is_here():
     known = {"0.5.0": "2.41.0", "0.5.4": "2.44.0", "0.5.6": "2.44.0", "0.5.9": "2.47.0", "0.5.10": "2.48.0",
              "0.6.0": "2.51.0", "0.7.0": "2.51.0"}
     # every core once, by version: the runtime installed here for it, else the newest that bundles it
-    assert cmd.parse_runtimes("all", ["0.6.0", "0.5.10", "0.5.4"], known) == ["0.5.0", "0.5.4", "0.5.9", "0.5.10",
+    assert mplan.parse_runtimes("all", ["0.6.0", "0.5.10", "0.5.4"], known) == ["0.5.0", "0.5.4", "0.5.9", "0.5.10",
                                                                               "0.6.0"]
-    assert cmd.parse_runtimes("all", [], known) == ["0.5.0", "0.5.6", "0.5.9", "0.5.10", "0.7.0"]
-    assert cmd.parse_runtimes("installed", ["0.7.0", "0.5.10", "0.5.9"], known) == ["0.5.9", "0.5.10", "0.7.0"]
+    assert mplan.parse_runtimes("all", [], known) == ["0.5.0", "0.5.6", "0.5.9", "0.5.10", "0.7.0"]
+    assert mplan.parse_runtimes("installed", ["0.7.0", "0.5.10", "0.5.9"], known) == ["0.5.9", "0.5.10", "0.7.0"]
     # known but not installed: kept (the matrix installs it); embedded-X is X; repeats once
-    assert cmd.parse_runtimes("embedded-0.5.0,0.5.0,container", ["0.7.0"], known) == ["0.5.0", "container"]
+    assert mplan.parse_runtimes("embedded-0.5.0,0.5.0,container", ["0.7.0"], known) == ["0.5.0", "container"]
     with pytest.raises(RigError, match="unknown runtime '9.9.9'"):
-        cmd.parse_runtimes("0.7.0,9.9.9", ["0.7.0"], known)
+        mplan.parse_runtimes("0.7.0,9.9.9", ["0.7.0"], known)
     with pytest.raises(RigError, match="no runtime is installed or built here"):
-        cmd.parse_runtimes("installed", [], known)
+        mplan.parse_runtimes("installed", [], known)
 
 
 def test_shards_split_the_cells_once_each_whatever_the_matrix_holds():
@@ -77,7 +79,7 @@ def _base(*argv):
     from rig.parent.options import run_config
 
     args = build_parser().parse_args(["matrix", "--runtimes", "0.7.0", *argv])
-    return args, run_config(cmd.soak_options(args, "0.7.0", "none", cmd.DEFAULT_CYCLES))
+    return args, run_config(mplan.soak_options(args, "0.7.0", "none", cmd.DEFAULT_CYCLES))
 
 
 PLAN = [{"spec": "0.5.0", "triton": "2.41.0", "engines": [("capi", "asked for")], "skipped": []}]
@@ -160,7 +162,8 @@ def test_the_matrix_reads_no_cells_output():
 
     sources = {p.name: p.read_text() for p in (Path(cmd.__file__).parent).glob("matrix*.py")}
     sources |= {p.name: p.read_text() for p in (Path(matrix_run.__file__).parent).glob("matrix*.py")}
-    assert set(sources) == {"matrix.py", "matrix_jobs.py", "matrix_plan.py", "matrix_run.py"}
+    assert set(sources) == {"matrix.py", "matrix_jobs.py", "matrix_plan.py", "matrix_run.py", "matrix_setup.py",
+                            "matrix_table.py"}
     for name, text in sources.items():
         for scraped in ("FAIL: ", "rig: error: ", "rig: skipped: ", "(run_id ", "_RUN_ID", "def classify",
                         "lines.append", "passthrough", "cell_argv", "scenario_argv", '"soak", *'):
@@ -223,11 +226,11 @@ def test_bad_input_is_one_line_and_exit_2(capsys):
 def test_scenarios_list_and_all():
     from rig.scenarios import catalog as scenarios
 
-    assert [s.name for s in cmd.parse_scenarios("all")] == list(scenarios.SCENARIOS)
-    assert [s.name for s in cmd.parse_scenarios("finalize-raises, retained-response,finalize-raises")] == [
+    assert [s.name for s in mplan.parse_scenarios("all")] == list(scenarios.SCENARIOS)
+    assert [s.name for s in mplan.parse_scenarios("finalize-raises, retained-response,finalize-raises")] == [
         "finalize-raises", "retained-response"]
     with pytest.raises(RigError, match="unknown scenario 'nope'"):
-        cmd.parse_scenarios("retained-response,nope")
+        mplan.parse_scenarios("retained-response,nope")
 
 
 @pytest.mark.parametrize("extra, says", [
@@ -285,7 +288,7 @@ def test_scenario_cells_per_shape_runtime_and_engine_controls_apart_and_skips(tm
     capi_only = _scenario("capi-only", expected=("exit_timeout", "ok"), engines=("capi",))
     no_control = _scenario("measures", has_control=False)
     raises = scenarios.get("execute-raises")
-    cells = cmd.scenario_cells([raises, capi_only, no_control], plan, path)
+    cells = mplan.scenario_cells([raises, capi_only, no_control], plan, path)
     key = [(c["scenario"], c["control"], c["shape"], c["runtime"], c["engine"]) for c in cells]
     assert key[:4] == [("execute-raises", False, "unbatched", "0.7.0", "capi"),
                        ("execute-raises", False, "unbatched", "0.7.0", "tritonserver"),
@@ -312,7 +315,7 @@ def test_scenario_cells_per_shape_runtime_and_engine_controls_apart_and_skips(tm
     assert [k for k in key if k[0] == "measures"] == [("measures", False, "unbatched", "0.7.0", "capi"),
                                                        ("measures", False, "unbatched", "0.7.0", "tritonserver"),
                                                        ("measures", False, "unbatched", "0.5.10", "capi")]  # no control
-    leak = cmd.scenario_cells([scenarios.get("leaks-memory")], plan[1:], path)
+    leak = mplan.scenario_cells([scenarios.get("leaks-memory")], plan[1:], path)
     assert [(c["control"], c["shape"], c["growth"]) for c in leak][:2] == [(False, "unbatched", "leaking"),
                                                                         (False, "batched", None)]
 
@@ -328,7 +331,7 @@ def test_a_scenario_cell_records_every_verdict_and_leaks_only_with_the_fault_on(
             "triton_version": "2.51.0", "engine": "capi", "why": "asked for", "expected": ("exit_timeout", "errors"),
             "growth": None}
     base = RunConfig(exit_timeout=3, cycles=2, results="R")
-    job = jobs.scenario_job(cell, base, dict(cmd.SCENARIO_LOAD_KEYS))
+    job = jobs.scenario_job(cell, base, dict(setup.SCENARIO_LOAD_KEYS))
     cfg = from_toml_text(job.spec.config)
     assert (cfg.scenario, cfg.control, cfg.model_shape, cfg.fault, cfg.retain) == ("stub-exits", False, "batched",
                                                                                  "stub-exits", "none")
@@ -345,14 +348,14 @@ def test_a_scenario_cell_records_every_verdict_and_leaks_only_with_the_fault_on(
     given = jobs.scenario_job({**cell, "control": True}, RunConfig(thresholds=Thresholds(allow_leaks=True)), {})
     assert from_toml_text(given.spec.config).thresholds.allow_leaks is True  # the matrix's --allow-leaks
     # the same load as `rig soak` options, for a scenario's class run by hand (test_variants.py)
-    assert cmd.SCENARIO_LOAD == ("--workload", "steady", "--workload-seconds", "2", "--users", "2")
+    assert setup.SCENARIO_LOAD == ("--workload", "steady", "--workload-seconds", "2", "--users", "2")
 
 
 def test_a_scenario_matrix_shortens_the_timeouts_nobody_set():
     args, base = _base("--scenarios", "stub-exits", "--request-timeout", "7")
-    assert cmd._scenario_timeouts(args, base) == {"exit_timeout": cmd.SCENARIO_EXIT_TIMEOUT}
-    assert cmd._check_scenarios(args, base, cmd.parse_scenarios("execute-raises,stub-exits")) == {
-        "execute-raises": cmd.SCENARIO_LOAD_KEYS}  # the load, where a scenario needs one and none is given
+    assert setup.scenario_timeouts(args, base) == {"exit_timeout": mplan.SCENARIO_EXIT_TIMEOUT}
+    assert setup.check_scenarios(args, base, mplan.parse_scenarios("execute-raises,stub-exits")) == {
+        "execute-raises": setup.SCENARIO_LOAD_KEYS}  # the load, where a scenario needs one and none is given
 
 
 def test_scenario_cells_judged_by_their_stored_verdicts_and_tabled():

@@ -209,10 +209,30 @@ def test_the_commands_over_stored_results_read_every_option_they_offer(command):
     """Their refusals of bad values are tested with each command (tests/analysis/test_report.py,
     test_gate.py, test_capacity.py, test_store_scale.py); here: none is offered and left unread."""
     module = ROOT / "rig" / "commands" / f"{command}.py"
-    source = module.read_text()
+    source = _with_its_library(module)
     for option, action in _options(command).items():
         assert re.search(rf"args\.{action.dest}\b|\"{action.dest}\"", source), \
-            f"`rig {command} {option}` is read nowhere in {module.name}"
+            f"`rig {command} {option}` is read nowhere in {module.name} or the library it calls"
+
+
+def _with_its_library(module, depth: int = 2) -> str:
+    """A thin command's source and that of the rig modules it imports (its library reads the args it
+    is handed), ``depth`` imports deep."""
+    seen, todo, texts = set(), [module], []
+    for _ in range(depth + 1):
+        nxt = []
+        for path in todo:
+            if path in seen or not path.exists():
+                continue
+            seen.add(path)
+            text = path.read_text()
+            texts.append(text)
+            for m in re.finditer(r"^\s*from (rig(?:\.\w+)+) import ([\w, ]+)", text, re.M):
+                base = ROOT.joinpath(*m.group(1).split("."))
+                nxt.append(base.with_suffix(".py"))
+                nxt += [base / f"{name.strip()}.py" for name in m.group(2).split(",")]
+        todo = nxt
+    return "\n".join(texts)
 
 
 @pytest.mark.parametrize("option", [o for o in REFUSED if o in _options("bench")

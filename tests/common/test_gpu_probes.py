@@ -245,7 +245,7 @@ def test_an_order_other_than_pci_is_noted_where_nvml_sees_several_gpus(order):
     assert said.startswith(f"CUDA_DEVICE_ORDER is {order or 'unset'}: CUDA numbers the GPUs fastest first, NVML by "
                            "PCI bus id")
     assert g.survey()["order"] == said  # into the run's gpu_notes
-    from rig.commands.doctor import gpu_lines
+    from rig.workflows.doctor import gpu_lines
 
     assert f"gpu         order: {said}" in gpu_lines(g)
     one = probes.Gpu(FakeNvml(), environ={"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}, pid_namespace=False)
@@ -531,7 +531,7 @@ def test_survey_asks_for_the_process_list_but_matches_no_pid():
 def test_doctor_says_which_gpu_figures_will_be_null_and_why():
     """`rig doctor`'s GPU lines on a GPU whose utilisation NVML does not support (a vGPU): one line
     for it. (``doctor.gpu_lines``: the whole report imports Locust, which patches this process.)"""
-    from rig.commands.doctor import gpu_lines
+    from rig.workflows.doctor import gpu_lines
 
     lines = gpu_lines(gpu(fail={"nvmlDeviceGetUtilizationRates": pynvml.NVML_ERROR_NOT_SUPPORTED}))
     assert lines[0] == "gpu         NVML: Fake GPU"

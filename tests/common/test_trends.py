@@ -11,12 +11,11 @@ import types
 import numpy as np
 import pytest
 
-from rig.scenarios.client import clientside
-from rig.worker import observers
-
 from rig.common import trends
 from rig.contract.messages import Samples
 from rig.contract.verdicts import MAX_MEMORY_GROWTH_B, MIN_GROWTH_B, WORKER_FLOOR_B_PER_S, classify_growth
+from rig.worker import observers
+from rig.worker.clients import clientside
 
 MIB = 1 << 20
 

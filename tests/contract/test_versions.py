@@ -115,7 +115,7 @@ def test_runtimes_all_in_an_ngc_image_includes_its_own_core(tmp_path, monkeypatc
 
 
 def test_doctor_prints_the_row_of_the_containers_triton_and_warns_on_an_old_driver():
-    from rig.commands import doctor
+    from rig.workflows import doctor
 
     lines = doctor.version_lines("2.70.0", "570.124.06")
     assert lines[0].startswith("versions    this image: NGC 26.06: Triton 2.70.0")
@@ -146,7 +146,7 @@ class _Nvml:
 
 
 def test_doctor_reads_the_driver_from_nvml_and_never_raises():
-    from rig.commands import doctor
+    from rig.workflows import doctor
 
     assert doctor.driver_version(_NoGpu(), _Nvml("580.65.06")) is None
     assert doctor.driver_version(_Gpu(), _Nvml(b"580.65.06")) == "580.65.06"

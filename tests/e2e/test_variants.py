@@ -13,7 +13,7 @@ import pytest
 from helpers import ROOT, cycles, rig
 from rig.scenarios import catalog as scenarios
 from rig.scenarios import known
-from rig.commands.matrix import SCENARIO_LOAD
+from rig.workflows.matrix_setup import SCENARIO_LOAD
 from rig.worker.engines.official import loader
 
 VARIANTS = ROOT / "tests" / "corpus" / "variants"

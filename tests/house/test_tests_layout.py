@@ -6,7 +6,7 @@ from __future__ import annotations
 from helpers import ROOT
 
 TESTS = ROOT / "tests"
-PACKAGES = {"common", "contract", "worker", "runtimes", "parent", "scenarios", "store", "analysis", "commands"}
+PACKAGES = {"common", "contract", "worker", "runtimes", "parent", "scenarios", "store", "analysis", "repro", "commands"}
 FOLDERS = PACKAGES | {"e2e", "house"}
 
 

@@ -155,7 +155,7 @@ def _gate_sides():
 
 def test_every_reason_the_gate_gives_is_claimed_by_its_own_check(schema, tmp_path):
     from rig.analysis import verdict
-    from rig.commands import gate
+    from rig.workflows import gate
 
     base, wa, cand, wb, first = _gate_sides()
     reasons = verdict.gate(base, wa, cand, wb, max_first_response_p99_us=10_000.0, candidate_streaming=first)

@@ -8,13 +8,13 @@ import os
 from pathlib import Path
 
 import pytest
-
 from helpers import ROOT, rig
+
+from rig.common.errors import RigError
+from rig.parent.runtime import PYTRITON_CORE
 from rig.runtimes.from_source import preflight, recipe, releases
 from rig.runtimes.from_source.sources import Sources
 from rig.workflows.matrix_plan import parse_runtimes
-from rig.common.errors import RigError
-from rig.parent.runtime import PYTRITON_CORE
 
 BUNDLES = Path(os.environ.get("RIG_TRITON_SOURCES") or ROOT.parent / "shared" / "triton-src")
 
@@ -33,9 +33,24 @@ def test_versions_and_branches():
     assert len(set(releases.RELEASES.values())) == len(releases.RELEASES)
 
 
-@pytest.mark.parametrize("spec", ["2.99.0", "2.36.0", "r23.01", "latest", "2.67.1"])
+def test_every_name_of_a_release_builds_it():
+    # one resolver (rig.contract.versions): the NGC tag, the branch, the version, a wheel's core
+    assert releases.parse("26.03") == ("2.67.0", "r26.03")
+    assert releases.parse("25.07") == releases.parse("2.59.1") == ("2.59.1", "r25.07")
+    assert releases.parse("2.59") == ("2.59.0", "r25.06")
+    assert releases.parse("0.7.0") == ("2.51.0", "r24.10")  # nvidia-pytriton 0.7.0 bundles 2.51.0
+
+
+@pytest.mark.parametrize("spec", ["2.99.0", "r23.01", "latest", "2.67.1", "30.01"])
 def test_unknown_versions_say_what_is_known(spec):
-    with pytest.raises(RigError, match=r"unknown Triton version .*2\.51\.0 to 2\.73\.0"):
+    with pytest.raises(RigError, match=r"unknown version .*a source build knows 2\.51\.0 to 2\.73\.0"):
+        releases.parse(spec)
+
+
+@pytest.mark.parametrize("spec", ["2.36.0", "23.07", "0.5.10"])
+def test_a_release_only_a_wheel_bundles_is_refused_with_the_install(spec):
+    with pytest.raises(RigError, match=r"Triton 2\.\d+\.0.* is not built from source here: .*2\.51\.0 to 2\.73\.0.*"
+                                       r"rig runtime install 2\.\d+\.0"):
         releases.parse(spec)
 
 
@@ -115,15 +130,16 @@ def test_matrix_names_built_runtimes():
     # every embedded core, then the built cores no embedded one bundles (2.51.0 is embedded)
     assert out[-2:] == ["built-2.55.0", "built-2.67.0"] and "built-2.51.0" not in out
     assert parse_runtimes("2.67.0,built-2.51.0", installed, PYTRITON_CORE) == ["built-2.67.0", "built-2.51.0"]
-    with pytest.raises(RigError, match="rig runtime build 2.60.0"):
+    with pytest.raises(RigError, match=r"rig runtime build 2\.60\.0"):
         parse_runtimes("2.60.0", installed, PYTRITON_CORE)
 
 
 @pytest.mark.slow
 def test_cli_refusals_are_one_line(tmp_path):
     env = {"RIG_HOME": str(tmp_path)}
-    for args, needle in ((["2.99.0"], "unknown Triton version"),
-                         (["2.73.0", "--sources", str(BUNDLES)], "Triton 2.73.0 is not there (its newest release: 2.71.0"),
+    for args, needle in ((["2.99.0"], "unknown version '2.99.0'"),
+                         (["2.73.0", "--sources", str(BUNDLES)],
+                          "Triton 2.73.0 is not there (its newest release: 2.71.0"),
                          (["2.67.0", "--sources", str(tmp_path / "none")], "no such folder")):
         if "--sources" in args and "2.73.0" in args and not (BUNDLES / "core.bundle").exists():
             continue

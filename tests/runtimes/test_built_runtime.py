@@ -13,7 +13,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from helpers import ROOT, cycles, rig
 
 pytestmark = pytest.mark.slow
@@ -25,8 +24,8 @@ BUNDLES = Path(os.environ.get("RIG_TRITON_SOURCES") or ROOT.parent / "shared" / 
 @pytest.fixture(scope="module")
 def built():
     """The built runtime's manifest; built here if the cache lacks it and the machine can."""
-    from rig.runtimes.from_source import builder, preflight
     from rig.common.errors import RigError
+    from rig.runtimes.from_source import builder, preflight
 
     if not builder.is_built(builder.built_root(VERSION)):
         if os.environ.get("RIG_TEST_BUILD") == "0":
@@ -74,7 +73,7 @@ def test_an_interrupted_build_leaves_nothing_that_looks_finished(built, tmp_path
     # `&`) inherits it ignored, and the build would run on through the interrupt
     proc = subprocess.Popen([sys.executable, "-m", "rig", "runtime", "build", VERSION, "--sources", str(BUNDLES)],
                             env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509 - one thread
     log = tmp_path / "builds" / f"{VERSION}.log"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not (log.exists() and "Building CXX" in log.read_text()):

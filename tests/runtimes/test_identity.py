@@ -10,11 +10,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from helpers import ROOT, rig
+
+from rig.common.errors import RigError
 from rig.runtimes.from_source import identity, releases
 from rig.runtimes.from_source.sources import Sources, apply_patch, checkout
-from rig.common.errors import RigError
 
 BUNDLES = Path(os.environ.get("RIG_TRITON_SOURCES") or ROOT.parent / "shared" / "triton-src")
 PR429 = BUNDLES / "patches" / "python_backend-pr429.diff"
@@ -48,8 +48,8 @@ def test_a_variants_name_moves_with_every_commit_and_every_patch(tmp_path):
     (p,) = identity.parse_patches([f"python_backend={_diff(tmp_path)}"], releases.COMPONENTS)
     other = tmp_path / "other"
     other.mkdir()
-    (q,) = identity.parse_patches([f"python_backend={_diff(other, '@@ -1 +1 @@' + chr(10) + '-a' + chr(10) + '+c' + chr(10))}"],
-                                  releases.COMPONENTS)
+    other_diff = _diff(other, "@@ -1 +1 @@\n-a\n+c\n")
+    (q,) = identity.parse_patches([f"python_backend={other_diff}"], releases.COMPONENTS)
     base = identity.label("2.67.0", COMMITS, ())
     assert identity.is_variant(base) and identity.release_of(base) == "2.67.0" and base.startswith("2.67.0-v")
     assert identity.label("2.67.0", dict(COMMITS), ()) == base  # the same variant asked again: a cache hit
@@ -124,4 +124,5 @@ def test_runtime_list_says_what_a_variant_is(tmp_path):
     p = rig("runtime", "list", env={"RIG_HOME": str(tmp_path)}, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "built-2.68.0-va606228022" in p.stdout
-    assert "a variant of 2.68.0: python_backend patched with python_backend-pr429.diff (sha256 19d68386f208)" in p.stdout
+    said = "a variant of 2.68.0: python_backend patched with python_backend-pr429.diff (sha256 19d68386f208)"
+    assert said in p.stdout

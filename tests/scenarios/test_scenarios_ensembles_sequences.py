@@ -11,14 +11,14 @@ import json
 import pytest
 from helpers import cycles, rig
 
-from rig.workflows import matrix_plan
 from rig.common.errors import RigError
 from rig.parent import config, runtime
 from rig.scenarios import catalog as scenarios
-from rig.scenarios import setup as scenario_setup
 from rig.scenarios import core_features
-from rig.scenarios.client import clientside, sequences
+from rig.scenarios import setup as scenario_setup
+from rig.worker.clients import clientside, sequences
 from rig.worker.engines.base import ONE_SHOT_IDS, Engine, Sequence
+from rig.workflows import matrix_plan
 
 NEW = {"ensemble-in-flight": ("stop-in-flight", ("ensemble",)),
        "sequence-at-stop": ("sequence-at-stop", ("sequence_batching",))}

@@ -10,7 +10,7 @@ from helpers import cycles, rig
 from rig.parent import config
 from rig.scenarios import catalog as scenarios
 from rig.scenarios import setup as scenario_setup
-from rig.scenarios.client import scenes
+from rig.worker.clients import scenes
 
 NEW = {"ready-stub-dead": "stub-killed", "missing-model-py": "load-missing",
        "metrics-reload": "reload-in-place", "shm-after-forced-stop": "exit-after-stop"}

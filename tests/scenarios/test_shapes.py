@@ -144,12 +144,12 @@ def test_a_scenario_sets_the_load_that_moves_its_verdict_and_a_users_count_stand
     mine = config.RunConfig(scenario="execute-raises-full", workload=config.WorkloadConfig(name="steady", users=3))
     mine = mine.validate()
     assert mine.workload.users == 3
-    from rig.commands.matrix import SCENARIO_LOAD_KEYS, _check_scenarios
+    from rig.workflows.matrix_setup import SCENARIO_LOAD_KEYS, check_scenarios
 
     class Args:
         config, requests = None, None
 
-    loads = _check_scenarios(Args, config.RunConfig(), [scenarios.get("execute-raises-full"),
+    loads = check_scenarios(Args, config.RunConfig(), [scenarios.get("execute-raises-full"),
                                                         scenarios.get("execute-raises")])
     assert loads["execute-raises-full"]["workload.users"] == 8
     assert loads["execute-raises"]["workload.users"] == SCENARIO_LOAD_KEYS["workload.users"] == 2

@@ -16,11 +16,12 @@ from helpers import ROOT
 
 FENCE = ROOT / "rig" / "worker" / "load" / "locust_api.py"
 # Locust's internal modules and names that only the fence may use (its public API, User,
-# LoadTestShape, Environment, events, task, constant, stays where it is needed).
+# LoadTestShape, Environment, events, task, constant, stays where it is needed). A runner's
+# ``.clients`` is Locust's; ``rig.worker.clients`` (a scenario's client) is the rig's own package.
 INTERNAL = re.compile(r"locust\.(runners|stats|util|argument_parser|rpc|event)\b|\._send_stats\b|"
                       r"_cache_response_times|STATE_MISSING|CONNECT_RETRY_COUNT|\.start_worker\b|"
                       r"spawning_complete|default_args_dict|StatsCSVFileWriter|bucket_response_time|"
-                      r"send_stop_to_client|\.clients\b")
+                      r"send_stop_to_client|(?<!rig\.worker)\.clients\b")
 
 
 def _in_child(code: str) -> dict:

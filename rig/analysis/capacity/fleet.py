@@ -10,6 +10,7 @@ import math
 import pandas as pd
 
 from rig.analysis import tail
+from rig.analysis.capacity import law as law_
 from rig.analysis.capacity.sweep import measured_windows
 from rig.analysis.capacity.tags import HELD
 from rig.common import hdr
@@ -32,7 +33,8 @@ def fleet_runs(fleet: pd.DataFrame, runs: pd.DataFrame, windows: pd.DataFrame | 
     ``nodes``, ``users``, ``load`` (requests in flight a node: users / nodes x in-flight), ``rounds``,
     and what was measured: ``throughput`` (each node's requests over seconds in its measured windows,
     as a bench point's, summed over the nodes; the fleet table's totals where the nodes' windows are
-    not in the store) and ``p99_us`` (their histograms merged)."""
+    not in the store) and ``p99_us`` (their histograms merged); the master's (``_master``):
+    ``master_cpu_s``, ``master_requests``, ``master_seconds``, ``master_host``, ``master_shares``."""
     cols = [
         "run_id",
         "triton_version",
@@ -50,6 +52,7 @@ def fleet_runs(fleet: pd.DataFrame, runs: pd.DataFrame, windows: pd.DataFrame | 
         "p99_us",
         "measured_from",
         "held",
+        *MASTER_COLS,
     ]
     if fleet is None or fleet.empty:
         return pd.DataFrame(columns=cols)
@@ -88,9 +91,55 @@ def fleet_runs(fleet: pd.DataFrame, runs: pd.DataFrame, windows: pd.DataFrame | 
                 **measured,
                 "measured_from": source,
                 "held": bool(tags) and all(t["held"] for t in tags),
+                **_master(totals, nodes, tags),
             }
         )
     return pd.DataFrame(out, columns=cols)
+
+
+MASTER_COLS = ("master_cpu_s", "master_requests", "master_seconds", "master_host", "master_shares")
+
+
+def _cpus(text) -> set[int] | None:
+    """A CPU list as the kernel writes it (``0-3,8``) as a set; None where there is none."""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    out: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.strip().partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            return None
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def _master(totals: pd.DataFrame, nodes: pd.DataFrame, tags: list[dict]) -> dict:
+    """The master's figures over a fleet's rounds counted (its total rows): the CPU seconds it spent
+    over their load, the requests and seconds of load they had, its host, and whether it shared the
+    nodes' CPUs (``master_shares``: every node's machine is the master's, and the master's CPUs
+    overlap a node's; None where the rows are older than that record)."""
+
+    def col(df, name):
+        return df[name] if name in df else pd.Series([None] * len(df), index=df.index, dtype=object)
+
+    cpu = pd.to_numeric(col(totals, "master_cpu_s"), errors="coerce")
+    timed = totals[cpu.notna()]
+    hosts = {h for h in col(totals, "host") if isinstance(h, str)}
+    node_hosts = list(col(nodes, "host"))
+    shares = None
+    if len(hosts) == 1 and node_hosts and all(isinstance(h, str) for h in node_hosts):
+        (host,) = hosts
+        mine = [_cpus(c) for c in col(totals, "master_cpus")]
+        theirs = [_cpus(t["cpus"]) for t in tags]
+        overlap = all(a is None or any(b is None or bool(a & b) for b in theirs) for a in mine)
+        shares = all(h == host for h in node_hosts) and overlap
+    return {
+        "master_cpu_s": float(cpu.sum()) if len(timed) else None,
+        "master_requests": int(timed["requests"].sum()) if len(timed) else None,
+        "master_seconds": float(timed["seconds"].sum()) if len(timed) else None,
+        "master_host": hosts.pop() if len(hosts) == 1 else None,
+        "master_shares": shares,
+    }
 
 
 def _node_tags(nodes: pd.DataFrame, by_run: pd.DataFrame) -> list[dict]:
@@ -153,15 +202,18 @@ def _fleet_measured(nodes: pd.DataFrame, totals: pd.DataFrame, windows: pd.DataF
     )
 
 
-def check(models: list[dict], fleets: pd.DataFrame) -> list[dict]:
+def check(models: list[dict], fleets: pd.DataFrame, master: str = law_.AUTO) -> list[dict]:
     """Each fleet run beside the prediction of every group it matches (the same Triton version,
     engine, model, node share and instance count), one row per bench neighbour (``neighbour``:
     the node alone, or beside a burner; ``none`` first), so that which bench condition predicts the
-    fleet better shows: the throughput of its nodes at its load (a
-    node's, by the group's law and by the linear baseline's interpolation, times the nodes:
-    what nodes that share nothing would do) with its interval, the p99 at that load, and the
-    errors in % of the prediction (measured - predicted). ``at_bound``: the fleet ran at the
-    whole load the model puts at the p99 bound. A fleet no group matches is a row that says why."""
+    fleet better shows. Each fleet is judged by a plan that did not see it: the group's law
+    (``rig.analysis.capacity.law``: the node law, the master's cost, p99's bias) fitted over the
+    group's *other* fleets (leave one out), its prior where there is none. Per row: the throughput
+    of its nodes at its load (by the group's law and by the linear baseline's interpolation) with
+    its intervals, the p99 at that load, the errors in % of the prediction (measured - predicted),
+    and beside them the sweep's alone (``raw_*``: nodes that share nothing, no master, the sweep's
+    p99). ``at_bound``: the fleet ran at the whole load the model puts at the p99 bound. A fleet
+    no group matches is a row that says why. ``master``: ``rig capacity --master``."""
     rows = []
     for f in fleets.to_dict("records"):
         match = [
@@ -183,91 +235,122 @@ def check(models: list[dict], fleets: pd.DataFrame) -> list[dict]:
         for m in match:  # the first sweep of each neighbour
             by_neighbour.setdefault(m.get("neighbour"), m)
         for nb in sorted(by_neighbour, key=lambda v: (v not in (None, "none"), str(v))):
-            rows.append(_predicted({**row, "neighbour": nb}, f, by_neighbour[nb]))
+            rows.append(_raw_row({**row, "neighbour": nb}, f, by_neighbour[nb]))
+    for r in rows:
+        if r["group"] is not None:
+            others = [o for o in rows if o["group"] is r["group"] and o["run_id"] != r["run_id"]]
+            _predicted(r, law_.fit(r["group"], others, master))
     return rows
 
 
-def _predicted(row: dict, f: dict, m: dict) -> dict:
-    """A fleet's row (``row``, from ``f``) with what group ``m`` predicted for it, and its errors."""
+def raw(m: dict, load) -> dict:
+    """What the sweep of group ``m`` alone says of one node at ``load``: its throughput by the USL and
+    by the linear baseline's interpolation, and its p99 (``tail.p99_at``), each (estimate, its
+    resamples'), with the intervals of those resamples (``usl_ci``, ``linear_ci``, ``p99_ci``) and how
+    p99 was read (``p99_how``)."""
     import numpy as np
 
     from rig.analysis import usl
 
-    load, n = f["load"], f["nodes"]
     law = m["fit"]
     per_usl = float(law.at(load)) if law is not None and load else None
-    band = usl.interval([float(usl.throughput(load, *b["params"])) for b in m["boot"] if b["params"]])
+    boot_usl = [float(usl.throughput(load, *b["params"])) for b in m["boot"] if b["params"]] if load else []
     per_lin = float(np.interp(load, m["loads"], m["throughput"])) if load else None
     p99, p99_how = tail.p99_at(m.get("tail"), load, m["loads"], m["p99_us"]) if load else (None, None)
     lin_band, p99_band = _bands(m, load)
+    return {
+        "usl": (per_usl, boot_usl if per_usl else []),
+        "linear": (per_lin, _boot_linear(m, load) if per_lin else []),
+        "p99": (p99, _boot_p99(m, load)),
+        "usl_ci": usl.interval(boot_usl),
+        "linear_ci": lin_band,
+        "p99_ci": p99_band,
+        "p99_how": p99_how,
+    }
+
+
+def _err(measured, predicted):
+    return None if measured is None or not predicted else (measured - predicted) / predicted * 100
+
+
+def _raw_row(row: dict, f: dict, m: dict) -> dict:
+    """A fleet's row (``row``, from ``f``) with what group ``m``'s sweep alone predicted for it (nodes
+    that share nothing: ``raw_*``), and what the law needs of it (``per_node``, ``raw_p99_us``)."""
+    load, n = f["load"], f["nodes"]
+    r = raw(m, load)
+    per = r["usl"][0] if m["by"] == "usl" else r["linear"][0]
+    p99 = r["p99"][0]
     whole = math.floor(m["load"] + 1e-9) if m["load"] else None
-
-    def err(measured, predicted):
-        return None if measured is None or not predicted else (measured - predicted) / predicted * 100
-
-    boot_usl = [n * float(usl.throughput(load, *b["params"])) for b in m["boot"] if b["params"]] if load else []
-    boot_lin = [n * v for v in _boot_linear(m, load)]
+    law = m["fit"]
     row.update(
         group=m,
         by=m["by"],
-        predicted_usl=n * per_usl if per_usl else None,
-        predicted_usl_ci=tuple(n * v for v in band) if band[0] is not None else (None, None),
-        predicted_usl_pi=_one_run(n * per_usl if per_usl else None, boot_usl, m, "throughput"),
-        predicted_linear=n * per_lin if per_lin else None,
-        predicted_linear_pi=_one_run(n * per_lin if per_lin else None, boot_lin, m, "throughput"),
-        predicted_p99_us=p99,
-        predicted_p99_pi=_one_run(p99, _boot_p99(m, load), m, "p99"),
-        error_usl_pct=err(f["throughput"], n * per_usl if per_usl else None),
-        error_linear_pct=err(f["throughput"], n * per_lin if per_lin else None),
-        predicted_linear_ci=tuple(n * v for v in lin_band) if lin_band[0] is not None else (None, None),
-        predicted_p99_ci=p99_band,
-        predicted_p99_how=p99_how,
-        error_p99_pct=err(f["p99_us"], p99 if p99 is not None and math.isfinite(p99) else None),
+        raw=r,
+        per_node=per,
+        raw_p99_us=p99 if p99 is not None and math.isfinite(p99) else None,
+        raw_usl=n * r["usl"][0] if r["usl"][0] else None,
+        raw_linear=n * r["linear"][0] if r["linear"][0] else None,
+        raw_error_usl_pct=_err(f["throughput"], n * r["usl"][0] if r["usl"][0] else None),
+        raw_error_linear_pct=_err(f["throughput"], n * r["linear"][0] if r["linear"][0] else None),
+        raw_error_p99_pct=_err(f["p99_us"], p99 if p99 is not None and math.isfinite(p99) else None),
+        predicted_p99_how=r["p99_how"],
         within_bound=f["p99_us"] is not None and f["p99_us"] <= m["p99_ms"] * 1000,
         at_bound=whole is not None and whole >= 1 and abs(load - whole) < 1e-9,
         extrapolated=law is not None and load is not None and not law.n_min <= load <= law.n_max,
+    )
+    return row
+
+
+def _predicted(row: dict, law: dict) -> dict:
+    """A fleet's row with what ``law`` (fitted without it) predicts for it, its errors and coverage."""
+    got = law_.apply(row["group"], law, row["nodes"], row["raw"], _known_bool(row.get("master_shares")))
+    (usl_, usl_ci, usl_pi), (lin, lin_ci, lin_pi), (p99, p99_ci, p99_pi) = got["usl"], got["linear"], got["p99"]
+    row.update(
+        law=law,
+        factors=got["factors"],
+        p99_fleets=got["p99_fleets"],
+        predicted_usl=usl_,
+        predicted_usl_ci=usl_ci,
+        predicted_usl_pi=usl_pi,
+        predicted_linear=lin,
+        predicted_linear_ci=lin_ci,
+        predicted_linear_pi=lin_pi,
+        predicted_p99_us=p99,
+        predicted_p99_ci=p99_ci,
+        predicted_p99_pi=p99_pi,
+        error_usl_pct=_err(row["throughput"], usl_),
+        error_linear_pct=_err(row["throughput"], lin),
+        error_p99_pct=_err(row["p99_us"], p99 if p99 is not None and math.isfinite(p99) else None),
     )
     row.update(_covered(row))
     return row
 
 
-def expected(m: dict, load: float, nodes: int) -> dict:
+def _known_bool(v) -> bool | None:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else bool(v)
+
+
+def expected(m: dict, load: float, nodes: int, law: dict | None = None) -> dict:
     """What a fleet of ``nodes`` at ``load`` requests in flight a node should measure, by group
-    ``m``: its throughput by the chosen model and its p99 at that load, each with the estimate's
-    interval and the interval for one run (``_one_run``), as ``--check`` will judge it."""
-    f = {"load": load, "nodes": nodes, "throughput": None, "p99_us": None}
-    row = _predicted(dict(f), f, m)
+    ``m`` and ``law`` (``rig.analysis.capacity.law.fit``; default its prior: no fleet seen): its
+    throughput by the chosen model and its p99 at that load, each with the estimate's interval and
+    the interval for one run, as ``--check`` judges a fleet the plan did not see; ``factors``: what
+    the law multiplied the sweep's figures by."""
+    law = law if law is not None else law_.fit(m, [])
+    got = law_.apply(m, law, nodes, raw(m, load))
     tp = "usl" if m["by"] == "usl" else "linear"
     return {
-        "throughput": row[f"predicted_{tp}"],
-        "throughput_ci": row[f"predicted_{tp}_ci"],
-        "throughput_pi": row[f"predicted_{tp}_pi"],
-        "p99_us": row["predicted_p99_us"],
-        "p99_ci": row["predicted_p99_ci"],
-        "p99_pi": row["predicted_p99_pi"],
+        "throughput": got[tp][0],
+        "throughput_ci": got[tp][1],
+        "throughput_pi": got[tp][2],
+        "p99_us": got["p99"][0],
+        "p99_ci": got["p99"][1],
+        "p99_pi": got["p99"][2],
+        "factors": got["factors"],
+        "per_node": raw(m, load)[tp][0],
+        "raw_p99_us": raw(m, load)["p99"][0],
+        "law": law,
     }
-
-
-PI_DRAWS = 4000  # a prediction interval's draws: an estimate's resample times one measurement's deviation
-
-
-def _one_run(estimate, boot: list, m: dict, figure: str) -> tuple:
-    """The 95 % prediction interval for what one fleet run measures: the estimate's resamples
-    (``boot``; the estimate alone without them), each times the deviation of one measurement from
-    its pool drawn from the sweep's (``Sweep.deviations``: its repeats, each taken at one time, as
-    a fleet run is). One deviation stands for the whole fleet: what moves a run (the machine's
-    state) moves its nodes together. (None, None) without an estimate or deviations."""
-    import numpy as np
-
-    from rig.analysis import usl
-
-    devs = (m.get("deviations") or {}).get(figure)
-    if estimate is None or not math.isfinite(estimate) or devs is None or not len(devs):
-        return (None, None)
-    rng = np.random.default_rng(0)
-    base = np.asarray([b for b in boot if b is not None and math.isfinite(b)] or [estimate], dtype=float)
-    draws = rng.choice(base, PI_DRAWS) * np.exp(rng.choice(devs, PI_DRAWS))
-    return usl.interval(draws.tolist())
 
 
 def _boot_linear(m: dict, load) -> list[float]:
@@ -383,25 +466,15 @@ def coverage(checked: list[dict]) -> dict:
     return out
 
 
-def node_law(checked: list[dict], m: dict) -> dict | None:
-    """How nodes add up, fitted over the fleet runs of ``m``'s node: each run's efficiency
-    (measured over the nodes x one node's prediction at the run's load, by ``m``'s model) and
-    ``usl.fit_nodes``. {sigma, kappa, nodes: the counts measured, efficiency: {count: the median
-    efficiency of its runs}}; None where no run matches. The fit cannot go above linear, so where
-    the efficiency rises with nodes (nodes serve more together than alone) it reads σ 0, κ 0, and
-    ``efficiency`` is what shows it."""
-    import statistics
-
-    from rig.analysis import usl
-
-    key = "predicted_usl" if m["by"] == "usl" else "predicted_linear"
-    runs = [c for c in checked if c.get("group") is m and c.get(key) and c.get("throughput")]
-    if not runs:
-        return None
-    got = usl.fit_nodes([c["nodes"] for c in runs], [c["throughput"] / c[key] for c in runs])
-    counts = sorted({c["nodes"] for c in runs})
-    eff = {n: statistics.median(c["throughput"] / c[key] for c in runs if c["nodes"] == n) for n in counts}
-    return None if got is None else {"sigma": got[0], "kappa": got[1], "nodes": counts, "efficiency": eff}
+def node_law(checked: list[dict], m: dict, master: str = law_.AUTO) -> dict | None:
+    """The law of ``m``'s nodes in a fleet (``rig.analysis.capacity.law.fit``) over every fleet run
+    checked against ``m``: the law the plan states and expects by (σ, κ, the level, the master, p99's
+    bias; ``efficiency``: {count: the median of its runs' measured over the nodes x one node's
+    prediction at the run's load, the master counted}); None where no run matches. σ and κ cannot go
+    below 0 (nodes that serve more together than alone): where fleets served more than the sweep's
+    nodes, that is the level, and ``efficiency`` shows it."""
+    runs = [c for c in checked if c.get("group") is m and c.get("per_node") and c.get("throughput")]
+    return law_.fit(m, runs, master) if runs else None
 
 
 # ---------------------------------------------------------------- as text

@@ -362,9 +362,11 @@ def nodes(
     node_law: tuple[float, float] = (0.0, 0.0),
     which: str | None = None,
     confidence: float = CONFIDENCE,
+    level: float = 1.0,
 ) -> dict:
     """Nodes for ``target`` by the group's model (``which``: ``usl`` or ``linear``, default the
-    chosen one), nodes adding up as ``node_law`` (σ, κ over nodes; (0, 0): linearly): the
+    chosen one), nodes adding up as ``node_law`` (σ, κ over nodes; (0, 0): linearly), each serving
+    ``level`` times the sweep's node (the fleets' level, ``rig.analysis.capacity.law``): the
     estimate and its interval (the same over every bootstrap resample's capacity), and where
     no node count can serve it (``unreachable``: the node law's peak is below the target)."""
     from rig.analysis import usl
@@ -372,8 +374,9 @@ def nodes(
     which = which or m.get("by")
     key = "cap_usl" if which == "usl" else "cap_linear"
     sigma, kappa = node_law
-    est = usl.nodes_for(target, m.get(key), headroom, sigma, kappa)
-    boot = [usl.nodes_for(target, b[key], headroom, sigma, kappa) for b in m.get("boot", []) if b[key]]
+    cap = m.get(key) * level if m.get(key) else m.get(key)
+    est = usl.nodes_for(target, cap, headroom, sigma, kappa)
+    boot = [usl.nodes_for(target, b[key] * level, headroom, sigma, kappa) for b in m.get("boot", []) if b[key]]
     low, high = usl.interval(boot, confidence)
     unreachable = sum(b is None for b in boot)
     return {

@@ -57,21 +57,20 @@ def format_model(m: dict, targets: list[float], headroom: float, law: dict | Non
         _bound_line(m),
         *_tail_line(m.get("tail")),
     ]
-    sigma, kappa = (law["sigma"], law["kappa"]) if law else (0.0, 0.0)
-    measured_nodes = max(law["nodes"]) if law else 1
+    if law is None:
+        from rig.analysis.capacity.law import fit
+
+        law = fit(m, [])  # the prior: no fleet of this node seen
+    sigma, kappa, level = law["sigma"], law["kappa"], law["level"]
+    measured_nodes = max(law["nodes"]) if law["nodes"] else 1
     far, beyond = _node_table(m, targets, headroom, law, out)
     answer = {"usl": "the USL", "linear": "the linear baseline", None: "none"}[m["by"]]
-    counts = ", ".join(map(str, law["nodes"])) if law else ""
-    adds = (
-        f"nodes add up as fitted over fleet runs of {counts} node(s): σ {_param(sigma)}, κ {_param(kappa)}"
-        if law
-        else "nodes add up linearly (no fleet run of this node: assumed, not measured)"
-    )
-    out.append(f"    answer: {answer} ({m['why']}); {adds}")
+    out.append(f"    answer: {answer} ({m['why']}); {_law_text(law)}")
     out.extend(_efficiency_lines(law, m.get("neighbour")))
+    out.append(_master_line(law, m))
     if beyond:
         top = math.sqrt((1 - sigma) / kappa) if kappa > 0 else math.inf  # nodes where the fitted law peaks
-        most = capacity_of(m) * (top / (1 + sigma * (top - 1) + kappa * top * (top - 1)) if kappa > 0 else 1 / sigma)
+        most = (capacity_of(m) or 0) * level * (top / (1 + sigma * (top - 1) + kappa * top * (top - 1)) if kappa > 0 else 1 / sigma)
         out.append(
             f"    unreachable: nodes that add up as fitted never serve more than {_f(most)} infer/s together "
             f"(at {1 - headroom:.0%}: {_f(most * (1 - headroom) if most else None)}), whatever their number; "
@@ -91,16 +90,72 @@ def format_model(m: dict, targets: list[float], headroom: float, law: dict | Non
             f"{2 * whole} (nodes: rig soak --locust-master HOST:PORT --cpus ... --in-flight 1{held}), then "
             "rig capacity --check"
         )
-        out.append(_expect_line(m, whole, 2))
+        out.extend(_expect_lines(m, whole, 2, law))
     return "\n".join(out)
 
 
-def _expect_line(m: dict, load: int, nodes: int) -> str:
-    """What such a fleet should measure: the estimate with its interval, and where one run may land
-    (the interval ``--check`` covers a fleet with), for throughput and p99."""
+def _law_text(law: dict) -> str:
+    """How the plan's nodes add up: the node law fitted over the fleets it saw, with its interval, or
+    the prior."""
+    from rig.analysis.capacity.law import PRIOR_THROUGHPUT_SD
+
+    if law["prior"]:
+        return (
+            "nodes add up linearly (no fleet run of this node: assumed, not measured; the prior: σ 0, κ 0, "
+            f"give or take {math.expm1(2 * PRIOR_THROUGHPUT_SD):.0%}, the spread of 2-node fleets over their sweeps "
+            "measured on one machine)"
+        )
+    lo, hi = law["ci"]["sigma"]
+    counts = ", ".join(map(str, law["nodes"]))
+    level = (
+        f"; each node served {law['level']:.3g}x the sweep's node (a level over every node count: σ and κ "
+        "cannot go below 0)"
+        if law["level"] != 1
+        else ""
+    )
+    return (
+        f"nodes add up as fitted over fleet runs of {counts} node(s): σ {_param(law['sigma'])} "
+        f"({_param(lo)}-{_param(hi)}), κ {_param(law['kappa'])}{level} ({len(law['seen'])} fleet(s))"
+    )
+
+
+def _master_line(law: dict, m: dict) -> str:
+    """Where the plan puts the fleet's master (Locust's, ``rig fleet``), what it costs, and whether the
+    expectation counts it."""
+    mst = law["master"]
+    cost = mst["cpu_per_request"] * 1e6
+    source = f"measured over {mst['measured']} fleet(s)" if mst["measured"] else "the rig's master as measured here"
+    busy = f", {mst['cpus']:.3g} CPU while they ran" if mst["cpus"] is not None else ""
+    if not mst["shares"]:
+        return (
+            f"    master: elsewhere, not counted ({mst['why']}); on the nodes' CPUs it would take {cost:.2g} us "
+            f"of CPU a request ({source}{busy})"
+        )
+    if mst["in_neighbour"]:
+        return (
+            f"    master: on the nodes' CPUs ({mst['why']}), {cost:.2g} us of CPU a request ({source}{busy}); "
+            f"this sweep ran beside {m.get('neighbour')}, which stands for it: not counted again"
+        )
+    from rig.analysis.capacity.law import master_factor
+
+    x = capacity_of(m)
+    share = m.get("cpu_share") or 1.0
+    keeps = master_factor(mst["cpu_per_request"], x, share)
+    pct = max(1, math.ceil(100 * mst["cpu_per_request"] * (x or 0) / share))
+    return (
+        f"    master: on the nodes' CPUs, counted ({mst['why']}): {cost:.2g} us of CPU a request ({source}{busy}); "
+        f"a node at the bound keeps {keeps:.3f} of its throughput; to sweep beside a master-sized neighbour: "
+        f"rig bench ... --neighbour burn:{pct}"
+    )
+
+
+def _expect_lines(m: dict, load: int, nodes: int, law: dict) -> list[str]:
+    """What such a fleet should measure, by the law the plan states: the estimate with its interval,
+    and where one run may land (the interval ``--check`` covers a fleet with), for throughput and p99;
+    then what the sweep's figures were multiplied by."""
     from rig.analysis.capacity.fleet import WIDE, expected
 
-    e = expected(m, load, nodes)
+    e = expected(m, load, nodes, law)
     lo, hi = e["p99_pi"] or (None, None)
     wide = (
         f"; one run's p99 interval spans {hi / lo:.1f}x, too wide to plan on: the sweep's repeats disagree, "
@@ -108,10 +163,29 @@ def _expect_line(m: dict, load: int, nodes: int) -> str:
         if lo and hi and hi / lo > WIDE
         else ""
     )
-    return (
+    return [
         f"    expect: {nodes} such nodes measure {_ci_pi(e['throughput'], e['throughput_ci'], e['throughput_pi'])} "
         f"infer/s together and p99 {_ci_pi(e['p99_us'], e['p99_ci'], e['p99_pi'])} us (95 %: the estimate's "
-        f"interval; one run: where a single fleet run may land, which the run-to-run spread above sets){wide}"
+        f"interval; one run: where a single fleet run may land, which the run-to-run spread above sets){wide}",
+        "      = " + _factors_text(nodes, e["per_node"], e["raw_p99_us"], e["factors"], law, e.get("p99_fleets")),
+    ]
+
+
+def _factors_text(nodes: int, per_node, raw_p99, fx: dict, law: dict, p99_fleets=None) -> str:
+    """The sweep's figures and what the law multiplied them by: the node law's efficiency, the
+    master's factor, Little's law and p99's bias (measured over which fleets, or the prior's)."""
+    from rig.analysis.capacity.law import PRIOR_P99_SD
+
+    node = "the prior's (nodes that share nothing)" if law["prior"] else "the node law above"
+    master = f" x {fx['master']:.3f} (the master on the nodes' CPUs)" if fx["master"] != 1 else ""
+    if p99_fleets:
+        bias = f"{fx['bias']:.3g} (the bias left, measured over {len(p99_fleets)} fleet(s): {', '.join(p99_fleets)})"
+    else:
+        bias = f"1 (no fleet seen: the prior's bias, none, give or take {math.expm1(2 * PRIOR_P99_SD):.0%})"
+    return (
+        f"{nodes} x {_f(per_node)} infer/s a node x {fx['efficiency']:.3g} ({node} at {nodes} nodes){master}; "
+        f"p99: the sweep's {_f(raw_p99)} us x {fx['little']:.3g} (Little's law: the nodes serve "
+        f"{1 / fx['little']:.3g} of the sweep's) x {bias}"
     )
 
 
@@ -224,22 +298,25 @@ def _bound_line(m: dict) -> str:
     )
 
 
-def _node_table(m: dict, targets: list[float], headroom: float, law: dict | None, out: list[str]) -> tuple:
+def _node_table(m: dict, targets: list[float], headroom: float, law: dict, out: list[str]) -> tuple:
     """The nodes each target needs, appended to ``out``; returns (node counts beyond those
     measured, whether a target is unreachable for nodes that add up as fitted)."""
-    sigma, kappa = (law["sigma"], law["kappa"]) if law else (0.0, 0.0)
-    measured_nodes = max(law["nodes"]) if law else 1
-    columns = [("usl", (sigma, kappa)), ("linear", (sigma, kappa))] + ([("usl", (0.0, 0.0))] if law else [])
+    sigma, kappa, level = law["sigma"], law["kappa"], law["level"]
+    measured_nodes = max(law["nodes"]) if law["nodes"] else 1
+    fitted = not law["prior"]
+    columns = [("usl", (sigma, kappa), level), ("linear", (sigma, kappa), level)] + (
+        [("usl", (0.0, 0.0), 1.0)] if fitted else []
+    )
     if targets:
         out.append(
             f"    nodes, each at {1 - headroom:.0%} of that:  {'target infer/s':>15}  {'USL':>16}  "
-            f"{'linear baseline':>16}" + (f"  {'USL, nodes linear':>17}" if law else "")
+            f"{'linear baseline':>16}" + (f"  {'USL, nodes linear':>17}" if fitted else "")
         )
     far, beyond, unsure, wide = [], False, 0.0, []
     for t in targets:
         cells = []
-        for which, adds in columns:
-            got = nodes(m, t, headroom, adds, which)
+        for which, adds, lv in columns:
+            got = nodes(m, t, headroom, adds, which, level=lv)
             if m["cap_usl" if which == "usl" else "cap_linear"] is None:
                 cells.append("-")
             elif got["unreachable"]:
@@ -254,7 +331,7 @@ def _node_table(m: dict, targets: list[float], headroom: float, law: dict | None
                 cells.append(f"{got['nodes']:,}" + (f" ({lo:,}-{hi:,}{star})" if lo is not None else ""))
                 if got["nodes"] and got["nodes"] > measured_nodes:
                     far.append(got["nodes"])
-        out.append(f"    {'':>36}{_f(t):>15}  {cells[0]:>16}  {cells[1]:>16}" + (f"  {cells[2]:>17}" if law else ""))
+        out.append(f"    {'':>36}{_f(t):>15}  {cells[0]:>16}  {cells[1]:>16}" + (f"  {cells[2]:>17}" if fitted else ""))
     if unsure:
         out.append(
             f"    * no node count served it in up to {unsure:.0%} of the resamples: the interval is over the others"
@@ -271,7 +348,7 @@ def _more_needed(m: dict, wide: list[float], law: dict | None) -> str:
         asks.append("another rig bench run at another time (the interval then covers run-to-run drift)")
     if m["min_repeats"] < 3:
         asks.append("--repeats 3 or more")
-    if law is None or max(law["nodes"]) < 3:
+    if law is None or not law["nodes"] or max(law["nodes"]) < 3:
         asks.append("rig fleet at 3 and 4 nodes (which node law holds decides large node counts)")
     if m["how"] != "within":
         asks.append("loads past the bound (--concurrency up to where p99 crosses it)")

@@ -42,6 +42,11 @@ class Cell:
     # cycles in which a backend stub aborted at exit (``stub_exit_aborts`` > 0; null in older files):
     # every aborted_at_exit cycle, and one that kept another verdict (exit_timeout, finalize_error)
     exit_aborts: int = 0
+    # the official API's bindings (engine tritonserver), as most cycles ran them: their version (the
+    # ``tritonserver_version`` column, where the cycles carry it) and whether they are the core's own
+    # build (the ``bindings_own`` column); None: not recorded (``rig.analysis.conformance.bindings``)
+    bindings: str | None = None
+    own_bindings: bool | None = None
 
     @property
     def key(self) -> tuple[str, str, str, bool, str]:

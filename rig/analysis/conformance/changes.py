@@ -6,10 +6,11 @@ by``). Pure functions over ``rig.analysis.conformance.cells.Cell``s.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 
-from rig.analysis.conformance.cells import Cell, Verdicts
+from rig.analysis.conformance.cells import Cell, Verdicts, row_label
 from rig.analysis.conformance.order import UNBATCHED, engine_order, scenario_order, shape_order
 from rig.analysis.matrix import growth_held
 from rig.analysis.release_order import dated, version_key
@@ -65,7 +66,9 @@ def changed_in(cell_list, bisects=()) -> dict[tuple[str, bool, str, str], list[s
         out[key] = []
         for a, b in itertools.pairwise(cs):
             if not same_cell(a, b):
-                by = bisected(bisects, scenario, control, engine, shape, a.triton_version, b.triton_version)
+                by = commits_text(
+                    bisected(bisects, scenario, control, engine, shape, a.triton_version, b.triton_version)
+                )
                 out[key].append(dated(a.triton_version, b.triton_version) + (f": {by}" if by else ""))
     for key, vs in variants.items():
         out.setdefault(key, []).extend(patch_effects(series.get(key, []), vs))
@@ -90,18 +93,132 @@ def patch_effects(releases_run: list[Cell], variants: list[Cell]) -> list[str]:
     return out
 
 
-def bisected(bisects, scenario: str, control: bool, engine: str, shape: str, a: str, b: str) -> str | None:
-    """The change between cores ``a`` and ``b`` of a row, as a decided bisection of that cell named
-    it (its releases ``good`` .. ``bad`` spanning ``a`` .. ``b``): ``python_backend 47f9e03 (#433)``;
-    None where none did."""
+@dataclasses.dataclass(frozen=True)
+class Commit:
+    """A commit a decided bisection named: its component, hash, subject and, where the bisection
+    said it (a result row's ``effect``, else its ``verdicts``), what it does to the cell."""
+
+    component: str
+    commit: str
+    subject: str | None = None
+    does: str | None = None
+
+    @property
+    def prs(self) -> list[str]:
+        return re.findall(r"\(#(\d+)\)", self.subject or "")
+
+    def __str__(self) -> str:  # python_backend 47f9e03 (#433)
+        prs = " ".join(f"#{n}" for n in self.prs)
+        return f"{self.component} {self.commit[:7]}" + (f" ({prs})" if prs else "")
+
+
+@dataclasses.dataclass(frozen=True)
+class Bisection:
+    """A decided bisection: the cell it ran (scenario, control, shape, engine), its releases and the
+    commits its result rows name (one; or several: "needs A and B", or each with what it does)."""
+
+    scenario: str
+    control: bool
+    shape: str
+    engine: str
+    good: str
+    bad: str
+    commits: tuple[Commit, ...]
+    run_id: str = ""
+
+    @property
+    def cell(self) -> str:
+        """The cell it ran, in words: ``template (unbatched, capi)``."""
+        return f"{row_label(self.scenario, self.control)} ({self.shape}, {self.engine})"
+
+
+def commits_text(commits) -> str:
+    """What commits a bisection named, in words: ``python_backend 47f9e03 (#433)``; several, each
+    with what it does where said (``two changes: A (crash gone), B (abort at exit)``), else as one
+    change that needs them all (``needs A and B``); "" where none."""
+    commits = list(commits)
+    if len(commits) < 2:
+        return "".join(map(str, commits))
+    if any(c.does for c in commits):
+        count = {2: "two", 3: "three"}.get(len(commits), str(len(commits)))
+        return f"{count} changes: " + ", ".join(str(c) + (f" ({c.does})" if c.does else "") for c in commits)
+    return "needs " + ", ".join(map(str, commits[:-1])) + f" and {commits[-1]}"
+
+
+def _text(value) -> str | None:
+    return None if value is None or value != value or str(value).strip() in ("", "nan", "None") else str(value)
+
+
+def _shape(r: dict) -> str:
+    shape = _text(r.get("shape"))
+    if shape is not None:
+        return shape
+    s = scenarios.SCENARIOS.get(str(r["scenario"]))
+    return s.shapes[0] if s is not None else UNBATCHED
+
+
+def bisections(bisects) -> list[Bisection]:
+    """The decided bisections of ``bisects`` (``decided_bisects``' result rows), one a run: the
+    commits of every result row of its run (several where it named several), in the rows' order."""
+    runs: dict[str, list[dict]] = {}
     for r in bisects:
-        mine = r.get("shape") if isinstance(r.get("shape"), str) else scenarios.get(r["scenario"]).shapes[0]
-        if (r["scenario"], bool(r["control"]), r["engine"], mine) != (scenario, control, engine, shape):
-            continue
-        if version_key(r["good"]) <= version_key(a) and version_key(b) <= version_key(r["bad"]):
-            prs = " ".join(f"#{n}" for n in re.findall(r"\(#(\d+)\)", r.get("subject") or ""))
-            return f"{r['component']} {str(r['commit'])[:7]}" + (f" ({prs})" if prs else "")
-    return None
+        runs.setdefault(str(r.get("run_id") or f"{r['scenario']}:{r['good']}..{r['bad']}"), []).append(r)
+    out = []
+    for run, rows in runs.items():
+        first = rows[0]
+        commits = tuple(
+            dict.fromkeys(
+                Commit(
+                    str(r["component"]),
+                    str(r["commit"]),
+                    _text(r.get("subject")),
+                    _text(r.get("effect")) or _text(r.get("verdicts")),
+                )
+                for r in rows
+            )
+        )
+        out.append(
+            Bisection(
+                str(first["scenario"]),
+                bool(first["control"]),
+                _shape(first),
+                str(first["engine"]),
+                str(first["good"]),
+                str(first["bad"]),
+                commits,
+                run,
+            )
+        )
+    return out
+
+
+def spans(b: Bisection, x: str, y: str) -> bool:
+    """Whether a bisection's releases (``good`` .. ``bad``) span cores ``x`` .. ``y`` (either order)."""
+    lo, hi = sorted((x, y), key=version_key)
+    return version_key(b.good) <= version_key(lo) and version_key(hi) <= version_key(b.bad)
+
+
+def narrowest(found) -> Bisection | None:
+    """Of bisections that span a window, the narrowest: the latest good release, then the earliest bad."""
+    ordered = sorted(found, key=lambda b: version_key(b.good), reverse=True)
+    return min(ordered, key=lambda b: version_key(b.bad)) if ordered else None
+
+
+def bisection(bisects, scenario: str, control: bool, engine: str, shape: str, a: str, b: str) -> Bisection | None:
+    """The decided bisection of a row's cell whose releases span cores ``a`` .. ``b`` (``spans``),
+    the narrowest where several do (``narrowest``); None where none does."""
+    cell = (scenario, control, shape, engine)
+    return narrowest(
+        x for x in bisections(bisects) if (x.scenario, x.control, x.shape, x.engine) == cell and spans(x, a, b)
+    )
+
+
+def bisected(bisects, scenario: str, control: bool, engine: str, shape: str, a: str, b: str) -> list[Commit]:
+    """The commits a decided bisection of a row's cell named for its change between cores ``a`` and
+    ``b`` (``bisection``): one, ``python_backend 47f9e03 (#433)`` as ``str``, or several (render them
+    with ``commits_text``); empty where none did."""
+    found = bisection(bisects, scenario, control, engine, shape, a, b)
+    return list(found.commits) if found is not None else []
 
 
 def decided_bisects(frame) -> tuple[dict, ...]:

@@ -5,7 +5,10 @@ differ between two cores, per API and model shape, scenario and control.
 each (API, shape, scenario, control) run on both whose verdicts (the cells' majority, and the
 readiness a dead stub left: ``changes.same_cell``) differ is a row, with the core in between
 where it first changed (walking the cores run in version order, from ``--from`` towards ``--to``)
-and the releases of that gap that were not run; cells run on one side only are listed apart.
+and the releases of that gap that were not run; cells run on one side only are listed apart. The
+rows are then grouped by cause (``rig.analysis.conformance.causes``: one change of verdicts in one
+window, named by the commit a bisection of any of its cells found, or a change of the official
+API's bindings, or a significant change of rate), computed once here for every rendering.
 ``rig.analysis.conformance.diff_text`` renders it (``to_markdown``: ``rig report --conformance R
 --from A --to B``; ``to_html``: the report's page). Pure: no Triton, no store.
 """
@@ -16,9 +19,11 @@ import dataclasses
 import re
 
 from rig.analysis.conformance import table as conformance
+from rig.analysis.conformance.causes import Cause, Step, group, walk_steps
 from rig.analysis.conformance.cells import Cell
-from rig.analysis.conformance.changes import bisected, same_cell
+from rig.analysis.conformance.changes import Commit, bisected, same_cell
 from rig.analysis.conformance.order import engine_order, scenario_order, shape_order
+from rig.analysis.conformance.rates import ALPHA
 from rig.analysis.conformance.table import API_NAMES, version_key
 from rig.common.errors import RigError
 from rig.contract.ngc import PYTRITON_CORE
@@ -39,7 +44,7 @@ class Row:
     last_same: Cell  # the core walked just before ``changed`` (``before`` itself where adjacent)
     gap: tuple[str, ...]  # the releases between ``last_same`` and ``changed`` with no cycle of this row
     settled: Cell | None = None  # where it moved twice: the first core from which every one walked gives ``after``'s
-    bisected: str | None = None  # the commit a decided bisection named for the change (changes.bisected)
+    bisected: tuple[Commit, ...] = ()  # the commits a decided bisection named for the change (changes.bisected)
 
     @property
     def key(self) -> tuple[str, str, str, bool]:
@@ -55,6 +60,7 @@ class Api:
     rows: tuple[Row, ...]  # those that differ
     only_before: tuple[Cell, ...]  # cells run on --from only
     only_after: tuple[Cell, ...]  # cells run on --to only
+    steps: tuple[Step, ...] = ()  # where each row compared changed: verdicts, rates (causes.walk_steps)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +71,9 @@ class Upgrade:
     apis: tuple[Api, ...]
     absent: dict  # engine -> (the cores of source, target it has no cycle on, its cores)
     results: str  # the results folder, as the commands to follow a run name it
+    causes: tuple[Cause, ...] = ()  # why the rows differ, one change each (causes.group), in the walk's order
+    unsettled: tuple[Step, ...] = ()  # changes of rate no test calls significant at ``alpha``
+    alpha: float = ALPHA
 
     @property
     def downgrade(self) -> bool:
@@ -142,12 +151,16 @@ releases = conformance.releases
 # --- the comparison ---------------------------------------------------------------------------------
 
 
-def upgrade(table, source: str, target: str, scenario=None, shape=None, engine=None, results: str = "R") -> Upgrade:
+def upgrade(
+    table, source: str, target: str, scenario=None, shape=None, engine=None, results: str = "R", alpha: float = ALPHA
+) -> Upgrade:
     """The cells of ``table`` (a ``conformance.Conformance`` or a cycles frame) that differ between
     Triton ``source`` and ``target`` (either may name an nvidia-pytriton release or a release branch:
     said back as the Triton version). ``scenario``, ``shape``, ``engine``: lists (each item may hold
     several, comma-separated) that narrow it. A name the results do not hold is a ``RigError`` that
-    says what they hold. ``target`` older than ``source`` is a downgrade: the walk goes down."""
+    says what they hold. ``target`` older than ``source`` is a downgrade: the walk goes down. The
+    rows are grouped by cause (``rig.analysis.conformance.causes``), a change of rate called
+    significant at ``alpha``."""
     if not isinstance(table, conformance.Conformance):
         table = conformance.build(table)
     cells = list(table.cells)
@@ -178,11 +191,14 @@ def upgrade(table, source: str, target: str, scenario=None, shape=None, engine=N
         if lacks:
             absent[eng] = (lacks, cores)
             continue
-        apis.append(_api(eng, mine, src, dst, known, table.bisects))
-    return Upgrade(src, dst, said, tuple(apis), absent, results)
+        apis.append(_api(eng, mine, src, dst, known, table.bisects, alpha))
+    down = version_key(dst) < version_key(src)
+    every = {c.key: c for c in table.cells}  # a bisected cell the question was narrowed away from, too
+    causes, unsettled = group([s for a in apis for s in a.steps], down, alpha, table.bisects, every)
+    return Upgrade(src, dst, said, tuple(apis), absent, results, causes, unsettled, alpha)
 
 
-def _api(engine: str, cells: list[Cell], src: str, dst: str, known: list[str], bisects=()) -> Api:
+def _api(engine: str, cells: list[Cell], src: str, dst: str, known: list[str], bisects=(), alpha=ALPHA) -> Api:
     series: dict[tuple, dict[str, Cell]] = {}
     for c in cells:
         # a variant (a patch, another ref) is walked only where it is --from or --to itself
@@ -190,7 +206,7 @@ def _api(engine: str, cells: list[Cell], src: str, dst: str, known: list[str], b
             series.setdefault((c.shape, c.scenario, c.control), {})[c.triton_version] = c
     down = version_key(dst) < version_key(src)
     lo, hi = sorted((src, dst), key=version_key)
-    rows, only_before, only_after, compared = [], [], [], 0
+    rows, only_before, only_after, compared, steps = [], [], [], 0, []
     for key in sorted(series, key=lambda k: (shape_order(k[0]), scenario_order(k[1]), k[2])):
         by = series[key]
         if src not in by or dst not in by:
@@ -201,11 +217,12 @@ def _api(engine: str, cells: list[Cell], src: str, dst: str, known: list[str], b
             continue
         compared += 1
         before, after = by[src], by[dst]
-        if same_cell(before, after):
-            continue
         walk = sorted(
             (v for v in by if version_key(lo) <= version_key(v) <= version_key(hi)), key=version_key, reverse=down
         )
+        steps += walk_steps([by[v] for v in walk], known, bisects, alpha)
+        if same_cell(before, after):
+            continue
         last, changed = before, after
         for v in walk[1:]:
             if not same_cell(before, by[v]):
@@ -227,10 +244,10 @@ def _api(engine: str, cells: list[Cell], src: str, dst: str, known: list[str], b
                 last,
                 tuple(reversed(gap)) if down else tuple(gap),
                 None if settled is changed else settled,
-                bisected(bisects, key[1], key[2], engine, key[0], a, b),
+                tuple(bisected(bisects, key[1], key[2], engine, key[0], a, b)),
             )
         )
-    return Api(engine, compared, tuple(rows), tuple(only_before), tuple(only_after))
+    return Api(engine, compared, tuple(rows), tuple(only_before), tuple(only_after), tuple(steps))
 
 
 def default_span(table) -> tuple[str, str] | None:

@@ -69,6 +69,9 @@ COLUMNS = [
     "model_ready_at_probe",
     "stub_exit_aborts",
 ]
+# Read where a cycles frame has them (no stored cycle does yet: ``bindings.join_runs`` joins a run's
+# ``tritonserver_version`` in): the official API's bindings, and whether they are the core's own build.
+BINDINGS_COLUMNS = ["tritonserver_version", "bindings_own"]
 AS_KNOWN, FINDING, UNJUDGED = "as known", "finding", "unjudged"
 SIGNS = {AS_KNOWN: "✓", FINDING: "✗", UNJUDGED: "?"}
 NEVER_RUN = "¹"  # the mark of a cell with no cycle stored
@@ -290,7 +293,19 @@ def _cell(key, rows: list[dict], known: dict, by_cycle: dict) -> Cell:
         cell_batches(rows, by_cycle),
         _probed(rows),
         sum(map(_aborted_at_exit, rows)),
+        _most(str(r["tritonserver_version"]) for r in rows if _given(r.get("tritonserver_version"))),
+        _most(bool(r["bindings_own"]) for r in rows if _given(r.get("bindings_own"))),
     )
+
+
+def _given(value) -> bool:
+    return value is not None and value == value and value != ""
+
+
+def _most(values):
+    """The value most of them hold (None: none)."""
+    said = Counter(values)
+    return said.most_common(1)[0][0] if said else None
 
 
 def cells(frame, known_path: str | Path | None = None, windows=None) -> list[Cell]:
@@ -299,7 +314,7 @@ def cells(frame, known_path: str | Path | None = None, windows=None) -> list[Cel
     scenario, ``baseline`` ones and those without a Triton version are left out. ``windows``: the
     cycles' windows (``cycle_batches``), for the batch sizes each cell formed."""
     if hasattr(frame, "columns"):  # only the columns read: a whole cycles frame is 80 of them
-        frame = frame[[c for c in COLUMNS if c in frame.columns]]
+        frame = frame[[c for c in [*COLUMNS, *BINDINGS_COLUMNS] if c in frame.columns]]
     groups: dict[tuple, list[dict]] = {}
     for r in records(frame):
         name = r.get("scenario")

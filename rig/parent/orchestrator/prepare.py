@@ -193,7 +193,9 @@ def _version(name: str, path: list[str] | None = None) -> str | None:
     return found.version if found is not None else None
 
 
-def package_versions(engine: str, locust: bool, stub_site: str | None) -> dict[str, str | None]:
+def package_versions(
+    engine: str, locust: bool, stub_site: str | None, bindings: str | None = None
+) -> dict[str, str | None]:
     """The versions of the packages that shape a run's figures (``RunRow``'s ``*_version``).
 
     The worker is this interpreter in this environment (``python -P -m rig worker``; its
@@ -201,13 +203,16 @@ def package_versions(engine: str, locust: bool, stub_site: str | None) -> dict[s
     worker imports. The backend stubs put the runtime's numpy-1 folder (``EmbeddedRuntime.stub_site``)
     first on their path where there is one (``rig/worker/hook/evidence.py``'s ``.pth`` line), else
     import the worker's numpy. ``locust``: whether the run sends Locust load; the
-    ``tritonserver`` bindings count with that engine only."""
+    ``tritonserver`` bindings count with that engine only, found first in ``bindings`` (a built
+    runtime's own folder, first on the worker's path: ``rig.parent.runtime.official_bindings``)."""
     return {
         "locust_version": _version("locust") if locust else None,
         "numpy_version": _version("numpy"),
         "stub_numpy_version": _version("numpy", [stub_site, *sys.path] if stub_site else None),
         "pyarrow_version": _version("pyarrow"),
-        "tritonserver_version": _version("tritonserver") if engine == "tritonserver" else None,
+        "tritonserver_version": (
+            _version("tritonserver", [bindings, *sys.path] if bindings else None) if engine == "tritonserver" else None
+        ),
     }
 
 
@@ -229,7 +234,7 @@ def write_run_row(p: Prepared, command: str, cpu_idle: str | None = None, neighb
         rig_version=rig_version,
         python_version=platform.python_version(),
         cpu_idle=cpu_idle,
-        **package_versions(p.engine, locust, stub_site_of(p.runtime)),
+        **package_versions(p.engine, locust, stub_site_of(p.runtime), getattr(p.runtime, "bindings", None)),
         **cpushare.current(),
         neighbour=neighbour,
     )

@@ -41,8 +41,19 @@ def run_tags(p: Prepared) -> dict:
             scenario=c.scenario or name_of(c.fault, c.retain, c.restart, c.client),
             control=c.control if c.scenario else None,
             shape=model_shape(p),
+            **bindings_tags(p),
         )
     return p.tags
+
+
+def bindings_tags(p: Prepared) -> dict:
+    """The official engine's bindings, on every cycle of its runs (none with the C API)."""
+    if p.engine != "tritonserver":
+        return {}
+    from rig.parent.runtime import official_bindings
+
+    version, own = official_bindings(p.runtime)
+    return {"bindings_version": version, "bindings_own": own}
 
 
 def model_shape(p: Prepared) -> str | None:

@@ -125,6 +125,16 @@ def assemble(b: Build, compiled: Path | None) -> dict:
             }
         m["size_mb"] = round(_dir_mb(staging), 1)
         if b.reuse is not None:
+            # what this build did not do again, and the build it took it from
+            m["reused"] = {
+                "core": {
+                    "path": str(b.reuse),
+                    "built_at": old.get("built_at"),
+                    "commit": old.get("commits", {}).get("core"),
+                    "for_pythons": sorted(old.get("pythons", {})),
+                    "steps": ["configure core", "build core"],
+                }
+            }
             m["step_seconds"] = {**old.get("step_seconds", {}), **timings}
         if root.exists() and old.get("recipe") == RECIPE and old.get("commits", {}).get("core") == b.commits["core"]:
             # the same core built for another Python: keep its stubs beside this one

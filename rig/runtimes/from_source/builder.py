@@ -8,6 +8,7 @@ looks finished is ever half-made. The log of every attempt is ``<cache>/builds/<
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import json
@@ -16,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from rig.common.errors import RigError
@@ -139,110 +141,158 @@ def _work_tree(name: str, refs: dict, sources: Sources, patches: tuple[Patch, ..
     return work, resumed
 
 
+@dataclasses.dataclass(frozen=True)
+class _Tools:
+    """What compiles: cmake and ninja (from PyPI, in the cache), ccache where used, ninja's jobs."""
+
+    cmake: str
+    ninja: str
+    ccache: str | None
+    jobs: tuple[str, ...]
+
+
+class _Steps:
+    """The bar over the build's steps and each step's time in ``timings``: while a step runs its
+    entry holds when it began (``assemble`` reads its own that way), then its seconds."""
+
+    def __init__(self, bar: Progress, timings: dict[str, float]):
+        self.bar, self.timings = bar, timings
+
+    @contextlib.contextmanager
+    def __call__(self, step: str) -> Iterator[None]:
+        self.bar.start(step)
+        self.timings[step] = time.monotonic()
+        yield  # a step that raises is not finished: its bar and time stay as they were
+        self.timings[step] = round(time.monotonic() - self.timings[step], 1)
+        self.bar.finish()
+
+    def skipped(self, step: str, why: str) -> None:
+        self.bar.start(f"{step} ({why})")
+        self.bar.finish()
+
+
 def _build_locked(req: Request, target: Target, sources: Sources, out, show: bool) -> dict:
-    version, branch, py, name = target.version, target.branch, target.py, target.name
-    refs, why = _pick_refs(req, version, branch, sources)
-    work, resumed = _work_tree(name, refs, sources, req.patches)
-    python = req.python or sys.executable
-    reuse = _reusable_core(req, name, refs)
-    log = Log(builds_dir() / f"{name}.log")
+    """The build itself, under its lock: sources, the core (or the one built before, reused), the
+    Python backend and its stub, the bindings, then the runtime assembled, checked and moved into
+    place; the work tree removed once it is."""
+    b, resumed = _start(req, target, sources, out)
+    try:
+        tools = _tools(req, b.log)
+        with Progress(show) as bar:
+            steps = _Steps(bar, b.timings)
+            with steps("sources"):
+                b.commits.update(_fetch_all(sources, b, target.commits, b.log))
+                shim = recipe.shims(b.work / "shims")
+                _check_reuse(b)
+            _compile_core(b, tools, shim, steps)
+            _compile_backend(b, tools, shim, steps)
+            with steps("python bindings"):
+                core_dir = b.reuse.parent if b.reuse else b.work / "build" / "core"
+                compiled = compile_bindings(
+                    b.work / "src", b.work / "build" / f"bindings-py{b.py}", b.python, core_dir, b.log
+                )
+            with steps("assemble and check"):
+                m = assemble(b, compiled)
+                _add_to_manifest(m, b.label, tools.ccache, resumed, b.log)
+    except KeyboardInterrupt:
+        b.log("interrupted")
+        raise
+    except RigError as e:
+        b.log(f"FAILED: {e}")
+        raise
+    finally:
+        b.log.close()
+    shutil.rmtree(b.work, ignore_errors=True)  # the result is in runtimes/; the trees are not needed
+    out(_built_line(m, target))
+    return m
+
+
+def _start(req: Request, target: Target, sources: Sources, out) -> tuple[Build, bool]:
+    """The build as it starts: its refs, its work tree (and whether an earlier attempt's is there
+    to resume), a core built before that it may reuse, its log; announced in one line."""
+    refs, why = _pick_refs(req, target.version, target.branch, sources)
+    work, resumed = _work_tree(target.name, refs, sources, req.patches)
+    reuse = _reusable_core(req, target.name, refs)
+    log = Log(builds_dir() / f"{target.name}.log")
     _announce(target, sources, reuse, log, out, _variant_words(req, target))
     b = Build(
-        version,
-        branch,
+        target.version,
+        target.branch,
         refs,
         sources,
         work,
-        py,
-        python,
+        target.py,
+        req.python or sys.executable,
         log,
         reuse,
-        old=manifest(built_root(name)),
+        old=manifest(built_root(target.name)),
         notes=[f"{n}: {w}" for n, w in why.items() if w != "release branch"],
-        name=name,
+        name=target.name,
         patches=req.patches,
         overrides=dict(req.refs),
     )
-    timings, commits = b.timings, b.commits
+    return b, resumed
+
+
+def _tools(req: Request, log: Log) -> _Tools:
     cmake, ninja = preflight.tools(runtimes_dir().parent, log)
-    ccache = _compiler_cache(log)
-    src, bld = work / "src", work / "build"
-    jobs = ["-j", str(req.jobs)] if req.jobs else []
-    try:
-        with Progress(show) as bar:
+    return _Tools(cmake, ninja, _compiler_cache(log), ("-j", str(req.jobs)) if req.jobs else ())
 
-            def step(name):
-                bar.start(name)
-                timings[name] = time.monotonic()
 
-            def done(name):
-                timings[name] = round(time.monotonic() - timings[name], 1)
-                bar.finish()
+def _check_reuse(b: Build) -> None:
+    """A core built before is reused only where it was built from the commits just fetched (a
+    branch that moved since makes a new core): else it is built again, and the log says why."""
+    if b.reuse is None:
+        return
+    before = b.old.get("commits", {})
+    moved = [c for c in ("core", "common") if before.get(c) != b.commits.get(c)]
+    if moved:
+        b.log(f"the core built before is not reused: {', '.join(moved)} moved since ({before})")
+        b.reuse = None
 
-            step("sources")
-            commits.update(_fetch_all(sources, b, target.commits, log))
-            shim = recipe.shims(work / "shims")
-            done("sources")
 
-            if reuse is None:
-                step("configure core")
-                run(
-                    recipe.core_configure(cmake, ninja, src, bld / "core", shim, version, refs)
-                    + recipe.ccache_flags(ccache),
-                    log,
-                )
-                done("configure core")
-                step("build core")
-                run([ninja, "-C", str(bld / "core"), *jobs, "triton-core"], log, bar.tick)
-                done("build core")
-            else:
-                for reused in ("configure core", "build core"):  # not ``name``: the runtime's, used below
-                    bar.start(reused + " (reused)")
-                    bar.finish()
-
-            pbuild = bld / f"python_backend-py{py}"
-            step("configure python backend")
-            run(
-                recipe.backend_configure(cmake, ninja, src, pbuild, shim, version, refs, python)
-                + recipe.ccache_flags(ccache),
-                log,
-            )
-            done("configure python backend")
-            step("build python backend")
-            # the two targets only: "all" also compiles common's unit tests
-            run([ninja, "-C", str(pbuild), *jobs, "triton-python-backend", "triton-python-backend-stub"], log, bar.tick)
-            done("build python backend")
-
-            step("python bindings")
-            compiled = compile_bindings(
-                src, work / "build" / f"bindings-py{py}", python, reuse.parent if reuse else bld / "core", log
-            )
-            done("python bindings")
-
-            step("assemble and check")
-            m = assemble(b, compiled)
-            _add_to_manifest(m, name, ccache, resumed, log)
-            done("assemble and check")
-    except KeyboardInterrupt:
-        log("interrupted")
-        raise
-    except RigError as e:
-        log(f"FAILED: {e}")
-        raise
-    finally:
-        log.close()
-    shutil.rmtree(work, ignore_errors=True)  # the result is in runtimes/; the trees are not needed
-    out(
-        f"built-{name}: Triton {version}{' (a variant)' if target.commits else ''} in {built_root(name)} "
-        f"({m['build_seconds'] / 60:.1f} min, {m['size_mb']:.0f} MB; peak work tree {m['work_mb']:.0f} MB"
-        + (
-            f"; compiler cache: {cc['hits']} of {cc['hits'] + cc['misses']} compiles served"
-            if (cc := m.get("compiler_cache"))
-            else ""
+def _compile_core(b: Build, tools: _Tools, shim: Path, steps: _Steps) -> None:
+    if b.reuse is not None:
+        for step in ("configure core", "build core"):
+            steps.skipped(step, "reused")
+        return
+    src, core = b.work / "src", b.work / "build" / "core"
+    with steps("configure core"):
+        run(
+            recipe.core_configure(tools.cmake, tools.ninja, src, core, shim, b.version, b.refs)
+            + recipe.ccache_flags(tools.ccache),
+            b.log,
         )
-        + ")"
+    with steps("build core"):
+        run([tools.ninja, "-C", str(core), *tools.jobs, "triton-core"], b.log, steps.bar.tick)
+
+
+def _compile_backend(b: Build, tools: _Tools, shim: Path, steps: _Steps) -> None:
+    src, pbuild = b.work / "src", b.work / "build" / f"python_backend-py{b.py}"
+    with steps("configure python backend"):
+        run(
+            recipe.backend_configure(tools.cmake, tools.ninja, src, pbuild, shim, b.version, b.refs, b.python)
+            + recipe.ccache_flags(tools.ccache),
+            b.log,
+        )
+    with steps("build python backend"):
+        # the two targets only: "all" also compiles common's unit tests
+        targets = ["triton-python-backend", "triton-python-backend-stub"]
+        run([tools.ninja, "-C", str(pbuild), *tools.jobs, *targets], b.log, steps.bar.tick)
+
+
+def _built_line(m: dict, target: Target) -> str:
+    """What a finished build says: the runtime, where, how long, what it reused and the cache served."""
+    reused = m.get("reused", {}).get("core")
+    cc = m.get("compiler_cache")
+    return (
+        f"built-{target.name}: Triton {target.version}{' (a variant)' if target.commits else ''} in "
+        f"{built_root(target.name)} ({m['build_seconds'] / 60:.1f} min, {m['size_mb']:.0f} MB; peak work tree "
+        f"{m['work_mb']:.0f} MB"
+        + (f"; the core reused from its build of {reused.get('built_at') or '?'}" if reused else "")
+        + (f"; compiler cache: {cc['hits']} of {cc['hits'] + cc['misses']} compiles served" if cc else "")
+        + f"; backend stubs for Python {', '.join(sorted(m.get('pythons', {})))})"
     )
-    return m
 
 
 def _announce(target: Target, sources: Sources, reuse, log, out, words: list[str]) -> None:

@@ -7,9 +7,8 @@ since adds one (``r26.03`` is 2.67.0, the version of server#8755).
 
 from __future__ import annotations
 
-import re
-
 from rig.common.errors import RigError
+from rig.contract.versions import UnknownVersion, resolve_version
 
 # The first release with a source build here (the last one the PyPI wheels bundle, 2.51.0, so a
 # built core can be held against its embedded twin) and the newest one shipped (NGC 26.09).
@@ -54,22 +53,30 @@ def known_range() -> str:
 
 
 def parse(spec: str) -> tuple[str, str]:
-    """``2.67.0``, ``2.67`` or ``r26.03`` → (``2.67.0``, ``r26.03``); anything else is refused."""
-    text = spec.strip().removeprefix("v")
-    if text in BRANCHES:
-        return BRANCHES[text], text
-    if re.fullmatch(r"2\.\d+", text):
-        text += ".0"
-    if text in RELEASES:
-        return text, RELEASES[text]
-    if re.fullmatch(r"2\.\d+\.\d+|r\d\d\.\d\d", text):
+    """Any name of a release (``rig.contract.versions``: ``2.67.0``, ``2.67``, ``r26.03``, the NGC tag
+    ``26.03``, an nvidia-pytriton release's core) -> (``2.67.0``, ``r26.03``); a name that says no
+    release, or one not built from source here, is refused in one line."""
+    try:
+        version = resolve_version(spec)
+    except UnknownVersion as e:
+        raise RigError(f"{e}; a source build knows {known_range()}") from None
+    if version in RELEASES:
+        return version, RELEASES[version]
+    if identity_release(version) in RELEASES:
         raise RigError(
-            f"unknown Triton version {spec!r}: a source build knows {known_range()}; "
-            f"older cores come from PyPI (rig runtime install)"
+            f"{spec!r} names a variant built here ({version}): build its release with --ref or --patch, "
+            f"or run it by that name"
         )
+    said = "" if version == spec.strip() else f" ({spec.strip()})"
     raise RigError(
-        f"unknown Triton version {spec!r}: say a release such as 2.67.0 or its branch r26.03 (known: {known_range()})"
+        f"Triton {version}{said} is not built from source here: a source build knows {known_range()}; "
+        f"older cores come from PyPI (rig runtime install {version})"
     )
+
+
+def identity_release(version: str) -> str:
+    """The release of a variant's label (``2.68.0-va606228022`` -> ``2.68.0``), else the version."""
+    return version.split("-v", 1)[0]
 
 
 def parse_refs(items: list[str] | None) -> dict[str, str]:

@@ -35,6 +35,7 @@ class Master:
         self.current: dict[str, str] = {}  # node -> client id, this round
         self.released: set[str] = set()
         self.running = False  # Locust is driving this round's load
+        self.cpu_s: float | None = None  # this process's CPU seconds over the round's load (``play``)
         self.runner.register_message("rig_node", self._on_node)
         self.runner.register_message("rig_done", self._on_done)
 
@@ -54,7 +55,7 @@ class Master:
             return
         if self.running:  # it joins the next round; the users Locust moves to it idle until then
             self.late.append(data["node"])
-        self.pending[data["node"]] = (cid, data)
+        self.pending[data["node"]] = (cid, {**data, "machine": machine_of(cid)})
 
     def _on_done(self, environment, msg, **_):
         self.reports[msg.data["node"]] = msg.data
@@ -112,8 +113,10 @@ class Master:
             gevent.sleep(1.0)
 
     def play(self, r: int, expect: set[str] | None):
-        """Round ``r``: join, load, collect. Returns (joined, reports, missing_at)."""
+        """Round ``r``: join, load, collect. Returns (joined, reports, missing_at); ``cpu_s`` holds
+        what this process (the master) spent of CPU time over the round's load."""
         from time import monotonic as now
+        from time import process_time
 
         import gevent
 
@@ -148,6 +151,7 @@ class Master:
             )
         driver = gevent.spawn(self._drive)
         t0, missing_at = now(), {}
+        cpu0, self.cpu_s = process_time(), None
         budget = min(NODE_WAIT_S, self.a.workload_seconds * 2 + 60)
         collect_until = None
         while now() - t0 < budget:
@@ -163,6 +167,7 @@ class Master:
                 driver.kill()
                 stop_load(self.runner)
                 self.running = False
+                self.cpu_s = process_time() - cpu0  # the load's: what the master took while the nodes measured
                 self._release()
                 collect_until = now() + 10
             if collect_until is not None and now() > collect_until and waiting <= set(missing_at):
@@ -172,6 +177,8 @@ class Master:
         if self.running:
             stop_load(self.runner)
             self.running = False
+        if self.cpu_s is None:
+            self.cpu_s = process_time() - cpu0
         self._release()
         t_leave = now()  # the reported nodes leave, their last Locust stats sent: the cross-check is whole
         while now() - t_leave < 5 and any(worker_connected(self.runner, self.current[n]) for n in self.reports):
@@ -192,3 +199,9 @@ def share_text(hellos: dict[str, dict]) -> str:
         return "share unknown" if n is None else f"{n:g} CPU{'s' if n != 1 else ''} ({h.get('cpus')})"
 
     return ", ".join(f"{name} {one(h)}" for name, h in sorted(hellos.items()))
+
+
+def machine_of(client_id) -> str | None:
+    """The machine a Locust worker runs on: its client id is ``<hostname>_<32 hex digits>``."""
+    name, _, tail = str(client_id or "").rpartition("_")
+    return name if name and len(tail) == 32 else None

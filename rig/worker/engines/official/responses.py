@@ -138,14 +138,14 @@ async def pick_async(iterator) -> tuple[Any, EngineError | None]:
 def _slow_match(tensor, check: dict) -> bool:
     """An output whose memory the rig cannot read in place (an older ``Tensor``, device memory):
     compared through a numpy copy."""
-    from rig.worker.outputs import _fits
+    from rig.worker.outputs import output_fits
 
     try:
         got = _copy_tensor(tensor)
     except Exception:  # noqa: BLE001 - an output that cannot be read is a wrong one
         return False
     nbytes = 0 if got.dtype == object else got.nbytes
-    return _fits(check, _enum_name(getattr(tensor, "data_type", None)), got.shape, nbytes) and (
+    return output_fits(check, _enum_name(getattr(tensor, "data_type", None)), got.shape, nbytes) and (
         check["bytes"] is None or got.tobytes() == check["bytes"]
     )
 
@@ -183,12 +183,12 @@ class OutputCheck:
         self._view = ctypes.c_char * len(self.want) if self.want else None
 
     def _judge(self, key, tensor) -> tuple[bool, bool, bool]:
-        from rig.worker.outputs import _fits
+        from rig.worker.outputs import output_fits
 
         data_type = getattr(tensor, "data_type", None)
         in_place = getattr(tensor, "memory_buffer", None) is not None and _is_host(tensor)
         datatype = _enum_name(data_type) if data_type is not None else None
-        verdict = (in_place, _fits({**self.check, "size": None}, datatype, key[2], 0), datatype == "BYTES")
+        verdict = (in_place, output_fits({**self.check, "size": None}, datatype, key[2], 0), datatype == "BYTES")
         if len(self._seen) < 64:  # a model whose shapes vary endlessly is judged every time
             self._seen[key] = verdict
         return verdict

@@ -15,7 +15,7 @@ from rig.capi.server import Input, Server
 ONE_SHOT_IDS = 1 << 40  # a load's one-request sequences (a stateful model): their correlation ids start here
 
 
-class _Pending:
+class Pending:
     """One request in flight: its input buffers live until the core releases it; it is done once
     both the final response and the release have come (as the rig's engine waits for both)."""
 
@@ -35,7 +35,7 @@ class ReproServer(Server):
         super().__init__(core)
         self._one_shot = ONE_SHOT_IDS
 
-    def _responded(self, pending: _Pending, response: int) -> None:
+    def _responded(self, pending: Pending, response: int) -> None:
         if pending.release_at_once:  # what the rig's in-flight client does: read, then let go
             self.core.lib.TRITONSERVER_InferenceResponseDelete(response)
             return
@@ -43,7 +43,7 @@ class ReproServer(Server):
             self.core.lib.TRITONSERVER_InferenceResponseDelete(pending.response)
         pending.response = response
 
-    def _ended(self, pending: _Pending) -> None:
+    def _ended(self, pending: Pending) -> None:
         pending.done.set()
 
     # -- lifecycle
@@ -123,7 +123,7 @@ class ReproServer(Server):
         inputs: dict[str, np.ndarray],
         release_at_once: bool = False,
         sequence: tuple[int, int] | None = None,
-    ) -> _Pending:
+    ) -> Pending:
         """One request (``Server.send``), its inputs in host memory; ``sequence``: its correlation id
         and flags (``SEQUENCE_START``, ``SEQUENCE_END``), a stateful model's default ``sequence_of``'s."""
         sequence = self.sequence_of(model, sequence)
@@ -133,7 +133,7 @@ class ReproServer(Server):
             arr = np.ascontiguousarray(arr)
             keep.append(arr)
             parts.append((name, datatype_of(arr), arr.shape, arr.ctypes.data, arr.nbytes, MEMORY_CPU, 0))
-        pending = _Pending(keep)
+        pending = Pending(keep)
         pending.release_at_once = release_at_once
         self.send(model, parts, sequence, pending)
         return pending

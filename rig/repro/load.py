@@ -12,8 +12,8 @@ import numpy as np
 
 from rig.capi.core import NUMPY_OF, CoreError
 from rig.capi.server import as_array
-from rig.commands.repro_head import MAX_CONSECUTIVE_ERRORS
-from rig.commands.repro_server import ReproServer, _Pending
+from rig.repro.head import MAX_CONSECUTIVE_ERRORS
+from rig.repro.server import Pending, ReproServer
 
 # The models the requests go to, in turn, each with its inputs; and a check of a model's answer.
 Targets = list[tuple[str, dict[str, np.ndarray]]]
@@ -119,7 +119,7 @@ def make_inputs(spec: list[tuple[str, str, list[int]]], seed: int = 0) -> dict[s
     return out
 
 
-def _answer(server: ReproServer, pending: _Pending, timeout_s: float, load: Load, check: Check | None) -> int:
+def _answer(server: ReproServer, pending: Pending, timeout_s: float, load: Load, check: Check | None) -> int:
     """The response of one request (0 where it failed, counted in ``load``)."""
     if not pending.done.wait(timeout_s):
         load.failed("request timed out (no response within the request timeout)", timeout=True)

@@ -3,7 +3,7 @@ open on a stateful model (the sequence batcher) when ``stop()`` (or, with ``--re
 the unload) comes.
 
 On every stateful model (``Engine.stateful``) whose ``fault`` is not ``off``
-(``rig.scenarios.client.scenes.faulted``), ``SEQUENCES`` sequences are opened: half of them first, each a
+(``rig.worker.clients.scenes.faulted``), ``SEQUENCES`` sequences are opened: half of them first, each a
 START request and one more, then left idle past the batcher's idle timeout (``IDLE_WAIT_S``) and
 each asked to go on (a request without START, which the batcher refuses once its reaper ended
 the sequence), then the other half, just before the stop. None is ended. The control (``fault``
@@ -23,7 +23,7 @@ import glob
 import os
 import time
 
-from rig.scenarios.client.scenes import Scene, faulted
+from rig.worker.clients.scenes import Scene, faulted
 from rig.worker.engines.base import Engine, EngineError, Sequence
 
 SEQUENCES = 4  # sequences opened before the stop, per stateful model

@@ -1,4 +1,4 @@
-"""What a scenario's client does around stop() (rig.scenarios.client.clientside) and ``--restart reload``: the
+"""What a scenario's client does around stop() (rig.worker.clients.clientside) and ``--restart reload``: the
 figures each records in the cycle's row, on a real core (slow), and the pure parts (fast)."""
 
 from pathlib import Path
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from helpers import cycles, rig
 
-from rig.scenarios.client import clientside
+from rig.worker.clients import clientside
 
 MIB = 1 << 20
 

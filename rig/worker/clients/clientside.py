@@ -43,9 +43,9 @@ Client = typing.Literal[
     "stub-killed",
     "load-missing",
     "reload-in-place",
-    "exit-after-stop",  # rig.scenarios.client.scenes
+    "exit-after-stop",  # rig.worker.clients.scenes
     "sequence-at-stop",
-]  # rig.scenarios.client.sequences
+]  # rig.worker.clients.sequences
 CLIENTS = typing.get_args(Client)
 from rig.contract.spec import IN_FLIGHT, REFUSED  # noqa: E402
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rig.commands.repro_head import STUB
+from rig.repro.head import STUB
 
 # ---------------------------------------------------------------- the environment
 

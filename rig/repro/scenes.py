@@ -1,5 +1,5 @@
 """What the cell's client does just before ``stop()``, as the rig's client does it
-(``rig.worker.observers``, ``rig.scenarios.client``): requests in flight at the stop
+(``rig.worker.observers``, ``rig.worker.clients``): requests in flight at the stop
 (``stop-in-flight``), requests refused at submission (``refused-request``), a load under way
 (``stop-while-loading``), a model loaded again without its ``model.py`` (``load-missing``), a
 model's stub killed and the server asked whether it is ready (``stub-killed``), sequences open on
@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 
 from rig.capi.core import SEQUENCE_END, SEQUENCE_START, CoreError
-from rig.commands.repro_env import stubs
-from rig.commands.repro_load import Targets
-from rig.commands.repro_server import ReproServer, _Pending
+from rig.repro.env import stubs
+from rig.repro.load import Targets
+from rig.repro.server import Pending, ReproServer
 
 _FAULT = re.compile(r'key:\s*"fault"\s*,?\s*value:\s*\{\s*string_value:\s*"(\w+)"')
 REFUSED_INPUT = "RIG_NO_SUCH_INPUT"
@@ -114,7 +114,7 @@ class InFlight(Scene):
 
     def __init__(self, n: int) -> None:
         self.n = n
-        self.pending: list[_Pending] = []
+        self.pending: list[Pending] = []
         self.refused: list[str] = []
 
     def before_stop(self, server: ReproServer, models: Path, targets: Targets, startup_s: float) -> list[str]:

@@ -1,7 +1,7 @@
-"""The script ``rig repro`` writes as ``repro.py``: its parts (``rig.commands.repro_head``, the rig's
-binding ``rig.capi.core`` and ``rig.capi.server`` as they are, then ``repro_server``,
-``repro_load``, ``repro_evidence``, ``repro_env``, ``repro_scenes``, ``repro_main``) joined into
-one file that stands alone, with the cell written into ``CELL``.
+"""The script ``rig repro`` writes as ``repro.py``: its parts (``rig.repro.head``, the rig's
+binding ``rig.capi.core`` and ``rig.capi.server`` as they are, then ``rig.repro``'s ``server``,
+``load``, ``evidence``, ``env``, ``scenes``, ``main``) joined into one file that stands alone,
+with the cell written into ``CELL``.
 
 Each part is a module of its own (ruff, mypy and the tests read it) that imports the standard
 library, numpy and ctypes, and the parts before it by their ``rig`` names. Joined, the first
@@ -20,15 +20,15 @@ from typing import Any
 from rig.common.errors import RigError
 
 PARTS = (
-    "rig.commands.repro_head",
+    "rig.repro.head",
     "rig.capi.core",
     "rig.capi.server",
-    "rig.commands.repro_server",
-    "rig.commands.repro_load",
-    "rig.commands.repro_evidence",
-    "rig.commands.repro_env",
-    "rig.commands.repro_scenes",
-    "rig.commands.repro_main",
+    "rig.repro.server",
+    "rig.repro.load",
+    "rig.repro.evidence",
+    "rig.repro.env",
+    "rig.repro.scenes",
+    "rig.repro.main",
 )
 FOLDER = Path(__file__).parent
 RIG = FOLDER.parent  # the rig package's folder
@@ -101,7 +101,7 @@ def template() -> str:
     bodies: list[str] = []
     seen: dict[str, str] = {}
     for part in PARTS:
-        name = part.removeprefix("rig.commands.repro_")  # the binding's parts by their module's name
+        name = part.removeprefix("rig.repro.")  # the binding's parts by their module's name
         part_doc, part_imports, body = split(part)
         doc = doc or part_doc
         for node in part_imports:
@@ -122,6 +122,6 @@ def text(cell: dict[str, Any]) -> str:
     """The script with ``cell`` written into ``CELL``."""
     script = template()
     if CELL_LINE not in script:
-        raise RigError(f"{FOLDER}/repro_head.py has no line {CELL_LINE.strip()!r} for the cell; reinstall the rig")
+        raise RigError(f"{FOLDER}/head.py has no line {CELL_LINE.strip()!r} for the cell; reinstall the rig")
     literal = pprint.pformat(cell, width=110, sort_dicts=False)
     return script.replace(CELL_LINE, f"CELL: dict[str, Any] = {literal}\n", 1)

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from rig.capi.core import CoreError, CoreLibrary
-from rig.commands.repro_env import crash_recorder, ensure_environment, stub_environment, stubs, stubs_alive
-from rig.commands.repro_evidence import (
+from rig.repro.env import crash_recorder, ensure_environment, stub_environment, stubs, stubs_alive
+from rig.repro.evidence import (
     admits,
     exit_aborts,
     finalize_summary,
@@ -30,8 +30,8 @@ from rig.commands.repro_evidence import (
     read_crashes,
     read_evidence,
 )
-from rig.commands.repro_head import CELL, GRACE_AFTER_STOP_S, STARTUP_TIMEOUT_S
-from rig.commands.repro_load import (
+from rig.repro.head import CELL, GRACE_AFTER_STOP_S, STARTUP_TIMEOUT_S
+from rig.repro.load import (
     Check,
     Kept,
     Load,
@@ -41,8 +41,8 @@ from rig.commands.repro_load import (
     make_inputs,
     template_check,
 )
-from rig.commands.repro_scenes import scene_of
-from rig.commands.repro_server import ReproServer
+from rig.repro.scenes import scene_of
+from rig.repro.server import ReproServer
 
 
 class Report:

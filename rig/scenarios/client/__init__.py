@@ -1,4 +1,0 @@
-"""What a lifecycle scenario's client does inside a worker's cycle (the worker's side of
-``rig.scenarios``): ``clientside`` (the behaviours around ``stop()``), ``scenes`` (the scenes set
-after the load) and ``sequences`` (sequences open at the stop). ``rig.worker.observers`` runs them
-by the name the spec carries (``CycleSpec.client``); nothing of the parent's side is imported."""
