@@ -53,7 +53,7 @@ def kept_columns() -> list[str]:
 
     schema = arrow_schema(CycleRow)
     required = [f.name for f in schema if not f.nullable]
-    return [c for c in dict.fromkeys([*required, *cf.COLUMNS, *VERDICT_INPUTS]) if c in schema.names]
+    return [c for c in dict.fromkeys([*required, *cf.COLUMNS, *cf.BINDINGS_COLUMNS, *VERDICT_INPUTS]) if c in schema.names]
 
 
 def kept_window_columns() -> list[str]:

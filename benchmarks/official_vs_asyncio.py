@@ -106,7 +106,7 @@ for line in sys.stdin:
     c0 = time.process_time()
     load = ClosedLoop("steady", seconds=cmd["seconds"], users=cmd["conc"], in_flight=1, window_seconds=cmd["seconds"])
     out = run_locust(engine, ["numpy"], {"numpy": inputs}, load, emit=lambda row: None, tags={},
-                     checks={"numpy": check})
+                     checks={"numpy": check}, request_timeout=30.0, server_stats=True)
     print(json.dumps({"throughput": out["throughput"], "errors": out["errors"], "bad_outputs": out["bad_outputs"],
                       "cpu_s": (time.process_time() - c0) / max(1, out["requests"])}), flush=True)
 engine.stop()

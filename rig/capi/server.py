@@ -140,8 +140,8 @@ class Server:
     def start_server(
         self,
         repository: str,
-        backends: str | None = None,
-        exit_timeout: int = 30,
+        backends: str | None,
+        exit_timeout: int,
         control: str = "none",
         startup_models: Iterable[str] = (),
         strict_readiness: bool = True,

@@ -2,8 +2,10 @@
 holds, the most throughput a node sustains with p99 under the bound (per Triton version, engine,
 model, node share, neighbour and instance count), a scaling model fitted to the sweep (the Universal
 Scalability Law, with bootstrap intervals over the repeats, beside the linear baseline), and the
-nodes each target needs with headroom, with its interval. `--check` compares the predictions with
-the measured `rig fleet` runs in the store. Exit 0 with a plain statement where no point met the
+nodes each target needs with headroom, with its interval. The fleets in the store fit how nodes add up
+in a fleet (the node law), what the fleet's master costs them and p99's bias (``--master``: where the
+plan puts the master); `--check` compares the predictions with each measured `rig fleet` run, judged by
+a plan fitted over the others. Exit 0 with a plain statement where no point met the
 bound; 2 for bad input (a missing folder, no bench windows, a filter that matches nothing, a
 target or bound that is not a positive number, --check over a store without fleet runs)."""
 
@@ -52,7 +54,17 @@ def add_parser(sub) -> None:
         action="store_true",
         help="compare each prediction with the measured `rig fleet` runs in RESULTS of the same Triton "
         "version, engine, model and node share (every bench neighbour's, each labelled): throughput and p99 "
-        "at the fleet's load, errors in %%",
+        "at the fleet's load, errors in %%, each fleet judged by a plan that did not see it (the node law, the "
+        "master's cost and p99's bias fitted over the other fleets: leave one out; the prior without one)",
+    )
+    p.add_argument(
+        "--master",
+        choices=("auto", "shares", "elsewhere"),
+        default="auto",
+        help="where the plan puts the fleet's master (rig fleet's Locust master): shares (on the nodes' host and "
+        "CPUs, as on one machine: its CPU time a request, measured in the fleets, is taken from the nodes) or "
+        "elsewhere (a cluster: not counted); default auto: as the fleets in RESULTS recorded, else elsewhere. "
+        "--check judges a fleet that recorded where its master ran by that record",
     )
     p.add_argument(
         "--bootstrap",
@@ -106,6 +118,16 @@ def run(args) -> int:
 
     root = redact(str(args.results))
     tables = study.read(Store.open(args.results), root, args.where, args.check)
-    for piece in study.text(tables, goals, args.p99_ms, args.headroom, args.bootstrap, args.check, args.plot):
+    pieces = study.text(
+        tables,
+        goals,
+        args.p99_ms,
+        args.headroom,
+        args.bootstrap,
+        args.check,
+        args.plot,
+        getattr(args, "master", "auto"),
+    )
+    for piece in pieces:
         print(piece)
     return 0

@@ -164,7 +164,7 @@ class CycleRow:
     stub_exit_aborts: int | None = None  # of stub_crashes, stubs that died after every finalize of theirs (at exit)
     gpu_memory_source: str | None = None  # process | device: what the GPU memory figures read (null: no GPU)
     # schema 19: the official engine's tritonserver bindings (null with capi; rig.parent.runtime.official_bindings)
-    bindings_version: str | None = None  # the bindings' own version: 2.71.0 (PyPI's) over an older core
+    tritonserver_version: str | None = None  # the bindings' version, as the run's: 2.71.0 (PyPI's) over older cores
     bindings_own: bool | None = None  # whether they are the core's release's own (built from its core/python)
     schema_version: int = SCHEMA_VERSION
 

@@ -107,11 +107,11 @@ Schema history (``schema_version`` column):
   18: runs: ``neighbour``, what a bench ran beside the node on its CPUs for the whole sweep
      (``rig.common.neighbour``): ``none`` or ``burn:PCT`` (a burner pinned to each CPU, busy PCT % of
      every 10 ms); null for other commands and in older files (which ran none).
-  19: cycles: the official engine's ``tritonserver`` bindings, ``bindings_version`` (their version:
+  19: cycles: the official engine's ``tritonserver`` bindings, ``tritonserver_version`` (their version:
      a built runtime's own, compiled from its branch's ``core/python`` or PyPI's wheel of its
      version, else the environment's install, such as PyPI's 2.71.0 over an older core) and
      ``bindings_own`` (whether that is the core's release); null with the C API and in older files.
-     runs: ``tritonserver_version`` is the same version, the one the workers import (before 19: the
+     runs: ``tritonserver_version`` is the same, the version the workers import (before 19: the
      environment's install, even where a built runtime's own bindings came first on the workers' path).
 """
 

@@ -102,7 +102,7 @@ class CycleSpec:
     quiet: tuple[str, ...] = ("start", "load")
     # Where the rig's inputs live, and whether a GPU preference for outputs is honoured: cpu | gpu | gpu:N
     # (rig.worker.engines.memory)
-    input_memory: str = "cpu"
+    input_memory: str = "cpu"  # resolved by the parent from the option (auto: cpu where no GPU)
 
     def write(self, path: Path) -> None:
         """The spec as JSON at ``path`` (what ``read`` takes back)."""

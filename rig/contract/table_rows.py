@@ -72,7 +72,8 @@ class BisectRow:
 
     A bisection ends in one result row per commit it names: one (``cause`` ``one``); the commits a
     change needed together, one row each (``together``); or several changes in turn, one row each,
-    ``moved`` saying what each changed (``apart``). Every result row of a bisection is judged
+    ``effect`` saying what each did to the cell (``apart``; null in the others: what moved is in
+    ``detail``). Every result row of a bisection is judged
     ``bad`` where each was decided, else ``mixed``; a bisection that named nothing has one result
     row (``mixed``, or ``refused`` where the window could not be bisected), ``detail`` saying why."""
 
@@ -102,5 +103,5 @@ class BisectRow:
     # step's build, each at that release's commit: "python_backend@<sha>, ..."; null: none
     held: str | None = None
     cause: str | None = None  # a result row: one | together | apart (above); null in other rows and older files
-    moved: str | None = None  # a result row: the signatures its commit moved, "crashed / not_measured -> clean / ok"
+    effect: str | None = None  # an apart result row: what its commit did, "crashed / not_measured -> clean / ok"
     schema_version: int = SCHEMA_VERSION

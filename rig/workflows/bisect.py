@@ -78,7 +78,7 @@ class Step:
     held: dict[str, str] = dataclasses.field(default_factory=dict)  # other components at the top's commits
     raw: list = dataclasses.field(default_factory=list)  # each cycle's [lifecycle, load, readiness]
     cause: str | None = None  # a result: one | together | apart
-    moved: str | None = None  # a result: the signatures its commit moved, before -> after
+    effect: str | None = None  # a result of several changes (apart): what its commit did, before -> after
 
     def words(self) -> str:
         return judging.words(self.counts)
@@ -412,7 +412,7 @@ class Bisection:
             started_at=now_iso(),
             held=", ".join(f"{c}@{r}" for c, r in sorted(step.held.items())) or None,
             cause=step.cause,
-            moved=step.moved,
+            effect=step.effect,
         )
 
     def _record(self, step: Step) -> None:
@@ -438,7 +438,8 @@ class Bisection:
         if not causes:
             self._record(Step("result", None, None, None, None, {}, "mixed", None, why))
         for c, kind in causes:
-            detail = "; ".join(x for x in (c.why, why) if x)
+            moved = f"it moved {c.moved}" if kind != "apart" else ""  # apart: said as the row's effect
+            detail = "; ".join(x for x in (c.why, moved, why) if x)
             self._record(
                 Step(
                     "result",
@@ -453,7 +454,7 @@ class Bisection:
                     c.held,
                     [],
                     kind,
-                    c.moved,
+                    c.moved if kind == "apart" else None,
                 )
             )
         self.bar.close()

@@ -274,7 +274,9 @@ def parse_runtimes(text: str, installed: list[str], known: dict[str, str], conta
     out: list[str] = []
     built = [v for v in installed if v.startswith("built-")]
     installed = [v for v in installed if not v.startswith("built-")]
-    for item in _list(text, "runtimes"):
+    from rig.parent.runtime import runtime_name
+
+    for item in (runtime_name(i) for i in _list(text, "runtimes")):
         if item == "all":
             embedded = newest_per_core(known, installed)
             out.extend(embedded)

@@ -195,6 +195,14 @@ def _bisect(tmp_path, scenario="ready-stub-dead"):
     return code, said, rows
 
 
+def _named(rows, scenario: str) -> str:
+    """What the conformance table says of the change, from the result rows (rig.analysis.conformance.changes)."""
+    from rig.analysis.conformance import changes
+
+    found = changes.bisected(changes.decided_bisects(rows), scenario, False, "capi", "unbatched", "2.63.0", "2.64.0")
+    return changes.commits_text(found)
+
+
 def test_a_readiness_change_two_components_needed_together_names_both_commits(tmp_path, monkeypatch):
     built = _fake_world(monkeypatch, lambda core, pb: ["finalize_missing", "ok",
                                                        NOT_READY if core >= 2 and pb >= 1 else READY])
@@ -206,6 +214,8 @@ def test_a_readiness_change_two_components_needed_together_names_both_commits(tm
     assert list(results["held"]) == ["python_backend@p2", "core@c3"]  # each walked with the other at 2.64.0's
     assert any(line.startswith("needs core c2 (#12) and python_backend p1 (#11)") for line in said), said
     assert "pair" in set(rows["kind"])
+    # the conformance table names both, as one change that needs them
+    assert _named(rows, "ready-stub-dead") == "needs core c2 (#12) and python_backend p1 (#11)"
     # resumed: nothing built or run again, the same rows
     n = len(built)
     code2, _, rows2 = _bisect(tmp_path)
@@ -224,9 +234,11 @@ def test_two_changes_in_turn_each_commit_its_own_result_row(tmp_path, monkeypatc
     assert code == 0, said
     results = rows[rows["kind"] == "result"]
     assert list(results["commit"]) == ["c1", "p2"] and set(results["cause"]) == {"apart"}
-    assert list(results["moved"]) == ["crashed / not_measured -> clean / ok", "clean / ok -> aborted_at_exit / ok"]
+    assert list(results["effect"]) == ["crashed / not_measured -> clean / ok", "clean / ok -> aborted_at_exit / ok"]
     assert any(line.startswith("two changes: core c1 (#11): crashed / not_measured -> clean / ok; python_backend p2")
                for line in said), said
+    assert _named(rows, "ensemble-in-flight") == ("two changes: core c1 (#11) (crashed / not_measured -> clean / ok), "
+                                                  "python_backend p2 (#12) (clean / ok -> aborted_at_exit / ok)")
 
 
 def test_one_commit_as_before_and_a_state_file_of_the_older_kind_resumes(tmp_path, monkeypatch):
@@ -247,6 +259,7 @@ def test_one_commit_as_before_and_a_state_file_of_the_older_kind_resumes(tmp_pat
     r = rows[rows["kind"] == "result"].iloc[0]
     assert (r["component"], r["commit"], r["cause"], r["judged"]) == ("python_backend", "p1", "one", "bad")
     assert any("first commit with 2.64.0's verdict: python_backend p1" in line for line in said)
+    assert _named(rows, "template") == "python_backend p1 (#11)"
 
 
 @pytest.mark.parametrize("args", [["--good", "2.47.0", "--bad", "2.51.0"], ["--good", "2.68.0", "--bad", "2.67.0"]])

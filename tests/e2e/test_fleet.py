@@ -3,6 +3,7 @@ loopback, each node hosting its own real Triton server; one node killed mid-run.
 
 from __future__ import annotations
 
+import platform
 import socket
 import subprocess
 import time
@@ -92,6 +93,9 @@ def test_two_nodes_one_killed_mid_run(tmp_path):
     assert (total.locust_requests[whole] == total.requests[whole]).all(), total.to_string()
     assert (total.locust_requests[~whole] >= total.requests[~whole]).all(), total.to_string()
     assert total.p99_us.notna().all() and total.histogram.notna().all()
+    # the master's CPU over each round's load, its machine and CPUs; each node's machine (Locust's worker id)
+    assert (total.master_cpu_s > 0).all() and set(total.host) == {platform.node()}, total.to_string()
+    assert total.master_cpus.notna().all() and set(nodes_ok.host) == {platform.node()}
 
     # every node stored its own rows, tagged with its name
     windows, cycles_ = store.read("windows"), store.read("cycles")

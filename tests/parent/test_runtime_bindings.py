@@ -1,6 +1,6 @@
 """Which `tritonserver` bindings an official-API cycle ran (rig.parent.runtime.official_bindings):
 a built runtime's own folder ahead of the environment's install, as the worker's path has it; the
-version and whether it is the core's release's own go on every cycle (``bindings_version``,
+version and whether it is the core's release's own go on every cycle (``tritonserver_version``,
 ``bindings_own``) and the run's ``tritonserver_version`` says the same."""
 
 from __future__ import annotations
@@ -51,3 +51,18 @@ def test_a_builds_own_bindings_come_first(tmp_path, monkeypatch):
 def test_none_installed(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "path", [str(tmp_path)])
     assert runtime.official_bindings(_built("2.67.0")) == (None, None)
+
+
+def test_every_official_cycle_carries_them_and_no_other(tmp_path, monkeypatch):
+    import dataclasses
+    from types import SimpleNamespace
+
+    from rig.contract.rows import CycleRow
+    from rig.parent.orchestrator.rows import bindings_tags
+
+    monkeypatch.setattr(sys, "path", [str(tmp_path)])
+    own = _bindings(tmp_path / "own", "2.51.0")
+    tags = bindings_tags(SimpleNamespace(engine="tritonserver", runtime=_built("2.51.0", own)))
+    assert tags == {"tritonserver_version": "2.51.0", "bindings_own": True}
+    assert set(tags) <= {f.name for f in dataclasses.fields(CycleRow)}
+    assert bindings_tags(SimpleNamespace(engine="capi", runtime=_built("2.51.0", own))) == {}

@@ -303,12 +303,13 @@ def _raw_row(row: dict, f: dict, m: dict) -> dict:
 
 def _predicted(row: dict, law: dict) -> dict:
     """A fleet's row with what ``law`` (fitted without it) predicts for it, its errors and coverage."""
-    got = law_.apply(row["group"], law, row["nodes"], row["raw"], _known_bool(row.get("master_shares")))
+    got = law_.apply(row["group"], law, row["nodes"], row["raw"], row["load"], _known_bool(row.get("master_shares")))
     (usl_, usl_ci, usl_pi), (lin, lin_ci, lin_pi), (p99, p99_ci, p99_pi) = got["usl"], got["linear"], got["p99"]
     row.update(
         law=law,
         factors=got["factors"],
         p99_fleets=got["p99_fleets"],
+        p99_by=got["p99_by"],
         predicted_usl=usl_,
         predicted_usl_ci=usl_ci,
         predicted_usl_pi=usl_pi,
@@ -337,7 +338,7 @@ def expected(m: dict, load: float, nodes: int, law: dict | None = None) -> dict:
     the interval for one run, as ``--check`` judges a fleet the plan did not see; ``factors``: what
     the law multiplied the sweep's figures by."""
     law = law if law is not None else law_.fit(m, [])
-    got = law_.apply(m, law, nodes, raw(m, load))
+    got = law_.apply(m, law, nodes, raw(m, load), load)
     tp = "usl" if m["by"] == "usl" else "linear"
     return {
         "throughput": got[tp][0],
@@ -347,6 +348,8 @@ def expected(m: dict, load: float, nodes: int, law: dict | None = None) -> dict:
         "p99_ci": got["p99"][1],
         "p99_pi": got["p99"][2],
         "factors": got["factors"],
+        "p99_fleets": got["p99_fleets"],
+        "p99_by": got["p99_by"],
         "per_node": raw(m, load)[tp][0],
         "raw_p99_us": raw(m, load)["p99"][0],
         "law": law,

@@ -25,16 +25,17 @@ from rig.analysis import usl
 
 # The prior, where a plan saw no fleet of its node: nodes that share nothing (σ 0, κ 0, level 1), give
 # or take the spread of 2-node fleets' throughput over their sweeps' that this project measured on one
-# machine (docs/measurements/capacity.md: -9 % to +11 %, 15 fleets of 4 models), a log-normal spread of
-# 5.5 %; a fleet's p99 by Little's law through that, give or take the spread of fleets' p99 over their
-# sweeps' there (-25 % to +31 %): 17 %.
-PRIOR_THROUGHPUT_SD = 0.055
-PRIOR_P99_SD = 0.17
+# machine (docs/measurements/capacity.md and issue 64: 13 fleets of 3 models, -9 % to +11 %): a
+# log-normal of 0.07 (their rms log ratio); a fleet's p99 by Little's law through that, give or take
+# the spread of those fleets' p99 over their sweeps' (-25 % to +31 %): 0.19.
+PRIOR_THROUGHPUT_SD = 0.07
+PRIOR_P99_SD = 0.19
 # The master's CPU a request where no fleet seen measured it: the rig's own Locust master, which
 # handles no request (the nodes report once a round), measured on this project's fleets
 # (docs/measurements/capacity.md, "The master's cost"): about 0.5 us of CPU a request.
 MASTER_PRIOR_CPU_PER_REQUEST = 0.5e-6
 LAW_DRAWS = 2000  # draws of the law (and of p99's bias) for the intervals
+NEAR_DEVIATIONS = 6  # one run's deviations are drawn from the sweep's loads nearest the fleet's: at least this many
 AUTO, SHARES, ELSEWHERE = "auto", "shares", "elsewhere"  # rig capacity --master
 
 
@@ -65,7 +66,7 @@ def _master(m: dict, seen: list[dict], master: str) -> dict:
     cpu = sum(f["master_cpu_s"] for f in cost)
     per_request = cpu / sum(f["master_requests"] for f in cost) if cost else MASTER_PRIOR_CPU_PER_REQUEST
     seconds = sum(f.get("master_seconds") or 0 for f in cost)
-    known = [bool(f["master_shares"]) for f in seen if f.get("master_shares") is not None]
+    known = [bool(f["master_shares"]) for f in seen if _known(f.get("master_shares"))]
     if master == SHARES:
         shares, why = True, "--master shares"
     elif master == ELSEWHERE:
@@ -78,7 +79,7 @@ def _master(m: dict, seen: list[dict], master: str) -> dict:
             else "the fleets seen ran it on another host or other CPUs"
         )
     else:
-        shares, why = False, "assumed: no fleet seen recorded where its master ran (--master shares counts it)"
+        shares, why = False, "assumed: no fleet seen recorded where its master ran; --master shares counts it"
     beside = str(m.get("neighbour") or "")
     return {
         "shares": shares,
@@ -87,7 +88,7 @@ def _master(m: dict, seen: list[dict], master: str) -> dict:
         "cpus": cpu / seconds if cost and seconds > 0 else None,
         "measured": len(cost),
         # a sweep beside a neighbour already lost the CPU a master would take: not counted twice
-        "in_neighbour": shares and beside.startswith("burn:"),
+        "in_neighbour": beside.startswith("burn:"),
     }
 
 
@@ -118,6 +119,18 @@ def _fit_nodes(ns: np.ndarray, es: np.ndarray) -> tuple[float, float, float]:
     return level, sigma, kappa
 
 
+def _fit_draws(ns: np.ndarray, es: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_fit_nodes`` over each row of ``es`` (draws x fleets): (levels, σs, κs). Fleets of one node
+    count above 1 (the usual check: 2-node fleets) in closed form, as ``usl.fit_nodes`` has it; else
+    one fit a draw."""
+    if np.unique(ns).size == 1 and ns[0] > 1:
+        sigma = np.maximum(0.0, np.mean(1 / es - 1, axis=1) / (ns[0] - 1))
+        level = np.where(sigma == 0, np.maximum(1.0, np.exp(np.mean(np.log(es), axis=1))), 1.0)
+        return level, sigma, np.zeros_like(sigma)
+    lv, sg, kp = zip(*(_fit_nodes(ns, row) for row in es))
+    return np.array(lv, dtype=float), np.array(sg, dtype=float), np.array(kp, dtype=float)
+
+
 def _pool(devs, residuals: list[float]) -> np.ndarray:
     """One run's deviations to draw from: the sweep's (``Sweep.deviations``) and, from two fleets
     on, the fleets' own about the law (scaled by sqrt(k / (k - 1)), as one more run strays further)."""
@@ -129,6 +142,24 @@ def _pool(devs, residuals: list[float]) -> np.ndarray:
     return np.asarray(out, dtype=float)
 
 
+def near(devs: dict | None, figure: str, load) -> np.ndarray:
+    """One run's deviations of ``figure`` (``Sweep.deviations``) at the sweep's loads nearest ``load``
+    (by their log ratio), the nearest first, until ``NEAR_DEVIATIONS`` are taken: how far one
+    measurement strays depends on the load (a light load's p99 is a rare stall's, a heavy load's
+    the queue's). All of them where the loads are not recorded or ``load`` is None."""
+    d = np.asarray((devs or {}).get(figure, []), dtype=float)
+    at = (devs or {}).get(f"{figure}_load")
+    if not load or load <= 0 or at is None or len(at) != d.size or not d.size:
+        return d
+    at = np.asarray(at, dtype=float)
+    keep: list[float] = []
+    for v in sorted({float(x) for x in at if x > 0}, key=lambda v: abs(math.log(v / load))):
+        keep.append(v)
+        if np.isin(at, keep).sum() >= NEAR_DEVIATIONS:
+            break
+    return d[np.isin(at, keep)]
+
+
 def _draw(rng, pool: np.ndarray, size, sd: float) -> np.ndarray:
     """Deviations drawn from ``pool``; from a log-normal of ``sd`` where the pool is empty."""
     return rng.choice(pool, size) if pool.size else rng.normal(0.0, sd, size)
@@ -137,28 +168,28 @@ def _draw(rng, pool: np.ndarray, size, sd: float) -> np.ndarray:
 def fit(m: dict, seen: list[dict], master: str = AUTO) -> dict:
     """The law of group ``m``'s nodes in a fleet from the fleets ``seen`` (its prior without one):
     {prior, seen (run ids), nodes (counts seen), efficiency ({count: median}), level, sigma, kappa,
-    ci ({sigma: (lo, hi)}), draws (level, σ, κ arrays of ``LAW_DRAWS``), master (``_master``),
-    p99 ({fleets: run ids, bias: the mean log ratio left after Little's law, its draws, by: which}),
-    deviations ({throughput, p99}: one run's, to draw from)}."""
+    ci ({sigma, kappa, level: (lo, hi)}), draws (level, σ, κ arrays of ``LAW_DRAWS``: each fleet's
+    efficiency perturbed by one run's deviation, refitted; the prior's spread without a fleet),
+    master (``_master``), p99 (``_p99_bias``), resid (the fleets' log efficiency about the law),
+    sweep_devs (the sweep's deviations, ``Sweep.deviations``)}."""
     rng = np.random.default_rng(1)
     mst = _master(m, seen, master)
     devs = m.get("deviations") or {}
     use = [f for f in seen if f.get("per_node") and f.get("throughput")]
     ns = np.array([f["nodes"] for f in use], dtype=float)
-    es = np.array([_efficiency(f, m, mst, master) for f in use], dtype=float)
+    es = np.array([_efficiency(f, m, mst) for f in use], dtype=float)
     law = {"prior": not use, "seen": [f["run_id"] for f in use], "master": mst}
     if use:
         level, sigma, kappa = _fit_nodes(ns, es)
         law.update(level=level, sigma=sigma, kappa=kappa)
         resid = [float(np.log(e / efficiency(law, n))) for n, e in zip(ns, es)]
-        pool = _pool(devs.get("throughput"), resid)
-        draws = [_fit_nodes(ns, es * np.exp(_draw(rng, pool, len(es), PRIOR_THROUGHPUT_SD))) for _ in range(LAW_DRAWS)]
-        lv, sg, kp = (np.array(x, dtype=float) for x in zip(*draws))
+        pool = _pool(near(devs, "throughput", float(np.median([f["load"] or 0 for f in use]))), resid)
+        lv, sg, kp = _fit_draws(ns, es * np.exp(_draw(rng, pool, (LAW_DRAWS, len(es)), PRIOR_THROUGHPUT_SD)))
         counts = sorted({int(n) for n in ns})
         eff = {n: float(np.median(es[ns == n])) for n in counts}
     else:
         law.update(level=1.0, sigma=0.0, kappa=0.0)
-        resid, pool = [], _pool(devs.get("throughput"), [])
+        resid = []
         lv = np.exp(rng.normal(0.0, PRIOR_THROUGHPUT_SD, LAW_DRAWS))
         sg, kp, counts, eff = np.zeros(LAW_DRAWS), np.zeros(LAW_DRAWS), [], {}
     law.update(
@@ -166,17 +197,19 @@ def fit(m: dict, seen: list[dict], master: str = AUTO) -> dict:
         efficiency=eff,
         draws=(lv, sg, kp),
         ci={"sigma": usl.interval(sg.tolist()), "kappa": usl.interval(kp.tolist()), "level": usl.interval(lv.tolist())},
-        deviations={"throughput": pool, "p99": np.asarray(devs.get("p99", []), dtype=float)},
-        p99=_p99_bias(use, m, rng),
+        resid=resid,
+        sweep_devs=devs,
+        p99=_p99_bias(use, m),
     )
     return law
 
 
-def _efficiency(f: dict, m: dict, mst: dict, master: str) -> float:
+def _efficiency(f: dict, m: dict, mst: dict) -> float:
     """A fleet's throughput over what its nodes would serve sharing nothing, its master counted where
-    it shared the nodes' CPUs (its own record, unless --master says otherwise) at its own measured
-    cost (the plan's where it measured none)."""
-    shares = mst["shares"] if master != AUTO or f.get("master_shares") is None else bool(f["master_shares"])
+    it shared the nodes' CPUs (its own record: a fact of that fleet, whatever the plan assumes of the
+    next; the plan's assumption where it has none) at its own measured cost (the plan's where it
+    measured none)."""
+    shares = bool(f["master_shares"]) if _known(f.get("master_shares")) else mst["shares"]
     cost = None
     if shares and not mst["in_neighbour"]:
         own = _known(f.get("master_cpu_s")) and f.get("master_requests")
@@ -184,44 +217,52 @@ def _efficiency(f: dict, m: dict, mst: dict, master: str) -> float:
     return f["throughput"] / (f["nodes"] * f["per_node"] * master_factor(cost, f["per_node"], _share(m)))
 
 
-def _p99_bias(use: list[dict], m: dict, rng) -> dict:
-    """p99's bias in a fleet after Little's law: per fleet seen, log(measured p99 / the sweep's at its
-    load) less log(what the sweep's nodes would serve / what the fleet served) (a closed loop whose
-    nodes serve e of the sweep's waits 1 / e as long); their mean, and draws of it (the mean's
-    uncertainty: one run's p99 deviation over sqrt(k))."""
-    r = {
-        f["run_id"]: math.log(f["p99_us"] / f["raw_p99_us"]) + math.log(f["throughput"] / (f["nodes"] * f["per_node"]))
-        for f in use
-        if f.get("p99_us") and f.get("raw_p99_us") and math.isfinite(f["raw_p99_us"])
-    }
-    devs = (m.get("deviations") or {}).get("p99")
-    return {"by_fleet": r, "nodes": {f["run_id"]: f["nodes"] for f in use}, "devs": devs}
+def _p99_bias(use: list[dict], m: dict) -> dict:
+    """p99 in the fleets seen against the sweep's at their loads: per fleet, ``total`` (log of measured
+    over the sweep's p99) and ``left`` (that less what Little's law explains: a closed loop whose nodes
+    serve e of the sweep's waits 1 / e as long, so less log(1 / e), e measured); {total, left, nodes
+    (each fleet's count)}."""
+    ok = [f for f in use if f.get("p99_us") and f.get("raw_p99_us") and math.isfinite(f["raw_p99_us"])]
+    total = {f["run_id"]: math.log(f["p99_us"] / f["raw_p99_us"]) for f in ok}
+    left = {k: t + math.log(f["throughput"] / (f["nodes"] * f["per_node"])) for (k, t), f in zip(total.items(), ok)}
+    return {"total": total, "left": left, "nodes": {f["run_id"]: f["nodes"] for f in use}}
 
 
-def p99_bias(law: dict, n: int, rng) -> tuple[float, np.ndarray, list[str]]:
-    """p99's bias for a fleet of ``n`` nodes: the fleets seen of ``n`` nodes (all seen where none
-    has ``n``), their mean log ratio and ``LAW_DRAWS`` draws of it; the prior (0, a log-normal of
-    ``PRIOR_P99_SD``) without any. Returns (bias, draws, the fleets it is over)."""
-    got = law["p99"]["by_fleet"]
-    same = [k for k in got if law["p99"]["nodes"].get(k) == n] or list(got)
-    if not same:
-        return 0.0, rng.normal(0.0, PRIOR_P99_SD, LAW_DRAWS), []
-    vals = [got[k] for k in same]
+def p99_bias(law: dict, n: int, rng, devs: np.ndarray) -> tuple[float, np.ndarray, list[str], str]:
+    """p99's bias for a fleet of ``n`` nodes, as a log ratio to the sweep's p99, its ``LAW_DRAWS``
+    draws (one run's p99 deviation, from ``devs`` and the fleets' own about their mean, over
+    sqrt(k) for k fleets), the fleets it is over and how (``by``): ``measured`` where fleets of ``n``
+    nodes were seen (their mean total ratio: Little's law is in it); ``little`` where only other
+    node counts were (their mean ratio left after Little's law, which the caller applies at ``n``);
+    ``prior`` without any (0, a log-normal of ``PRIOR_P99_SD``, Little's law applied by the caller)."""
+    nodes = law["p99"]["nodes"]
+    same = [k for k in law["p99"]["total"] if nodes.get(k) == n]
+    vals, by = (
+        ([law["p99"]["total"][k] for k in same], "measured") if same else (list(law["p99"]["left"].values()), "little")
+    )
+    over = same or list(law["p99"]["left"])
+    if not vals:
+        return 0.0, rng.normal(0.0, PRIOR_P99_SD, LAW_DRAWS), [], "prior"
     k = len(vals)
-    pool = _pool(law["p99"]["devs"], vals)
+    pool = _pool(devs, vals)
     mean = sum(vals) / k
     spread = np.mean([_draw(rng, pool, LAW_DRAWS, PRIOR_P99_SD) for _ in range(k)], axis=0)
-    return mean, mean + spread, same
+    return mean, mean + spread, over, by
 
 
-def apply(m: dict, law: dict, n: int, raw: dict, shares: bool | None = None) -> dict:
+def apply(m: dict, law: dict, n: int, raw: dict, load: float | None = None, shares: bool | None = None) -> dict:
     """What a fleet of ``n`` nodes should measure by the law: ``raw`` (``fleet.raw``: one node's
     throughput by the USL and the linear baseline, each with its resamples, and the sweep's p99 with
     its resamples, at the fleet's load) times the master's factor, the law's efficiency at ``n``
     (and, for p99, Little's law and the bias): {usl, linear: (estimate, ci, pi), p99: (estimate, ci,
-    pi), factors: {efficiency, master, little, bias}, p99_fleets}. ``shares``: the fleet's own
-    record of where its master ran, where known."""
+    pi), factors: {efficiency, master, little, bias}, p99_fleets}. One run's deviations are the
+    sweep's at the loads nearest ``load`` (``near``). ``shares``: the fleet's own record of where
+    its master ran, where known."""
     rng = np.random.default_rng(0)
+    pools = {
+        "throughput": _pool(near(law["sweep_devs"], "throughput", load), law["resid"]),
+        "p99": near(law["sweep_devs"], "p99", load),
+    }
     lv, sg, kp = law["draws"]
     e_draws = lv / (1 + sg * (n - 1) + kp * n * (n - 1))
     e = efficiency(law, n)
@@ -234,32 +275,35 @@ def apply(m: dict, law: dict, n: int, raw: dict, shares: bool | None = None) -> 
             continue
         base = np.asarray([b for b in boot if b is not None and math.isfinite(b)] or [x], dtype=float)
         pick = rng.choice(base, LAW_DRAWS)
-        draws = n * pick * np.array([master_factor(cost, v, share) for v in pick]) * e_draws
+        draws = n * pick / (1.0 + (cost or 0.0) * pick / share) * e_draws  # master_factor, over every draw
         ci = usl.interval(draws.tolist()) if len(boot) else (None, None)
-        out[which] = (n * x * master_factor(cost, x, share) * e, ci, _one_run(draws, law, "throughput", rng))
+        out[which] = (n * x * master_factor(cost, x, share) * e, ci, _one_run(draws, pools["throughput"], rng))
     chosen = "usl" if m.get("by") == "usl" else "linear"
     x = raw[chosen][0]
     f = master_factor(cost, x, share) if x else 1.0
-    bias, bias_draws, over = p99_bias(law, n, rng)
+    bias, bias_draws, over, by = p99_bias(law, n, rng, pools["p99"])
     p99, boot = raw["p99"]
     little = 1.0 / (f * e)
+    # fleets of n nodes seen: their ratio to the sweep holds Little's law already (their own efficiency)
+    ratio, ratio_draws = (1.0, 1.0) if by == "measured" else (little, 1.0 / (f * e_draws))
     if p99 is None or not math.isfinite(p99):
         out["p99"] = (p99, (None, None), (None, None))
     else:
         base = np.asarray([b for b in boot if b is not None and math.isfinite(b)] or [p99], dtype=float)
-        draws = rng.choice(base, LAW_DRAWS) / (f * e_draws) * np.exp(bias_draws)
+        draws = rng.choice(base, LAW_DRAWS) * ratio_draws * np.exp(bias_draws)
         ci = usl.interval(draws.tolist()) if len(boot) else (None, None)
-        out["p99"] = (p99 * little * math.exp(bias), ci, _one_run(draws, law, "p99", rng))
-    out["factors"] = {"efficiency": e, "master": f, "little": little, "bias": math.exp(bias)}
+        out["p99"] = (p99 * ratio * math.exp(bias), ci, _one_run(draws, pools["p99"], rng))
+    # shown as Little's law at n times the rest, whichever way it was measured
+    out["factors"] = {"efficiency": e, "master": f, "little": little, "bias": ratio * math.exp(bias) / little}
     out["p99_fleets"] = over
+    out["p99_by"] = by
     return out
 
 
-def _one_run(draws: np.ndarray, law: dict, figure: str, rng) -> tuple:
+def _one_run(draws: np.ndarray, pool: np.ndarray, rng) -> tuple:
     """The 95 % interval for one fleet run: the estimate's draws, each times one run's deviation
-    (the sweep's repeats' from their pools, and the fleets' about the law: ``_pool``); (None, None)
-    where there is none to draw (one repeat a load in one run)."""
-    pool = law["deviations"][figure]
+    drawn from ``pool`` (the sweep's repeats' from their pools, and the fleets' about the law:
+    ``_pool``); (None, None) where there is none to draw (one repeat a load in one run)."""
     if not pool.size:
         return (None, None)
     return usl.interval((draws * np.exp(rng.choice(pool, draws.size))).tolist())

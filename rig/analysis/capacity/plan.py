@@ -374,7 +374,8 @@ def nodes(
     which = which or m.get("by")
     key = "cap_usl" if which == "usl" else "cap_linear"
     sigma, kappa = node_law
-    cap = m.get(key) * level if m.get(key) else m.get(key)
+    base = m.get(key)
+    cap = base * level if base else base
     est = usl.nodes_for(target, cap, headroom, sigma, kappa)
     boot = [usl.nodes_for(target, b[key] * level, headroom, sigma, kappa) for b in m.get("boot", []) if b[key]]
     low, high = usl.interval(boot, confidence)

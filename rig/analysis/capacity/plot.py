@@ -75,10 +75,10 @@ def figure(
             if boots:
                 lo, hi = np.percentile(boots, [2.5, 97.5])
                 c.fill_between(ns, lo * ns, hi * ns, color="C2", alpha=0.15)
-            if law:
+            if law and not law.get("prior"):
                 c.plot(
                     ns,
-                    usl.throughput(ns, cap, law["sigma"], law["kappa"]),
+                    usl.throughput(ns, cap * law.get("level", 1.0), law["sigma"], law["kappa"]),
                     "-",
                     color="C1",
                     label="nodes as fitted over fleets",

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pandas as pd
 
 from rig.analysis.capacity import fleet as capacity_fleet
+from rig.analysis.capacity import law as capacity_law
 from rig.analysis.capacity import plan as capacity
 from rig.analysis.capacity import sweep as capacity_sweep
 from rig.analysis.capacity import tags as capacity_tags
@@ -21,7 +22,8 @@ from rig.common.errors import RigError
 @dataclasses.dataclass
 class Tables:
     """What the study reads of the store: its runs, every window, the bench windows kept (tagged with
-    their node share) and, for ``--check``, its fleet rows."""
+    their node share) and its fleet rows (None where it holds none): the plan's law is fitted over
+    them whether or not ``--check`` prints the check."""
 
     runs: pd.DataFrame
     every: pd.DataFrame
@@ -50,7 +52,7 @@ def read(store, root: str, where: list[str], check: bool) -> Tables:
     """The tables of ``store`` (shown as ``root``) the study reads: one-line errors where it holds no
     `rig bench` windows, or (``check``) no `rig fleet` runs."""
     runs = store.read("runs")
-    fleet = store.read("fleet") if check else None
+    fleet = store.read("fleet")
     if check and (fleet is None or fleet.empty):
         raise RigError(
             f"{root} holds no `rig fleet` runs to check against: run `rig fleet --results RESULTS` "
@@ -83,20 +85,23 @@ def text(
     n_boot: int,
     check: bool,
     plot: str | None = None,
+    master: str = capacity_law.AUTO,
 ) -> Iterator[str]:
     """What `rig capacity` prints, a piece (one or more lines) at a time as each is ready: the plan
-    for the first of ``goals``, each node's model, each law across instance counts, the fleet check
-    (``check``); where ``plot``, the figure drawn there and its path last."""
+    for the first of ``goals``, each node's model with the law of its nodes in a fleet (fitted over
+    every fleet of the store, its prior without one: ``rig.analysis.capacity.law``), each law across
+    instance counts, the fleet check (``check``: each fleet judged by the law over the others);
+    where ``plot``, the figure drawn there and its path last. ``master``: ``--master``."""
     windows = tables.windows
     if goals:
         plan = capacity.plan(windows, goals[0], p99_ms, headroom)
         yield capacity.format_plan(plan, goals[0], p99_ms, headroom)
     models = capacity.model(windows, p99_ms, n_boot=n_boot)
     checked = []
-    if check:
+    if tables.fleet is not None and not tables.fleet.empty:
         fleets = capacity_fleet.fleet_runs(tables.fleet, tables.runs, tables.every)
-        checked = capacity_fleet.check(models, fleets)
-    laws = {id(m): capacity_fleet.node_law(checked, m) for m in models}
+        checked = capacity_fleet.check(models, fleets, master)
+    laws = {id(m): capacity_fleet.node_law(checked, m, master) or capacity_law.fit(m, [], master) for m in models}
     for m in models:
         yield ""
         yield _model_title(m)

@@ -185,10 +185,11 @@ class Sweep:
         figure, as log ratios over every load with 2 repeats or more: ``throughput`` (the repeat's
         against the load's pooled throughput) and ``p99`` (the repeat's against the load's merged
         p99). Each load's are scaled by sqrt(n / (n - 1)), since n repeats sit closer to their own
-        pool than a new measurement does. What a prediction interval for one fleet run draws from
-        (``rig.analysis.capacity.fleet``); empty arrays where no load has 2 repeats."""
+        pool than a new measurement does; ``throughput_load`` and ``p99_load`` say each one's load.
+        What a prediction interval for one fleet run draws from (``rig.analysis.capacity.law``: those
+        of the loads nearest the fleet's); empty arrays where no load has 2 repeats."""
         pooled = self.figures(self.members)
-        out: dict[str, list] = {"throughput": [], "p99": []}
+        out: dict[str, list] = {"throughput": [], "p99": [], "throughput_load": [], "p99_load": []}
         for j, rows in enumerate(self.members):
             n = rows.size
             if n < 2:
@@ -201,6 +202,7 @@ class Sweep:
                 ok = np.isfinite(each) & (each > 0)
                 if np.isfinite(pool) and pool > 0 and ok.sum() >= 2:
                     out[name].extend((scale * np.log(each[ok] / pool)).tolist())
+                    out[f"{name}_load"].extend([float(self.loads[j])] * int(ok.sum()))
         return {k: np.array(v, dtype=float) for k, v in out.items()}
 
     def latencies(self) -> list:

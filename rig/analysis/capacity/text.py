@@ -70,7 +70,11 @@ def format_model(m: dict, targets: list[float], headroom: float, law: dict | Non
     out.append(_master_line(law, m))
     if beyond:
         top = math.sqrt((1 - sigma) / kappa) if kappa > 0 else math.inf  # nodes where the fitted law peaks
-        most = (capacity_of(m) or 0) * level * (top / (1 + sigma * (top - 1) + kappa * top * (top - 1)) if kappa > 0 else 1 / sigma)
+        most = (
+            (capacity_of(m) or 0)
+            * level
+            * (top / (1 + sigma * (top - 1) + kappa * top * (top - 1)) if kappa > 0 else 1 / sigma)
+        )
         out.append(
             f"    unreachable: nodes that add up as fitted never serve more than {_f(most)} infer/s together "
             f"(at {1 - headroom:.0%}: {_f(most * (1 - headroom) if most else None)}), whatever their number; "
@@ -102,8 +106,8 @@ def _law_text(law: dict) -> str:
     if law["prior"]:
         return (
             "nodes add up linearly (no fleet run of this node: assumed, not measured; the prior: σ 0, κ 0, "
-            f"give or take {math.expm1(2 * PRIOR_THROUGHPUT_SD):.0%}, the spread of 2-node fleets over their sweeps "
-            "measured on one machine)"
+            f"give or take {math.expm1(1.96 * PRIOR_THROUGHPUT_SD):.0%} at 95 %, the spread of 2-node fleets over "
+            "their sweeps measured on one machine)"
         )
     lo, hi = law["ci"]["sigma"]
     counts = ", ".join(map(str, law["nodes"]))
@@ -163,27 +167,38 @@ def _expect_lines(m: dict, load: int, nodes: int, law: dict) -> list[str]:
         if lo and hi and hi / lo > WIDE
         else ""
     )
-    return [
+    expect = (
         f"    expect: {nodes} such nodes measure {_ci_pi(e['throughput'], e['throughput_ci'], e['throughput_pi'])} "
         f"infer/s together and p99 {_ci_pi(e['p99_us'], e['p99_ci'], e['p99_pi'])} us (95 %: the estimate's "
-        f"interval; one run: where a single fleet run may land, which the run-to-run spread above sets){wide}",
-        "      = " + _factors_text(nodes, e["per_node"], e["raw_p99_us"], e["factors"], law, e.get("p99_fleets")),
+        f"interval; one run: where a single fleet run may land, which the run-to-run spread above sets){wide}"
+    )
+    return [
+        expect,
+        "      = "
+        + _factors_text(nodes, e["per_node"], e["raw_p99_us"], e["factors"], law, e["p99_fleets"], e["p99_by"]),
     ]
 
 
-def _factors_text(nodes: int, per_node, raw_p99, fx: dict, law: dict, p99_fleets=None) -> str:
+def _factors_text(nodes: int, per_node, raw_p99, fx: dict, law: dict, p99_fleets=None, p99_by="prior") -> str:
     """The sweep's figures and what the law multiplied them by: the node law's efficiency, the
-    master's factor, Little's law and p99's bias (measured over which fleets, or the prior's)."""
+    master's factor, Little's law and p99's bias (measured over which fleets: of as many nodes, or of
+    other counts with Little's law carrying it across; or the prior's)."""
     from rig.analysis.capacity.law import PRIOR_P99_SD
 
-    node = "the prior's (nodes that share nothing)" if law["prior"] else "the node law above"
+    node = (
+        f"the prior at {nodes} nodes: nodes that share nothing"
+        if law["prior"]
+        else f"the node law above at {nodes} nodes"
+    )
     master = f" x {fx['master']:.3f} (the master on the nodes' CPUs)" if fx["master"] != 1 else ""
     if p99_fleets:
-        bias = f"{fx['bias']:.3g} (the bias left, measured over {len(p99_fleets)} fleet(s): {', '.join(p99_fleets)})"
+        which = f"of {nodes} nodes" if p99_by == "measured" else "of other node counts, carried by Little's law"
+        names = ", ".join(p99_fleets)
+        bias = f"{fx['bias']:.3g} (the bias left, measured over {len(p99_fleets)} fleet(s) {which}: {names})"
     else:
-        bias = f"1 (no fleet seen: the prior's bias, none, give or take {math.expm1(2 * PRIOR_P99_SD):.0%})"
+        bias = f"1 (no fleet seen: the prior's bias, none, give or take {math.expm1(1.96 * PRIOR_P99_SD):.0%} at 95 %)"
     return (
-        f"{nodes} x {_f(per_node)} infer/s a node x {fx['efficiency']:.3g} ({node} at {nodes} nodes){master}; "
+        f"{nodes} x {_f(per_node)} infer/s a node x {fx['efficiency']:.3g} ({node}){master}; "
         f"p99: the sweep's {_f(raw_p99)} us x {fx['little']:.3g} (Little's law: the nodes serve "
         f"{1 / fx['little']:.3g} of the sweep's) x {bias}"
     )
@@ -390,6 +405,7 @@ def format_check(checked: list[dict], p99_ms: float) -> str:
             out[-1] += mark
         else:
             out.append(f"    predicted by the bench sweep with neighbour {c['neighbour']}{mark}:")
+        out.extend(_judged_lines(c))
         out.append(_fleet_throughput(c))
         out.append(
             f"    p99: measured {_f(c['p99_us'])} us; predicted "
@@ -403,6 +419,27 @@ def format_check(checked: list[dict], p99_ms: float) -> str:
     for nb in neighbours or [None]:
         out.extend(_coverage_lines([c for c in checked if c.get("neighbour") == nb], nb))
     return "\n".join(out)
+
+
+def _judged_lines(c: dict) -> list[str]:
+    """Which plan judged a fleet (one that did not see it: the law over the other fleets of its node,
+    or the prior), what that law multiplied the sweep's figures by, and the sweep's figures alone."""
+    law = c["law"]
+    if law["prior"]:
+        by = "the prior (no other fleet of this node to fit on: the node law is assumed)"
+    else:
+        by = f"the law over the other fleet(s) of this node, {', '.join(law['seen'])}: {_law_text(law)}"
+    tp = "usl" if c["by"] == "usl" else "linear"
+    alone = (
+        f"    the sweep alone (nodes that share nothing, no master): {_f(c[f'raw_{tp}'])} infer/s (error "
+        f"{_pct(c[f'raw_error_{tp}_pct'])}), p99 {_f(c['raw_p99_us'])} us (error {_pct(c['raw_error_p99_pct'])})"
+    )
+    return [
+        f"    judged by a plan that did not see it: {by}",
+        "      = "
+        + _factors_text(c["nodes"], c["per_node"], c["raw_p99_us"], c["factors"], law, c["p99_fleets"], c["p99_by"]),
+        alone,
+    ]
 
 
 def inside(v, run=None, span=None) -> str:
@@ -444,12 +481,20 @@ def _coverage_lines(checked: list[dict], neighbour: str | None = None) -> list[s
     if not got["throughput"]["checked"] and not got["p99"]["checked"]:
         return []
     by = "" if neighbour is None else f" of the bench sweeps with neighbour {neighbour}"
+    judged = [c for c in checked if c.get("group") is not None]
+    prior = sorted({c["run_id"] for c in judged if c["law"]["prior"]})
     head = (
-        f"  coverage{by} (95 % intervals: the estimate's, over the sweep's resamples; one run's, those "
-        "resamples each times one repeat's deviation from its load's pool, since a fleet run is one measurement; "
+        f"  coverage{by}, each fleet judged by a plan that did not see it (the law fitted over the other fleets "
+        "of its node: leave one out) (95 % intervals: the estimate's, over the sweep's resamples and the law's "
+        "uncertainty; one run's, those times one run's deviation, since a fleet run is one measurement; "
         f"a fleet is covered inside either or within {NEAR:.0%} of the prediction):"
     )
     out = [head]
+    if prior:
+        out.append(
+            f"    judged by the prior (no other fleet of their node to fit the law on): {', '.join(prior)}; "
+            "a second fleet of the node lets each be judged by the other"
+        )
     for fig, name in (("throughput", "throughput"), ("p99", "p99")):
         g = got[fig]
         missed = f"; not covered: {', '.join(g['missed'])}" if g["missed"] else ""

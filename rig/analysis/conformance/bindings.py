@@ -80,7 +80,12 @@ def join_runs(cycles, runs):
     cycles as they are."""
     if runs is None or "tritonserver_version" not in getattr(runs, "columns", ()) or "run_id" not in cycles:
         return cycles
-    if "tritonserver_version" in cycles.columns:
-        return cycles
     versions = runs[["run_id", "tritonserver_version"]].drop_duplicates("run_id")
-    return cycles.merge(versions, on="run_id", how="left")
+    if "tritonserver_version" not in cycles.columns:
+        return cycles.merge(versions, on="run_id", how="left")
+    # cycles of schema 19 on carry their own; an older cycle's (null) is its run's
+    by_run = dict(zip(versions["run_id"], versions["tritonserver_version"], strict=True))
+    out = cycles.copy()
+    missing = out["tritonserver_version"].isna()
+    out.loc[missing, "tritonserver_version"] = out.loc[missing, "run_id"].map(by_run)
+    return out

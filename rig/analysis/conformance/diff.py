@@ -16,7 +16,6 @@ API's bindings, or a significant change of rate), computed once here for every r
 from __future__ import annotations
 
 import dataclasses
-import re
 
 from rig.analysis.conformance import table as conformance
 from rig.analysis.conformance.causes import Cause, Step, group, walk_steps
@@ -26,9 +25,7 @@ from rig.analysis.conformance.order import engine_order, scenario_order, shape_o
 from rig.analysis.conformance.rates import ALPHA
 from rig.analysis.conformance.table import API_NAMES, version_key
 from rig.common.errors import RigError
-from rig.contract.ngc import PYTRITON_CORE
 from rig.runtimes.from_source.identity import is_variant
-from rig.runtimes.from_source.releases import BRANCHES
 from rig.scenarios import catalog as scenarios
 
 FROM, FIRST, TO = "from", "first changed", "to"
@@ -92,15 +89,13 @@ class Upgrade:
 
 
 def triton_version(name: str) -> str:
-    """The Triton version a name says: itself (``2.48.0``; ``2.48`` is ``2.48.0``, ``v2.48.0`` too),
-    the core of an nvidia-pytriton release (``0.5.10`` -> ``2.48.0``), or a release branch's
-    (``r26.03`` -> ``2.67.0``)."""
-    text = name.strip().removeprefix("v")
-    if text in PYTRITON_CORE:
-        return PYTRITON_CORE[text]
-    if text in BRANCHES:
-        return BRANCHES[text]
-    return text + ".0" if re.fullmatch(r"2\.\d+", text) else text
+    """The Triton version a name says, as every option that takes a version reads it
+    (``rig.contract.versions.resolve_version``): the NGC tag (``26.03``), the Triton version
+    (``2.48.0``, ``2.48``, ``v2.48.0``), the release branch (``r26.03``) or an nvidia-pytriton
+    release (``0.5.10`` -> ``2.48.0``); a variant's label as it is. A name none of these is one line."""
+    from rig.contract.versions import resolve_version
+
+    return resolve_version(name)
 
 
 def _listed(values) -> str:

@@ -25,7 +25,9 @@ def _cycles(store, results, where: list[str]):
     clauses = wh.parse(where)
     for key, _ in clauses:
         wh.check(key, names)
-    columns = list(dict.fromkeys([*(c for c in cf.COLUMNS if c in names), *(k for k, _ in clauses)]))
+    columns = list(
+        dict.fromkeys([*(c for c in [*cf.COLUMNS, *cf.BINDINGS_COLUMNS] if c in names), *(k for k, _ in clauses)])
+    )
     cycles = store.read("cycles", columns=columns)
     for key, values in clauses:
         shown = wh.present((cycles,), key)

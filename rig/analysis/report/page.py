@@ -84,7 +84,7 @@ CYCLE_COLUMNS += [c for c in report_scenarios.COLUMNS if c not in CYCLE_COLUMNS]
 CYCLE_COLUMNS += [c for c in report_growth.COLUMNS if c not in CYCLE_COLUMNS]  # growth and slowdown
 CYCLE_COLUMNS += [
     c
-    for c in conformance.COLUMNS
+    for c in [*conformance.COLUMNS, *conformance.BINDINGS_COLUMNS]
     if c not in CYCLE_COLUMNS  # the conformance grid's (shape: schema 12)
     and c in {f.name for f in dataclasses.fields(CycleRow)}
 ]

@@ -53,7 +53,7 @@ def bindings_tags(p: Prepared) -> dict:
     from rig.parent.runtime import official_bindings
 
     version, own = official_bindings(p.runtime)
-    return {"bindings_version": version, "bindings_own": own}
+    return {"tritonserver_version": version, "bindings_own": own}
 
 
 def model_shape(p: Prepared) -> str | None:

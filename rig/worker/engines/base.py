@@ -28,7 +28,8 @@ class ServerOptions:
 
     model_repository: str  # TRITONSERVER_ServerOptionsSetModelRepositoryPath
     backend_directory: str | None = None  # TRITONSERVER_ServerOptionsSetBackendDirectory
-    exit_timeout_s: int = 30  # TRITONSERVER_ServerOptionsSetExitTimeout
+    # TRITONSERVER_ServerOptionsSetExitTimeout: always given (its default: the run option's)
+    exit_timeout_s: int = dataclasses.field(kw_only=True)
     model_control: str = "none"  # TRITONSERVER_ServerOptionsSetModelControlMode: none|explicit|poll
     startup_models: tuple[str, ...] = ()  # TRITONSERVER_ServerOptionsSetStartupModel (explicit mode)
     model_load_retries: int = 0  # TRITONSERVER_ServerOptionsSetModelLoadRetryCount (2.4x+)

@@ -35,7 +35,7 @@ class Master:
         self.current: dict[str, str] = {}  # node -> client id, this round
         self.released: set[str] = set()
         self.running = False  # Locust is driving this round's load
-        self.cpu_s: float | None = None  # this process's CPU seconds over the round's load (``play``)
+        self.cpu_s = None  # this process's CPU seconds over the round's load (``play``)
         self.runner.register_message("rig_node", self._on_node)
         self.runner.register_message("rig_done", self._on_done)
 

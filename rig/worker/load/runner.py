@@ -36,10 +36,10 @@ def run_locust(
     tags: dict,
     workload: Workload | None = None,
     csv_prefix: str | None = None,
-    request_timeout: float = 30.0,
+    request_timeout: float,
     checks: dict | None = None,
     fleet: dict | None = None,
-    server_stats: bool = True,
+    server_stats: bool,
 ) -> dict:
     """Closed loop (``load``): the workload's users (``load.name``, a built-in name or a locustfile;
     ``workload``: it loaded already) under its shape, or ``load.users`` of them from the start.
@@ -167,7 +167,7 @@ def run_open(
     emit: Callable[[dict], None],
     tags: dict,
     check: dict | None = None,
-    server_stats: bool = True,
+    server_stats: bool,
 ) -> dict:
     """Open loop: one lane submits on a seeded schedule; latency from the scheduled time.
     ``inputs``: the model's entries (or one), send k carrying entry k mod N. Every

@@ -66,7 +66,7 @@ class TritonUser(User):
     models: tuple = ()  # every model of the run
     inputs_by_model: dict = {}  # the rig's entries for each model (a list of dicts name -> array)  # noqa: RUF012
     in_flight: int = 1
-    request_timeout: float = 30.0
+    request_timeout: float  # the run option's (rig.contract.option_table), set per run
     checks: dict = {}  # model -> reference output every lane response is held to  # noqa: RUF012
     sink = None
 
