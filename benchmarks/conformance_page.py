@@ -8,6 +8,7 @@ cells' figures), each small enough to open on a phone. mkdocs.yml's nav lists th
     python benchmarks/conformance_page.py                 # regenerate the pages from the kept store
     python benchmarks/conformance_page.py --from RESULTS  # keep RESULTS' scenario cycles as the store, then regenerate
     python benchmarks/conformance_page.py --from RESULTS --add   # add RESULTS' cells to it (replacing those run again)
+    python benchmarks/conformance_page.py --bisects RESULTS      # add RESULTS' bisections alone (rig bisect --results)
 
 RESULTS is the --results of a reviewed `rig matrix --scenarios all ...` run. The pages are a pure
 function of the kept store and rig/scenarios/known_verdicts.csv: tests/analysis/test_conformance.py regenerates
@@ -143,6 +144,29 @@ def keep_store(results: str | Path, store: Path = STORE, add: bool = False) -> t
         frame = pd.concat(bisects, ignore_index=True).drop_duplicates(["run_id", "step"], keep="first")
         _put(out, "bisect", frame, [f.name for f in dataclasses.fields(BisectRow)], BisectRow, ["run_id", "step"])
     return len(cycles), sum(p.stat().st_size for p in store.rglob("*.parquet"))
+
+
+def keep_bisects(results: str | Path, store: Path = STORE) -> int:
+    """Add the bisections of ``results`` (the ``--results`` of `rig bisect`) to the kept store's
+    ``bisect`` table, a bisection run again (its run_id) replacing the kept one; the store's cycles
+    and windows stay as they are (a bisection's own cell runs, on releases and hybrids, are not
+    the table's). Returns the bisections kept."""
+    import pandas as pd
+
+    from rig.contract.table_rows import BisectRow
+    from rig.store import Store
+
+    new = Store.open(results).read("bisect")
+    if new is None or not len(new):
+        raise RigError(f"{results} holds no bisection: give the --results of rig bisect")
+    kept = Store.open(store).read("bisect")
+    frames = [new]
+    if kept is not None and len(kept):
+        frames.append(kept[~kept["run_id"].isin(set(new["run_id"]))])
+    frame = pd.concat(frames, ignore_index=True).drop_duplicates(["run_id", "step"], keep="first")
+    shutil.rmtree(store / "bisect", ignore_errors=True)
+    _put(Store(store), "bisect", frame, [f.name for f in dataclasses.fields(BisectRow)], BisectRow, ["run_id", "step"])
+    return frame["run_id"].nunique()
 
 
 def build_lines(versions: list[str]) -> list[str]:
@@ -357,6 +381,8 @@ def main(argv=None) -> int:
     ap.add_argument("--add", action="store_true",
                     help="with --from: add its cells (each cell it holds, a scenario or control in a shape on "
                          "a core and engine, replaces the store's) instead of replacing the store")
+    ap.add_argument("--bisects", metavar="RESULTS",
+                    help="add the bisections of this results folder (rig bisect's --results) to the store")
     ap.add_argument("--store", type=Path, default=STORE, help="the kept store (default docs/conformance/store)")
     ap.add_argument("--docs", type=Path, default=DOCS,
                     help="where the pages go: DOCS/conformance.md and DOCS/conformance/*.md (default docs)")
@@ -365,6 +391,8 @@ def main(argv=None) -> int:
         if args.source:
             n, size = keep_store(args.source, args.store, add=args.add)
             print(f"kept {n:,} scenario cycle(s) in {args.store} ({size / 1024:,.0f} KiB)")
+        if args.bisects:
+            print(f"kept {keep_bisects(args.bisects, args.store)} bisection(s) in {args.store}")
         if args.store == STORE:
             _keep_variants(args.store)
         written = write_pages(pages(args.store), args.docs)

@@ -63,6 +63,13 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--to", dest="target", metavar="VERSION", help="the core upgraded to (see --from)")
     p.add_argument(
+        "--summary-json",
+        metavar="FILE",
+        help="with --from/--to: write the upgrade question's answer as JSON to FILE (atomically): its "
+        "causes, each with its commit where a bisection named one, and the cells under each, as the "
+        "Markdown and the page say them",
+    )
+    p.add_argument(
         "--scenario",
         action="append",
         metavar="NAME",
@@ -109,6 +116,8 @@ def _upgrade_asked(args):
 
 def run(args) -> int:
     asked = _upgrade_asked(args)
+    if args.summary_json is not None:
+        _summary_json(args, asked)
     if args.conformance:
         return conformance(args, asked)
     if args.output is not None:
@@ -134,6 +143,19 @@ def run(args) -> int:
     # (scipy's and pandas' modules, the tables read): 0.3 s of a 5 s report.
     gc.freeze()
     return 0
+
+
+def _summary_json(args, asked: dict | None) -> None:
+    """``--summary-json FILE``: the upgrade question's answer as JSON (``conformance_grid.summary_json``)."""
+    from rig.analysis.report import conformance_grid
+    from rig.common.errors import RigError
+    from rig.store import Store
+
+    if asked is None:
+        raise RigError("--summary-json writes the upgrade question's answer: give it with --from and --to")
+    text = conformance_grid.summary_json(Store.open(args.results), args.results, args.where, asked)
+    write_atomically(Path(args.summary_json), text, option="--summary-json")
+    print(f"summary: {Path(args.summary_json).resolve()}")
 
 
 def conformance(args, asked: dict | None = None) -> int:
@@ -164,7 +186,7 @@ def conformance(args, asked: dict | None = None) -> int:
     return 0
 
 
-def write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str, option: str = "--output") -> None:
     """``text`` into ``path`` whole or not at all: a temporary file beside it, renamed over it."""
     import os
     import tempfile
@@ -172,12 +194,12 @@ def write_atomically(path: Path, text: str) -> None:
     from rig.common.errors import RigError
 
     if path.is_dir():
-        raise RigError(f"--output {path} is a folder: give a file")
+        raise RigError(f"{option} {path} is a folder: give a file")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     except OSError as e:  # a parent that is a file, a folder not writable: the path given is wrong
-        raise RigError(f"--output {path}: cannot write there ({e.strerror or e})") from None
+        raise RigError(f"{option} {path}: cannot write there ({e.strerror or e})") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)

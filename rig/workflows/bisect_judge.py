@@ -116,21 +116,27 @@ def prs(subject: str | None) -> str:
 
 def refusal(good: str, bad: str) -> str | None:
     """Why the window ``good`` .. ``bad`` cannot be bisected here, before anything is built; None
-    where it can. A release before the first built from source (2.51.0: the git bundles hold no
-    older branches) has no sources; ``good`` must be the older one."""
+    where it can (or where a name is unknown: the command's parse says so). A release before the
+    first built from source (2.51.0: the git bundles hold no older branches) has no sources, by any
+    of its names (``24.09``, ``2.50.0``, nvidia-pytriton's ``0.5.10``); ``good`` must be the older one."""
     from rig.analysis.release_order import version_key
+    from rig.contract.versions import UnknownVersion, resolve_version
     from rig.runtimes.from_source.releases import RELEASES
 
     first = next(iter(RELEASES))
+    named: dict[str, str] = {}
     for side, v in (("--good", good), ("--bad", bad)):
-        text = v.strip().removeprefix("v")
-        if re.fullmatch(r"2\.\d+(\.\d+)?", text) and version_key(text) < version_key(first):
+        try:
+            named[side] = resolve_version(v)
+        except UnknownVersion:
+            return None
+        if version_key(named[side]) < version_key(first):
+            also = "" if named[side] == v else f" ({named[side]})"
             return (
-                f"{side} {v} predates the releases built from source here (the first is {first}, "
+                f"{side} {v}{also} predates the releases built from source here (the first is {first}, "
                 f"{RELEASES[first]}): there are no sources to build its hybrids, so the window {good} .. {bad} "
                 "cannot be bisected"
             )
-    full = re.compile(r"2\.\d+\.\d+")
-    if full.fullmatch(good) and full.fullmatch(bad) and version_key(good) > version_key(bad):
+    if version_key(named["--good"]) > version_key(named["--bad"]):
         return f"--good {good} is newer than --bad {bad}: give the older release (the old verdict) as --good"
     return None

@@ -254,7 +254,10 @@ def test_the_kept_store_reads_the_ensembles_crash_as_a_rate_that_needs_more_cycl
     (step,) = crash.steps
     assert step.rate.text() == "rate of crashed 1/3 → 3/3" and not step.rate.significant
     assert step.rate.judged().startswith("not significant at n=3+3 (p = 0.4); more cycles needed: 4 more a side")
-    assert abort.window == control.window == "2.68.0" and abort.not_bisected.startswith("not bisected yet")
+    assert abort.window == control.window == "2.68.0" and not abort.not_bisected
+    # bisected (the kept store's bisect table): two changes in one release, each with its commit
+    assert cc.who(abort).startswith("two changes: core a02b0c0 (#482) (crashed / not_measured -> clean / ok), "
+                                    "python_backend 47f9e03 (#433) (clean / ok -> aborted_at_exit / ok)")
     # the control's move is the template's, bisected: the question narrowed away from it, the commit still named
     assert control.bisection is not None and cc.who(control) == ("python_backend 47f9e03 (#433) (bisected on "
                                                                  "template (unbatched, capi))")

@@ -54,6 +54,9 @@ def test_a_window_before_the_sources_or_backwards_is_refused_before_anything_is_
     why = J.refusal("2.47.0", "2.51.0")
     assert why and "--good 2.47.0 predates" in why and "2.51.0" in why and "cannot be bisected" in why
     assert "--bad 2.50" in (J.refusal("2.52.0", "2.50") or "")  # either side, the short form too
+    assert "--good 0.5.10 (2.48.0) predates" in (J.refusal("0.5.10", "2.52.0") or "")  # by any of its names
+    assert "--good 24.09 (2.50.0) predates" in (J.refusal("24.09", "2.52.0") or "")
+    assert J.refusal("nonsense", "2.52.0") is None  # the command's parse says what it is not
     assert "newer than" in (J.refusal("2.68.0", "2.67.0") or "")
     assert J.refusal("2.67.0", "2.68.0") is None and J.refusal("r26.03", "r26.04") is None
     assert J.prs("fix: Enable detection (#461) (#462)") == "#461 #462" and J.prs(None) == ""

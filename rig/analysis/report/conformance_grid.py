@@ -39,14 +39,38 @@ def _cycles(store, results, where: list[str]):
     return cycles
 
 
+def upgrade(store, results, where: list[str], asked: dict):
+    """The upgrade question (``--from``/``--to``, ``asked``) over the scenario cycles in ``store``:
+    ``rig.analysis.conformance.diff.Upgrade``, which the Markdown, the HTML section and the JSON
+    summary (``diff_text.to_summary``: ``--summary-json``) render alike."""
+    table = cf.build(_cycles(store, results, where), bisects=bisects_of(str(results)))
+    if not table.cells:
+        raise RigError(
+            f"{redact(str(results))} holds no scenario cycles: run rig matrix --scenarios all "
+            f"(or rig soak --scenario NAME) with --results {redact(str(results))}"
+        )
+    return cd.upgrade(table, results=redact(str(results)), **asked)
+
+
+def summary_json(store, results, where: list[str], asked: dict) -> str:
+    """The upgrade question's JSON summary (``--summary-json``): what changed, cause by cause, and
+    the cells under each, as the Markdown and the page say it."""
+    import json
+
+    return json.dumps(cdt.to_summary(upgrade(store, results, where, asked)), indent=1, default=str) + "\n"
+
+
 def text(store, results, where: list[str], asked: dict | None = None) -> str:
     """The grid of the scenario cycles in ``store`` (opened from ``results``) as Markdown; where
     ``asked`` (``--from``/``--to``), only the cells that differ between the two cores."""
     import pyarrow.compute as pc
 
+    if asked is not None:
+        return cdt.to_markdown(upgrade(store, results, where, asked))
+
     cycles = _cycles(store, results, where)
     # the batch sizes a batched cell formed are in its windows (the upgrade question reads none)
-    runs = cf.batched_runs(cycles) if asked is None else []
+    runs = cf.batched_runs(cycles)
     windows = (
         store.read("windows", columns=["run_id", "cycle", "batch_sizes"], filter=pc.field("run_id").isin(runs))
         if runs
@@ -58,8 +82,6 @@ def text(store, results, where: list[str], asked: dict | None = None) -> str:
             f"{redact(str(results))} holds no scenario cycles: run rig matrix --scenarios all "
             f"(or rig soak --scenario NAME) with --results {redact(str(results))}"
         )
-    if asked is not None:
-        return cdt.to_markdown(cd.upgrade(table, results=redact(str(results)), **asked))
     counts = ", ".join(f"{n} {j}" for j, n in table.counts.items())
     return f"# Conformance: {redact(str(results))}\n\n{len(table.cells)} cell(s): {counts}.\n\n" + cft.to_markdown(
         table
