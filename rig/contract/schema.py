@@ -113,6 +113,11 @@ Schema history (``schema_version`` column):
      ``bindings_own`` (whether that is the core's release); null with the C API and in older files.
      runs: ``tritonserver_version`` is the same, the version the workers import (before 19: the
      environment's install, even where a built runtime's own bindings came first on the workers' path).
+     fleet: ``host`` (the machine of a node's row, the master's on a round's total), ``master_cpu_s``
+     and ``master_cpus`` (on a round's total: the master's CPU seconds over the load, and its CPUs).
+     bisect: ``held`` (components held at the newer release's commit in a step), ``cause`` (a
+     result's: ``one``, ``together`` or ``apart``) and ``effect`` (an ``apart`` result's move). All
+     null in older files.
 """
 
 SCHEMA_VERSION = 19  # see the history above

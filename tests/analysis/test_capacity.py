@@ -416,6 +416,18 @@ def test_command_check_alone_needs_no_target(fleet_store, capsys):
     assert "checked against measured fleets" in out and "target infer/s" not in out
 
 
+def test_the_plan_says_where_it_puts_the_master(fleet_store, capsys):
+    """``--master elsewhere`` (a cluster) and ``shares`` (one machine) are said on the plan's master line;
+    the fleets here recorded nothing of their master, so by default the plan assumes it elsewhere."""
+    root = str(fleet_store.root)
+    assert main(["capacity", root, "--p99-ms", "2", "--check", "--bootstrap", "0"]) == 0
+    assert "master: elsewhere, not counted (assumed: no fleet seen recorded where its master ran" in capsys.readouterr().out
+    assert main(["capacity", root, "--p99-ms", "2", "--target-throughput", "9000", "--bootstrap", "0", "--master", "shares"]) == 0
+    out = capsys.readouterr().out
+    assert "master: on the nodes' CPUs, counted (--master shares)" in out and "--neighbour burn:1" in out
+    assert "(the master on the nodes' CPUs)" in next(x for x in out.splitlines() if x.strip().startswith("= 2 x"))
+
+
 @pytest.mark.parametrize("extra, says", [
     (["--check"], "holds no `rig fleet` runs to check against"),
     (["--target-throughput", "5,x"], "--target-throughput must be a positive number"),

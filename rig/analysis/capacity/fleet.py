@@ -424,9 +424,12 @@ def _covered(row: dict) -> dict:
         "p99_inside": inside(row["p99_us"], row["predicted_p99_ci"]),
         "p99_inside_run": inside(row["p99_us"], pis["p99"]),
         "p99_near": near(row["error_p99_pct"]),
-        # an interval for one run that spans more than WIDE covers too much to plan on: a fleet inside
-        # it is not counted as covered (the plan asks for more measurement at the same size)
+        # an interval that spans more than WIDE covers too much to plan on: a fleet inside it is not
+        # counted as covered (the plan asks for more measurement at the same size); the estimate's
+        # holds the law's uncertainty, so a law fitted over few, scattered fleets widens it too
         **{f"{k}_run_span": span(v) for k, v in pis.items()},
+        "throughput_ci_span": span(row[f"predicted_{tp}_ci"]),
+        "p99_ci_span": span(row["predicted_p99_ci"]),
     }
 
 
@@ -438,9 +441,10 @@ _ERROR = {
 
 
 def _counts(c: dict, fig: str, key: str) -> bool:
-    """Whether fleet row ``c`` counts as covered by ``key`` for ``fig`` (inside an interval for one
-    run that spans more than ``WIDE`` does not)."""
-    if key == "inside_run" and (c.get(f"{fig}_run_span") or 0) > WIDE:
+    """Whether fleet row ``c`` counts as covered by ``key`` for ``fig`` (inside an interval, the
+    estimate's or one run's, that spans more than ``WIDE`` does not)."""
+    span = {"inside_run": "run_span", "inside": "ci_span"}.get(key)
+    if span and (c.get(f"{fig}_{span}") or 0) > WIDE:
         return False
     return bool(c.get(f"{fig}_{key}"))
 
@@ -462,7 +466,11 @@ def coverage(checked: list[dict]) -> dict:
         out[fig] = {
             "checked": len(judged),
             **{k: sum(_counts(c, fig, k) for c in judged) for k in keys},
-            "wide": sum(bool(c.get(f"{fig}_inside_run")) and not _counts(c, fig, "inside_run") for c in judged),
+            "wide": sum(
+                any(bool(c.get(f"{fig}_{k}")) for k in ("inside", "inside_run"))
+                and not any(_counts(c, fig, k) for k in keys)
+                for c in judged
+            ),
             "missed": [c["run_id"] for c in judged if not any(_counts(c, fig, k) for k in keys)],
             "mean_error": sum(errors) / len(errors) if errors else None,
         }

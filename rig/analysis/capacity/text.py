@@ -111,9 +111,10 @@ def _law_text(law: dict) -> str:
         )
     lo, hi = law["ci"]["sigma"]
     counts = ", ".join(map(str, law["nodes"]))
+    llo, lhi = law["ci"]["level"]
     level = (
-        f"; each node served {law['level']:.3g}x the sweep's node (a level over every node count: σ and κ "
-        "cannot go below 0)"
+        f"; each node served {law['level']:.3g}x ({_param(llo)}-{_param(lhi)}) the sweep's node (a level over "
+        "every node count: σ and κ cannot go below 0)"
         if law["level"] != 1
         else ""
     )
@@ -160,11 +161,20 @@ def _expect_lines(m: dict, load: int, nodes: int, law: dict) -> list[str]:
     from rig.analysis.capacity.fleet import WIDE, expected
 
     e = expected(m, load, nodes, law)
-    lo, hi = e["p99_pi"] or (None, None)
-    wide = (
-        f"; one run's p99 interval spans {hi / lo:.1f}x, too wide to plan on: the sweep's repeats disagree, "
-        "measure more of them"
+    over = [
+        f"{name} ({hi / lo:.1f}x)"
+        for name, (lo, hi) in (
+            ("throughput's estimate", e["throughput_ci"]),
+            ("throughput's one run", e["throughput_pi"]),
+            ("p99's estimate", e["p99_ci"]),
+            ("p99's one run", e["p99_pi"]),
+        )
         if lo and hi and hi / lo > WIDE
+    ]
+    wide = (
+        f"; too wide to plan on, spanning more than {WIDE:g}x: {', '.join(over)}: the sweep's repeats (or the "
+        "fleets the law is fitted over) disagree, measure more of them"
+        if over
         else ""
     )
     expect = (
@@ -411,7 +421,7 @@ def format_check(checked: list[dict], p99_ms: float) -> str:
             f"    p99: measured {_f(c['p99_us'])} us; predicted "
             f"{_ci_pi(c['predicted_p99_us'], c['predicted_p99_ci'], c.get('predicted_p99_pi'))} us "
             f"at that load ({c['predicted_p99_how']}; error {_pct(c['error_p99_pct'])})"
-            f"{inside(c['p99_inside'], c.get('p99_inside_run'), c.get('p99_run_span'))}; "
+            f"{inside(c['p99_inside'], c.get('p99_inside_run'), c.get('p99_run_span'), c.get('p99_ci_span'))}; "
             "the bound "
             f"{'met' if c['within_bound'] else 'NOT met'}"
         )
@@ -442,12 +452,15 @@ def _judged_lines(c: dict) -> list[str]:
     ]
 
 
-def inside(v, run=None, span=None) -> str:
-    """Where a measured figure fell: the estimate's interval (``v``), the interval for one run
-    (``run``; ``span``: its high end over its low end, named where it is too wide to plan on)."""
+def inside(v, run=None, span=None, ci_span=None) -> str:
+    """Where a measured figure fell: the estimate's interval (``v``; ``ci_span``: its high end over its
+    low end), the interval for one run (``run``; ``span``: the same), each named where it is too wide
+    to plan on."""
     from rig.analysis.capacity.fleet import WIDE
 
     got = [] if v is None else ["inside the estimate's interval" if v else "OUTSIDE the estimate's interval"]
+    if v and ci_span and ci_span > WIDE:
+        got[-1] += f", which spans {ci_span:.1f}x (too wide to plan on: not covered)"
     if run is not None:
         got.append("inside the interval for one run" if run else "OUTSIDE the interval for one run")
         if span and span > WIDE:
@@ -468,7 +481,12 @@ def _fleet_throughput(c: dict) -> str:
         "by the linear baseline "
         f"(error {_pct(c['error_linear_pct'])})"
     )
-    got = inside(c["throughput_inside"], c.get("throughput_inside_run"), c.get("throughput_run_span"))
+    got = inside(
+        c["throughput_inside"],
+        c.get("throughput_inside_run"),
+        c.get("throughput_run_span"),
+        c.get("throughput_ci_span"),
+    )
     return x + (got + f" ({'USL' if c['by'] == 'usl' else 'linear baseline'}'s)" if got else "")
 
 
@@ -500,7 +518,7 @@ def _coverage_lines(checked: list[dict], neighbour: str | None = None) -> list[s
         missed = f"; not covered: {', '.join(g['missed'])}" if g["missed"] else ""
         mean = f"; mean |error| {g['mean_error']:.1f} %" if g.get("mean_error") is not None else ""
         n = g["checked"]
-        wide = f" (and {g['wide']} inside one spanning more than {WIDE:g}x: not counted)" if g.get("wide") else ""
+        wide = f" ({g['wide']} inside one spanning more than {WIDE:g}x only: not counted)" if g.get("wide") else ""
         out.append(
             f"    {name}: {g['inside']} of {n} fleet(s) inside the estimate's interval, {g['inside_run']} of {n} "
             f"inside the interval for one run{wide}, {g['near']} of {n} within {NEAR:.0%}{mean}{missed}"
