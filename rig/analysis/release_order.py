@@ -47,3 +47,20 @@ def dated(before: str, after: str) -> str:
     2.68.0 and 2.69.0 were not run), never a release that was not run given as a fact."""
     gap = between(before, after)
     return f"{gap[0]}{SPAN}{after}" if gap else after
+
+
+def not_run_text(gap) -> str:
+    """``2.56.0, 2.57.0 not run``, and where none of them can be run here, why: no nvidia-pytriton
+    wheel bundles its core and its sources predate those here (r24.10, 2.51.0, on)."""
+    from rig.contract import ngc
+
+    gap = list(gap)
+    text = f"{', '.join(gap)} not run"
+    unreachable = [v for v in gap if v not in ngc.PYTRITON_CORE.values() and version_key(v) < version_key("2.51.0")]
+    if gap and len(unreachable) == len(gap):
+        text += (
+            ": no nvidia-pytriton wheel bundles "
+            + ("its core" if len(gap) == 1 else "their cores")
+            + " and the sources here start at r24.10 (2.51.0), so it cannot be run here"
+        )
+    return text

@@ -24,6 +24,7 @@ from __future__ import annotations
 from rig.common.errors import Exit
 from rig.contract.option_table import GROUPS
 from rig.parent.options import add_run_options
+from rig.workflows.matrix_races import RACE_CYCLES, RACE_WIDTH
 
 DEFAULT_CYCLES = 3
 
@@ -110,6 +111,15 @@ def _matrix_options(m) -> None:
         metavar="FILE",
         help="the verdicts known per scenario, shape, engine and core (default the rig's own, "
         "rig/scenarios/known_verdicts.csv; `rig scenarios --accept RESULTS` writes one)",
+    )
+    m.add_argument(
+        "--race-cycles",
+        metavar="N",
+        help="with --scenarios: a cell whose cycles gave more than one lifecycle verdict (a race) runs again, "
+        "the same cell, for at most N more cycles, in as few runs as its rate allows, stopping once its rate "
+        f"is known (the 95 %% Wilson interval of its least-known verdict's rate at most {RACE_WIDTH:g} wide) "
+        "or N are spent; a run that crashes or times out ends it; the table and the judgement pool every "
+        f"run's cycles; 0: off (default {RACE_CYCLES}: with 3 cycles a race reaches 12 at most)",
     )
     m.add_argument("--junit", metavar="FILE", help="also write the cells as JUnit XML (one test case per cell)")
     m.add_argument(

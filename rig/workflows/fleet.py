@@ -31,22 +31,7 @@ def _lost_row(base: dict, name: str, hello: dict, when: float | None) -> FleetRo
         if when is not None
         else "never reported its figures"
     )
-    return FleetRow(
-        **base,
-        node=name,
-        outcome="lost",
-        users=None,
-        node_run_id=hello.get("run_id"),
-        node_cycle=hello.get("cycle"),
-        requests=None,
-        errors=None,
-        throughput=None,
-        p50_us=None,
-        p99_us=None,
-        max_us=None,
-        histogram=None,
-        detail=why,
-    )
+    return _figureless_row(base, name, "lost", why, hello)
 
 
 def _ok_row(base: dict, name: str, rep: dict, h, machine: str | None = None) -> FleetRow:
@@ -67,13 +52,18 @@ def _ok_row(base: dict, name: str, rep: dict, h, machine: str | None = None) -> 
 
 
 def _absent_row(base: dict, name: str, why: str) -> FleetRow:
+    return _figureless_row(base, name, "absent" if "refused" not in why else "refused", why, {})
+
+
+def _figureless_row(base: dict, name: str, outcome: str, why: str, hello: dict) -> FleetRow:
+    """A node's row without figures (lost, absent or refused): what it said when it joined, if it did."""
     return FleetRow(
         **base,
         node=name,
-        outcome="absent" if "refused" not in why else "refused",
+        outcome=outcome,
         users=None,
-        node_run_id=None,
-        node_cycle=None,
+        node_run_id=hello.get("run_id"),
+        node_cycle=hello.get("cycle"),
         requests=None,
         errors=None,
         throughput=None,

@@ -5,6 +5,7 @@ config derives from the matrix's base (``rig.workflows.matrix_plan.cell_config``
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from rig.common.errors import RigError
 from rig.contract.cell import BenchSettings, CellSpec
@@ -62,7 +63,16 @@ def scenario_job(cell: dict, base, load: dict, cpus: str | None = None) -> Job:
         results=str(cfg.results),
         cpus=cpus,
     )
-    return Job(label, spec, row, start_line=start)
+    job = Job(label, spec, row, start_line=start)
+    # the same cell for more cycles (its race: rig.workflows.matrix_races), its config derived as this one's
+    job.again = functools.partial(_again, cell, base, load, cpus)
+    return job
+
+
+def _again(cell: dict, base, load: dict, cpus: str | None, cycles: int) -> Job:
+    """``cell``'s job again, for ``cycles`` cycles: the same configuration otherwise (a new run of
+    the same cell, which the conformance analysis pools with its first)."""
+    return scenario_job(cell, dataclasses.replace(base, cycles=cycles), load, cpus)
 
 
 def _under(load: dict) -> str:

@@ -39,6 +39,9 @@ class Job:
     row: dict  # the cell's row so far (its plan); the run's status and figures added
     table: str = "cycles"  # where its figures are read back: cycles (a soak) or windows (a bench)
     start_line: str = ""  # printed as it starts (sequential runs)
+    # the same cell again for N cycles (a scenario cell's, for its race: rig.workflows.matrix_races)
+    again: Callable[[int], Job] | None = None
+    answer: dict | None = None  # what its process answered (``_run_cell``), before its figures and judgement
 
 
 def run_jobs(
@@ -47,7 +50,7 @@ def run_jobs(
     timeout: float,
     results: str,
     log_dir: Path | None,
-    done: Callable[[dict], None],
+    done: Callable[[dict], object],
     status: Callable[[dict], str],
 ) -> list[dict]:
     """Run ``jobs`` (``parallel`` at a time) and return their rows in the jobs' order; ``done``
@@ -82,7 +85,7 @@ def _side_by_side(
     results: str,
     log_dir: Path | None,
     specs: Path,
-    done: Callable[[dict], None],
+    done: Callable[[dict], object],
     status: Callable[[dict], str],
     rows: list[dict | None],
 ) -> None:
@@ -124,9 +127,29 @@ def quiet_lock_path() -> Path:
         return Path(tempfile.mkdtemp(prefix="rig-matrix-")) / "quiet.lock"
 
 
-def _finish(job: Job, result: dict, results: str, done: Callable[[dict], None]) -> dict:
+def _finish(job: Job, result: dict, results: str, done: Callable[[dict], object]) -> dict:
+    job.answer = result
     row = {**result, **job.row}
     _figures(row, results, job.table, job.row.get("triton_version") or "-")
+    done(row)
+    return row
+
+
+def pooled_row(job: Job, answers: list[dict], results: str, done: Callable[[dict], object]) -> dict:
+    """One cell run more than once (its first run, then more cycles of it: its ``answers`` in
+    order) as one row: its figures read back from every run's cycles, pooled; its status the
+    first run's, or, where that passed, the first other run's that did not (its reason saying so);
+    ``run_id`` the first run's, ``run_ids`` each; then ``done`` sees it (to judge it)."""
+    first = answers[0]
+    worse = [a for a in answers[1:] if a.get("status") != "pass"]
+    row = {**first, **job.row}
+    if first.get("status") == "pass" and worse:
+        row["status"] = worse[0]["status"]
+    reasons = [first.get("reason") or ""] + [f"its more cycles: {a.get('reason') or a['status']}" for a in worse]
+    row["reason"] = "; ".join(r for r in reasons if r)
+    row["run_ids"] = [a["run_id"] for a in answers if a.get("run_id")]
+    row["wall_s"] = sum(a.get("wall_s") or 0.0 for a in answers)
+    _figures(row, results, job.table, job.row.get("triton_version") or "-", row["run_ids"])
     done(row)
     return row
 
@@ -311,16 +334,31 @@ def cell_status(msgs: list[Message], rc: int, run_id: str) -> dict:
     return {"run_id": run_id, "exit": rc, "status": "crashed", "reason": f"the cell process {how}{why}"}
 
 
-def _figures(row: dict, results: str, table: str, triton: str) -> None:
-    """Add the cell's figures, read back from the store (what was stored, not what was printed)."""
-    from rig.analysis import matrix
+def _read(results: str, table: str, run_ids: list[str], columns: list[str] | None = None):
+    """The rows of ``run_ids`` in ``table``, one frame (a cell run more than once: its runs' rows pooled)."""
+    import pandas as pd
+
     from rig.store import Store
+
+    store = Store(results)
+    frames = [store.read(table, run_id, columns=columns) for run_id in run_ids]
+    frames = [f for f in frames if f is not None and len(f)]
+    if len(frames) <= 1:
+        return frames[0] if frames else None
+    return pd.concat(frames, ignore_index=True)
+
+
+def _figures(row: dict, results: str, table: str, triton: str, run_ids: list[str] | None = None) -> None:
+    """Add the cell's figures, read back from the store (what was stored, not what was printed);
+    ``run_ids``: its runs' cycles pooled (else its ``run_id``'s)."""
+    from rig.analysis import matrix
 
     row.setdefault("triton_version", triton)
     if not row.get("run_id"):
         return
+    ids = run_ids or [row["run_id"]]
     try:
-        frame = Store(results).read(table, row["run_id"])
+        frame = _read(results, table, ids)
     except Exception as e:  # a store the cell could not finish: the row keeps its status  # noqa: BLE001
         row["reason"] = (row.get("reason") or "") + f" (its results do not read back: {e})"
         return
@@ -334,22 +372,21 @@ def _figures(row: dict, results: str, table: str, triton: str) -> None:
         if cycle_batches["batches"] is not None:
             row.update(cycle_batches)
         else:  # an older store: its load windows'
-            _batch_figures(row, results)
+            _batch_figures(row, results, ids)
     else:
         row["points"] = matrix.bench_figures(frame)
         versions = sorted(set(frame["triton_version"].astype(str)))
         row["triton_version"] = ", ".join(versions) or triton
 
 
-def _batch_figures(row: dict, results: str) -> None:
+def _batch_figures(row: dict, results: str, run_ids: list[str]) -> None:
     """Add the batch sizes Triton formed in the cell, read back from its stored windows (none:
     its cycles sent a fixed count of requests, which stores no window)."""
     from rig.analysis import matrix
-    from rig.store import Store
 
     try:
-        windows = Store(results).read("windows", row["run_id"], columns=["batch_sizes"])
+        windows = _read(results, "windows", run_ids, columns=["batch_sizes"])
     except Exception as e:  # a store the cell could not finish: the row keeps its figures  # noqa: BLE001
         row["reason"] = (row.get("reason") or "") + f" (its windows do not read back: {e})"
         return
-    row.update(matrix.batch_figures(windows))
+    row.update(matrix.batch_figures(windows if windows is not None else []))

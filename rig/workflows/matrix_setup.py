@@ -47,7 +47,8 @@ SCENARIO_LOAD = tuple(
 class Prepared:
     """A matrix ready to run: its cells' jobs, its benches' (run after them, alone), the rows of
     the cells that cannot run here, each cell's time limit, the results folder, the scenarios (None:
-    the retention axis) and the shard (None: every cell)."""
+    the retention axis), the shard (None: every cell) and the cycles a cell runs (a race's more
+    cycles are given time in proportion: ``rig.workflows.matrix_races``)."""
 
     jobs: list[Job]
     bench_jobs: list[Job]
@@ -56,6 +57,7 @@ class Prepared:
     results: str
     scens: list | None
     shard: tuple[int, int] | None
+    cycles: int = 1
 
 
 def prepare(args, default_cycles: int) -> Prepared | None:
@@ -102,7 +104,7 @@ def prepare(args, default_cycles: int) -> Prepared | None:
     else:
         jobs = matrix_jobs.plain_jobs(cfg, plan, retains, shard, args.cpus)
     bench_jobs = matrix_jobs.bench_jobs(args, plan, str(cfg.results), shard) if args.bench else []
-    return Prepared(jobs, bench_jobs, rows, timeout, str(cfg.results), scens, shard)
+    return Prepared(jobs, bench_jobs, rows, timeout, str(cfg.results), scens, shard, cfg.cycles)
 
 
 def refuse_with_scenarios(args) -> None:
@@ -127,13 +129,14 @@ def refuse_with_scenarios(args) -> None:
 
 def check_axes(args) -> tuple:
     """The matrix's own options checked: the scenarios (what cannot combine with them), the
-    shard, the shapes, --jobs, --known-file (its cells read it too) and --junit's folder."""
+    shard, the shapes, --race-cycles, --jobs, --known-file (its cells read it too) and --junit's folder."""
     scens = None
     if args.scenarios is not None:
         refuse_with_scenarios(args)
         scens = parse_scenarios(args.scenarios)
     shard = parse_shard(args.shard)
     only_shapes = parse_shapes(args.shapes)
+    args.race_cycles = parse_race_cycles(getattr(args, "race_cycles", None), scens is not None)
     args.jobs = parse_jobs(args.jobs, scens is not None)
     if args.known_file:
         if not Path(args.known_file).is_file():
@@ -150,6 +153,28 @@ def check_axes(args) -> tuple:
 
     summary.check_path(getattr(args, "summary_json", None))
     return scens, shard, only_shapes
+
+
+def parse_race_cycles(value, scenarios: bool) -> int:
+    """``--race-cycles``: the most cycles a scenario cell whose cycles raced runs more
+    (``rig.workflows.matrix_races``; 0: none); given without --scenarios, refused (only a scenario's
+    cell is judged by its verdicts' rates); not given: ``RACE_CYCLES`` with --scenarios, else 0."""
+    from rig.workflows.matrix_races import RACE_CYCLES
+
+    if value is None:
+        return RACE_CYCLES if scenarios else 0
+    if not scenarios:
+        raise RigError(
+            "--race-cycles applies to --scenarios cells only (more cycles for a cell whose lifecycle verdicts "
+            "disagree): add --scenarios, or drop it"
+        )
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        n = -1
+    if n < 0:
+        raise RigError(f"--race-cycles {value}: give a count of 0 or more (the most cycles added to one cell; 0: none)")
+    return n
 
 
 def parse_jobs(text: str, scenarios: bool) -> int:

@@ -1,6 +1,8 @@
 """A prepared `rig matrix` run and tabled (``run_and_table``): its cells numbered and run
-(``rig.workflows.matrix_run.run_jobs``), then its benches, alone; each scenario cell judged by its
-stored verdicts against the known ones (``rig.analysis.matrix.judge_scenario``); the table printed,
+(``rig.workflows.matrix_run.run_jobs``), each scenario cell whose cycles raced run for more
+(``rig.workflows.matrix_races.extend``, --race-cycles), then its benches, alone; each scenario cell
+judged by its stored verdicts, over all its runs, against the known ones
+(``rig.analysis.matrix.judge_scenario``); the table printed,
 with the cells left unjudged and the findings; --junit and --summary-json written; the exit status
 (``rig.analysis.matrix.exit_status``)."""
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from rig.workflows import matrix_races
 from rig.workflows.matrix_run import run_jobs
 from rig.workflows.matrix_setup import Prepared
 
@@ -31,7 +34,12 @@ def run_and_table(args, prepared: Prepared) -> int:
     )
     logs = Path(results) / "logs" / f"matrix-{os.getpid()}" if "://" not in results else None
     judge = matrix.judge_scenario if scens is not None else (lambda row: row)
-    rows += run_jobs(jobs, args.jobs, timeout, results, logs, judge, matrix.status)
+    cell_rows = run_jobs(jobs, args.jobs, timeout, results, logs, judge, matrix.status)
+    if scens is not None and args.race_cycles:  # the races: more cycles (matrix_races)
+        cell_rows = matrix_races.extend(
+            jobs, cell_rows, args.race_cycles, args.jobs, timeout, prepared.cycles, results, logs, judge, matrix.status
+        )
+    rows += cell_rows
     bench_rows = run_jobs(bench_jobs, 1, timeout, results, None, lambda row: row, matrix.status)
     print()
     print(matrix.format_table(rows) if scens is None else matrix.format_scenarios(rows))

@@ -280,3 +280,13 @@ def test_the_cycles_a_cell_needs_read_off_its_cells():
     assert cycles_needed(cell(requests_lost=2, crashed=1), cell(crashed=3)) == 4
     assert cycles_needed(cell(clean=3), cell(clean=6)) is None
     assert cycles_needed(cell(clean=9), cell(exit_timeout=9)) == 0
+
+
+def test_a_span_says_why_a_release_in_it_cannot_be_run_here():
+    from rig.analysis.release_order import not_run_text
+
+    # 2.40.0: no nvidia-pytriton wheel bundles it, and the sources here start at r24.10
+    assert not_run_text(["2.40.0"]).startswith("2.40.0 not run: no nvidia-pytriton wheel bundles its core")
+    # a release that could be built or installed here is only said not run
+    assert not_run_text(["2.56.0", "2.57.0"]) == "2.56.0, 2.57.0 not run"
+    assert not_run_text(["2.48.0"]) == "2.48.0 not run"

@@ -162,8 +162,8 @@ def test_the_matrix_reads_no_cells_output():
 
     sources = {p.name: p.read_text() for p in (Path(cmd.__file__).parent).glob("matrix*.py")}
     sources |= {p.name: p.read_text() for p in (Path(matrix_run.__file__).parent).glob("matrix*.py")}
-    assert set(sources) == {"matrix.py", "matrix_jobs.py", "matrix_plan.py", "matrix_run.py", "matrix_setup.py",
-                            "matrix_table.py"}
+    assert set(sources) == {"matrix.py", "matrix_jobs.py", "matrix_plan.py", "matrix_races.py", "matrix_run.py",
+                            "matrix_setup.py", "matrix_table.py"}
     for name, text in sources.items():
         for scraped in ("FAIL: ", "rig: error: ", "rig: skipped: ", "(run_id ", "_RUN_ID", "def classify",
                         "lines.append", "passthrough", "cell_argv", "scenario_argv", '"soak", *'):

@@ -38,7 +38,7 @@ from rig.analysis.conformance.changes import (
 )
 from rig.analysis.conformance.order import engine_order, scenario_order, shape_order
 from rig.analysis.conformance.rates import ALPHA, Rate, fisher_exact, more_cycles, overlap, rate_move
-from rig.analysis.release_order import version_key
+from rig.analysis.release_order import not_run_text, version_key
 from rig.contract.verdicts import NOT_MEASURED
 from rig.runtimes.from_source.identity import is_variant
 from rig.runtimes.from_source.releases import BRANCHES
@@ -162,7 +162,7 @@ class Cause:
         """Where: ``2.68.0``; ``between 2.55.0 and 2.60.0 (2.56.0, 2.57.0 not run)`` where releases
         between the two cores were not run."""
         lo, hi = sorted((self.last, self.changed), key=version_key)
-        return f"between {lo} and {hi} ({', '.join(self.gap)} not run)" if self.gap else hi
+        return f"between {lo} and {hi} ({not_run_text(self.gap)})" if self.gap else hi
 
     @property
     def by_api(self) -> dict[str, dict[str, int]]:

@@ -17,6 +17,7 @@ from rig.analysis.conformance.diff import FIRST, FROM, TO, Api, Row, Upgrade
 from rig.analysis.conformance.rates import BUDGET
 from rig.analysis.conformance.table import API_NAMES
 from rig.analysis.conformance.text import upstream
+from rig.analysis.release_order import not_run_text
 from rig.common.text import md_cell
 from rig.contract.ngc import PYTRITON_CORE
 from rig.scenarios import catalog as scenarios
@@ -32,7 +33,7 @@ def where_text(row: Row, down: bool = False) -> str:
     if not row.gap:
         text = f"first differs on {v} (going down from {last})" if down else f"changed in {v}"
     else:
-        text = f"{'differs' if down else 'changed'} between {last} and {v} ({', '.join(row.gap)} not run)"
+        text = f"{'differs' if down else 'changed'} between {last} and {v} ({not_run_text(row.gap)})"
     if row.bisected:  # a bisection named the commit
         text += f" (bisected: {commits_text(row.bisected)})"
     if row.settled is row.after:  # it moved twice: the second time on --to itself
