@@ -103,6 +103,16 @@ def check_cell(spec: BisectSpec) -> None:
     from rig.parent import config
 
     config.load(None, _overrides(spec, "auto", 1))
+    if spec.engine == "tritonserver":
+        from rig.parent.engines import official_probe
+
+        ok, why = official_probe(None, timeout_s=60)
+        if not ok:
+            raise RigError(
+                f"the official API's tritonserver bindings do not load here ({why}): bisect through "
+                "--engine tritonserver where they do (this machine: bash tests/sandbox/official.sh --run rig "
+                "bisect ...), or bisect the cell through --engine capi"
+            )
 
 
 def _overrides(spec: BisectSpec, runtime: str, cycles: int) -> dict:

@@ -76,3 +76,20 @@ def test_the_releases_between_are_bisected_down_to_two_neighbours_a_release_not_
     assert narrow(inner, lambda v: "bad") == (None, "2.58.0", [])  # changed in the first: the good release is base
     assert narrow(inner, lambda v: "good") == ("2.61.0", None, [])
     assert narrow([], lambda v: "bad") == (None, None, [])
+
+
+def test_a_bisection_through_the_official_api_where_its_bindings_do_not_load_is_one_line(tmp_path, capsys):
+    """Refused before anything is built, naming where it can run (the sandbox), not after minutes of
+    building stubs for an engine that cannot start here."""
+    import importlib.util
+
+    from rig import cli
+
+    if importlib.util.find_spec("tritonserver") is not None:
+        pytest.skip("the tritonserver bindings are installed here: the bisection would run")
+    code = cli.main(["bisect", "--scenario", "retained-response", "--engine", "tritonserver", "--good", "2.54.0",
+                     "--bad", "2.55.0", "--results", str(tmp_path / "R")])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "tests/sandbox/official.sh --run rig bisect" in err[0]
+    assert not (tmp_path / "R").exists()
