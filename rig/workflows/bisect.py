@@ -109,9 +109,9 @@ def check_cell(spec: BisectSpec) -> None:
         ok, why = official_probe(None, timeout_s=60)
         if not ok:
             raise RigError(
-                f"the official API's tritonserver bindings do not load here ({why}): bisect through "
-                "--engine tritonserver where they do (this machine: bash tests/sandbox/official.sh --run rig "
-                "bisect ...), or bisect the cell through --engine capi"
+                f"the official API's tritonserver bindings do not load here ({why}): bisect the cell through "
+                "--engine capi where the change shows there too, or through --engine tritonserver where the "
+                "bindings load and the hybrids can be built for that Python (tests/sandbox/official.sh has them)"
             )
 
 
