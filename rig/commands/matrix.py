@@ -43,12 +43,15 @@ def add_parser(sub) -> None:
         "shows every outcome. With --scenarios, each scenario and its negative control are cells of "
         "their own, passing when their verdicts are the ones known for that core and engine.",
     )
-    _matrix_options(p.add_argument_group("the matrix"))
+    matrix = p.add_argument_group("the matrix")
+    _cell_options(matrix)
+    _run_options(matrix)
     p.set_defaults(func=run, soak_actions=_soak_options(p))
 
 
-def _matrix_options(m) -> None:
-    """The matrix's own options: which cells, how many at once, what is written beside the store."""
+def _cell_options(m) -> None:
+    """The matrix's own options, its cells: the runtimes, engines, retentions, scenarios, shapes and
+    benches they cross."""
     m.add_argument(
         "--runtimes",
         required=True,
@@ -92,6 +95,11 @@ def _matrix_options(m) -> None:
         "scenarios` says which): all, first (each its own default), or a list (unbatched,batched,"
         "instances-2,decoupled; a shape of two parts joined with +: decoupled+instances-2) (default all)",
     )
+
+
+def _run_options(m) -> None:
+    """The matrix's own options, how its cells run: how many at once, which shard, the known verdicts
+    they are judged by, a race's more cycles, a cell's time limit, what is written beside the store."""
     m.add_argument(
         "--jobs",
         default="auto",

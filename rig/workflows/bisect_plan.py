@@ -63,86 +63,119 @@ Oracle = Callable[[frozenset[str], tuple[str, ...], frozenset[str], frozenset[st
 
 def plan(moved: list[str], seen: Oracle, base: dict[str, int], top: dict[str, int]) -> Plan:
     """The moves from ``base``'s signatures to ``top``'s (the two releases' counts), by the hybrids
-    ``seen`` gives; ``moved``: the components whose commits differ between the two releases."""
-    after = frozenset(top)
-    before = frozenset(base)
-    held: frozenset[str] = frozenset()
-    moves: list[Move] = []
-    notes: list[str] = []
-
-    def read(under: frozenset[str], added: tuple[str, ...]) -> tuple[str, frozenset[str]]:
-        s = seen(under, added, before, after)
-        if s is None:
-            return "failed", frozenset()
-        return reading(s.counts, before, after, s.race), frozenset(s.counts)
-
+    ``seen`` gives; ``moved``: the components whose commits differ between the two releases. Each
+    layer tries the components left one by one (``_Walk.singles``), then in pairs (``_Walk.pairs``);
+    a component (or pair) that gives a third verdict is a change of its own, held at the newer
+    release while the walk goes on from the verdict it left."""
+    walk = _Walk(seen, frozenset(base), frozenset(top))
     while True:
-        rest = [c for c in moved if c not in held]
+        rest = [c for c in moved if c not in walk.held]
         if not rest:
-            return Plan(
-                moves,
+            return walk.done(
                 False,
                 f"with every component that moved ({', '.join(moved)}) taken from the newer release the "
                 "hybrid still does not give its verdict",
-                notes,
             )
-        got = {c: read(held, (c,)) for c in rest}
+        ended = walk.singles(rest)
+        if ended is None:
+            continue
+        if ended is not _PAIRS:
+            return ended
+        ended = walk.pairs(rest)
+        if ended is not None:
+            return ended
+
+
+_PAIRS = Plan([], False, "", [])  # singles moved nothing: try pairs
+
+
+class _Walk:
+    """A plan's state across its layers: the components held at the newer release, the signatures
+    the walk stands on, the moves found and the notes."""
+
+    def __init__(self, seen: Oracle, before: frozenset[str], after: frozenset[str]):
+        self.seen, self.before, self.after = seen, before, after
+        self.held: frozenset[str] = frozenset()
+        self.moves: list[Move] = []
+        self.notes: list[str] = []
+
+    def read(self, added: tuple[str, ...]) -> tuple[str, frozenset[str]]:
+        s = self.seen(self.held, added, self.before, self.after)
+        if s is None:
+            return "failed", frozenset()
+        return reading(s.counts, self.before, self.after, s.race), frozenset(s.counts)
+
+    def done(self, decided: bool, why: str = "") -> Plan:
+        return Plan(self.moves, decided, why, self.notes)
+
+    def move(self, components: tuple[str, ...], to: frozenset[str]) -> None:
+        self.moves.append(Move(components, tuple(sorted(self.held)), self.before, to))
+
+    @property
+    def on(self) -> str:
+        return f" on top of {', '.join(sorted(self.held))}" if self.held else ""
+
+    def singles(self, rest: list[str]) -> Plan | None:
+        """Each component left alone: a plan where that decides it, None to walk on from a third
+        verdict, ``_PAIRS`` where none moved the cell."""
+        got = {c: self.read((c,)) for c in rest}
         bad = [c for c in rest if got[c][0] == "bad"]
         other = [c for c in rest if got[c][0] == "other"]
         unsure = [c for c in rest if got[c][0] in ("failed", "mixed")]
-        on = f" on top of {', '.join(sorted(held))}" if held else ""
+        on = self.on
         if unsure:
-            notes.append(_unsure(unsure, got, on))
+            self.notes.append(_unsure(unsure, got, on))
         if len(bad) > 1:
-            return Plan(moves, False, f"each of {', '.join(bad)} alone{on} gives the newer release's verdict", notes)
+            return self.done(False, f"each of {', '.join(bad)} alone{on} gives the newer release's verdict")
         if bad:
-            c = bad[0]
             if other:
-                notes.append(f"{', '.join(other)} alone{on} gave a third verdict")
-            moves.append(Move((c,), tuple(sorted(held)), before, after | got[c][1]))
-            return Plan(moves, True, "", notes)
-        if other:
-            for c in other:
-                moves.append(Move((c,), tuple(sorted(held)), before, got[c][1]))
-            state, sigs = got[other[0]] if len(other) == 1 else read(held, tuple(other))
-            held = held | set(other)
-            if state == "bad":
-                return Plan(moves, True, "", notes)
-            if state != "other":
-                return Plan(moves, False, f"{', '.join(other)} together{on} gave {state} signatures", notes)
-            before = sigs
-            continue
+                self.notes.append(f"{', '.join(other)} alone{on} gave a third verdict")
+            self.move((bad[0],), self.after | got[bad[0]][1])
+            return self.done(True)
+        if not other:
+            return _PAIRS
+        for c in other:
+            self.move((c,), got[c][1])
+        state, sigs = got[other[0]] if len(other) == 1 else self.read(tuple(other))
+        self.held = self.held | set(other)
+        if state == "bad":
+            return self.done(True)
+        if state != "other":
+            return self.done(False, f"{', '.join(other)} together{on} gave {state} signatures")
+        self.before = sigs
+        return None
+
+    def pairs(self, rest: list[str]) -> Plan | None:
+        """The components left two at a time: a plan where that decides it, None to walk on from
+        the one pair that gave a third verdict."""
         pairs = list(itertools.combinations(rest, 2))
+        on = self.on
         if not pairs:
-            return Plan(moves, False, f"{rest[0]}{on} alone does not move the cell", notes)
-        pgot = {p: read(held, p) for p in pairs}
-        pbad = [p for p in pairs if pgot[p][0] == "bad"]
-        pother = [p for p in pairs if pgot[p][0] == "other"]
+            return self.done(False, f"{rest[0]}{on} alone does not move the cell")
+        got = {p: self.read(p) for p in pairs}
+        bad = [p for p in pairs if got[p][0] == "bad"]
+        other = [p for p in pairs if got[p][0] == "other"]
         named = ", ".join(rest)
-        if len(pbad) > 1:
-            return Plan(
-                moves,
+        if len(bad) > 1:
+            return self.done(
                 False,
                 f"several pairs of {named}{on} give the newer release's verdict: "
-                + "; ".join(" and ".join(p) for p in pbad),
-                notes,
+                + "; ".join(" and ".join(p) for p in bad),
             )
-        if pbad:
-            moves.append(Move(pbad[0], tuple(sorted(held)), before, after | pgot[pbad[0]][1]))
-            return Plan(moves, True, "", notes)
-        if len(pother) == 1:
-            moves.append(Move(pother[0], tuple(sorted(held)), before, pgot[pother[0]][1]))
-            held, before = held | set(pother[0]), pgot[pother[0]][1]
-            continue
-        failed = [" and ".join(p) for p in pairs if pgot[p][0] in ("failed", "mixed")]
+        if bad:
+            self.move(bad[0], self.after | got[bad[0]][1])
+            return self.done(True)
+        if len(other) == 1:
+            self.move(other[0], got[other[0]][1])
+            self.held, self.before = self.held | set(other[0]), got[other[0]][1]
+            return None
+        failed = [" and ".join(p) for p in pairs if got[p][0] in ("failed", "mixed")]
         if failed:
-            notes.append(f"not ruled out: the pair(s) {'; '.join(failed)} (did not build or stayed mixed)")
-        return Plan(
-            moves,
+            self.notes.append(f"not ruled out: the pair(s) {'; '.join(failed)} (did not build or stayed mixed)")
+        return self.done(
             False,
             f"no component of {named} alone{on}, nor any pair of them, gives the newer release's "
-            "verdict" + (f" ({len(pother)} pairs gave third verdicts)" if pother else ""),
-            notes,
+            "verdict" + (f" ({len(other)} pairs gave third verdicts)" if other else ""),
         )
 
 

@@ -125,6 +125,18 @@ class _Race:
     runs: int = 0  # runs more
     stopped: str = ""
 
+    def add(self, m: int, job: Job, row: dict) -> None:
+        """A run of ``m`` more cycles (``job``, its finished ``row``) pooled in; a run that did not
+        finish its cycles stops the race."""
+        self.answers.append(job.answer or {"status": row.get("status"), "run_id": row.get("run_id")})
+        self.left -= m
+        self.more += m
+        self.runs += 1
+        for v, k in (row.get("outcomes") or {}).items():
+            self.lifecycle[str(v)] = self.lifecycle.get(str(v), 0) + int(k)
+        if row.get("status") not in EXTENDED:
+            self.stopped = f"its run {row.get('status')}: stopped"
+
 
 def race_line(row: dict, race: dict) -> str:
     """``race: NAME [SHAPE] TRITON ENGINE: VERDICT k/n -> k/n (more cycles: M[ in R runs]; 95 %
@@ -158,19 +170,9 @@ def extend(
     were (``parallel``), a round at a time; each such row replaced by its runs pooled and judged
     again (``pooled_row``), its ``race`` said (``race_line``, printed). ``timeout``: a run of
     ``cycles`` cycles' limit (a run of more, in proportion)."""
-    from rig.workflows.matrix_run import pooled_row, run_jobs
+    from rig.workflows.matrix_run import run_jobs
 
-    races: dict[int, _Race] = {}
-    for i, (job, row) in enumerate(zip(jobs, rows)):
-        if (
-            budget > 0
-            and job.again is not None
-            and job.answer is not None
-            and job.answer.get("status") in EXTENDED
-            and is_race(row.get("outcomes"))
-        ):
-            life = {str(v): int(k) for v, k in row["outcomes"].items()}
-            races[i] = _Race(dict(life), dict(life), budget, [job.answer])
+    races = _races(jobs, rows, budget)
     if not races:
         return rows
     print(
@@ -180,26 +182,9 @@ def extend(
         flush=True,
     )
     rounds = 0
-    while True:
-        asked = []
-        for i, race in races.items():
-            if race.stopped:
-                continue
-            m = next_cycles(race.lifecycle, race.left)
-            if m:
-                asked.append((i, m))
-            else:
-                rate = least_known(race.lifecycle)
-                race.stopped = "known" if rate is not None and rate.known else f"budget of {budget} spent"
-        if not asked:
-            break
+    while asked := _asked(races, budget):
         rounds += 1
-        more_jobs = []
-        for i, m in asked:
-            job = jobs[i].again(m)  # type: ignore[misc]
-            job.label = f"{jobs[i].label} (race: {m} more cycle(s))"
-            job.start_line = f"{job.label}: soak, a new run of the same cell"
-            more_jobs.append(job)
+        more_jobs = [_again(jobs[i], m) for i, m in asked]
         longest = max(m for _, m in asked)
         more_rows = run_jobs(
             more_jobs,
@@ -211,31 +196,69 @@ def extend(
             status,
         )
         for (i, m), job, row in zip(asked, more_jobs, more_rows):
-            race = races[i]
-            race.answers.append(job.answer or {"status": row.get("status"), "run_id": row.get("run_id")})
-            race.left -= m
-            race.more += m
-            race.runs += 1
-            for v, k in (row.get("outcomes") or {}).items():
-                race.lifecycle[str(v)] = race.lifecycle.get(str(v), 0) + int(k)
-            if row.get("status") not in EXTENDED:
-                race.stopped = f"its run {row.get('status')}: stopped"
+            races[i].add(m, job, row)
     for i, race in races.items():
-        if not race.runs:
-            continue
-        row = pooled_row(jobs[i], race.answers, results, judge)
-        rate = least_known({str(v): int(k) for v, k in (row.get("outcomes") or race.lifecycle).items()})
-        assert rate is not None
-        row["race"] = {
-            "verdict": rate.verdict,
-            "before": [race.before.get(rate.verdict, 0), sum(race.before.values())],
-            "after": [rate.k, rate.n],
-            "more_cycles": race.more,
-            "runs": race.runs,
-            "interval": [rate.low, rate.high],
-            "known": rate.known,
-            "stopped": race.stopped or ("known" if rate.known else f"budget of {budget} spent"),
-        }
-        rows[i] = row
-        print(race_line(row, row["race"]), flush=True)
+        if race.runs:
+            rows[i] = _pooled(jobs[i], race, budget, results, judge)
+            print(race_line(rows[i], rows[i]["race"]), flush=True)
     return rows
+
+
+def _races(jobs: list[Job], rows: list[dict], budget: int) -> dict[int, _Race]:
+    """The cells that raced (by index), each with its first run's verdicts: a scenario cell whose
+    first run finished its cycles and gave more than one lifecycle verdict."""
+    races: dict[int, _Race] = {}
+    for i, (job, row) in enumerate(zip(jobs, rows)):
+        if (
+            budget > 0
+            and job.again is not None
+            and job.answer is not None
+            and job.answer.get("status") in EXTENDED
+            and is_race(row.get("outcomes"))
+        ):
+            life = {str(v): int(k) for v, k in row["outcomes"].items()}
+            races[i] = _Race(dict(life), dict(life), budget, [job.answer])
+    return races
+
+
+def _asked(races: dict[int, _Race], budget: int) -> list[tuple[int, int]]:
+    """This round's (cell, more cycles); a race that needs none more is stopped, and says why."""
+    asked = []
+    for i, race in races.items():
+        if race.stopped:
+            continue
+        m = next_cycles(race.lifecycle, race.left)
+        if m:
+            asked.append((i, m))
+        else:
+            rate = least_known(race.lifecycle)
+            race.stopped = "known" if rate is not None and rate.known else f"budget of {budget} spent"
+    return asked
+
+
+def _again(job: Job, m: int) -> Job:
+    """A new run of ``job``'s cell, of ``m`` cycles."""
+    more = job.again(m)  # type: ignore[misc]
+    more.label = f"{job.label} (race: {m} more cycle(s))"
+    more.start_line = f"{more.label}: soak, a new run of the same cell"
+    return more
+
+
+def _pooled(job: Job, race: _Race, budget: int, results: str, judge: Callable[[dict], object]) -> dict:
+    """The cell's row over all its runs, judged again, with its ``race`` said."""
+    from rig.workflows.matrix_run import pooled_row
+
+    row = pooled_row(job, race.answers, results, judge)
+    rate = least_known({str(v): int(k) for v, k in (row.get("outcomes") or race.lifecycle).items()})
+    assert rate is not None
+    row["race"] = {
+        "verdict": rate.verdict,
+        "before": [race.before.get(rate.verdict, 0), sum(race.before.values())],
+        "after": [rate.k, rate.n],
+        "more_cycles": race.more,
+        "runs": race.runs,
+        "interval": [rate.low, rate.high],
+        "known": rate.known,
+        "stopped": race.stopped or ("known" if rate.known else f"budget of {budget} spent"),
+    }
+    return row

@@ -125,16 +125,7 @@ def assemble(b: Build, compiled: Path | None) -> dict:
             }
         m["size_mb"] = round(_dir_mb(staging), 1)
         if b.reuse is not None:
-            # what this build did not do again, and the build it took it from
-            m["reused"] = {
-                "core": {
-                    "path": str(b.reuse),
-                    "built_at": old.get("built_at"),
-                    "commit": old.get("commits", {}).get("core"),
-                    "for_pythons": sorted(old.get("pythons", {})),
-                    "steps": ["configure core", "build core"],
-                }
-            }
+            m["reused"] = _reused(b.reuse, old)
             m["step_seconds"] = {**old.get("step_seconds", {}), **timings}
         if root.exists() and old.get("recipe") == RECIPE and old.get("commits", {}).get("core") == b.commits["core"]:
             # the same core built for another Python: keep its stubs beside this one
@@ -407,3 +398,17 @@ def _check_core(lib: Path, version: str, log) -> str:
             f"{version} was expected; see {log.path}"
         )
     return got["api"]
+
+
+def _reused(path: Path, old: dict) -> dict:
+    """What a build that reused a core did not do again, and the build it took it from (``old``:
+    that build's manifest)."""
+    return {
+        "core": {
+            "path": str(path),
+            "built_at": old.get("built_at"),
+            "commit": old.get("commits", {}).get("core"),
+            "for_pythons": sorted(old.get("pythons", {})),
+            "steps": ["configure core", "build core"],
+        }
+    }
