@@ -8,6 +8,10 @@ engine and core: the same verdicts are as known, others are a finding. Where no 
 cell is unjudged (recorded, never failed) until someone reviews a run and accepts it.
 A field may name alternatives, ``exit_timeout|clean``: an intermittent cell, where each cycle
 gives one of them (``--accept RESULTS --intermittent`` records a cell whose cycles disagree so).
+An official-API row also says which ``tritonserver`` bindings its cycles ran (``bindings``: ``own``,
+the core's release's, or the version installed beside an older core, ``2.71.0``; empty with the C
+API and in rows written before the column): one core may have a row for each, and a cell is held to
+the row of the bindings it ran, its release's own where it does not say.
 Pure reading and writing of that file; no Triton here.
 """
 
@@ -26,6 +30,8 @@ from rig.common.errors import RigError
 
 ANY = "|"  # between a field's alternatives: an intermittent cell
 FIELDS = ("scenario", "control", "shape", "engine", "triton_version", "lifecycle", "load", "growth", "cycles", "run_id")
+OPTIONAL = ("bindings",)  # a file written before it reads as not saying (empty)
+OWN = "own"  # the bindings of the core's own release
 
 
 def default_path() -> Path:
@@ -40,6 +46,7 @@ class Known:
     growth: str
     cycles: int
     run_id: str
+    bindings: str = ""  # the official API's bindings its cycles ran: OWN, a version, "" (not said)
 
     @property
     def verdicts(self) -> tuple[str, str]:
@@ -47,6 +54,7 @@ class Known:
 
 
 Key = tuple[str, bool, str, str, str]  # scenario, control, shape, engine, triton_version
+Entry = tuple[str, bool, str, str, str, str]  # a Key and the bindings its row says
 
 
 def _bool(text: str) -> bool:
@@ -54,8 +62,8 @@ def _bool(text: str) -> bool:
 
 
 @lru_cache(maxsize=8)
-def _read(path: str, mtime: float) -> dict[Key, Known]:
-    out: dict[Key, Known] = {}
+def _read(path: str, mtime: float) -> dict[Entry, Known]:
+    out: dict[Entry, Known] = {}
     with open(path, newline="") as f:
         reader = csv.DictReader(line for line in f if not line.startswith("#"))
         missing = [k for k in FIELDS if k not in (reader.fieldnames or ())]
@@ -65,38 +73,86 @@ def _read(path: str, mtime: float) -> dict[Key, Known]:
                 "write one with rig scenarios --accept RESULTS"
             )
         for r in reader:
-            key = (r["scenario"], _bool(r["control"]), r["shape"], r["engine"], r["triton_version"])
-            out[key] = Known(r["lifecycle"], r["load"], r["growth"] or "ok", int(r["cycles"] or 0), r["run_id"])
+            b = (r.get("bindings") or "").strip()
+            key = (r["scenario"], _bool(r["control"]), r["shape"], r["engine"], r["triton_version"], b)
+            out[key] = Known(r["lifecycle"], r["load"], r["growth"] or "ok", int(r["cycles"] or 0), r["run_id"], b)
     return out
 
 
-def table(path: str | Path | None = None) -> dict[Key, Known]:
+def entries(path: str | Path | None = None) -> dict[Entry, Known]:
+    """Every row of the file, keyed by its cell and the bindings it says."""
     p = Path(path) if path else default_path()
     if not p.exists():
         return {}
     return _read(str(p), p.stat().st_mtime)
 
 
+def table(path: str | Path | None = None) -> dict[Key, Known]:
+    """One row a cell: where a core has rows for several bindings, its release's own (what its
+    users ran), else the row that does not say, else the first."""
+    out: dict[Key, Known] = {}
+    for key, k in sorted(entries(path).items(), key=lambda kv: _preference(kv[0][5])):
+        out.setdefault(key[:5], k)
+    return out
+
+
+def _preference(bindings: str) -> int:
+    return {OWN: 0, "": 1}.get(bindings, 2)
+
+
+def pick(rows: dict[Entry, Known], key: Key, bindings: str | None = None) -> Known | None:
+    """The row ``key`` is held to among ``rows`` (``entries``): that of ``bindings`` (``OWN``, a
+    version; a row that does not say stands for any), else, where ``bindings`` is None or empty, the
+    release's own as ``table`` picks. A cell that ran other bindings than any row says is unjudged."""
+    if bindings:
+        return rows.get((*key, bindings)) or rows.get((*key, ""))
+    return next((rows[e] for e in sorted((e for e in rows if e[:5] == key), key=lambda e: _preference(e[5]))), None)
+
+
+def bindings_label(row: dict) -> str:
+    """What a stored cycle says of its bindings, as a row of the file says it: ``own``, the version
+    of other bindings (``2.71.0``), empty with the C API or where the cycle does not record them."""
+    if str(row.get("engine")) != "tritonserver":
+        return ""
+    own, version = row.get("bindings_own"), row.get("tritonserver_version")
+    if own is not None and own == own and own != "":
+        return OWN if bool(own) else (str(version) if version is not None and version == version else "")
+    return ""
+
+
 def lookup(
-    scenario: str, control: bool, shape: str, engine: str, triton_version: str, path: str | Path | None = None
+    scenario: str,
+    control: bool,
+    shape: str,
+    engine: str,
+    triton_version: str,
+    path: str | Path | None = None,
+    bindings: str | None = None,
 ) -> Known | None:
-    """The verdicts known for this cell; None where none is (unjudged)."""
-    return table(path).get((scenario, bool(control), shape, engine, str(triton_version)))
+    """The verdicts known for this cell (through ``bindings``, as ``pick`` reads them); None where
+    none is (unjudged)."""
+    return pick(entries(path), (scenario, bool(control), shape, engine, str(triton_version)), bindings)
 
 
 def expected(
-    scenario, control: bool, shape: str, engine: str, triton_version: str, path: str | Path | None = None
+    scenario,
+    control: bool,
+    shape: str,
+    engine: str,
+    triton_version: str,
+    path: str | Path | None = None,
+    bindings: str | None = None,
 ) -> Known | None:
     """What a cell is held to: the verdicts known for it, else, for a control (and the template,
     every template scenario's control), its contract: clean, ok, ok; None where neither (unjudged).
     ``scenario``: a ``rig.scenarios.catalog.Scenario``. A shape it does not run in (its ``shapes`` are
     those that can move its verdict) is held to the nearest it runs in (``rig.scenarios.shapes.nearest``:
     ``batched-delayed`` to ``batched``), else to its default shape's: a user's batched model under
-    ``ready-stub-dead`` to the unbatched cell."""
+    ``ready-stub-dead`` to the unbatched cell. ``bindings``: the official API's, as ``pick`` reads them."""
     from rig.scenarios.shapes import nearest
 
     shape = nearest(shape, scenario.shapes)
-    k = lookup(scenario.name, control, shape, engine, triton_version, path)
+    k = lookup(scenario.name, control, shape, engine, triton_version, path, bindings)
     return contract(scenario, control) if k is None else k
 
 
@@ -156,7 +212,7 @@ def accept(
         if hasattr(cycles, "to_dict")
         else [r if isinstance(r, dict) else dataclasses.asdict(r) for r in cycles]
     )
-    cells: dict[Key, list] = {}
+    cells: dict[Entry, list] = {}
     for r in rows_in:
         r = {k: (None if v != v else v) for k, v in r.items()}  # NaN, as pandas reads a missing figure: None
         if not r.get("scenario") or r.get("scenario") == "baseline" or not r.get("triton_version"):
@@ -167,9 +223,10 @@ def accept(
             str(r.get("shape") or "unbatched"),
             str(r["engine"]),
             str(r["triton_version"]),
+            bindings_label(r),
         )
         cells.setdefault(key, []).append(r)
-    current = dict(table(path))
+    current = dict(entries(path))
     left_out, written = [], 0
     for key, rows in sorted(cells.items()):
         verdicts = [
@@ -187,8 +244,12 @@ def accept(
             continue
         run_ids = sorted({str(r["run_id"]) for r in rows})
         per_run = Counter(str(r["run_id"]) for r in rows)
+        if key[5] and (*key[:5], "") in current:  # the row that did not say is now said
+            current[key] = current.pop((*key[:5], ""))
+        elif not key[5]:  # cycles that do not say their bindings: the row a lookup would read
+            key = next((e for e in sorted(current, key=lambda e: _preference(e[5])) if e[:5] == key[:5]), key)
         current[key] = _still_racing(current.get(key), top, per_run) or Known(
-            *top, cycles=len(verdicts), run_id=",".join(run_ids)
+            top[0], top[1], top[2], cycles=len(verdicts), run_id=",".join(run_ids), bindings=key[5]
         )
         written += 1
     write(current, path)
@@ -203,13 +264,14 @@ def _still_racing(old: Known | None, top: tuple[str, str, str], per_run: Counter
     new run replaces it (the cell was not racing, or gave a verdict its alternatives never named: it
     changed)."""
     fields = (old.lifecycle, old.load, old.growth) if old else ()
-    if not intermittent(fields) or not admits(fields[0], top[0].split(ANY)[0]):
+    if old is None or not intermittent(fields) or not admits(fields[0], top[0].split(ANY)[0]):
         return None
     merged = [ANY.join(dict.fromkeys(str(f).split(ANY) + str(t).split(ANY))) for f, t in zip(fields, top)]
     seen = old.run_id.split(",")
     ids = ",".join(dict.fromkeys(seen + sorted(per_run)))
     added = sum(n for run_id, n in per_run.items() if run_id not in seen)
-    return Known(*merged, cycles=old.cycles + added, run_id=ids)
+    lifecycle, load, growth = merged
+    return Known(lifecycle, load, growth, cycles=old.cycles + added, run_id=ids, bindings=old.bindings)
 
 
 def reread(cycles, path: str | Path | None = None) -> tuple[int, int]:
@@ -221,7 +283,7 @@ def reread(cycles, path: str | Path | None = None) -> tuple[int, int]:
     read a verdict the row did not name. A row with no such cycles in ``cycles`` stays as it is.
     Returns (rows re-read, rows naming stub_crashed left)."""
     rows_in = cycles.to_dict("records") if hasattr(cycles, "to_dict") else list(cycles)
-    now: dict[Key, set] = {}
+    now: dict[Entry, set] = {}
     for r in rows_in:
         if not r.get("scenario") or not r.get("triton_version") or not r.get("outcome"):
             continue
@@ -231,15 +293,16 @@ def reread(cycles, path: str | Path | None = None) -> tuple[int, int]:
             str(r.get("shape") or "unbatched"),
             str(r["engine"]),
             str(r["triton_version"]),
+            bindings_label(r),
         )
         now.setdefault(key, set()).add(str(r["outcome"]))
-    current = dict(table(path))
+    current = dict(entries(path))
     changed = left = 0
     for key, k in current.items():
         alts = k.lifecycle.split(ANY)
         if "stub_crashed" not in alts:
             continue
-        got = now.get(key)
+        got = now.get(key) or (now.get((*key[:5], "")) if key[5] else None)
         if not got or "stub_crashed" in got or got <= set(alts):  # no cycle behind it read stub_crashed
             left += 1
             continue
@@ -250,8 +313,9 @@ def reread(cycles, path: str | Path | None = None) -> tuple[int, int]:
     return changed, left
 
 
-def write(rows: dict[Key, Known], path: str | Path | None = None) -> Path:
-    """The file, sorted, written whole and atomically (a half-written file is never read)."""
+def write(rows: dict[Key, Known] | dict[Entry, Known], path: str | Path | None = None) -> Path:
+    """The file, sorted, written whole and atomically (a half-written file is never read). ``rows``
+    keyed as ``entries`` or as ``table`` (then each row's bindings are its ``Known.bindings``)."""
     p = Path(path) if path else default_path()
     buf = io.StringIO()
     buf.write(
@@ -260,10 +324,13 @@ def write(rows: dict[Key, Known], path: str | Path | None = None) -> Path:
         "# Written by `rig scenarios --accept RESULTS` from a reviewed run; run_id names the run.\n"
     )
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(FIELDS)
-    for key in sorted(rows, key=lambda k: (k[0], k[1], k[2], k[3], _version_key(k[4]))):
-        k = rows[key]
-        w.writerow([key[0], int(key[1]), key[2], key[3], key[4], k.lifecycle, k.load, k.growth, k.cycles, k.run_id])
+    w.writerow((*FIELDS, *OPTIONAL))
+    said = {(*key[:5], key[5] if len(key) > 5 else k.bindings): k for key, k in rows.items()}  # type: ignore[misc]
+    for key in sorted(said, key=lambda k: (k[0], k[1], k[2], k[3], _version_key(k[4]), _preference(k[5]), k[5])):
+        k = said[key]
+        w.writerow(
+            [key[0], int(key[1]), key[2], key[3], key[4], k.lifecycle, k.load, k.growth, k.cycles, k.run_id, key[5]]
+        )
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.")
     with os.fdopen(fd, "w") as f:

@@ -99,9 +99,9 @@ def scenario_cells(
                         if (name, is_control, shape, p["spec"], engine) in seen:
                             continue
                         seen.add((name, is_control, shape, p["spec"], engine))
-                        k = known.expected(
-                            s if name == s.name else SCENARIOS[name], is_control, shape, engine, p["triton"], known_path
-                        )
+                        scenario = s if name == s.name else SCENARIOS[name]
+                        bindings = p.get("bindings") if engine == "tritonserver" else None
+                        k = known.expected(scenario, is_control, shape, engine, p["triton"], known_path, bindings)
                         want, growth = (k.verdicts, k.growth) if k else (None, None)
                         cell = {
                             "scenario": name,
@@ -390,6 +390,8 @@ def make_plan(specs: list[str], engines: list[str], retains: list[str]) -> list[
                 ok, why = eng.official_probe(rt)
                 if ok:
                     chosen.setdefault("tritonserver", f"asked for: {why}")
+                    version, own = runtime.official_bindings(rt)  # the known row of those bindings
+                    entry["bindings"] = "own" if own else (version or "")
                 else:
                     skip(asked, why)
                 continue

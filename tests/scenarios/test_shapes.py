@@ -83,7 +83,7 @@ def test_known_verdicts_are_data_read_back_as_written(tmp_path):
     known.write(rows, path)
     assert known.table(path) == rows
     lines = [ln for ln in path.read_text().splitlines() if not ln.startswith("#")]
-    assert lines[0] == ",".join(known.FIELDS) and "2.9.0" in lines[2] and "2.10.0" in lines[3]  # by version
+    assert lines[0] == ",".join((*known.FIELDS, *known.OPTIONAL)) and "2.9.0" in lines[2] and "2.10.0" in lines[3]  # by version
     assert known.lookup("execute-raises", False, "batched", "capi", "2.51.0", path).verdicts == ("clean", "errors")
     assert known.lookup("execute-raises", False, "unbatched", "capi", "2.51.0", path) is None
     # a shape the scenario does not run in is held to its default shape's verdicts; one it runs in is not
@@ -115,12 +115,51 @@ def test_known_verdicts_are_data_read_back_as_written(tmp_path):
         known.table(bad)
 
 
+def test_a_core_run_through_other_bindings_is_held_to_their_row_not_its_releases_own(tmp_path):
+    """The embedded 2.51.0 runs PyPI's 2.71.0 bindings; its release's users ran its own: two rows."""
+    path = tmp_path / "k.csv"
+    key = ("retained-array", False, "batched", "tritonserver", "2.51.0")
+    known.write({(*key, "own"): known.Known("clean", "ok", "ok", 3, "r1", "own"),
+                 (*key, "2.71.0"): known.Known("exit_timeout", "ok", "ok", 3, "r0", "2.71.0"),
+                 ("retained-array", False, "batched", "capi", "2.51.0", ""): known.Known("exit_timeout", "ok", "ok", 3, "r2")},
+                path)
+    assert known.table(path)[key].verdicts == ("clean", "ok")  # what the release's users ran stands first
+    assert known.lookup(*key, path=path).verdicts == ("clean", "ok")
+    assert known.lookup(*key, path=path, bindings="own").verdicts == ("clean", "ok")
+    assert known.lookup(*key, path=path, bindings="2.71.0").verdicts == ("exit_timeout", "ok")
+    assert known.lookup(*key, path=path, bindings="2.70.0") is None  # bindings no row says: unjudged
+    retained = scenarios.get("retained-array")
+    assert known.expected(retained, False, "batched", "tritonserver", "2.51.0", path, "2.71.0").lifecycle == "exit_timeout"
+    # a stored cycle says its bindings as a row does
+    assert known.bindings_label({"engine": "tritonserver", "bindings_own": False, "tritonserver_version": "2.71.0"}) == "2.71.0"
+    assert known.bindings_label({"engine": "tritonserver", "bindings_own": True, "tritonserver_version": "2.51.0"}) == "own"
+    assert known.bindings_label({"engine": "tritonserver", "bindings_own": float("nan")}) == ""
+    assert known.bindings_label({"engine": "capi", "bindings_own": None}) == ""
+    # accepting a run through other bindings adds their row beside the release's own, never over it
+    cycles = [{"scenario": "retained-array", "control": False, "shape": "batched", "engine": "tritonserver",
+               "triton_version": "2.51.0", "outcome": "exit_timeout", "load_outcome": "ok", "run_id": "r9",
+               "bindings_own": False, "tritonserver_version": "2.70.0"}] * 3
+    assert known.accept(cycles, path) == (1, [])
+    assert known.lookup(*key, path=path, bindings="2.70.0").run_id == "r9"
+    assert known.lookup(*key, path=path).run_id == "r1" and len(known.entries(path)) == 4
+    # cycles that do not say theirs (a store from before the column) update the row a lookup reads
+    unsaid = [{**c, "bindings_own": None, "tritonserver_version": None, "run_id": "r10"} for c in cycles]
+    assert known.accept(unsaid, path) == (1, [])
+    assert known.lookup(*key, path=path).run_id == "r10" and len(known.entries(path)) == 4
+    # a file written before the column reads as not saying, and stands for any bindings
+    old = tmp_path / "old.csv"
+    old.write_text(",".join(known.FIELDS) + "\nretained-array,0,batched,tritonserver,2.51.0,clean,ok,ok,3,r1\n")
+    assert known.lookup(*key, path=old, bindings="2.71.0").run_id == "r1"
+
+
 def test_the_rigs_own_known_verdicts_name_real_scenarios_shapes_and_engines():
     for (name, control, shape, engine, version), k in known.table().items():
         s = scenarios.get(name)
         assert shape in s.shapes and engine in s.engines and version.count(".") == 2, (name, shape, engine)
         assert not control or s.has_control
         assert k.cycles >= 1 and k.run_id
+    said = {key[5] for key in known.entries() if key[3] == "tritonserver"}
+    assert said == {"own", "2.71.0"}  # every official row says its bindings: the release's own, or PyPI's
 
 
 @pytest.mark.slow

@@ -258,7 +258,8 @@ def _cell(key, rows: list[dict], known: dict, by_cycle: dict) -> Cell:
     engine, shape, scenario, control, version = key
     verdicts = [_triple(r) for r in rows]
     top, agreeing = known_verdicts.majority(verdicts)
-    k = known.get((scenario, control, shape, engine, version))  # rig.scenarios.known.lookup's key
+    said = Counter(map(known_verdicts.bindings_label, rows)).most_common(1)[0][0]  # the bindings they ran
+    k = known_verdicts.pick(known, (scenario, control, shape, engine, version), said)
     if k is None and scenario in scenarios.SCENARIOS:  # a control's contract, as the matrix holds it
         k = known_verdicts.contract(scenarios.SCENARIOS[scenario], control)
     want = None if k is None else (k.lifecycle, k.load, k.growth or "ok")
@@ -328,7 +329,7 @@ def cells(frame, known_path: str | Path | None = None, windows=None) -> list[Cel
             str(r["triton_version"]),
         )
         groups.setdefault(key, []).append(r)
-    known = known_verdicts.table(known_path)
+    known = known_verdicts.entries(known_path)
     by_cycle = cycle_batches(windows)
     return [_cell(key, rows, known, by_cycle) for key, rows in sorted(groups.items(), key=lambda kv: cell_order(kv[0]))]
 

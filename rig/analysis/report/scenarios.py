@@ -14,6 +14,8 @@ fewer than three cycles, ``not measured ...`` where nothing is known for that co
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pandas as pd
 
@@ -21,7 +23,7 @@ from rig.analysis import stats
 from rig.analysis.matrix import growth_held
 from rig.analysis.report.html import Section, Table
 from rig.scenarios import catalog as scenarios
-from rig.scenarios.known import holds
+from rig.scenarios.known import bindings_label, holds
 
 KEYS = ["scenario", "control", "shape", "triton_version", "engine"]
 # The cycles' columns the tables read (rig.analysis.report.page reads them beside its own).
@@ -147,19 +149,29 @@ def slope(values) -> float | str:
     return FEW if fit is None else fit[0]
 
 
-def _want(scenario, control: bool, shape: str, engine: str, version: str) -> tuple[tuple[str, str] | None, str, str]:
-    """The verdicts the row should give (the known ones: rig.scenarios.known; a control's, where none are
-    known, its contract: clean), its growth verdict, and what the expected column says where none
-    are known."""
+def _want(
+    scenario, control: bool, shape: str, engine: str, version: str, bindings: str | None = None
+) -> tuple[tuple[str, str] | None, str, str]:
+    """The verdicts the row should give (the known ones: rig.scenarios.known, of the official API's
+    ``bindings`` its cycles ran; a control's, where none are known, its contract: clean), its growth
+    verdict, and what the expected column says where none are known."""
     from rig.scenarios import known
 
     if scenario is None:
         return None, "ok", "unknown scenario (not in this rig's registry)"
-    k = known.expected(scenario, control, shape, engine, version)  # a control's contract where none is known
+    # a control's contract where none is known
+    k = known.expected(scenario, control, shape, engine, version, bindings=bindings)
     if k is not None:
         return k.verdicts, k.growth, ""
     how = f"through {engine}" if engine not in scenario.engines else f"on this core in shape {shape}"
     return None, scenario.growth, f"not known {how}"
+
+
+def _bindings(g: pd.DataFrame) -> str:
+    """The official API's bindings most of a row's cycles ran, as the known verdicts say them."""
+    cols = [c for c in ("engine", "bindings_own", "tritonserver_version") if c in g]
+    said = Counter(map(bindings_label, g[cols].to_dict("records")))
+    return said.most_common(1)[0][0]
 
 
 def _shape_order(scenario, shape: str) -> int:
@@ -192,7 +204,7 @@ def rows(cycles: pd.DataFrame) -> pd.DataFrame:
         if name == "baseline":
             want, want_growth, why = ("clean", "ok"), "ok", ""
         else:
-            want, want_growth, why = _want(known, bool(control), str(shape), str(engine), str(version))
+            want, want_growth, why = _want(known, bool(control), str(shape), str(engine), str(version), _bindings(g))
         load = g["load_outcome"] if "load_outcome" in g else pd.Series(None, index=g.index, dtype=object)
         growth = g["growth_outcome"] if "growth_outcome" in g else pd.Series(None, index=g.index, dtype=object)
         growth = growth.astype(object).where(growth.notna(), None)
