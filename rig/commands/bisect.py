@@ -36,6 +36,17 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--jobs", type=int, default=None, help="parallel compile jobs (default: ninja's)")
     p.add_argument(
+        "--runner",
+        metavar="CMD",
+        help="a command each step's cell runs through, where the API's bindings load (the sandbox: "
+        "'bash tests/sandbox/official.sh --run'); it sees the store and the runtime cache at the same paths",
+    )
+    p.add_argument(
+        "--python",
+        metavar="PY",
+        help="the interpreter the builds' backend stubs and bindings are for (the runner's; default this one)",
+    )
+    p.add_argument(
         "--record-refusal",
         action="store_true",
         help="where the window cannot be bisected (a release before the sources here), store a result row saying "
@@ -70,6 +81,8 @@ def run(args) -> int:
         args.cycles,
         args.race_cycles,
         args.jobs,
+        args.runner,
+        args.python,
     )
     if why is not None:
         if not args.record_refusal:

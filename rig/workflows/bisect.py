@@ -54,6 +54,8 @@ class BisectSpec:
     cycles: int = 3
     race_cycles: int = 6
     jobs: int | None = None
+    runner: str | None = None  # a command each step's cell runs through (where the API's bindings load)
+    python: str | None = None  # the interpreter the builds' stubs and bindings are for (the runner's)
 
     @property
     def id(self) -> str:
@@ -103,19 +105,45 @@ def check_cell(spec: BisectSpec) -> None:
     from rig.parent import config
 
     config.load(None, _overrides(spec, "auto", 1))
-    if spec.engine == "tritonserver":
+    if spec.runner:
+        _probe_runner(spec)
+    elif spec.engine == "tritonserver":
         from rig.parent.engines import official_probe
 
         ok, why = official_probe(None, timeout_s=60)
         if not ok:
             raise RigError(
-                f"the official API's tritonserver bindings do not load here ({why}): bisect the cell through "
-                "--engine capi where the change shows there too, or through --engine tritonserver where the "
-                "bindings load and the hybrids can be built for that Python (tests/sandbox/official.sh has them)"
+                f"the official API's tritonserver bindings do not load here ({why}): run each step's cell where "
+                "they do, with --runner (e.g. --runner 'bash tests/sandbox/official.sh --run' --python its CPython "
+                "3.12), or bisect through --engine capi where the change shows there too"
             )
 
 
+def _probe_runner(spec: BisectSpec) -> None:
+    """The runner runs the rig (and, for the official API, imports its bindings) before anything is
+    built: one line where it does not."""
+    import shlex
+    import subprocess
+
+    check = "import rig" + ("; import tritonserver" if spec.engine == "tritonserver" else "")
+    try:
+        p = subprocess.run(
+            [*shlex.split(str(spec.runner)), "python", "-c", check],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise RigError(f"--runner {spec.runner!r} does not run: {e}") from None
+    if p.returncode != 0:
+        last = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RigError(f"--runner {spec.runner!r} cannot run the cell ({check} failed there: {last})")
+
+
 def _overrides(spec: BisectSpec, runtime: str, cycles: int) -> dict:
+    from pathlib import Path
+
     from rig.workflows.matrix_plan import SCENARIO_EXIT_TIMEOUT, SCENARIO_REQUEST_TIMEOUT
 
     return {
@@ -125,7 +153,8 @@ def _overrides(spec: BisectSpec, runtime: str, cycles: int) -> dict:
         "engine": spec.engine,
         "runtime": runtime,
         "cycles": cycles,
-        "results": spec.results,
+        # a runner's cell writes to the same store: by a path it sees as this one does
+        "results": str(Path(spec.results).resolve()) if spec.runner and "://" not in spec.results else spec.results,
         "exit_timeout": SCENARIO_EXIT_TIMEOUT,
         "request_timeout": SCENARIO_REQUEST_TIMEOUT,
     }
@@ -293,11 +322,13 @@ class Bisection:
     def _release(self, version: str) -> dict:
         """The release's manifest, built first where it is not (from the same sources)."""
         from rig.runtimes.from_source import Request, build, built_root, is_built, manifest
+        from rig.runtimes.from_source.cache import python_tag
 
-        if is_built(built_root(version)):
+        if is_built(built_root(version), python_tag(self.spec.python)):
             return manifest(built_root(version))
         self.out(f"building {version} (not built here yet; log under <cache>/builds/{version}.log)")
-        return build(Request(version=version, sources=self.spec.sources, jobs=self.spec.jobs), out=_quiet)
+        req = Request(version=version, sources=self.spec.sources, jobs=self.spec.jobs, python=self.spec.python)
+        return build(req, out=_quiet)
 
     def _hybrid(self, kind: str, refs: dict[str, str], component: str | None, subject=None, sides=None) -> Step:
         """The base with ``refs`` (component -> commit) taken from elsewhere, run and recorded;
@@ -330,7 +361,13 @@ class Bisection:
 
                 try:
                     m = build(
-                        Request(version=self.base, sources=self.spec.sources, refs=dict(refs), jobs=self.spec.jobs),
+                        Request(
+                            version=self.base,
+                            sources=self.spec.sources,
+                            refs=dict(refs),
+                            jobs=self.spec.jobs,
+                            python=self.spec.python,
+                        ),
                         out=_quiet,
                         progress=False,
                     )
@@ -381,8 +418,39 @@ class Bisection:
 
         cfg = config.load(None, _overrides(self.spec, runtime, cycles))
         allowed = tuple(verdicts.OUTCOMES) + tuple(verdicts.LOAD_OUTCOMES) + tuple(verdicts.GROWTH_OUTCOMES)
+        if self.spec.runner:
+            return self._cell_through(cfg, allowed, runtime)
         _status, tally, run_id, _ = soak.execute(cfg, "cycle", allowed=allowed, log=_quiet)
         return [judging.raw_cycle(r) for r in tally.rows], run_id
+
+    def _cell_through(self, cfg, allowed: tuple[str, ...], runtime: str) -> tuple[list, str | None]:
+        """The cell run as `rig cell` through the runner (the sandbox where the official bindings
+        load), its spec written in the work folder (which the runner sees at the same path), its
+        cycles read back from the store under the run id named here."""
+        import shlex
+        import subprocess
+
+        from rig.contract.cell import CellSpec
+        from rig.parent.orchestrator import new_run_id
+
+        run_id = new_run_id()
+        spec = CellSpec("soak", cfg.to_toml(), run_id, label=runtime, allowed=allowed, results=str(cfg.results))
+        path = (self.work / f"cell-{run_id}.json").resolve()
+        path.write_text(spec.to_json())
+        argv = [*shlex.split(str(self.spec.runner)), "rig", "cell", "--spec", str(path), "--result-fd", "-1"]
+        limit = 900 + cfg.cycles * (cfg.exit_timeout + cfg.request_timeout + 120)
+        try:
+            p = subprocess.run(
+                argv, check=False, capture_output=True, text=True, timeout=limit, stdin=subprocess.DEVNULL
+            )
+        except subprocess.TimeoutExpired:
+            raise RigError(f"the cell on {runtime} through --runner ran past {limit:.0f} s (run {run_id})") from None
+        rows = self.store.read("cycles", run_id=run_id)
+        if rows is None or len(rows) == 0:
+            last = (p.stderr.strip().splitlines() or p.stdout.strip().splitlines() or ["no output"])[-1]
+            raise RigError(f"the cell on {runtime} through --runner stored no cycle (exit {p.returncode}): {last}")
+        rows = rows.sort_values("cycle") if "cycle" in rows else rows
+        return [judging.raw_cycle(r) for r in rows.to_dict("records")], run_id
 
     def _judge(self, counts: dict[str, int], race: bool = False) -> str:
         """A step's signatures judged between the two releases' (``bisect_judge.judge``)."""

@@ -4,6 +4,7 @@ builds several cores: measured by hand (docs/measurements/builds.md), not in CI.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -93,3 +94,35 @@ def test_a_bisection_through_the_official_api_where_its_bindings_do_not_load_is_
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "bindings do not load here" in err[0] and "--engine capi" in err[0]
     assert not (tmp_path / "R").exists()
+    assert "--runner" in err[0]
+
+
+def test_a_runner_that_cannot_run_the_cell_is_one_line_before_anything_is_built(tmp_path, capsys):
+    from rig import cli
+
+    code = cli.main(["bisect", "--scenario", "retained-response", "--engine", "tritonserver", "--good", "2.54.0",
+                     "--bad", "2.55.0", "--runner", "false", "--results", str(tmp_path / "R")])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--runner 'false' cannot run the cell" in err[0]
+    assert not (tmp_path / "R").exists()
+
+
+@pytest.mark.slow
+def test_a_steps_cell_runs_through_the_runner_and_is_read_back_from_the_store(tmp_path, monkeypatch):
+    """The path a bisection through the sandbox takes (`rig cell` through the runner, its cycles read
+    back by the run id named here), with a runner that runs it on this machine: a real core, a real
+    stub, the template's cell through the C API on the embedded default."""
+    import sys
+
+    from rig.parent import runtime
+
+    monkeypatch.chdir(tmp_path)
+    runner = f"env PATH={Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
+    spec = _spec(scenario="template", runner=runner, results="R")  # relative: the runner is given it whole
+    b = Bisection(spec, out=lambda _line: None)
+    raw, run_id = b._cell(runtime.resolve(None).name, 2)
+    assert len(raw) == 2 and all(r[0] == "clean" and r[1] == "ok" for r in raw), raw
+    assert (tmp_path / "R").is_dir() and run_id
+    kept = json.loads(next(b.work.glob("cell-*.json")).read_text())
+    assert str(tmp_path / "R") in kept["results"]  # the path the runner sees as this process does
