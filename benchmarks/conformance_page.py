@@ -192,7 +192,7 @@ def nav_title(g) -> str:
 def _table(store, known_path):
     from rig.store import Store
 
-    columns = [c for c in cf.COLUMNS if c in kept_columns() or c == "triton_version"]
+    columns = [c for c in [*cf.COLUMNS, *cf.BINDINGS_COLUMNS] if c in kept_columns() or c == "triton_version"]
     kept = Store.open(store)
     cycles = kept.read("cycles", columns=[*columns, "date"])
     cf.VARIANTS_SAID.update(variants(sorted(set(cycles["triton_version"].astype(str)))))

@@ -125,7 +125,12 @@ def _probe_runner(spec: BisectSpec) -> None:
     import shlex
     import subprocess
 
-    check = "import rig" + ("; import tritonserver" if spec.engine == "tritonserver" else "")
+    check = "import rig"
+    if spec.engine == "tritonserver":  # its bindings over the runner's default core, as rig doctor asks
+        check = (
+            "from rig.parent.engines import official_probe; ok, why = official_probe(None, timeout_s=120); "
+            "print(why); raise SystemExit(0 if ok else 1)"
+        )
     try:
         p = subprocess.run(
             [*shlex.split(str(spec.runner)), "python", "-c", check],
@@ -137,8 +142,9 @@ def _probe_runner(spec: BisectSpec) -> None:
     except (OSError, subprocess.TimeoutExpired) as e:
         raise RigError(f"--runner {spec.runner!r} does not run: {e}") from None
     if p.returncode != 0:
-        last = (p.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RigError(f"--runner {spec.runner!r} cannot run the cell ({check} failed there: {last})")
+        last = (p.stderr.strip().splitlines() or p.stdout.strip().splitlines() or ["no output"])[-1]
+        what = "the official bindings do not load there" if spec.engine == "tritonserver" else "the rig does not import"
+        raise RigError(f"--runner {spec.runner!r} cannot run the cell ({what}: {last})")
 
 
 def _overrides(spec: BisectSpec, runtime: str, cycles: int) -> dict:

@@ -613,6 +613,29 @@ def test_a_page_gives_consecutive_cores_alike_one_figures_row_and_every_cell_its
     assert page.startswith(cft.key_line("../conformance.md#legend"))
 
 
+def test_a_change_is_named_by_the_bisection_of_a_cell_it_moved_alike_or_as_a_change_of_bindings():
+    """Every "changed in" names its cause: the commit a bisection of another cell found where this
+    cell's verdicts moved the same way between the same two cores; the official API's bindings
+    where they changed with the core; nothing where the move differs."""
+    frame = _frame(_cycles("template", "2.67.0", "clean"), _cycles("template", "2.68.0", "aborted_at_exit"),
+                   _cycles("stop-in-flight", "2.67.0", "clean"), _cycles("stop-in-flight", "2.68.0", "aborted_at_exit"),
+                   _cycles("reload", "2.67.0", "clean"), _cycles("reload", "2.68.0", "crashed", None, None),
+                   _cycles("retained-response", "2.50.0", "exit_timeout", engine="tritonserver"),
+                   _cycles("retained-response", "2.51.0", "clean", engine="tritonserver", bindings_own=True,
+                           tritonserver_version="2.51.0"))
+    bisects = ({"scenario": "template", "control": False, "shape": float("nan"), "engine": "capi", "good": "2.67.0",
+                "bad": "2.68.0", "component": "python_backend", "commit": "47f9e030ea1e",
+                "subject": "fix: Use Correct ptr Type to Avoid UAF (#433)"},)
+    changes = cfc.changed_in(cf.cells(frame), bisects)
+    assert changes[("template", False, "capi", "unbatched")] == ["2.68.0: python_backend 47f9e03 (#433)"]
+    assert changes[("stop-in-flight", False, "capi", "unbatched")] == [
+        "2.68.0: python_backend 47f9e03 (#433) (as bisected on template (unbatched, capi))"]
+    assert changes[("reload", False, "capi", "unbatched")] == ["2.68.0"]  # another move: not that commit's
+    # 2.50.0 ran PyPI's bindings over its core (a wheel's: not recorded, the rule says), 2.51.0 its own
+    assert changes[("retained-response", False, "tritonserver", "unbatched")] == [
+        "2.51.0: bindings PyPI's → 2.51.0 (own)"]
+
+
 def test_a_bisection_names_the_commit_and_a_variant_is_no_release_but_says_what_it_does():
     frame = _frame(_cycles("template", "2.66.0", "clean"), _cycles("template", "2.67.0", "clean"),
                    _cycles("template", "2.68.0", "aborted_at_exit"),

@@ -29,9 +29,12 @@ from rig.analysis.conformance.bindings import Bindings, bindings_change, change_
 from rig.analysis.conformance.cells import Cell, row_label
 from rig.analysis.conformance.changes import (
     Bisection,
+    Move,
     bisection,
     bisections,
     commits_text,
+    move_of,
+    moved_alike,
     narrowest,
     same_cell,
     spans,
@@ -39,25 +42,10 @@ from rig.analysis.conformance.changes import (
 from rig.analysis.conformance.order import engine_order, scenario_order, shape_order
 from rig.analysis.conformance.rates import ALPHA, Rate, fisher_exact, more_cycles, overlap, rate_move
 from rig.analysis.release_order import not_run_text, version_key
-from rig.contract.verdicts import NOT_MEASURED
 from rig.runtimes.from_source.identity import is_variant
 from rig.runtimes.from_source.releases import BRANCHES
 
 VERDICTS, RATE, BINDINGS = "verdicts", "rate", "bindings"
-Move = tuple[tuple[str, str, str], ...]  # (what, from, to): each verdict that moved
-
-
-def move_of(a: Cell, b: Cell) -> Move:
-    """What moved between two cells: each of lifecycle, load and growth whose majority differs (an
-    unmeasured growth differs from none), and the readiness a dead stub left where both asked."""
-    moved = [
-        (what, x, y)
-        for what, x, y in zip(("lifecycle", "load", "growth"), a.verdicts, b.verdicts)
-        if x != y and not (what == "growth" and NOT_MEASURED in (x, y))
-    ]
-    if None not in (a.probed, b.probed) and a.probed != b.probed:
-        moved.append(("readiness", str(a.probed), str(b.probed)))
-    return tuple(moved)
 
 
 def move_text(move: Move) -> str:
@@ -242,16 +230,15 @@ def _elsewhere(key: tuple, bisects, cells: dict) -> Bisection | None:
     """A decided bisection of a cell not among a cause's that spans its window and whose cell made
     the same move there (``move_of`` its cells on the window's two cores)."""
     kind, a, b, move, _ = key
+    if kind != RATE:
+        return moved_alike(bisects, cells, a, b, move)
     found = []
     for x in bisections(bisects):
         last, changed = (cells.get((x.engine, x.shape, x.scenario, x.control, v)) for v in (a, b))
         if not spans(x, a, b) or last is None or changed is None:
             continue
-        if kind == RATE:
-            rate = rate_move(last.lifecycle, changed.lifecycle)
-            if rate is None or rate.verdict != move[0][1]:
-                continue
-        elif move_of(last, changed) != move:
+        rate = rate_move(last.lifecycle, changed.lifecycle)
+        if rate is None or rate.verdict != move[0][1]:
             continue
         found.append(x)
     return narrowest(found)

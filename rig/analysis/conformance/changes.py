@@ -10,6 +10,8 @@ import dataclasses
 import itertools
 import re
 
+from rig.analysis.conformance.bindings import bindings_change
+from rig.analysis.conformance.bindings import change_text as bindings_text
 from rig.analysis.conformance.cells import Cell, Verdicts, row_label
 from rig.analysis.conformance.order import UNBATCHED, engine_order, scenario_order, shape_order
 from rig.analysis.matrix import growth_held
@@ -18,6 +20,33 @@ from rig.contract.verdicts import NOT_MEASURED
 from rig.runtimes.from_source.identity import is_variant, release_of
 from rig.scenarios import catalog as scenarios
 from rig.scenarios import known as known_verdicts
+
+Move = tuple[tuple[str, str, str], ...]  # (what, from, to): each verdict that moved
+
+
+def move_of(a: Cell, b: Cell) -> Move:
+    """What moved between two cells: each of lifecycle, load and growth whose majority differs (an
+    unmeasured growth differs from none), and the readiness a dead stub left where both asked."""
+    moved = [
+        (what, x, y)
+        for what, x, y in zip(("lifecycle", "load", "growth"), a.verdicts, b.verdicts)
+        if x != y and not (what == "growth" and NOT_MEASURED in (x, y))
+    ]
+    if None not in (a.probed, b.probed) and a.probed != b.probed:
+        moved.append(("readiness", str(a.probed), str(b.probed)))
+    return tuple(moved)
+
+
+def moved_alike(bisects, cells: dict, a: str, b: str, move: Move) -> Bisection | None:
+    """A decided bisection of any cell that spans cores ``a`` .. ``b`` and whose cell made ``move``
+    there (``move_of`` its cells on the two cores; ``cells`` by ``Cell.key``): the commit that moved
+    one cell moves every cell it moved alike. The narrowest where several do."""
+    found = []
+    for x in bisections(bisects):
+        last, changed = (cells.get((x.engine, x.shape, x.scenario, x.control, v)) for v in (a, b))
+        if spans(x, a, b) and last is not None and changed is not None and move_of(last, changed) == move:
+            found.append(x)
+    return narrowest(found)
 
 
 def same_verdicts(a: Verdicts, b: Verdicts) -> bool:
@@ -52,10 +81,14 @@ def changed_in(cell_list, bisects=()) -> dict[tuple[str, bool, str, str], list[s
     (each cell's majority; and the readiness it probed) differ from those of the core before it,
     each dated as closely as the cores run allow (``dated``: ``2.68.0…2.70.0`` where releases
     between the two were not run), and where a bisection found the change, by which commit
-    (``2.68.0: python_backend 47f9e03 (#433)``); empty where none differ. A variant (a patched or
+    (``2.68.0: python_backend 47f9e03 (#433)``; of another cell whose verdicts it moved alike there:
+    ``(as bisected on template (unbatched, capi))``), or where the official API's bindings changed with
+    the core, said so (``2.51.0: bindings PyPI's → 2.51.0 (own)``: never a change of Triton's alone);
+    empty where none differ. A variant (a patched or
     hybrid build: ``rig.runtimes.from_source.identity``) is no release: it is left out of the series."""
     series: dict[tuple, list[Cell]] = {}
     variants: dict[tuple, list[Cell]] = {}
+    by_key = {c.key: c for c in cell_list}
     for c in cell_list:
         mine = variants if is_variant(c.triton_version) else series
         mine.setdefault((c.scenario, c.control, c.engine, c.shape), []).append(c)
@@ -69,6 +102,11 @@ def changed_in(cell_list, bisects=()) -> dict[tuple[str, bool, str, str], list[s
                 by = commits_text(
                     bisected(bisects, scenario, control, engine, shape, a.triton_version, b.triton_version)
                 )
+                alike = None if by else moved_alike(bisects, by_key, a.triton_version, b.triton_version, move_of(a, b))
+                if alike is not None:
+                    by = f"{commits_text(alike.commits)} (as bisected on {alike.cell})"
+                moved = bindings_change(a, b)
+                by = by or (bindings_text(a, b, moved) if moved else "")
                 out[key].append(dated(a.triton_version, b.triton_version) + (f": {by}" if by else ""))
     for key, vs in variants.items():
         out.setdefault(key, []).extend(patch_effects(series.get(key, []), vs))

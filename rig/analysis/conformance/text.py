@@ -189,7 +189,10 @@ def legend() -> list[str]:
             f"2.68.0…2.70.0 where the releases before 2.70.0 back to 2.68.0 were not run in that row "
             "(the change came in "
             "one of them), and after a colon the commit a bisection found (`rig bisect`: 2.68.0: python_backend "
-            "47f9e03 (#433)); fixed by V: a variant V (a core built with a patch or another ref, footnoted "
+            "47f9e03 (#433)), of that cell or of another whose verdicts it moved alike between the same two cores "
+            "(as bisected on template (unbatched, capi)), or, through the official API, where its bindings changed "
+            "with the core (bindings PyPI's → 2.51.0 (own): not Triton's change alone); "
+            "fixed by V: a variant V (a core built with a patch or another ref, footnoted "
             f"{NOT_EXACT_MARK}) gives the verdicts of the release before its own; changed by V: it gives others; "
             f"{NO_CHANGE}: the same on every core shown."
         ),
