@@ -8,6 +8,7 @@ cells' figures), each small enough to open on a phone. mkdocs.yml's nav lists th
     python benchmarks/conformance_page.py                 # regenerate the pages from the kept store
     python benchmarks/conformance_page.py --from RESULTS  # keep RESULTS' scenario cycles as the store, then regenerate
     python benchmarks/conformance_page.py --from RESULTS --add   # add RESULTS' cells to it (replacing those run again)
+    python benchmarks/conformance_page.py --from RESULTS --pool  # add them, pooling a cell run again with its kept cycles
     python benchmarks/conformance_page.py --bisects RESULTS      # add RESULTS' bisections alone (rig bisect --results)
 
 RESULTS is the --results of a reviewed `rig matrix --scenarios all ...` run. The pages are a pure
@@ -101,12 +102,23 @@ def _cell_keys(cycles):
                cycles["control"].fillna(False).astype(bool), cycles["shape"].fillna("unbatched").astype(str))
 
 
-def keep_store(results: str | Path, store: Path = STORE, add: bool = False) -> tuple[int, int]:
+def _bindings_labels(cycles):
+    """Each cycle's official-API bindings, as the known verdicts say them (``own``, a version, "")."""
+    from rig.scenarios.known import bindings_label
+
+    cols = [c for c in ("engine", "bindings_own", "tritonserver_version") if c in cycles]
+    return [bindings_label(r) for r in cycles[cols].to_dict("records")]
+
+
+def keep_store(results: str | Path, store: Path = STORE, add: bool = False, pool: bool = False) -> tuple[int, int]:
     """Replace ``store`` with the scenario cycles of ``results`` (``kept_columns`` only), and the
     windows of its batched cells that recorded batch sizes (``kept_window_columns``), one merged
     file per table, core and date. With ``add``, the store keeps its cycles (and their windows) of
     every cell (scenario or control, shape, engine and core) that ``results`` does not hold: a cell
-    run again replaces the cell, the others stay. Returns (cycles kept, bytes written)."""
+    run again replaces the cell, the others stay. With ``pool`` (``add`` too), a cell run again keeps
+    its kept cycles beside the new ones where they ran the same bindings (the official API's: a
+    race's rate is counted over both runs, ``rig.analysis.conformance.rates``), and is replaced where
+    they did not; a run already kept is not counted twice. Returns (cycles kept, bytes written)."""
     import pandas as pd
 
     from rig.contract.rows import CycleRow, WindowRow
@@ -122,8 +134,14 @@ def keep_store(results: str | Path, store: Path = STORE, add: bool = False) -> t
     if add and store.exists():
         bisects.append(Store.open(store).read("bisect"))
         kept = Store.open(store).read("cycles", columns=[*columns, "triton_version", "date"])
+        if pool:  # the same cell through the same bindings: kept beside; a run kept already: once
+            same = set(zip(_cell_keys(cycles), _bindings_labels(cycles)))
+            stays = [(k, b) in same for k, b in zip(_cell_keys(kept), _bindings_labels(kept))]
+            cycles = cycles[~cycles["run_id"].isin(set(kept["run_id"]))]
+        else:
+            stays = [False] * len(kept)
         new = set(_cell_keys(cycles))
-        kept = kept[[k not in new for k in _cell_keys(kept)]]
+        kept = kept[[k not in new or s for k, s in zip(_cell_keys(kept), stays)]]
         windows.append(_batch_windows(Store.open(store), kept))
         cycles = pd.concat([kept, cycles], ignore_index=True)
     if store.exists():
@@ -135,7 +153,8 @@ def keep_store(results: str | Path, store: Path = STORE, add: bool = False) -> t
     _put(out, "cycles", cycles, columns, CycleRow, ["run_id", "cycle"])
     windows = [w for w in windows if w is not None]
     if windows:
-        _put(out, "windows", pd.concat(windows, ignore_index=True), kept_window_columns(), WindowRow,
+        frame = pd.concat(windows, ignore_index=True).drop_duplicates(["run_id", "cycle", "window"])  # pooled: once
+        _put(out, "windows", frame, kept_window_columns(), WindowRow,
              ["run_id", "cycle", "window"])
     bisects = [b for b in bisects if b is not None and len(b)]
     if bisects:
@@ -381,6 +400,9 @@ def main(argv=None) -> int:
     ap.add_argument("--add", action="store_true",
                     help="with --from: add its cells (each cell it holds, a scenario or control in a shape on "
                          "a core and engine, replaces the store's) instead of replacing the store")
+    ap.add_argument("--pool", action="store_true",
+                    help="with --from: add its cells, a cell run again pooled with its kept cycles where they ran "
+                         "the same bindings (more cycles of a race), else replacing them")
     ap.add_argument("--bisects", metavar="RESULTS",
                     help="add the bisections of this results folder (rig bisect's --results) to the store")
     ap.add_argument("--store", type=Path, default=STORE, help="the kept store (default docs/conformance/store)")
@@ -389,7 +411,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     try:
         if args.source:
-            n, size = keep_store(args.source, args.store, add=args.add)
+            n, size = keep_store(args.source, args.store, add=args.add or args.pool, pool=args.pool)
             print(f"kept {n:,} scenario cycle(s) in {args.store} ({size / 1024:,.0f} KiB)")
         if args.bisects:
             print(f"kept {keep_bisects(args.bisects, args.store)} bisection(s) in {args.store}")

@@ -422,6 +422,40 @@ def test_keeping_a_store_keeps_its_scenario_cycles_and_refuses_a_foreign_folder(
     assert (kept / "notes.txt").exists() and not (tmp_path / "other").exists()
 
 
+def test_a_cell_run_again_is_pooled_with_its_kept_cycles_where_it_ran_the_same_bindings(tmp_path):
+    """--pool: more cycles of a race add to its rate instead of replacing it; a cell run through
+    other bindings replaces its kept one; a run kept already is not counted twice."""
+    from rig.contract.rows import CycleRow, typed_row
+    from rig.store import Store
+
+    def store(name, *groups):
+        rows = [typed_row(CycleRow, {"model": "m", "retain": "none", "restart": "none", "stop_strategy": "stop",
+                                     "started_at": "2026-12-07T00:00:00+00:00", "schema_version": 19, **r})
+                for r in _frame(*groups).to_dict("records")]
+        s = Store(str(tmp_path / name))
+        for run_id in sorted({r.run_id for r in rows}):
+            s.write("cycles", [r for r in rows if r.run_id == run_id], "2.65.0", run_id, "2026-12-07")
+        return tmp_path / name
+
+    kept = tmp_path / "kept"
+    first = store("a", _cycles("ensemble-in-flight", "2.65.0", "crashed", None, None, run_id="r1"),
+                  _cycles("ensemble-in-flight", "2.65.0", "requests_lost", n=2, run_id="r1"),
+                  _cycles("retained-array", "2.65.0", "exit_timeout", engine="tritonserver", run_id="r1",
+                          bindings_own=False, tritonserver_version="2.71.0"))
+    again = store("b", _cycles("ensemble-in-flight", "2.65.0", "requests_lost", n=3, run_id="r2"),
+                  _cycles("retained-array", "2.65.0", "clean", n=2, engine="tritonserver", run_id="r2",
+                          bindings_own=True, tritonserver_version="2.65.0"))
+    conformance_page.keep_store(first, kept)
+    assert conformance_page.keep_store(again, kept, add=True, pool=True)[0] == 3 + 3 + 2  # the official cell: replaced
+    cells = {(c.scenario, c.engine): c for c in cf.cells(Store.open(str(kept)).read("cycles"))}
+    assert cells[("ensemble-in-flight", "capi")].lifecycle == {"crashed": 1, "requests_lost": 5}
+    assert cells[("retained-array", "tritonserver")].lifecycle == {"clean": 2}
+    assert conformance_page.keep_store(again, kept, add=True, pool=True)[0] == 8  # the same run again: once
+    conformance_page.keep_store(again, kept, add=True)  # --add alone: a cell run again replaces its kept one
+    cells = {(c.scenario, c.engine): c for c in cf.cells(Store.open(str(kept)).read("cycles"))}
+    assert cells[("ensemble-in-flight", "capi")].lifecycle == {"requests_lost": 3}
+
+
 # --- the report's page in a real browser ----------------------------------------------------------
 
 def _browser():
