@@ -131,18 +131,20 @@ def test_changed_in_names_every_core_whose_verdicts_differ_from_the_one_before()
                    _cycles("leaks-memory", "2.48.0", growth="leaking", engine="tritonserver"))
     changes = cfc.changed_in(cf.cells(frame))
     # a change between two cores with releases between them not run is dated as the span it may be in
-    assert changes[("execute-raises", False, "capi", "unbatched")] == ["2.49.0…2.51.0"]
-    assert changes[("stub-exits", False, "capi", "unbatched")] == ["2.45.0…2.48.0", "2.49.0…2.51.0"]
+    # (a window that starts before 2.51.0, the oldest release the sources here hold, says it cannot be bisected)
+    assert changes[("execute-raises", False, "capi", "unbatched")] == ["2.49.0…2.51.0 (not bisectable: 2.48.0 has no sources here)"]
+    assert changes[("stub-exits", False, "capi", "unbatched")] == ["2.45.0…2.48.0 (not bisectable: 2.44.0 has no sources here)", "2.49.0…2.51.0 (not bisectable: 2.48.0 has no sources here)"]
     assert changes[("leaks-memory", False, "capi", "unbatched")] == []
-    assert changes[("leaks-memory", False, "tritonserver", "unbatched")] == ["2.45.0…2.48.0"]
+    assert changes[("leaks-memory", False, "tritonserver", "unbatched")] == ["2.45.0…2.48.0 (not bisectable: 2.44.0 has no sources here)"]
     grid = cf.build(frame).grids[0]
     assert grid.cores == ("2.9", "2.10", "2.44.0", "2.48.0", "2.51.0")
     md = cft.to_markdown(cf.build(frame))
     # each core a change names links to that core's cell (its figures: the evidence)
     assert re.search(r"\| \[execute-raises\]\(#cf-what-execute-raises\) \|.*\| changed in "
-                     r"\[2.49.0…2.51.0\]\(#cf-capi-unbatched-execute-raises-2-51-0\) \|", md)
-    assert ("| changed in [2.45.0…2.48.0](#cf-capi-unbatched-stub-exits-2-48-0), "
-            "[2.49.0…2.51.0](#cf-capi-unbatched-stub-exits-2-51-0) |") in md
+                     r"\[2.49.0…2.51.0 \(not bisectable: 2.48.0 has no sources here\)\]"
+                     r"\(#cf-capi-unbatched-execute-raises-2-51-0\) \|", md)
+    assert ("| changed in [2.45.0…2.48.0 (not bisectable: 2.44.0 has no sources here)](#cf-capi-unbatched-stub-exits-2-48-0), "
+            "[2.49.0…2.51.0 (not bisectable: 2.48.0 has no sources here)](#cf-capi-unbatched-stub-exits-2-51-0) |") in md
     assert '<a id="cf-capi-unbatched-stub-exits-2-48-0"></a>' in md
     assert re.search(r"\| \[leaks-memory\]\(#cf-what-leaks-memory\) \|.*\| — \|", md)
     # the upstream issues are in the rows' descriptions
@@ -315,7 +317,8 @@ def test_report_conformance_prints_the_grid_or_writes_it(capsys, tmp_path, monke
     assert "| scenario | 2.41.0 | 2.48.0 | 2.51.0 | changed in |" in grid
     # stub-exits' load verdict changed between 2.48.0 and 2.51.0 (errors, not timeouts): as known on each
     assert re.search(r"\| \[stub-exits\]\(#cf-what-stub-exits\) \| ¹ \| \[🔴 held to exit_timeout · timeouts\]"
-                     r"\(#[^)]+\) \| \[🔴 held to exit_timeout · errors\]\(#[^)]+\) \| changed in \[2.49.0…2.51.0\]\(#[^)]+\) \|", grid), grid
+                     r"\(#[^)]+\) \| \[🔴 held to exit_timeout · errors\]\(#[^)]+\) \| changed in \[2.49.0…2.51.0 "
+                     r"\(not bisectable: 2.48.0 has no sources here\)\]\(#[^)]+\) \|", grid), grid
     assert re.search(r"\| \[finalize-raises\]\([^)]+\) \| \[🔴 finalize raised \?\]\(#[^)]+\) \| "
                      r"\[🔴 finalize raised\]\(", grid)
     target = tmp_path / "out" / "grid.md"

@@ -83,7 +83,9 @@ def changed_in(cell_list, bisects=()) -> dict[tuple[str, bool, str, str], list[s
     between the two were not run), and where a bisection found the change, by which commit
     (``2.68.0: python_backend 47f9e03 (#433)``; of another cell whose verdicts it moved alike there:
     ``(as bisected on template (unbatched, capi))``), or where the official API's bindings changed with
-    the core, said so (``2.51.0: bindings PyPI's → 2.51.0 (own)``: never a change of Triton's alone);
+    the core, said so (``2.51.0: bindings PyPI's → 2.51.0 (own)``: never a change of Triton's alone),
+    or, where its window starts before the sources here, that it cannot be bisected (``2.47.0 (not
+    bisectable: 2.46.0 has no sources here)``);
     empty where none differ. A variant (a patched or
     hybrid build: ``rig.runtimes.from_source.identity``) is no release: it is left out of the series."""
     series: dict[tuple, list[Cell]] = {}
@@ -107,10 +109,24 @@ def changed_in(cell_list, bisects=()) -> dict[tuple[str, bool, str, str], list[s
                     by = f"{commits_text(alike.commits)} (as bisected on {alike.cell})"
                 moved = bindings_change(a, b)
                 by = by or (bindings_text(a, b, moved) if moved else "")
-                out[key].append(dated(a.triton_version, b.triton_version) + (f": {by}" if by else ""))
+                why = "" if by else _unbisectable(a.triton_version)
+                said = f": {by}" if by else f" ({why})" if why else ""
+                out[key].append(dated(a.triton_version, b.triton_version) + said)
     for key, vs in variants.items():
         out.setdefault(key, []).extend(patch_effects(series.get(key, []), vs))
     return out
+
+
+def _unbisectable(older: str) -> str:
+    """Why a change cannot be bisected where that is so: its window starts at a core older than the
+    oldest release branch the sources here hold (r24.10, 2.51.0); "" where it can be."""
+    from rig.runtimes.from_source.releases import BRANCHES
+
+    return (
+        f"not bisectable: {older} has no sources here"
+        if version_key(older) < min(map(version_key, BRANCHES.values()))
+        else ""
+    )
 
 
 def patch_effects(releases_run: list[Cell], variants: list[Cell]) -> list[str]:

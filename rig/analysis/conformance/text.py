@@ -191,7 +191,8 @@ def legend() -> list[str]:
             "one of them), and after a colon the commit a bisection found (`rig bisect`: 2.68.0: python_backend "
             "47f9e03 (#433)), of that cell or of another whose verdicts it moved alike between the same two cores "
             "(as bisected on template (unbatched, capi)), or, through the official API, where its bindings changed "
-            "with the core (bindings PyPI's → 2.51.0 (own): not Triton's change alone); "
+            "with the core (bindings PyPI's → 2.51.0 (own): not Triton's change alone), or why none can be "
+            "(2.51.0 (not bisectable: 2.50.0 has no sources here): the bundles hold r24.10, 2.51.0, on); "
             "fixed by V: a variant V (a core built with a patch or another ref, footnoted "
             f"{NOT_EXACT_MARK}) gives the verdicts of the release before its own; changed by V: it gives others; "
             f"{NO_CHANGE}: the same on every core shown."
@@ -249,7 +250,7 @@ def _changed_slot(g: Grid, name: str, control: bool, anchor_of) -> Slot:
     parts = []
     for v in cores or ():
         # "2.68.0: python_backend ...", "fixed by 2.68.0-v...": the core (or variant) it names
-        core = v.split(": ")[0].removeprefix("fixed by ").removeprefix("changed by ").split(SPAN)[-1]
+        core = v.split(": ")[0].split(" (")[0].removeprefix("fixed by ").removeprefix("changed by ").split(SPAN)[-1]
         c = g.cells.get((name, control, core))
         parts.append((v, anchor_of(c) if c is not None else None))
     return Slot(text, text, None, parts=tuple(parts))
