@@ -5,17 +5,22 @@ step's cycles against the two sides a change lies between.
 A cycle's signature is its lifecycle verdict; its load verdict where the two releases' differ; and
 where the scenario probes it (``ready-stub-dead``), the readiness it probed once its stub was dead
 (``server ready, model not ready``, in the table's words). A change of readiness alone (2.63.0 ->
-2.64.0, the model no longer said ready) is then a change to bisect, as it is one in the table.
+2.64.0, the model no longer said ready) is then a change to bisect, as it is one in the table. So
+is a change of growth alone (the worker's memory: ``leaking`` on 2.54.0, ``ok`` on 2.55.0 through
+the official API): its growth verdict is part of the signature where both releases measured it and
+their verdicts differ.
 """
 
 from __future__ import annotations
 
 import re
 
-LIFECYCLE, LOAD, READINESS = "lifecycle", "load", "readiness"
+LIFECYCLE, LOAD, READINESS, GROWTH = "lifecycle", "load", "readiness", "growth"
 NOT_MEASURED = "not_measured"
+_AT = {LIFECYCLE: 0, LOAD: 1, READINESS: 2, GROWTH: 3}
 
-# A cycle as a bisection keeps it (state.json): [lifecycle, load, readiness or None]
+# A cycle as a bisection keeps it (state.json): [lifecycle, load, readiness or None, growth or None]
+# (a state kept before growth was judged holds three: its growth reads as not recorded)
 Raw = list
 
 
@@ -29,7 +34,20 @@ def raw_cycle(row) -> Raw:
         str(get("outcome")),
         str(get("load_outcome") or NOT_MEASURED),
         probe_text(get("server_ready_at_probe"), get("model_ready_at_probe")),
+        _measured(get("growth_outcome")),
     ]
+
+
+def _measured(growth) -> str | None:
+    """A growth verdict, None where the cycle did not measure it (a NaN as pandas reads a null)."""
+    if growth is None or growth != growth or str(growth) in ("", NOT_MEASURED):
+        return None
+    return str(growth)
+
+
+def _part(raw: Raw, part: str):
+    i = _AT[part]
+    return raw[i] if i < len(raw) else None
 
 
 def probe_text(server, model) -> str | None:
@@ -47,20 +65,24 @@ def _yes(answer) -> bool | None:
 
 def parts_for(good: list[Raw], bad: list[Raw]) -> tuple[str, ...]:
     """The parts a bisection judges by, from the two releases' cycles: the lifecycle always; the
-    load where the two releases' load verdicts differ; the readiness where either side probed it."""
+    load where the two releases' load verdicts differ; the readiness where either side probed it;
+    the growth where both sides measured it and their verdicts differ."""
     parts = [LIFECYCLE]
     if {r[1] for r in good} != {r[1] for r in bad}:
         parts.append(LOAD)
     if any(r[2] is not None for r in good + bad):
         parts.append(READINESS)
+    grew = [{_part(r, GROWTH) for r in side} - {None} for side in (good, bad)]
+    if all(grew) and grew[0] != grew[1]:
+        parts.append(GROWTH)
     return tuple(parts)
 
 
 def signature(raw: Raw, parts: tuple[str, ...]) -> str:
     """A cycle's signature in words: its parts joined by `` / `` (the lifecycle alone where it is
     the only part: ``aborted_at_exit``, as the table ``bisect`` said before)."""
-    index = {LIFECYCLE: 0, LOAD: 1, READINESS: 2}
-    return " / ".join(str(raw[index[p]]) if raw[index[p]] is not None else "not asked" for p in parts)
+    missing = {GROWTH: NOT_MEASURED}
+    return " / ".join(str(_part(raw, p)) if _part(raw, p) is not None else missing.get(p, "not asked") for p in parts)
 
 
 def counts(raws: list[Raw], parts: tuple[str, ...]) -> dict[str, int]:

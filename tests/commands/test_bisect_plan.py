@@ -30,8 +30,21 @@ def test_a_cycle_is_judged_by_its_lifecycle_its_load_where_the_releases_differ_a
 def test_a_cycle_row_keeps_its_verdicts_and_the_readiness_in_the_tables_words():
     row = {"outcome": "finalize_missing", "load_outcome": None, "server_ready_at_probe": True,
            "model_ready_at_probe": False}
-    assert J.raw_cycle(row) == ["finalize_missing", "not_measured", NOT_READY]
-    assert J.raw_cycle({"outcome": "clean", "load_outcome": "ok"}) == ["clean", "ok", None]
+    assert J.raw_cycle(row) == ["finalize_missing", "not_measured", NOT_READY, None]
+    assert J.raw_cycle({"outcome": "clean", "load_outcome": "ok"}) == ["clean", "ok", None, None]
+    assert J.raw_cycle({"outcome": "clean", "load_outcome": "ok", "growth_outcome": "leaking"})[3] == "leaking"
+    assert J.raw_cycle({"outcome": "clean", "growth_outcome": float("nan")})[3] is None  # pandas' null
+
+
+def test_a_change_of_growth_alone_is_judged_where_both_releases_measured_it():
+    """memory through the official API, 2.54.0 -> 2.55.0: clean on both, leaking then ok."""
+    good, bad = [["clean", "ok", None, "leaking"]] * 3, [["clean", "ok", None, "ok"]] * 3
+    assert J.parts_for(good, bad) == ("lifecycle", "growth")
+    assert J.counts(good, ("lifecycle", "growth")) == {"clean / leaking": 3}
+    assert J.parts_for(good, [["clean", "ok", None, None]] * 3) == ("lifecycle",)  # one side did not measure it
+    kept = [["clean", "ok", None]] * 3  # a state kept before growth was judged: not recorded
+    assert J.parts_for(kept, bad) == ("lifecycle",) and J.signature(kept[0], ("lifecycle", "growth")) == (
+        "clean / not_measured")
 
 
 def test_a_step_reads_good_bad_a_third_verdict_or_mixed():
