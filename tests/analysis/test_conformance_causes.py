@@ -288,3 +288,21 @@ def test_a_span_says_why_a_release_in_it_cannot_be_run_here():
     # a release that could be built or installed here is only said not run
     assert not_run_text(["2.56.0", "2.57.0"]) == "2.56.0, 2.57.0 not run"
     assert not_run_text(["2.48.0"]) == "2.48.0 not run"
+
+
+def test_a_majority_that_drifted_within_one_known_race_says_no_bisection_would_find_it(tmp_path):
+    """dlpack-versioned through the C API: clean|exit_timeout on 2.51.0; exit_timeout|aborted_at_exit on
+    2.70.0 and aborted_at_exit|exit_timeout on 2.71.0: the step to 2.71.0 is the race's draw, and the
+    command it offers is more cycles, not a bisection that would find nothing."""
+    race = ("dlpack-versioned,0,unbatched,capi,2.51.0,clean|exit_timeout,ok,ok,6,m",
+            "dlpack-versioned,0,unbatched,capi,2.70.0,exit_timeout|aborted_at_exit,ok,ok,6,m",
+            "dlpack-versioned,0,unbatched,capi,2.71.0,aborted_at_exit|exit_timeout,ok,ok,6,m")
+    table = _table(tmp_path, _cycles("dlpack-versioned", "2.51.0", ("clean", "clean", "exit_timeout")),
+                   _cycles("dlpack-versioned", "2.70.0", ("exit_timeout", "exit_timeout", "aborted_at_exit")),
+                   _cycles("dlpack-versioned", "2.71.0", ("aborted_at_exit", "aborted_at_exit", "exit_timeout")),
+                   known=race)
+    (cause,) = cd.upgrade(table, "2.51.0", "2.71.0").causes
+    assert cause.window == "2.71.0" or cause.changed == "2.71.0"
+    assert cause.not_bisected.startswith("not bisected: a race's draw, 2.70.0 and 2.71.0 give verdicts within one")
+    assert "rig matrix --scenarios dlpack-versioned --shapes unbatched --engines capi --runtimes 2.70.0,2.71.0 " \
+           "--race-cycles 12" in cause.not_bisected

@@ -298,6 +298,13 @@ def why_not_bisected(s: Step) -> str:
     if version_key(lo) < version_key(first):
         return f"not bisected: {lo} predates the sources here ({branch} on)"
     engine, shape, scenario, control = s.key
+    if s.kind == VERDICTS and same_cell(s.last, s.changed):  # the majority drifted within one known race
+        return (
+            f"not bisected: a race's draw, {s.last.triton_version} and {s.changed.triton_version} give verdicts "
+            "within one known race (no verdict tells them apart: a bisection would find nothing); its rate "
+            f"tells whether it moved: `rig matrix --scenarios {scenario} --shapes {shape.replace(',', '+')} "
+            f"--engines {engine} --runtimes {lo},{hi} --race-cycles 12`"
+        )
     return (
         f"not bisected yet: `rig bisect --scenario {scenario}{' --control' if control else ''} --shape "
         f"{shape.replace(',', '+')} --engine {engine} --good {lo} --bad {hi}`"
