@@ -692,3 +692,17 @@ def test_a_bisection_names_the_commit_and_a_variant_is_no_release_but_says_what_
     assert cfc.bisected(bisects, "template", False, "capi", "unbatched", "2.68.0", "2.69.0") == []
     md = cft.to_markdown(cf.build(frame, bisects=bisects))
     assert "changed in [2.68.0: python_backend 47f9e03 (#433)](#" in md and "fixed by 2.68.0-va606228022](#" in md
+
+
+def test_an_official_grid_says_which_bindings_each_column_ran():
+    frame = _frame(_cycles("retained-response", "2.50.0", "exit_timeout", engine="tritonserver"),
+                   _cycles("retained-response", "2.51.0", engine="tritonserver", bindings_own=True,
+                           tritonserver_version="2.51.0"),
+                   _cycles("retained-response", "2.55.0", "exit_timeout", engine="tritonserver", bindings_own=True,
+                           tritonserver_version="2.55.0"),
+                   _cycles("retained-response", "2.55.0", "exit_timeout"))
+    grids = {g.engine: g for g in cf.build(frame).grids}
+    assert cft.footnotes(grids["tritonserver"])[-1] == (
+        "bindings: 2.50.0 PyPI's over the wheel's core (assumed: those runs do not record them); 2.51.0 to 2.55.0 "
+        "each release's own.")
+    assert not any(n.startswith("bindings") for n in cft.footnotes(grids["capi"]))

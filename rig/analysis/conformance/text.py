@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections import Counter
 
+from rig.analysis.conformance.bindings import INSTALLED, bindings_of
 from rig.analysis.conformance.cells import Cell, row_label
 from rig.analysis.conformance.changes import shape_moves
 from rig.analysis.conformance.figures import (
@@ -226,7 +228,36 @@ def footnotes(g: Grid) -> list[str]:
     ):
         notes.append(f"{SKIPPED} {row_label(name, control)} on {version}: skipped, {why}")
     notes += [f"{NOT_EXACT_MARK} {v}: {not_exact(v)}." for v in g.cores if not_exact(v)]
-    return notes
+    said = bindings_note(g)
+    return notes + ([said] if said else [])
+
+
+def bindings_note(g: Grid) -> str:
+    """Through the official API, the ``tritonserver`` bindings each column ran, consecutive columns
+    alike said once: ``bindings: 2.47.0 to 2.50.0 PyPI's over the wheel's core (assumed: those runs
+    do not record them); 2.51.0 to 2.71.0 each release's own`` (``rig.analysis.conformance.bindings``);
+    "" for another API."""
+    if g.engine != "tritonserver":
+        return ""
+    runs: list[list] = []  # [what, assumed, first core, last core]
+    for v in g.cores:
+        found = [b for (_, _, core), c in g.cells.items() if core == v and (b := bindings_of(c)) is not None]
+        if not found:
+            continue
+        b = Counter(found).most_common(1)[0][0]
+        what = "each release's own" if b.own else f"{b.version or INSTALLED} over the wheel's core"
+        assumed = b.assumed and not b.own  # a core built here carries its own, recorded or not
+        if runs and runs[-1][0] == what and runs[-1][1] == assumed:
+            runs[-1][3] = v
+        else:
+            runs.append([what, assumed, v, v])
+    parts = [
+        (f"{a}" if a == z else f"{a} to {z}")
+        + f" {what}"
+        + (" (assumed: those runs do not record them)" if assumed else "")
+        for what, assumed, a, z in runs
+    ]
+    return "bindings: " + "; ".join(parts) + "." if parts else ""
 
 
 @dataclasses.dataclass(frozen=True)
