@@ -198,6 +198,26 @@ def build_lines(versions: list[str]) -> list[str]:
     return [f"for v in {' '.join(built)}; do rig runtime build $v --sources ../shared/triton-src; done"]
 
 
+def own_bindings_lines(cells) -> list[str]:
+    """Where the official API ran a wheel's core with its release's own bindings (2.51.0: the
+    matrix's ``all`` takes the wheel's core, with PyPI's bindings), the build with those bindings for
+    the sandbox's Python and the matrix over it, in the sandbox, that replace the column."""
+    from rig.parent.runtime import PYTRITON_CORE
+
+    wheels = set(PYTRITON_CORE.values())
+    own = sorted({c.triton_version for c in cells if c.engine == "tritonserver" and c.own_bindings and
+                  c.triton_version in wheels}, key=cf.version_key)
+    if not own:
+        return []
+    return [
+        f"for v in {' '.join(own)}; do rig runtime build $v --sources ../shared/triton-src "
+        "--python ~/.pyenv/versions/3.12.1/bin/python3.12; done   # with its own bindings, for the sandbox",
+        "bash tests/sandbox/official.sh --run rig matrix --scenarios all --runtimes "
+        f"{','.join('built-' + v for v in own)} --engines tritonserver --cycles 3 --results R2",
+        "python benchmarks/conformance_page.py --from R && python benchmarks/conformance_page.py --from R2 --add",
+    ]
+
+
 def page_path(g) -> str:
     """Where a grid's page is, under docs/: ``conformance/capi-unbatched.md``."""
     return f"{PAGES.name}/" + re.sub(r"[^a-z0-9]+", "-", f"{g.engine}-{g.shape}".lower()).strip("-") + ".md"
@@ -286,6 +306,29 @@ def _changes(table) -> list[str]:
     return lines
 
 
+RUNNER = "--runner 'bash tests/sandbox/official.sh --run' --python ~/.pyenv/versions/3.12.1/bin/python3.12"
+
+
+def _bisections(table) -> list[str]:
+    """The decided bisections kept beside the store (its table ``bisect``): the cell each ran, its
+    releases, the commits it named, and the command that runs it again (the official API's through
+    the sandbox)."""
+    found = sorted(cfc.bisections(table.bisects), key=lambda b: (cf.version_key(b.bad), b.cell))
+    if not found:
+        return []
+    lines = ["### The bisections behind them", "",
+             "Each names the commits of a change for its own cell and for every cell it moved alike between the "
+             "same two cores (`rig bisect`, kept in the store's table `bisect`: `python benchmarks/conformance_page.py "
+             "--bisects B`).", "", "| cell | releases | commits | command |", "| --- | --- | --- | --- |"]
+    for b in found:
+        command = (f"rig bisect --scenario {b.scenario}{' --control' if b.control else ''} --shape "
+                   f"{b.shape.replace(',', '+')} --engine {b.engine} --good {b.good} --bad {b.bad} --sources "
+                   "../shared/triton-src --results B" + (f" {RUNNER}" if b.engine == "tritonserver" else ""))
+        lines.append(f"| {md_cell(b.cell)} | {b.good} → {b.bad} | {md_cell(cfc.commits_text(b.commits))} | "
+                     f"`{command}` |")
+    return [*lines, ""]
+
+
 def index(cycles, table) -> str:
     """docs/conformance.md: what the grids show, the pages, where verdicts changed, the legend,
     how it was made and reproduced, where a shape moved a verdict."""
@@ -323,6 +366,7 @@ def index(cycles, table) -> str:
         "where they did and in which shapes.",
         "",
         *_changes(table),
+        *_bisections(table),
         "## Legend",
         "",
         *(line for text in cft.legend() for line in (text, "")),
@@ -337,7 +381,7 @@ def index(cycles, table) -> str:
         "```sh",
         *build_lines(versions),
         MATRIX,
-        "python benchmarks/conformance_page.py --from R",
+        *(own_bindings_lines(table.cells) or ["python benchmarks/conformance_page.py --from R"]),
         "```",
         "",
         "`rig report --conformance R` prints every grid for any results folder, with each cell's runs in its "
