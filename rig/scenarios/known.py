@@ -89,9 +89,18 @@ def entries(path: str | Path | None = None) -> dict[Entry, Known]:
 
 def table(path: str | Path | None = None) -> dict[Key, Known]:
     """One row a cell: where a core has rows for several bindings, its release's own (what its
-    users ran), else the row that does not say, else the first."""
+    users ran), else the row that does not say, else the first. Read once a file and change (do
+    not change what it returns: copy it)."""
+    p = Path(path) if path else default_path()
+    if not p.exists():
+        return {}
+    return _preferred(str(p), p.stat().st_mtime)
+
+
+@lru_cache(maxsize=8)
+def _preferred(path: str, mtime: float) -> dict[Key, Known]:
     out: dict[Key, Known] = {}
-    for key, k in sorted(entries(path).items(), key=lambda kv: _preference(kv[0][5])):
+    for key, k in sorted(_read(path, mtime).items(), key=lambda kv: _preference(kv[0][5])):
         out.setdefault(key[:5], k)
     return out
 
@@ -100,13 +109,14 @@ def _preference(bindings: str) -> int:
     return {OWN: 0, "": 1}.get(bindings, 2)
 
 
-def pick(rows: dict[Entry, Known], key: Key, bindings: str | None = None) -> Known | None:
+def pick(rows: dict[Entry, Known], preferred: dict[Key, Known], key: Key, bindings: str | None = None) -> Known | None:
     """The row ``key`` is held to among ``rows`` (``entries``): that of ``bindings`` (``OWN``, a
     version; a row that does not say stands for any), else, where ``bindings`` is None or empty, the
-    release's own as ``table`` picks. A cell that ran other bindings than any row says is unjudged."""
+    release's own as ``table`` picks (``preferred``: its answer for the same file). A cell that ran
+    other bindings than any row says is unjudged."""
     if bindings:
         return rows.get((*key, bindings)) or rows.get((*key, ""))
-    return next((rows[e] for e in sorted((e for e in rows if e[:5] == key), key=lambda e: _preference(e[5]))), None)
+    return preferred.get(key)
 
 
 def bindings_label(row: dict) -> str:
@@ -131,7 +141,8 @@ def lookup(
 ) -> Known | None:
     """The verdicts known for this cell (through ``bindings``, as ``pick`` reads them); None where
     none is (unjudged)."""
-    return pick(entries(path), (scenario, bool(control), shape, engine, str(triton_version)), bindings)
+    key = (scenario, bool(control), shape, engine, str(triton_version))
+    return pick(entries(path), table(path), key, bindings)
 
 
 def expected(
@@ -337,6 +348,7 @@ def write(rows: dict[Key, Known] | dict[Entry, Known], path: str | Path | None =
         f.write(buf.getvalue())
     os.replace(tmp, p)
     _read.cache_clear()
+    _preferred.cache_clear()
     return p
 
 

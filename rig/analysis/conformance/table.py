@@ -254,12 +254,12 @@ def _aborted_at_exit(r: dict) -> bool:
     return n is not None and not math.isnan(n) and int(n) > 0
 
 
-def _cell(key, rows: list[dict], known: dict, by_cycle: dict) -> Cell:
+def _cell(key, rows: list[dict], known: dict, preferred: dict, by_cycle: dict) -> Cell:
     engine, shape, scenario, control, version = key
     verdicts = [_triple(r) for r in rows]
     top, agreeing = known_verdicts.majority(verdicts)
     said = Counter(map(known_verdicts.bindings_label, rows)).most_common(1)[0][0]  # the bindings they ran
-    k = known_verdicts.pick(known, (scenario, control, shape, engine, version), said)
+    k = known_verdicts.pick(known, preferred, (scenario, control, shape, engine, version), said)
     if k is None and scenario in scenarios.SCENARIOS:  # a control's contract, as the matrix holds it
         k = known_verdicts.contract(scenarios.SCENARIOS[scenario], control)
     want = None if k is None else (k.lifecycle, k.load, k.growth or "ok")
@@ -329,9 +329,12 @@ def cells(frame, known_path: str | Path | None = None, windows=None) -> list[Cel
             str(r["triton_version"]),
         )
         groups.setdefault(key, []).append(r)
-    known = known_verdicts.entries(known_path)
+    known, preferred = known_verdicts.entries(known_path), known_verdicts.table(known_path)
     by_cycle = cycle_batches(windows)
-    return [_cell(key, rows, known, by_cycle) for key, rows in sorted(groups.items(), key=lambda kv: cell_order(kv[0]))]
+    return [
+        _cell(key, rows, known, preferred, by_cycle)
+        for key, rows in sorted(groups.items(), key=lambda kv: cell_order(kv[0]))
+    ]
 
 
 def build(frame, known_path: str | Path | None = None, skipped=None, windows=None, bisects=()) -> Conformance:
