@@ -60,6 +60,23 @@ def lifecycle_section(cycles: pd.DataFrame, keys: list[str]) -> Section:
         "cycle",
     ):
         c[col] = pd.to_numeric(c[col], errors="coerce")
+    agg = _lifecycle_groups(c, keys)
+    same = c[c.restart.astype("string").isin(frames.ONE_WORKER)] if "restart" in c else c.iloc[:0]
+    table = pd.DataFrame([_lifecycle_row(keys, idx, r, same) for idx, r in agg.iterrows()])
+    sec = Section("Lifecycle").add(
+        Table(
+            table,
+            "Outcomes (the lifecycle's verdict) and the load's verdict, each "
+            "judged apart; finalize success (Wilson interval), stop and start "
+            "latency, leaks, RSS slope (same-process and reload runs only)",
+        )
+    )
+    return sec.add(_latency_figure(c, keys))
+
+
+def _lifecycle_groups(c: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """One row per group of ``keys``: its cycles, finalizes, latencies, leaks, and the lifecycle's
+    and the load's verdicts counted (``outcomes``, ``load``)."""
     g = c.groupby(keys, sort=True, dropna=False) if keys else c.groupby(lambda _: "all")
     agg = g.agg(
         cycles=("cycle", "size"),
@@ -75,67 +92,57 @@ def lifecycle_section(cycles: pd.DataFrame, keys: list[str]) -> Section:
         shm_left=("shm_regions_leaked", "mean"),
     )
     by = [c[k] for k in keys] if keys else [pd.Series("all", index=c.index)]
-    outcomes = pd.crosstab(by, c.outcome)
-    agg["outcomes"] = [
-        ", ".join(f"{o} {int(n)}" for o, n in row.items() if n) for _, row in outcomes.reindex(agg.index).iterrows()
-    ]
     # the load's verdict, apart (older stores read one through rig.store; a frame without it shows -)
     load = c["load_outcome"] if "load_outcome" in c else pd.Series(None, index=c.index, dtype=object)
-    loads = pd.crosstab(by, load.fillna("-"))
-    agg["load"] = [
-        ", ".join(f"{o} {int(n)}" for o, n in row.items() if n) for _, row in loads.reindex(agg.index).iterrows()
-    ]
-    rows = []
-    same = c[c.restart.astype("string").isin(frames.ONE_WORKER)] if "restart" in c else c.iloc[:0]
-    for idx, r in agg.iterrows():
-        rate, lo, hi = stats.wilson(int(r.fin_ok), int(r.fin_n))
-        row = dict(zip(keys, idx if isinstance(idx, tuple) else (idx,))) if keys else {}
-        row.update(
-            {
-                "cycles": int(r.cycles),
-                "outcomes": r.outcomes,
-                "load": r.load,
-                "finalize": pct(rate),
-                "finalize 95 % CI": f"{pct(lo)} – {pct(hi)}" if rate is not None else "-",
-                "stop p50 s": r.stop_p50,
-                "stop p95 s": r.stop_p95,
-                "stop max s": r.stop_max,
-                "start p50 s": r.start_p50,
-                "start p95 s": r.start_p95,
-                "start max s": r.start_max,
-                "stubs killed/cycle": r.stubs_killed,
-                "shm left/cycle": r.shm_left,
-            }
-        )
-        mine = same
-        for k, v in zip(keys, idx if isinstance(idx, tuple) else (idx,)):
-            mine = mine[mine[k] == v]
-        for col, name in (("worker_rss_bytes", "worker RSS KiB/cycle"), ("stub_rss_bytes", "stub RSS KiB/cycle")):
-            s = stats.slope_ci(mine.cycle.to_numpy(), (mine[col] / 1024).to_numpy()) if len(mine) else None
-            row[name] = "-" if s is None else f"{s[0]:+.1f} [{s[1]:+.1f}, {s[2]:+.1f}]"
-        rows.append(row)
-    table = pd.DataFrame(rows)
-    sec = Section("Lifecycle").add(
-        Table(
-            table,
-            "Outcomes (the lifecycle's verdict) and the load's verdict, each "
-            "judged apart; finalize success (Wilson interval), stop and start "
-            "latency, leaks, RSS slope (same-process and reload runs only)",
-        )
+    for name, verdicts in (("outcomes", c.outcome), ("load", load.fillna("-"))):
+        counted = pd.crosstab(by, verdicts).reindex(agg.index)
+        agg[name] = [", ".join(f"{o} {int(n)}" for o, n in row.items() if n) for _, row in counted.iterrows()]
+    return agg
+
+
+def _lifecycle_row(keys: list[str], idx, r, same: pd.DataFrame) -> dict:
+    """A group's row of the lifecycle table; its RSS slopes over its cycles in one worker (``same``)."""
+    rate, lo, hi = stats.wilson(int(r.fin_ok), int(r.fin_n))
+    values = idx if isinstance(idx, tuple) else (idx,)
+    row = dict(zip(keys, values)) if keys else {}
+    row.update(
+        {
+            "cycles": int(r.cycles),
+            "outcomes": r.outcomes,
+            "load": r.load,
+            "finalize": pct(rate),
+            "finalize 95 % CI": f"{pct(lo)} – {pct(hi)}" if rate is not None else "-",
+            "stop p50 s": r.stop_p50,
+            "stop p95 s": r.stop_p95,
+            "stop max s": r.stop_max,
+            "start p50 s": r.start_p50,
+            "start p95 s": r.start_p95,
+            "start max s": r.start_max,
+            "stubs killed/cycle": r.stubs_killed,
+            "shm left/cycle": r.shm_left,
+        }
     )
+    mine = same
+    for k, v in zip(keys, values):
+        mine = mine[mine[k] == v]
+    for col, name in (("worker_rss_bytes", "worker RSS KiB/cycle"), ("stub_rss_bytes", "stub RSS KiB/cycle")):
+        s = stats.slope_ci(mine.cycle.to_numpy(), (mine[col] / 1024).to_numpy()) if len(mine) else None
+        row[name] = "-" if s is None else f"{s[0]:+.1f} [{s[1]:+.1f}, {s[2]:+.1f}]"
+    return row
+
+
+def _latency_figure(c: pd.DataFrame, keys: list[str]) -> Figure:
+    """Stop and start latency, an ECDF per group (the most common ``MAX_GROUPS_PLOTTED``)."""
     labelled = c.assign(_g=_labels(c, keys))
     top = labelled._g.value_counts().index[:MAX_GROUPS_PLOTTED]
     series = {
         p: {lab: labelled.loc[labelled._g == lab, col].to_numpy() for lab in top}
         for p, col in (("stop latency", "stop_latency_s"), ("start latency", "start_latency_s"))
     }
-    sec.add(
-        Figure(
-            plots.render("ecdf_figure", series, "Stop and start latency (ECDF per group)", "seconds"),
-            "ECDF of stop and start latency per group",
-        )
+    return Figure(
+        plots.render("ecdf_figure", series, "Stop and start latency (ECDF per group)", "seconds"),
+        "ECDF of stop and start latency per group",
     )
-    return sec
 
 
 def load_points(windows: pd.DataFrame) -> pd.Series:
