@@ -251,50 +251,12 @@ def performance_section(data, pts: dict, keys: list[str], max_hist: int) -> Sect
         latency = Figure(
             plots.render("latency_distribution_figure", curves), "Latency by percentile, merged HDR histograms"
         )
-    rows = []
-    capped = 0
-    for i, a in zip(agg.index, agg.itertuples(index=False)):
-        k = names[i]
-        lv = pts["units"][i]["throughput"]
-        unit = max(lv, key=frames.LEVELS.index)
-        vals = lv[unit]
-        capped += k in hists and hists[k][2] < a.windows
-        _, lo, hi = stats.bootstrap_ci(vals)
-        est = a.tput
-        lo, hi = (min(lo, est), max(hi, est)) if pd.notna(est) else (lo, hi)
-        row = dict(zip(pkeys, k))
-        hp = hists.get(k, (None,))[0]
-        row.update(
-            {
-                "windows": int(a.windows),
-                "infer/s": est,
-                "infer/s 95 % CI": f"{lo:,.0f} – {hi:,.0f}",
-                "CI over": f"{vals.size:,} {unit}",
-                "p50 µs": hp["p50_us"] if hp else a.p50_med,
-                "p99 µs": hp["p99_us"] if hp else a.p99_med,
-                "p99.9 µs": hp["p999_us"] if hp else None,
-                "max µs": hp["max_us"] if hp else None,
-                "latency from": (f"HDR, {hists[k][2]:,} windows merged" if hp else "window medians"),
-                "throughput_lo": lo,
-                "throughput_hi": hi,
-            }
-        )
-        rows.append(row)
-    pts = pd.DataFrame(rows)
-    knees, lines = {}, []
+    points = list(zip(agg.index, agg.itertuples(index=False)))
+    rows = [_point_row(pts, names[i], i, a, hists) for i, a in points]
+    capped = sum(names[i] in hists and hists[names[i]][2] < a.windows for i, a in points)
     skeys = keys + ["tool", "mode"]
-    for k, s in pts.groupby(skeys, sort=False, dropna=False):
-        if s.point.nunique() < 2:
-            continue
-        lab = label(skeys, k)
-        kn = sweeps.knee(
-            s.sort_values("point")
-            .rename(columns={"infer/s": "throughput", "p99 µs": "p99_us"})[["point", "throughput", "p99_us"]]
-            .to_dict("records"),
-            open_loop=k[-1] == "open",
-        )
-        knees[lab] = kn["point"] if kn else None
-        lines.append({"series": lab, "knee point": knees[lab], "infer/s at knee": kn["throughput"] if kn else None})
+    pts = pd.DataFrame(rows)
+    knees, lines = _knees(pts, skeys)
     shown = pts.drop(columns=["throughput_lo", "throughput_hi"])
     sec = Section("Performance").add(
         Table(
@@ -325,6 +287,54 @@ def performance_section(data, pts: dict, keys: list[str], max_hist: int) -> Sect
     if hists:
         sec.add(latency)
     return sec
+
+
+def _point_row(pts: dict, k: tuple, i, a, hists: dict) -> dict:
+    """A point's row of the performance table: its throughput with the bootstrap interval over its
+    independent units, and its percentiles, exact from merged HDR histograms where ``hists`` has them."""
+    lv = pts["units"][i]["throughput"]
+    unit = max(lv, key=frames.LEVELS.index)
+    vals = lv[unit]
+    _, lo, hi = stats.bootstrap_ci(vals)
+    est = a.tput
+    lo, hi = (min(lo, est), max(hi, est)) if pd.notna(est) else (lo, hi)
+    row = dict(zip(pts["keys"], k))
+    hp = hists.get(k, (None,))[0]
+    row.update(
+        {
+            "windows": int(a.windows),
+            "infer/s": est,
+            "infer/s 95 % CI": f"{lo:,.0f} – {hi:,.0f}",
+            "CI over": f"{vals.size:,} {unit}",
+            "p50 µs": hp["p50_us"] if hp else a.p50_med,
+            "p99 µs": hp["p99_us"] if hp else a.p99_med,
+            "p99.9 µs": hp["p999_us"] if hp else None,
+            "max µs": hp["max_us"] if hp else None,
+            "latency from": (f"HDR, {hists[k][2]:,} windows merged" if hp else "window medians"),
+            "throughput_lo": lo,
+            "throughput_hi": hi,
+        }
+    )
+    return row
+
+
+def _knees(pts: pd.DataFrame, skeys: list[str]) -> tuple[dict, list[dict]]:
+    """The knee of each sweep (a series of ``skeys`` with two points or more): by its label, and as
+    the rows of the knees' table."""
+    knees, lines = {}, []
+    for k, s in pts.groupby(skeys, sort=False, dropna=False):
+        if s.point.nunique() < 2:
+            continue
+        lab = label(skeys, k)
+        kn = sweeps.knee(
+            s.sort_values("point")
+            .rename(columns={"infer/s": "throughput", "p99 µs": "p99_us"})[["point", "throughput", "p99_us"]]
+            .to_dict("records"),
+            open_loop=k[-1] == "open",
+        )
+        knees[lab] = kn["point"] if kn else None
+        lines.append({"series": lab, "knee point": knees[lab], "infer/s at knee": kn["throughput"] if kn else None})
+    return knees, lines
 
 
 def streaming_section(root: str, windows: pd.DataFrame, keys: list[str]) -> Section | None:
